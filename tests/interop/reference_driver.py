@@ -1,0 +1,444 @@
+#!/usr/bin/env python
+"""Drive the REFERENCE implementation (PyPI ``zarr-vectors`` 0.9.2) for interop tests.
+
+Run this only with the reference venv's interpreter, never with the project's::
+
+    .cache/reference-venv/bin/python tests/interop/reference_driver.py CMD ...
+
+Commands
+--------
+write-points IN.npz STORE [--compression auto|none|zstd|blosc]
+    Write a point-cloud store from the arrays in IN.npz (see ``_load_points_npz``).
+    Prints a JSON summary (the layout actually used) on stdout.
+read-points STORE OUT.npz [--bbox lo0,lo1,..:hi0,hi1,..] [--level L] [--via auto|plain|objects]
+    Full read, or inclusive bbox read, saved as npz (see cmd_read_points for the read path).
+info STORE [--validate-level N]
+    JSON report of what the reference sees, and whether its validator accepts the store.
+
+API surface used
+----------------
+Everything goes through ``zarr_vectors`` (the data-oriented api: ``create``, ``open``,
+``Schema``, ``Layout``, ``Dataset.add_points``, ``select().read()``, ``Level.objects``,
+``Level.attribute_names``, ``Dataset.validate``) and ``zarr_vectors.building``, which the
+reference declares to be its supported surface for lower-level store construction.
+``building`` is needed because the api has no reader for object / group attribute tables,
+no reader for group membership lists and no writer for group attributes.
+
+Two places leave that surface (unavoidable, both flagged where they occur):
+* a ``bin_shape`` whose chunk/bin ratio differs between axes cannot be expressed through
+  ``Layout(subcells=int)``; such an input is written with ``zarr_vectors.types.points.
+  write_points`` (module the reference marks "undecided", not internal);
+* if ``zarr_vectors.open`` refuses a store, ``info`` falls back to
+  ``zarr_vectors.validate.validate`` (also "undecided") so it can still report errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import traceback
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+warnings.simplefilter("ignore")
+
+try:
+    import zarr_vectors as zv
+    from zarr_vectors import building
+except ImportError as exc:  # pragma: no cover - wrong interpreter
+    sys.stderr.write(
+        "reference_driver: cannot import the reference zarr_vectors; run this script with "
+        f".cache/reference-venv/bin/python ({exc})\n"
+    )
+    sys.exit(3)
+
+
+class DriverError(Exception):
+    """A usage or input problem, reported without a traceback."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        seq = sorted(value) if isinstance(value, (set, frozenset)) else value
+        return [_jsonable(v) for v in seq]
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return repr(value)
+
+
+def _parse_bbox(text: str) -> tuple[list[float], list[float]]:
+    try:
+        lo_s, hi_s = text.split(":")
+        lo = [float(v) for v in lo_s.split(",")]
+        hi = [float(v) for v in hi_s.split(",")]
+    except ValueError as exc:
+        raise DriverError(f"bad --bbox {text!r}; expected lo0,lo1,..:hi0,hi1,..") from exc
+    if len(lo) != len(hi):
+        raise DriverError(f"bad --bbox {text!r}: corners have different lengths")
+    return lo, hi
+
+
+def _csr_to_groups(flat: np.ndarray, offsets: np.ndarray) -> dict[int, list[int]]:
+    offsets = np.asarray(offsets, dtype=np.int64)
+    flat = np.asarray(flat, dtype=np.int64)
+    if offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(flat):
+        raise DriverError("groups_offsets must be 1-D, start at 0 and end at len(groups_flat)")
+    return {g: flat[offsets[g]:offsets[g + 1]].tolist() for g in range(len(offsets) - 1)}
+
+
+def _groups_to_csr(rows: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    lists = [np.asarray(list(r), dtype=np.int64) for r in rows]
+    offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+    if lists:
+        offsets[1:] = np.cumsum([len(r) for r in lists])
+        flat = np.concatenate(lists) if offsets[-1] else np.zeros(0, np.int64)
+    else:
+        flat = np.zeros(0, np.int64)
+    return flat, offsets
+
+
+# --------------------------------------------------------------------------- write
+
+
+def _load_points_npz(path: str) -> dict[str, Any]:
+    """positions (N,D); optional chunk_shape, bin_shape, bounds (2,D), attr__*, object_ids,
+    oattr__* (indexed by object id), groups_flat + groups_offsets (CSR), gattr__*."""
+    with np.load(path, allow_pickle=False) as z:
+        data = {k: z[k] for k in z.files}
+    if "positions" not in data:
+        raise DriverError(f"{path}: no 'positions' array")
+    pos = data["positions"]
+    if pos.ndim != 2 or pos.shape[1] < 1:
+        raise DriverError(f"{path}: positions must be (N, D), got {pos.shape}")
+    out: dict[str, Any] = {"positions": pos}
+    d = pos.shape[1]
+    for key in ("chunk_shape", "bin_shape"):
+        if key in data:
+            v = np.asarray(data[key], dtype=np.float64).reshape(-1)
+            if v.shape != (d,):
+                raise DriverError(f"{path}: {key} must have {d} entries, got {v.shape}")
+            out[key] = [float(x) for x in v]
+    if "bounds" in data:
+        b = np.asarray(data["bounds"], dtype=np.float64)
+        if b.shape != (2, d):
+            raise DriverError(f"{path}: bounds must be (2, {d}), got {b.shape}")
+        out["bounds"] = ([float(x) for x in b[0]], [float(x) for x in b[1]])
+    out["attributes"] = {k[len("attr__"):]: v for k, v in data.items() if k.startswith("attr__")}
+    out["object_attributes"] = {
+        k[len("oattr__"):]: v for k, v in data.items() if k.startswith("oattr__")
+    }
+    out["group_attributes"] = {
+        k[len("gattr__"):]: v for k, v in data.items() if k.startswith("gattr__")
+    }
+    out["object_ids"] = np.asarray(data["object_ids"], np.int64) if "object_ids" in data else None
+    if ("groups_flat" in data) != ("groups_offsets" in data):
+        raise DriverError(f"{path}: groups need both groups_flat and groups_offsets")
+    out["groups"] = (
+        _csr_to_groups(data["groups_flat"], data["groups_offsets"])
+        if "groups_flat" in data else None
+    )
+    if out["group_attributes"] and out["groups"] is None:
+        raise DriverError(f"{path}: gattr__* given without groups")
+    for name, arr in out["attributes"].items():
+        if arr.shape[0] != pos.shape[0]:
+            raise DriverError(f"{path}: attr__{name} has {arr.shape[0]} rows, expected {len(pos)}")
+    return out
+
+
+def _compression_arg(text: str) -> Any:
+    return {"auto": "auto", "none": None}.get(text, text)
+
+
+def cmd_write_points(args: argparse.Namespace) -> int:
+    spec = _load_points_npz(args.input)
+    pos = spec["positions"]
+    store = args.store
+    if Path(store).exists():
+        raise DriverError(f"{store} already exists")
+
+    bounds = spec.get("bounds")
+    if bounds is None:
+        bounds = (pos.min(axis=0).astype(float).tolist(), pos.max(axis=0).astype(float).tolist())
+    chunk = spec.get("chunk_shape")
+    binshape = spec.get("bin_shape")
+    compression = _compression_arg(args.compression)
+
+    subcells: Any = "auto"
+    uniform = True
+    if binshape is not None:
+        base = chunk if chunk is not None else None
+        if base is None:
+            raise DriverError("bin_shape given without chunk_shape")
+        ratios = [c / b for c, b in zip(base, binshape)]
+        if any(abs(r - round(r)) > 1e-9 or round(r) < 1 for r in ratios):
+            raise DriverError(f"chunk_shape/bin_shape must be integers, got {ratios}")
+        ints = {int(round(r)) for r in ratios}
+        if len(ints) == 1:
+            subcells = ints.pop()
+        else:
+            uniform = False
+
+    common = dict(
+        attributes=spec["attributes"] or None,
+        object_ids=spec["object_ids"],
+        object_attributes=spec["object_attributes"] or None,
+        groups=spec["groups"],
+    )
+    position_dtype = str(pos.dtype) if pos.dtype.kind in "fiu" else "float32"
+
+    if uniform:
+        layout = zv.Layout(
+            cell_size=tuple(chunk) if chunk is not None else None,
+            subcells=subcells,
+            compression=compression,
+        )
+        schema = zv.Schema(
+            ndim=pos.shape[1], bounds=bounds, kind="point_cloud",
+            position_dtype=position_dtype, layout=layout,
+        )
+        ds = zv.create(store, schema=schema)
+        report = ds.add_points(pos, **common)
+        level_group = ds.level(0).store
+        route = "zarr_vectors.create + Dataset.add_points"
+    else:
+        # Unavoidable: per-axis bin ratios are not expressible through the api's Layout.
+        from zarr_vectors.types.points import write_points
+
+        report = write_points(
+            store, pos, chunk_shape=tuple(chunk), bin_shape=tuple(binshape), bounds=bounds,
+            vertex_attributes=common["attributes"], object_ids=common["object_ids"],
+            object_attributes=common["object_attributes"], groups=common["groups"],
+            dtype=position_dtype, compressor=None if compression == "auto" else compression,
+        )
+        ds = zv.open(store, mode="r+")
+        level_group = ds.level(0).store
+        route = "zarr_vectors.types.points.write_points (non-uniform bin ratio)"
+
+    for name, values in spec["group_attributes"].items():
+        building.create_groupings_attributes_array(
+            level_group, name, dtype=str(values.dtype),
+            num_channels=1 if values.ndim == 1 else int(values.shape[1]),
+        )
+        building.write_groupings_attributes(level_group, name, np.asarray(values))
+
+    ds = zv.open(store)
+    print(json.dumps(_jsonable({
+        "store": store,
+        "route": route,
+        "report": report,
+        "bounds": bounds,
+        "chunk_shape": ds.level(0).scale,
+        "bin_shape": ds.level(0).resolution,
+        "compression": args.compression,
+        "vertex_count": ds.level(0).vertex_count,
+    })))
+    return 0
+
+
+# --------------------------------------------------------------------------- read
+
+
+def cmd_read_points(args: argparse.Namespace) -> int:
+    ds = zv.open(args.store)
+    level = ds.level(args.level)
+    kw: dict[str, Any] = {"level": args.level}
+    if args.bbox:
+        lo, hi = _parse_bbox(args.bbox)
+        if len(lo) != ds.ndim:
+            raise DriverError(f"--bbox has {len(lo)} axes, store has {ds.ndim}")
+        kw["bbox"] = (lo, hi)
+    has_objects = level.objects.slots > 0
+    via = args.via
+    if via == "auto":
+        via = "objects" if has_objects else "plain"
+    if via == "objects":
+        if not has_objects:
+            raise DriverError("--via objects: this level has no object index")
+        # The object path is the one that returns per-vertex object_ids.  It is also the
+        # only correct bbox path on stores written with object ids: the reference's plain
+        # bbox read maps bins to fragment slots, which is wrong when fragments are
+        # per-object (reference 0.9.2 bug; see docs/notes/reference-bytes-points.md).
+        ids = [int(i) for i in level.objects.ids()]
+        result = ds.select(objects=ids, **kw).read()
+        route = "select(objects=<all present ids>" + (", bbox" if args.bbox else "") + ").read()"
+    else:
+        result = ds.select(**kw).read()
+        route = "select(" + ("bbox" if args.bbox else "") + ").read()"
+    if result.errors:
+        raise DriverError(f"reference reported read errors: {result.errors}")
+
+    out: dict[str, np.ndarray] = {"positions": np.asarray(result.positions)}
+    for name in result.attributes.names():
+        out[f"attr__{name}"] = np.asarray(result.attributes[name])
+    lg = level.store
+    if len(out["positions"]) == 0:
+        # An empty read comes back without attribute columns; keep the keys present.
+        for name in level.attribute_names("vertex"):
+            if f"attr__{name}" not in out:
+                dt, ncols = building.attribute_layout(lg, name)
+                out[f"attr__{name}"] = np.zeros((0,) if ncols == 1 else (0, ncols), dtype=dt)
+    if result.object_ids is not None:
+        out["object_ids"] = np.asarray(result.object_ids, dtype=np.int64)
+    elif via == "objects" and len(out["positions"]) == 0:
+        out["object_ids"] = np.zeros(0, dtype=np.int64)
+
+    for name in level.attribute_names("object"):
+        out[f"oattr__{name}"] = np.asarray(building.read_object_attributes(lg, name))
+    try:
+        has_groups = "groups" in set(lg.children()) if hasattr(lg, "children") else True
+    except Exception:
+        has_groups = True
+    if has_groups:
+        try:
+            rows = building.read_all_groupings(lg)
+        except Exception:
+            rows = None
+        if rows is not None and len(rows):
+            out["groups_flat"], out["groups_offsets"] = _groups_to_csr(list(rows))
+    for name in level.attribute_names("group"):
+        out[f"gattr__{name}"] = np.asarray(building.read_groupings_attributes(lg, name))
+
+    np.savez(args.output, **out)
+    print(json.dumps({
+        "rows": int(len(out["positions"])),
+        "route": route,
+        "keys": sorted(out),
+        "truncated": bool(result.truncated),
+    }))
+    return 0
+
+
+# --------------------------------------------------------------------------- info
+
+
+def _validation(target: Any, vlevel: int) -> dict[str, Any]:
+    res = target(vlevel)
+    return {
+        "valid": bool(res.ok),
+        "validate_level": vlevel,
+        "errors": list(res.errors),
+        "warnings": list(res.warnings),
+    }
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    info: dict[str, Any] = {"store": args.store, "reference_version": zv.__version__}
+    try:
+        ds = zv.open(args.store)
+    except Exception as exc:  # the reference refuses the store outright
+        info["open_error"] = f"{type(exc).__name__}: {exc}"
+        try:
+            # Unavoidable fallback: the api validator needs an open Dataset.
+            from zarr_vectors.validate import validate
+
+            info.update(_validation(lambda n: validate(args.store, level=n), args.validate_level))
+        except Exception as vexc:
+            info.update({"valid": False, "errors": [f"{type(vexc).__name__}: {vexc}"]})
+        print(json.dumps(_jsonable(info), indent=1))
+        return 0
+
+    def safe(fn: Any) -> Any:
+        try:
+            return fn()
+        except Exception as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
+
+    info.update({
+        "format_version": safe(lambda: ".".join(map(str, ds.format_version))),
+        "ndim": safe(lambda: ds.ndim),
+        "bounds": safe(lambda: [list(map(float, c)) for c in ds.bounds]),
+        "axes": safe(lambda: ds.axes),
+        "geometry_types": safe(lambda: ds.kinds),
+        "capabilities": safe(lambda: ds.capabilities),
+        "levels": [],
+    })
+    for idx in safe(lambda: ds.levels) or []:
+        lv = ds.level(idx)
+        info["levels"].append({
+            "level": idx,
+            "kind": safe(lambda: lv.kind),
+            "vertex_count": safe(lambda: lv.vertex_count),
+            "chunk_shape": safe(lambda: lv.scale),
+            "bin_shape": safe(lambda: lv.resolution),
+            "num_object_slots": safe(lambda: lv.objects.slots),
+            "num_objects_present": safe(lambda: lv.objects.count),
+            "groups": safe(lambda: list(lv.groups.names())),
+            "vertex_attributes": safe(lambda: lv.attribute_names("vertex")),
+            "fragment_attributes": safe(lambda: lv.attribute_names("fragment")),
+            "object_attributes": safe(lambda: lv.attribute_names("object")),
+            "group_attributes": safe(lambda: lv.attribute_names("group")),
+            "link_attributes": safe(lambda: lv.attribute_names("link")),
+        })
+    try:
+        info.update(_validation(lambda n: ds.validate(level=n), args.validate_level))
+    except Exception as exc:
+        info.update({"valid": False, "errors": [f"validator raised {type(exc).__name__}: {exc}"]})
+    print(json.dumps(_jsonable(info), indent=1))
+    return 0
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="reference_driver.py", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    w = sub.add_parser("write-points", help="write a point cloud from an npz")
+    w.add_argument("input")
+    w.add_argument("store")
+    w.add_argument("--compression", default="auto",
+                   help="reference Layout.compression: auto (its default, zstd), none, zstd, blosc")
+    w.set_defaults(func=cmd_write_points)
+
+    r = sub.add_parser("read-points", help="read a point cloud into an npz")
+    r.add_argument("store")
+    r.add_argument("output")
+    r.add_argument("--bbox", default=None, help="lo0,lo1,..:hi0,hi1,.. (inclusive)")
+    r.add_argument("--level", type=int, default=0)
+    r.add_argument("--via", choices=("auto", "plain", "objects"), default="auto",
+                   help="auto: object-path read when the level has objects (gives object_ids), "
+                        "else plain select().read()")
+    r.set_defaults(func=cmd_read_points)
+
+    i = sub.add_parser("info", help="print a JSON report on a store")
+    i.add_argument("store")
+    i.add_argument("--validate-level", type=int, default=3, help="reference conformance level 1-5")
+    i.set_defaults(func=cmd_info)
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # "--bbox -5,0:.." would be taken for an option; glue the value on.
+    for k in range(len(argv) - 1):
+        if argv[k] == "--bbox":
+            argv[k:k + 2] = [f"--bbox={argv[k + 1]}"]
+            break
+    args = p.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except DriverError as exc:
+        sys.stderr.write(f"reference_driver {args.cmd}: {exc}\n")
+        return 2
+    except Exception as exc:
+        sys.stderr.write(f"reference_driver {args.cmd}: {type(exc).__name__}: {exc}\n")
+        traceback.print_exc(file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

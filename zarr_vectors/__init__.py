@@ -1,0 +1,35 @@
+"""zarr_vectors: point clouds, lines, skeletons, graphs and meshes in Zarr v3 (Zarr Vectors 0.9)."""
+
+from __future__ import annotations
+
+from .dataset import Dataset, open
+from .errors import (
+    CorruptCellError,
+    DecodeError,
+    FormatError,
+    InputError,
+    ReadOnlyError,
+    StoreExistsError,
+    ZarrVectorsError,
+)
+from .geometry.points import write_points
+from .result import Result
+from .storage import ZarrV2StoreError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Dataset",
+    "Result",
+    "open",
+    "write_points",
+    "ZarrVectorsError",
+    "FormatError",
+    "CorruptCellError",
+    "DecodeError",
+    "InputError",
+    "ReadOnlyError",
+    "StoreExistsError",
+    "ZarrV2StoreError",
+    "__version__",
+]

@@ -1,0 +1,165 @@
+"""Opened arrays of a level: parsed ``zarr.json`` plus decoding of their cells."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from ._pipeline import Pipeline, UnsupportedPipeline
+from .errors import CorruptCellError, DecodeError, FormatError
+from .format.grid import cell_key, parse_chunk_key
+
+__all__ = ["CellArray", "TableArray"]
+
+
+def _pipeline(path: str, doc: dict[str, Any]) -> Pipeline:
+    try:
+        return Pipeline.from_codecs(doc.get("codecs") or [])
+    except UnsupportedPipeline as exc:
+        names = [c.get("name") for c in doc.get("codecs") or []]
+        if "draco" in names:
+            raise FormatError(
+                f"array {path!r} uses codec draco, which is not available in this version; "
+                "install the Draco codec package to read it"
+            ) from exc
+        raise FormatError(f"array {path!r} uses codecs {names}, which this library cannot decode yet") from exc
+
+
+@dataclass(eq=False)
+class CellArray:
+    """A per-chunk vlen array over the level's chunk grid (``vertices``, attributes, ...)."""
+
+    path: str
+    doc: dict[str, Any]
+    pipeline: Pipeline = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.doc.get("node_type") != "array":
+            raise FormatError(f"{self.path!r} should be an array but its zarr.json says {self.doc.get('node_type')!r}")
+        self.pipeline = _pipeline(self.path, self.doc)
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        return self.doc.get("attributes") or {}
+
+    @cached_property
+    def origin(self) -> np.ndarray:
+        shape = self.doc.get("shape") or []
+        return np.asarray(self.attrs.get("chunk_grid_origin") or [0] * len(shape), dtype=np.int64)
+
+    @cached_property
+    def nonempty(self) -> np.ndarray:
+        """(M, D) absolute chunk coordinates listed in ``nonempty_chunks``."""
+        keys = self.attrs.get("nonempty_chunks")
+        nd = len(self.doc.get("shape") or [])
+        if keys is None:
+            raise FormatError(f"array {self.path!r} has no nonempty_chunks attribute")
+        try:
+            return np.asarray([parse_chunk_key(k) for k in keys], dtype=np.int64).reshape(-1, nd)
+        except (ValueError, TypeError) as exc:
+            raise FormatError(f"array {self.path!r} has a malformed nonempty_chunks entry") from exc
+
+    @cached_property
+    def dtype(self) -> np.dtype:
+        name = self.attrs.get("dtype")
+        try:
+            return np.dtype(name).newbyteorder("<")
+        except TypeError as exc:
+            raise FormatError(f"array {self.path!r} has an unknown dtype attribute {name!r}") from exc
+
+    @cached_property
+    def row_width(self) -> int:
+        shape = self.attrs.get("row_shape") or []
+        return int(np.prod(shape, dtype=np.int64)) if shape else 1
+
+    def key(self, chunk: Sequence[int] | np.ndarray) -> str:
+        return f"{self.path}/{cell_key(np.asarray(chunk) - self.origin)}"
+
+    def payload(self, raw: bytes | None, chunk: Sequence[int]) -> memoryview:
+        """Decoded cell payload (empty when the cell is missing)."""
+        if raw is None:
+            return memoryview(b"")
+        try:
+            return self.pipeline.decode(raw)
+        except DecodeError as exc:
+            raise CorruptCellError(self.path, ".".join(map(str, chunk)), str(exc)) from exc
+
+    def rows(self, raw: bytes | None, chunk: Sequence[int], width: int | None = None) -> np.ndarray:
+        """Cell as (n, width) rows of ``dtype``; checks the byte length is whole rows."""
+        width = self.row_width if width is None else width
+        data = self.payload(raw, chunk)
+        stride = self.dtype.itemsize * width
+        if len(data) % stride:
+            raise CorruptCellError(
+                self.path, ".".join(map(str, chunk)),
+                f"{len(data)} bytes is not a whole number of {stride}-byte rows",
+            )  # fmt: skip
+        return np.frombuffer(data, dtype=self.dtype).reshape(-1, width)
+
+
+@dataclass(eq=False)
+class TableArray:
+    """A non-spatial 1-D array: vlen (manifests, groups) or dense (object / group attributes)."""
+
+    path: str
+    doc: dict[str, Any]
+
+    @cached_property
+    def pipeline(self) -> Pipeline:
+        return _pipeline(self.path, self.doc)
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        return self.doc.get("attributes") or {}
+
+    @property
+    def length(self) -> int:
+        return int((self.doc.get("shape") or [0])[0])
+
+    @property
+    def chunk(self) -> int:
+        return int(self.doc["chunk_grid"]["configuration"]["chunk_shape"][0])
+
+    def chunk_keys(self, chunks: Sequence[int]) -> list[str]:
+        tail = "/0" * (len(self.doc.get("shape") or [0]) - 1)
+        return [f"{self.path}/c/{c}{tail}" for c in chunks]
+
+    def vlen_items(self, raw: bytes | None, c: int) -> list[memoryview]:
+        """Elements of vlen chunk ``c`` (all empty when the chunk is missing)."""
+        if raw is None:
+            return [memoryview(b"")] * self.chunk
+        try:
+            items = self.pipeline.decode_items(raw)
+        except DecodeError as exc:
+            raise CorruptCellError(self.path, str(c), str(exc)) from exc
+        if len(items) != self.chunk:
+            raise CorruptCellError(self.path, str(c), f"holds {len(items)} elements, expected {self.chunk}")
+        return items
+
+    def dense(self, raws: Sequence[bytes | None]) -> np.ndarray:
+        """The whole dense array from its chunks (missing chunks read as the fill value)."""
+        dtype = np.dtype(self.doc["data_type"]).newbyteorder("<")
+        shape = tuple(int(s) for s in self.doc["shape"])
+        chunk_shape = tuple(int(s) for s in self.doc["chunk_grid"]["configuration"]["chunk_shape"])
+        fill = self.doc.get("fill_value")
+        fill = np.nan if fill == "NaN" else fill
+        out = np.full(shape, fill, dtype=dtype)
+        for c, raw in enumerate(raws):
+            if raw is None:
+                continue
+            try:
+                data = self.pipeline.decode(raw)
+            except DecodeError as exc:
+                raise CorruptCellError(self.path, str(c), str(exc)) from exc
+            n = int(np.prod(chunk_shape))
+            if len(data) != n * dtype.itemsize:
+                raise CorruptCellError(self.path, str(c), f"{len(data)} bytes, expected {n * dtype.itemsize}")
+            block = np.frombuffer(data, dtype=dtype).reshape(chunk_shape)
+            start = c * chunk_shape[0]
+            part = out[start : start + chunk_shape[0]]
+            part[...] = block[: len(part)]
+        return out

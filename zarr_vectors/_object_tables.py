@@ -1,0 +1,113 @@
+"""Write the level-wide object tables: manifests, object attributes, groups, group attributes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._inputs import NamedArray
+from ._partition import Partition
+from ._writer import MANIFEST_BUCKET, OBJECT_ATTRIBUTE_CHUNK, StoreBuilder
+from .format.grid import Grid
+from .format.manifests import ManifestBlock, encode_manifest, encode_single_fragment_manifests
+from .format.zarr_json import absent_fill
+
+__all__ = ["build_manifests", "write_object_tables"]
+
+
+def build_manifests(part: Partition, grid: Grid, num_objects: int) -> list[bytes]:
+    """One manifest per object id in ``[0, num_objects)``; absent ids get the empty manifest."""
+    assert part.frag_object is not None
+    obj = part.frag_object
+    order = np.lexsort((part.frag_local, part.frag_cell, obj))
+    obj_s, cell_s, local_s = obj[order], part.frag_cell[order], part.frag_local[order]
+    chunks = part.cells[cell_s] + grid.origin
+    new_block = np.ones(len(obj_s), bool)
+    new_block[1:] = (obj_s[1:] != obj_s[:-1]) | (cell_s[1:] != cell_s[:-1])
+    block_first = np.flatnonzero(new_block)
+    block_obj = obj_s[block_first]
+    obj_block_start = np.searchsorted(block_obj, np.arange(num_objects + 1))
+    if len(block_first) == len(obj_s):  # every block names one fragment
+        return encode_single_fragment_manifests(obj_block_start, chunks[block_first], local_s)
+    block_end = np.append(block_first[1:], len(obj_s))
+    out = []
+    for o in range(num_objects):
+        blocks = [
+            ManifestBlock(tuple(int(c) for c in chunks[block_first[b]]), local_s[block_first[b] : block_end[b]])
+            for b in range(obj_block_start[o], obj_block_start[o + 1])
+        ]
+        out.append(encode_manifest(blocks))
+    return out
+
+
+def _padded(attr: NamedArray, rows: int) -> tuple[np.ndarray, object]:
+    values = attr.values
+    fill = absent_fill(values.dtype)
+    if isinstance(values, np.ma.MaskedArray):
+        values = values.filled(fill)
+    if len(values) < rows:
+        pad = np.full((rows - len(values), *values.shape[1:]), fill, dtype=values.dtype)
+        values = np.concatenate([values, pad])
+    return values, fill
+
+
+def write_object_tables(
+    builder: StoreBuilder,
+    level_path: str,
+    *,
+    sid_ndim: int,
+    num_objects: int,
+    manifests: list[bytes] | None,
+    object_attributes: list[NamedArray],
+    groups: list[np.ndarray],
+    group_attributes: list[NamedArray],
+) -> list[str]:
+    """Add the object index, object attributes, groups and group attributes; return their family names."""
+    present: list[str] = []
+    if manifests is not None:
+        builder.group(
+            f"{level_path}/object_index",
+            {
+                "zv_array": "object_index",
+                "num_objects": num_objects,
+                "num_present": sum(1 for m in manifests if len(m) > 4),
+                "sid_ndim": sid_ndim,
+                "layout": "vlen_manifests_v1",
+            },
+        )
+        builder.vlen_list_array(f"{level_path}/object_index/manifests", manifests, MANIFEST_BUCKET, {})
+        present.append("object_index")
+    if object_attributes:
+        builder.group(f"{level_path}/object_attributes")
+        for attr in object_attributes:
+            values, fill = _padded(attr, num_objects)
+            meta = {
+                "zv_array": "object_attribute",
+                "name": attr.name,
+                "dtype": values.dtype.name,
+                "shape": list(values.shape),
+                "fill_sentinel_meaning": "absent",
+            }
+            builder.dense_array(
+                f"{level_path}/object_attributes/{attr.name}", values, OBJECT_ATTRIBUTE_CHUNK, fill, meta
+            )
+        present.append("object_attributes")
+    if groups:
+        items = [g.astype("<i8").tobytes() for g in groups]
+        builder.vlen_list_array(
+            f"{level_path}/groups",
+            items,
+            max(len(items), 1),
+            {"zv_array": "groups", "num_groups": len(items)},
+        )
+        present.append("groups")
+    if group_attributes:
+        builder.group(f"{level_path}/group_attributes")
+        for attr in group_attributes:
+            values, fill = _padded(attr, len(groups))
+            meta = {"zv_array": "groupings_attribute", "name": attr.name, "dtype": values.dtype.name,
+                    "shape": list(values.shape)}  # fmt: skip
+            builder.dense_array(
+                f"{level_path}/group_attributes/{attr.name}", values, max(len(values), 1), fill, meta
+            )
+        present.append("group_attributes")
+    return present

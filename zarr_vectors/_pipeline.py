@@ -1,0 +1,166 @@
+"""Encode and decode whole Zarr chunks for the codec lists this library writes.
+
+A :class:`Pipeline` is built from an array's ``codecs`` JSON. It handles the
+``vlen-bytes`` and ``bytes`` serialisers followed by any bytes-to-bytes
+compressors numcodecs knows (zstd, gzip, blosc, ...), producing exactly the
+bytes zarr-python produces. Codec lists it cannot handle (sharding, Draco, ...)
+raise :class:`UnsupportedPipeline` so the caller can fall back to zarr-python.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numcodecs
+import numpy as np
+
+from .errors import DecodeError
+
+__all__ = ["Pipeline", "UnsupportedPipeline", "compressor_json"]
+
+_VLEN_HEAD = struct.Struct("<II")
+
+Compression = Literal["none", "zstd", "gzip", "blosc", "blosc-bitshuffle"]
+
+
+class UnsupportedPipeline(Exception):
+    """The codec list needs zarr-python's own pipeline."""
+
+
+def compressor_json(compression: str | None, *, level: int | None = None) -> list[dict[str, Any]]:
+    """The bytes-to-bytes codec list for a ``compression=`` choice.
+
+    ``"none"`` (the format's default), ``"zstd"``, ``"gzip"``, ``"blosc"``
+    (Blosc/Zstd with byte shuffle) or ``"blosc-bitshuffle"``; levels default to 5.
+    """
+    name = (compression or "none").lower()
+    lvl = 5 if level is None else int(level)
+    if name == "none":
+        return []
+    if name == "zstd":
+        return [{"name": "zstd", "configuration": {"level": lvl, "checksum": False}}]
+    if name == "gzip":
+        return [{"name": "gzip", "configuration": {"level": lvl}}]
+    if name in ("blosc", "blosc-bitshuffle"):
+        shuffle = "bitshuffle" if name == "blosc-bitshuffle" else "shuffle"
+        return [
+            {
+                "name": "blosc",
+                "configuration": {
+                    "typesize": 1, "cname": "zstd", "clevel": lvl, "shuffle": shuffle, "blocksize": 0,
+                },
+            }
+        ]  # fmt: skip
+    raise ValueError(
+        f"unknown compression {compression!r}: use 'none', 'zstd', 'gzip', 'blosc' or 'blosc-bitshuffle'"
+    )
+
+
+_BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+
+
+def _numcodec(spec: dict[str, Any]) -> numcodecs.abc.Codec:
+    name = spec.get("name")
+    conf = spec.get("configuration") or {}
+    if name == "zstd":
+        return numcodecs.Zstd(level=conf.get("level", 0), checksum=conf.get("checksum", False))
+    if name == "gzip":
+        return numcodecs.GZip(level=conf.get("level", 5))
+    if name == "blosc":
+        return numcodecs.Blosc(
+            cname=conf.get("cname", "zstd"),
+            clevel=conf.get("clevel", 5),
+            shuffle=_BLOSC_SHUFFLE.get(conf.get("shuffle", "noshuffle"), 0),
+            blocksize=conf.get("blocksize", 0),
+        )
+    raise UnsupportedPipeline(name)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Serialiser kind plus numcodecs compressors, for one array."""
+
+    serializer: Literal["vlen-bytes", "bytes"]
+    compressors: tuple[numcodecs.abc.Codec, ...]
+
+    @classmethod
+    def from_codecs(cls, codecs: list[dict[str, Any]]) -> Pipeline:
+        if not codecs:
+            raise UnsupportedPipeline("empty codec list")
+        first = codecs[0].get("name")
+        if first == "vlen-bytes":
+            serializer: Literal["vlen-bytes", "bytes"] = "vlen-bytes"
+        elif first == "bytes":
+            endian = (codecs[0].get("configuration") or {}).get("endian", "little")
+            if endian != "little":
+                raise UnsupportedPipeline("big-endian bytes codec")
+            serializer = "bytes"
+        else:
+            raise UnsupportedPipeline(str(first))
+        return cls(serializer, tuple(_numcodec(c) for c in codecs[1:]))
+
+    def encode(self, payload: bytes | memoryview) -> bytes:
+        """Chunk bytes for one vlen element (or one dense chunk's raw bytes)."""
+        data: Any = payload
+        if self.serializer == "vlen-bytes":
+            data = _VLEN_HEAD.pack(1, len(payload)) + bytes(payload)
+        return self._compress(data)
+
+    def encode_items(self, items: Sequence[bytes]) -> bytes:
+        """Chunk bytes for a vlen chunk of several elements (``b""`` is the fill value)."""
+        head = struct.pack("<I", len(items))
+        body = b"".join(struct.pack("<I", len(it)) + bytes(it) for it in items)
+        return self._compress(head + body)
+
+    def _compress(self, data: Any) -> bytes:
+        for codec in self.compressors:
+            data = codec.encode(data)
+        return bytes(data)
+
+    def decode_items(self, chunk: bytes) -> list[memoryview]:
+        """Every element of a vlen chunk; raises DecodeError on bad framing."""
+        view = self._decompress(chunk)
+        if len(view) < 4:
+            raise DecodeError(f"vlen-bytes chunk is {len(view)} bytes, shorter than its item count")
+        (count,) = struct.unpack_from("<I", view, 0)
+        pos, out = 4, []
+        for i in range(count):
+            if pos + 4 > len(view):
+                raise DecodeError(f"vlen-bytes chunk truncated at item {i} of {count}")
+            (length,) = struct.unpack_from("<I", view, pos)
+            pos += 4
+            if pos + length > len(view):
+                raise DecodeError(f"vlen-bytes item {i} claims {length} bytes, past the chunk's end")
+            out.append(view[pos : pos + length])
+            pos += length
+        if pos != len(view):
+            raise DecodeError(f"vlen-bytes chunk has {len(view) - pos} trailing bytes")
+        return out
+
+    def _decompress(self, chunk: bytes) -> memoryview:
+        data: Any = chunk
+        for codec in reversed(self.compressors):
+            try:
+                data = codec.decode(data)
+            except (RuntimeError, ValueError, TypeError) as exc:
+                raise DecodeError(f"{codec.codec_id} decompression failed: {exc}") from exc
+        if isinstance(data, np.ndarray):
+            return memoryview(np.ascontiguousarray(data).view(np.uint8).reshape(-1))
+        return memoryview(data).cast("B")
+
+    def decode(self, chunk: bytes) -> memoryview:
+        """The payload of one stored chunk; raises DecodeError on bad framing."""
+        view = self._decompress(chunk)
+        if self.serializer == "bytes":
+            return view
+        if len(view) < 8:
+            raise DecodeError(f"vlen-bytes chunk is {len(view)} bytes, shorter than its 8-byte header")
+        count, length = _VLEN_HEAD.unpack_from(view, 0)
+        if count != 1:
+            raise DecodeError(f"vlen-bytes chunk holds {count} items, expected 1")
+        if len(view) != 8 + length:
+            raise DecodeError(f"vlen-bytes item claims {length} bytes but {len(view) - 8} follow the header")
+        return view[8:]

@@ -1,0 +1,116 @@
+"""Assemble a store's keys and commit them in a safe order.
+
+:class:`StoreBuilder` collects encoded cells and ``zarr.json`` documents for a
+whole store, then writes: all chunk files, then array metadata, then group
+metadata deepest first, the root ``zarr.json`` last. A reader therefore never
+sees a root that promises data which is not there yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ._pipeline import Pipeline, compressor_json
+from .format import zarr_json
+from .format.grid import Grid, cell_key, chunk_key
+from .storage import Backend, dump_json
+
+__all__ = ["StoreBuilder", "MANIFEST_BUCKET", "OBJECT_ATTRIBUTE_CHUNK"]
+
+#: Objects per chunk of ``object_index/manifests`` (fixed, never derived from the data).
+MANIFEST_BUCKET = 16384
+#: Rows per chunk of ``object_attributes/<name>`` and ``group_attributes/<name>``.
+OBJECT_ATTRIBUTE_CHUNK = 65536
+
+
+class StoreBuilder:
+    """Collects one store's keys; :meth:`commit` writes them data first, root last."""
+
+    def __init__(self, compression: str | None = "none", level: int | None = None) -> None:
+        self.compression = compression
+        self.compression_level = level
+        self.chunks: list[tuple[str, bytes]] = []
+        self.arrays: dict[str, dict[str, Any]] = {}
+        self.groups: dict[str, dict[str, Any]] = {}
+
+    def compressors(self, kind: str) -> list[dict[str, Any]]:
+        """Codec list for an array kind: fragment indices are never compressed."""
+        if kind == "fragments":
+            return []
+        name = self.compression
+        if kind == "links" and name == "blosc":
+            name = "blosc-bitshuffle"
+        return compressor_json(name, level=self.compression_level)
+
+    def group(self, path: str, attributes: dict[str, Any] | None = None) -> None:
+        self.groups[path] = zarr_json.group_doc(attributes or {})
+
+    def cell_array(
+        self,
+        path: str,
+        grid: Grid,
+        cells: np.ndarray,
+        payloads: Sequence[bytes],
+        attributes: dict[str, Any],
+        kind: str = "data",
+    ) -> None:
+        """A per-chunk vlen array over ``grid``; ``cells`` (K, D) are cell indices of the payloads.
+
+        Adds ``nonempty_chunks`` (absolute keys) and ``chunk_grid_origin`` (when non-zero).
+        """
+        compressors = self.compressors(kind)
+        pipe = Pipeline.from_codecs([{"name": "vlen-bytes"}, *compressors])
+        nonempty = []
+        for cell, payload in zip(cells, payloads):
+            self.chunks.append((f"{path}/{cell_key(cell)}", pipe.encode(payload)))
+            nonempty.append(chunk_key(cell + grid.origin))
+        attrs = dict(attributes)
+        if np.any(grid.origin != 0):
+            attrs["chunk_grid_origin"] = [int(o) for o in grid.origin]
+        attrs["nonempty_chunks"] = nonempty
+        shape = tuple(int(s) for s in grid.shape)
+        self.arrays[path] = zarr_json.vlen_array_doc(shape, (1,) * len(shape), compressors, attrs)
+
+    def vlen_list_array(
+        self, path: str, items: Sequence[bytes], chunk: int, attributes: dict[str, Any]
+    ) -> None:
+        """A 1-D vlen array of ``len(items)`` elements in chunks of ``chunk``; empty chunks are skipped."""
+        compressors = self.compressors("data")
+        pipe = Pipeline.from_codecs([{"name": "vlen-bytes"}, *compressors])
+        n = len(items)
+        for c, start in enumerate(range(0, n, chunk)):
+            part = list(items[start : start + chunk])
+            if not any(part):
+                continue
+            part += [b""] * (chunk - len(part))
+            self.chunks.append((f"{path}/c/{c}", pipe.encode_items(part)))
+        self.arrays[path] = zarr_json.vlen_array_doc((n,), (chunk,), compressors, attributes)
+
+    def dense_array(
+        self, path: str, values: np.ndarray, chunk: int, fill_value: Any, attributes: dict[str, Any]
+    ) -> None:
+        """A numeric (B,) or (B, C) array chunked by ``chunk`` rows; edge chunks padded with the fill."""
+        compressors = self.compressors("data")
+        values = np.asarray(values)
+        dtype = values.dtype.newbyteorder("<")
+        pipe = Pipeline.from_codecs([{"name": "bytes"}, *compressors])
+        chunk_shape = (chunk, *values.shape[1:])
+        suffix = "/0" * (values.ndim - 1)
+        for c, start in enumerate(range(0, len(values), chunk)):
+            block = np.full(chunk_shape, fill_value, dtype=dtype)
+            part = values[start : start + chunk]
+            block[: len(part)] = part
+            self.chunks.append((f"{path}/c/{c}{suffix}", pipe.encode(block.tobytes())))
+        doc = zarr_json.dense_array_doc(values.shape, chunk_shape, dtype, fill_value, compressors, attributes)
+        self.arrays[path] = doc
+
+    def commit(self, backend: Backend, root_attributes: dict[str, Any]) -> None:
+        """Write chunks, then array metadata, then groups deepest first, then the root."""
+        backend.set_many(self.chunks)
+        backend.set_many([(f"{p}/zarr.json", dump_json(d)) for p, d in self.arrays.items()])
+        inner = sorted(self.groups.items(), key=lambda kv: -kv[0].count("/"))
+        backend.set_many([(f"{p}/zarr.json", dump_json(d)) for p, d in inner])
+        backend.set_many([("zarr.json", dump_json(zarr_json.group_doc(root_attributes)))])

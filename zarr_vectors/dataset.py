@@ -1,0 +1,204 @@
+"""The opened store: :class:`Dataset` and :func:`open`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import FormatError, ReadOnlyError
+from .format.metadata import RootMeta
+from .format.zarr_json import check_zarr_v3
+from .level import Level
+from .query import parse_box, query_box, read_objects
+from .result import Result
+from .storage import Backend, check_not_v2, open_backend
+
+__all__ = ["Dataset", "open"]
+
+
+class Dataset:
+    """A Zarr Vectors store opened for reading (``mode="r"``) or updating (``"r+"``).
+
+    Metadata of the root is read on open; each level's metadata is read the first
+    time the level is used. Cell data is read only by queries.
+    """
+
+    def __init__(self, backend: Backend, root: RootMeta, mode: str) -> None:
+        self._backend = backend
+        self.root = root
+        self.mode = mode
+        self._levels: dict[int, Level] = {}
+
+    @classmethod
+    def open(cls, target: Any, mode: str = "r", storage_options: dict[str, Any] | None = None) -> Dataset:
+        if mode not in ("r", "r+"):
+            raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}; write new stores with write_points() etc.")
+        backend = open_backend(target, read_only=mode == "r", storage_options=storage_options)
+        check_not_v2(backend)
+        raw = backend.get_many(["zarr.json"])[0]
+        if raw is None:
+            raise FormatError(f"{backend.description} has no zarr.json at its root: it is not a Zarr v3 store")
+        try:
+            doc = check_zarr_v3(json.loads(raw), backend.description)
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"{backend.description}: root zarr.json is not valid JSON ({exc})") from exc
+        if doc["node_type"] != "group":
+            raise FormatError(f"{backend.description} is a zarr array, not a Zarr Vectors group")
+        root = RootMeta.from_attributes(doc.get("attributes") or {})
+        return cls(backend, root, mode)
+
+    # -- description -----------------------------------------------------------------
+    @property
+    def levels(self) -> list[int]:
+        """Level indices, finest (0) first."""
+        return list(range(max(len(self.root.level_bin_shapes), 1)))
+
+    @property
+    def ndim(self) -> int:
+        return self.root.sid_ndim
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.root.axes if a.type == "space")
+
+    @property
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.asarray(self.root.bounds[0]), np.asarray(self.root.bounds[1])
+
+    @property
+    def chunk_shape(self) -> np.ndarray:
+        return np.asarray(self.root.chunk_shape)
+
+    @property
+    def bin_shape(self) -> np.ndarray:
+        return np.asarray(self.root.effective_bin_shape)
+
+    @property
+    def geometry_types(self) -> tuple[str, ...]:
+        return self.root.geometry_types
+
+    @property
+    def crs(self) -> Any:
+        return self.root.crs
+
+    def level(self, index: int = 0) -> Level:
+        if index not in self.levels:
+            raise KeyError(f"level {index} does not exist; this store has levels {self.levels}")
+        if index not in self._levels:
+            self._levels[index] = Level.load(self._backend, self.root, index)
+        return self._levels[index]
+
+    def vertex_count(self, level: int = 0) -> int:
+        return self.level(level).meta.vertex_count
+
+    def num_objects(self, level: int = 0) -> int:
+        return self.level(level).num_objects
+
+    def attribute_names(self, level: int = 0) -> list[str]:
+        return sorted(self.level(level).vertex_attributes)
+
+    def object_attribute_names(self, level: int = 0) -> list[str]:
+        return sorted(self.level(level).object_attributes)
+
+    def __repr__(self) -> str:
+        lo, hi = self.bounds
+        return (
+            f"<zarr_vectors.Dataset {self._backend.description} {'/'.join(self.geometry_types)} "
+            f"axes={','.join(self.axes)} bounds={lo.tolist()}..{hi.tolist()} levels={self.levels}>"
+        )
+
+    # -- reading ---------------------------------------------------------------------
+    def query(
+        self,
+        bbox: Any = None,
+        *,
+        level: int = 0,
+        attributes: Sequence[str] | bool | None = None,
+        object_ids: bool | None = None,
+    ) -> Result:
+        """Vertices with ``lo <= p <= hi`` on every axis (``bbox=(lo, hi)``; None reads everything).
+
+        ``attributes``: names to read (default all, ``False`` for none). ``object_ids``:
+        whether to map rows to objects (default: when the level has an object index).
+        Only the cells of chunks the box touches are fetched, in one batch.
+        """
+        lv = self.level(level)
+        if bbox is None:
+            lo = np.full(self.ndim, -np.inf)
+            hi = np.full(self.ndim, np.inf)
+        else:
+            lo, hi = parse_box(bbox, self.ndim)
+        return query_box(lv, lo, hi, attributes, object_ids)
+
+    def read(self, *, level: int = 0, attributes: Sequence[str] | bool | None = None) -> Result:
+        """Every vertex of a level."""
+        return self.query(None, level=level, attributes=attributes)
+
+    def objects(self, ids: Sequence[int] | int, *, level: int = 0, attributes: Sequence[str] | bool | None = None) -> Result:
+        """All vertices of the objects ``ids``, grouped by object in the order given."""
+        return read_objects(self.level(level), np.atleast_1d(np.asarray(ids)), attributes)
+
+    def object_attributes(self, name: str, ids: Sequence[int] | None = None, *, level: int = 0) -> np.ndarray:
+        """Values of one object attribute (absent entries read as NaN or the dtype's sentinel)."""
+        lv = self.level(level)
+        if name not in lv.object_attributes:
+            raise KeyError(f"no object attribute {name!r}; level {level} has {sorted(lv.object_attributes)}")
+        arr = lv.object_attributes[name]
+        n_chunks = -(-arr.length // arr.chunk)
+        values = arr.dense(self._backend.get_many(arr.chunk_keys(range(n_chunks))))
+        return values if ids is None else values[np.asarray(ids, dtype=np.int64)]
+
+    def groups(self, *, level: int = 0) -> list[np.ndarray]:
+        """Member object ids of every group (group id = list index)."""
+        lv = self.level(level)
+        if lv.groups is None:
+            return []
+        arr = lv.groups
+        n_chunks = -(-arr.length // arr.chunk)
+        raws = self._backend.get_many(arr.chunk_keys(range(n_chunks)))
+        items = [it for c, raw in enumerate(raws) for it in arr.vlen_items(raw, c)][: arr.length]
+        ranges = arr.attrs.get("group_ranges") or {}
+        out = []
+        for gid, it in enumerate(items):
+            if len(it) % 8:
+                from .errors import CorruptCellError
+
+                raise CorruptCellError(arr.path, str(gid // arr.chunk), f"group {gid} is not a whole number of int64 ids")
+            members = np.frombuffer(it, "<i8").astype(np.int64)
+            if len(members) == 0 and str(gid) in ranges:
+                start, stop = ranges[str(gid)]
+                members = np.arange(int(start), int(stop), dtype=np.int64)
+            out.append(members)
+        return out
+
+    def group_attributes(self, name: str, *, level: int = 0) -> np.ndarray:
+        lv = self.level(level)
+        if name not in lv.group_attributes:
+            raise KeyError(f"no group attribute {name!r}; level {level} has {sorted(lv.group_attributes)}")
+        arr = lv.group_attributes[name]
+        n_chunks = -(-arr.length // arr.chunk)
+        return arr.dense(self._backend.get_many(arr.chunk_keys(range(n_chunks))))
+
+    def group(self, gid: int, *, level: int = 0, attributes: Sequence[str] | bool | None = None) -> Result:
+        """All vertices of the objects in group ``gid``."""
+        groups = self.groups(level=level)
+        if not 0 <= gid < len(groups):
+            raise KeyError(f"group {gid} does not exist; this level has {len(groups)} groups")
+        return self.objects(groups[gid], level=level, attributes=attributes)
+
+    def _require_writable(self) -> None:
+        if self.mode != "r+":
+            raise ReadOnlyError("this dataset was opened with mode='r'; reopen it with mode='r+' to modify it")
+
+
+def open(target: Any, mode: str = "r", *, storage_options: dict[str, Any] | None = None) -> Dataset:  # noqa: A001
+    """Open a Zarr Vectors store: a directory, a ``.zip`` file, a URL or a zarr v3 ``Store``.
+
+    Raises ``ValueError`` (:class:`~zarr_vectors.storage.ZarrV2StoreError`) for a Zarr v2
+    store and :class:`~zarr_vectors.errors.FormatError` for a Zarr v3 group that is not a
+    Zarr Vectors 0.9 store.
+    """
+    return Dataset.open(target, mode=mode, storage_options=storage_options)

@@ -1,0 +1,60 @@
+"""The library's exception hierarchy.
+
+Every error the library raises on purpose derives from :class:`ZarrVectorsError`,
+which is also a :class:`ValueError`, so ``except ValueError`` keeps working for
+callers that do not care about the finer classes.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ZarrVectorsError",
+    "FormatError",
+    "CorruptCellError",
+    "InputError",
+    "StoreExistsError",
+    "ReadOnlyError",
+    "DecodeError",
+]
+
+
+class ZarrVectorsError(ValueError):
+    """Base class of every error raised by ``zarr_vectors``."""
+
+
+class FormatError(ZarrVectorsError):
+    """A store, node or metadata block does not follow the Zarr Vectors 0.9 format."""
+
+
+class CorruptCellError(FormatError):
+    """The bytes of one cell cannot be decoded.
+
+    ``array`` is the node path of the array (``"0/vertices"``) and ``chunk`` the
+    absolute chunk key (``"2.1.0"``) or the non-spatial cell index of the bad cell.
+    """
+
+    def __init__(self, array: str, chunk: str, reason: str) -> None:
+        self.array = array
+        self.chunk = chunk
+        self.reason = reason
+        super().__init__(f"corrupt cell in array {array!r}, chunk {chunk}: {reason}")
+
+
+class InputError(ZarrVectorsError):
+    """Data handed to a writer or a query is unusable (shape, dtype, values)."""
+
+
+class StoreExistsError(ZarrVectorsError):
+    """The write target already holds data and ``overwrite`` was not given."""
+
+
+class ReadOnlyError(ZarrVectorsError):
+    """A modifying call was made on a dataset opened with ``mode="r"``."""
+
+
+class DecodeError(FormatError):
+    """Raised by the pure decoders in :mod:`zarr_vectors.format`.
+
+    The decoders do not know which array or chunk their bytes came from; the
+    reading layer re-raises this as :class:`CorruptCellError` with that context.
+    """

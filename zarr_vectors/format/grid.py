@@ -1,0 +1,132 @@
+"""Chunk, cell and bin arithmetic of the spatial grid.
+
+Chunk coordinates are absolute: ``chunk = floor(position / chunk_shape)`` per axis.
+A chunk's bytes live in the cell ``chunk - origin`` of each per-chunk array, where
+``origin = floor(bounds_min / chunk_shape)``. Bounds are inclusive, so the grid has
+``floor(bounds_max / chunk_shape) - origin + 1`` cells per axis.
+
+Every comparison below is done in float64 with monotone operations, so a point
+``p`` with ``lo <= p <= hi`` always maps to a chunk and bin between those of
+``lo`` and ``hi``: a planner built on these functions never misses a point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "Grid",
+    "chunk_coords",
+    "chunk_key",
+    "parse_chunk_key",
+    "cell_key",
+    "bins_per_chunk",
+]
+
+
+def chunk_coords(positions: np.ndarray, chunk_shape: np.ndarray) -> np.ndarray:
+    """Absolute chunk coordinates (N, D) int64 of positions (N, D)."""
+    return np.floor(np.asarray(positions, dtype=np.float64) / chunk_shape).astype(np.int64)
+
+
+def chunk_key(coords: tuple[int, ...] | np.ndarray) -> str:
+    """Dot-separated absolute chunk key, e.g. ``"2.-1.0"``."""
+    return ".".join(str(int(c)) for c in coords)
+
+
+def parse_chunk_key(key: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in key.split("."))
+
+
+def cell_key(cell: tuple[int, ...] | np.ndarray) -> str:
+    """Zarr v3 default chunk key of a cell index: ``"c/i/j/k"``."""
+    return "c/" + "/".join(str(int(c)) for c in cell)
+
+
+def bins_per_chunk(chunk_shape: np.ndarray, bin_shape: np.ndarray) -> np.ndarray:
+    """Integer bins per chunk on each axis; raises ValueError when not an integer."""
+    ratio = np.asarray(chunk_shape, np.float64) / np.asarray(bin_shape, np.float64)
+    rounded = np.rint(ratio)
+    if np.any(rounded < 1) or not np.allclose(ratio, rounded, rtol=1e-9, atol=0):
+        raise ValueError(
+            f"chunk_shape {list(map(float, chunk_shape))} must be a whole multiple of "
+            f"bin_shape {list(map(float, bin_shape))} on every axis"
+        )
+    return rounded.astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class Grid:
+    """The chunk grid of one level: chunk and bin shapes plus the cell origin and extent."""
+
+    chunk_shape: np.ndarray  # (D,) float64
+    bin_shape: np.ndarray  # (D,) float64
+    origin: np.ndarray  # (D,) int64, absolute chunk coordinates of cell 0
+    shape: np.ndarray  # (D,) int64, cells per axis
+
+    @classmethod
+    def from_bounds(
+        cls, bounds: np.ndarray, chunk_shape: np.ndarray, bin_shape: np.ndarray | None = None
+    ) -> Grid:
+        cs = np.asarray(chunk_shape, np.float64)
+        lo = chunk_coords(np.asarray(bounds[0])[None], cs)[0]
+        hi = chunk_coords(np.asarray(bounds[1])[None], cs)[0]
+        bs = cs if bin_shape is None else np.asarray(bin_shape, np.float64)
+        bins_per_chunk(cs, bs)
+        return cls(cs, bs, lo, hi - lo + 1)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.chunk_shape)
+
+    @property
+    def bins(self) -> np.ndarray:
+        """Bins per chunk on each axis."""
+        return bins_per_chunk(self.chunk_shape, self.bin_shape)
+
+    @property
+    def n_bins(self) -> int:
+        return int(np.prod(self.bins))
+
+    def local_bins(self, positions: np.ndarray, chunks: np.ndarray) -> np.ndarray:
+        """C-order bin index of each position inside its chunk (N,) int64."""
+        nb = self.bins
+        rel = (np.asarray(positions, np.float64) - chunks * self.chunk_shape) / self.bin_shape
+        b = np.clip(np.floor(rel).astype(np.int64), 0, nb - 1)
+        return np.ravel_multi_index(tuple(b.T), tuple(nb)) if len(b) else np.zeros(0, np.int64)
+
+    def chunk_range(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Inclusive absolute chunk range touched by the box [lo, hi], clipped to the grid."""
+        c_lo = np.maximum(chunk_coords(np.asarray(lo)[None], self.chunk_shape)[0], self.origin)
+        c_hi = np.minimum(
+            chunk_coords(np.asarray(hi)[None], self.chunk_shape)[0], self.origin + self.shape - 1
+        )
+        if np.any(c_lo > c_hi):
+            return None
+        return c_lo, c_hi
+
+    def bin_span(self, chunk: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Inclusive per-axis bin range of ``chunk`` that may hold points of [lo, hi].
+
+        Widened by a relative 1e-9 of a bin so that stores written with a slightly
+        different rounding still give every matching point.
+        """
+        nb = self.bins
+        base = np.asarray(chunk, np.float64) * self.chunk_shape
+        eps = 1e-9 * self.bin_shape
+        b_lo = np.clip(np.floor((np.asarray(lo, np.float64) - eps - base) / self.bin_shape), 0, nb - 1)
+        b_hi = np.clip(np.floor((np.asarray(hi, np.float64) + eps - base) / self.bin_shape), 0, nb - 1)
+        return b_lo.astype(np.int64), b_hi.astype(np.int64)
+
+    def bins_inside(self, chunk: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per-axis boolean masks: bins of ``chunk`` lying wholly inside [lo, hi] (with margin)."""
+        nb = self.bins
+        base = np.asarray(chunk, np.float64) * self.chunk_shape
+        out = []
+        for ax in range(self.ndim):
+            edges = base[ax] + np.arange(nb[ax] + 1) * self.bin_shape[ax]
+            eps = 1e-9 * self.bin_shape[ax]
+            out.append((edges[:-1] - eps >= lo[ax]) & (edges[1:] + eps <= hi[ax]))
+        return out

@@ -1,0 +1,155 @@
+"""One resolution level of an opened store: its metadata and arrays, loaded in two batches."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from ._arrays import CellArray, TableArray
+from .errors import CorruptCellError, DecodeError, FormatError
+from .format.grid import Grid
+from .format.manifests import ManifestBlock, decode_manifest
+from .format.metadata import LevelMeta, RootMeta
+from .format.zarr_json import check_zarr_v3
+from .storage import Backend
+
+__all__ = ["Level"]
+
+_FAMILIES = ("vertex_attributes", "object_attributes", "group_attributes", "fragment_attributes")
+_SINGLES = ("vertices", "vertex_fragments", "object_index", "object_index/manifests", "groups", "cross_chunk_links")
+
+
+def _parse(raw: bytes | None, where: str) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        return check_zarr_v3(json.loads(raw), where)
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"{where}: zarr.json is not valid JSON ({exc})") from exc
+
+
+@dataclass(eq=False)
+class Level:
+    """Metadata and arrays of level ``index``; cell data is fetched by the query layer."""
+
+    backend: Backend
+    root: RootMeta
+    index: int
+    meta: LevelMeta
+    grid: Grid
+    vertices: CellArray
+    fragments: CellArray | None
+    vertex_attributes: dict[str, CellArray]
+    object_index: dict[str, Any] | None
+    manifests: TableArray | None
+    object_attributes: dict[str, TableArray]
+    groups: TableArray | None
+    group_attributes: dict[str, TableArray]
+
+    @classmethod
+    def load(cls, backend: Backend, root: RootMeta, index: int) -> Level:
+        p = str(index)
+        keys = [f"{p}/zarr.json"] + [f"{p}/{name}/zarr.json" for name in _SINGLES]
+        docs = dict(zip(["level", *_SINGLES], backend.get_many(keys)))
+        level_doc = _parse(docs["level"], f"level {p}")
+        if level_doc is None:
+            raise FormatError(f"level {p} is listed in multiscales but {p}/zarr.json is missing")
+        if docs["cross_chunk_links"] is not None:
+            raise FormatError(f"level {p} has a cross_chunk_links group: a pre-0.9 store; rewrite it from source")
+        meta = LevelMeta.from_json((level_doc.get("attributes") or {}).get("zarr_vectors_level"), f"level {p}")
+        vdoc = _parse(docs["vertices"], f"{p}/vertices")
+        if vdoc is None:
+            raise FormatError(f"level {p} has no vertices array")
+        vertices = CellArray(f"{p}/vertices", vdoc)
+        encoding = vertices.attrs.get("encoding", "raw")
+        if encoding != "raw":
+            raise FormatError(f"{p}/vertices has encoding {encoding!r}, which this library cannot read yet")
+        fdoc = _parse(docs["vertex_fragments"], f"{p}/vertex_fragments")
+        fam_names = {fam: backend.list_dir(f"{p}/{fam}") for fam in _FAMILIES}
+        fam_keys = [(fam, n) for fam, names in fam_names.items() for n in names if not n.endswith(".json")]
+        fam_docs = backend.get_many([f"{p}/{fam}/{n}/zarr.json" for fam, n in fam_keys])
+        fams: dict[str, dict[str, dict[str, Any]]] = {fam: {} for fam in _FAMILIES}
+        for (fam, n), raw in zip(fam_keys, fam_docs):
+            doc = _parse(raw, f"{p}/{fam}/{n}")
+            if doc is not None and doc.get("node_type") == "array":
+                fams[fam][n] = doc
+        root_cs = np.asarray(root.chunk_shape, np.float64)
+        cs = root_cs if meta.chunk_shape is None else np.asarray(meta.chunk_shape, np.float64)
+        bin_shape = root.level_bin_shapes[index] if index < len(root.level_bin_shapes) else root.effective_bin_shape
+        bs = np.asarray(bin_shape, np.float64)
+        if not np.allclose(np.rint(cs / bs) * bs, cs, rtol=1e-9):
+            bs = cs  # a bin shape that does not tile the chunk cannot be used to prune rows
+        shape = np.asarray(vdoc.get("shape") or [], np.int64)
+        if len(shape) != root.sid_ndim:
+            raise FormatError(f"{p}/vertices has {len(shape)} dimensions but the store has {root.sid_ndim} space axes")
+        grid = Grid(cs, bs, vertices.origin, shape)
+        man = _parse(docs["object_index/manifests"], f"{p}/object_index/manifests")
+        groups = _parse(docs["groups"], f"{p}/groups")
+        oi = _parse(docs["object_index"], f"{p}/object_index")
+        if oi is not None:
+            layout = (oi.get("attributes") or {}).get("layout", "vlen_manifests_v1")
+            if layout != "vlen_manifests_v1":
+                raise FormatError(f"{p}/object_index has layout {layout!r}; only vlen_manifests_v1 is supported")
+        return cls(
+            backend=backend,
+            root=root,
+            index=index,
+            meta=meta,
+            grid=grid,
+            vertices=vertices,
+            fragments=None if fdoc is None else CellArray(f"{p}/vertex_fragments", fdoc),
+            vertex_attributes={n: CellArray(f"{p}/vertex_attributes/{n}", d) for n, d in fams["vertex_attributes"].items()},
+            object_index=None if oi is None else oi.get("attributes") or {},
+            manifests=None if man is None else TableArray(f"{p}/object_index/manifests", man),
+            object_attributes={n: TableArray(f"{p}/object_attributes/{n}", d) for n, d in fams["object_attributes"].items()},
+            groups=None if groups is None else TableArray(f"{p}/groups", groups),
+            group_attributes={n: TableArray(f"{p}/group_attributes/{n}", d) for n, d in fams["group_attributes"].items()},
+        )
+
+    @property
+    def num_objects(self) -> int:
+        if self.manifests is None:
+            return 0
+        return int((self.object_index or {}).get("num_objects", self.manifests.length))
+
+    def read_manifests(self, ids: np.ndarray) -> list[list[ManifestBlock]]:
+        """Decoded manifests of ``ids`` (fetching only the buckets that hold them)."""
+        if self.manifests is None:
+            raise FormatError(f"level {self.index} has no object index")
+        ids = np.asarray(ids, dtype=np.int64)
+        n = self.manifests.length
+        bad = ids[(ids < 0) | (ids >= n)]
+        if len(bad):
+            raise KeyError(f"object id {int(bad[0])} is not in level {self.index} (ids are 0..{n - 1})")
+        bucket = self.manifests.chunk
+        chunks = sorted(set((ids // bucket).tolist()))
+        raws = self.backend.get_many(self.manifests.chunk_keys(chunks))
+        items = {c: self.manifests.vlen_items(raw, c) for c, raw in zip(chunks, raws)}
+        out = []
+        for oid in ids.tolist():
+            c = oid // bucket
+            try:
+                out.append(decode_manifest(items[c][oid - c * bucket], self.root.sid_ndim))
+            except DecodeError as exc:
+                raise CorruptCellError(self.manifests.path, str(c), f"object {oid}: {exc}") from exc
+        return out
+
+    @cached_property
+    def fragment_owners(self) -> dict[tuple[int, ...], np.ndarray]:
+        """chunk -> (F,) object id per fragment (-1 where no manifest names it), from all manifests."""
+        owners_lists: dict[tuple[int, ...], list[tuple[np.ndarray, int]]] = {}
+        for oid, blocks in enumerate(self.read_manifests(np.arange(self.num_objects))):
+            for b in blocks:
+                owners_lists.setdefault(b.chunk, []).append((b.fragments, oid))
+        owners: dict[tuple[int, ...], np.ndarray] = {}
+        for chunk, pairs in owners_lists.items():
+            frags = np.concatenate([f for f, _ in pairs])
+            oids = np.concatenate([np.full(len(f), o, np.int64) for f, o in pairs])
+            table = np.full(int(frags.max()) + 1 if len(frags) else 0, -1, np.int64)
+            table[frags] = oids
+            owners[chunk] = table
+        return owners

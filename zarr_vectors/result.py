@@ -1,0 +1,47 @@
+"""The result of a read: flat vertex arrays plus whatever connectivity the geometry has."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Result"]
+
+
+@dataclass(eq=False)
+class Result:
+    """Vertices of a query or object read, with row-aligned attributes.
+
+    ``positions`` is (N, D); every array in ``attributes`` has N rows; ``object_ids``
+    is (N,) int64 or None when the level has no object index. Connectivity fields
+    (``edges``, ``lines``, ``faces``) index rows of ``positions``.
+    """
+
+    positions: np.ndarray
+    attributes: dict[str, np.ndarray] = field(default_factory=dict)
+    object_ids: np.ndarray | None = None
+    axes: tuple[str, ...] = ()
+    edges: np.ndarray | None = None
+    faces: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __repr__(self) -> str:
+        names = ", ".join(self.attributes) or "none"
+        objs = "" if self.object_ids is None else f", {len(np.unique(self.object_ids))} objects"
+        return f"<Result {len(self)} vertices x {self.positions.shape[1]} axes; attributes: {names}{objs}>"
+
+    def sorted(self) -> Result:
+        """A copy with rows in lexicographic order of (object id, position): a canonical order for comparing."""
+        keys = [self.positions[:, i] for i in reversed(range(self.positions.shape[1]))]
+        if self.object_ids is not None:
+            keys.append(self.object_ids)
+        order = np.lexsort(keys) if len(self) else np.zeros(0, np.int64)
+        return Result(
+            positions=self.positions[order],
+            attributes={k: v[order] for k, v in self.attributes.items()},
+            object_ids=None if self.object_ids is None else self.object_ids[order],
+            axes=self.axes,
+        )
