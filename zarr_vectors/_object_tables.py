@@ -8,7 +8,7 @@ from ._inputs import NamedArray
 from ._partition import Partition
 from ._writer import MANIFEST_BUCKET, OBJECT_ATTRIBUTE_CHUNK, StoreBuilder
 from .format.grid import Grid
-from .format.manifests import ManifestBlock, encode_manifest, encode_single_fragment_manifests
+from .format.manifests import encode_manifests_batch
 from .format.zarr_json import absent_fill
 
 __all__ = ["build_manifests", "write_object_tables"]
@@ -25,18 +25,8 @@ def build_manifests(part: Partition, grid: Grid, num_objects: int) -> list[bytes
     new_block[1:] = (obj_s[1:] != obj_s[:-1]) | (cell_s[1:] != cell_s[:-1])
     block_first = np.flatnonzero(new_block)
     block_obj = obj_s[block_first]
-    obj_block_start = np.searchsorted(block_obj, np.arange(num_objects + 1))
-    if len(block_first) == len(obj_s):  # every block names one fragment
-        return encode_single_fragment_manifests(obj_block_start, chunks[block_first], local_s)
-    block_end = np.append(block_first[1:], len(obj_s))
-    out = []
-    for o in range(num_objects):
-        blocks = [
-            ManifestBlock(tuple(int(c) for c in chunks[block_first[b]]), local_s[block_first[b] : block_end[b]])
-            for b in range(obj_block_start[o], obj_block_start[o + 1])
-        ]
-        out.append(encode_manifest(blocks))
-    return out
+    block_offsets = np.append(block_first, len(obj_s))
+    return encode_manifests_batch(num_objects, block_obj, chunks[block_first], block_offsets, local_s)
 
 
 def _padded(attr: NamedArray, rows: int) -> tuple[np.ndarray, object]:

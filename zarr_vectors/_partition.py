@@ -39,11 +39,15 @@ class Partition:
     per_bin: bool  # fragments are exactly the chunk's bins in C order (empty bins included)
 
 
-def _argsort_small(key: np.ndarray, n_keys: int) -> np.ndarray:
-    """Stable argsort of non-negative integer keys, using radix sort when keys fit 16 bits."""
+def _argsort_keys(key: np.ndarray, n_keys: int) -> np.ndarray:
+    """Argsort of non-negative integer keys below ``n_keys``.
+
+    Radix sort when keys fit 16 bits, else introsort: rows of one bin carry no
+    order of their own, and both are deterministic for the same input.
+    """
     if n_keys <= 1 << 16:
         return np.argsort(key.astype(np.uint16), kind="stable")
-    return np.argsort(key, kind="stable")
+    return np.argsort(key, kind="quicksort")
 
 
 def partition(positions: np.ndarray, grid: Grid, object_ids: np.ndarray | None = None) -> Partition:
@@ -55,7 +59,7 @@ def partition(positions: np.ndarray, grid: Grid, object_ids: np.ndarray | None =
     key = lin * n_bins + grid.local_bins(positions, chunks)
     n_keys = int(np.prod(shape)) * n_bins
     if object_ids is None:
-        order = _argsort_small(key, n_keys)
+        order = _argsort_keys(key, n_keys)
     else:
         order = np.lexsort((object_ids, key))
     skey = key[order]

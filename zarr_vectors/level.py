@@ -12,7 +12,7 @@ import numpy as np
 from ._arrays import CellArray, TableArray
 from .errors import CorruptCellError, DecodeError, FormatError
 from .format.grid import Grid
-from .format.manifests import ManifestBlock, decode_manifest
+from .format.manifests import ManifestBlock, decode_manifest, decode_manifests_batch
 from .format.metadata import LevelMeta, RootMeta
 from .format.zarr_json import check_zarr_v3
 from .storage import Backend
@@ -140,16 +140,39 @@ class Level:
 
     @cached_property
     def fragment_owners(self) -> dict[tuple[int, ...], np.ndarray]:
-        """chunk -> (F,) object id per fragment (-1 where no manifest names it), from all manifests."""
-        owners_lists: dict[tuple[int, ...], list[tuple[np.ndarray, int]]] = {}
-        for oid, blocks in enumerate(self.read_manifests(np.arange(self.num_objects))):
-            for b in blocks:
-                owners_lists.setdefault(b.chunk, []).append((b.fragments, oid))
+        """chunk -> (F,) object id per fragment (-1 where no manifest names it), from all manifests.
+
+        Reads every manifest bucket once (one batch); later calls reuse the table.
+        """
+        if self.manifests is None:
+            return {}
+        arr = self.manifests
+        n_chunks = -(-arr.length // arr.chunk)
+        raws = self.backend.get_many(arr.chunk_keys(range(n_chunks)))
+        objs, chunks, frags = [], [], []
+        for c, raw in enumerate(raws):
+            if raw is None:
+                continue
+            items = arr.vlen_items(raw, c)
+            items = [it if len(it) else memoryview(b"\0\0\0\0") for it in items]
+            try:
+                o, ch, f = decode_manifests_batch(items, self.root.sid_ndim)
+            except DecodeError as exc:
+                raise CorruptCellError(arr.path, str(c), str(exc)) from exc
+            objs.append(o + c * arr.chunk)
+            chunks.append(ch)
+            frags.append(f)
+        if not objs:
+            return {}
+        obj, chunk, frag = np.concatenate(objs), np.concatenate(chunks), np.concatenate(frags)
+        order = np.lexsort((frag, *chunk.T[::-1]))
+        obj, chunk, frag = obj[order], chunk[order], frag[order]
+        new = np.ones(len(obj), bool)
+        new[1:] = np.any(chunk[1:] != chunk[:-1], axis=1)
+        bounds = np.append(np.flatnonzero(new), len(obj))
         owners: dict[tuple[int, ...], np.ndarray] = {}
-        for chunk, pairs in owners_lists.items():
-            frags = np.concatenate([f for f, _ in pairs])
-            oids = np.concatenate([np.full(len(f), o, np.int64) for f, o in pairs])
-            table = np.full(int(frags.max()) + 1 if len(frags) else 0, -1, np.int64)
-            table[frags] = oids
-            owners[chunk] = table
+        for s, e in zip(bounds[:-1], bounds[1:]):
+            table = np.full(int(frag[e - 1]) + 1, -1, np.int64)
+            table[frag[s:e]] = obj[s:e]
+            owners[tuple(int(v) for v in chunk[s])] = table
         return owners

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import CorruptCellError, DecodeError, InputError
-from .format.fragments import FragmentIndex, decode_fragments, ranges_to_rows
+from ._arrays import CellArray
+from .format.fragments import FragmentIndex, decode_fragments, decode_range_table, ranges_to_rows
 from .level import Level
 from .result import Result
 
@@ -61,23 +62,6 @@ def plan_box(level: Level, lo: np.ndarray, hi: np.ndarray) -> BoxPlan:
     return BoxPlan(lo, hi, chunks[inside], chunks[~inside])
 
 
-def _bin_rows(level: Level, frag: FragmentIndex, chunk: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """Rows of the bins the box meets, split into (surely inside, to test); None if bins are unusable."""
-    grid = level.grid
-    if grid.n_bins == 1 or frag.num_fragments != grid.n_bins or not frag.all_ranges:
-        return None
-    b_lo, b_hi = grid.bin_span(chunk, lo, hi)
-    axes = [np.arange(a, b + 1) for a, b in zip(b_lo, b_hi)]
-    mesh = np.meshgrid(*axes, indexing="ij")
-    bins = np.ravel_multi_index(tuple(m.ravel() for m in mesh), tuple(grid.bins))
-    masks = grid.bins_inside(chunk, lo, hi)
-    sure = np.ones(len(bins), bool)
-    for ax, m in enumerate(mesh):
-        sure &= masks[ax][m.ravel()]
-    starts, counts = frag.ranges[bins, 0], frag.ranges[bins, 1]
-    return ranges_to_rows(starts[sure], counts[sure]), ranges_to_rows(starts[~sure], counts[~sure])
-
-
 def _attribute_names(level: Level, attributes: Sequence[str] | bool | None) -> list[str]:
     if attributes is None or attributes is True:
         return list(level.vertex_attributes)
@@ -107,13 +91,50 @@ def _owners_of_rows(level: Level, chunk: np.ndarray, frag: FragmentIndex, n_rows
     return out
 
 
-def _decode_frag(level: Level, raw: bytes | None, chunk: np.ndarray, n_rows: int) -> FragmentIndex:
+def _decode_frag(level: Level, data: memoryview, chunk: np.ndarray, n_rows: int) -> FragmentIndex:
     assert level.fragments is not None
-    data = level.fragments.payload(raw, chunk)
     try:
         return decode_fragments(data, n_rows)
     except DecodeError as exc:
         raise CorruptCellError(level.fragments.path, ".".join(map(str, chunk)), str(exc)) from exc
+
+
+def _partial_rows(
+    level: Level, chunks: np.ndarray, frag_payloads: list[memoryview | None], offsets: np.ndarray,
+    lo: np.ndarray, hi: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows (indices into the concatenated cells) of partly covered chunks: (surely inside, to test).
+
+    With a usable per-bin fragment index only the bins the box meets are taken;
+    bins it covers wholly need no test. Otherwise every row of the chunk is tested.
+    """
+    grid = level.grid
+    counts = np.diff(offsets)
+    tables, binned, whole = [], [], []
+    for i, payload in enumerate(frag_payloads):
+        table = None if payload is None else decode_range_table(payload, grid.n_bins)
+        if table is None and payload is not None:
+            _decode_frag(level, payload, chunks[i], int(counts[i]))  # raises if corrupt
+        if table is None:
+            whole.append(i)
+            continue
+        if np.any(table[:, 0] + table[:, 1] > counts[i]):
+            assert level.fragments is not None
+            raise CorruptCellError(level.fragments.path, ".".join(map(str, chunks[i])), "a range fragment reaches past the cell's rows")
+        tables.append(table)
+        binned.append(i)
+    whole_idx = np.asarray(whole, np.int64)
+    test = [ranges_to_rows(offsets[whole_idx], counts[whole_idx])]
+    sure = []
+    if binned:
+        idx = np.asarray(binned, np.int64)
+        table = np.stack(tables)  # (K, F, 2)
+        touched, inside = grid.box_bins(chunks[idx], lo, hi)
+        starts = table[:, :, 0] + offsets[idx][:, None]
+        for mask, out in ((touched & inside, sure), (touched & ~inside, test)):
+            out.append(ranges_to_rows(starts[mask], table[:, :, 1][mask]))
+    cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)  # noqa: E731
+    return cat(sure), cat(test)
 
 
 def query_box(
@@ -123,52 +144,69 @@ def query_box(
     attributes: Sequence[str] | bool | None = None,
     with_object_ids: bool | None = None,
 ) -> Result:
-    """Every vertex with ``lo <= p <= hi`` on all axes, with the asked attributes."""
+    """Every vertex with ``lo <= p <= hi`` on all axes, with the asked attributes.
+
+    One batch fetches the vertex and attribute cells of every chunk the box
+    touches, plus fragment indices where they are needed (partly covered chunks,
+    or every chunk when object ids are asked for).
+    """
     plan = plan_box(level, lo, hi)
     names = _attribute_names(level, attributes)
     with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
     chunks = np.concatenate([plan.full, plan.partial])
-    n_full = len(plan.full)
-    need_frag = level.fragments is not None and (level.grid.n_bins > 1 or with_ids)
-    frag_chunks = chunks if with_ids else plan.partial
+    n_full, k = len(plan.full), len(chunks)
+    frags = level.fragments
+    use_bins = frags is not None and level.grid.n_bins > 1
+    frag_idx = np.arange(k) if (with_ids and frags is not None) else np.arange(n_full, k) if use_bins else np.arange(0)
     arrays = [level.vertices] + [level.vertex_attributes[n] for n in names]
     keys = [a.key(c) for a in arrays for c in chunks]
-    if need_frag:
-        keys += [level.fragments.key(c) for c in frag_chunks]  # type: ignore[union-attr]
+    if len(frag_idx):
+        keys += [frags.key(chunks[i]) for i in frag_idx]  # type: ignore[union-attr]
     raws = level.backend.get_many(keys)
-    k = len(chunks)
-    frag_raws = raws[len(arrays) * k :] if need_frag else []
-    frag_at = {i if with_ids else n_full + i: r for i, r in enumerate(frag_raws)}
-    out_pos, out_attr, out_ids = [], {n: [] for n in names}, []
     d = level.grid.ndim
-    for i, chunk in enumerate(chunks):
-        pos = level.vertices.rows(raws[i], chunk, d)
-        frag = _decode_frag(level, frag_at[i], chunk, len(pos)) if i in frag_at else None
-        if i < n_full:
-            rows = None
-        else:
-            split = _bin_rows(level, frag, chunk, lo, hi) if frag is not None else None
-            if split is None:
-                cand = np.flatnonzero(np.all((pos >= lo) & (pos <= hi), axis=1))
-                rows = cand
-            else:
-                sure, test = split
-                tp = pos[test]
-                rows = np.concatenate([sure, test[np.all((tp >= lo) & (tp <= hi), axis=1)]])
-            if len(rows) == 0:
-                continue
-        out_pos.append(pos if rows is None else pos[rows])
-        for j, n in enumerate(names, start=1):
-            arr = level.vertex_attributes[n]
-            vals = arr.rows(raws[j * k + i], chunk)
-            if len(vals) != len(pos):
-                raise CorruptCellError(arr.path, ".".join(map(str, chunk)), f"{len(vals)} rows but vertices has {len(pos)}")
-            vals = vals if rows is None else vals[rows]
-            out_attr[n].append(vals)
-        if with_ids:
-            owners = _owners_of_rows(level, chunk, frag, len(pos)) if frag is not None else np.full(len(pos), -1)
-            out_ids.append(owners if rows is None else owners[rows])
-    return _assemble(level, out_pos, out_attr, out_ids if with_ids else None)
+    cells = [level.vertices.rows(raws[i], chunks[i], d) for i in range(k)]
+    offsets = np.zeros(k + 1, np.int64)
+    np.cumsum([len(c) for c in cells], out=offsets[1:])
+    frag_payloads: dict[int, memoryview] = {}
+    for j, i in enumerate(frag_idx):
+        frag_payloads[int(i)] = frags.payload(raws[len(arrays) * k + j], chunks[i])  # type: ignore[union-attr]
+    positions = np.concatenate(cells) if cells else np.zeros((0, d), level.vertices.dtype)
+    rows: np.ndarray | None = None
+    if len(plan.partial):
+        sure, test = _partial_rows(
+            level, plan.partial, [frag_payloads.get(n_full + i) if use_bins else None for i in range(len(plan.partial))],
+            offsets[n_full:], lo, hi,
+        )  # fmt: skip
+        tp = positions[test]
+        hit = test[np.all((tp >= lo) & (tp <= hi), axis=1)]
+        rows = np.sort(np.concatenate([ranges_to_rows(offsets[:n_full], np.diff(offsets[: n_full + 1])), sure, hit]))
+    out_attrs = {}
+    for j, n in enumerate(names, start=1):
+        arr = level.vertex_attributes[n]
+        parts = [arr.rows(raws[j * k + i], chunks[i]) for i in range(k)]
+        for i, part in enumerate(parts):
+            if len(part) != len(cells[i]):
+                raise CorruptCellError(arr.path, ".".join(map(str, chunks[i])), f"{len(part)} rows but vertices has {len(cells[i])}")
+        out_attrs[n] = _take(np.concatenate(parts) if parts else np.zeros((0, arr.row_width), arr.dtype), rows, arr)
+    object_ids = None
+    if with_ids:
+        owners = []
+        for i in range(k):
+            payload = frag_payloads.get(i)
+            frag = _decode_frag(level, payload, chunks[i], len(cells[i])) if payload is not None else None
+            owners.append(_owners_of_rows(level, chunks[i], frag, len(cells[i])) if frag is not None else np.full(len(cells[i]), -1, np.int64))
+        object_ids = np.concatenate(owners) if owners else np.zeros(0, np.int64)
+        object_ids = object_ids if rows is None else object_ids[rows]
+    return Result(
+        positions if rows is None else positions[rows], out_attrs, object_ids,
+        tuple(a.name for a in level.root.axes if a.type == "space"),
+    )  # fmt: skip
+
+
+def _take(values: np.ndarray, rows: np.ndarray | None, arr: CellArray) -> np.ndarray:
+    shape = tuple(arr.attrs.get("row_shape") or [])
+    values = values if rows is None else values[rows]
+    return values.reshape((-1, *shape))
 
 
 def _assemble(level: Level, pos: list[np.ndarray], attrs: dict[str, list[np.ndarray]], ids: list[np.ndarray] | None) -> Result:
@@ -206,7 +244,7 @@ def read_objects(level: Level, ids: Sequence[int] | np.ndarray, attributes: Sequ
     cells = {}
     for i, chunk in enumerate(chunks):
         pos = level.vertices.rows(raws[i], chunk, d)
-        frag = _decode_frag(level, raws[len(arrays) * k + i], chunk, len(pos))
+        frag = _decode_frag(level, level.fragments.payload(raws[len(arrays) * k + i], chunk), chunk, len(pos))
         vals = [a.rows(raws[j * k + i], chunk) for j, a in enumerate(arrays[1:], start=1)]
         cells[chunk_set[i]] = (pos, frag, vals)
     out_pos, out_attr, out_ids = [], {n: [] for n in names}, []

@@ -7,13 +7,17 @@ Run this only with the reference venv's interpreter, never with the project's::
 
 Commands
 --------
-write-points IN.npz STORE [--compression auto|none|zstd|blosc]
+write-points IN.npz STORE [--writer api|write_points] [--compression auto|none|zstd|blosc]
     Write a point-cloud store from the arrays in IN.npz (see ``_load_points_npz``).
     Prints a JSON summary (the layout actually used) on stdout.
 read-points STORE OUT.npz [--bbox lo0,lo1,..:hi0,hi1,..] [--level L] [--via auto|plain|objects]
     Full read, or inclusive bbox read, saved as npz (see cmd_read_points for the read path).
 info STORE [--validate-level N]
-    JSON report of what the reference sees, and whether its validator accepts the store.
+    JSON report of what the reference sees, and whether its validator accepts the store
+    (``valid``/``errors``/``warnings`` from ``Dataset.validate(level=N)``, default 3).
+
+Exit status: 0 ok, 2 bad input/usage, 1 the reference raised (set REFERENCE_DRIVER_DEBUG=1
+for the traceback), 3 wrong interpreter.
 
 API surface used
 ----------------
@@ -26,8 +30,9 @@ no reader for group membership lists and no writer for group attributes.
 
 Two places leave that surface (unavoidable, both flagged where they occur):
 * a ``bin_shape`` whose chunk/bin ratio differs between axes cannot be expressed through
-  ``Layout(subcells=int)``; such an input is written with ``zarr_vectors.types.points.
-  write_points`` (module the reference marks "undecided", not internal);
+  ``Layout(subcells=int)``; such an input (and any write with ``--writer write_points``)
+  goes through ``zarr_vectors.types.points.write_points`` (a module the reference marks
+  "undecided", not internal);
 * if ``zarr_vectors.open`` refuses a store, ``info`` falls back to
   ``zarr_vectors.validate.validate`` (also "undecided") so it can still report errors.
 """
@@ -37,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import traceback
 import warnings
@@ -54,6 +60,14 @@ except ImportError as exc:  # pragma: no cover - wrong interpreter
     sys.stderr.write(
         "reference_driver: cannot import the reference zarr_vectors; run this script with "
         f".cache/reference-venv/bin/python ({exc})\n"
+    )
+    sys.exit(3)
+if getattr(zv, "__version__", None) != "0.9.2" and not os.environ.get("REFERENCE_DRIVER_ANY_VERSION"):
+    # Our own package also imports as ``zarr_vectors``; refuse to drive anything else.
+    sys.stderr.write(
+        f"reference_driver: imported zarr_vectors {getattr(zv, '__version__', '?')} from "
+        f"{getattr(zv, '__file__', '?')}, not the reference 0.9.2; use "
+        ".cache/reference-venv/bin/python\n"
     )
     sys.exit(3)
 
@@ -202,7 +216,7 @@ def cmd_write_points(args: argparse.Namespace) -> int:
     )
     position_dtype = str(pos.dtype) if pos.dtype.kind in "fiu" else "float32"
 
-    if uniform:
+    if uniform and args.writer == "api":
         layout = zv.Layout(
             cell_size=tuple(chunk) if chunk is not None else None,
             subcells=subcells,
@@ -217,18 +231,26 @@ def cmd_write_points(args: argparse.Namespace) -> int:
         level_group = ds.level(0).store
         route = "zarr_vectors.create + Dataset.add_points"
     else:
-        # Unavoidable: per-axis bin ratios are not expressible through the api's Layout.
+        # Needed for per-axis bin ratios (not expressible through the api's Layout) and
+        # for --writer write_points (the only route whose compressor= is honoured).
         from zarr_vectors.types.points import write_points
 
         report = write_points(
-            store, pos, chunk_shape=tuple(chunk), bin_shape=tuple(binshape), bounds=bounds,
+            store, pos,
+            chunk_shape=tuple(chunk) if chunk is not None else None,
+            bin_shape=tuple(binshape) if binshape is not None else None,
+            bounds=bounds,
             vertex_attributes=common["attributes"], object_ids=common["object_ids"],
             object_attributes=common["object_attributes"], groups=common["groups"],
+            group_attributes={k: np.asarray(v) for k, v in spec["group_attributes"].items()}
+            or None,
             dtype=position_dtype, compressor=None if compression == "auto" else compression,
         )
+        spec["group_attributes"] = {}
         ds = zv.open(store, mode="r+")
         level_group = ds.level(0).store
-        route = "zarr_vectors.types.points.write_points (non-uniform bin ratio)"
+        route = "zarr_vectors.types.points.write_points" + (
+            "" if uniform else " (non-uniform bin ratio)")
 
     for name, values in spec["group_attributes"].items():
         building.create_groupings_attributes_array(
@@ -338,6 +360,8 @@ def _validation(target: Any, vlevel: int) -> dict[str, Any]:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    if "://" not in args.store and not Path(args.store).exists():
+        raise DriverError(f"{args.store} does not exist")
     info: dict[str, Any] = {"store": args.store, "reference_version": zv.__version__}
     try:
         ds = zv.open(args.store)
@@ -403,8 +427,14 @@ def main(argv: list[str] | None = None) -> int:
     w = sub.add_parser("write-points", help="write a point cloud from an npz")
     w.add_argument("input")
     w.add_argument("store")
+    w.add_argument("--writer", choices=("api", "write_points"), default="api",
+                   help="api: zarr_vectors.create + Dataset.add_points (default); write_points: "
+                        "zarr_vectors.types.points.write_points")
     w.add_argument("--compression", default="auto",
-                   help="reference Layout.compression: auto (its default, zstd), none, zstd, blosc")
+                   help="auto|none|zstd|blosc. With --writer api it goes to Layout.compression, "
+                        "but 0.9.2 stamps zstd on every array whatever it says; with --writer "
+                        "write_points it is compressor= (auto = its default, none) and applies "
+                        "to the per-chunk arrays only")
     w.set_defaults(func=cmd_write_points)
 
     r = sub.add_parser("read-points", help="read a point cloud into an npz")
@@ -436,7 +466,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Exception as exc:
         sys.stderr.write(f"reference_driver {args.cmd}: {type(exc).__name__}: {exc}\n")
-        traceback.print_exc(file=sys.stderr)
+        if os.environ.get("REFERENCE_DRIVER_DEBUG"):
+            traceback.print_exc(file=sys.stderr)
         return 1
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "encode_fragments",
     "encode_range_batch",
     "decode_fragments",
+    "decode_range_table",
     "ranges_to_rows",
     "MAGIC",
     "HEADER",
@@ -126,6 +127,29 @@ def ranges_to_rows(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.cumsum(out)
 
 
+def decode_range_table(buf: bytes | memoryview, f: int) -> np.ndarray | None:
+    """Fast path: the (f, 2) range table when ``buf`` is exactly an all-range index of ``f``
+    fragments, else None (then use :func:`decode_fragments`, which explains what is wrong)."""
+    if len(buf) != HEADER.size + _bitmap_bytes(f) + 16 * f + 4 or f == 0:
+        return None
+    if bytes(buf[: HEADER.size]) != HEADER.pack(MAGIC, VERSION, 0, f, f):
+        return None
+    nbit = _bitmap_bytes(f)
+    if bytes(buf[HEADER.size : HEADER.size + nbit]) != _all_ones_bitmap(f):
+        return None
+    if bytes(buf[-4:]) != b"\0\0\0\0":
+        return None
+    table = np.frombuffer(buf, "<i8", 2 * f, HEADER.size + nbit).reshape(f, 2)
+    return table if table.min() >= 0 else None
+
+
+def _all_ones_bitmap(f: int) -> bytes:
+    bitmap = np.zeros(_bitmap_bytes(f), dtype=np.uint8)
+    packed = np.packbits(np.ones(f, np.uint8), bitorder="little")
+    bitmap[: len(packed)] = packed
+    return bitmap.tobytes()
+
+
 def _bitmap_bytes(f: int) -> int:
     return ((f + 7) // 8 + 7) // 8 * 8
 
@@ -209,10 +233,7 @@ def encode_range_batch(starts: np.ndarray, counts: np.ndarray) -> list[bytes]:
     k, f = starts.shape
     if f == 0:
         return [HEADER.pack(MAGIC, VERSION, 0, 0, 0)] * k
-    bitmap = np.zeros(_bitmap_bytes(f), dtype=np.uint8)
-    packed = np.packbits(np.ones(f, np.uint8), bitorder="little")
-    bitmap[: len(packed)] = packed
-    head = HEADER.pack(MAGIC, VERSION, 0, f, f) + bitmap.tobytes()
+    head = HEADER.pack(MAGIC, VERSION, 0, f, f) + _all_ones_bitmap(f)
     tail = np.zeros(1, "<u4").tobytes()
     table = np.empty((k, f, 2), dtype="<i8")
     table[:, :, 0] = starts

@@ -13,6 +13,7 @@ Every comparison below is done in float64 with monotone operations, so a point
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -81,12 +82,12 @@ class Grid:
     def ndim(self) -> int:
         return len(self.chunk_shape)
 
-    @property
+    @cached_property
     def bins(self) -> np.ndarray:
         """Bins per chunk on each axis."""
         return bins_per_chunk(self.chunk_shape, self.bin_shape)
 
-    @property
+    @cached_property
     def n_bins(self) -> int:
         return int(np.prod(self.bins))
 
@@ -107,26 +108,28 @@ class Grid:
             return None
         return c_lo, c_hi
 
-    def bin_span(self, chunk: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Inclusive per-axis bin range of ``chunk`` that may hold points of [lo, hi].
+    def box_bins(self, chunks: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Bins of each chunk that a box ``[lo, hi]`` meets, and those it covers wholly.
 
-        Widened by a relative 1e-9 of a bin so that stores written with a slightly
-        different rounding still give every matching point.
+        Returns two (K, n_bins) boolean masks in C order of the bin index: ``touched``
+        (the bin may hold points of the box) and ``inside`` (every point of the bin
+        is in the box). Both are widened by a relative 1e-9 of a bin, so stores
+        written with slightly different rounding still give every matching point.
         """
-        nb = self.bins
-        base = np.asarray(chunk, np.float64) * self.chunk_shape
-        eps = 1e-9 * self.bin_shape
-        b_lo = np.clip(np.floor((np.asarray(lo, np.float64) - eps - base) / self.bin_shape), 0, nb - 1)
-        b_hi = np.clip(np.floor((np.asarray(hi, np.float64) + eps - base) / self.bin_shape), 0, nb - 1)
-        return b_lo.astype(np.int64), b_hi.astype(np.int64)
-
-    def bins_inside(self, chunk: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """Per-axis boolean masks: bins of ``chunk`` lying wholly inside [lo, hi] (with margin)."""
-        nb = self.bins
-        base = np.asarray(chunk, np.float64) * self.chunk_shape
-        out = []
+        chunks = np.asarray(chunks, np.int64)
+        k = len(chunks)
+        touched = np.ones((k, 1), bool)
+        inside = np.ones((k, 1), bool)
         for ax in range(self.ndim):
-            edges = base[ax] + np.arange(nb[ax] + 1) * self.bin_shape[ax]
-            eps = 1e-9 * self.bin_shape[ax]
-            out.append((edges[:-1] - eps >= lo[ax]) & (edges[1:] + eps <= hi[ax]))
-        return out
+            nb, bs = int(self.bins[ax]), self.bin_shape[ax]
+            eps = 1e-9 * bs
+            base = chunks[:, ax] * self.chunk_shape[ax]
+            idx = np.arange(nb)
+            b_lo = np.clip(np.floor((lo[ax] - eps - base) / bs), 0, nb - 1)
+            b_hi = np.clip(np.floor((hi[ax] + eps - base) / bs), 0, nb - 1)
+            t = (idx >= b_lo[:, None]) & (idx <= b_hi[:, None])
+            edges = base[:, None] + np.arange(nb + 1) * bs
+            w = (edges[:, :-1] - eps >= lo[ax]) & (edges[:, 1:] + eps <= hi[ax])
+            touched = (touched[:, :, None] & t[:, None, :]).reshape(k, -1)
+            inside = (inside[:, :, None] & w[:, None, :]).reshape(k, -1)
+        return touched, inside

@@ -22,7 +22,13 @@ import numpy as np
 
 from ..errors import DecodeError
 
-__all__ = ["ManifestBlock", "encode_manifest", "decode_manifest", "encode_single_fragment_manifests"]
+__all__ = [
+    "ManifestBlock",
+    "encode_manifest",
+    "encode_manifests_batch",
+    "decode_manifest",
+    "decode_manifests_batch",
+]
 
 _U32 = struct.Struct("<I")
 _I64 = struct.Struct("<q")
@@ -56,29 +62,6 @@ def _encode_block(block: ManifestBlock) -> bytes:
 def encode_manifest(blocks: list[ManifestBlock]) -> bytes:
     """Serialise one object's manifest, choosing the smallest mode for each block."""
     return _U32.pack(len(blocks)) + b"".join(_encode_block(b) for b in blocks)
-
-
-def encode_single_fragment_manifests(
-    object_starts: np.ndarray, chunks: np.ndarray, fragments: np.ndarray
-) -> list[bytes]:
-    """Vectorised encoder for manifests whose every block names one fragment (mode 0).
-
-    Blocks are rows of ``chunks`` (K, ndim) and ``fragments`` (K,), grouped by object:
-    object o owns rows ``object_starts[o]:object_starts[o + 1]``.
-    """
-    ndim = chunks.shape[1]
-    rec = np.dtype([("c", "<i8", (ndim,)), ("m", "u1"), ("f", "<i8")])
-    table = np.empty(len(fragments), dtype=rec)
-    table["c"] = chunks
-    table["m"] = 0
-    table["f"] = fragments
-    raw = table.tobytes()
-    size = rec.itemsize
-    starts = np.asarray(object_starts, dtype=np.int64)
-    counts = np.diff(starts)
-    return [
-        _U32.pack(int(n)) + raw[int(s) * size : int(s + n) * size] for s, n in zip(starts[:-1], counts)
-    ]
 
 
 def decode_manifest(buf: bytes | memoryview, ndim: int) -> list[ManifestBlock]:
@@ -124,3 +107,145 @@ def decode_manifest(buf: bytes | memoryview, ndim: int) -> list[ManifestBlock]:
     if pos != len(buf):
         raise DecodeError(f"manifest has {len(buf) - pos} trailing bytes after {n_blocks} blocks")
     return blocks
+
+
+def _scatter(buf: np.ndarray, at: np.ndarray, values: np.ndarray, dtype: str) -> None:
+    """Write ``values`` as little-endian ``dtype`` at byte offsets ``at`` (unaligned is fine)."""
+    if len(at) == 0:
+        return
+    raw = np.ascontiguousarray(values, dtype=dtype).view(np.uint8).reshape(len(at), -1)
+    buf[at[:, None] + np.arange(raw.shape[1])] = raw
+
+
+def encode_manifests_batch(
+    num_objects: int,
+    block_object: np.ndarray,
+    block_chunks: np.ndarray,
+    block_offsets: np.ndarray,
+    fragments: np.ndarray,
+) -> list[bytes]:
+    """Vectorised :func:`encode_manifest` for many objects.
+
+    Block ``b`` belongs to object ``block_object[b]`` (non-decreasing), lies in chunk
+    ``block_chunks[b]`` and names ``fragments[block_offsets[b]:block_offsets[b + 1]]``.
+    Each block uses mode 0 (one fragment), 1 (consecutive) or 2 (a list).
+    """
+    nb = len(block_object)
+    ndim = block_chunks.shape[1] if block_chunks.ndim == 2 else 0
+    counts = np.diff(block_offsets)
+    first = fragments[block_offsets[:-1]] if nb else np.zeros(0, np.int64)
+    last = fragments[block_offsets[1:] - 1] if nb else np.zeros(0, np.int64)
+    consecutive = np.ones(nb, bool)
+    if len(fragments) > 1:
+        steps_ok = np.diff(fragments) == 1
+        bad = np.cumsum(np.concatenate([[0], ~steps_ok]))  # non-unit steps before each position
+        consecutive = (bad[block_offsets[1:] - 1] - bad[block_offsets[:-1]]) == 0
+    consecutive &= last - first == counts - 1
+    mode = np.where(counts == 1, 0, np.where(consecutive, 1, 2)).astype(np.uint8)
+    body = np.where(mode == 0, 8, np.where(mode == 1, 16, 4 + 8 * counts))
+    size = 8 * ndim + 1 + body
+    per_obj_blocks = np.bincount(block_object, minlength=num_objects)
+    per_obj_bytes = 4 + np.bincount(block_object, weights=size, minlength=num_objects).astype(np.int64)
+    obj_start = np.zeros(num_objects + 1, np.int64)
+    np.cumsum(per_obj_bytes, out=obj_start[1:])
+    buf = np.zeros(int(obj_start[-1]), np.uint8)
+    _scatter(buf, obj_start[:-1], per_obj_blocks.astype(np.uint32), "<u4")
+    # Block b starts after its object's header and the earlier blocks of the same object.
+    cum = np.cumsum(size) - size
+    obj_first_block = np.searchsorted(block_object, np.arange(num_objects))
+    block_start = obj_start[block_object] + 4 + cum - cum[obj_first_block[block_object]] if nb else cum
+    for a in range(ndim):
+        _scatter(buf, block_start + 8 * a, block_chunks[:, a], "<i8")
+    head = block_start + 8 * ndim
+    buf[head] = mode
+    m0, m1, m2 = mode == 0, mode == 1, mode == 2
+    _scatter(buf, head[m0] + 1, first[m0], "<i8")
+    _scatter(buf, head[m1] + 1, first[m1], "<i8")
+    _scatter(buf, head[m1] + 9, counts[m1], "<i8")
+    _scatter(buf, head[m2] + 1, counts[m2].astype(np.uint32), "<u4")
+    if m2.any():
+        starts, n = block_offsets[:-1][m2], counts[m2]
+        from .fragments import ranges_to_rows
+
+        idx = ranges_to_rows(starts, n)
+        slot = np.arange(len(idx)) - np.repeat(np.cumsum(n) - n, n)
+        _scatter(buf, np.repeat(head[m2] + 5, n) + 8 * slot, fragments[idx], "<i8")
+    raw = buf.tobytes()
+    return [raw[obj_start[o] : obj_start[o + 1]] for o in range(num_objects)]
+
+
+def _gather(buf: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
+    size = np.dtype(dtype).itemsize
+    return buf[at[:, None] + np.arange(size)].copy().view(dtype).ravel()
+
+
+def decode_manifests_batch(items: list[bytes | memoryview], ndim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorised :func:`decode_manifest` over many objects, flattened per fragment.
+
+    Returns ``(object_index, chunks, fragment)``: for every fragment named by any
+    manifest, the position of its manifest in ``items``, its absolute chunk (K, ndim)
+    and its fragment index. Raises DecodeError naming the first bad object.
+    """
+    lengths = np.fromiter((len(it) for it in items), np.int64, len(items))
+    starts = np.zeros(len(items) + 1, np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    buf = np.frombuffer(b"".join(bytes(it) for it in items), np.uint8)
+    short = np.flatnonzero(lengths < 4)
+    if len(short):
+        raise DecodeError(f"manifest of entry {int(short[0])} is {int(lengths[short[0]])} bytes, shorter than 4")
+    end = starts[1:]
+    remaining = _gather(buf, starts[:-1], "<u4").astype(np.int64) if len(items) else np.zeros(0, np.int64)
+    cur = starts[:-1] + 4
+    head = 8 * ndim + 1
+    objs, chunks, frags = [], [], []
+    active = np.flatnonzero(remaining > 0)
+    while len(active):
+        p = cur[active]
+        over = p + head > end[active]
+        if over.any():
+            raise DecodeError(f"manifest of entry {int(active[over][0])} is truncated")
+        coords = np.stack([_gather(buf, p + 8 * a, "<i8") for a in range(ndim)], axis=1)
+        mode = buf[p + 8 * ndim]
+        body = p + head
+        bad = mode > 2
+        if bad.any():
+            raise DecodeError(f"manifest of entry {int(active[bad][0])} has a block with unknown mode {int(mode[bad][0])}")
+        n = np.ones(len(active), np.int64)
+        size = np.full(len(active), 8, np.int64)
+        m1, m2 = mode == 1, mode == 2
+        need = body + np.where(m2, 4, np.where(m1, 16, 8))
+        if np.any(need > end[active]):
+            raise DecodeError(f"manifest of entry {int(active[need > end[active]][0])} is truncated")
+        if m1.any():
+            n[m1] = _gather(buf, body[m1] + 8, "<i8")
+        if m2.any():
+            n[m2] = _gather(buf, body[m2], "<u4").astype(np.int64)
+        size[m1] = 16
+        size[m2] = 4 + 8 * n[m2]
+        if np.any(body + size > end[active]) or np.any(n < 0):
+            raise DecodeError(f"manifest of entry {int(active[(body + size > end[active]) | (n < 0)][0])} is truncated or has a negative count")
+        first = np.zeros(len(active), np.int64)
+        simple = ~m2
+        first[simple] = _gather(buf, body[simple], "<i8")
+        # Fragment list of every block: ranges for modes 0/1, explicit for mode 2.
+        rep = np.repeat(np.arange(len(active)), n)
+        slot = np.arange(len(rep)) - np.repeat(np.cumsum(n) - n, n)
+        f = np.where(m2[rep], 0, first[rep] + slot)
+        if m2.any():
+            sel = m2[rep]
+            f[sel] = _gather(buf, body[rep[sel]] + 4 + 8 * slot[sel], "<i8")
+        objs.append(active[rep])
+        chunks.append(coords[rep])
+        frags.append(f)
+        cur[active] = body + size
+        remaining[active] -= 1
+        active = active[remaining[active] > 0]
+    trailing = np.flatnonzero(cur != end)
+    if len(trailing):
+        raise DecodeError(f"manifest of entry {int(trailing[0])} has trailing bytes after its blocks")
+    if not objs:
+        return np.zeros(0, np.int64), np.zeros((0, ndim), np.int64), np.zeros(0, np.int64)
+    frag = np.concatenate(frags)
+    if len(frag) and frag.min() < 0:
+        raise DecodeError("a manifest names a negative fragment index")
+    return np.concatenate(objs), np.concatenate(chunks), frag
