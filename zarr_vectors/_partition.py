@@ -72,9 +72,9 @@ def partition(positions: np.ndarray, grid: Grid, object_ids: np.ndarray | None =
     cell_idx = np.stack(np.unravel_index(cell_lin, shape), axis=1).astype(np.int64)
     cell_of_row = np.cumsum(new_cell) - 1
     if object_ids is None:
-        counts = np.bincount(key, minlength=n_keys).reshape(-1, n_bins)[cell_lin]
-        starts = np.cumsum(counts, axis=1) - counts
         k = len(cell_lin)
+        counts = np.bincount(cell_of_row * n_bins + skey % n_bins, minlength=k * n_bins).reshape(k, n_bins)
+        starts = np.cumsum(counts, axis=1) - counts
         return Partition(
             order=order,
             cells=cell_idx,

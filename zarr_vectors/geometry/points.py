@@ -20,7 +20,10 @@ from ..storage import write_session
 if TYPE_CHECKING:
     from ..dataset import Dataset
 
-__all__ = ["write_points"]
+__all__ = ["write_points", "MAX_BINS_PER_CHUNK"]
+
+#: Upper limit on bins per chunk (``prod(chunk_shape / bin_shape)``).
+MAX_BINS_PER_CHUNK = 4096
 
 
 def axes_from(axes: Sequence[Any] | None, ndim: int, units: str | None = None) -> tuple[Axis, ...]:
@@ -47,6 +50,8 @@ def fragment_payloads(part: Partition) -> list[bytes]:
     """Encoded ``vertex_fragments`` cells, one per occupied cell."""
     if part.per_bin:
         k = len(part.cells)
+        if k == 0:
+            return []
         return encode_range_batch(part.frag_start.reshape(k, -1), part.frag_count.reshape(k, -1))
     out = []
     for k in range(len(part.cells)):
@@ -57,7 +62,7 @@ def fragment_payloads(part: Partition) -> list[bytes]:
 
 def row_payloads(values: np.ndarray, part: Partition) -> list[bytes]:
     """Per-cell raw row bytes of ``values`` (already in stored order)."""
-    raw = memoryview(np.ascontiguousarray(values)).cast("B")
+    raw = np.ascontiguousarray(values).reshape(-1).view(np.uint8).data
     stride = values.dtype.itemsize * int(np.prod(values.shape[1:], dtype=np.int64))
     offs = part.row_offsets * stride
     return [bytes(raw[offs[k] : offs[k + 1]]) for k in range(len(part.cells))]
@@ -135,6 +140,11 @@ def write_points(
         grid = Grid.from_bounds(b, cs, bs)
     except ValueError as exc:
         raise InputError(str(exc)) from exc
+    if grid.n_bins > MAX_BINS_PER_CHUNK:
+        raise InputError(
+            f"bin_shape {bs.tolist()} makes {grid.n_bins} bins per chunk; at most {MAX_BINS_PER_CHUNK} "
+            "are allowed (each bin costs 16 bytes of index per chunk): choose a larger bin_shape"
+        )
     if int(np.prod(grid.shape)) > 1 << 40:
         raise InputError(f"the chunk grid {grid.shape.tolist()} is too large; choose a larger chunk_shape")
     vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
