@@ -13,7 +13,8 @@ def brute_force_box(positions: np.ndarray, lo, hi) -> np.ndarray:
 
 def sorted_rows(*columns: np.ndarray) -> np.ndarray:
     """Rows of the horizontally stacked columns in lexicographic order (for set comparison)."""
-    table = np.column_stack([np.asarray(c, np.float64).reshape(len(c), -1) for c in columns])
+    arrays = [np.asarray(c, np.float64) for c in columns]
+    table = np.column_stack([a.reshape(len(a), int(np.prod(a.shape[1:], dtype=np.int64))) for a in arrays])
     return table[np.lexsort(table.T[::-1])] if len(table) else table
 
 

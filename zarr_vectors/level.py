@@ -20,7 +20,14 @@ from .storage import Backend
 __all__ = ["Level"]
 
 _FAMILIES = ("vertex_attributes", "object_attributes", "group_attributes", "fragment_attributes")
-_SINGLES = ("vertices", "vertex_fragments", "object_index", "object_index/manifests", "groups", "cross_chunk_links")
+_SINGLES = (
+    "vertices", "vertex_fragments", "object_index", "object_index/manifests", "object_index/object_ids",
+    "groups", "cross_chunk_links",
+)  # fmt: skip
+#: Object index layouts this reader understands. ``vlen_manifests_v2`` (written by the
+#: reference implementation 0.9.2, not in spec 0.9) adds ``object_ids``: row r of
+#: ``manifests`` describes object ``object_ids[r]``.
+_LAYOUTS = ("vlen_manifests_v1", "vlen_manifests_v2")
 
 
 def _parse(raw: bytes | None, where: str) -> dict[str, Any] | None:
@@ -46,6 +53,7 @@ class Level:
     vertex_attributes: dict[str, CellArray]
     object_index: dict[str, Any] | None
     manifests: TableArray | None
+    manifest_ids: TableArray | None
     object_attributes: dict[str, TableArray]
     groups: TableArray | None
     group_attributes: dict[str, TableArray]
@@ -89,11 +97,14 @@ class Level:
         grid = Grid(cs, bs, vertices.origin, shape)
         man = _parse(docs["object_index/manifests"], f"{p}/object_index/manifests")
         groups = _parse(docs["groups"], f"{p}/groups")
+        oids = _parse(docs["object_index/object_ids"], f"{p}/object_index/object_ids")
         oi = _parse(docs["object_index"], f"{p}/object_index")
         if oi is not None:
             layout = (oi.get("attributes") or {}).get("layout", "vlen_manifests_v1")
-            if layout != "vlen_manifests_v1":
-                raise FormatError(f"{p}/object_index has layout {layout!r}; only vlen_manifests_v1 is supported")
+            if layout not in _LAYOUTS:
+                raise FormatError(f"{p}/object_index has layout {layout!r}; this library reads {', '.join(_LAYOUTS)}")
+            if layout == "vlen_manifests_v2" and docs["object_index/object_ids"] is None:
+                raise FormatError(f"{p}/object_index has layout vlen_manifests_v2 but no object_ids array")
         return cls(
             backend=backend,
             root=root,
@@ -105,35 +116,64 @@ class Level:
             vertex_attributes={n: CellArray(f"{p}/vertex_attributes/{n}", d) for n, d in fams["vertex_attributes"].items()},
             object_index=None if oi is None else oi.get("attributes") or {},
             manifests=None if man is None else TableArray(f"{p}/object_index/manifests", man),
+            manifest_ids=None if oids is None else TableArray(f"{p}/object_index/object_ids", oids),
             object_attributes={n: TableArray(f"{p}/object_attributes/{n}", d) for n, d in fams["object_attributes"].items()},
             groups=None if groups is None else TableArray(f"{p}/groups", groups),
             group_attributes={n: TableArray(f"{p}/group_attributes/{n}", d) for n, d in fams["group_attributes"].items()},
         )
 
+    @cached_property
+    def row_object_ids(self) -> np.ndarray | None:
+        """Object id of each manifest row for a ``vlen_manifests_v2`` index (None for v1: row = id)."""
+        if self.manifest_ids is None:
+            return None
+        arr = self.manifest_ids
+        n_chunks = -(-arr.length // arr.chunk)
+        ids = arr.dense(self.backend.get_many(arr.chunk_keys(range(n_chunks)))).astype(np.int64)
+        if len(ids) > 1 and np.any(np.diff(ids) <= 0):
+            raise FormatError(f"{arr.path} must hold strictly increasing object ids")
+        return ids
+
     @property
     def num_objects(self) -> int:
+        """Size of the object id space: ids are ``0 .. num_objects - 1``."""
         if self.manifests is None:
             return 0
+        ids = self.row_object_ids
+        if ids is not None:
+            return int(ids[-1]) + 1 if len(ids) else 0
         return int((self.object_index or {}).get("num_objects", self.manifests.length))
 
     def read_manifests(self, ids: np.ndarray) -> list[list[ManifestBlock]]:
-        """Decoded manifests of ``ids`` (fetching only the buckets that hold them)."""
+        """Decoded manifests of object ``ids`` (fetching only the buckets that hold them).
+
+        An id inside the id space without a manifest row has no data here: ``[]``.
+        """
         if self.manifests is None:
             raise FormatError(f"level {self.index} has no object index")
         ids = np.asarray(ids, dtype=np.int64)
-        n = self.manifests.length
+        n = self.num_objects
         bad = ids[(ids < 0) | (ids >= n)]
         if len(bad):
             raise KeyError(f"object id {int(bad[0])} is not in level {self.index} (ids are 0..{n - 1})")
+        table = self.row_object_ids
+        if table is None:
+            rows, found = ids, np.ones(len(ids), bool)
+        else:
+            rows = np.minimum(np.searchsorted(table, ids), max(len(table) - 1, 0))
+            found = table[rows] == ids if len(table) else np.zeros(len(ids), bool)
         bucket = self.manifests.chunk
-        chunks = sorted(set((ids // bucket).tolist()))
+        chunks = sorted(set((rows[found] // bucket).tolist()))
         raws = self.backend.get_many(self.manifests.chunk_keys(chunks))
         items = {c: self.manifests.vlen_items(raw, c) for c, raw in zip(chunks, raws)}
-        out = []
-        for oid in ids.tolist():
-            c = oid // bucket
+        out: list[list[ManifestBlock]] = []
+        for oid, row, ok in zip(ids.tolist(), rows.tolist(), found.tolist()):
+            if not ok:
+                out.append([])
+                continue
+            c = row // bucket
             try:
-                out.append(decode_manifest(items[c][oid - c * bucket], self.root.sid_ndim))
+                out.append(decode_manifest(items[c][row - c * bucket], self.root.sid_ndim))
             except DecodeError as exc:
                 raise CorruptCellError(self.manifests.path, str(c), f"object {oid}: {exc}") from exc
         return out
@@ -165,6 +205,8 @@ class Level:
         if not objs:
             return {}
         obj, chunk, frag = np.concatenate(objs), np.concatenate(chunks), np.concatenate(frags)
+        if self.row_object_ids is not None:
+            obj = self.row_object_ids[obj]
         order = np.lexsort((frag, *chunk.T[::-1]))
         obj, chunk, frag = obj[order], chunk[order], frag[order]
         new = np.ones(len(obj), bool)

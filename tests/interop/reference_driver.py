@@ -9,7 +9,10 @@ Commands
 --------
 write-points IN.npz STORE [--writer api|write_points] [--compression auto|none|zstd|blosc]
     Write a point-cloud store from the arrays in IN.npz (see ``_load_points_npz``).
-    Prints a JSON summary (the layout actually used) on stdout.
+    Prints a JSON summary (the layout actually used) on stdout. Missing ``bounds``: the
+    data's min/max. Missing ``chunk_shape``: the api default (one chunk per axis over
+    the bounds). Missing ``bin_shape``: the api default (4 bins per axis). Positions keep
+    their npz dtype. Object attributes are stored row for row as given.
 read-points STORE OUT.npz [--bbox lo0,lo1,..:hi0,hi1,..] [--level L] [--via auto|plain|objects]
     Full read, or inclusive bbox read, saved as npz (see cmd_read_points for the read path).
 info STORE [--validate-level N]

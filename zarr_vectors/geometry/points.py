@@ -186,8 +186,10 @@ def write_points(
     for attr in vattrs:
         meta: dict[str, Any] = {"zv_array": "attribute", "name": attr.name, "dtype": attr.values.dtype.name,
                                 "row_shape": attr.row_shape}  # fmt: skip
-        if attr.channel_names:
-            meta["channel_names"] = list(attr.channel_names)
+        if attr.row_shape:
+            # The reference 0.9.2 sizes rows by channel_names (not row_shape) and skips
+            # multi-channel attributes without them, so default names are always written.
+            meta["channel_names"] = list(attr.channel_names or (f"ch{i}" for i in range(attr.row_shape[0])))
         values = np.take(attr.values, part.order, axis=0)
         builder.cell_array(f"0/vertex_attributes/{attr.name}", grid, part.cells, row_payloads(values, part), meta)
     manifests = build_manifests(part, grid, num_objects) if oids is not None else None

@@ -1,0 +1,79 @@
+"""Fixtures for running the reference implementation (zarr-vectors 0.9.2) in a subprocess.
+
+The reference python is found from ``ZV_REFERENCE_PYTHON``, else made (or reused) with
+``../shared/tools/reference-venv.sh`` into ``.cache/reference-venv``. When neither works
+the tests skip, unless ``ZV_REQUIRE_INTEROP=1`` (CI sets it), in which case they fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DRIVER = Path(__file__).with_name("reference_driver.py")
+
+
+def _find_reference_python() -> str | None:
+    env = os.environ.get("ZV_REFERENCE_PYTHON")
+    if env:
+        return env
+    script = ROOT.parent / "shared" / "tools" / "reference-venv.sh"
+    if not script.exists():
+        return None
+    proc = subprocess.run(
+        ["bash", str(script), str(ROOT / ".cache" / "reference-venv")],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        return None
+    return proc.stdout.strip().splitlines()[-1]
+
+
+class Reference:
+    """Runs the driver with the reference interpreter."""
+
+    def __init__(self, python: str) -> None:
+        self.python = python
+
+    def run(self, *args: str) -> str:
+        proc = subprocess.run([self.python, str(DRIVER), *args], capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise AssertionError(f"reference driver {args[0]} failed ({proc.returncode}):\n{proc.stderr}")
+        return proc.stdout
+
+    def write_points(self, tmp: Path, store: Path, **arrays: Any) -> None:
+        npz = tmp / f"{store.name}-in.npz"
+        np.savez(npz, **arrays)
+        self.run("write-points", str(npz), str(store))
+
+    def read_points(self, tmp: Path, store: Path, bbox: tuple[Any, Any] | None = None) -> dict[str, np.ndarray]:
+        out = tmp / f"{store.name}-out-{np.random.default_rng().integers(1 << 30)}.npz"
+        args = ["read-points", str(store), str(out)]
+        if bbox is not None:
+            lo, hi = bbox
+            args += ["--bbox", ",".join(map(repr, map(float, lo))) + ":" + ",".join(map(repr, map(float, hi)))]
+        self.run(*args)
+        with np.load(out) as data:
+            return {k: data[k] for k in data.files}
+
+    def info(self, store: Path) -> dict[str, Any]:
+        return json.loads(self.run("info", str(store)))
+
+
+@pytest.fixture(scope="session")
+def reference() -> Reference:
+    python = _find_reference_python()
+    if python is None:
+        if os.environ.get("ZV_REQUIRE_INTEROP") == "1":
+            pytest.fail("the reference implementation is required (ZV_REQUIRE_INTEROP=1) but could not be set up")
+        pytest.skip("reference implementation not available (set ZV_REFERENCE_PYTHON or provide ../shared)")
+    return Reference(python)
