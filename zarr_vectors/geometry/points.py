@@ -161,9 +161,9 @@ def write_points(
             for k, v in oattr_in.items()
         )
     ]
-    group_list = _inputs.group_lists(groups, num_objects)
     if groups is not None and oids is None:
         raise InputError("groups need object_ids: a group is a list of object ids")
+    group_list = _inputs.group_lists(groups, num_objects)
     gattrs = _inputs.table_attributes(group_attributes, len(group_list), "group attribute")
     axes_t = axes_from(axes, d, units)
 

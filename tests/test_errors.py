@@ -1,0 +1,202 @@
+"""Bad input and corrupt stores: the error type, and a message that says what and where."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+
+import numpy as np
+import pytest
+
+import zarr_vectors as zv
+from zarr_vectors.errors import CorruptCellError, FormatError, InputError, StoreExistsError
+
+
+@pytest.fixture
+def pts(rng):
+    return rng.uniform(0, 100, (500, 3)).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "change, kwargs, message",
+    [
+        (lambda p: p.__setitem__((3, 1), np.nan), {}, "NaN or infinite.*row 3"),
+        (lambda p: p.__setitem__((7, 0), np.inf), {}, "NaN or infinite.*row 7"),
+        (None, {"bounds": ([0, 0, 0], [50, 100, 100])}, "outside bounds"),
+        (None, {"attributes": {"a": np.zeros(499)}}, r"attribute 'a' must have shape \(500,\)"),
+        (None, {"attributes": {"bad/name": np.zeros(500)}}, "name 'bad/name' is not allowed"),
+        (None, {"attributes": {"s": np.array(["x"] * 500)}}, "dtype <U1"),
+        (None, {"object_ids": np.full(500, 1.5)}, "object_ids must be integers"),
+        (None, {"object_ids": np.arange(499)}, r"object_ids must have shape \(500,\)"),
+        (None, {"object_ids": -np.ones(500, int)}, "object_ids must be >= 0"),
+        (None, {"bin_shape": 30}, "whole multiple of bin_shape"),
+        (None, {"chunk_shape": -1}, "chunk_shape must be positive"),
+        (None, {"groups": [[0, 1]]}, "groups need object_ids"),
+        (None, {"object_ids": np.zeros(500, int), "groups": [[0, 3]]}, r"outside \[0, 1\)"),
+        (None, {"channel_names": {"a": ["x"]}}, "unknown attributes"),
+        (None, {"bin_shape": 0.5}, "bins per chunk"),
+    ],
+)
+def test_bad_input_is_refused_before_anything_is_written(tmp_path, pts, change, kwargs, message):
+    if change is not None:
+        change(pts)
+    kwargs.setdefault("chunk_shape", 25)
+    with pytest.raises(InputError, match=message):
+        zv.write_points(tmp_path / "s.zarr", pts, **kwargs)
+    assert not (tmp_path / "s.zarr").exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_complex_positions_and_wrong_shapes(tmp_path):
+    with pytest.raises(InputError, match="complex"):
+        zv.write_points(tmp_path / "a.zarr", np.zeros((3, 2), complex), chunk_shape=1)
+    with pytest.raises(InputError, match=r"shape \(N, D\)"):
+        zv.write_points(tmp_path / "a.zarr", np.zeros(3), chunk_shape=1)
+
+
+def test_existing_target_needs_overwrite_and_keeps_old_data(tmp_path, pts):
+    zv.write_points(tmp_path / "s.zarr", pts, chunk_shape=25)
+    with pytest.raises(StoreExistsError, match="overwrite=True"):
+        zv.write_points(tmp_path / "s.zarr", pts[:10], chunk_shape=25)
+    assert len(zv.open(tmp_path / "s.zarr").read()) == len(pts)
+    zv.write_points(tmp_path / "s.zarr", pts[:10], chunk_shape=25, overwrite=True)
+    assert len(zv.open(tmp_path / "s.zarr").read()) == 10
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr"]  # no staging leftovers
+
+
+def _store(tmp_path, pts, **kw):
+    kw.setdefault("chunk_shape", 50)
+    kw.setdefault("bin_shape", 25)
+    path = tmp_path / "s.zarr"
+    zv.write_points(path, pts, attributes={"a": np.arange(len(pts), dtype=np.float32)},
+                    object_ids=np.arange(len(pts)) % 7, **kw)
+    return path
+
+
+def _first_cell(path, array):
+    return sorted(p for p in (path / "0" / array / "c").rglob("*") if p.is_file())[0]
+
+
+def _chunk_of(path, array, cell):
+    rel = cell.relative_to(path / "0" / array / "c").parts
+    return ".".join(rel)  # origin is 0 in these stores, so cell == chunk
+
+
+@pytest.mark.parametrize(
+    "array, mangle, message",
+    [
+        ("vertices", lambda b: b[:-2], "vlen-bytes item claims"),
+        ("vertices", lambda b: struct.pack("<II", 1, len(b) - 10) + b[8:-2], "whole number of 12-byte rows"),
+        ("vertices", lambda b: b"\x02" + b[1:], "holds 2 items"),
+        ("vertex_fragments", lambda b: b[:8] + b"XXXX" + b[12:], "magic"),
+        ("vertex_fragments", lambda b: b[:-4] + b"\1\0\0\0", "explicit offsets|past the cell"),
+        ("vertex_attributes/a", lambda b: struct.pack("<II", 1, len(b) - 12) + b[8:-4], "rows but vertices has"),
+    ],
+)
+def test_corrupt_cells_name_the_array_and_chunk(tmp_path, pts, array, mangle, message):
+    path = _store(tmp_path, pts)
+    cell = _first_cell(path, array)
+    cell.write_bytes(mangle(cell.read_bytes()))
+    ds = zv.open(path)
+    with pytest.raises(CorruptCellError, match=message) as info:
+        ds.query(bbox=([0, 0, 0], [100, 100, 100]))
+    assert info.value.array == f"0/{array}"
+    assert info.value.chunk == _chunk_of(path, array, cell)
+    assert f"0/{array}" in str(info.value)
+
+
+def test_corrupt_compressed_cell(tmp_path, pts):
+    path = _store(tmp_path, pts, compression="zstd")
+    cell = _first_cell(path, "vertices")
+    cell.write_bytes(b"\x28\xb5\x2f\xfdgarbage")
+    with pytest.raises(CorruptCellError, match="zstd decompression failed"):
+        zv.open(path).read()
+
+
+def test_corrupt_manifest_names_object_index(tmp_path, pts):
+    path = _store(tmp_path, pts)
+    cell = path / "0/object_index/manifests/c/0"
+    raw = bytearray(cell.read_bytes())
+    raw[12 + 8 * 3] = 9  # mode byte of object 0's first block
+    cell.write_bytes(bytes(raw))
+    ds = zv.open(path)
+    with pytest.raises(CorruptCellError, match="unknown mode 9") as info:
+        ds.objects([0])
+    assert info.value.array == "0/object_index/manifests"
+
+
+def _edit_root(path, fn):
+    doc = json.loads((path / "zarr.json").read_text())
+    fn(doc["attributes"])
+    (path / "zarr.json").write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda a: a["zarr_vectors"].update(zv_version="0.8.1"), "0.8.1.*pre-0.9"),
+        (lambda a: a["zarr_vectors"].update(zv_version="1.0.0"), "reads 0.9.x only"),
+        (lambda a: a["zarr_vectors"].update(format_capabilities=["partitioned_cross_chunk_links"]), "pre-0.9 capability"),
+        (lambda a: a.pop("zarr_vectors"), "not a Zarr Vectors store"),
+        (lambda a: a["zarr_vectors"].update(chunk_shape=[1, 2]), "bounds"),
+        (lambda a: a["zarr_vectors"].update(links_convention="zigzag"), "links_convention is 'zigzag'"),
+    ],
+)
+def test_bad_root_metadata(tmp_path, pts, edit, message):
+    path = _store(tmp_path, pts)
+    _edit_root(path, edit)
+    with pytest.raises(FormatError, match=message):
+        zv.open(path)
+
+
+def test_unknown_capability_is_a_warning_and_unknown_keys_pass(tmp_path, pts):
+    path = _store(tmp_path, pts)
+    _edit_root(path, lambda a: a["zarr_vectors"].update(format_capabilities=["fragment_index", "future"], novel=1))
+    with pytest.warns(UserWarning, match="future"):
+        ds = zv.open(path)
+    assert len(ds.read()) == len(pts)
+
+
+def test_pre_09_layouts_and_unknown_index_layouts_are_refused(tmp_path, pts):
+    path = _store(tmp_path, pts)
+    (path / "0/cross_chunk_links").mkdir()
+    (path / "0/cross_chunk_links/zarr.json").write_text('{"zarr_format": 3, "node_type": "group", "attributes": {}}')
+    with pytest.raises(FormatError, match="cross_chunk_links.*pre-0.9"):
+        zv.open(path).read()
+    shutil.rmtree(path / "0/cross_chunk_links")
+    doc = json.loads((path / "0/object_index/zarr.json").read_text())
+    doc["attributes"]["layout"] = "dense_manifests_v9"
+    (path / "0/object_index/zarr.json").write_text(json.dumps(doc))
+    with pytest.raises(FormatError, match="dense_manifests_v9"):
+        zv.open(path).read()
+
+
+def test_a_plain_zarr_v3_group_is_not_a_store(tmp_path):
+    import zarr
+
+    zarr.create_group(str(tmp_path / "g.zarr"))
+    with pytest.raises(FormatError, match="not a Zarr Vectors store"):
+        zv.open(tmp_path / "g.zarr")
+    with pytest.raises(FileNotFoundError):
+        zv.open(tmp_path / "missing.zarr")
+
+
+def test_a_zarr_v2_group_is_refused_with_valueerror(tmp_path):
+    import zarr
+
+    zarr.create_group(str(tmp_path / "v2.zarr"), zarr_format=2)
+    with pytest.raises(ValueError, match="Zarr v2"):
+        zv.open(tmp_path / "v2.zarr")
+
+
+def test_unknown_attribute_and_level_names(tmp_path, pts):
+    ds = zv.open(_store(tmp_path, pts))
+    with pytest.raises(KeyError, match="unknown vertex attributes"):
+        ds.query(bbox=([0] * 3, [1] * 3), attributes=["nope"])
+    with pytest.raises(KeyError, match="level 3 does not exist"):
+        ds.query(bbox=([0] * 3, [1] * 3), level=3)
+    with pytest.raises(KeyError, match="object id 99"):
+        ds.objects([99])
+    with pytest.raises(InputError, match="bbox must be"):
+        ds.query(bbox=[1, 2, 3])
