@@ -12,6 +12,7 @@ from .errors import (
     StoreExistsError,
     ZarrVectorsError,
 )
+from .format.metadata import UnknownCapabilityWarning
 from .geometry.points import write_points
 from .result import Result
 from .storage import ZarrV2StoreError
@@ -31,5 +32,6 @@ __all__ = [
     "ReadOnlyError",
     "StoreExistsError",
     "ZarrV2StoreError",
+    "UnknownCapabilityWarning",
     "__version__",
 ]

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError
+from .format.zarr_json import absent_fill
 
 __all__ = [
     "NamedArray",
@@ -166,6 +167,8 @@ def table_attributes(attributes: Mapping[str, Any] | None, n: int, what: str) ->
     out = []
     for name, values in (attributes or {}).items():
         _check_name(name, what)
+        if isinstance(values, np.ma.MaskedArray):  # masked entries are stored as absent
+            values = values.filled(absent_fill(np.asarray(values).dtype))
         arr = _numeric(values, f"{what} {name!r}")
         if arr.ndim not in (1, 2):
             raise InputError(f"{what} {name!r} must be 1-D or 2-D, got shape {arr.shape}")

@@ -32,8 +32,6 @@ def build_manifests(part: Partition, grid: Grid, num_objects: int) -> list[bytes
 def _padded(attr: NamedArray, rows: int) -> tuple[np.ndarray, object]:
     values = attr.values
     fill = absent_fill(values.dtype)
-    if isinstance(values, np.ma.MaskedArray):
-        values = values.filled(fill)
     if len(values) < rows:
         pad = np.full((rows - len(values), *values.shape[1:]), fill, dtype=values.dtype)
         values = np.concatenate([values, pad])

@@ -39,6 +39,35 @@ class Partition:
     per_bin: bool  # fragments are exactly the chunk's bins in C order (empty bins included)
 
 
+def _per_bin(order: np.ndarray, cells: np.ndarray, row_offsets: np.ndarray, counts: np.ndarray) -> Partition:
+    k, n_bins = counts.shape
+    starts = np.cumsum(counts, axis=1) - counts
+    return Partition(
+        order=order,
+        cells=cells,
+        row_offsets=row_offsets,
+        frag_cell=np.repeat(np.arange(k), n_bins),
+        frag_local=np.tile(np.arange(n_bins), k),
+        frag_start=starts.ravel(),
+        frag_count=counts.ravel(),
+        cell_frag_offsets=np.arange(k + 1, dtype=np.int64) * n_bins,
+        frag_object=None,
+        per_bin=True,
+    )
+
+
+def _partition_dense(key: np.ndarray, n_keys: int, grid: Grid) -> Partition:
+    """Per-bin partition by counting: no sorted copy of the keys is made."""
+    n_bins = grid.n_bins
+    counts_all = np.bincount(key, minlength=n_keys).reshape(-1, n_bins)
+    per_cell = counts_all.sum(axis=1)
+    cell_lin = np.flatnonzero(per_cell)
+    row_offsets = np.zeros(len(cell_lin) + 1, np.int64)
+    np.cumsum(per_cell[cell_lin], out=row_offsets[1:])
+    order = _argsort_keys(key, n_keys)
+    return _per_bin(order, _cells(cell_lin, grid), row_offsets, counts_all[cell_lin])
+
+
 def _argsort_keys(key: np.ndarray, n_keys: int) -> np.ndarray:
     """Argsort of non-negative integer keys below ``n_keys``.
 
@@ -50,43 +79,54 @@ def _argsort_keys(key: np.ndarray, n_keys: int) -> np.ndarray:
     return np.argsort(key, kind="quicksort")
 
 
-def partition(positions: np.ndarray, grid: Grid, object_ids: np.ndarray | None = None) -> Partition:
+#: Rows per block when computing sort keys, so temporaries stay a few MB whatever N is.
+_BLOCK = 1 << 16
+
+
+def sort_keys(positions: np.ndarray, grid: Grid) -> np.ndarray:
+    """``cell_linear * n_bins + local_bin`` of every row (int64), computed block by block."""
     n_bins = grid.n_bins
-    chunks = chunk_coords(positions, grid.chunk_shape)
-    cells = chunks - grid.origin
     shape = tuple(int(s) for s in grid.shape)
-    lin = np.ravel_multi_index(tuple(cells.T), shape) if len(cells) else np.zeros(0, np.int64)
-    key = lin * n_bins + grid.local_bins(positions, chunks)
-    n_keys = int(np.prod(shape)) * n_bins
-    if object_ids is None:
-        order = _argsort_keys(key, n_keys)
-    else:
-        order = np.lexsort((object_ids, key))
+    key = np.empty(len(positions), np.int64)
+    for start in range(0, len(positions), _BLOCK):
+        block = positions[start : start + _BLOCK]
+        chunks = chunk_coords(block, grid.chunk_shape)
+        lin = np.ravel_multi_index(tuple((chunks - grid.origin).T), shape)
+        key[start : start + len(block)] = lin * n_bins + grid.local_bins(block, chunks)
+    return key
+
+
+def _cells(cell_lin: np.ndarray, grid: Grid) -> np.ndarray:
+    shape = tuple(int(s) for s in grid.shape)
+    return np.stack(np.unravel_index(cell_lin, shape), axis=1).astype(np.int64).reshape(-1, grid.ndim)
+
+
+def partition(positions: np.ndarray, grid: Grid, object_ids: np.ndarray | None = None) -> Partition:
+    """Stored order, cells and fragments of ``positions`` on ``grid``.
+
+    Without objects each chunk gets one range fragment per bin (empty bins too);
+    with objects, one range fragment per (bin, object) run.
+    """
+    n_bins = grid.n_bins
+    key = sort_keys(positions, grid)
+    n_keys = int(np.prod(grid.shape)) * n_bins
+    if object_ids is None and n_keys <= 4 * len(key) + (1 << 20):
+        return _partition_dense(key, n_keys, grid)
+    order = _argsort_keys(key, n_keys) if object_ids is None else np.lexsort((object_ids, key))
     skey = key[order]
+    del key
     slin = skey // n_bins
     new_cell = np.ones(len(slin), bool)
     new_cell[1:] = slin[1:] != slin[:-1]
     cell_first = np.flatnonzero(new_cell)
     row_offsets = np.append(cell_first, len(slin)).astype(np.int64)
     cell_lin = slin[cell_first]
-    cell_idx = np.stack(np.unravel_index(cell_lin, shape), axis=1).astype(np.int64)
+    cell_idx = _cells(cell_lin, grid)
     cell_of_row = np.cumsum(new_cell) - 1
     if object_ids is None:
         k = len(cell_lin)
         counts = np.bincount(cell_of_row * n_bins + skey % n_bins, minlength=k * n_bins).reshape(k, n_bins)
-        starts = np.cumsum(counts, axis=1) - counts
-        return Partition(
-            order=order,
-            cells=cell_idx,
-            row_offsets=row_offsets,
-            frag_cell=np.repeat(np.arange(k), n_bins),
-            frag_local=np.tile(np.arange(n_bins), k),
-            frag_start=starts.ravel(),
-            frag_count=counts.ravel(),
-            cell_frag_offsets=np.arange(k + 1, dtype=np.int64) * n_bins,
-            frag_object=None,
-            per_bin=True,
-        )
+        return _per_bin(order, cell_idx, row_offsets, counts)
     sobj = object_ids[order]
     new_frag = new_cell.copy()
     new_frag[1:] |= (skey[1:] != skey[:-1]) | (sobj[1:] != sobj[:-1])

@@ -1,14 +1,15 @@
-"""Assemble a store's keys and commit them in a safe order.
+"""Write a store's keys in a safe order, streaming the chunk data.
 
-:class:`StoreBuilder` collects encoded cells and ``zarr.json`` documents for a
-whole store, then writes: all chunk files, then array metadata, then group
-metadata deepest first, the root ``zarr.json`` last. A reader therefore never
-sees a root that promises data which is not there yet.
+:class:`StoreBuilder` writes encoded chunks to the backend in batches as they are
+produced (memory stays bounded by one batch), keeps the ``zarr.json`` documents,
+and on :meth:`StoreBuilder.commit` writes array metadata, then group metadata
+deepest first, the root ``zarr.json`` last. A reader therefore never sees a root
+that promises data which is not there yet.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,17 +25,34 @@ __all__ = ["StoreBuilder", "MANIFEST_BUCKET", "OBJECT_ATTRIBUTE_CHUNK"]
 MANIFEST_BUCKET = 16384
 #: Rows per chunk of ``object_attributes/<name>`` and ``group_attributes/<name>``.
 OBJECT_ATTRIBUTE_CHUNK = 65536
+#: Pending chunk bytes (or keys) that trigger a write to the backend.
+FLUSH_BYTES = 32 << 20
+FLUSH_KEYS = 2048
 
 
 class StoreBuilder:
     """Collects one store's keys; :meth:`commit` writes them data first, root last."""
 
-    def __init__(self, compression: str | None = "none", level: int | None = None) -> None:
+    def __init__(self, backend: Backend, compression: str | None = "none", level: int | None = None) -> None:
+        self.backend = backend
         self.compression = compression
         self.compression_level = level
-        self.chunks: list[tuple[str, bytes]] = []
+        self._pending: list[tuple[str, bytes]] = []
+        self._pending_bytes = 0
         self.arrays: dict[str, dict[str, Any]] = {}
         self.groups: dict[str, dict[str, Any]] = {}
+
+    def _chunk(self, key: str, data: bytes) -> None:
+        self._pending.append((key, data))
+        self._pending_bytes += len(data)
+        if self._pending_bytes >= FLUSH_BYTES or len(self._pending) >= FLUSH_KEYS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the pending chunks."""
+        if self._pending:
+            self.backend.set_many(self._pending)
+        self._pending, self._pending_bytes = [], 0
 
     def compressors(self, kind: str) -> list[dict[str, Any]]:
         """Codec list for an array kind: fragment indices are never compressed."""
@@ -53,7 +71,7 @@ class StoreBuilder:
         path: str,
         grid: Grid,
         cells: np.ndarray,
-        payloads: Sequence[bytes],
+        payloads: Iterable[bytes],
         attributes: dict[str, Any],
         kind: str = "data",
     ) -> None:
@@ -65,7 +83,7 @@ class StoreBuilder:
         pipe = Pipeline.from_codecs([{"name": "vlen-bytes"}, *compressors])
         nonempty = []
         for cell, payload in zip(cells, payloads):
-            self.chunks.append((f"{path}/{cell_key(cell)}", pipe.encode(payload)))
+            self._chunk(f"{path}/{cell_key(cell)}", pipe.encode(payload))
             nonempty.append(chunk_key(cell + grid.origin))
         attrs = dict(attributes)
         if np.any(grid.origin != 0):
@@ -86,7 +104,7 @@ class StoreBuilder:
             if not any(part):
                 continue
             part += [b""] * (chunk - len(part))
-            self.chunks.append((f"{path}/c/{c}", pipe.encode_items(part)))
+            self._chunk(f"{path}/c/{c}", pipe.encode_items(part))
         self.arrays[path] = zarr_json.vlen_array_doc((n,), (chunk,), compressors, attributes)
 
     def dense_array(
@@ -103,13 +121,14 @@ class StoreBuilder:
             block = np.full(chunk_shape, fill_value, dtype=dtype)
             part = values[start : start + chunk]
             block[: len(part)] = part
-            self.chunks.append((f"{path}/c/{c}{suffix}", pipe.encode(block.tobytes())))
+            self._chunk(f"{path}/c/{c}{suffix}", pipe.encode(block.tobytes()))
         doc = zarr_json.dense_array_doc(values.shape, chunk_shape, dtype, fill_value, compressors, attributes)
         self.arrays[path] = doc
 
-    def commit(self, backend: Backend, root_attributes: dict[str, Any]) -> None:
-        """Write chunks, then array metadata, then groups deepest first, then the root."""
-        backend.set_many(self.chunks)
+    def commit(self, root_attributes: dict[str, Any]) -> None:
+        """Write the last chunks, then array metadata, then groups deepest first, then the root."""
+        backend = self.backend
+        self.flush()
         backend.set_many([(f"{p}/zarr.json", dump_json(d)) for p, d in self.arrays.items()])
         inner = sorted(self.groups.items(), key=lambda kv: -kv[0].count("/"))
         backend.set_many([(f"{p}/zarr.json", dump_json(d)) for p, d in inner])

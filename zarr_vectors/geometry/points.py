@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -60,12 +60,23 @@ def fragment_payloads(part: Partition) -> list[bytes]:
     return out
 
 
-def row_payloads(values: np.ndarray, part: Partition) -> list[bytes]:
-    """Per-cell raw row bytes of ``values`` (already in stored order)."""
-    raw = np.ascontiguousarray(values).reshape(-1).view(np.uint8).data
-    stride = values.dtype.itemsize * int(np.prod(values.shape[1:], dtype=np.int64))
-    offs = part.row_offsets * stride
-    return [bytes(raw[offs[k] : offs[k + 1]]) for k in range(len(part.cells))]
+def row_payloads(values: np.ndarray, part: Partition) -> Iterator[bytes]:
+    """Raw row bytes of ``values`` for each occupied cell, gathered one cell at a time."""
+    order, offs = part.order, part.row_offsets
+    for k in range(len(part.cells)):
+        yield np.take(values, order[offs[k] : offs[k + 1]], axis=0).tobytes()
+
+
+def attribute_meta(attr: _inputs.NamedArray) -> dict[str, Any]:
+    """``zv_array: attribute`` metadata of a per-vertex attribute array."""
+    meta: dict[str, Any] = {
+        "zv_array": "attribute", "name": attr.name, "dtype": attr.values.dtype.name, "row_shape": attr.row_shape,
+    }  # fmt: skip
+    if attr.row_shape:
+        # The reference 0.9.2 sizes rows by channel_names (not row_shape) and skips
+        # multi-channel attributes without them, so default names are always written.
+        meta["channel_names"] = list(attr.channel_names or (f"ch{i}" for i in range(attr.row_shape[0])))
+    return meta
 
 
 def write_points(
@@ -168,37 +179,6 @@ def write_points(
     axes_t = axes_from(axes, d, units)
 
     part = partition(pos, grid, oids)
-    stored = np.take(pos, part.order, axis=0)
-    builder = StoreBuilder(compression)
-    builder.group("0")
-    builder.cell_array(
-        "0/vertices", grid, part.cells, row_payloads(stored, part),
-        {"zv_array": "vertices", "dtype": pos.dtype.name, "encoding": "raw"},
-    )  # fmt: skip
-    builder.cell_array(
-        "0/vertex_fragments", grid, part.cells, fragment_payloads(part),
-        {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"}, kind="fragments",
-    )  # fmt: skip
-    present = ["vertices", "vertex_fragments"]
-    if vattrs:
-        builder.group("0/vertex_attributes")
-        present.append("vertex_attributes")
-    for attr in vattrs:
-        meta: dict[str, Any] = {"zv_array": "attribute", "name": attr.name, "dtype": attr.values.dtype.name,
-                                "row_shape": attr.row_shape}  # fmt: skip
-        if attr.row_shape:
-            # The reference 0.9.2 sizes rows by channel_names (not row_shape) and skips
-            # multi-channel attributes without them, so default names are always written.
-            meta["channel_names"] = list(attr.channel_names or (f"ch{i}" for i in range(attr.row_shape[0])))
-        values = np.take(attr.values, part.order, axis=0)
-        builder.cell_array(f"0/vertex_attributes/{attr.name}", grid, part.cells, row_payloads(values, part), meta)
-    manifests = build_manifests(part, grid, num_objects) if oids is not None else None
-    present += write_object_tables(
-        builder, "0", sid_ndim=d, num_objects=num_objects, manifests=manifests,
-        object_attributes=oattrs, groups=group_list, group_attributes=gattrs,
-    )  # fmt: skip
-    level = LevelMeta(level=0, vertex_count=n, arrays_present=tuple(present), fragments_tile=True)
-    builder.group("0", {"zarr_vectors_level": level.to_json()})
     root = RootMeta(
         chunk_shape=tuple(float(c) for c in cs),
         bounds=(tuple(float(v) for v in b[0]), tuple(float(v) for v in b[1])),
@@ -208,5 +188,30 @@ def write_points(
         crs=crs,
     )
     with write_session(target, overwrite=overwrite, storage_options=storage_options) as backend:
-        builder.commit(backend, root.to_attributes())
+        builder = StoreBuilder(backend, compression)
+        builder.cell_array(
+            "0/vertices", grid, part.cells, row_payloads(pos, part),
+            {"zv_array": "vertices", "dtype": pos.dtype.name, "encoding": "raw"},
+        )  # fmt: skip
+        builder.cell_array(
+            "0/vertex_fragments", grid, part.cells, fragment_payloads(part),
+            {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"}, kind="fragments",
+        )  # fmt: skip
+        present = ["vertices", "vertex_fragments"]
+        if vattrs:
+            builder.group("0/vertex_attributes")
+            present.append("vertex_attributes")
+        for attr in vattrs:
+            builder.cell_array(
+                f"0/vertex_attributes/{attr.name}", grid, part.cells, row_payloads(attr.values, part),
+                attribute_meta(attr),
+            )  # fmt: skip
+        manifests = build_manifests(part, grid, num_objects) if oids is not None else None
+        present += write_object_tables(
+            builder, "0", sid_ndim=d, num_objects=num_objects, manifests=manifests,
+            object_attributes=oattrs, groups=group_list, group_attributes=gattrs,
+        )  # fmt: skip
+        level = LevelMeta(level=0, vertex_count=n, arrays_present=tuple(present), fragments_tile=True)
+        builder.group("0", {"zarr_vectors_level": level.to_json()})
+        builder.commit(root.to_attributes())
     return Dataset.open(target, mode="r", storage_options=storage_options)
