@@ -69,11 +69,16 @@ def digest(*arrays: np.ndarray) -> str:
 class Ours:
     name = "ours"
 
-    def __init__(self) -> None:
+    def __init__(self, source: str | None = None) -> None:
+        if source:
+            # a snapshot of our package taken when the benchmark started (see bench_points.py)
+            sys.path.insert(0, source)
         import zarr_vectors as zv
 
         if getattr(zv, "__version__", None) == REFERENCE_VERSION:
             raise SystemExit(f"--impl ours imported the reference package ({zv.__file__})")
+        if source and not os.path.realpath(zv.__file__).startswith(os.path.realpath(source) + os.sep):
+            raise SystemExit(f"--ours-source {source} given but imported {zv.__file__}")
         self.zv = zv
 
     def write(self, path: str, pos: np.ndarray, attr: np.ndarray, variant: str) -> None:
@@ -156,8 +161,11 @@ class Reference:
         return pos, np.asarray(r.attributes[ATTR])
 
 
+_OURS_SOURCE: str | None = None
+
+
 def adapter(name: str) -> Any:
-    return Ours() if name == "ours" else Reference()
+    return Ours(_OURS_SOURCE) if name == "ours" else Reference()
 
 
 # --------------------------------------------------------------------------- checks
@@ -406,7 +414,11 @@ def main() -> int:
     p.add_argument("--io-label", default="q1")
     p.add_argument("--io-index", type=int, default=0)
     p.add_argument("--top", type=int, default=10)
+    p.add_argument("--ours-source", default=None,
+                   help="directory holding a copy of our zarr_vectors package to import")
     args = p.parse_args()
+    global _OURS_SOURCE
+    _OURS_SOURCE = args.ours_source
     result = TASKS[args.task](args)
     result.update({"impl": args.impl, "task": args.task, "variant": args.variant,
                    "python": sys.executable})

@@ -135,8 +135,41 @@ class ChildError(RuntimeError):
     pass
 
 
+OURS_SOURCE: str | None = None  # snapshot of our package, set in main()
+
+
+def snapshot_ours(work: str) -> dict[str, Any]:
+    """Copy our package's working tree so every child of this run imports the same code.
+
+    Others may commit while a long benchmark runs; without the copy, runs could mix versions.
+    """
+    global OURS_SOURCE
+    dest = os.path.join(work, "ours-src")
+    shutil.copytree(REPO / "zarr_vectors", os.path.join(dest, "zarr_vectors"),
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    OURS_SOURCE = dest
+    return describe_source(snapshot=True)
+
+
+def describe_source(snapshot: bool) -> dict[str, Any]:
+    def git(*a: str) -> str | None:
+        try:
+            out = subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True,
+                                 timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout if out.returncode == 0 else None
+
+    dirty = git("status", "--porcelain", "--", "zarr_vectors") or ""
+    commit = (git("rev-parse", "--short", "HEAD") or "").strip() or None
+    return {"commit": commit, "snapshot": snapshot,
+            "uncommitted_package_files": [ln[3:] for ln in dirty.splitlines() if ln.strip()]}
+
+
 def run_child(python: str, impl: str, task: str, *, cwd: str, **kw: Any) -> dict[str, Any]:
     cmd = [python, "-I", str(CHILD), "--impl", impl, "--task", task]
+    if impl == "ours" and OURS_SOURCE:
+        cmd += ["--ours-source", OURS_SOURCE]
     for key, value in kw.items():
         if value is not None:
             cmd += [f"--{key.replace('_', '-')}", str(value)]
@@ -351,6 +384,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--profile", action="store_true",
                    help="also cProfile our write and 1 %% queries in a child (top entries)")
     p.add_argument("--profile-top", type=int, default=10)
+    p.add_argument("--no-snapshot", action="store_true",
+                   help="import our installed package live instead of a copy taken at start")
     p.add_argument("--workdir", default=None, help="where stores go (default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the stores afterwards")
     p.add_argument("--json-out", default=None, help="also write all results to this file")
@@ -374,13 +409,16 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     try:
         pythons = {"ours": sys.executable}
+        source = describe_source(False) if args.no_snapshot else snapshot_ours(work)
         ours_ver = python_version_of_zv(sys.executable, work)
         if ours_ver is None or ours_ver == REFERENCE_VERSION:
             raise SystemExit(f"{sys.executable} imports zarr_vectors {ours_ver}; run this with "
                              "the project's venv")
         if not args.no_reference:
             pythons["reference"] = find_reference_python(args.reference_python, work)
-        log(f"ours: {pythons['ours']} (zarr_vectors {ours_ver})")
+        log(f"ours: {pythons['ours']} (zarr_vectors {ours_ver}; commit {source['commit']}, "
+            f"{len(source['uncommitted_package_files'])} uncommitted package files"
+            + (", snapshot copied" if source["snapshot"] else "") + ")")
         if "reference" in pythons:
             log(f"reference: {pythons['reference']}")
 
@@ -410,6 +448,7 @@ def main(argv: list[str] | None = None) -> int:
                                   if variant == "zstd" else
                                   "zarr_vectors.types.points.write_points(compressor=None)"),
                 },
+                "ours_source": source,
                 "ours": per["ours"],
             }
             if "reference" in per:
@@ -446,6 +485,10 @@ def main(argv: list[str] | None = None) -> int:
         print_table(results, args.variants)
         total_bad = sum(results[v]["ours"].get(k, 0) or 0 for v in args.variants
                         for k in ("q1_mismatches", "q10_mismatches", "full_read_mismatches"))
+        print(f"ours: commit {source['commit']}"
+              + (f" + {len(source['uncommitted_package_files'])} uncommitted package files"
+                 if source["uncommitted_package_files"] else "")
+              + (" (snapshot taken at start)" if source["snapshot"] else " (live)"))
         print(f"our correctness: {total_bad} mismatching results against numpy brute force")
         if profile:
             for variant, prof in profile.items():

@@ -79,6 +79,11 @@ class CellArray:
     def key(self, chunk: Sequence[int] | np.ndarray) -> str:
         return f"{self.path}/{cell_key(np.asarray(chunk) - self.origin)}"
 
+    def keys(self, chunks: np.ndarray) -> list[str]:
+        """Store keys of the cells of ``chunks`` (K, D)."""
+        prefix = f"{self.path}/c/"
+        return [prefix + "/".join(map(str, cell)) for cell in (np.asarray(chunks) - self.origin).tolist()]
+
     def payload(self, raw: bytes | None, chunk: Sequence[int]) -> memoryview:
         """Decoded cell payload (empty when the cell is missing)."""
         if raw is None:

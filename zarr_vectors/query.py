@@ -118,9 +118,6 @@ def _partial_rows(
         if table is None:
             whole.append(i)
             continue
-        if np.any(table[:, 0] + table[:, 1] > counts[i]):
-            assert level.fragments is not None
-            raise CorruptCellError(level.fragments.path, ".".join(map(str, chunks[i])), "a range fragment reaches past the cell's rows")
         tables.append(table)
         binned.append(i)
     whole_idx = np.asarray(whole, np.int64)
@@ -129,6 +126,11 @@ def _partial_rows(
     if binned:
         idx = np.asarray(binned, np.int64)
         table = np.stack(tables)  # (K, F, 2)
+        bad = (table.min(axis=(1, 2)) < 0) | ((table[:, :, 0] + table[:, :, 1]).max(axis=1) > counts[idx])
+        if bad.any():
+            assert level.fragments is not None
+            chunk = ".".join(map(str, chunks[idx[np.argmax(bad)]]))
+            raise CorruptCellError(level.fragments.path, chunk, "a range fragment lies outside the cell's rows")
         touched, inside = grid.box_bins(chunks[idx], lo, hi)
         starts = table[:, :, 0] + offsets[idx][:, None]
         for mask, out in ((touched & inside, sure), (touched & ~inside, test)):
@@ -159,9 +161,9 @@ def query_box(
     use_bins = frags is not None and level.grid.n_bins > 1
     frag_idx = np.arange(k) if (with_ids and frags is not None) else np.arange(n_full, k) if use_bins else np.arange(0)
     arrays = [level.vertices] + [level.vertex_attributes[n] for n in names]
-    keys = [a.key(c) for a in arrays for c in chunks]
+    keys = [k for a in arrays for k in a.keys(chunks)]
     if len(frag_idx):
-        keys += [frags.key(chunks[i]) for i in frag_idx]  # type: ignore[union-attr]
+        keys += frags.keys(chunks[frag_idx])  # type: ignore[union-attr]
     raws = level.backend.get_many(keys)
     d = level.grid.ndim
     cells = [level.vertices.rows(raws[i], chunks[i], d) for i in range(k)]

@@ -23,7 +23,6 @@ import contextlib
 import json
 import os
 import shutil
-import tempfile
 import uuid
 import zipfile
 from collections.abc import Iterator, Sequence
@@ -124,6 +123,10 @@ class ZarrStoreBackend:
     """Any zarr v3 Store, driven through its async API on zarr's event loop."""
 
     def __init__(self, store: Store, description: str | None = None) -> None:
+        if not getattr(store, "_is_open", True):
+            # Some stores (ZipStore) fail on first use unless opened; zarr-python opens
+            # stores it is handed in the same way before use.
+            sync(store._ensure_open())
         self.store = store
         self.description = description or repr(store)
 
@@ -163,8 +166,24 @@ class ZarrStoreBackend:
     def is_empty(self) -> bool:
         return sync(self.store.is_empty(""))
 
+    async def _clear(self) -> None:
+        keys = [k async for k in self.store.list()]
+        sem = asyncio.Semaphore(CONCURRENCY)
+
+        async def one(key: str) -> None:
+            async with sem:
+                await self.store.delete(key)
+
+        await asyncio.gather(*(one(k) for k in keys))
+
     def clear(self) -> None:
-        sync(self.store.clear())
+        """Delete every key, one by one (``FsspecStore.clear`` can stop half way on zarr 3.1).
+
+        Raises ZarrVectorsError when keys remain afterwards.
+        """
+        sync(self._clear())
+        if not self.is_empty():
+            raise ZarrVectorsError(f"could not empty {self.description} before overwriting it")
 
 
 def _is_url(text: str) -> bool:
@@ -198,7 +217,7 @@ def open_backend(
         if path.is_file() and zipfile.is_zipfile(path):
             from zarr.storage import ZipStore
 
-            return ZarrStoreBackend(ZipStore(path, mode="r"), str(path))
+            return ZarrStoreBackend(sync(ZipStore.open(path, mode="r")), str(path))
         if not path.exists():
             raise FileNotFoundError(f"no store at {text!r}")
         return LocalBackend(path, read_only=read_only)
@@ -241,7 +260,8 @@ def write_session(
     if path.exists() and not overwrite and not (path.is_dir() and not any(path.iterdir())):
         raise StoreExistsError(f"{text!r} already exists; pass overwrite=True to replace it")
     path.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{path.name}.zv-tmp-", dir=path.parent))
+    stage = path.with_name(f".{path.name}.zv-tmp-{uuid.uuid4().hex[:12]}")
+    stage.mkdir()  # unlike tempfile.mkdtemp, honours the umask: the store gets normal permissions
     try:
         yield LocalBackend(stage)
         if path.suffix.lower() == ".zip":
@@ -256,16 +276,31 @@ def _in_place(backend: ZarrStoreBackend, overwrite: bool) -> Iterator[Backend]:
     if not backend.is_empty():
         if not overwrite:
             raise StoreExistsError(f"{backend.description} is not empty; pass overwrite=True to replace it")
+        if not backend.store.supports_deletes:
+            raise StoreExistsError(
+                f"{backend.description} is not empty and cannot delete keys, so it cannot be overwritten "
+                "in place; write to a new store (for zip files, pass the .zip path instead of a ZipStore)"
+            )
         backend.clear()
     yield backend
 
 
 def _swap_in(stage: Path, path: Path) -> None:
+    """Move ``stage`` to ``path``, replacing what is there; on failure put the old store back.
+
+    The old store is renamed aside first (two renames; POSIX has no atomic directory
+    exchange), so a crash between them leaves it in ``.NAME.zv-old-*`` beside the target.
+    """
     old = None
     if path.exists():
         old = path.with_name(f".{path.name}.zv-old-{uuid.uuid4().hex[:8]}")
         os.replace(path, old)
-    os.replace(stage, path)
+    try:
+        os.replace(stage, path)
+    except OSError:
+        if old is not None:
+            os.replace(old, path)
+        raise
     if old is not None:
         if old.is_dir():
             shutil.rmtree(old, ignore_errors=True)

@@ -20,26 +20,17 @@ from .s3server import DUMMY_AWS_ENV, start_s3_server
 #: Backends whose writes are swapped in whole (a failed write leaves the old store).
 ATOMIC_KINDS = ("local", "file_url", "zip")
 #: Backends written in place (cleared first on overwrite; root zarr.json written last).
-IN_PLACE_KINDS = ("memory_store", "memory_url", "s3_url", "s3_store")
-
-ZIP_OPEN_BUG = (
-    "zarr_vectors.storage.open_backend builds ZipStore(path, mode='r') but never opens it, so the "
-    "first read fails with AttributeError: 'ZipStore' object has no attribute '_lock' "
-    "(write_points to a .zip path writes the file, then fails in its final Dataset.open)"
-)
-
+IN_PLACE_KINDS = ("memory_store", "memory_url", "zip_store", "s3_url", "s3_store")
 
 def kind_param(kind: str) -> Any:
-    """``pytest.param`` for a backend kind with its marks (s3 marker, known-bug xfail)."""
+    """``pytest.param`` for a backend kind with its marks (the s3 marker)."""
     marks: list[Any] = []
     if kind.startswith("s3"):
         marks.append(pytest.mark.s3)
-    if kind == "zip":
-        marks.append(pytest.mark.xfail(strict=True, raises=AttributeError, reason=ZIP_OPEN_BUG))
     return pytest.param(kind, marks=marks, id=kind)
 
 
-ALL_KINDS = [kind_param(k) for k in ("local", "file_url", "zip", "memory_store", "memory_url", "s3_url", "s3_store")]
+ALL_KINDS = [kind_param(k) for k in ("local", "file_url", "zip", *IN_PLACE_KINDS)]
 
 
 @pytest.fixture(scope="session")
@@ -91,6 +82,12 @@ def make_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Call
             return StoreTarget(kind, str(path), None, True, path)
         if kind == "memory_store":
             return StoreTarget(kind, zarr.storage.MemoryStore(), None, False)
+        if kind == "zip_store":  # a zarr ZipStore object, opened for writing by the caller
+            from zarr.core.sync import sync
+
+            store = sync(zarr.storage.ZipStore.open(tmp_path / f"{name}-store.zip", mode="w"))
+            cleanups.append(store.close)
+            return StoreTarget(kind, store, None, False)
         if kind == "memory_url":
             import fsspec
 

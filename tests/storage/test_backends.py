@@ -95,7 +95,8 @@ def result_rows(res: zv.Result) -> np.ndarray:
 
 def expected_rows(cloud: dict[str, Any], mask: np.ndarray) -> np.ndarray:
     a = cloud["attributes"]
-    return sorted_rows(cloud["positions"][mask], a["intensity"][mask], a["rgb"][mask], cloud["object_ids"][mask])
+    pos, oid = cloud["positions"], cloud["object_ids"]
+    return sorted_rows(pos[mask], a["intensity"][mask], a["rgb"][mask], oid[mask])
 
 
 def in_box(positions: np.ndarray, lo: Any, hi: Any) -> np.ndarray:
@@ -109,8 +110,8 @@ def assert_full_read(ds: zv.Dataset, cloud: dict[str, Any]) -> None:
     assert np.array_equal(result_rows(res), expected_rows(cloud, np.ones(N, bool)))
 
 
-def store_backend(t: StoreTarget) -> storage.Backend:
-    return open_backend(t.target, read_only=True, storage_options=t.storage_options)
+def store_backend(t: StoreTarget, read_only: bool = True) -> storage.Backend:
+    return open_backend(t.target, read_only=read_only, storage_options=t.storage_options)
 
 
 # --------------------------------------------------------------------------------------
@@ -163,6 +164,11 @@ def test_exists_without_overwrite_and_overwrite_replaces(target: StoreTarget) ->
     with pytest.raises(zv.StoreExistsError, match="overwrite=True"):
         write_cloud(target, other)
     assert_full_read(target.open(), cloud)  # the refused write changed nothing
+    if target.kind == "zip_store":  # an open ZipStore cannot delete members: overwriting is refused
+        with pytest.raises(zv.StoreExistsError, match="cannot delete keys"):
+            write_cloud(target, other, overwrite=True)
+        assert_full_read(target.open(), cloud)
+        return
 
     new = (cloud["positions"][:37] + 1000).astype(np.float32)
     returned = target.write(new, chunk_shape=50, overwrite=True)
@@ -178,11 +184,8 @@ def test_exists_without_overwrite_and_overwrite_replaces(target: StoreTarget) ->
     # no keys of the old store survive next to the new one
     backend = store_backend(target)
     assert backend.list_dir("0") == ["vertex_fragments", "vertices", "zarr.json"]
-    assert backend.get_many(["0/vertex_attributes/zarr.json", "0/object_index/zarr.json", "0/groups/zarr.json"]) == [
-        None,
-        None,
-        None,
-    ]
+    gone = ["0/vertex_attributes/zarr.json", "0/object_index/zarr.json", "0/groups/zarr.json"]
+    assert backend.get_many(gone) == [None, None, None]
 
 
 def test_backend_layer_round_trip(target: StoreTarget) -> None:
@@ -323,9 +326,8 @@ def snapshot(path: Path) -> Any:
     """Exact content of a directory tree ({relpath: bytes}, incl. empty dirs) or a file's bytes."""
     if path.is_file():
         return path.read_bytes()
-    return {
-        p.relative_to(path).as_posix(): (p.read_bytes() if p.is_file() else None) for p in sorted(path.rglob("*"))
-    }
+    files = sorted(path.rglob("*"))
+    return {p.relative_to(path).as_posix(): (p.read_bytes() if p.is_file() else None) for p in files}
 
 
 def zip_directory(src: Path, dst: Path) -> None:
@@ -336,10 +338,7 @@ def zip_directory(src: Path, dst: Path) -> None:
 
 
 def open_local(path: Path) -> zv.Dataset:
-    """Open a local directory or zip store. Zip files are opened through an explicitly opened
-    ZipStore, because zv.open(<zip path>) is broken (see conftest.ZIP_OPEN_BUG)."""
-    if path.suffix == ".zip":
-        return zv.open(sync(zarr.storage.ZipStore.open(path, mode="r")))
+    """Open a local directory or zip store by its path."""
     return zv.open(path)
 
 
@@ -402,7 +401,9 @@ def test_failed_fresh_write_leaves_nothing(tmp_path: Path, kind: str, stage: str
 
 
 @pytest.mark.parametrize("prior", ["fresh", "existing"])
-def test_failure_while_zipping_leaves_previous_zip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prior: str) -> None:
+def test_failure_while_zipping_leaves_previous_zip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prior: str
+) -> None:
     out = tmp_path / "out"
     out.mkdir()
     cloud = make_cloud()
@@ -430,12 +431,6 @@ def test_failure_while_zipping_leaves_previous_zip(tmp_path: Path, monkeypatch: 
         assert os.listdir(out) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="storage._swap_in moves the old directory aside before moving the new one in and has no "
-    "rollback: if the second os.replace fails, the target path is gone and the old store is left "
-    "in a hidden .s.zarr.zv-old-* sibling",
-)
 def test_failed_swap_keeps_previous_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "out"
     out.mkdir()
@@ -459,24 +454,19 @@ def test_failed_swap_keeps_previous_directory(tmp_path: Path, monkeypatch: pytes
     assert snapshot(path) == before
 
 
-FSSPEC_CLEAR_BUG = (
-    "storage._in_place(overwrite=True) trusts ZarrStoreBackend.clear() = zarr FsspecStore.clear(), which "
-    "stops at the first FileNotFoundError (after rm -r of '<root>/0' the next listed path '<root>/0/...' "
-    "is gone) and leaves the OLD root zarr.json behind on memory:// and s3:// (URL or FsspecStore); a "
-    "failed overwrite then leaves a store that opens with the old root over partial new data"
-)
-FSSPEC_KINDS = ("memory_url", "s3_url", "s3_store")
+CLEAR_PARAMS = [kind_param(k) for k in IN_PLACE_KINDS]
 
 
-@pytest.mark.parametrize("kind", [kind_param(k) for k in IN_PLACE_KINDS])
+@pytest.mark.parametrize("kind", CLEAR_PARAMS)
 def test_in_place_clear_empties_the_store(make_target: Any, kind: str) -> None:
     """What overwrite=True on an in-place backend relies on: clear() removes every key."""
-    if kind in FSSPEC_KINDS:
-        pytest.xfail(FSSPEC_CLEAR_BUG)  # asserted strictly by test_failed_in_place_write_never_opens
     t = make_target(kind)
     t.write(make_cloud()["positions"], chunk_shape=50, attributes={"i": np.arange(N)})
-    backend = store_backend(t)
+    backend = store_backend(t, read_only=False)
     assert isinstance(backend, ZarrStoreBackend)
+    if kind == "zip_store":  # zip archives cannot delete members
+        assert not backend.store.supports_deletes
+        return
     backend.clear()
     assert backend.is_empty()
     assert backend.list_dir("") == []
@@ -487,9 +477,9 @@ def _in_place_params() -> list[Any]:
     out = []
     for kind in IN_PLACE_KINDS:
         for prior, stage in [("fresh", "chunks"), ("existing", "metadata"), ("existing", "root")]:
+            if kind == "zip_store" and prior == "existing":
+                continue  # an open ZipStore cannot be overwritten at all (see the overwrite test)
             marks = list(kind_param(kind).marks)
-            if kind in FSSPEC_KINDS and prior == "existing":
-                marks.append(pytest.mark.xfail(strict=True, raises=AssertionError, reason=FSSPEC_CLEAR_BUG))
             out.append(pytest.param(kind, prior, stage, marks=marks, id=f"{kind}-{prior}-{stage}"))
     return out
 
@@ -507,17 +497,22 @@ def test_failed_in_place_write_never_opens(make_target: Any, kind: str, prior: s
     assert written  # chunks: half the first batch; later stages: all chunks and more
 
     # half a store is there, but no root: open refuses it instead of returning partial data
+    with pytest.raises(zv.FormatError) as info:
+        t.open()
+    assert "has no zarr.json at its root" in str(info.value)
     backend = store_backend(t)
     assert not backend.is_empty()
     assert backend.get_many(["zarr.json"]) == [None]
     if stage == "root":
         assert backend.get_many(["0/zarr.json"])[0] is not None  # everything but the root was written
-    with pytest.raises(zv.FormatError, match="no zarr.json at its root"):
-        t.open()
 
-    # the leftovers block a plain write, and an overwrite recovers
+    # the leftovers block a plain write, and an overwrite recovers (where keys can be deleted)
     with pytest.raises(zv.StoreExistsError):
         t.write(new["positions"])
+    if kind == "zip_store":
+        with pytest.raises(zv.StoreExistsError, match="cannot delete keys"):
+            write_cloud(t, new, overwrite=True)
+        return
     write_cloud(t, new, overwrite=True)
     assert_full_read(t.open(), new)
 
@@ -569,7 +564,8 @@ def test_zarr_v2_directory_can_be_overwritten(tmp_path: Path) -> None:
 @pytest.mark.parametrize("where", ["local", "memory"])
 def test_zarr_v3_group_without_zv_metadata_is_a_format_error(tmp_path: Path, where: str) -> None:
     tgt: Any = tmp_path / "plain.zarr" if where == "local" else zarr.storage.MemoryStore()
-    g = zarr.create_group(str(tgt) if where == "local" else tgt, zarr_format=3, attributes={"title": "not zv"})
+    store = str(tgt) if where == "local" else tgt
+    g = zarr.create_group(store, zarr_format=3, attributes={"title": "not zv"})
     g.create_array("vertices", shape=(3, 3), dtype="float32")
     with pytest.raises(zv.FormatError, match="no 'zarr_vectors' attribute block") as info:
         zv.open(tgt)
@@ -610,11 +606,6 @@ def test_missing_empty_and_broken_roots(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="storage.write_session stages into tempfile.mkdtemp(), which is created with mode 0o700 and "
-    "then renamed into place, so every new directory store is private to its owner regardless of umask",
-)
 def test_new_directory_store_has_umask_permissions(tmp_path: Path, umask: int) -> None:
     zv.write_points(tmp_path / "s.zarr", make_cloud()["positions"], chunk_shape=50)
     (tmp_path / "plain").mkdir()

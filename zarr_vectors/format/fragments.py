@@ -14,6 +14,7 @@ is a range. The r-th range-table row belongs to the r-th set bit.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 
@@ -128,21 +129,26 @@ def ranges_to_rows(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 def decode_range_table(buf: bytes | memoryview, f: int) -> np.ndarray | None:
-    """Fast path: the (f, 2) range table when ``buf`` is exactly an all-range index of ``f``
-    fragments, else None (then use :func:`decode_fragments`, which explains what is wrong)."""
-    if len(buf) != HEADER.size + _bitmap_bytes(f) + 16 * f + 4 or f == 0:
-        return None
-    if bytes(buf[: HEADER.size]) != HEADER.pack(MAGIC, VERSION, 0, f, f):
-        return None
-    nbit = _bitmap_bytes(f)
-    if bytes(buf[HEADER.size : HEADER.size + nbit]) != _all_ones_bitmap(f):
+    """Fast path: the (f, 2) range table when ``buf`` is laid out exactly as an all-range
+    index of ``f`` fragments, else None (then :func:`decode_fragments` explains what is wrong).
+
+    Only the layout is checked here; callers check the values (non-negative, in range).
+    """
+    prefix = _range_prefix(f)
+    if f == 0 or len(buf) != len(prefix) + 16 * f + 4 or bytes(buf[: len(prefix)]) != prefix:
         return None
     if bytes(buf[-4:]) != b"\0\0\0\0":
         return None
-    table = np.frombuffer(buf, "<i8", 2 * f, HEADER.size + nbit).reshape(f, 2)
-    return table if table.min() >= 0 else None
+    return np.frombuffer(buf, "<i8", 2 * f, len(prefix)).reshape(f, 2)
 
 
+@functools.lru_cache(maxsize=64)
+def _range_prefix(f: int) -> bytes:
+    """Header and bitmap of an all-range index of ``f`` fragments."""
+    return HEADER.pack(MAGIC, VERSION, 0, f, f) + _all_ones_bitmap(f)
+
+
+@functools.lru_cache(maxsize=64)
 def _all_ones_bitmap(f: int) -> bytes:
     bitmap = np.zeros(_bitmap_bytes(f), dtype=np.uint8)
     packed = np.packbits(np.ones(f, np.uint8), bitorder="little")
@@ -233,7 +239,7 @@ def encode_range_batch(starts: np.ndarray, counts: np.ndarray) -> list[bytes]:
     k, f = starts.shape
     if f == 0:
         return [HEADER.pack(MAGIC, VERSION, 0, 0, 0)] * k
-    head = HEADER.pack(MAGIC, VERSION, 0, f, f) + _all_ones_bitmap(f)
+    head = _range_prefix(f)
     tail = np.zeros(1, "<u4").tobytes()
     table = np.empty((k, f, 2), dtype="<i8")
     table[:, :, 0] = starts
