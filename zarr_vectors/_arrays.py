@@ -11,7 +11,7 @@ import numpy as np
 
 from ._pipeline import Pipeline, UnsupportedPipeline
 from .errors import CorruptCellError, DecodeError, FormatError
-from .format.grid import cell_key, parse_chunk_key
+from .format.grid import cell_key
 
 __all__ = ["CellArray", "TableArray"]
 
@@ -58,10 +58,15 @@ class CellArray:
         nd = len(self.doc.get("shape") or [])
         if keys is None:
             raise FormatError(f"array {self.path!r} has no nonempty_chunks attribute")
+        if not keys:
+            return np.zeros((0, nd), np.int64)
         try:
-            return np.asarray([parse_chunk_key(k) for k in keys], dtype=np.int64).reshape(-1, nd)
+            flat = np.array(".".join(keys).split("."), dtype=np.int64)
         except (ValueError, TypeError) as exc:
             raise FormatError(f"array {self.path!r} has a malformed nonempty_chunks entry") from exc
+        if len(flat) != nd * len(keys):
+            raise FormatError(f"array {self.path!r}: nonempty_chunks entries must have {nd} coordinates each")
+        return flat.reshape(-1, nd)
 
     @cached_property
     def dtype(self) -> np.dtype:
