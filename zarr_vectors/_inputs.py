@@ -60,7 +60,9 @@ def positions_array(positions: Any) -> np.ndarray:
     arr = _numeric(positions, "positions")
     if arr.ndim != 2 or arr.shape[1] < 1:
         raise InputError(f"positions must have shape (N, D) with D >= 1, got {arr.shape}")
-    if arr.dtype.kind == "f" and len(arr):
+    # min/max propagate NaN and expose infinities: one cheap pass finds bad data,
+    # and only then is the row-wise mask computed for the message.
+    if arr.dtype.kind == "f" and len(arr) and not (np.isfinite(arr.min()) and np.isfinite(arr.max())):
         bad = ~np.isfinite(arr).all(axis=1)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
@@ -95,7 +97,7 @@ def resolve_bounds(bounds: Any, positions: np.ndarray) -> np.ndarray:
         raise InputError(f"bounds must be (lo, hi) with {d} numbers each, got {bounds!r}") from exc
     if not np.all(np.isfinite(b)) or np.any(b[0] > b[1]):
         raise InputError(f"bounds must be finite with lo <= hi on every axis, got {b.tolist()}")
-    if len(positions):
+    if len(positions) and (np.any(positions.min(axis=0) < b[0]) or np.any(positions.max(axis=0) > b[1])):
         outside = np.any((positions < b[0]) | (positions > b[1]), axis=1)
         if outside.any():
             i = int(np.flatnonzero(outside)[0])

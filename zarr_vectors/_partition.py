@@ -64,7 +64,17 @@ def _partition_dense(key: np.ndarray, n_keys: int, grid: Grid) -> Partition:
     cell_lin = np.flatnonzero(per_cell)
     row_offsets = np.zeros(len(cell_lin) + 1, np.int64)
     np.cumsum(per_cell[cell_lin], out=row_offsets[1:])
-    order = _argsort_keys(key, n_keys)
+    compact = len(cell_lin) * n_bins
+    if n_keys > 1 << 16 >= compact:
+        # Renumber occupied cells 0..K-1 so the keys fit 16 bits and radix sort applies.
+        rank = np.cumsum(per_cell > 0) - 1
+        small = np.empty(len(key), np.uint16)
+        for start in range(0, len(key), _BLOCK):  # in blocks: no full-size temporaries
+            part = key[start : start + _BLOCK]
+            small[start : start + len(part)] = rank[part // n_bins] * n_bins + part % n_bins
+        order = np.argsort(small, kind="stable")
+    else:
+        order = _argsort_keys(key, n_keys)
     return _per_bin(order, _cells(cell_lin, grid), row_offsets, counts_all[cell_lin])
 
 
@@ -84,15 +94,35 @@ _BLOCK = 1 << 16
 
 
 def sort_keys(positions: np.ndarray, grid: Grid) -> np.ndarray:
-    """``cell_linear * n_bins + local_bin`` of every row (int64), computed block by block."""
+    """``cell_linear * n_bins + local_bin`` of every row (int64), computed block by block.
+
+    Chunk and bin of a coordinate ``x`` are ``c = floor(x / chunk)`` and
+    ``clip(floor((x - c * chunk) / bin), 0, bins - 1)`` in float64, the same formulas
+    :meth:`Grid.local_bins` and the query planner use. Integer sums are accumulated
+    in float64, exact below 2**53 (the grid is capped far below that).
+    """
     n_bins = grid.n_bins
-    shape = tuple(int(s) for s in grid.shape)
+    cs, bs, nb = grid.chunk_shape, grid.bin_shape, grid.bins
+    shape, origin = grid.shape, grid.origin
     key = np.empty(len(positions), np.int64)
     for start in range(0, len(positions), _BLOCK):
         block = positions[start : start + _BLOCK]
-        chunks = chunk_coords(block, grid.chunk_shape)
-        lin = np.ravel_multi_index(tuple((chunks - grid.origin).T), shape)
-        key[start : start + len(block)] = lin * n_bins + grid.local_bins(block, chunks)
+        cell = np.zeros(len(block))
+        binl = np.zeros(len(block))
+        for ax in range(grid.ndim):
+            x = block[:, ax].astype(np.float64)
+            c = np.floor(x / cs[ax])
+            x -= c * cs[ax]
+            x /= bs[ax]
+            np.floor(x, out=x)
+            np.clip(x, 0, nb[ax] - 1, out=x)
+            cell *= shape[ax]
+            cell += c - origin[ax]
+            binl *= nb[ax]
+            binl += x
+        cell *= n_bins
+        cell += binl
+        key[start : start + len(block)] = cell
     return key
 
 

@@ -100,14 +100,20 @@ class LocalBackend:
         if self.read_only:
             raise PermissionError(f"{self.description} is opened read-only")
         root = str(self.root)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
         for key, data in items:
             path = f"{root}/{key}"
             parent = path.rpartition("/")[0]
             if parent not in self._made:
                 os.makedirs(parent, exist_ok=True)
                 self._made.add(parent)
-            with open(path, "wb") as fh:
-                fh.write(data)
+            fd = os.open(path, flags, 0o666)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
 
     def list_dir(self, prefix: str) -> list[str]:
         try:
