@@ -139,15 +139,16 @@ class TableArray:
         return [f"{self.path}/c/{c}{tail}" for c in chunks]
 
     def vlen_items(self, raw: bytes | None, c: int) -> list[memoryview]:
-        """Elements of vlen chunk ``c`` (all empty when the chunk is missing)."""
+        """Elements of vlen chunk ``c`` that lie inside the array (all empty when the chunk is missing)."""
+        n = max(0, min(self.chunk, self.length - c * self.chunk))
         if raw is None:
-            return [memoryview(b"")] * self.chunk
+            return [memoryview(b"")] * n
         try:
-            items = self.pipeline.decode_items(raw)
+            items = self.pipeline.decode_items(raw, limit=n)
         except DecodeError as exc:
             raise CorruptCellError(self.path, str(c), str(exc)) from exc
-        if len(items) != self.chunk:
-            raise CorruptCellError(self.path, str(c), f"holds {len(items)} elements, expected {self.chunk}")
+        if len(items) != n:
+            raise CorruptCellError(self.path, str(c), f"holds {len(items)} elements, expected {n}")
         return items
 
     def dense(self, raws: Sequence[bytes | None]) -> np.ndarray:

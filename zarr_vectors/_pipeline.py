@@ -120,14 +120,16 @@ class Pipeline:
             data = codec.encode(data)
         return bytes(data)
 
-    def decode_items(self, chunk: bytes) -> list[memoryview]:
-        """Every element of a vlen chunk; raises DecodeError on bad framing."""
+    def decode_items(self, chunk: bytes, limit: int | None = None) -> list[memoryview]:
+        """The elements of a vlen chunk (only the first ``limit`` when given: the rest of an
+        edge chunk lies outside the array); raises DecodeError on bad framing."""
         view = self._decompress(chunk)
         if len(view) < 4:
             raise DecodeError(f"vlen-bytes chunk is {len(view)} bytes, shorter than its item count")
         (count,) = struct.unpack_from("<I", view, 0)
         pos, out = 4, []
-        for i in range(count):
+        wanted = count if limit is None else min(limit, count)
+        for i in range(wanted):
             if pos + 4 > len(view):
                 raise DecodeError(f"vlen-bytes chunk truncated at item {i} of {count}")
             (length,) = struct.unpack_from("<I", view, pos)
@@ -136,7 +138,7 @@ class Pipeline:
                 raise DecodeError(f"vlen-bytes item {i} claims {length} bytes, past the chunk's end")
             out.append(view[pos : pos + length])
             pos += length
-        if pos != len(view):
+        if wanted == count and pos != len(view):
             raise DecodeError(f"vlen-bytes chunk has {len(view) - pos} trailing bytes")
         return out
 

@@ -179,13 +179,13 @@ class Level:
         return out
 
     @cached_property
-    def fragment_owners(self) -> dict[tuple[int, ...], np.ndarray]:
-        """chunk -> (F,) object id per fragment (-1 where no manifest names it), from all manifests.
+    def fragment_owners(self) -> FragmentOwners:
+        """Object id of every fragment any manifest names, from all manifests.
 
         Reads every manifest bucket once (one batch); later calls reuse the table.
         """
         if self.manifests is None:
-            return {}
+            return FragmentOwners.empty()
         arr = self.manifests
         n_chunks = -(-arr.length // arr.chunk)
         raws = self.backend.get_many(arr.chunk_keys(range(n_chunks)))
@@ -193,8 +193,7 @@ class Level:
         for c, raw in enumerate(raws):
             if raw is None:
                 continue
-            items = arr.vlen_items(raw, c)
-            items = [it if len(it) else memoryview(b"\0\0\0\0") for it in items]
+            items = [it if len(it) else memoryview(b"\0\0\0\0") for it in arr.vlen_items(raw, c)]
             try:
                 o, ch, f = decode_manifests_batch(items, self.root.sid_ndim)
             except DecodeError as exc:
@@ -203,18 +202,37 @@ class Level:
             chunks.append(ch)
             frags.append(f)
         if not objs:
-            return {}
+            return FragmentOwners.empty()
         obj, chunk, frag = np.concatenate(objs), np.concatenate(chunks), np.concatenate(frags)
         if self.row_object_ids is not None:
             obj = self.row_object_ids[obj]
-        order = np.lexsort((frag, *chunk.T[::-1]))
-        obj, chunk, frag = obj[order], chunk[order], frag[order]
-        new = np.ones(len(obj), bool)
-        new[1:] = np.any(chunk[1:] != chunk[:-1], axis=1)
-        bounds = np.append(np.flatnonzero(new), len(obj))
-        owners: dict[tuple[int, ...], np.ndarray] = {}
-        for s, e in zip(bounds[:-1], bounds[1:]):
-            table = np.full(int(frag[e - 1]) + 1, -1, np.int64)
-            table[frag[s:e]] = obj[s:e]
-            owners[tuple(int(v) for v in chunk[s])] = table
-        return owners
+        cell = chunk - self.grid.origin
+        outside = np.any((cell < 0) | (cell >= self.grid.shape), axis=1)
+        if outside.any():
+            raise FormatError(f"{arr.path}: a manifest names chunk {chunk[np.argmax(outside)].tolist()}, outside the grid")
+        lin = np.ravel_multi_index(tuple(cell.T), tuple(int(s) for s in self.grid.shape))
+        order = np.argsort(lin * (int(frag.max()) + 1) + frag)  # a shared fragment keeps one owner
+        return FragmentOwners(lin[order], frag[order], obj[order])
+
+
+@dataclass(frozen=True, eq=False)
+class FragmentOwners:
+    """(cell, fragment) -> object id, as three arrays sorted by (cell, fragment)."""
+
+    cell: np.ndarray  # linear cell index
+    fragment: np.ndarray
+    object_id: np.ndarray
+
+    @classmethod
+    def empty(cls) -> FragmentOwners:
+        z = np.zeros(0, np.int64)
+        return cls(z, z, z)
+
+    def of_cell(self, lin: int, n_fragments: int) -> np.ndarray:
+        """(n_fragments,) object id per fragment of one cell, -1 where none is named."""
+        lo, hi = np.searchsorted(self.cell, [lin, lin + 1])
+        out = np.full(n_fragments, -1, np.int64)
+        frag = self.fragment[lo:hi]
+        keep = frag < n_fragments
+        out[frag[keep]] = self.object_id[lo:hi][keep]
+        return out

@@ -76,13 +76,10 @@ def _attribute_names(level: Level, attributes: Sequence[str] | bool | None) -> l
 
 def _owners_of_rows(level: Level, chunk: np.ndarray, frag: FragmentIndex, n_rows: int) -> np.ndarray:
     """Object id of every row of a chunk (-1 for rows no object claims)."""
-    table = level.fragment_owners.get(tuple(int(c) for c in chunk))
+    grid = level.grid
+    lin = int(np.ravel_multi_index(tuple(np.asarray(chunk) - grid.origin), tuple(int(s) for s in grid.shape)))
+    owners = level.fragment_owners.of_cell(lin, frag.num_fragments)
     out = np.full(n_rows, -1, np.int64)
-    if table is None:
-        return out
-    owners = np.full(frag.num_fragments, -1, np.int64)
-    m = min(len(table), frag.num_fragments)
-    owners[:m] = table[:m]
     ranged = np.flatnonzero(frag.is_range)
     counts = frag.ranges[:, 1]
     out[ranges_to_rows(frag.ranges[:, 0], counts)] = np.repeat(owners[ranged], counts)
