@@ -172,3 +172,27 @@ def test_metadata_blocks(tmp_path, rng):
     assert "bin_shape" not in lvl and "bin_ratio" not in lvl
     assert ds.crs == {"name": "my-frame"}
     assert ds.axes == ("x", "y", "z")
+
+
+def test_explicit_fragments_written_by_others_read_the_same(tmp_path, rng):
+    """Rewrite every fragment index as explicit row lists (a layout our writer never makes)."""
+    from zarr_vectors._pipeline import Pipeline
+    from zarr_vectors.format.fragments import FragmentIndex, decode_fragments, encode_fragments
+
+    pos = rng.uniform(0, 200, (3000, 3)).astype(np.float32)
+    oid = rng.integers(0, 25, len(pos))
+    path = tmp_path / "s.zarr"
+    zv.write_points(path, pos, chunk_shape=100, bin_shape=50, object_ids=oid, attributes={"row": np.arange(len(pos))})
+    pipe = Pipeline.from_codecs([{"name": "vlen-bytes"}])
+    for cell in (path / "0/vertex_fragments/c").rglob("*"):
+        if cell.is_file():
+            idx = decode_fragments(pipe.decode(cell.read_bytes()))
+            lists = [idx.rows(f)[::-1].copy() for f in range(idx.num_fragments)]
+            cell.write_bytes(pipe.encode(encode_fragments(FragmentIndex.from_explicit(lists))))
+    ds = zv.open(path)
+    full = ds.read()
+    assert np.array_equal(full.object_ids, oid[full.attributes["row"]])
+    box = ds.query(bbox=([20, 30, 40], [150, 160, 170]))
+    assert np.array_equal(box.object_ids, oid[box.attributes["row"]])
+    assert sorted(box.attributes["row"].tolist()) == np.flatnonzero(brute_force_box(pos, [20, 30, 40], [150, 160, 170])).tolist()
+    assert sorted(ds.objects([4]).attributes["row"].tolist()) == np.flatnonzero(oid == 4).tolist()

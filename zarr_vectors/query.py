@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import CorruptCellError, DecodeError, InputError
-from ._arrays import CellArray
+from .errors import CorruptCellError, DecodeError, FormatError, InputError
 from .format.fragments import FragmentIndex, decode_fragments, decode_range_table, ranges_to_rows
 from .level import Level
 from .result import Result
@@ -136,6 +135,79 @@ def _partial_rows(
     return cat(sure), cat(test)
 
 
+@dataclass(frozen=True, eq=False)
+class _Cells:
+    """The decoded cells of one fetch, concatenated over ``chunks`` in order.
+
+    Rows of chunk ``i`` are ``offsets[i]:offsets[i + 1]`` of ``positions`` and of
+    every array in ``attributes``; ``fragments`` maps a chunk's position in
+    ``chunks`` to its fragment-index payload, for the chunks it was fetched for.
+    """
+
+    chunks: np.ndarray
+    positions: np.ndarray
+    offsets: np.ndarray
+    attributes: dict[str, np.ndarray]
+    fragments: dict[int, memoryview]
+
+    def fragment_index(self, level: Level, i: int) -> FragmentIndex:
+        return _decode_frag(level, self.fragments[i], self.chunks[i], int(self.offsets[i + 1] - self.offsets[i]))
+
+
+def _fetch(level: Level, chunks: np.ndarray, names: list[str], frag_idx: np.ndarray) -> _Cells:
+    """Fetch, in one batch, the vertex and attribute cells of ``chunks`` and the fragment
+    indices of ``chunks[frag_idx]``; check every attribute cell matches its vertex cell."""
+    arrays = [level.vertices] + [level.vertex_attributes[n] for n in names]
+    keys = [key for arr in arrays for key in arr.keys(chunks)]
+    if len(frag_idx):
+        assert level.fragments is not None
+        keys += level.fragments.keys(chunks[frag_idx])
+    raws = level.backend.get_many(keys)
+    k, d = len(chunks), level.grid.ndim
+    cells = [level.vertices.rows(raws[i], chunks[i], d) for i in range(k)]
+    offsets = np.zeros(k + 1, np.int64)
+    np.cumsum([len(c) for c in cells], out=offsets[1:])
+    attrs = {}
+    for j, name in enumerate(names, start=1):
+        arr = level.vertex_attributes[name]
+        parts = [arr.rows(raws[j * k + i], chunks[i]) for i in range(k)]
+        for i, part in enumerate(parts):
+            if len(part) != len(cells[i]):
+                chunk = ".".join(map(str, chunks[i]))
+                raise CorruptCellError(arr.path, chunk, f"{len(part)} rows but vertices has {len(cells[i])}")
+        flat = np.concatenate(parts) if parts else np.zeros((0, arr.row_width), arr.dtype)
+        attrs[name] = flat.reshape((-1, *(arr.attrs.get("row_shape") or [])))
+    frags = {}
+    for j, i in enumerate(frag_idx.tolist()):
+        frags[i] = level.fragments.payload(raws[len(arrays) * k + j], chunks[i])  # type: ignore[union-attr]
+    positions = np.concatenate(cells) if cells else np.zeros((0, d), level.vertices.dtype)
+    return _Cells(chunks, positions, offsets, attrs, frags)
+
+
+def _row_owners(level: Level, cells: _Cells) -> np.ndarray:
+    """Object id of every fetched row (-1 where no object claims it)."""
+    parts = []
+    for i, chunk in enumerate(cells.chunks):
+        n = int(cells.offsets[i + 1] - cells.offsets[i])
+        if i in cells.fragments:
+            parts.append(_owners_of_rows(level, chunk, cells.fragment_index(level, i), n))
+        else:
+            parts.append(np.full(n, -1, np.int64))
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def _result(level: Level, cells: _Cells, rows: np.ndarray | None, object_ids: np.ndarray | None) -> Result:
+    def take(a: np.ndarray) -> np.ndarray:
+        return a if rows is None else a[rows]
+
+    return Result(
+        take(cells.positions),
+        {n: take(v) for n, v in cells.attributes.items()},
+        None if object_ids is None else take(object_ids),
+        tuple(a.name for a in level.root.axes if a.type == "space"),
+    )
+
+
 def query_box(
     level: Level,
     lo: np.ndarray,
@@ -154,110 +226,49 @@ def query_box(
     with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
     chunks = np.concatenate([plan.full, plan.partial])
     n_full, k = len(plan.full), len(chunks)
-    frags = level.fragments
-    use_bins = frags is not None and level.grid.n_bins > 1
-    frag_idx = np.arange(k) if (with_ids and frags is not None) else np.arange(n_full, k) if use_bins else np.arange(0)
-    arrays = [level.vertices] + [level.vertex_attributes[n] for n in names]
-    keys = [k for a in arrays for k in a.keys(chunks)]
-    if len(frag_idx):
-        keys += frags.keys(chunks[frag_idx])  # type: ignore[union-attr]
-    raws = level.backend.get_many(keys)
-    d = level.grid.ndim
-    cells = [level.vertices.rows(raws[i], chunks[i], d) for i in range(k)]
-    offsets = np.zeros(k + 1, np.int64)
-    np.cumsum([len(c) for c in cells], out=offsets[1:])
-    frag_payloads: dict[int, memoryview] = {}
-    for j, i in enumerate(frag_idx):
-        frag_payloads[int(i)] = frags.payload(raws[len(arrays) * k + j], chunks[i])  # type: ignore[union-attr]
-    positions = np.concatenate(cells) if cells else np.zeros((0, d), level.vertices.dtype)
-    rows: np.ndarray | None = None
+    use_bins = level.fragments is not None and level.grid.n_bins > 1
+    if level.fragments is not None and with_ids:
+        frag_idx = np.arange(k)
+    else:
+        frag_idx = np.arange(n_full if use_bins else k, k)
+    cells = _fetch(level, chunks, names, frag_idx)
+    rows = None
     if len(plan.partial):
-        sure, test = _partial_rows(
-            level, plan.partial, [frag_payloads.get(n_full + i) if use_bins else None for i in range(len(plan.partial))],
-            offsets[n_full:], lo, hi,
-        )  # fmt: skip
-        tp = positions[test]
+        partial_frags = [cells.fragments.get(n_full + i) if use_bins else None for i in range(len(plan.partial))]
+        sure, test = _partial_rows(level, plan.partial, partial_frags, cells.offsets[n_full:], lo, hi)
+        tp = cells.positions[test]
         hit = test[np.all((tp >= lo) & (tp <= hi), axis=1)]
-        rows = np.sort(np.concatenate([ranges_to_rows(offsets[:n_full], np.diff(offsets[: n_full + 1])), sure, hit]))
-    out_attrs = {}
-    for j, n in enumerate(names, start=1):
-        arr = level.vertex_attributes[n]
-        parts = [arr.rows(raws[j * k + i], chunks[i]) for i in range(k)]
-        for i, part in enumerate(parts):
-            if len(part) != len(cells[i]):
-                raise CorruptCellError(arr.path, ".".join(map(str, chunks[i])), f"{len(part)} rows but vertices has {len(cells[i])}")
-        out_attrs[n] = _take(np.concatenate(parts) if parts else np.zeros((0, arr.row_width), arr.dtype), rows, arr)
-    object_ids = None
-    if with_ids:
-        owners = []
-        for i in range(k):
-            payload = frag_payloads.get(i)
-            frag = _decode_frag(level, payload, chunks[i], len(cells[i])) if payload is not None else None
-            owners.append(_owners_of_rows(level, chunks[i], frag, len(cells[i])) if frag is not None else np.full(len(cells[i]), -1, np.int64))
-        object_ids = np.concatenate(owners) if owners else np.zeros(0, np.int64)
-        object_ids = object_ids if rows is None else object_ids[rows]
-    return Result(
-        positions if rows is None else positions[rows], out_attrs, object_ids,
-        tuple(a.name for a in level.root.axes if a.type == "space"),
-    )  # fmt: skip
-
-
-def _take(values: np.ndarray, rows: np.ndarray | None, arr: CellArray) -> np.ndarray:
-    shape = tuple(arr.attrs.get("row_shape") or [])
-    values = values if rows is None else values[rows]
-    return values.reshape((-1, *shape))
-
-
-def _assemble(level: Level, pos: list[np.ndarray], attrs: dict[str, list[np.ndarray]], ids: list[np.ndarray] | None) -> Result:
-    d = level.grid.ndim
-    dtype = level.vertices.dtype
-    positions = np.concatenate(pos) if pos else np.zeros((0, d), dtype)
-    out_attrs = {}
-    for n, parts in attrs.items():
-        arr = level.vertex_attributes[n]
-        shape = tuple(arr.attrs.get("row_shape") or [])
-        if parts:
-            cat = np.concatenate(parts)
-        else:
-            cat = np.zeros((0, arr.row_width), arr.dtype)
-        out_attrs[n] = cat.reshape((-1, *shape))
-    object_ids = None
-    if ids is not None:
-        object_ids = np.concatenate(ids).astype(np.int64) if ids else np.zeros(0, np.int64)
-    return Result(positions, out_attrs, object_ids, tuple(a.name for a in level.root.axes if a.type == "space"))
+        whole = ranges_to_rows(cells.offsets[:n_full], np.diff(cells.offsets[: n_full + 1]))
+        rows = np.sort(np.concatenate([whole, sure, hit]))
+    return _result(level, cells, rows, _row_owners(level, cells) if with_ids else None)
 
 
 def read_objects(level: Level, ids: Sequence[int] | np.ndarray, attributes: Sequence[str] | bool | None = None) -> Result:
-    """All vertices of the given objects (in the order of ``ids``), through their manifests."""
+    """All vertices of the given objects, grouped by object in the order of ``ids``."""
     ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
     names = _attribute_names(level, attributes)
     manifests = level.read_manifests(ids)
-    chunk_set = sorted({b.chunk for blocks in manifests for b in blocks})
-    chunks = np.asarray(chunk_set, np.int64).reshape(-1, level.grid.ndim)
-    arrays = [level.vertices] + [level.vertex_attributes[n] for n in names]
-    assert level.fragments is not None
-    keys = [a.key(c) for a in arrays for c in chunks] + [level.fragments.key(c) for c in chunks]
-    raws = level.backend.get_many(keys)
-    k = len(chunks)
-    d = level.grid.ndim
-    cells = {}
-    for i, chunk in enumerate(chunks):
-        pos = level.vertices.rows(raws[i], chunk, d)
-        frag = _decode_frag(level, level.fragments.payload(raws[len(arrays) * k + i], chunk), chunk, len(pos))
-        vals = [a.rows(raws[j * k + i], chunk) for j, a in enumerate(arrays[1:], start=1)]
-        cells[chunk_set[i]] = (pos, frag, vals)
-    out_pos, out_attr, out_ids = [], {n: [] for n in names}, []
+    chunk_list = sorted({b.chunk for blocks in manifests for b in blocks})
+    position = {c: i for i, c in enumerate(chunk_list)}
+    chunks = np.asarray(chunk_list, np.int64).reshape(-1, level.grid.ndim)
+    if level.fragments is None and len(chunks):
+        raise FormatError(f"level {level.index} has an object index but no vertex_fragments array")
+    cells = _fetch(level, chunks, names, np.arange(len(chunks)))
+    indexes = {i: cells.fragment_index(level, i) for i in range(len(chunks))}
+    rows, owner = [], []
     for oid, blocks in zip(ids.tolist(), manifests):
         for b in blocks:
-            pos, frag, vals = cells[b.chunk]
+            i = position[b.chunk]
+            frag = indexes[i]
             if len(b.fragments) and b.fragments.max() >= frag.num_fragments:
                 raise CorruptCellError(
                     level.manifests.path if level.manifests else "object_index", str(oid),
                     f"manifest names fragment {int(b.fragments.max())} of chunk {b.chunk}, which has {frag.num_fragments}",
                 )  # fmt: skip
-            rows = frag.rows_of(b.fragments)
-            out_pos.append(pos[rows])
-            for n, v in zip(names, vals):
-                out_attr[n].append(v[rows])
-            out_ids.append(np.full(len(rows), oid, np.int64))
-    return _assemble(level, out_pos, out_attr, out_ids)
+            r = frag.rows_of(b.fragments) + cells.offsets[i]
+            rows.append(r)
+            owner.append(np.full(len(r), oid, np.int64))
+    take = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    result = _result(level, cells, take, None)
+    result.object_ids = np.concatenate(owner) if owner else np.zeros(0, np.int64)
+    return result
