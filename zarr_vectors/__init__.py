@@ -13,6 +13,7 @@ from .errors import (
     ZarrVectorsError,
 )
 from .format.metadata import UnknownCapabilityWarning
+from .geometry.lines import write_lines
 from .geometry.points import write_points
 from .result import Result
 from .storage import ZarrV2StoreError
@@ -24,6 +25,7 @@ __all__ = [
     "Result",
     "open",
     "write_points",
+    "write_lines",
     "ZarrVectorsError",
     "FormatError",
     "CorruptCellError",

@@ -174,3 +174,48 @@ class TableArray:
             part = out[start : start + chunk_shape[0]]
             part[...] = block[: len(part)]
         return out
+
+
+@dataclass(eq=False)
+class LinkArray(CellArray):
+    """One ``links/<delta>/<offsets>`` array: its segment, row layout and cell decoding."""
+
+    segment: str = ""
+    link_width: int = 2
+    delta: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from .format.links import parse_offsets
+
+        d = len(self.doc.get("shape") or [])
+        try:
+            self.offsets = parse_offsets(self.segment, self.link_width, d)
+        except DecodeError as exc:
+            raise FormatError(f"{self.path!r}: {exc}") from exc
+        self.has_perm = bool(self.attrs.get("has_perm", False))
+        self.intra = self.delta == 0 and not np.any(self.offsets)
+        if self.attrs.get("dtype") is None:
+            raise FormatError(f"links array {self.path!r} has no dtype attribute")
+
+    @property
+    def row_width(self) -> int:  # type: ignore[override]
+        return self.link_width + int(self.has_perm)
+
+    def records(self, raw: bytes | None, chunk: Sequence[int]) -> tuple[np.ndarray, np.ndarray | None]:
+        """Stored endpoint rows (M, link_width) of one cell and their perm codes (or None).
+
+        Stored endpoint k lies in chunk ``chunk + offsets[k - 1]`` (k = 0: ``chunk``).
+        """
+        from .format.links import decode_flat_rows, decode_ragged
+
+        data = self.payload(raw, chunk)
+        try:
+            if self.intra:
+                rows = decode_flat_rows(data, self.row_width, self.dtype)
+            else:
+                rows, _ = decode_ragged(data, self.row_width, self.dtype)
+        except DecodeError as exc:
+            raise CorruptCellError(self.path, ".".join(map(str, chunk)), str(exc)) from exc
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1, self.row_width)
+        return (rows[:, 1:], rows[:, 0]) if self.has_perm else (rows, None)

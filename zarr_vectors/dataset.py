@@ -12,7 +12,9 @@ from .errors import FormatError, ReadOnlyError
 from .format.metadata import RootMeta
 from .format.zarr_json import check_zarr_v3
 from .level import Level
+from .geometry.lines import LINE_KINDS
 from .query import parse_box, query_box, read_objects
+from .query_lines import lines_of_objects, query_lines_box
 from .result import Result
 from .storage import Backend, check_not_v2, open_backend
 
@@ -118,12 +120,15 @@ class Dataset:
         level: int = 0,
         attributes: Sequence[str] | bool | None = None,
         object_ids: bool | None = None,
+        whole_objects: bool = False,
     ) -> Result:
         """Vertices with ``lo <= p <= hi`` on every axis (``bbox=(lo, hi)``; None reads everything).
 
         ``attributes``: names to read (default all, ``False`` for none). ``object_ids``:
         whether to map rows to objects (default: when the level has an object index).
         Only the cells of chunks the box touches are fetched, in one batch.
+        For lines the result also has ``edges`` and ``line_offsets`` (pieces cut at the
+        box); ``whole_objects=True`` returns instead every complete line with a vertex inside.
         """
         lv = self.level(level)
         if bbox is None:
@@ -131,15 +136,25 @@ class Dataset:
             hi = np.full(self.ndim, np.inf)
         else:
             lo, hi = parse_box(bbox, self.ndim)
+        if self._is_lines:
+            return query_lines_box(lv, lo, hi, attributes, object_ids, whole_objects)
         return query_box(lv, lo, hi, attributes, object_ids)
+
+    @property
+    def _is_lines(self) -> bool:
+        return any(g in LINE_KINDS for g in self.geometry_types)
 
     def read(self, *, level: int = 0, attributes: Sequence[str] | bool | None = None) -> Result:
         """Every vertex of a level."""
         return self.query(None, level=level, attributes=attributes)
 
     def objects(self, ids: Sequence[int] | int, *, level: int = 0, attributes: Sequence[str] | bool | None = None) -> Result:
-        """All vertices of the objects ``ids``, grouped by object in the order given."""
-        return read_objects(self.level(level), np.atleast_1d(np.asarray(ids)), attributes)
+        """All vertices of the objects ``ids``, grouped by object in the order given (for lines,
+        in order along each line, with ``line_offsets`` and ``edges``)."""
+        ids_arr = np.atleast_1d(np.asarray(ids))
+        if self._is_lines:
+            return lines_of_objects(self.level(level), ids_arr, attributes)
+        return read_objects(self.level(level), ids_arr, attributes)
 
     def object_attributes(self, name: str, ids: Sequence[int] | None = None, *, level: int = 0) -> np.ndarray:
         """Values of one object attribute (absent entries read as NaN or the dtype's sentinel)."""

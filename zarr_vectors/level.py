@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ._arrays import CellArray, TableArray
+from ._arrays import CellArray, LinkArray, TableArray
 from .errors import CorruptCellError, DecodeError, FormatError
 from .format.grid import Grid
 from .format.manifests import ManifestBlock, decode_manifest, decode_manifests_batch
@@ -19,10 +19,10 @@ from .storage import Backend
 
 __all__ = ["Level"]
 
-_FAMILIES = ("vertex_attributes", "object_attributes", "group_attributes", "fragment_attributes")
+_FAMILIES = ("vertex_attributes", "object_attributes", "group_attributes", "fragment_attributes", "links/0")
 _SINGLES = (
     "vertices", "vertex_fragments", "object_index", "object_index/manifests", "object_index/object_ids",
-    "groups", "cross_chunk_links",
+    "groups", "cross_chunk_links", "links/0", "link_fragments",
 )  # fmt: skip
 #: Object index layouts this reader understands. ``vlen_manifests_v2`` (written by the
 #: reference implementation 0.9.2, not in spec 0.9) adds ``object_ids``: row r of
@@ -57,6 +57,9 @@ class Level:
     object_attributes: dict[str, TableArray]
     groups: TableArray | None
     group_attributes: dict[str, TableArray]
+    links: dict[str, LinkArray]
+    links_family: dict[str, Any]
+    link_fragments: CellArray | None
 
     @classmethod
     def load(cls, backend: Backend, root: RootMeta, index: int) -> Level:
@@ -98,6 +101,10 @@ class Level:
         man = _parse(docs["object_index/manifests"], f"{p}/object_index/manifests")
         groups = _parse(docs["groups"], f"{p}/groups")
         oids = _parse(docs["object_index/object_ids"], f"{p}/object_index/object_ids")
+        fam_doc = _parse(docs["links/0"], f"{p}/links/0")
+        family = {} if fam_doc is None else fam_doc.get("attributes") or {}
+        width = int(family.get("link_width", 2))
+        lf = _parse(docs["link_fragments"], f"{p}/link_fragments")
         oi = _parse(docs["object_index"], f"{p}/object_index")
         if oi is not None:
             layout = (oi.get("attributes") or {}).get("layout", "vlen_manifests_v1")
@@ -120,6 +127,12 @@ class Level:
             object_attributes={n: TableArray(f"{p}/object_attributes/{n}", d) for n, d in fams["object_attributes"].items()},
             groups=None if groups is None else TableArray(f"{p}/groups", groups),
             group_attributes={n: TableArray(f"{p}/group_attributes/{n}", d) for n, d in fams["group_attributes"].items()},
+            links={
+                n: LinkArray(f"{p}/links/0/{n}", d, segment=n, link_width=width, delta=0)
+                for n, d in fams["links/0"].items()
+            },
+            links_family=family,
+            link_fragments=None if lf is None else CellArray(f"{p}/link_fragments", lf),
         )
 
     @cached_property

@@ -154,15 +154,19 @@ class _Cells:
         return _decode_frag(level, self.fragments[i], self.chunks[i], int(self.offsets[i + 1] - self.offsets[i]))
 
 
-def _fetch(level: Level, chunks: np.ndarray, names: list[str], frag_idx: np.ndarray) -> _Cells:
-    """Fetch, in one batch, the vertex and attribute cells of ``chunks`` and the fragment
-    indices of ``chunks[frag_idx]``; check every attribute cell matches its vertex cell."""
+def _fetch(
+    level: Level, chunks: np.ndarray, names: list[str], frag_idx: np.ndarray, extra: Sequence[str] = ()
+) -> tuple[_Cells, list[bytes | None]]:
+    """Fetch, in one batch, the vertex and attribute cells of ``chunks``, the fragment
+    indices of ``chunks[frag_idx]`` and the ``extra`` keys (returned raw); check every
+    attribute cell matches its vertex cell."""
     arrays = [level.vertices] + [level.vertex_attributes[n] for n in names]
     keys = [key for arr in arrays for key in arr.keys(chunks)]
     if len(frag_idx):
         assert level.fragments is not None
         keys += level.fragments.keys(chunks[frag_idx])
-    raws = level.backend.get_many(keys)
+    n_main = len(keys)
+    raws = level.backend.get_many(keys + list(extra))
     k, d = len(chunks), level.grid.ndim
     cells = [level.vertices.rows(raws[i], chunks[i], d) for i in range(k)]
     offsets = np.zeros(k + 1, np.int64)
@@ -181,7 +185,7 @@ def _fetch(level: Level, chunks: np.ndarray, names: list[str], frag_idx: np.ndar
     for j, i in enumerate(frag_idx.tolist()):
         frags[i] = level.fragments.payload(raws[len(arrays) * k + j], chunks[i])  # type: ignore[union-attr]
     positions = np.concatenate(cells) if cells else np.zeros((0, d), level.vertices.dtype)
-    return _Cells(chunks, positions, offsets, attrs, frags)
+    return _Cells(chunks, positions, offsets, attrs, frags), raws[n_main:]
 
 
 def _row_owners(level: Level, cells: _Cells) -> np.ndarray:
@@ -231,7 +235,7 @@ def query_box(
         frag_idx = np.arange(k)
     else:
         frag_idx = np.arange(n_full if use_bins else k, k)
-    cells = _fetch(level, chunks, names, frag_idx)
+    cells, _ = _fetch(level, chunks, names, frag_idx)
     rows = None
     if len(plan.partial):
         partial_frags = [cells.fragments.get(n_full + i) if use_bins else None for i in range(len(plan.partial))]
@@ -253,7 +257,7 @@ def read_objects(level: Level, ids: Sequence[int] | np.ndarray, attributes: Sequ
     chunks = np.asarray(chunk_list, np.int64).reshape(-1, level.grid.ndim)
     if level.fragments is None and len(chunks):
         raise FormatError(f"level {level.index} has an object index but no vertex_fragments array")
-    cells = _fetch(level, chunks, names, np.arange(len(chunks)))
+    cells, _ = _fetch(level, chunks, names, np.arange(len(chunks)))
     indexes = {i: cells.fragment_index(level, i) for i in range(len(chunks))}
     rows, owner = [], []
     for oid, blocks in zip(ids.tolist(), manifests):

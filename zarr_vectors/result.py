@@ -14,8 +14,9 @@ class Result:
     """Vertices of a query or object read, with row-aligned attributes.
 
     ``positions`` is (N, D); every array in ``attributes`` has N rows; ``object_ids``
-    is (N,) int64 or None when the level has no object index. Connectivity fields
-    (``edges``, ``lines``, ``faces``) index rows of ``positions``.
+    is (N,) int64 or None when the level has no object index. Connectivity indexes
+    rows of ``positions``: ``edges`` (E, 2); for lines, line ``i`` is rows
+    ``line_offsets[i]:line_offsets[i + 1]`` in order along the line.
     """
 
     positions: np.ndarray
@@ -24,6 +25,15 @@ class Result:
     axes: tuple[str, ...] = ()
     edges: np.ndarray | None = None
     faces: np.ndarray | None = None
+    line_offsets: np.ndarray | None = None
+
+    @property
+    def lines(self) -> list[np.ndarray] | None:
+        """Positions of each line (or line piece), from ``line_offsets``; None for other geometry."""
+        if self.line_offsets is None:
+            return None
+        o = self.line_offsets
+        return [self.positions[o[i] : o[i + 1]] for i in range(len(o) - 1)]
 
     def __len__(self) -> int:
         return len(self.positions)

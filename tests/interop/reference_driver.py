@@ -19,6 +19,39 @@ info STORE [--validate-level N]
     JSON report of what the reference sees, and whether its validator accepts the store
     (``valid``/``errors``/``warnings`` from ``Dataset.validate(level=N)``, default 3).
 
+write-lines IN.npz STORE --kind polyline|streamline|line [--compression ...]
+    Write polylines/streamlines (``Dataset.add_polylines``) or two-vertex lines
+    (``Dataset.add_lines``) from IN.npz (see ``_load_lines_npz``): ``positions`` (V,D) with
+    ``offsets`` (L+1,) CSR of lines into positions, or for kind=line ``segments`` (M,2,D)
+    instead; optional ``chunk_shape``, ``bin_shape`` (uniform ratio only), ``bounds``,
+    ``attr__<name>`` per vertex (rows of positions, or 2M rows in segment order),
+    ``oattr__<name>`` indexed by object id, ``object_ids`` (one per line, distinct,
+    >= 0; default 0..L-1), ``groups_flat`` + ``groups_offsets`` (CSR of object ids).
+    The reference numbers objects by position in the list it is given, so a line with
+    id k is passed at list index k; for polylines unused ids become empty polylines
+    (empty manifests), for kind=line the ids must be a permutation of 0..L-1. Lines
+    take no groups in the api, so they are added with ``building.write_groupings``.
+write-graph IN.npz STORE [--compression ...]
+    Write a graph (``Dataset.add_graph``), or a skeleton with ``tree`` set
+    (``add_graph(tree=True)``: edges are (child, parent) rows of one rooted tree per
+    object). IN.npz: ``positions`` (V,D), ``edges`` (E,2); optional ``directed`` (the
+    reference cannot express it: every family is written ``directed=false``; the flag is
+    only echoed), ``tree``, ``object_ids`` (per vertex), ``attr__*`` (per vertex),
+    ``eattr__*`` (per edge, become link attributes), ``oattr__*``, ``chunk_shape``,
+    ``bin_shape``, ``bounds``.
+read-lines STORE OUT.npz [--bbox lo:hi] [--objects all] [--level L]
+    ``select(...).read()`` of a polyline/streamline/line level. Saves ``positions``,
+    ``line_offsets`` (CSR of the returned parts into positions), ``object_ids`` (one per
+    returned line), ``attr__*``, ``oattr__*`` and, when present, ``groups_flat`` +
+    ``groups_offsets``. ``--objects all`` adds ``objects=<every present id>`` to the
+    selection. Line stores return no ids; the driver then labels each returned line
+    from the objects' own vertices (``building.read_object_vertices``).
+read-graph STORE OUT.npz [--bbox lo:hi] [--level L]
+    ``select(...).read()`` of a graph/skeleton level. Saves ``positions``, ``edges``
+    (E,2) into positions, ``attr__*`` (only what the reference returns: a bbox read
+    gives none), ``object_ids`` per returned vertex (derived as for lines, from
+    ``building.read_object_vertices``; -1 where a position is ambiguous), ``oattr__*``.
+
 Exit status: 0 ok, 2 bad input/usage, 1 the reference raised (set REFERENCE_DRIVER_DEBUG=1
 for the traceback), 3 wrong interpreter.
 
@@ -349,6 +382,319 @@ def cmd_read_points(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- lines / graphs
+
+
+def _read_npz(path: str) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def _layout_from(data: dict[str, np.ndarray], d: int, path: str) -> dict[str, Any]:
+    """chunk_shape / bin_shape / bounds of an input npz, checked against D."""
+    out: dict[str, Any] = {}
+    for key in ("chunk_shape", "bin_shape"):
+        if key in data:
+            v = np.asarray(data[key], dtype=np.float64).reshape(-1)
+            if v.shape != (d,):
+                raise DriverError(f"{path}: {key} must have {d} entries, got {v.shape}")
+            out[key] = [float(x) for x in v]
+    if "bounds" in data:
+        b = np.asarray(data["bounds"], dtype=np.float64)
+        if b.shape != (2, d):
+            raise DriverError(f"{path}: bounds must be (2, {d}), got {b.shape}")
+        out["bounds"] = ([float(x) for x in b[0]], [float(x) for x in b[1]])
+    return out
+
+
+def _prefixed(data: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
+    return {k[len(prefix):]: v for k, v in data.items() if k.startswith(prefix)}
+
+
+def _schema_for(kind: str, pos: np.ndarray, lay: dict[str, Any], compression: Any) -> Any:
+    """A ``zv.Schema`` for the public writers; the bin ratio must be one integer."""
+    bounds = lay.get("bounds")
+    if bounds is None:
+        bounds = (pos.min(axis=0).astype(float).tolist(), pos.max(axis=0).astype(float).tolist())
+    chunk = lay.get("chunk_shape")
+    subcells: Any = "auto"
+    if "bin_shape" in lay:
+        if chunk is None:
+            raise DriverError("bin_shape given without chunk_shape")
+        ratios = [c / b for c, b in zip(chunk, lay["bin_shape"])]
+        if any(abs(r - round(r)) > 1e-9 or round(r) < 1 for r in ratios):
+            raise DriverError(f"chunk_shape/bin_shape must be integers, got {ratios}")
+        if len({int(round(r)) for r in ratios}) != 1:
+            raise DriverError("the public api takes one bin ratio for every axis "
+                              f"(Layout.subcells); got {ratios}")
+        subcells = int(round(ratios[0]))
+    layout = zv.Layout(cell_size=tuple(chunk) if chunk is not None else None,
+                       subcells=subcells, compression=compression)
+    dtype = str(pos.dtype) if pos.dtype.kind in "fiu" else "float32"
+    return zv.Schema(ndim=pos.shape[1], bounds=bounds, kind=kind,
+                     position_dtype=dtype, layout=layout), bounds
+
+
+def _summary(store: str, route: str, report: Any, bounds: Any, extra: dict[str, Any]) -> None:
+    ds = zv.open(store)
+    lv = ds.level(0)
+    print(json.dumps(_jsonable({
+        "store": store, "route": route, "report": report, "bounds": bounds,
+        "geometry_types": ds.kinds, "chunk_shape": lv.scale, "bin_shape": lv.resolution,
+        "vertex_count": lv.vertex_count, **extra,
+    })))
+
+
+def _load_lines_npz(path: str, kind: str) -> dict[str, Any]:
+    data = _read_npz(path)
+    if kind == "line" and "segments" in data:
+        seg = np.asarray(data["segments"])
+        if seg.ndim != 3 or seg.shape[1] != 2:
+            raise DriverError(f"{path}: segments must be (M, 2, D), got {seg.shape}")
+        pos = seg.reshape(-1, seg.shape[2])
+        offsets = np.arange(0, len(pos) + 1, 2, dtype=np.int64)
+    else:
+        if "positions" not in data or "offsets" not in data:
+            raise DriverError(f"{path}: need 'positions' and 'offsets'"
+                              + (" (or 'segments')" if kind == "line" else ""))
+        pos = np.asarray(data["positions"])
+        offsets = np.asarray(data["offsets"], dtype=np.int64).reshape(-1)
+    if pos.ndim != 2 or pos.shape[1] < 1:
+        raise DriverError(f"{path}: positions must be (V, D), got {pos.shape}")
+    if (len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(pos)
+            or np.any(np.diff(offsets) < 0)):
+        raise DriverError(f"{path}: offsets must start at 0, not decrease and end at V")
+    lengths = np.diff(offsets)
+    if kind == "line" and np.any(lengths != 2):
+        raise DriverError(f"{path}: kind=line needs every line to have exactly 2 vertices")
+    n = len(lengths)
+    if "object_ids" in data:
+        oids = np.asarray(data["object_ids"], dtype=np.int64).reshape(-1)
+        if oids.shape != (n,):
+            raise DriverError(f"{path}: object_ids must have one entry per line ({n})")
+        if np.any(oids < 0) or len(np.unique(oids)) != n:
+            raise DriverError(f"{path}: object_ids must be distinct and >= 0")
+    else:
+        oids = np.arange(n, dtype=np.int64)
+    attrs = _prefixed(data, "attr__")
+    for name, arr in attrs.items():
+        if arr.shape[0] != len(pos):
+            raise DriverError(f"{path}: attr__{name} has {arr.shape[0]} rows, expected {len(pos)}")
+    if ("groups_flat" in data) != ("groups_offsets" in data):
+        raise DriverError(f"{path}: groups need both groups_flat and groups_offsets")
+    return {
+        "positions": pos, "offsets": offsets, "object_ids": oids, "attributes": attrs,
+        "object_attributes": _prefixed(data, "oattr__"),
+        "groups": (_csr_to_groups(data["groups_flat"], data["groups_offsets"])
+                   if "groups_flat" in data else None),
+        "layout": _layout_from(data, pos.shape[1], path),
+    }
+
+
+def cmd_write_lines(args: argparse.Namespace) -> int:
+    kind = args.kind
+    spec = _load_lines_npz(args.input, kind)
+    if Path(args.store).exists():
+        raise DriverError(f"{args.store} already exists")
+    pos, offsets, oids = spec["positions"], spec["offsets"], spec["object_ids"]
+    schema, bounds = _schema_for(kind, pos, spec["layout"], _compression_arg(args.compression))
+    ds = zv.create(args.store, schema=schema)
+    # The reference's object id of a line is its index in the list it is handed.
+    n_slots = int(oids.max()) + 1 if len(oids) else 0
+    where = np.full(n_slots, -1, dtype=np.int64)
+    where[oids] = np.arange(len(oids))
+    oattrs = spec["object_attributes"] or None
+    if kind == "line":
+        if n_slots != len(oids):
+            raise DriverError("kind=line: object_ids must be a permutation of 0..L-1 "
+                              "(the reference cannot leave an id unused in a line store)")
+        seg = pos.reshape(-1, 2, pos.shape[1])[where]
+        vattrs = {k: v.reshape(-1, 2, *v.shape[1:])[where] for k, v in spec["attributes"].items()}
+        report = ds.add_lines(seg, attributes=vattrs or None, object_attributes=oattrs)
+        route = "zarr_vectors.create + Dataset.add_lines"
+        if spec["groups"]:
+            lg = ds.level(0).store
+            building.create_groupings_array(lg)
+            building.write_groupings(lg, spec["groups"])
+            route += " + building.write_groupings"
+    else:
+        empty = np.zeros((0, pos.shape[1]), dtype=pos.dtype)
+        polylines = [pos[offsets[i]:offsets[i + 1]] if i >= 0 else empty for i in where]
+        vattrs = {}
+        for name, arr in spec["attributes"].items():
+            blank = np.zeros((0, *arr.shape[1:]), dtype=arr.dtype)
+            vattrs[name] = [arr[offsets[i]:offsets[i + 1]] if i >= 0 else blank for i in where]
+        report = ds.add_polylines(
+            polylines, attributes=vattrs or None, object_attributes=oattrs,
+            groups=spec["groups"], streamlines=(kind == "streamline"))
+        route = "zarr_vectors.create + Dataset.add_polylines" + (
+            "(streamlines=True)" if kind == "streamline" else "")
+    _summary(args.store, route, report, bounds, {
+        "kind": kind, "lines": int(len(oids)), "object_id_slots": n_slots,
+        "compression": args.compression})
+    return 0
+
+
+def cmd_write_graph(args: argparse.Namespace) -> int:
+    data = _read_npz(args.input)
+    if "positions" not in data or "edges" not in data:
+        raise DriverError(f"{args.input}: need 'positions' and 'edges'")
+    if Path(args.store).exists():
+        raise DriverError(f"{args.store} already exists")
+    pos = np.asarray(data["positions"])
+    edges = np.asarray(data["edges"], dtype=np.int64)
+    if pos.ndim != 2 or edges.ndim != 2 or edges.shape[1] != 2:
+        raise DriverError("positions must be (V, D) and edges (E, 2)")
+    if len(edges) and (edges.min() < 0 or edges.max() >= len(pos)):
+        raise DriverError("edges index outside positions")
+    tree = bool(np.asarray(data.get("tree", False)).reshape(-1)[0]) if "tree" in data else False
+    directed = (bool(np.asarray(data["directed"]).reshape(-1)[0])
+                if "directed" in data else False)
+    oids = np.asarray(data["object_ids"], dtype=np.int64) if "object_ids" in data else None
+    if oids is not None and oids.shape != (len(pos),):
+        raise DriverError("object_ids must have one entry per vertex")
+    attrs = _prefixed(data, "attr__")
+    for name, arr in attrs.items():
+        if arr.shape[0] != len(pos):
+            raise DriverError(f"attr__{name} has {arr.shape[0]} rows, expected {len(pos)}")
+    eattrs = _prefixed(data, "eattr__")
+    for name, arr in eattrs.items():
+        if arr.shape[0] != len(edges):
+            raise DriverError(f"eattr__{name} has {arr.shape[0]} rows, expected {len(edges)}")
+    kind = "skeleton" if tree else "graph"
+    schema, bounds = _schema_for(kind, pos, _layout_from(data, pos.shape[1], args.input),
+                                 _compression_arg(args.compression))
+    ds = zv.create(args.store, schema=schema)
+    report = ds.add_graph(pos, edges, attributes=attrs or None, edge_attributes=eattrs or None,
+                          object_attributes=_prefixed(data, "oattr__") or None,
+                          object_ids=oids, tree=tree)
+    _summary(args.store, f"zarr_vectors.create + Dataset.add_graph(tree={tree})", report,
+             bounds, {"kind": kind, "directed_requested": directed,
+                      "directed_written": False, "compression": args.compression})
+    return 0
+
+
+def _row_keys(rows: np.ndarray) -> list[bytes]:
+    rows = np.ascontiguousarray(rows)
+    return [r.tobytes() for r in rows]
+
+
+def _ids_by_position(level: Any, ids: list[int], dtype: Any, ndim: int) -> dict[bytes, int]:
+    """Position row (bytes) -> object id, from each object's stored vertices; -1 when
+    the same position belongs to two objects."""
+    table: dict[bytes, int] = {}
+    lg = level.store
+    for oid in ids:
+        frags = building.read_object_vertices(lg, int(oid), dtype=dtype, ndim=ndim)
+        if not frags:
+            continue
+        for key in _row_keys(np.concatenate([np.asarray(f, dtype=dtype) for f in frags])):
+            prev = table.get(key)
+            table[key] = oid if prev is None or prev == oid else -1
+    return table
+
+
+def _extras(level: Any, out: dict[str, np.ndarray]) -> None:
+    """Object attribute tables and group lists of the level (not query-scoped)."""
+    lg = level.store
+    for name in level.attribute_names("object"):
+        out[f"oattr__{name}"] = np.asarray(building.read_object_attributes(lg, name))
+    try:
+        rows = building.read_all_groupings(lg)
+    except Exception:
+        rows = None
+    if rows is not None and len(rows):
+        out["groups_flat"], out["groups_offsets"] = _groups_to_csr(list(rows))
+
+
+def _selection(ds: Any, args: argparse.Namespace) -> dict[str, Any]:
+    kw: dict[str, Any] = {"level": args.level}
+    if args.bbox:
+        lo, hi = _parse_bbox(args.bbox)
+        if len(lo) != ds.ndim:
+            raise DriverError(f"--bbox has {len(lo)} axes, store has {ds.ndim}")
+        kw["bbox"] = (lo, hi)
+    return kw
+
+
+def cmd_read_lines(args: argparse.Namespace) -> int:
+    ds = zv.open(args.store)
+    level = ds.level(args.level)
+    if level.kind not in ("polyline", "streamline", "line"):
+        raise DriverError(f"level {args.level} is a {level.kind!r} level, not lines")
+    kw = _selection(ds, args)
+    all_ids = [int(i) for i in level.objects.ids()]
+    if args.objects == "all":
+        kw["objects"] = all_ids
+    result = ds.select(**kw).read()
+    if result.errors:
+        raise DriverError(f"reference reported read errors: {result.errors}")
+    positions = np.asarray(result.positions)
+    offsets = np.zeros(len(result.parts) + 1, dtype=np.int64)
+    for k, part in enumerate(result.parts):
+        if part.start != offsets[k]:
+            raise DriverError("reference parts are not contiguous")
+        offsets[k + 1] = part.stop
+    out: dict[str, np.ndarray] = {"positions": positions, "line_offsets": offsets}
+    for name in result.attributes.names():
+        out[f"attr__{name}"] = np.asarray(result.attributes[name])
+    if result.part_objects is not None:
+        out["object_ids"] = np.asarray(result.part_objects, dtype=np.int64)
+        ids_route = "ReadResult.part_objects"
+    elif len(offsets) == 1:
+        out["object_ids"] = np.zeros(0, dtype=np.int64)
+        ids_route = "empty"
+    else:
+        # read_lines returns no ids: label each returned line by its first vertex.
+        table = _ids_by_position(level, all_ids, positions.dtype, positions.shape[1])
+        firsts = _row_keys(positions[offsets[:-1]])
+        out["object_ids"] = np.asarray([table.get(k, -1) for k in firsts], dtype=np.int64)
+        ids_route = "derived from building.read_object_vertices"
+    _extras(level, out)
+    np.savez(args.output, **out)
+    print(json.dumps({
+        "lines": int(len(offsets) - 1), "rows": int(len(positions)), "kind": level.kind,
+        "route": "select(" + ", ".join(k for k in ("bbox", "objects") if k in kw) + ").read()",
+        "object_ids_from": ids_route, "attributes_read": bool(result.attributes_read),
+        "keys": sorted(out), "truncated": bool(result.truncated),
+    }))
+    return 0
+
+
+def cmd_read_graph(args: argparse.Namespace) -> int:
+    ds = zv.open(args.store)
+    level = ds.level(args.level)
+    if level.kind not in ("graph", "skeleton"):
+        raise DriverError(f"level {args.level} is a {level.kind!r} level, not a graph")
+    kw = _selection(ds, args)
+    result = ds.select(**kw).read()
+    if result.errors:
+        raise DriverError(f"reference reported read errors: {result.errors}")
+    positions = np.asarray(result.positions)
+    edges = (np.asarray(result.edges, dtype=np.int64).reshape(-1, 2)
+             if result.edges is not None else np.zeros((0, 2), np.int64))
+    out: dict[str, np.ndarray] = {"positions": positions, "edges": edges}
+    for name in result.attributes.names():
+        out[f"attr__{name}"] = np.asarray(result.attributes[name])
+    ids = [int(i) for i in level.objects.ids()] if level.objects.slots > 0 else []
+    if ids and len(positions):
+        table = _ids_by_position(level, ids, positions.dtype, positions.shape[1])
+        out["object_ids"] = np.asarray([table.get(k, -1) for k in _row_keys(positions)],
+                                       dtype=np.int64)
+    else:
+        out["object_ids"] = np.zeros(len(positions), dtype=np.int64) - (0 if ids else 1)
+    _extras(level, out)
+    np.savez(args.output, **out)
+    print(json.dumps({
+        "rows": int(len(positions)), "edges": int(len(edges)), "kind": level.kind,
+        "route": "select(" + ("bbox" if "bbox" in kw else "") + ").read()",
+        "attributes_read": bool(result.attributes_read),
+        "object_ids_from": "derived from building.read_object_vertices",
+        "keys": sorted(out),
+    }))
+    return 0
+
+
 # --------------------------------------------------------------------------- info
 
 
@@ -449,6 +795,35 @@ def main(argv: list[str] | None = None) -> int:
                    help="auto: object-path read when the level has objects (gives object_ids), "
                         "else plain select().read()")
     r.set_defaults(func=cmd_read_points)
+
+    wl = sub.add_parser("write-lines", help="write polylines/streamlines/lines from an npz")
+    wl.add_argument("input")
+    wl.add_argument("store")
+    wl.add_argument("--kind", choices=("polyline", "streamline", "line"), required=True)
+    wl.add_argument("--compression", default="auto", help="Layout.compression (see write-points)")
+    wl.set_defaults(func=cmd_write_lines)
+
+    wg = sub.add_parser("write-graph", help="write a graph or skeleton from an npz")
+    wg.add_argument("input")
+    wg.add_argument("store")
+    wg.add_argument("--compression", default="auto", help="Layout.compression (see write-points)")
+    wg.set_defaults(func=cmd_write_graph)
+
+    rl = sub.add_parser("read-lines", help="read a polyline/streamline/line level into an npz")
+    rl.add_argument("store")
+    rl.add_argument("output")
+    rl.add_argument("--bbox", default=None, help="lo0,lo1,..:hi0,hi1,.. (inclusive)")
+    rl.add_argument("--objects", choices=("all",), default=None,
+                    help="all: add objects=<every present id> to the selection")
+    rl.add_argument("--level", type=int, default=0)
+    rl.set_defaults(func=cmd_read_lines)
+
+    rg = sub.add_parser("read-graph", help="read a graph/skeleton level into an npz")
+    rg.add_argument("store")
+    rg.add_argument("output")
+    rg.add_argument("--bbox", default=None, help="lo0,lo1,..:hi0,hi1,.. (inclusive)")
+    rg.add_argument("--level", type=int, default=0)
+    rg.set_defaults(func=cmd_read_graph)
 
     i = sub.add_parser("info", help="print a JSON report on a store")
     i.add_argument("store")

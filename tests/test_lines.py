@@ -1,0 +1,107 @@
+"""Polylines and streamlines: whole lines back in order, exact box pieces, edges and I/O."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import zarr_vectors as zv
+from zarr_vectors.errors import InputError
+
+
+def _walks(rng, n=60, d=3, lo=100.0, hi=900.0, step=15.0):
+    return [np.cumsum(rng.normal(0, step, (int(rng.integers(2, 120)), d)), axis=0) + rng.uniform(lo, hi, d)
+            for _ in range(n)]
+
+
+def _brute_pieces(lines, lo, hi):
+    """Runs of consecutive in-box vertices of every line, as tuples of positions."""
+    pieces = []
+    for line in lines:
+        inside = np.all((line >= lo) & (line <= hi), axis=1)
+        start = None
+        for i, ok in enumerate(np.append(inside, False)):
+            if ok and start is None:
+                start = i
+            elif not ok and start is not None:
+                pieces.append(tuple(map(tuple, line[start:i])))
+                start = None
+    return pieces
+
+
+@pytest.mark.parametrize("kind", ["polyline", "streamline"])
+def test_objects_come_back_whole_and_in_order(tmp_path, rng, kind):
+    lines = _walks(rng)
+    t = [np.arange(len(x), dtype=np.float32) for x in lines]
+    ds = zv.write_lines(tmp_path / "l.zarr", lines, chunk_shape=100, kind=kind,
+                        attributes={"t": np.concatenate(t)},
+                        object_attributes={"length": np.array([len(x) for x in lines], np.int32)})
+    assert ds.geometry_types == (kind,)
+    res = ds.objects([5, 2, 5])
+    assert [len(x) for x in res.lines] == [len(lines[5]), len(lines[2]), len(lines[5])]
+    for got, want in zip(res.lines, [lines[5], lines[2], lines[5]]):
+        assert np.array_equal(got, want)
+    o = res.line_offsets
+    assert np.array_equal(res.attributes["t"][o[0]:o[1]], t[5])
+    assert np.array_equal(ds.object_attributes("length"), [len(x) for x in lines])
+    assert len(res.edges) == sum(len(x) - 1 for x in res.lines)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_box_pieces_and_edges_match_brute_force(tmp_path, rng, d):
+    lines = _walks(rng, d=d)
+    ds = zv.write_lines(tmp_path / "l.zarr", lines, chunk_shape=80)
+    for _ in range(8):
+        lo = rng.uniform(0, 800, d)
+        hi = lo + rng.uniform(50, 400, d)
+        res = ds.query(bbox=(lo, hi))
+        want = _brute_pieces(lines, lo, hi)
+        got = [tuple(map(tuple, p)) for p in res.lines]
+        assert sorted(got) == sorted(want)
+        assert len(res.edges) == sum(len(p) - 1 for p in want)
+        a, b = res.positions[res.edges[:, 0]], res.positions[res.edges[:, 1]]
+        assert np.all((a >= lo) & (a <= hi)) and np.all((b >= lo) & (b <= hi))
+        inside_ids = {i for i, x in enumerate(lines) if np.any(np.all((x >= lo) & (x <= hi), axis=1))}
+        assert set(np.unique(res.object_ids).tolist()) == inside_ids
+        whole = ds.query(bbox=(lo, hi), whole_objects=True)
+        assert sorted(set(whole.object_ids.tolist())) == sorted(inside_ids)
+        assert len(whole) == sum(len(lines[i]) for i in inside_ids)
+
+
+def test_tuple_input_and_single_vertex_lines(tmp_path):
+    pos = np.array([[1.0, 1.0], [150.0, 1.0], [5.0, 5.0], [250.0, 250.0], [251.0, 251.0]])
+    ds = zv.write_lines(tmp_path / "l.zarr", (pos, [0, 2, 3, 5]), chunk_shape=100)
+    res = ds.objects([0, 1, 2])
+    assert [x.tolist() for x in res.lines] == [pos[:2].tolist(), pos[2:3].tolist(), pos[3:].tolist()]
+    box = ds.query(bbox=([0, 0], [160, 10]))
+    assert [p.tolist() for p in box.lines] == [pos[:2].tolist(), pos[2:3].tolist()] or \
+           sorted(p.tolist() for p in box.lines) == sorted([pos[:2].tolist(), pos[2:3].tolist()])
+
+
+def test_bad_lines_are_refused(tmp_path):
+    with pytest.raises(InputError, match="line 1 has no vertices"):
+        zv.write_lines(tmp_path / "l.zarr", [np.zeros((2, 3)), np.zeros((0, 3))], chunk_shape=1)
+    with pytest.raises(InputError, match="same D"):
+        zv.write_lines(tmp_path / "l.zarr", [np.zeros((2, 3)), np.zeros((2, 2))], chunk_shape=1)
+    with pytest.raises(InputError, match=r"must have shape \(4,\)"):
+        zv.write_lines(tmp_path / "l.zarr", [np.zeros((2, 3)), np.ones((2, 3))], chunk_shape=1,
+                       attributes={"a": np.zeros(3)})
+    with pytest.raises(InputError, match="kind must be"):
+        zv.write_lines(tmp_path / "l.zarr", [np.zeros((2, 3))], chunk_shape=1, kind="zigzag")
+    assert not (tmp_path / "l.zarr").exists()
+
+
+def test_small_box_reads_only_link_cells_it_can_use(tmp_path, rng):
+    from tests.test_io_plan import _open_counting
+
+    lines = _walks(rng, n=200, lo=0, hi=1000)
+    path = tmp_path / "l.zarr"
+    zv.write_lines(path, lines, chunk_shape=100)
+    ds, counter = _open_counting(path)
+    lo, hi = np.array([410.0, 410.0, 410.0]), np.array([480.0, 480.0, 480.0])  # inside chunk 4.4.4
+    ds.query(bbox=(lo, hi), object_ids=False)
+    assert len(counter.batches) == 1
+    keys = counter.batches[0]
+    cell = "/".join(map(str, np.array([4, 4, 4]) - ds.level(0).grid.origin))
+    assert all(k.endswith(f"/c/{cell}") for k in keys), keys
+    assert not any("/links/" in k for k in keys)  # a link must join two touched chunks

@@ -1,0 +1,240 @@
+"""Polylines and streamlines: ``write_lines``.
+
+Each line is one object. Inside a chunk, a line's consecutive vertices form one
+*segment*, stored as a range fragment whose rows keep the line's order
+(``implicit_sequential``: row r joins row r + 1 inside a fragment). Where a line
+leaves a chunk, a directed ``link_width = 2`` record in ``links/0/<offsets>`` at
+the chunk it leaves joins the segment's last vertex to the next segment's first.
+An object's manifest lists its segments in line order, one block per segment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import _inputs
+from .._object_tables import write_object_tables
+from .._partition import sort_keys
+from .._writer import StoreBuilder
+from ..errors import InputError
+from ..format.fragments import FragmentIndex, encode_fragments
+from ..format.grid import Grid
+from ..format.links import encode_ragged, parse_offsets, place_links, smallest_index_dtype
+from ..format.manifests import encode_manifests_batch
+from ..format.metadata import LevelMeta, RootMeta
+from ..storage import write_session
+from .points import attribute_meta, axes_from, row_payloads
+
+if TYPE_CHECKING:
+    from ..dataset import Dataset
+
+__all__ = ["write_lines", "LINE_KINDS"]
+
+LINE_KINDS = ("polyline", "streamline")
+
+
+@dataclass(frozen=True, eq=False)
+class LinePartition:
+    """Stored layout of the vertices of many lines.
+
+    ``order``/``row_offsets``/``cells`` as in :class:`zarr_vectors._partition.Partition`.
+    Segment ``s`` (in input order: by line, then along it) lies in cell ``seg_cell[s]``
+    as fragment ``seg_local[s]``, rows ``seg_start[s]:seg_start[s] + seg_count[s]``;
+    ``local[v]`` is input vertex v's row inside its cell.
+    """
+
+    order: np.ndarray
+    row_offsets: np.ndarray
+    cells: np.ndarray
+    seg_line: np.ndarray
+    seg_cell: np.ndarray
+    seg_local: np.ndarray
+    seg_start: np.ndarray
+    seg_count: np.ndarray
+    seg_first_vertex: np.ndarray
+    local: np.ndarray
+    cell_seg_offsets: np.ndarray
+
+
+def partition_lines(positions: np.ndarray, line_offsets: np.ndarray, grid: Grid) -> LinePartition:
+    """Split lines into per-chunk segments; rows of a cell keep line order (stable sort)."""
+    n = len(positions)
+    cell_of = sort_keys(positions, grid) // grid.n_bins
+    line_of = np.repeat(np.arange(len(line_offsets) - 1), np.diff(line_offsets))
+    new_seg = np.ones(n, bool)
+    new_seg[1:] = (cell_of[1:] != cell_of[:-1]) | (line_of[1:] != line_of[:-1])
+    seg_first = np.flatnonzero(new_seg)
+    seg_count = np.diff(np.append(seg_first, n))
+    order = np.argsort(cell_of, kind="stable")
+    scell = cell_of[order]
+    new_cell = np.ones(n, bool)
+    new_cell[1:] = scell[1:] != scell[:-1]
+    cell_first = np.flatnonzero(new_cell)
+    row_offsets = np.append(cell_first, n).astype(np.int64)
+    cell_lin = scell[cell_first]
+    cell_idx = np.stack(np.unravel_index(cell_lin, tuple(int(s) for s in grid.shape)), axis=1).astype(np.int64)
+    cell_idx = cell_idx.reshape(-1, grid.ndim)
+    cell_rank = np.searchsorted(cell_lin, cell_of)
+    local = np.empty(n, np.int64)
+    local[order] = np.arange(n) - row_offsets[np.cumsum(new_cell) - 1]
+    seg_cell = cell_rank[seg_first]
+    # Fragments of a cell are its segments in stored (= input) order.
+    seg_order = np.argsort(seg_cell, kind="stable")
+    cell_seg_offsets = np.searchsorted(seg_cell[seg_order], np.arange(len(cell_lin) + 1))
+    seg_local = np.empty(len(seg_first), np.int64)
+    seg_local[seg_order] = np.arange(len(seg_first)) - cell_seg_offsets[seg_cell[seg_order]]
+    return LinePartition(
+        order=order, row_offsets=row_offsets, cells=cell_idx, seg_line=line_of[seg_first],
+        seg_cell=seg_cell, seg_local=seg_local, seg_start=local[seg_first], seg_count=seg_count,
+        seg_first_vertex=seg_first, local=local, cell_seg_offsets=cell_seg_offsets,
+    )  # fmt: skip
+
+
+def _fragment_payloads(part: LinePartition) -> list[bytes]:
+    by_cell = np.argsort(part.seg_cell, kind="stable")
+    out = []
+    for k in range(len(part.cells)):
+        segs = by_cell[part.cell_seg_offsets[k] : part.cell_seg_offsets[k + 1]]
+        out.append(encode_fragments(FragmentIndex.from_ranges(part.seg_start[segs], part.seg_count[segs])))
+    return out
+
+
+def _continuations(part: LinePartition, grid: Grid) -> tuple[np.ndarray, np.ndarray]:
+    """(M, 2, D) chunks and (M, 2) local rows of the records joining consecutive segments."""
+    nxt = np.flatnonzero(part.seg_line[1:] == part.seg_line[:-1]) + 1  # segments that continue a line
+    last_of_prev = part.seg_first_vertex[nxt] - 1
+    first_of_next = part.seg_first_vertex[nxt]
+    chunks = np.stack([part.cells[part.seg_cell[nxt - 1]], part.cells[part.seg_cell[nxt]]], axis=1) + grid.origin
+    vertices = np.stack([part.local[last_of_prev], part.local[first_of_next]], axis=1)
+    return chunks.reshape(-1, 2, grid.ndim), vertices.reshape(-1, 2)
+
+
+def _write_links(builder: StoreBuilder, grid: Grid, part: LinePartition) -> int:
+    """Write ``links/0`` (directed continuations, one ragged group per cell); return the record count."""
+    chunks, vertices = _continuations(part, grid)
+    if len(chunks) == 0:
+        return 0
+    d = grid.ndim
+    dtype = smallest_index_dtype(int(np.diff(part.row_offsets).max()) if len(part.cells) else 0)
+    by_segment: dict[str, tuple[list[np.ndarray], list[bytes]]] = {}
+    for cell in place_links(chunks, vertices, directed=True, store="canonical").cells():
+        cells, payloads = by_segment.setdefault(cell.segment, ([], []))
+        cells.append(np.asarray(cell.chunk) - grid.origin)
+        payloads.append(encode_ragged([cell.rows], dtype))
+    builder.group("0/links")
+    for segment, (cells, payloads) in by_segment.items():
+        meta = {
+            "zv_array": "links", "dtype": dtype.name, "offsets": parse_offsets(segment, 2, d).tolist(),
+            "has_perm": False, "link_width": 2, "level_delta": 0,
+        }  # fmt: skip
+        builder.cell_array(f"0/links/0/{segment}", grid, np.asarray(cells).reshape(-1, d), payloads, meta, kind="links")
+    m = len(chunks)
+    builder.group(
+        "0/links/0",
+        {"zv_array": "links_family", "level_delta": 0, "link_width": 2, "sid_ndim": d, "directed": True,
+         "store": "canonical", "num_links": m, "num_physical_records": m},
+    )  # fmt: skip
+    return m
+
+
+def as_line_arrays(lines: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Flat (V, D) positions and (L + 1,) offsets from a list of (n_i, D) arrays or a (positions, offsets) pair."""
+    if isinstance(lines, tuple) and len(lines) == 2 and np.ndim(lines[1]) == 1:
+        positions = _inputs.positions_array(lines[0])
+        offsets = np.asarray(lines[1], dtype=np.int64)
+        if len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(positions) or np.any(np.diff(offsets) < 0):
+            raise InputError("line offsets must start at 0, never decrease and end at the number of positions")
+    else:
+        arrays = [np.asarray(x) for x in lines]
+        if not arrays:
+            raise InputError("no lines given")
+        dims = {a.shape[1] if a.ndim == 2 else -1 for a in arrays}
+        if len(dims) != 1 or -1 in dims:
+            raise InputError("every line must be an (n_i, D) array with the same D")
+        positions = _inputs.positions_array(np.concatenate(arrays))
+        offsets = np.zeros(len(arrays) + 1, np.int64)
+        np.cumsum([len(a) for a in arrays], out=offsets[1:])
+    empty = np.flatnonzero(np.diff(offsets) == 0)
+    if len(empty):
+        raise InputError(f"line {int(empty[0])} has no vertices; remove empty lines before writing")
+    return positions, offsets
+
+
+def write_lines(
+    target: Any,
+    lines: Any,
+    *,
+    chunk_shape: Any,
+    kind: str = "polyline",
+    bounds: Any = None,
+    attributes: Mapping[str, Any] | None = None,
+    channel_names: Mapping[str, Sequence[str]] | None = None,
+    object_attributes: Mapping[str, Any] | None = None,
+    groups: Any = None,
+    group_attributes: Mapping[str, Any] | None = None,
+    axes: Sequence[Any] | None = None,
+    units: str | None = None,
+    crs: Any = None,
+    compression: str | None = "none",
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> Dataset:
+    """Write polylines or streamlines; line ``i`` is object ``i``.
+
+    ``lines`` is a list of (n_i, D) arrays, or ``(positions, offsets)`` with line i at
+    ``positions[offsets[i]:offsets[i + 1]]``. ``attributes`` are per vertex (in the
+    same flat order), ``object_attributes`` per line. Other parameters as in
+    :func:`zarr_vectors.write_points`.
+    """
+    from ..dataset import Dataset
+
+    if kind not in LINE_KINDS:
+        raise InputError(f"kind must be one of {LINE_KINDS}, got {kind!r}")
+    pos, line_offsets = as_line_arrays(lines)
+    n, d = pos.shape
+    n_lines = len(line_offsets) - 1
+    cs = _inputs.shape_vector(chunk_shape, d, "chunk_shape")
+    b = _inputs.resolve_bounds(bounds, pos)
+    grid = Grid.from_bounds(b, cs)
+    vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
+    oattrs = _inputs.table_attributes(object_attributes, n_lines, "object attribute")
+    group_list = _inputs.group_lists(groups, n_lines)
+    gattrs = _inputs.table_attributes(group_attributes, len(group_list), "group attribute")
+    part = partition_lines(pos, line_offsets, grid)
+    root = RootMeta(
+        chunk_shape=tuple(float(c) for c in cs),
+        bounds=(tuple(float(v) for v in b[0]), tuple(float(v) for v in b[1])),
+        axes=axes_from(axes, d, units), geometry_types=(kind,), base_bin_shape=tuple(float(c) for c in cs),
+        links_convention="implicit_sequential", crs=crs,
+    )  # fmt: skip
+    with write_session(target, overwrite=overwrite, storage_options=storage_options) as backend:
+        builder = StoreBuilder(backend, compression)
+        builder.cell_array("0/vertices", grid, part.cells, row_payloads(pos, part),
+                           {"zv_array": "vertices", "dtype": pos.dtype.name, "encoding": "raw"})  # fmt: skip
+        builder.cell_array("0/vertex_fragments", grid, part.cells, _fragment_payloads(part),
+                           {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"}, kind="fragments")  # fmt: skip
+        present = ["vertices", "vertex_fragments"]
+        if vattrs:
+            builder.group("0/vertex_attributes")
+            present.append("vertex_attributes")
+        for attr in vattrs:
+            builder.cell_array(f"0/vertex_attributes/{attr.name}", grid, part.cells,
+                               row_payloads(attr.values, part), attribute_meta(attr))  # fmt: skip
+        if _write_links(builder, grid, part):
+            present.append("links")
+        chunks = part.cells[part.seg_cell] + grid.origin
+        manifests = encode_manifests_batch(
+            n_lines, part.seg_line, chunks, np.arange(len(chunks) + 1), part.seg_local
+        )
+        present += write_object_tables(
+            builder, "0", sid_ndim=d, num_objects=n_lines, manifests=manifests,
+            object_attributes=oattrs, groups=group_list, group_attributes=gattrs,
+        )  # fmt: skip
+        level = LevelMeta(level=0, vertex_count=n, arrays_present=tuple(present), fragments_tile=True)
+        builder.group("0", {"zarr_vectors_level": level.to_json()})
+        builder.commit(root.to_attributes())
+    return Dataset.open(target, mode="r", storage_options=storage_options)
