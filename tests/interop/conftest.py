@@ -65,6 +65,17 @@ class Reference:
         with np.load(out) as data:
             return {k: data[k] for k in data.files}
 
+    def write_lines(self, tmp: Path, store: Path, kind: str = "polyline", **arrays: Any) -> None:
+        npz = tmp / f"{store.name}-in.npz"
+        np.savez(npz, **arrays)
+        self.run("write-lines", str(npz), str(store), "--kind", kind)
+
+    def read_lines(self, tmp: Path, store: Path, objects: bool = False) -> dict[str, np.ndarray]:
+        out = tmp / f"{store.name}-lines-{np.random.default_rng().integers(1 << 30)}.npz"
+        self.run("read-lines", str(store), str(out), *(["--objects", "all"] if objects else []))
+        with np.load(out) as data:
+            return {k: data[k] for k in data.files}
+
     def info(self, store: Path) -> dict[str, Any]:
         return json.loads(self.run("info", str(store)))
 
