@@ -13,6 +13,7 @@ from .errors import (
     ZarrVectorsError,
 )
 from .format.metadata import UnknownCapabilityWarning
+from .geometry.graphs import write_graph
 from .geometry.lines import write_lines
 from .geometry.points import write_points
 from .result import Result
@@ -26,6 +27,7 @@ __all__ = [
     "open",
     "write_points",
     "write_lines",
+    "write_graph",
     "ZarrVectorsError",
     "FormatError",
     "CorruptCellError",

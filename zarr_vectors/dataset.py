@@ -8,17 +8,18 @@ from typing import Any
 
 import numpy as np
 
-from .errors import FormatError, ReadOnlyError
+from .errors import FormatError, InputError, ReadOnlyError
 from .format.metadata import RootMeta
 from .format.zarr_json import check_zarr_v3
 from .level import Level
-from .geometry.lines import LINE_KINDS
 from .query import parse_box, query_box, read_objects
-from .query_lines import lines_of_objects, query_lines_box
+from .query_lines import objects_with_edges, query_lines_box
 from .result import Result
 from .storage import Backend, check_not_v2, open_backend
 
 __all__ = ["Dataset", "open"]
+
+LINKED_KINDS = ("polyline", "streamline", "line", "graph", "skeleton")
 
 
 class Dataset:
@@ -136,24 +137,30 @@ class Dataset:
             hi = np.full(self.ndim, np.inf)
         else:
             lo, hi = parse_box(bbox, self.ndim)
-        if self._is_lines:
+        if self._is_linked:
             return query_lines_box(lv, lo, hi, attributes, object_ids, whole_objects)
         return query_box(lv, lo, hi, attributes, object_ids)
 
     @property
-    def _is_lines(self) -> bool:
-        return any(g in LINE_KINDS for g in self.geometry_types)
+    def _is_linked(self) -> bool:
+        """Geometry with connectivity: queries return edges (and line pieces for lines)."""
+        return any(g in LINKED_KINDS for g in self.geometry_types)
 
     def read(self, *, level: int = 0, attributes: Sequence[str] | bool | None = None) -> Result:
         """Every vertex of a level."""
         return self.query(None, level=level, attributes=attributes)
 
     def objects(self, ids: Sequence[int] | int, *, level: int = 0, attributes: Sequence[str] | bool | None = None) -> Result:
-        """All vertices of the objects ``ids``, grouped by object in the order given (for lines,
-        in order along each line, with ``line_offsets`` and ``edges``)."""
+        """All vertices of the objects ``ids``, grouped by object in the order given (an id given
+        twice is read once). Lines come in order along each line, with ``line_offsets``;
+        linked geometry also has ``edges``."""
         ids_arr = np.atleast_1d(np.asarray(ids))
-        if self._is_lines:
-            return lines_of_objects(self.level(level), ids_arr, attributes)
+        if ids_arr.dtype.kind not in "iu":
+            raise InputError(f"object ids must be integers, got {ids_arr.dtype}")
+        _, first = np.unique(ids_arr, return_index=True)
+        ids_arr = ids_arr[np.sort(first)]
+        if self._is_linked:
+            return objects_with_edges(self.level(level), ids_arr, attributes)
         return read_objects(self.level(level), ids_arr, attributes)
 
     def object_attributes(self, name: str, ids: Sequence[int] | None = None, *, level: int = 0) -> np.ndarray:

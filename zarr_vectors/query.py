@@ -8,7 +8,7 @@ are tested). Fragment indices are fetched for partly covered chunks only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -247,17 +247,23 @@ def query_box(
     return _result(level, cells, rows, _row_owners(level, cells) if with_ids else None)
 
 
-def read_objects(level: Level, ids: Sequence[int] | np.ndarray, attributes: Sequence[str] | bool | None = None) -> Result:
-    """All vertices of the given objects, grouped by object in the order of ``ids``."""
-    ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
-    names = _attribute_names(level, attributes)
+def fetch_objects(
+    level: Level, ids: np.ndarray, names: list[str], extra_for: Callable[[np.ndarray], list[str]] | None = None
+) -> tuple[_Cells, np.ndarray, np.ndarray, list[bytes | None]]:
+    """Fetch the cells holding objects ``ids`` (plus ``extra_for(chunks)`` keys) in one batch.
+
+    Returns the cells, the concatenated-row indices of the objects' vertices (grouped by
+    object in the order of ``ids``, each in manifest order), their object ids, and the
+    extra raws.
+    """
     manifests = level.read_manifests(ids)
     chunk_list = sorted({b.chunk for blocks in manifests for b in blocks})
     position = {c: i for i, c in enumerate(chunk_list)}
     chunks = np.asarray(chunk_list, np.int64).reshape(-1, level.grid.ndim)
     if level.fragments is None and len(chunks):
         raise FormatError(f"level {level.index} has an object index but no vertex_fragments array")
-    cells, _ = _fetch(level, chunks, names, np.arange(len(chunks)))
+    extra = extra_for(chunks) if extra_for is not None else []
+    cells, raws = _fetch(level, chunks, names, np.arange(len(chunks)), extra)
     indexes = {i: cells.fragment_index(level, i) for i in range(len(chunks))}
     rows, owner = [], []
     for oid, blocks in zip(ids.tolist(), manifests):
@@ -272,7 +278,14 @@ def read_objects(level: Level, ids: Sequence[int] | np.ndarray, attributes: Sequ
             r = frag.rows_of(b.fragments) + cells.offsets[i]
             rows.append(r)
             owner.append(np.full(len(r), oid, np.int64))
-    take = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-    result = _result(level, cells, take, None)
-    result.object_ids = np.concatenate(owner) if owner else np.zeros(0, np.int64)
+    cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)  # noqa: E731
+    return cells, cat(rows), cat(owner), raws
+
+
+def read_objects(level: Level, ids: Sequence[int] | np.ndarray, attributes: Sequence[str] | bool | None = None) -> Result:
+    """All vertices of the given objects, grouped by object in the order of ``ids``."""
+    ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
+    cells, rows, owners, _ = fetch_objects(level, ids, _attribute_names(level, attributes))
+    result = _result(level, cells, rows, None)
+    result.object_ids = owners
     return result

@@ -21,10 +21,10 @@ from .errors import CorruptCellError
 from .format.fragments import FragmentIndex, ranges_to_rows
 from .format.links import restore_input_order
 from .level import Level
-from .query import _attribute_names, _Cells, _fetch, _result, _row_owners, plan_box, read_objects
+from .query import _attribute_names, _Cells, _fetch, _result, _row_owners, fetch_objects, plan_box
 from .result import Result
 
-__all__ = ["query_lines_box", "implicit_edges", "chain_order"]
+__all__ = ["query_lines_box", "objects_with_edges", "implicit_edges", "chain_order"]
 
 
 def _link_plan(level: Level, chunks: np.ndarray) -> list[tuple[LinkArray, np.ndarray]]:
@@ -107,6 +107,40 @@ def chain_order(n: int, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, np.append(starts, n).astype(np.int64)
 
 
+def _implicit(level: Level) -> bool:
+    return level.root.links_convention in ("implicit_sequential", "implicit_sequential_with_branches")
+
+
+def _edges(level: Level, cells: _Cells, links: list[tuple[LinkArray, np.ndarray]], raws: list[bytes | None]) -> np.ndarray:
+    """Every edge among the fetched rows: implicit sequential ones (when the convention has
+    them) and those of the fetched link cells."""
+    parts = [_link_edges(level, cells, links, raws)]
+    if _implicit(level):
+        parts.append(implicit_edges(cells, {i: cells.fragment_index(level, i) for i in range(len(cells.chunks))}))
+    return np.concatenate(parts)
+
+
+def _select(level: Level, cells: _Cells, rows: np.ndarray, edges: np.ndarray, owners: np.ndarray | None,
+            lines: bool) -> Result:
+    """Result of ``rows`` (concatenated-row indices) with the edges among them; lines ordered into pieces."""
+    remap = np.full(len(cells.positions), -1, np.int64)
+    remap[rows] = np.arange(len(rows))
+    keep = (remap[edges[:, 0]] >= 0) & (remap[edges[:, 1]] >= 0)
+    edges = remap[edges[keep]]
+    line_offsets = None
+    if lines:
+        order, line_offsets = chain_order(len(rows), edges)
+        rank = np.empty(len(order), np.int64)
+        rank[order] = np.arange(len(order))
+        rows, edges = rows[order], rank[edges]
+        owners = None if owners is None else owners[order]
+    result = _result(level, cells, rows, None)
+    result.object_ids = owners
+    result.edges = edges
+    result.line_offsets = line_offsets
+    return result
+
+
 def query_lines_box(
     level: Level,
     lo: np.ndarray,
@@ -115,7 +149,7 @@ def query_lines_box(
     with_object_ids: bool | None = None,
     whole_objects: bool = False,
 ) -> Result:
-    """Vertices of polylines inside ``[lo, hi]`` with the edges among them and the line pieces."""
+    """Vertices of linked geometry inside ``[lo, hi]``, the edges among them, and (for lines) the pieces."""
     box = plan_box(level, lo, hi)
     chunks = np.concatenate([box.full, box.partial])
     names = _attribute_names(level, attributes)
@@ -123,35 +157,37 @@ def query_lines_box(
     extra = [key for arr, anchors in links for key in arr.keys(anchors)]
     cells, raws = _fetch(level, chunks, names, np.arange(len(chunks)), extra)
     inside = np.all((cells.positions >= lo) & (cells.positions <= hi), axis=1)
-    if whole_objects:
-        owners = _row_owners(level, cells)[inside]
-        ids = np.unique(owners[owners >= 0])
-        return lines_of_objects(level, ids, attributes)
-    indexes = {i: cells.fragment_index(level, i) for i in range(len(chunks))}
-    edges = np.concatenate([implicit_edges(cells, indexes), _link_edges(level, cells, links, raws)])
-    edges = edges[inside[edges[:, 0]] & inside[edges[:, 1]]]
-    rows = np.flatnonzero(inside)
-    remap = np.full(len(inside), -1, np.int64)
-    remap[rows] = np.arange(len(rows))
-    edges = remap[edges]
-    order, line_offsets = chain_order(len(rows), edges)
-    rank = np.empty(len(order), np.int64)
-    rank[order] = np.arange(len(order))
     with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
-    result = _result(level, cells, rows[order], _row_owners(level, cells) if with_ids else None)
-    result.edges = rank[edges]
-    result.line_offsets = line_offsets
-    return result
+    owners = _row_owners(level, cells) if (with_ids or whole_objects) else None
+    if whole_objects:
+        assert owners is not None
+        ids = np.unique(owners[inside][owners[inside] >= 0])
+        return objects_with_edges(level, ids, attributes)
+    rows = np.flatnonzero(inside)
+    return _select(level, cells, rows, _edges(level, cells, links, raws),
+                   None if owners is None else owners[rows], _is_lines(level))  # fmt: skip
 
 
-def lines_of_objects(level: Level, ids: np.ndarray, attributes: Sequence[str] | bool | None = None) -> Result:
-    """Whole lines of the objects ``ids``: each object's fragments concatenated in manifest order."""
-    result = read_objects(level, ids, attributes)
-    oid = result.object_ids
-    assert oid is not None
-    starts = np.flatnonzero(np.r_[True, oid[1:] != oid[:-1]]) if len(oid) else np.zeros(0, np.int64)
-    result.line_offsets = np.append(starts, len(oid)).astype(np.int64)
-    same = np.r_[oid[1:] == oid[:-1]] if len(oid) else np.zeros(0, bool)
-    first = np.flatnonzero(same)
-    result.edges = np.stack([first, first + 1], axis=1).reshape(-1, 2)
+def _is_lines(level: Level) -> bool:
+    return any(g in ("polyline", "streamline") for g in level.root.geometry_types)
+
+
+def objects_with_edges(level: Level, ids: np.ndarray, attributes: Sequence[str] | bool | None = None) -> Result:
+    """Whole objects with every edge among their vertices; lines come back in order, one per object."""
+    ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
+    names = _attribute_names(level, attributes)
+    plan: list[tuple[LinkArray, np.ndarray]] = []
+
+    def link_keys(chunks: np.ndarray) -> list[str]:
+        plan.extend(_link_plan(level, chunks))
+        return [key for arr, anchors in plan for key in arr.keys(anchors)]
+
+    cells, rows, owners, raws = fetch_objects(level, ids, names, link_keys)
+    edges = _edges(level, cells, plan, raws)
+    if not _is_lines(level):
+        return _select(level, cells, rows, edges, owners, lines=False)
+    # A line comes back in manifest order (its own order), one line per object.
+    result = _select(level, cells, rows, edges, owners, lines=False)
+    starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]]) if len(owners) else np.zeros(0, np.int64)
+    result.line_offsets = np.append(starts, len(owners)).astype(np.int64)
     return result

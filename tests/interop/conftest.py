@@ -76,6 +76,21 @@ class Reference:
         with np.load(out) as data:
             return {k: data[k] for k in data.files}
 
+    def write_graph(self, tmp: Path, store: Path, **arrays: Any) -> None:
+        npz = tmp / f"{store.name}-in.npz"
+        np.savez(npz, **arrays)
+        self.run("write-graph", str(npz), str(store))
+
+    def read_graph(self, tmp: Path, store: Path, bbox: tuple[Any, Any] | None = None) -> dict[str, np.ndarray]:
+        out = tmp / f"{store.name}-graph-{np.random.default_rng().integers(1 << 30)}.npz"
+        args = ["read-graph", str(store), str(out)]
+        if bbox is not None:
+            lo, hi = bbox
+            args += ["--bbox", ",".join(map(repr, map(float, lo))) + ":" + ",".join(map(repr, map(float, hi)))]
+        self.run(*args)
+        with np.load(out) as data:
+            return {k: data[k] for k in data.files}
+
     def info(self, store: Path) -> dict[str, Any]:
         return json.loads(self.run("info", str(store)))
 

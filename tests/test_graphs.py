@@ -1,0 +1,71 @@
+"""Graphs with explicit edges: edges come back exactly (direction too), in boxes and by object."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import zarr_vectors as zv
+from zarr_vectors.errors import InputError
+
+
+def _edge_set(positions, edges):
+    return sorted((tuple(positions[a]), tuple(positions[b])) for a, b in edges)
+
+
+def _graph(rng, n=500, e=1200, d=3):
+    pos = rng.uniform(0, 600, (n, d)).round(3)
+    edges = rng.integers(0, n, (e, 2))
+    local = rng.random(e) < 0.5  # half the edges between near vertices, most of them inside one chunk
+    edges[local, 1] = np.clip(edges[local, 0] + rng.integers(-3, 4, local.sum()), 0, n - 1)
+    order = np.argsort(pos[:, 0])  # make index neighbours spatial neighbours
+    return pos[order], edges
+
+
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("d", [2, 3])
+def test_edges_round_trip_with_their_direction(tmp_path, rng, directed, d):
+    pos, edges = _graph(rng, d=d)
+    oid = (pos[:, 0] // 150).astype(int)
+    ds = zv.write_graph(tmp_path / "g.zarr", pos, edges, chunk_shape=100, directed=directed, object_ids=oid,
+                        attributes={"w": np.arange(len(pos), dtype=np.float32)})
+    assert ds.geometry_types == ("graph",)
+    full = ds.query()
+    assert sorted(map(tuple, full.positions)) == sorted(map(tuple, pos))
+    assert _edge_set(full.positions, full.edges) == _edge_set(pos, edges)
+    assert np.array_equal(full.positions, pos[full.attributes["w"].astype(int)])
+    for _ in range(5):
+        lo = rng.uniform(0, 400, d)
+        hi = lo + rng.uniform(50, 300, d)
+        box = ds.query(bbox=(lo, hi))
+        inside = np.all((pos >= lo) & (pos <= hi), axis=1)
+        assert sorted(map(tuple, box.positions)) == sorted(map(tuple, pos[inside]))
+        keep = inside[edges[:, 0]] & inside[edges[:, 1]]
+        assert _edge_set(box.positions, box.edges) == _edge_set(pos, edges[keep])
+        assert np.array_equal(box.object_ids, oid[box.attributes["w"].astype(int)])
+    objs = ds.objects([1, 3])
+    sel = np.isin(oid, [1, 3])
+    assert sorted(map(tuple, objs.positions)) == sorted(map(tuple, pos[sel]))
+    keep = sel[edges[:, 0]] & sel[edges[:, 1]]
+    assert _edge_set(objs.positions, objs.edges) == _edge_set(pos, edges[keep])
+
+
+def test_graph_files_follow_the_spec_layout(tmp_path):
+    pos = np.array([[10.0, 10, 10], [20, 10, 10], [10, 10, 150], [150, 150, 10]])
+    edges = np.array([[1, 0], [2, 0], [0, 3]])  # intra, across +z, diagonal
+    ds = zv.write_graph(tmp_path / "g.zarr", pos, edges, chunk_shape=100, bounds=([0] * 3, [200] * 3))
+    names = sorted(p.name for p in (tmp_path / "g.zarr/0/links/0").iterdir() if p.is_dir())
+    assert names == ["+1.+1.0", "0.0.+1", "0.0.0"]
+    lv = ds.level(0)
+    assert lv.links["0.0.+1"].has_perm and not lv.links["0.0.0"].has_perm
+    assert (tmp_path / "g.zarr/0/link_fragments/c/0/0/0").exists()
+    assert _edge_set(ds.query().positions, ds.query().edges) == _edge_set(pos, edges)
+
+
+def test_bad_edges_are_refused(tmp_path):
+    pos = np.zeros((3, 3))
+    with pytest.raises(InputError, match=r"edge 1 \[0, 3\] names a vertex outside \[0, 3\)"):
+        zv.write_graph(tmp_path / "g.zarr", pos, [[0, 1], [0, 3]], chunk_shape=1)
+    with pytest.raises(InputError, match=r"\(E, 2\) integer"):
+        zv.write_graph(tmp_path / "g.zarr", pos, [[0.5, 1.0]], chunk_shape=1)
+    assert not (tmp_path / "g.zarr").exists()
