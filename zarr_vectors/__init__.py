@@ -16,6 +16,7 @@ from .format.metadata import UnknownCapabilityWarning
 from .geometry.graphs import write_graph
 from .geometry.lines import write_lines
 from .geometry.points import write_points
+from .geometry.skeletons import write_skeleton
 from .result import Result
 from .storage import ZarrV2StoreError
 
@@ -28,6 +29,7 @@ __all__ = [
     "write_points",
     "write_lines",
     "write_graph",
+    "write_skeleton",
     "ZarrVectorsError",
     "FormatError",
     "CorruptCellError",

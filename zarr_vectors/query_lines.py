@@ -113,11 +113,21 @@ def _implicit(level: Level) -> bool:
 
 def _edges(level: Level, cells: _Cells, links: list[tuple[LinkArray, np.ndarray]], raws: list[bytes | None]) -> np.ndarray:
     """Every edge among the fetched rows: implicit sequential ones (when the convention has
-    them) and those of the fetched link cells."""
-    parts = [_link_edges(level, cells, links, raws)]
-    if _implicit(level):
-        parts.append(implicit_edges(cells, {i: cells.fragment_index(level, i) for i in range(len(cells.chunks))}))
-    return np.concatenate(parts)
+    them) and those of the fetched link cells.
+
+    Under ``implicit_sequential_with_branches`` link records are ``(child, parent)``:
+    they are returned as ``(parent, child)`` like the implicit edges, and an explicit
+    parent overrides the implicit one (stores that keep several branches in one
+    fragment rely on that).
+    """
+    linked = _link_edges(level, cells, links, raws)
+    if not _implicit(level):
+        return linked
+    implicit = implicit_edges(cells, {i: cells.fragment_index(level, i) for i in range(len(cells.chunks))})
+    if level.root.links_convention == "implicit_sequential_with_branches":
+        linked = linked[:, ::-1]
+        implicit = implicit[~np.isin(implicit[:, 1], linked[:, 1])]
+    return np.concatenate([implicit, linked])
 
 
 def _select(level: Level, cells: _Cells, rows: np.ndarray, edges: np.ndarray, owners: np.ndarray | None,
@@ -138,6 +148,10 @@ def _select(level: Level, cells: _Cells, rows: np.ndarray, edges: np.ndarray, ow
     result.object_ids = owners
     result.edges = edges
     result.line_offsets = line_offsets
+    if level.root.links_convention == "implicit_sequential_with_branches":
+        parents = np.full(len(rows), -1, np.int64)
+        parents[edges[:, 1]] = edges[:, 0]
+        result.parents = parents
     return result
 
 

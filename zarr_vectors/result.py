@@ -16,7 +16,9 @@ class Result:
     ``positions`` is (N, D); every array in ``attributes`` has N rows; ``object_ids``
     is (N,) int64 or None when the level has no object index. Connectivity indexes
     rows of ``positions``: ``edges`` (E, 2); for lines, line ``i`` is rows
-    ``line_offsets[i]:line_offsets[i + 1]`` in order along the line.
+    ``line_offsets[i]:line_offsets[i + 1]`` in order along the line; for skeletons,
+    ``edges`` are ``(parent, child)`` and ``parents[i]`` is row i's parent row (-1 for a
+    root or a parent outside the result).
     """
 
     positions: np.ndarray
@@ -26,6 +28,7 @@ class Result:
     edges: np.ndarray | None = None
     faces: np.ndarray | None = None
     line_offsets: np.ndarray | None = None
+    parents: np.ndarray | None = None
 
     @property
     def lines(self) -> list[np.ndarray] | None:
