@@ -105,3 +105,29 @@ def test_small_box_reads_only_link_cells_it_can_use(tmp_path, rng):
     cell = "/".join(map(str, np.array([4, 4, 4]) - ds.level(0).grid.origin))
     assert all(k.endswith(f"/c/{cell}") for k in keys), keys
     assert not any("/links/" in k for k in keys)  # a link must join two touched chunks
+
+
+def test_straight_segments(tmp_path, rng):
+    seg = rng.uniform(0, 300, (200, 2, 3))
+    ds = zv.write_lines(tmp_path / "s.zarr", seg, chunk_shape=100, kind="line")
+    assert ds.geometry_types == ("line",)
+    res = ds.objects(list(range(200)))
+    assert np.array_equal(np.stack(res.lines), seg)
+    lo, hi = np.array([50.0, 50, 50]), np.array([200.0, 250, 220])
+    box = ds.query(bbox=(lo, hi))
+    inside = np.all((seg >= lo) & (seg <= hi), axis=2)
+    assert len(box.edges) == int(inside.all(axis=1).sum())
+    assert len(box) == int(inside.sum())
+    with pytest.raises(InputError, match=r"\(M, 2, D\)"):
+        zv.write_lines(tmp_path / "x.zarr", np.zeros((3, 3, 3)), chunk_shape=1, kind="line")
+
+
+def test_attributes_given_per_line(tmp_path, rng):
+    lines = [rng.random((n, 3)) * 100 for n in (3, 5, 2)]
+    per_line = [np.arange(len(x), dtype=np.int32) for x in lines]
+    ds = zv.write_lines(tmp_path / "l.zarr", lines, chunk_shape=50, attributes={"i": per_line})
+    res = ds.objects([1])
+    assert res.attributes["i"].tolist() == [0, 1, 2, 3, 4]
+    with pytest.raises(InputError, match="line 1 has 5 vertices but 4 values"):
+        zv.write_lines(tmp_path / "x.zarr", lines, chunk_shape=50,
+                       attributes={"i": [np.zeros(3), np.zeros(4), np.zeros(2)]})

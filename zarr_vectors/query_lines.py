@@ -183,7 +183,7 @@ def query_lines_box(
 
 
 def _is_lines(level: Level) -> bool:
-    return any(g in ("polyline", "streamline") for g in level.root.geometry_types)
+    return any(g in ("polyline", "streamline", "line") for g in level.root.geometry_types)
 
 
 def objects_with_edges(level: Level, ids: np.ndarray, attributes: Sequence[str] | bool | None = None) -> Result:

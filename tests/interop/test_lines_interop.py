@@ -80,3 +80,20 @@ def test_box_pieces_on_reference_lines_match_brute_force(tmp_path, rng, referenc
             want += [tuple(map(tuple, line[r].tolist())) for r in runs if inside[r[0]]]
         got = [tuple(map(tuple, p.tolist())) for p in box.lines]
         assert sorted(got) == sorted(want)
+
+
+def test_straight_segments_both_ways(tmp_path, rng, reference):
+    seg = rng.uniform(100, 900, (150, 2, 3)).astype(np.float32)
+    ours = tmp_path / "ours.zarr"
+    zv.write_lines(ours, seg, chunk_shape=100, kind="line")
+    got = reference.read_lines(tmp_path, ours, objects=True)
+    o, ids = got["line_offsets"], got["object_ids"]
+    assert sorted(ids.tolist()) == list(range(len(seg)))
+    for i, oid in enumerate(ids.tolist()):
+        assert np.array_equal(got["positions"][o[i]:o[i + 1]], seg[oid])
+    ref = tmp_path / "ref.zv"
+    reference.write_lines(tmp_path, ref, kind="line", segments=seg, positions=seg.reshape(-1, 3),
+                          offsets=np.arange(len(seg) + 1) * 2, chunk_shape=np.full(3, 100.0))
+    ds = zv.open(ref)
+    res = ds.objects(list(range(len(seg))))
+    assert np.array_equal(np.stack(res.lines), seg)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["write_lines", "LINE_KINDS"]
 
-LINE_KINDS = ("polyline", "streamline")
+LINE_KINDS = ("polyline", "streamline", "line")
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,8 +141,14 @@ def _write_links(builder: StoreBuilder, grid: Grid, part: LinePartition) -> int:
     return m
 
 
-def as_line_arrays(lines: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Flat (V, D) positions and (L + 1,) offsets from a list of (n_i, D) arrays or a (positions, offsets) pair."""
+def as_line_arrays(lines: Any, kind: str = "polyline") -> tuple[np.ndarray, np.ndarray]:
+    """Flat (V, D) positions and (L + 1,) offsets from a list of (n_i, D) arrays, a
+    (positions, offsets) pair, or for ``kind="line"`` an (M, 2, D) array of segments."""
+    if kind == "line":
+        seg = np.asarray(lines)
+        if seg.ndim != 3 or seg.shape[1] != 2 or len(seg) == 0:
+            raise InputError(f"kind='line' takes an (M, 2, D) array of segments with M >= 1, got shape {seg.shape}")
+        return _inputs.positions_array(seg.reshape(-1, seg.shape[2])), np.arange(len(seg) + 1, dtype=np.int64) * 2
     if isinstance(lines, tuple) and len(lines) == 2 and np.ndim(lines[1]) == 1:
         positions = _inputs.positions_array(lines[0])
         offsets = np.asarray(lines[1], dtype=np.int64)
@@ -164,6 +170,26 @@ def as_line_arrays(lines: Any) -> tuple[np.ndarray, np.ndarray]:
     return positions, offsets
 
 
+def _flat_attributes(attributes: Mapping[str, Any] | None, line_offsets: np.ndarray) -> dict[str, Any] | None:
+    """Per-vertex attributes given per line (a list of arrays) become flat arrays; lengths must match."""
+    if not attributes:
+        return None
+    out: dict[str, Any] = {}
+    counts = np.diff(line_offsets)
+    for name, values in attributes.items():
+        if isinstance(values, (list, tuple)) and len(values) and not np.isscalar(values[0]):
+            if len(values) != len(counts):
+                raise InputError(f"attribute {name!r} has {len(values)} per-line arrays for {len(counts)} lines")
+            lengths = np.array([len(v) for v in values])
+            bad = np.flatnonzero(lengths != counts)
+            if len(bad):
+                i = int(bad[0])
+                raise InputError(f"attribute {name!r}: line {i} has {counts[i]} vertices but {lengths[i]} values")
+            values = np.concatenate([np.asarray(v) for v in values])
+        out[name] = values
+    return out
+
+
 def write_lines(
     target: Any,
     lines: Any,
@@ -183,20 +209,22 @@ def write_lines(
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> Dataset:
-    """Write polylines or streamlines; line ``i`` is object ``i``.
+    """Write polylines, streamlines or straight segments; line ``i`` is object ``i``.
 
     ``lines`` is a list of (n_i, D) arrays, or ``(positions, offsets)`` with line i at
-    ``positions[offsets[i]:offsets[i + 1]]``. ``attributes`` are per vertex (in the
-    same flat order), ``object_attributes`` per line. Other parameters as in
+    ``positions[offsets[i]:offsets[i + 1]]``; for ``kind="line"``, an (M, 2, D) array of
+    segments. ``attributes`` are per vertex, flat in line order or as one array per
+    line; ``object_attributes`` per line. Other parameters as in
     :func:`zarr_vectors.write_points`.
     """
     from ..dataset import Dataset
 
     if kind not in LINE_KINDS:
         raise InputError(f"kind must be one of {LINE_KINDS}, got {kind!r}")
-    pos, line_offsets = as_line_arrays(lines)
+    pos, line_offsets = as_line_arrays(lines, kind)
     n, d = pos.shape
     n_lines = len(line_offsets) - 1
+    attributes = _flat_attributes(attributes, line_offsets)
     cs = _inputs.shape_vector(chunk_shape, d, "chunk_shape")
     b = _inputs.resolve_bounds(bounds, pos)
     grid = Grid.from_bounds(b, cs)
