@@ -69,3 +69,50 @@ def test_bad_edges_are_refused(tmp_path):
     with pytest.raises(InputError, match=r"\(E, 2\) integer"):
         zv.write_graph(tmp_path / "g.zarr", pos, [[0.5, 1.0]], chunk_shape=1)
     assert not (tmp_path / "g.zarr").exists()
+
+
+def _graph_store(tmp_path):
+    pos = np.array([[10.0, 10, 10], [20, 10, 10], [30, 10, 10], [10, 10, 150]])
+    edges = np.array([[0, 1], [1, 2], [2, 3]])
+    path = tmp_path / "g.zarr"
+    zv.write_graph(path, pos, edges, chunk_shape=100, bounds=([0] * 3, [200] * 3))
+    return path
+
+
+def _rewrite(cell, fn):
+    from zarr_vectors._pipeline import Pipeline
+
+    pipe = Pipeline.from_codecs([{"name": "vlen-bytes"}])
+    cell.write_bytes(pipe.encode(fn(bytes(pipe.decode(cell.read_bytes())))))
+
+
+def test_corrupt_intra_link_cell_wrong_row_width(tmp_path):
+    path = _graph_store(tmp_path)
+    _rewrite(path / "0/links/0/0.0.0/c/0/0/0", lambda b: b + b"\x01")
+    with pytest.raises(zv.CorruptCellError, match="whole") as info:
+        zv.open(path).query()
+    assert info.value.array == "0/links/0/0.0.0" and info.value.chunk == "0.0.0"
+
+
+def test_link_index_out_of_range_names_array_and_chunk(tmp_path):
+    path = _graph_store(tmp_path)
+    _rewrite(path / "0/links/0/0.0.0/c/0/0/0", lambda b: bytes([9]) + b[1:])
+    with pytest.raises(zv.CorruptCellError, match="names vertex 9 of chunk 0.0.0, which has 3") as info:
+        zv.open(path).query()
+    assert info.value.array == "0/links/0/0.0.0"
+
+
+def test_corrupt_ragged_link_cell(tmp_path):
+    path = _graph_store(tmp_path)
+    _rewrite(path / "0/links/0/0.0.+1/c/0/0/0", lambda b: b[:8] + (999).to_bytes(8, "little") + b[16:])
+    with pytest.raises(zv.CorruptCellError) as info:
+        zv.open(path).query()
+    assert info.value.array == "0/links/0/0.0.+1" and info.value.chunk == "0.0.0"
+
+
+@pytest.mark.parametrize("name", ["0.0", "0.0.x", "0.0.+1_0.0.0", "self", "0.+01.0"])
+def test_offsets_names_that_break_the_grammar(tmp_path, name):
+    path = _graph_store(tmp_path)
+    (path / "0/links/0/0.0.+1").rename(path / f"0/links/0/{name}")
+    with pytest.raises(zv.FormatError, match="0/links/0/"):
+        zv.open(path).query()

@@ -1,0 +1,1 @@
+"""Readers and writers of external file formats (SWC, ...), and ingestion into stores."""

@@ -1,0 +1,146 @@
+"""SWC neuron morphology files: read, write, ingest many into one store, export one object.
+
+An SWC line is ``id type x y z radius parent`` (``parent = -1`` for a root); ``#``
+starts a comment. Ids need not be contiguous or sorted; parents are resolved by id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InputError
+
+if TYPE_CHECKING:
+    from ..dataset import Dataset
+
+__all__ = ["Swc", "read_swc", "write_swc", "ingest_swc", "export_swc"]
+
+
+@dataclass(frozen=True, eq=False)
+class Swc:
+    """One SWC file: positions (N, 3), parents (N,) as row indices (-1 for roots), radius, type, ids."""
+
+    positions: np.ndarray
+    parents: np.ndarray
+    radius: np.ndarray
+    type: np.ndarray
+    ids: np.ndarray
+
+
+def read_swc(path: str | Path) -> Swc:
+    """Parse an SWC file; raises InputError naming the file and line for anything malformed."""
+    path = Path(path)
+    rows = []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            text = line.split("#", 1)[0].strip()
+            if not text:
+                continue
+            parts = text.split()
+            if len(parts) < 7:
+                raise InputError(f"{path}:{lineno}: an SWC sample needs 7 fields (id type x y z radius parent), got {len(parts)}")
+            try:
+                rows.append((int(parts[0]), int(float(parts[1])), *map(float, parts[2:6]), int(float(parts[6]))))
+            except ValueError as exc:
+                raise InputError(f"{path}:{lineno}: cannot parse {text!r} ({exc})") from exc
+    if not rows:
+        raise InputError(f"{path}: no SWC samples found")
+    table = np.array(rows, dtype=object)
+    ids = table[:, 0].astype(np.int64)
+    parent_ids = table[:, 6].astype(np.int64)
+    order = np.argsort(ids)
+    if np.any(np.diff(ids[order]) == 0):
+        dup = ids[order][np.flatnonzero(np.diff(ids[order]) == 0)[0]]
+        raise InputError(f"{path}: sample id {int(dup)} appears twice")
+    where = np.searchsorted(ids[order], parent_ids)
+    where = np.minimum(where, len(ids) - 1)
+    found = ids[order][where] == parent_ids
+    missing = np.flatnonzero((parent_ids >= 0) & ~found)
+    if len(missing):
+        i = int(missing[0])
+        raise InputError(f"{path}: sample {int(ids[i])} names parent {int(parent_ids[i])}, which is not in the file")
+    parents = np.where(parent_ids < 0, -1, order[where])
+    return Swc(
+        positions=table[:, 2:5].astype(np.float64),
+        parents=parents.astype(np.int64),
+        radius=table[:, 5].astype(np.float32),
+        type=table[:, 1].astype(np.int16),
+        ids=ids,
+    )
+
+
+def write_swc(path: str | Path, positions: np.ndarray, parents: np.ndarray,
+              radius: np.ndarray | None = None, type: np.ndarray | None = None) -> None:  # noqa: A002
+    """Write an SWC file with samples numbered 1..N in depth-first order (parents first)."""
+    from ..geometry.skeletons import depth_first_order, tree_roots
+
+    n = len(positions)
+    parents = np.asarray(parents, np.int64)
+    order = depth_first_order(parents, tree_roots(parents))
+    new_id = np.empty(n, np.int64)
+    new_id[order] = np.arange(1, n + 1)
+    radius = np.ones(n) if radius is None else np.asarray(radius)
+    type = np.zeros(n, np.int64) if type is None else np.asarray(type)  # noqa: A001
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("# written by zarr_vectors\n# id type x y z radius parent\n")
+        for v in order.tolist():
+            p = -1 if parents[v] < 0 else int(new_id[parents[v]])
+            x, y, z = (float(c) for c in positions[v][:3])
+            fh.write(f"{new_id[v]} {int(type[v])} {x!r} {y!r} {z!r} {float(radius[v])!r} {p}\n")
+
+
+def ingest_swc(target: Any, files: Sequence[str | Path], *, chunk_shape: Any, progress: bool = True,
+               overwrite: bool = False, **kwargs: Any) -> Dataset:
+    """Write many SWC files into one skeleton store: file ``i`` of ``files`` is object ``i``.
+
+    Keeps ``radius`` and ``type`` per vertex and the sample count per object.
+    Every file is parsed before anything is written, so a bad file leaves no store.
+    """
+    from ..geometry.skeletons import write_skeleton
+
+    files = [Path(f) for f in files]
+    if not files:
+        raise InputError("no SWC files given")
+    parsed = [read_swc(f) for f in _progress(files, progress, "reading SWC")]
+    sizes = np.array([len(s.positions) for s in parsed])
+    base = np.cumsum(sizes) - sizes
+    parents = np.concatenate([np.where(s.parents >= 0, s.parents + b, -1) for s, b in zip(parsed, base)])
+    return write_skeleton(
+        target,
+        np.concatenate([s.positions for s in parsed]),
+        parents,
+        chunk_shape=chunk_shape,
+        object_ids=np.repeat(np.arange(len(parsed)), sizes),
+        attributes={"radius": np.concatenate([s.radius for s in parsed]),
+                    "type": np.concatenate([s.type for s in parsed])},
+        object_attributes={"n_samples": sizes.astype(np.int64)},
+        overwrite=overwrite,
+        **kwargs,
+    )
+
+
+def export_swc(ds: Dataset, object_id: int, path: str | Path) -> int:
+    """Write one skeleton object of ``ds`` to an SWC file; returns the number of samples."""
+    if "skeleton" not in ds.geometry_types:
+        raise InputError(f"the store holds {list(ds.geometry_types)}, not skeletons; SWC export needs a skeleton")
+    res = ds.objects([object_id])
+    if len(res) == 0:
+        raise InputError(f"object {object_id} has no vertices in this store")
+    assert res.parents is not None
+    radius = res.attributes.get("radius")
+    kind = res.attributes.get("type")
+    write_swc(path, res.positions, res.parents, radius, kind)
+    return len(res)
+
+
+def _progress(items: Iterable[Any], enabled: bool, desc: str) -> Iterable[Any]:
+    if not enabled:
+        return items
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=desc, unit="file")
