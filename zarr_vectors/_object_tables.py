@@ -48,6 +48,7 @@ def write_object_tables(
     object_attributes: list[NamedArray],
     groups: list[np.ndarray],
     group_attributes: list[NamedArray],
+    group_names: list[str] | None = None,
 ) -> list[str]:
     """Add the object index, object attributes, groups and group attributes; return their family names."""
     present: list[str] = []
@@ -85,7 +86,7 @@ def write_object_tables(
             f"{level_path}/groups",
             items,
             max(len(items), 1),
-            {"zv_array": "groups", "num_groups": len(items)},
+            {"zv_array": "groups", "num_groups": len(items), **({"group_names": list(group_names)} if group_names else {})},
         )
         present.append("groups")
     if group_attributes:

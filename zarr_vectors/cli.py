@@ -15,7 +15,8 @@ from .errors import ZarrVectorsError
 
 EXAMPLES = {
     "ingest": "examples:\n  zarr-vectors ingest swc neurons/ -o neurons.zarr --chunk-size 200\n"
-              "  zarr-vectors ingest swc a.swc b.swc -o two.zarr --chunk-size 50 --overwrite",
+              "  zarr-vectors ingest swc a.swc b.swc -o two.zarr --chunk-size 50 --overwrite\n"
+              "  zarr-vectors ingest trx tracts.trx -o tracts.zarr --chunk-size 20",
     "export": "examples:\n  zarr-vectors export swc neurons.zarr --object 3 -o neuron3.swc",
     "info": "examples:\n  zarr-vectors info neurons.zarr\n  zarr-vectors info s3://bucket/cells.zarr --json",
 }
@@ -36,6 +37,14 @@ def _swc_files(paths: list[str]) -> list[Path]:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    if args.format in ("trk", "tck", "trx"):
+        from .io.tractography import ingest_tractogram
+
+        if len(args.inputs) != 1:
+            raise ZarrVectorsError(f"{args.format} ingestion takes one file, got {len(args.inputs)}")
+        ds = ingest_tractogram(args.output, args.inputs[0], chunk_shape=args.chunk_size, overwrite=args.overwrite)
+        print(f"wrote {ds.num_objects()} streamlines, {ds.vertex_count()} points to {args.output}")
+        return 0
     from .io.swc import ingest_swc
 
     files = _swc_files(args.inputs)
@@ -100,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
 
     p = sub.add_parser("ingest", help="write files into a new store", epilog=EXAMPLES["ingest"], formatter_class=fmt)
-    p.add_argument("format", choices=["swc"], help="input file format")
+    p.add_argument("format", choices=["swc", "trk", "tck", "trx"], help="input file format")
     p.add_argument("inputs", nargs="+", help="files, or folders whose files of that format are read")
     p.add_argument("-o", "--output", required=True, help="store to write (path or URL)")
     p.add_argument("--chunk-size", type=float, required=True, help="chunk edge length, in the files' units")

@@ -196,6 +196,12 @@ class Dataset:
             out.append(members)
         return out
 
+    def group_names(self, *, level: int = 0) -> list[str] | None:
+        """Names of the groups, when the writer recorded them (``group_names`` on ``groups``)."""
+        lv = self.level(level)
+        names = None if lv.groups is None else lv.groups.attrs.get("group_names")
+        return None if names is None else [str(n) for n in names]
+
     def group_attributes(self, name: str, *, level: int = 0) -> np.ndarray:
         lv = self.level(level)
         if name not in lv.group_attributes:

@@ -202,6 +202,7 @@ def write_lines(
     object_attributes: Mapping[str, Any] | None = None,
     groups: Any = None,
     group_attributes: Mapping[str, Any] | None = None,
+    group_names: Sequence[str] | None = None,
     axes: Sequence[Any] | None = None,
     units: str | None = None,
     crs: Any = None,
@@ -261,6 +262,7 @@ def write_lines(
         present += write_object_tables(
             builder, "0", sid_ndim=d, num_objects=n_lines, manifests=manifests,
             object_attributes=oattrs, groups=group_list, group_attributes=gattrs,
+            group_names=None if group_names is None else [str(g) for g in group_names],
         )  # fmt: skip
         level = LevelMeta(level=0, vertex_count=n, arrays_present=tuple(present), fragments_tile=True)
         builder.group("0", {"zarr_vectors_level": level.to_json()})

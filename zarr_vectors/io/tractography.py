@@ -1,0 +1,106 @@
+"""Tractography files (TRK and TCK through nibabel, TRX through trx-python) into streamline stores.
+
+Optional: install the ``tractography`` extra. Streamlines are read in world
+coordinates (RAS+ millimetres, as nibabel and trx-python return them); per-point
+data become vertex attributes, per-streamline data object attributes, and TRX
+groups become groups (their names in the ``groups`` array's ``group_names``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InputError, ZarrVectorsError
+
+if TYPE_CHECKING:
+    from ..dataset import Dataset
+
+__all__ = ["Tractogram", "read_tractogram", "ingest_tractogram", "TRACTOGRAPHY_SUFFIXES"]
+
+TRACTOGRAPHY_SUFFIXES = (".trk", ".tck", ".trx")
+
+
+@dataclass(frozen=True, eq=False)
+class Tractogram:
+    """Streamlines as flat ``positions`` (V, 3) and ``offsets`` (L + 1,), with their data."""
+
+    positions: np.ndarray
+    offsets: np.ndarray
+    per_vertex: dict[str, np.ndarray] = field(default_factory=dict)
+    per_streamline: dict[str, np.ndarray] = field(default_factory=dict)
+    groups: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def _flat(seq: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Flat data and offsets of a nibabel ArraySequence."""
+    lengths = np.fromiter((len(s) for s in seq), np.int64, len(seq))
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = np.asarray(seq.get_data()) if len(seq) else np.zeros((0, 3), np.float32)
+    return data, offsets
+
+
+def _squeeze(values: np.ndarray) -> np.ndarray:
+    return values[:, 0] if values.ndim == 2 and values.shape[1] == 1 else values
+
+
+def _require(module: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ZarrVectorsError(
+            f"reading this file needs {module.split('.')[0]}; install it with: pip install 'zarrvec[tractography]'"
+        ) from exc
+
+
+def read_tractogram(path: str | Path) -> Tractogram:
+    """Read a .trk, .tck or .trx file."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in TRACTOGRAPHY_SUFFIXES:
+        raise InputError(f"{path}: not a tractography file (expected one of {', '.join(TRACTOGRAPHY_SUFFIXES)})")
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    if suffix == ".trx":
+        tmm = _require("trx.trx_file_memmap")
+        trx = tmm.load(str(path))
+        try:  # copy everything out: the arrays are memory maps that close() unmaps
+            positions, offsets = _flat(trx.streamlines)
+            per_vertex = {k: _squeeze(np.array(_flat(v)[0])) for k, v in trx.data_per_vertex.items()}
+            per_sl = {k: _squeeze(np.array(v)) for k, v in trx.data_per_streamline.items()}
+            groups = {k: np.array(v, np.int64) for k, v in trx.groups.items()}
+            return Tractogram(np.array(positions), offsets, per_vertex, per_sl, groups)
+        finally:
+            trx.close()
+    nib = _require("nibabel")
+    errors = _require("nibabel.streamlines.tractogram_file")
+    try:
+        tfile = nib.streamlines.load(str(path))
+    except (OSError, ValueError, EOFError, errors.DataError, errors.HeaderError) as exc:
+        raise InputError(f"{path}: nibabel cannot read it ({exc})") from exc
+    tg = tfile.tractogram
+    positions, offsets = _flat(tg.streamlines)
+    per_vertex = {k: _squeeze(_flat(v)[0]) for k, v in tg.data_per_point.items()}
+    per_sl = {k: _squeeze(np.asarray(v)) for k, v in tg.data_per_streamline.items()}
+    return Tractogram(np.array(positions), offsets, per_vertex, per_sl)
+
+
+def ingest_tractogram(target: Any, path: str | Path, *, chunk_shape: Any, overwrite: bool = False,
+                      **kwargs: Any) -> Dataset:
+    """Write one tractography file as a ``streamline`` store (streamline i is object i)."""
+    from ..geometry.lines import write_lines
+
+    tg = read_tractogram(path)
+    names = sorted(tg.groups)
+    return write_lines(
+        target, (tg.positions, tg.offsets), kind="streamline", chunk_shape=chunk_shape,
+        attributes=tg.per_vertex or None, object_attributes=tg.per_streamline or None,
+        groups=[tg.groups[n] for n in names] or None, group_names=names or None,
+        overwrite=overwrite, units=kwargs.pop("units", "millimeter"), **kwargs,
+    )  # fmt: skip
