@@ -116,3 +116,18 @@ def test_offsets_names_that_break_the_grammar(tmp_path, name):
     (path / "0/links/0/0.0.+1").rename(path / f"0/links/0/{name}")
     with pytest.raises(zv.FormatError, match="0/links/0/"):
         zv.open(path).query()
+
+
+def test_edge_attributes_follow_their_edges(tmp_path, rng):
+    pos, edges = _graph(rng, n=300, e=800)
+    edges = np.unique(edges, axis=0)[:700]  # distinct edges, so each one's values are known
+    weight = rng.random(len(edges)).astype(np.float32)
+    rgb = rng.integers(0, 255, (len(edges), 3)).astype(np.uint8)
+    ds = zv.write_graph(tmp_path / "g.zarr", pos, edges, chunk_shape=100, edge_attributes={"w": weight, "rgb": rgb})
+    want = {(tuple(pos[a]), tuple(pos[b])): (w, tuple(c)) for (a, b), w, c in zip(edges.tolist(), weight.tolist(), rgb.tolist())}
+    for res in (ds.query(), ds.query(bbox=([50, 50, 50], [400, 500, 450])), ds.objects([0])):
+        assert len(res.edge_attributes["w"]) == len(res.edges) and res.edge_attributes["rgb"].shape == (len(res.edges), 3)
+        for (a, b), w, c in zip(res.edges.tolist(), res.edge_attributes["w"].tolist(), res.edge_attributes["rgb"].tolist()):
+            assert want[(tuple(res.positions[a]), tuple(res.positions[b]))] == (w, tuple(c))
+    with pytest.raises(InputError, match=r"edge attribute 'w' must have shape \(700,\)"):
+        zv.write_graph(tmp_path / "x.zarr", pos, edges, chunk_shape=100, edge_attributes={"w": weight[:5]})

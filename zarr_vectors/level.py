@@ -60,6 +60,7 @@ class Level:
     links: dict[str, LinkArray]
     links_family: dict[str, Any]
     link_fragments: CellArray | None
+    link_attributes: dict[str, dict[str, CellArray]]
 
     @classmethod
     def load(cls, backend: Backend, root: RootMeta, index: int) -> Level:
@@ -81,9 +82,12 @@ class Level:
             raise FormatError(f"{p}/vertices has encoding {encoding!r}, which this library cannot read yet")
         fdoc = _parse(docs["vertex_fragments"], f"{p}/vertex_fragments")
         fam_names = {fam: backend.list_dir(f"{p}/{fam}") for fam in _FAMILIES}
+        for name in backend.list_dir(f"{p}/link_attributes"):
+            if not name.endswith(".json"):
+                fam_names[f"link_attributes/{name}/0"] = backend.list_dir(f"{p}/link_attributes/{name}/0")
         fam_keys = [(fam, n) for fam, names in fam_names.items() for n in names if not n.endswith(".json")]
         fam_docs = backend.get_many([f"{p}/{fam}/{n}/zarr.json" for fam, n in fam_keys])
-        fams: dict[str, dict[str, dict[str, Any]]] = {fam: {} for fam in _FAMILIES}
+        fams: dict[str, dict[str, dict[str, Any]]] = {fam: {} for fam in fam_names}
         for (fam, n), raw in zip(fam_keys, fam_docs):
             doc = _parse(raw, f"{p}/{fam}/{n}")
             if doc is not None and doc.get("node_type") == "array":
@@ -132,6 +136,10 @@ class Level:
                 for n, d in fams["links/0"].items()
             },
             links_family=family,
+            link_attributes={
+                fam.split("/")[1]: {seg: CellArray(f"{p}/{fam}/{seg}", d) for seg, d in docs_.items()}
+                for fam, docs_ in fams.items() if fam.startswith("link_attributes/")
+            },
             link_fragments=None if lf is None else CellArray(f"{p}/link_fragments", lf),
         )
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ._arrays import LinkArray
-from .errors import CorruptCellError
+from .errors import CorruptCellError, FormatError
 from .format.fragments import FragmentIndex, ranges_to_rows
 from .format.links import restore_input_order
 from .level import Level
@@ -57,15 +57,29 @@ def implicit_edges(cells: _Cells, indexes: dict[int, FragmentIndex]) -> np.ndarr
     return np.concatenate(parts).reshape(-1, 2) if parts else np.zeros((0, 2), np.int64)
 
 
-def _link_edges(level: Level, cells: _Cells, plan: list[tuple[LinkArray, np.ndarray]], raws: list[bytes | None]) -> np.ndarray:
-    """(E, 2) edges from link records, in concatenated-row numbering (input endpoint order)."""
+def _link_keys(level: Level, plan: list[tuple[LinkArray, np.ndarray]]) -> list[str]:
+    """Keys of the planned link cells, then of the parallel ``link_attributes`` cells, name by name."""
+    keys = [key for arr, anchors in plan for key in arr.keys(anchors)]
+    for segments in level.link_attributes.values():
+        for arr, anchors in plan:
+            if arr.segment in segments:
+                keys += segments[arr.segment].keys(anchors)
+    return keys
+
+
+def _link_edges(
+    level: Level, cells: _Cells, plan: list[tuple[LinkArray, np.ndarray]], raws: list[bytes | None]
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(E, 2) edges from link records in concatenated-row numbering (input endpoint order),
+    and their ``link_attributes`` rows (raws laid out as :func:`_link_keys` lists them)."""
     index = {tuple(c): i for i, c in enumerate(cells.chunks.tolist())}
     counts = np.diff(cells.offsets)
-    parts, pos = [], 0
+    parts, sizes, pos = [], [], 0
     for arr, anchors in plan:
         for chunk in anchors:
             vertices, perm = arr.records(raws[pos], chunk)
             pos += 1
+            sizes.append(len(vertices))
             if len(vertices) == 0:
                 continue
             ends = [tuple(chunk)] + [tuple(chunk + o) for o in arr.offsets]
@@ -81,8 +95,27 @@ def _link_edges(level: Level, cells: _Cells, plan: list[tuple[LinkArray, np.ndar
             rows = vertices + cells.offsets[which][None, :]
             if perm is not None:
                 rows = restore_input_order(rows, perm)
-            parts.append(rows[:, :2] if rows.shape[1] >= 2 else rows)
-    return np.concatenate(parts).reshape(-1, 2) if parts else np.zeros((0, 2), np.int64)
+            parts.append(rows[:, :2])
+    edges = np.concatenate(parts).reshape(-1, 2) if parts else np.zeros((0, 2), np.int64)
+    attrs = {}
+    for name, segments in level.link_attributes.items():
+        values, k = [], 0
+        for arr, anchors in plan:
+            attr = segments.get(arr.segment)
+            for chunk in anchors:
+                n = sizes[k]
+                k += 1
+                if attr is None:
+                    raise FormatError(f"link attribute {name!r} has no array for links segment {arr.segment!r}")
+                v = attr.rows(raws[pos], chunk)
+                pos += 1
+                if len(v) != n:
+                    raise CorruptCellError(attr.path, ".".join(map(str, chunk)), f"{len(v)} rows but the link cell has {n}")
+                values.append(v)
+        first = next(iter(segments.values()))
+        flat = np.concatenate(values) if values else np.zeros((0, first.row_width), first.dtype)
+        attrs[name] = flat.reshape((-1, *(first.attrs.get("row_shape") or [])))
+    return edges, attrs
 
 
 def chain_order(n: int, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -111,32 +144,36 @@ def _implicit(level: Level) -> bool:
     return level.root.links_convention in ("implicit_sequential", "implicit_sequential_with_branches")
 
 
-def _edges(level: Level, cells: _Cells, links: list[tuple[LinkArray, np.ndarray]], raws: list[bytes | None]) -> np.ndarray:
+def _edges(
+    level: Level, cells: _Cells, links: list[tuple[LinkArray, np.ndarray]], raws: list[bytes | None]
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Every edge among the fetched rows: implicit sequential ones (when the convention has
     them) and those of the fetched link cells.
 
     Under ``implicit_sequential_with_branches`` link records are ``(child, parent)``:
     they are returned as ``(parent, child)`` like the implicit edges, and an explicit
     parent overrides the implicit one (stores that keep several branches in one
-    fragment rely on that).
+    fragment rely on that). Edge attributes are returned for explicit-edge geometry only.
     """
-    linked = _link_edges(level, cells, links, raws)
+    linked, attrs = _link_edges(level, cells, links, raws)
     if not _implicit(level):
-        return linked
+        return linked, attrs
     implicit = implicit_edges(cells, {i: cells.fragment_index(level, i) for i in range(len(cells.chunks))})
     if level.root.links_convention == "implicit_sequential_with_branches":
         linked = linked[:, ::-1]
         implicit = implicit[~np.isin(implicit[:, 1], linked[:, 1])]
-    return np.concatenate([implicit, linked])
+    return np.concatenate([implicit, linked]), {}
 
 
-def _select(level: Level, cells: _Cells, rows: np.ndarray, edges: np.ndarray, owners: np.ndarray | None,
-            lines: bool) -> Result:
+def _select(level: Level, cells: _Cells, rows: np.ndarray, linked: tuple[np.ndarray, dict[str, np.ndarray]],
+            owners: np.ndarray | None, lines: bool) -> Result:
     """Result of ``rows`` (concatenated-row indices) with the edges among them; lines ordered into pieces."""
+    edges, edge_attrs = linked
     remap = np.full(len(cells.positions), -1, np.int64)
     remap[rows] = np.arange(len(rows))
     keep = (remap[edges[:, 0]] >= 0) & (remap[edges[:, 1]] >= 0)
     edges = remap[edges[keep]]
+    edge_attrs = {k: v[keep] for k, v in edge_attrs.items()}
     line_offsets = None
     if lines:
         order, line_offsets = chain_order(len(rows), edges)
@@ -147,6 +184,7 @@ def _select(level: Level, cells: _Cells, rows: np.ndarray, edges: np.ndarray, ow
     result = _result(level, cells, rows, None)
     result.object_ids = owners
     result.edges = edges
+    result.edge_attributes = edge_attrs
     result.line_offsets = line_offsets
     if level.root.links_convention == "implicit_sequential_with_branches":
         parents = np.full(len(rows), -1, np.int64)
@@ -168,7 +206,7 @@ def query_lines_box(
     chunks = np.concatenate([box.full, box.partial])
     names = _attribute_names(level, attributes)
     links = _link_plan(level, chunks)
-    extra = [key for arr, anchors in links for key in arr.keys(anchors)]
+    extra = _link_keys(level, links)
     cells, raws = _fetch(level, chunks, names, np.arange(len(chunks)), extra)
     inside = np.all((cells.positions >= lo) & (cells.positions <= hi), axis=1)
     with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
@@ -194,7 +232,7 @@ def objects_with_edges(level: Level, ids: np.ndarray, attributes: Sequence[str] 
 
     def link_keys(chunks: np.ndarray) -> list[str]:
         plan.extend(_link_plan(level, chunks))
-        return [key for arr, anchors in plan for key in arr.keys(anchors)]
+        return _link_keys(level, plan)
 
     cells, rows, owners, raws = fetch_objects(level, ids, names, link_keys)
     edges = _edges(level, cells, plan, raws)

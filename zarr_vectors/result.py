@@ -29,6 +29,7 @@ class Result:
     faces: np.ndarray | None = None
     line_offsets: np.ndarray | None = None
     parents: np.ndarray | None = None
+    edge_attributes: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def lines(self) -> list[np.ndarray] | None:

@@ -61,3 +61,16 @@ def test_we_read_reference_graphs(tmp_path, rng, reference):
     keep = inside[edges[:, 0]] & inside[edges[:, 1]]
     assert sorted(map(tuple, box.positions.tolist())) == sorted(map(tuple, pos[inside].tolist()))
     assert _edge_set(box.positions, box.edges) == _edge_set(pos, edges[keep])
+
+
+def test_edge_attributes_from_the_reference(tmp_path, rng, reference):
+    pos, edges = _graph(rng)
+    edges = np.unique(edges, axis=0)
+    w = rng.random(len(edges)).astype(np.float32)
+    store = tmp_path / "ref.zv"
+    reference.write_graph(tmp_path, store, positions=pos, edges=edges, chunk_shape=np.full(3, 100.0), eattr__w=w)
+    full = zv.open(store).query()
+    want = {(tuple(pos[a]), tuple(pos[b])): v for (a, b), v in zip(edges.tolist(), w.tolist())}
+    got = {(tuple(full.positions[a]), tuple(full.positions[b])): v
+           for (a, b), v in zip(full.edges.tolist(), full.edge_attributes["w"].tolist())}
+    assert got == want

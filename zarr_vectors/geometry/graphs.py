@@ -63,14 +63,16 @@ def vertex_locals(part: Partition) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return cell, local, frag
 
 
-def _intra_payloads(part: Partition, cell: np.ndarray, local: np.ndarray, frag: np.ndarray,
-                    edges: np.ndarray, dtype: np.dtype) -> tuple[list[int], list[bytes], list[bytes]]:
-    """Flat ``0.0.0`` cells and their ``link_fragments`` cells, for chunks that have intra edges."""
+def _intra_payloads(
+    part: Partition, cell: np.ndarray, local: np.ndarray, frag: np.ndarray, edges: np.ndarray, dtype: np.dtype
+) -> tuple[list[int], list[bytes], list[bytes], list[np.ndarray]]:
+    """Flat ``0.0.0`` cells, their ``link_fragments`` cells, and which of ``edges`` each cell's
+    rows are (in row order), for the chunks that have intra edges."""
     a_cell = cell[edges[:, 0]]
     order = np.lexsort((frag[edges[:, 0]], a_cell))  # by cell, then the first endpoint's fragment
     e, c = edges[order], a_cell[order]
     bounds = np.flatnonzero(np.r_[True, c[1:] != c[:-1], True])
-    cells, rows_out, frag_out = [], [], []
+    cells, rows_out, frag_out, records = [], [], [], []
     for s, t in zip(bounds[:-1], bounds[1:]):
         k = int(c[s])
         rows = local[e[s:t]]
@@ -80,39 +82,58 @@ def _intra_payloads(part: Partition, cell: np.ndarray, local: np.ndarray, frag: 
         cells.append(k)
         rows_out.append(encode_flat_rows(rows, dtype))
         frag_out.append(encode_fragments(FragmentIndex.from_ranges(np.cumsum(counts) - counts, counts)))
-    return cells, rows_out, frag_out
+        records.append(order[s:t])
+    return cells, rows_out, frag_out, records
 
 
-def _write_edges(builder: StoreBuilder, grid: Grid, part: Partition, edges: np.ndarray, directed: bool) -> int:
+def _write_edges(
+    builder: StoreBuilder, grid: Grid, part: Partition, edges: np.ndarray, directed: bool,
+    edge_attributes: list[_inputs.NamedArray],
+) -> int:
+    """Write ``links/0`` (and ``link_attributes/<name>/0``, row for row with it); return the edge count."""
     cell, local, frag = vertex_locals(part)
     same = cell[edges[:, 0]] == cell[edges[:, 1]]
     d = grid.ndim
     max_rows = int(np.diff(part.row_offsets).max()) if len(part.cells) else 0
     dtype = smallest_index_dtype(max(max_rows, 1))
-    family = {"zv_array": "links_family", "level_delta": 0, "link_width": 2, "sid_ndim": d,
-              "directed": directed, "store": "canonical"}  # fmt: skip
     meta = {"zv_array": "links", "dtype": dtype.name, "link_width": 2, "level_delta": 0}
-    builder.group("0/links")
-    intra = edges[same]
-    if len(intra):
-        cells, rows, frags = _intra_payloads(part, cell, local, frag, intra, dtype)
-        builder.cell_array(f"0/links/0/{'.'.join(['0'] * d)}", grid,
-                           part.cells[cells], rows, {**meta, "offsets": [[0] * d], "has_perm": False}, kind="links")  # fmt: skip
+    # segment -> (cell indices, link payloads, has_perm, edge index of every row per cell)
+    arrays: dict[str, tuple[np.ndarray, list[bytes], bool, list[np.ndarray]]] = {}
+    intra_idx = np.flatnonzero(same)
+    if len(intra_idx):
+        cells, rows, frags, records = _intra_payloads(part, cell, local, frag, edges[intra_idx], dtype)
+        arrays[".".join(["0"] * d)] = (part.cells[cells], rows, False, [intra_idx[r] for r in records])
         builder.cell_array("0/link_fragments", grid, part.cells[cells], frags,
                            {"zv_array": "link_fragments", "encoding": "fragment_index_v1"}, kind="fragments")  # fmt: skip
-    cross = edges[~same]
+    cross_idx = np.flatnonzero(~same)
+    cross = edges[cross_idx]
     chunks = np.stack([part.cells[cell[cross[:, 0]]], part.cells[cell[cross[:, 1]]]], axis=1) + grid.origin
-    by_segment: dict[str, tuple[list[np.ndarray], list[bytes], bool]] = {}
+    grouped: dict[str, tuple[list[np.ndarray], list[bytes], bool, list[np.ndarray]]] = {}
     for lc in place_links(chunks.reshape(-1, 2, d), local[cross].reshape(-1, 2), directed=directed, store="canonical").cells():
-        cells_l, payloads, _ = by_segment.setdefault(lc.segment, ([], [], lc.has_perm))
+        cells_l, payloads, _, recs = grouped.setdefault(lc.segment, ([], [], lc.has_perm, []))
         cells_l.append(np.asarray(lc.chunk) - grid.origin)
         payloads.append(encode_ragged([lc.rows], dtype))
-    for segment, (cells_l, payloads, has_perm) in by_segment.items():
-        builder.cell_array(
-            f"0/links/0/{segment}", grid, np.asarray(cells_l).reshape(-1, d), payloads,
-            {**meta, "offsets": parse_offsets(segment, 2, d).tolist(), "has_perm": has_perm}, kind="links",
-        )  # fmt: skip
-    builder.group("0/links/0", {**family, "num_links": len(edges), "num_physical_records": len(edges)})
+        recs.append(cross_idx[lc.records])
+    for segment, (cells_l, payloads, has_perm, recs) in grouped.items():
+        arrays[segment] = (np.asarray(cells_l).reshape(-1, d), payloads, has_perm, recs)
+    builder.group("0/links")
+    for segment, (cells_a, payloads, has_perm, _) in arrays.items():
+        offsets = parse_offsets(segment, 2, d).tolist()
+        builder.cell_array(f"0/links/0/{segment}", grid, cells_a, payloads,
+                           {**meta, "offsets": offsets, "has_perm": has_perm}, kind="links")  # fmt: skip
+    builder.group("0/links/0", {"zv_array": "links_family", "level_delta": 0, "link_width": 2, "sid_ndim": d,
+                                "directed": directed, "store": "canonical", "num_links": len(edges),
+                                "num_physical_records": len(edges)})  # fmt: skip
+    if edge_attributes:
+        builder.group("0/link_attributes")
+    for attr in edge_attributes:
+        base = f"0/link_attributes/{attr.name}"
+        builder.group(base)
+        builder.group(f"{base}/0", {"zv_array": "link_attribute_family", "name": attr.name, "level_delta": 0})
+        for segment, (cells_a, _, _, recs) in arrays.items():
+            amet = {"zv_array": "link_attribute", "name": attr.name, "dtype": attr.values.dtype.name,
+                    "row_shape": attr.row_shape, "offsets": parse_offsets(segment, 2, d).tolist(), "level_delta": 0}  # fmt: skip
+            builder.cell_array(f"{base}/0/{segment}", grid, cells_a, [attr.values[r].tobytes() for r in recs], amet)
     return len(edges)
 
 
@@ -126,6 +147,7 @@ def write_graph(
     bounds: Any = None,
     attributes: Mapping[str, Any] | None = None,
     channel_names: Mapping[str, Sequence[str]] | None = None,
+    edge_attributes: Mapping[str, Any] | None = None,
     object_ids: Any = None,
     object_attributes: Mapping[str, Any] | None = None,
     groups: Any = None,
@@ -139,7 +161,8 @@ def write_graph(
 ) -> Dataset:
     """Write a graph: vertices ``positions`` (N, D) and ``edges`` (E, 2) of vertex indices.
 
-    ``object_ids`` gives one object per vertex (default: every vertex in object 0).
+    ``object_ids`` gives one object per vertex (default: every vertex in object 0);
+    ``edge_attributes`` one value (or row) per edge, stored in ``link_attributes``.
     ``directed=True`` keeps each edge's direction as given; undirected edges come back
     in the order given too (through ``perm_idx``). Other parameters as in
     :func:`zarr_vectors.write_points`.
@@ -153,6 +176,7 @@ def write_graph(
     b = _inputs.resolve_bounds(bounds, pos)
     grid = Grid.from_bounds(b, cs)
     vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
+    eattrs = _inputs.vertex_attributes(edge_attributes, len(e), what="edge attribute")
     oids = _inputs.object_id_array(object_ids, n)
     oids = np.zeros(n, np.int64) if oids is None else oids
     num_objects = max([int(oids.max()) + 1 if n else 0] + [len(np.asarray(v)) for v in (object_attributes or {}).values()])
@@ -180,8 +204,8 @@ def write_graph(
         for attr in vattrs:
             builder.cell_array(f"0/vertex_attributes/{attr.name}", grid, part.cells,
                                row_payloads(attr.values, part), attribute_meta(attr))  # fmt: skip
-        if _write_edges(builder, grid, part, e, directed):
-            present += ["links", "link_fragments"]
+        if _write_edges(builder, grid, part, e, directed, eattrs):
+            present += ["links", "link_fragments"] + (["link_attributes"] if eattrs else [])
         present += write_object_tables(
             builder, "0", sid_ndim=d, num_objects=num_objects, manifests=build_manifests(part, grid, num_objects),
             object_attributes=oattrs, groups=group_list, group_attributes=gattrs,

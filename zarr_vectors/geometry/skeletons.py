@@ -124,7 +124,7 @@ def _write_parent_links(builder: StoreBuilder, grid: Grid, part: Partition, pare
     builder.group("0/links")
     same = cell[edges[:, 0]] == cell[edges[:, 1]]
     if same.any():
-        cells, rows, frags = _intra_payloads(part, cell, local, frag, edges[same], dtype)
+        cells, rows, frags, _ = _intra_payloads(part, cell, local, frag, edges[same], dtype)
         builder.cell_array(f"0/links/0/{'.'.join(['0'] * d)}", grid, part.cells[cells], rows,
                            {**meta, "offsets": [[0] * d], "has_perm": False}, kind="links")  # fmt: skip
         builder.cell_array("0/link_fragments", grid, part.cells[cells], frags,
