@@ -131,3 +131,59 @@ def test_edge_attributes_follow_their_edges(tmp_path, rng):
             assert want[(tuple(res.positions[a]), tuple(res.positions[b]))] == (w, tuple(c))
     with pytest.raises(InputError, match=r"edge attribute 'w' must have shape \(700,\)"):
         zv.write_graph(tmp_path / "x.zarr", pos, edges, chunk_shape=100, edge_attributes={"w": weight[:5]})
+
+
+def test_duplicate_store_policy_reads_each_edge_once(tmp_path, rng):
+    """Rewrite a graph's cross-chunk links under store="duplicate" (a policy our writer does not use)."""
+    import json
+    import shutil
+
+    from zarr_vectors._writer import StoreBuilder
+    from zarr_vectors.format.links import encode_ragged, place_links
+    from zarr_vectors.storage import LocalBackend
+
+    pos, edges = _graph(rng, n=200, e=400)
+    path = tmp_path / "g.zarr"
+    ds = zv.write_graph(path, pos, edges, chunk_shape=100)
+    lv = ds.level(0)
+    full = ds.query()
+    grid = lv.grid
+    index = {tuple(map(float, p)): i for i, p in enumerate(full.positions.tolist())}
+    chunk_of = np.floor(full.positions / 100).astype(int)
+    local = np.zeros(len(full.positions), int)
+    for c in {tuple(c) for c in chunk_of.tolist()}:
+        rows = lv.vertices.rows(lv.backend.get_many([lv.vertices.key(c)])[0], c, 3)
+        for r, p in enumerate(rows.tolist()):
+            local[index[tuple(map(float, p))]] = r
+    e = full.edges
+    cross = e[np.any(chunk_of[e[:, 0]] != chunk_of[e[:, 1]], axis=1)]
+    for name in list(lv.links):
+        if name != "0.0.0":
+            shutil.rmtree(path / "0/links/0" / name)
+    placed = place_links(np.stack([chunk_of[cross[:, 0]], chunk_of[cross[:, 1]]], axis=1), local[cross],
+                         directed=False, store="duplicate")
+    builder = StoreBuilder(LocalBackend(path))
+    by_seg: dict = {}
+    for lc in placed.cells():
+        by_seg.setdefault(lc.segment, ([], [], lc.has_perm))
+        by_seg[lc.segment][0].append(np.asarray(lc.chunk) - grid.origin)
+        by_seg[lc.segment][1].append(encode_ragged([lc.rows], np.uint16))
+    for seg, (cells, payloads, has_perm) in by_seg.items():
+        from zarr_vectors.format.links import parse_offsets
+
+        builder.cell_array(f"0/links/0/{seg}", grid, np.asarray(cells), payloads,
+                           {"zv_array": "links", "dtype": "uint16", "link_width": 2, "level_delta": 0,
+                            "offsets": parse_offsets(seg, 2, 3).tolist(), "has_perm": has_perm}, kind="links")
+    builder.flush()
+    for p, doc in builder.arrays.items():
+        (path / p / "zarr.json").write_text(json.dumps(doc))
+    fam = json.loads((path / "0/links/0/zarr.json").read_text())
+    fam["attributes"]["store"] = "duplicate"
+    (path / "0/links/0/zarr.json").write_text(json.dumps(fam))
+    again = zv.open(path).query()
+    assert _edge_set(again.positions, again.edges) == _edge_set(pos, edges)
+    lo, hi = np.array([0.0, 0, 0]), np.array([300.0, 600, 600])
+    box = zv.open(path).query(bbox=(lo, hi))
+    inside = np.all((pos >= lo) & (pos <= hi), axis=1)
+    keep = inside[edges[:, 0]] & inside[edges[:, 1]]
+    assert _edge_set(box.positions, box.edges) == _edge_set(pos, edges[keep])

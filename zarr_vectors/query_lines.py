@@ -74,15 +74,20 @@ def _link_edges(
     and their ``link_attributes`` rows (raws laid out as :func:`_link_keys` lists them)."""
     index = {tuple(c): i for i, c in enumerate(cells.chunks.tolist())}
     counts = np.diff(cells.offsets)
-    parts, sizes, pos = [], [], 0
+    # Under store="duplicate" a record has one copy per distinct endpoint chunk; keep the
+    # copy anchored at the smallest of them (always fetched when any copy is useful).
+    duplicate = level.links_family.get("store") == "duplicate"
+    parts, sizes, keeps, pos = [], [], [], 0
     for arr, anchors in plan:
         for chunk in anchors:
             vertices, perm = arr.records(raws[pos], chunk)
             pos += 1
             sizes.append(len(vertices))
-            if len(vertices) == 0:
-                continue
             ends = [tuple(chunk)] + [tuple(chunk + o) for o in arr.offsets]
+            keep = not duplicate or tuple(chunk) == min(ends)
+            keeps.append(keep)
+            if len(vertices) == 0 or not keep:
+                continue
             which = np.array([index[e] for e in ends], np.int64)
             bad = vertices >= counts[which][None, :]
             if bad.any():
@@ -111,7 +116,8 @@ def _link_edges(
                 pos += 1
                 if len(v) != n:
                     raise CorruptCellError(attr.path, ".".join(map(str, chunk)), f"{len(v)} rows but the link cell has {n}")
-                values.append(v)
+                if keeps[k - 1]:
+                    values.append(v)
         first = next(iter(segments.values()))
         flat = np.concatenate(values) if values else np.zeros((0, first.row_width), first.dtype)
         attrs[name] = flat.reshape((-1, *(first.attrs.get("row_shape") or [])))
