@@ -16,16 +16,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _inputs
-from .._object_tables import build_manifests, write_object_tables
+from .._object_tables import build_manifests
 from .._partition import Partition, partition
 from .._writer import StoreBuilder
 from ..errors import InputError
 from ..format.fragments import FragmentIndex, encode_fragments
 from ..format.grid import Grid
 from ..format.links import encode_flat_rows, encode_ragged, parse_offsets, place_links, smallest_index_dtype
-from ..format.metadata import LevelMeta, RootMeta
-from ..storage import write_session
-from .points import attribute_meta, axes_from, fragment_payloads, row_payloads
+from ._level0 import make_layout, object_tables, write_level0
+from .points import fragment_payloads
 
 if TYPE_CHECKING:
     from ..dataset import Dataset
@@ -167,50 +166,25 @@ def write_graph(
     in the order given too (through ``perm_idx``). Other parameters as in
     :func:`zarr_vectors.write_points`.
     """
-    from ..dataset import Dataset
-
     pos = _inputs.positions_array(positions)
-    n, d = pos.shape
+    n = len(pos)
     e = edge_array(edges, n)
-    cs = _inputs.shape_vector(chunk_shape, d, "chunk_shape")
-    b = _inputs.resolve_bounds(bounds, pos)
-    grid = Grid.from_bounds(b, cs)
+    layout = make_layout(pos, chunk_shape, bounds, None, axes, units)
     vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
     eattrs = _inputs.vertex_attributes(edge_attributes, len(e), what="edge attribute")
     oids = _inputs.object_id_array(object_ids, n)
     oids = np.zeros(n, np.int64) if oids is None else oids
-    num_objects = max([int(oids.max()) + 1 if n else 0] + [len(np.asarray(v)) for v in (object_attributes or {}).values()])
-    oattrs = [_inputs.table_attributes({k: v}, len(np.asarray(v)), "object attribute")[0]
-              for k, v in (object_attributes or {}).items()]  # fmt: skip
-    group_list = _inputs.group_lists(groups, num_objects)
-    gattrs = _inputs.table_attributes(group_attributes, len(group_list), "group attribute")
-    part = partition(pos, grid, oids)
-    root = RootMeta(
-        chunk_shape=tuple(float(c) for c in cs),
-        bounds=(tuple(float(v) for v in b[0]), tuple(float(v) for v in b[1])),
-        axes=axes_from(axes, d, units), geometry_types=("graph",), base_bin_shape=tuple(float(c) for c in cs),
-        links_convention="explicit", crs=crs,
+    tables = object_tables(int(oids.max()) + 1 if n else 0, object_attributes, groups, group_attributes)
+    part = partition(pos, layout.grid, oids)
+
+    def links(builder: StoreBuilder) -> list[str]:
+        if not _write_edges(builder, layout.grid, part, e, directed, eattrs):
+            return []
+        return ["links", "link_fragments"] + (["link_attributes"] if eattrs else [])
+
+    return write_level0(
+        target, layout=layout, geometry_type="graph", links_convention="explicit", positions=pos, part=part,
+        fragments=fragment_payloads(part), vertex_attributes=vattrs, tables=tables,
+        manifests=build_manifests(part, layout.grid, tables.num_objects), links=links,
+        crs=crs, compression=compression, overwrite=overwrite, storage_options=storage_options,
     )  # fmt: skip
-    with write_session(target, overwrite=overwrite, storage_options=storage_options) as backend:
-        builder = StoreBuilder(backend, compression)
-        builder.cell_array("0/vertices", grid, part.cells, row_payloads(pos, part),
-                           {"zv_array": "vertices", "dtype": pos.dtype.name, "encoding": "raw"})  # fmt: skip
-        builder.cell_array("0/vertex_fragments", grid, part.cells, fragment_payloads(part),
-                           {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"}, kind="fragments")  # fmt: skip
-        present = ["vertices", "vertex_fragments"]
-        if vattrs:
-            builder.group("0/vertex_attributes")
-            present.append("vertex_attributes")
-        for attr in vattrs:
-            builder.cell_array(f"0/vertex_attributes/{attr.name}", grid, part.cells,
-                               row_payloads(attr.values, part), attribute_meta(attr))  # fmt: skip
-        if _write_edges(builder, grid, part, e, directed, eattrs):
-            present += ["links", "link_fragments"] + (["link_attributes"] if eattrs else [])
-        present += write_object_tables(
-            builder, "0", sid_ndim=d, num_objects=num_objects, manifests=build_manifests(part, grid, num_objects),
-            object_attributes=oattrs, groups=group_list, group_attributes=gattrs,
-        )  # fmt: skip
-        level = LevelMeta(level=0, vertex_count=n, arrays_present=tuple(present), fragments_tile=True)
-        builder.group("0", {"zarr_vectors_level": level.to_json()})
-        builder.commit(root.to_attributes())
-    return Dataset.open(target, mode="r", storage_options=storage_options)

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _inputs
-from .._object_tables import write_object_tables
 from .._partition import sort_keys
 from .._writer import StoreBuilder
 from ..errors import InputError
@@ -25,9 +24,7 @@ from ..format.fragments import FragmentIndex, encode_fragments
 from ..format.grid import Grid
 from ..format.links import encode_ragged, parse_offsets, place_links, smallest_index_dtype
 from ..format.manifests import encode_manifests_batch
-from ..format.metadata import LevelMeta, RootMeta
-from ..storage import write_session
-from .points import attribute_meta, axes_from, row_payloads
+from ._level0 import make_layout, object_tables, write_level0
 
 if TYPE_CHECKING:
     from ..dataset import Dataset
@@ -218,53 +215,24 @@ def write_lines(
     line; ``object_attributes`` per line. Other parameters as in
     :func:`zarr_vectors.write_points`.
     """
-    from ..dataset import Dataset
-
     if kind not in LINE_KINDS:
         raise InputError(f"kind must be one of {LINE_KINDS}, got {kind!r}")
     pos, line_offsets = as_line_arrays(lines, kind)
     n, d = pos.shape
     n_lines = len(line_offsets) - 1
     attributes = _flat_attributes(attributes, line_offsets)
-    cs = _inputs.shape_vector(chunk_shape, d, "chunk_shape")
-    b = _inputs.resolve_bounds(bounds, pos)
-    grid = Grid.from_bounds(b, cs)
+    layout = make_layout(pos, chunk_shape, bounds, None, axes, units)
+    grid = layout.grid
     vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
-    oattrs = _inputs.table_attributes(object_attributes, n_lines, "object attribute")
-    group_list = _inputs.group_lists(groups, n_lines)
-    gattrs = _inputs.table_attributes(group_attributes, len(group_list), "group attribute")
+    tables = object_tables(n_lines, object_attributes, groups, group_attributes, group_names)
+    if tables.num_objects != n_lines:
+        raise InputError(f"object_attributes have {tables.num_objects} rows but there are {n_lines} lines")
     part = partition_lines(pos, line_offsets, grid)
-    root = RootMeta(
-        chunk_shape=tuple(float(c) for c in cs),
-        bounds=(tuple(float(v) for v in b[0]), tuple(float(v) for v in b[1])),
-        axes=axes_from(axes, d, units), geometry_types=(kind,), base_bin_shape=tuple(float(c) for c in cs),
-        links_convention="implicit_sequential", crs=crs,
+    chunks = part.cells[part.seg_cell] + grid.origin
+    manifests = encode_manifests_batch(n_lines, part.seg_line, chunks, np.arange(len(chunks) + 1), part.seg_local)
+    return write_level0(
+        target, layout=layout, geometry_type=kind, links_convention="implicit_sequential", positions=pos,
+        part=part, fragments=_fragment_payloads(part), vertex_attributes=vattrs, tables=tables, manifests=manifests,
+        links=lambda builder: ["links"] if _write_links(builder, grid, part) else [],
+        crs=crs, compression=compression, overwrite=overwrite, storage_options=storage_options,
     )  # fmt: skip
-    with write_session(target, overwrite=overwrite, storage_options=storage_options) as backend:
-        builder = StoreBuilder(backend, compression)
-        builder.cell_array("0/vertices", grid, part.cells, row_payloads(pos, part),
-                           {"zv_array": "vertices", "dtype": pos.dtype.name, "encoding": "raw"})  # fmt: skip
-        builder.cell_array("0/vertex_fragments", grid, part.cells, _fragment_payloads(part),
-                           {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"}, kind="fragments")  # fmt: skip
-        present = ["vertices", "vertex_fragments"]
-        if vattrs:
-            builder.group("0/vertex_attributes")
-            present.append("vertex_attributes")
-        for attr in vattrs:
-            builder.cell_array(f"0/vertex_attributes/{attr.name}", grid, part.cells,
-                               row_payloads(attr.values, part), attribute_meta(attr))  # fmt: skip
-        if _write_links(builder, grid, part):
-            present.append("links")
-        chunks = part.cells[part.seg_cell] + grid.origin
-        manifests = encode_manifests_batch(
-            n_lines, part.seg_line, chunks, np.arange(len(chunks) + 1), part.seg_local
-        )
-        present += write_object_tables(
-            builder, "0", sid_ndim=d, num_objects=n_lines, manifests=manifests,
-            object_attributes=oattrs, groups=group_list, group_attributes=gattrs,
-            group_names=None if group_names is None else [str(g) for g in group_names],
-        )  # fmt: skip
-        level = LevelMeta(level=0, vertex_count=n, arrays_present=tuple(present), fragments_tile=True)
-        builder.group("0", {"zarr_vectors_level": level.to_json()})
-        builder.commit(root.to_attributes())
-    return Dataset.open(target, mode="r", storage_options=storage_options)

@@ -2,48 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from .. import _inputs
-from .._object_tables import build_manifests, write_object_tables
+from .._object_tables import build_manifests
 from .._partition import Partition, partition
-from .._writer import StoreBuilder
 from ..errors import InputError
 from ..format.fragments import FragmentIndex, encode_fragments, encode_range_batch
-from ..format.grid import Grid
-from ..format.metadata import Axis, LevelMeta, RootMeta
-from ..storage import write_session
+from ._level0 import make_layout, object_tables, write_level0
 
 if TYPE_CHECKING:
     from ..dataset import Dataset
 
-__all__ = ["write_points", "MAX_BINS_PER_CHUNK"]
-
-#: Upper limit on bins per chunk (``prod(chunk_shape / bin_shape)``).
-MAX_BINS_PER_CHUNK = 4096
-
-
-def axes_from(axes: Sequence[Any] | None, ndim: int, units: str | None = None) -> tuple[Axis, ...]:
-    """Space axes from names or ``{"name", "unit"}`` dicts; default x, y, z, then dim3..."""
-    if axes is None:
-        names = ["x", "y", "z"][:ndim] if ndim <= 3 else [f"dim{i}" for i in range(ndim)]
-        return tuple(Axis(n, "space", units) for n in names)
-    if len(axes) != ndim:
-        raise InputError(f"axes has {len(axes)} entries but positions have {ndim} columns")
-    out = []
-    for a in axes:
-        if isinstance(a, Axis):
-            out.append(a)
-        elif isinstance(a, Mapping):
-            out.append(Axis(str(a["name"]), "space", a.get("unit", units)))
-        else:
-            out.append(Axis(str(a), "space", units))
-    if len({a.name for a in out}) != len(out):
-        raise InputError(f"axis names must be unique, got {[a.name for a in out]}")
-    return tuple(out)
+__all__ = ["write_points"]
 
 
 def fragment_payloads(part: Partition) -> list[bytes]:
@@ -58,25 +30,6 @@ def fragment_payloads(part: Partition) -> list[bytes]:
         lo, hi = part.cell_frag_offsets[k], part.cell_frag_offsets[k + 1]
         out.append(encode_fragments(FragmentIndex.from_ranges(part.frag_start[lo:hi], part.frag_count[lo:hi])))
     return out
-
-
-def row_payloads(values: np.ndarray, part: Partition) -> Iterator[bytes]:
-    """Raw row bytes of ``values`` for each occupied cell, gathered one cell at a time."""
-    order, offs = part.order, part.row_offsets
-    for k in range(len(part.cells)):
-        yield np.take(values, order[offs[k] : offs[k + 1]], axis=0).tobytes()
-
-
-def attribute_meta(attr: _inputs.NamedArray) -> dict[str, Any]:
-    """``zv_array: attribute`` metadata of a per-vertex attribute array."""
-    meta: dict[str, Any] = {
-        "zv_array": "attribute", "name": attr.name, "dtype": attr.values.dtype.name, "row_shape": attr.row_shape,
-    }  # fmt: skip
-    if attr.row_shape:
-        # The reference 0.9.2 sizes rows by channel_names (not row_shape) and skips
-        # multi-channel attributes without them, so default names are always written.
-        meta["channel_names"] = list(attr.channel_names or (f"ch{i}" for i in range(attr.row_shape[0])))
-    return meta
 
 
 def write_points(
@@ -140,78 +93,21 @@ def write_points(
     >>> int(ds.query(bbox=([0, 0, 0], [50, 50, 50])).positions.shape[1])
     3
     """
-    from ..dataset import Dataset
-
     pos = _inputs.positions_array(positions)
-    n, d = pos.shape
-    cs = _inputs.shape_vector(chunk_shape, d, "chunk_shape")
-    bs = cs if bin_shape is None else _inputs.shape_vector(bin_shape, d, "bin_shape")
-    b = _inputs.resolve_bounds(bounds, pos)
-    try:
-        grid = Grid.from_bounds(b, cs, bs)
-    except ValueError as exc:
-        raise InputError(str(exc)) from exc
-    if grid.n_bins > MAX_BINS_PER_CHUNK:
-        raise InputError(
-            f"bin_shape {bs.tolist()} makes {grid.n_bins} bins per chunk; at most {MAX_BINS_PER_CHUNK} "
-            "are allowed (each bin costs 16 bytes of index per chunk): choose a larger bin_shape"
-        )
-    if int(np.prod(grid.shape)) > 1 << 40:
-        raise InputError(f"the chunk grid {grid.shape.tolist()} is too large; choose a larger chunk_shape")
+    n = len(pos)
+    layout = make_layout(pos, chunk_shape, bounds, bin_shape, axes, units)
     vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
     oids = _inputs.object_id_array(object_ids, n)
-    oattr_in = dict(object_attributes or {})
-    num_objects = max([int(oids.max()) + 1 if oids is not None and n else 0]
-                      + [len(np.asarray(v)) for v in oattr_in.values()])  # fmt: skip
-    if oattr_in and oids is None:
+    if object_attributes and oids is None:
         raise InputError("object_attributes need object_ids (one object id per point)")
-    oattrs = [
-        _inputs.NamedArray(a.name, a.values)
-        for a in (
-            _inputs.table_attributes({k: v}, len(np.asarray(v)), "object attribute")[0]
-            for k, v in oattr_in.items()
-        )
-    ]
     if groups is not None and oids is None:
         raise InputError("groups need object_ids: a group is a list of object ids")
-    group_list = _inputs.group_lists(groups, num_objects)
-    gattrs = _inputs.table_attributes(group_attributes, len(group_list), "group attribute")
-    axes_t = axes_from(axes, d, units)
-
-    part = partition(pos, grid, oids)
-    root = RootMeta(
-        chunk_shape=tuple(float(c) for c in cs),
-        bounds=(tuple(float(v) for v in b[0]), tuple(float(v) for v in b[1])),
-        axes=axes_t,
-        geometry_types=("point_cloud",),
-        base_bin_shape=None if bin_shape is None else tuple(float(v) for v in bs),
-        crs=crs,
-    )
-    with write_session(target, overwrite=overwrite, storage_options=storage_options) as backend:
-        builder = StoreBuilder(backend, compression)
-        builder.cell_array(
-            "0/vertices", grid, part.cells, row_payloads(pos, part),
-            {"zv_array": "vertices", "dtype": pos.dtype.name, "encoding": "raw"},
-        )  # fmt: skip
-        builder.cell_array(
-            "0/vertex_fragments", grid, part.cells, fragment_payloads(part),
-            {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"}, kind="fragments",
-        )  # fmt: skip
-        present = ["vertices", "vertex_fragments"]
-        if vattrs:
-            builder.group("0/vertex_attributes")
-            present.append("vertex_attributes")
-        for attr in vattrs:
-            builder.cell_array(
-                f"0/vertex_attributes/{attr.name}", grid, part.cells, row_payloads(attr.values, part),
-                attribute_meta(attr),
-            )  # fmt: skip
-        manifests = build_manifests(part, grid, num_objects) if oids is not None else None
-        present += write_object_tables(
-            builder, "0", sid_ndim=d, num_objects=num_objects, manifests=manifests,
-            object_attributes=oattrs, groups=group_list, group_attributes=gattrs,
-        )  # fmt: skip
-        level = LevelMeta(level=0, vertex_count=n, arrays_present=tuple(present), fragments_tile=True)
-        builder.group("0", {"zarr_vectors_level": level.to_json()})
-        builder.commit(root.to_attributes())
-    return Dataset.open(target, mode="r", storage_options=storage_options)
+    num_ids = int(oids.max()) + 1 if oids is not None and n else 0
+    tables = object_tables(num_ids, object_attributes, groups, group_attributes)
+    part = partition(pos, layout.grid, oids)
+    manifests = build_manifests(part, layout.grid, tables.num_objects) if oids is not None else None
+    return write_level0(
+        target, layout=layout, geometry_type="point_cloud", links_convention="implicit_sequential",
+        positions=pos, part=part, fragments=fragment_payloads(part), vertex_attributes=vattrs, tables=tables,
+        manifests=manifests, crs=crs, compression=compression, overwrite=overwrite, storage_options=storage_options,
+    )  # fmt: skip

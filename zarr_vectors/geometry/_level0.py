@@ -1,0 +1,188 @@
+"""What every writer shares: the grid from user input, the object tables, and writing level 0.
+
+A geometry module validates its own inputs, partitions its vertices and produces its
+fragment cells and (optionally) link arrays; :func:`write_level0` writes everything
+else the same way for every kind, with the root ``zarr.json`` last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import _inputs
+from .._object_tables import write_object_tables
+from .._writer import StoreBuilder
+from ..errors import InputError
+from ..format.grid import Grid
+from ..format.metadata import Axis, LevelMeta, RootMeta
+from ..storage import write_session
+
+if TYPE_CHECKING:
+    from ..dataset import Dataset
+
+__all__ = ["MAX_BINS_PER_CHUNK", "Layout", "Tables", "make_layout", "object_tables", "write_level0", "row_payloads"]
+
+#: Upper limit on bins per chunk (``prod(chunk_shape / bin_shape)``).
+MAX_BINS_PER_CHUNK = 4096
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """The spatial frame of a new store: grid, inclusive bounds, axes."""
+
+    grid: Grid
+    bounds: np.ndarray  # (2, D)
+    axes: tuple[Axis, ...]
+
+
+def axes_from(axes: Sequence[Any] | None, ndim: int, units: str | None = None) -> tuple[Axis, ...]:
+    """Space axes from names or ``{"name", "unit"}`` dicts; default x, y, z, then dim0..."""
+    if axes is None:
+        names = ["x", "y", "z"][:ndim] if ndim <= 3 else [f"dim{i}" for i in range(ndim)]
+        return tuple(Axis(n, "space", units) for n in names)
+    if len(axes) != ndim:
+        raise InputError(f"axes has {len(axes)} entries but positions have {ndim} columns")
+    out = []
+    for a in axes:
+        if isinstance(a, Axis):
+            out.append(a)
+        elif isinstance(a, Mapping):
+            out.append(Axis(str(a["name"]), "space", a.get("unit", units)))
+        else:
+            out.append(Axis(str(a), "space", units))
+    if len({a.name for a in out}) != len(out):
+        raise InputError(f"axis names must be unique, got {[a.name for a in out]}")
+    return tuple(out)
+
+
+def make_layout(
+    positions: np.ndarray, chunk_shape: Any, bounds: Any = None, bin_shape: Any = None,
+    axes: Sequence[Any] | None = None, units: str | None = None,
+) -> Layout:
+    """Check chunk and bin shapes and bounds against the positions; build the grid."""
+    d = positions.shape[1]
+    cs = _inputs.shape_vector(chunk_shape, d, "chunk_shape")
+    bs = cs if bin_shape is None else _inputs.shape_vector(bin_shape, d, "bin_shape")
+    b = _inputs.resolve_bounds(bounds, positions)
+    try:
+        grid = Grid.from_bounds(b, cs, bs)
+    except ValueError as exc:
+        raise InputError(str(exc)) from exc
+    if grid.n_bins > MAX_BINS_PER_CHUNK:
+        raise InputError(
+            f"bin_shape {bs.tolist()} makes {grid.n_bins} bins per chunk; at most {MAX_BINS_PER_CHUNK} "
+            "are allowed (each bin costs 16 bytes of index per chunk): choose a larger bin_shape"
+        )
+    if int(np.prod(grid.shape)) > 1 << 40:
+        raise InputError(f"the chunk grid {grid.shape.tolist()} is too large; choose a larger chunk_shape")
+    return Layout(grid, b, axes_from(axes, d, units))
+
+
+@dataclass(frozen=True, eq=False)
+class Tables:
+    """Validated per-object and per-group inputs; object ids are ``0 .. num_objects - 1``."""
+
+    num_objects: int
+    object_attributes: list[_inputs.NamedArray]
+    groups: list[np.ndarray]
+    group_attributes: list[_inputs.NamedArray]
+    group_names: list[str] | None = None
+
+
+def object_tables(
+    num_ids: int, object_attributes: Mapping[str, Any] | None, groups: Any,
+    group_attributes: Mapping[str, Any] | None, group_names: Sequence[str] | None = None,
+) -> Tables:
+    """Object attributes may be shorter than the id space (missing rows are absent) or longer
+    (the id space grows to their length)."""
+    given = dict(object_attributes or {})
+    num_objects = max([num_ids] + [len(np.asarray(v)) for v in given.values()])
+    oattrs = [_inputs.table_attributes({k: v}, len(np.asarray(v)), "object attribute")[0] for k, v in given.items()]
+    group_list = _inputs.group_lists(groups, num_objects)
+    gattrs = _inputs.table_attributes(group_attributes, len(group_list), "group attribute")
+    names = None if group_names is None else [str(g) for g in group_names]
+    return Tables(num_objects, oattrs, group_list, gattrs, names)
+
+
+def row_payloads(values: np.ndarray, part: Any) -> Iterable[bytes]:
+    """Raw row bytes of ``values`` for each occupied cell, gathered one cell at a time.
+
+    ``part`` has ``order`` (input rows in stored order), ``row_offsets`` and ``cells``.
+    """
+    order, offs = part.order, part.row_offsets
+    for k in range(len(part.cells)):
+        yield np.take(values, order[offs[k] : offs[k + 1]], axis=0).tobytes()
+
+
+def attribute_meta(attr: _inputs.NamedArray) -> dict[str, Any]:
+    """``zv_array: attribute`` metadata of a per-vertex attribute array."""
+    meta: dict[str, Any] = {
+        "zv_array": "attribute", "name": attr.name, "dtype": attr.values.dtype.name, "row_shape": attr.row_shape,
+    }  # fmt: skip
+    if attr.row_shape:
+        # The reference 0.9.2 sizes rows by channel_names (not row_shape) and skips
+        # multi-channel attributes without them, so default names are always written.
+        meta["channel_names"] = list(attr.channel_names or (f"ch{i}" for i in range(attr.row_shape[0])))
+    return meta
+
+
+def write_level0(
+    target: Any,
+    *,
+    layout: Layout,
+    geometry_type: str,
+    links_convention: str,
+    positions: np.ndarray,
+    part: Any,
+    fragments: Iterable[bytes],
+    vertex_attributes: list[_inputs.NamedArray],
+    tables: Tables,
+    manifests: list[bytes] | None,
+    links: Callable[[StoreBuilder], list[str]] | None = None,
+    crs: Any = None,
+    compression: str | None = "none",
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> Dataset:
+    """Write a one-level store and return it opened for reading.
+
+    ``links(builder)`` writes the link arrays and returns the families it added to
+    ``arrays_present``.
+    """
+    from ..dataset import Dataset
+
+    grid = layout.grid
+    root = RootMeta(
+        chunk_shape=tuple(float(c) for c in grid.chunk_shape),
+        bounds=(tuple(float(v) for v in layout.bounds[0]), tuple(float(v) for v in layout.bounds[1])),
+        axes=layout.axes, geometry_types=(geometry_type,), links_convention=links_convention, crs=crs,
+        base_bin_shape=tuple(float(v) for v in grid.bin_shape),
+    )  # fmt: skip
+    with write_session(target, overwrite=overwrite, storage_options=storage_options) as backend:
+        builder = StoreBuilder(backend, compression)
+        builder.cell_array("0/vertices", grid, part.cells, row_payloads(positions, part),
+                           {"zv_array": "vertices", "dtype": positions.dtype.name, "encoding": "raw"})  # fmt: skip
+        builder.cell_array("0/vertex_fragments", grid, part.cells, fragments,
+                           {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"}, kind="fragments")  # fmt: skip
+        present = ["vertices", "vertex_fragments"]
+        if vertex_attributes:
+            builder.group("0/vertex_attributes")
+            present.append("vertex_attributes")
+        for attr in vertex_attributes:
+            builder.cell_array(f"0/vertex_attributes/{attr.name}", grid, part.cells,
+                               row_payloads(attr.values, part), attribute_meta(attr))  # fmt: skip
+        if links is not None:
+            present += links(builder)
+        present += write_object_tables(
+            builder, "0", sid_ndim=grid.ndim, num_objects=tables.num_objects, manifests=manifests,
+            object_attributes=tables.object_attributes, groups=tables.groups,
+            group_attributes=tables.group_attributes, group_names=tables.group_names,
+        )  # fmt: skip
+        level = LevelMeta(level=0, vertex_count=len(positions), arrays_present=tuple(present), fragments_tile=True)
+        builder.group("0", {"zarr_vectors_level": level.to_json()})
+        builder.commit(root.to_attributes())
+    return Dataset.open(target, mode="r", storage_options=storage_options)
