@@ -131,3 +131,43 @@ def test_attributes_given_per_line(tmp_path, rng):
     with pytest.raises(InputError, match="line 1 has 5 vertices but 4 values"):
         zv.write_lines(tmp_path / "x.zarr", lines, chunk_shape=50,
                        attributes={"i": [np.zeros(3), np.zeros(4), np.zeros(2)]})
+
+
+def test_box_object_ids_come_from_the_owner_table_not_the_manifests(tmp_path, rng):
+    from tests.test_io_plan import _open_counting
+
+    lines = _walks(rng, n=300, lo=0, hi=1000)
+    path = tmp_path / "l.zarr"
+    zv.write_lines(path, lines, chunk_shape=100)
+    ds, counter = _open_counting(path)
+    lo, hi = np.array([300.0, 300.0, 300.0]), np.array([520.0, 520.0, 520.0])
+    res = ds.query(bbox=(lo, hi))
+    keys = [k for batch in counter.batches for k in batch]
+    assert not any("object_index" in k for k in keys)
+    owners = [k for k in keys if "/fragment_attributes/object_id/" in k]
+    assert len(owners) == len([k for k in keys if "/vertex_fragments/" in k]) > 0
+    # ids agree with brute force: each returned vertex belongs to the line it says
+    expect = sorted((i, *map(float, p)) for i, line in enumerate(lines)
+                    for p in line[np.all((line >= lo) & (line <= hi), axis=1)])
+    got = sorted((int(i), *map(float, p)) for i, p in zip(res.object_ids, res.positions))
+    assert got == expect
+
+
+def test_owner_table_with_the_wrong_length_is_a_corrupt_cell(tmp_path, rng):
+    from zarr_vectors.errors import CorruptCellError
+
+    lines = _walks(rng, n=50, lo=0, hi=1000)
+    path = tmp_path / "l.zarr"
+    zv.write_lines(path, lines, chunk_shape=100)
+    cell = next((path / "0" / "fragment_attributes" / "object_id" / "c").rglob("*"))
+    while cell.is_dir():
+        cell = next(cell.iterdir())
+    import struct
+
+    raw = cell.read_bytes()  # vlen-bytes framing: count 1, length, payload (no compression)
+    payload = raw[8:] + b"\0" * 8  # one more id than the chunk has fragments
+    cell.write_bytes(struct.pack("<II", 1, len(payload)) + payload)
+    parts = cell.relative_to(path / "0" / "fragment_attributes" / "object_id" / "c").parts
+    lo = (np.array([int(c) for c in parts]) + zv.open(path).level(0).grid.origin) * 100.0
+    with pytest.raises(CorruptCellError, match=r"object_id.*object ids for \d+ fragments"):
+        zv.open(path).query(bbox=(lo, lo + 99))

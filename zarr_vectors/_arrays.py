@@ -138,9 +138,12 @@ class TableArray:
         tail = "/0" * (len(self.doc.get("shape") or [0]) - 1)
         return [f"{self.path}/c/{c}{tail}" for c in chunks]
 
-    def vlen_items(self, raw: bytes | None, c: int) -> list[memoryview]:
-        """Elements of vlen chunk ``c`` that lie inside the array (all empty when the chunk is missing)."""
+    def vlen_items(self, raw: bytes | None, c: int, upto: int | None = None) -> list[memoryview]:
+        """Elements of vlen chunk ``c`` that lie inside the array (all empty when the chunk is
+        missing); only the first ``upto`` when given (the rest are not parsed)."""
         n = max(0, min(self.chunk, self.length - c * self.chunk))
+        if upto is not None:
+            n = min(n, upto)
         if raw is None:
             return [memoryview(b"")] * n
         try:

@@ -15,13 +15,26 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numcodecs
+import numcodecs.zstd
 import numpy as np
+import zstandard
 
 from .errors import DecodeError
 
 __all__ = ["Pipeline", "UnsupportedPipeline", "compressor_json"]
 
 _VLEN_HEAD = struct.Struct("<II")
+_U32 = struct.Struct("<I")
+_ZSTD = zstandard.ZstdDecompressor()
+
+
+def _unzstd(data: Any) -> bytes:
+    """One zstd frame, decoded by ``zstandard`` (about twice as fast as numcodecs on small
+    cells); frames without a content size fall back to numcodecs."""
+    try:
+        return _ZSTD.decompress(data)
+    except zstandard.ZstdError:
+        return numcodecs.zstd.decompress(data)
 
 Compression = Literal["none", "zstd", "gzip", "blosc", "blosc-bitshuffle"]
 
@@ -124,29 +137,32 @@ class Pipeline:
         """The elements of a vlen chunk (only the first ``limit`` when given: the rest of an
         edge chunk lies outside the array); raises DecodeError on bad framing."""
         view = self._decompress(chunk)
-        if len(view) < 4:
-            raise DecodeError(f"vlen-bytes chunk is {len(view)} bytes, shorter than its item count")
-        (count,) = struct.unpack_from("<I", view, 0)
-        pos, out = 4, []
+        size = len(view)
+        if size < 4:
+            raise DecodeError(f"vlen-bytes chunk is {size} bytes, shorter than its item count")
+        (count,) = _U32.unpack_from(view, 0)
         wanted = count if limit is None else min(limit, count)
-        for i in range(wanted):
-            if pos + 4 > len(view):
-                raise DecodeError(f"vlen-bytes chunk truncated at item {i} of {count}")
-            (length,) = struct.unpack_from("<I", view, pos)
-            pos += 4
-            if pos + length > len(view):
-                raise DecodeError(f"vlen-bytes item {i} claims {length} bytes, past the chunk's end")
-            out.append(view[pos : pos + length])
-            pos += length
-        if wanted == count and pos != len(view):
-            raise DecodeError(f"vlen-bytes chunk has {len(view) - pos} trailing bytes")
+        unpack, pos, out = _U32.unpack_from, 4, []
+        append = out.append
+        try:
+            for _ in range(wanted):
+                (length,) = unpack(view, pos)
+                pos += 4
+                append(view[pos : pos + length])
+                pos += length
+        except struct.error:
+            raise DecodeError(f"vlen-bytes chunk truncated at item {len(out)} of {count}") from None
+        if pos > size:
+            raise DecodeError(f"vlen-bytes item {len(out) - 1} claims {len(out[-1])} bytes or more, past the chunk's end")
+        if wanted == count and pos != size:
+            raise DecodeError(f"vlen-bytes chunk has {size - pos} trailing bytes")
         return out
 
     def _decompress(self, chunk: bytes) -> memoryview:
         data: Any = chunk
         for codec in reversed(self.compressors):
             try:
-                data = codec.decode(data)
+                data = _unzstd(data) if isinstance(codec, numcodecs.Zstd) else codec.decode(data)
             except (RuntimeError, ValueError, TypeError) as exc:
                 raise DecodeError(f"{codec.codec_id} decompression failed: {exc}") from exc
         if isinstance(data, np.ndarray):

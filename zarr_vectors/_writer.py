@@ -22,7 +22,9 @@ from .storage import Backend, dump_json
 __all__ = ["StoreBuilder", "MANIFEST_BUCKET", "OBJECT_ATTRIBUTE_CHUNK"]
 
 #: Objects per chunk of ``object_index/manifests`` (fixed, never derived from the data).
-MANIFEST_BUCKET = 16384
+#: Reading one object decodes its whole bucket, and a line's manifest lists every chunk
+#: visit (hundreds of bytes), so buckets are kept small: 1,024 objects.
+MANIFEST_BUCKET = 1024
 #: Rows per chunk of ``object_attributes/<name>`` and ``group_attributes/<name>``.
 OBJECT_ATTRIBUTE_CHUNK = 65536
 #: Pending chunk bytes (or keys) that trigger a write to the backend.

@@ -39,6 +39,16 @@ def _parse(raw: bytes | None, where: str) -> dict[str, Any] | None:
         raise FormatError(f"{where}: zarr.json is not valid JSON ({exc})") from exc
 
 
+def _owner_table(p: str, doc: dict[str, Any] | None) -> CellArray | None:
+    """``fragment_attributes/object_id`` when it is a usable owner table (one integer per fragment)."""
+    if doc is None:
+        return None
+    arr = CellArray(f"{p}/fragment_attributes/object_id", doc)
+    if arr.row_width != 1 or arr.dtype.kind not in "iu":
+        return None
+    return arr
+
+
 @dataclass(eq=False)
 class Level:
     """Metadata and arrays of level ``index``; cell data is fetched by the query layer."""
@@ -61,6 +71,7 @@ class Level:
     links_family: dict[str, Any]
     link_fragments: CellArray | None
     link_attributes: dict[str, dict[str, CellArray]]
+    fragment_object_ids: CellArray | None = None
 
     @classmethod
     def load(cls, backend: Backend, root: RootMeta, index: int) -> Level:
@@ -141,6 +152,7 @@ class Level:
                 for fam, docs_ in fams.items() if fam.startswith("link_attributes/")
             },
             link_fragments=None if lf is None else CellArray(f"{p}/link_fragments", lf),
+            fragment_object_ids=_owner_table(p, fams["fragment_attributes"].get("object_id")),
         )
 
     @cached_property
@@ -198,6 +210,45 @@ class Level:
             except DecodeError as exc:
                 raise CorruptCellError(self.manifests.path, str(c), f"object {oid}: {exc}") from exc
         return out
+
+    def object_fragments(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every fragment the manifests of object ``ids`` name, decoded in one vectorised pass.
+
+        Returns ``(position in ids, absolute chunk (K, D), fragment index)``, grouped by
+        position in ``ids`` and in manifest order within each object. Ids inside the id
+        space without a manifest row name nothing.
+        """
+        if self.manifests is None:
+            raise FormatError(f"level {self.index} has no object index")
+        ids = np.asarray(ids, dtype=np.int64)
+        n = self.num_objects
+        bad = ids[(ids < 0) | (ids >= n)]
+        if len(bad):
+            raise KeyError(f"object id {int(bad[0])} is not in level {self.index} (ids are 0..{n - 1})")
+        table = self.row_object_ids
+        if table is None:
+            rows, found = ids, np.ones(len(ids), bool)
+        else:
+            rows = np.minimum(np.searchsorted(table, ids), max(len(table) - 1, 0))
+            found = table[rows] == ids if len(table) else np.zeros(len(ids), bool)
+        bucket = self.manifests.chunk
+        last: dict[int, int] = {}
+        for row in rows[found].tolist():
+            last[row // bucket] = max(last.get(row // bucket, 0), row % bucket + 1)
+        chunks = sorted(last)
+        raws = self.backend.get_many(self.manifests.chunk_keys(chunks))
+        items = {c: self.manifests.vlen_items(raw, c, upto=last[c]) for c, raw in zip(chunks, raws)}
+        empty = memoryview(b"\0\0\0\0")
+        picked = []
+        for row, ok in zip(rows.tolist(), found.tolist()):
+            item = items[row // bucket][row % bucket] if ok else empty
+            picked.append(item if len(item) else empty)
+        try:
+            pos, chunk, frag = decode_manifests_batch(picked, self.root.sid_ndim)
+        except DecodeError as exc:
+            raise CorruptCellError(self.manifests.path, "?", f"objects {ids.tolist()[:10]}: {exc}") from exc
+        order = np.argsort(pos, kind="stable")
+        return pos[order], chunk[order], frag[order]
 
     @cached_property
     def fragment_owners(self) -> FragmentOwners:

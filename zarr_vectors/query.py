@@ -73,11 +73,19 @@ def _attribute_names(level: Level, attributes: Sequence[str] | bool | None) -> l
     return names
 
 
-def _owners_of_rows(level: Level, chunk: np.ndarray, frag: FragmentIndex, n_rows: int) -> np.ndarray:
-    """Object id of every row of a chunk (-1 for rows no object claims)."""
-    grid = level.grid
-    lin = int(np.ravel_multi_index(tuple(np.asarray(chunk) - grid.origin), tuple(int(s) for s in grid.shape)))
-    owners = level.fragment_owners.of_cell(lin, frag.num_fragments)
+def _owners_of_rows(level: Level, chunk: np.ndarray, frag: FragmentIndex, n_rows: int,
+                    table: np.ndarray | None = None) -> np.ndarray:
+    """Object id of every row of a chunk (-1 for rows no object claims).
+
+    ``table`` is the chunk's ``fragment_attributes/object_id`` cell when it was fetched;
+    otherwise owners come from the level's manifests (all of them, read once).
+    """
+    if table is not None:
+        owners = table.astype(np.int64)
+    else:
+        grid = level.grid
+        lin = int(np.ravel_multi_index(tuple(np.asarray(chunk) - grid.origin), tuple(int(s) for s in grid.shape)))
+        owners = level.fragment_owners.of_cell(lin, frag.num_fragments)
     out = np.full(n_rows, -1, np.int64)
     ranged = np.flatnonzero(frag.is_range)
     counts = frag.ranges[:, 1]
@@ -141,7 +149,8 @@ class _Cells:
 
     Rows of chunk ``i`` are ``offsets[i]:offsets[i + 1]`` of ``positions`` and of
     every array in ``attributes``; ``fragments`` maps a chunk's position in
-    ``chunks`` to its fragment-index payload, for the chunks it was fetched for.
+    ``chunks`` to its fragment-index payload, for the chunks it was fetched for, and
+    ``owner_tables`` to its ``fragment_attributes/object_id`` rows where those were fetched.
     """
 
     chunks: np.ndarray
@@ -149,22 +158,28 @@ class _Cells:
     offsets: np.ndarray
     attributes: dict[str, np.ndarray]
     fragments: dict[int, memoryview]
+    owner_tables: dict[int, np.ndarray]
 
     def fragment_index(self, level: Level, i: int) -> FragmentIndex:
         return _decode_frag(level, self.fragments[i], self.chunks[i], int(self.offsets[i + 1] - self.offsets[i]))
 
 
 def _fetch(
-    level: Level, chunks: np.ndarray, names: list[str], frag_idx: np.ndarray, extra: Sequence[str] = ()
+    level: Level, chunks: np.ndarray, names: list[str], frag_idx: np.ndarray, extra: Sequence[str] = (),
+    owners: bool = False,
 ) -> tuple[_Cells, list[bytes | None]]:
     """Fetch, in one batch, the vertex and attribute cells of ``chunks``, the fragment
-    indices of ``chunks[frag_idx]`` and the ``extra`` keys (returned raw); check every
-    attribute cell matches its vertex cell."""
+    indices of ``chunks[frag_idx]`` (with their object-id tables when ``owners`` and the
+    level has them) and the ``extra`` keys (returned raw); check every attribute cell
+    matches its vertex cell."""
     arrays = [level.vertices] + [level.vertex_attributes[n] for n in names]
     keys = [key for arr in arrays for key in arr.keys(chunks)]
+    table = level.fragment_object_ids if owners else None
     if len(frag_idx):
         assert level.fragments is not None
         keys += level.fragments.keys(chunks[frag_idx])
+        if table is not None:
+            keys += table.keys(chunks[frag_idx])
     n_main = len(keys)
     raws = level.backend.get_many(keys + list(extra))
     k, d = len(chunks), level.grid.ndim
@@ -181,11 +196,14 @@ def _fetch(
                 raise CorruptCellError(arr.path, chunk, f"{len(part)} rows but vertices has {len(cells[i])}")
         flat = np.concatenate(parts) if parts else np.zeros((0, arr.row_width), arr.dtype)
         attrs[name] = flat.reshape((-1, *(arr.attrs.get("row_shape") or [])))
-    frags = {}
+    frags, tables = {}, {}
+    base = len(arrays) * k
     for j, i in enumerate(frag_idx.tolist()):
-        frags[i] = level.fragments.payload(raws[len(arrays) * k + j], chunks[i])  # type: ignore[union-attr]
+        frags[i] = level.fragments.payload(raws[base + j], chunks[i])  # type: ignore[union-attr]
+        if table is not None and raws[base + len(frag_idx) + j] is not None:
+            tables[i] = table.rows(raws[base + len(frag_idx) + j], chunks[i]).reshape(-1)
     positions = np.concatenate(cells) if cells else np.zeros((0, d), level.vertices.dtype)
-    return _Cells(chunks, positions, offsets, attrs, frags), raws[n_main:]
+    return _Cells(chunks, positions, offsets, attrs, frags, tables), raws[n_main:]
 
 
 def _row_owners(level: Level, cells: _Cells) -> np.ndarray:
@@ -194,7 +212,14 @@ def _row_owners(level: Level, cells: _Cells) -> np.ndarray:
     for i, chunk in enumerate(cells.chunks):
         n = int(cells.offsets[i + 1] - cells.offsets[i])
         if i in cells.fragments:
-            parts.append(_owners_of_rows(level, chunk, cells.fragment_index(level, i), n))
+            frag = cells.fragment_index(level, i)
+            table = cells.owner_tables.get(i)
+            if table is not None and len(table) != frag.num_fragments:
+                raise CorruptCellError(
+                    level.fragment_object_ids.path, ".".join(map(str, chunk)),  # type: ignore[union-attr]
+                    f"{len(table)} object ids for {frag.num_fragments} fragments",
+                )  # fmt: skip
+            parts.append(_owners_of_rows(level, chunk, frag, n, table))
         else:
             parts.append(np.full(n, -1, np.int64))
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
@@ -235,7 +260,7 @@ def query_box(
         frag_idx = np.arange(k)
     else:
         frag_idx = np.arange(n_full if use_bins else k, k)
-    cells, _ = _fetch(level, chunks, names, frag_idx)
+    cells, _ = _fetch(level, chunks, names, frag_idx, owners=with_ids)
     rows = None
     if len(plan.partial):
         partial_frags = [cells.fragments.get(n_full + i) if use_bins else None for i in range(len(plan.partial))]
@@ -256,30 +281,36 @@ def fetch_objects(
     object in the order of ``ids``, each in manifest order), their object ids, and the
     extra raws.
     """
-    manifests = level.read_manifests(ids)
-    chunk_list = sorted({b.chunk for blocks in manifests for b in blocks})
-    position = {c: i for i, c in enumerate(chunk_list)}
-    chunks = np.asarray(chunk_list, np.int64).reshape(-1, level.grid.ndim)
+    pos, frag_chunks, frags = level.object_fragments(ids)
+    d = level.grid.ndim
+    chunks, cell_of = np.unique(frag_chunks.reshape(-1, d), axis=0, return_inverse=True)
+    cell_of = cell_of.reshape(-1)
     if level.fragments is None and len(chunks):
         raise FormatError(f"level {level.index} has an object index but no vertex_fragments array")
     extra = extra_for(chunks) if extra_for is not None else []
     cells, raws = _fetch(level, chunks, names, np.arange(len(chunks)), extra)
-    indexes = {i: cells.fragment_index(level, i) for i in range(len(chunks))}
-    rows, owner = [], []
-    for oid, blocks in zip(ids.tolist(), manifests):
-        for b in blocks:
-            i = position[b.chunk]
-            frag = indexes[i]
-            if len(b.fragments) and b.fragments.max() >= frag.num_fragments:
-                raise CorruptCellError(
-                    level.manifests.path if level.manifests else "object_index", str(oid),
-                    f"manifest names fragment {int(b.fragments.max())} of chunk {b.chunk}, which has {frag.num_fragments}",
-                )  # fmt: skip
-            r = frag.rows_of(b.fragments) + cells.offsets[i]
-            rows.append(r)
-            owner.append(np.full(len(r), oid, np.int64))
-    cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)  # noqa: E731
-    return cells, cat(rows), cat(owner), raws
+    indexes = [cells.fragment_index(level, i) for i in range(len(chunks))]
+    n_frag = np.array([ix.num_fragments for ix in indexes], np.int64)
+    bad = np.flatnonzero(frags >= n_frag[cell_of]) if len(frags) else np.zeros(0, np.int64)
+    if len(bad):
+        b = int(bad[0])
+        raise CorruptCellError(
+            level.manifests.path if level.manifests else "object_index", str(int(ids[pos[b]])),
+            f"manifest names fragment {int(frags[b])} of chunk {frag_chunks[b].tolist()}, "
+            f"which has {int(n_frag[cell_of[b]])}",
+        )  # fmt: skip
+    if all(ix.all_ranges for ix in indexes):
+        base = np.zeros(len(indexes) + 1, np.int64)
+        np.cumsum(n_frag, out=base[1:])
+        table = np.concatenate([ix.ranges for ix in indexes]) if indexes else np.zeros((0, 2), np.int64)
+        g = base[cell_of] + frags
+        counts = table[g, 1]
+        rows = ranges_to_rows(table[g, 0] + cells.offsets[cell_of], counts)
+    else:
+        parts = [indexes[c].rows(f) + cells.offsets[c] for c, f in zip(cell_of.tolist(), frags.tolist())]
+        counts = np.array([len(p) for p in parts], np.int64)
+        rows = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return cells, rows, np.repeat(ids[pos], counts), raws
 
 
 def read_objects(level: Level, ids: Sequence[int] | np.ndarray, attributes: Sequence[str] | bool | None = None) -> Result:

@@ -27,17 +27,32 @@ from .result import Result
 __all__ = ["query_lines_box", "objects_with_edges", "implicit_edges", "chain_order"]
 
 
+def _chunk_ids(level: Level, chunks: np.ndarray) -> np.ndarray:
+    """Linear grid index of each absolute chunk row (K, D); -1 for chunks outside the grid."""
+    cell = np.asarray(chunks, np.int64).reshape(-1, level.grid.ndim) - level.grid.origin
+    shape = np.asarray(level.grid.shape, np.int64)
+    inside = np.all((cell >= 0) & (cell < shape), axis=1)
+    strides = np.r_[np.cumprod(shape[::-1])[:-1][::-1], 1]
+    return np.where(inside, cell @ strides, -1)
+
+
 def _link_plan(level: Level, chunks: np.ndarray) -> list[tuple[LinkArray, np.ndarray]]:
     """For each link array, the touched chunks whose cell may join two touched chunks."""
-    touched = {tuple(c) for c in chunks.tolist()}
+    ids = np.unique(_chunk_ids(level, chunks))
+
+    def touched(c: np.ndarray) -> np.ndarray:
+        q = _chunk_ids(level, c)
+        at = np.minimum(np.searchsorted(ids, q), len(ids) - 1)
+        return (q >= 0) & (ids[at] == q) if len(ids) else np.zeros(len(q), bool)
+
     out = []
     for arr in level.links.values():
         listed = arr.nonempty
         if len(listed) == 0:
             continue
-        ok = np.array([tuple(c) in touched for c in listed.tolist()], bool)
+        ok = touched(listed)
         for off in arr.offsets:
-            ok &= np.array([tuple(c) in touched for c in (listed + off).tolist()], bool)
+            ok &= touched(listed + off)
         if ok.any():
             out.append((arr, listed[ok]))
     return out
@@ -71,37 +86,34 @@ def _link_edges(
     level: Level, cells: _Cells, plan: list[tuple[LinkArray, np.ndarray]], raws: list[bytes | None]
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(E, 2) edges from link records in concatenated-row numbering (input endpoint order),
-    and their ``link_attributes`` rows (raws laid out as :func:`_link_keys` lists them)."""
-    index = {tuple(c): i for i, c in enumerate(cells.chunks.tolist())}
+    and their ``link_attributes`` rows (raws laid out as :func:`_link_keys` lists them).
+
+    Cells are decoded one by one; bounds checks, endpoint order and row numbering are
+    done once over all records.
+    """
+    fetched = _chunk_ids(level, cells.chunks)
+    where = np.argsort(fetched)
     counts = np.diff(cells.offsets)
     # Under store="duplicate" a record has one copy per distinct endpoint chunk; keep the
     # copy anchored at the smallest of them (always fetched when any copy is useful).
     duplicate = level.links_family.get("store") == "duplicate"
     parts, sizes, keeps, pos = [], [], [], 0
     for arr, anchors in plan:
-        for chunk in anchors:
+        ends = np.stack([anchors] + [anchors + o for o in arr.offsets], axis=1)  # (A, W, D)
+        smallest = np.ones(len(anchors), bool)
+        if duplicate:
+            for k in range(1, ends.shape[1]):
+                smallest &= _lex_le(ends[:, 0], ends[:, k])
+        which = where[np.searchsorted(fetched, _chunk_ids(level, ends.reshape(-1, ends.shape[2])), sorter=where)]
+        which = which.reshape(len(anchors), -1)
+        for a, chunk in enumerate(anchors):
             vertices, perm = arr.records(raws[pos], chunk)
             pos += 1
             sizes.append(len(vertices))
-            ends = [tuple(chunk)] + [tuple(chunk + o) for o in arr.offsets]
-            keep = not duplicate or tuple(chunk) == min(ends)
-            keeps.append(keep)
-            if len(vertices) == 0 or not keep:
-                continue
-            which = np.array([index[e] for e in ends], np.int64)
-            bad = vertices >= counts[which][None, :]
-            if bad.any():
-                r, k = np.argwhere(bad)[0]
-                raise CorruptCellError(
-                    arr.path, ".".join(map(str, chunk)),
-                    f"record {r} names vertex {vertices[r, k]} of chunk {'.'.join(map(str, ends[k]))}, "
-                    f"which has {counts[which[k]]}",
-                )  # fmt: skip
-            rows = vertices + cells.offsets[which][None, :]
-            if perm is not None:
-                rows = restore_input_order(rows, perm)
-            parts.append(rows[:, :2])
-    edges = np.concatenate(parts).reshape(-1, 2) if parts else np.zeros((0, 2), np.int64)
+            keeps.append(bool(smallest[a]))
+            if len(vertices) and smallest[a]:
+                parts.append((arr, chunk, a, vertices, perm, which[a]))
+    edges = _records_to_edges(cells, counts, parts)
     attrs = {}
     for name, segments in level.link_attributes.items():
         values, k = [], 0
@@ -122,6 +134,42 @@ def _link_edges(
         flat = np.concatenate(values) if values else np.zeros((0, first.row_width), first.dtype)
         attrs[name] = flat.reshape((-1, *(first.attrs.get("row_shape") or [])))
     return edges, attrs
+
+
+def _lex_le(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise lexicographic ``a <= b`` of (N, D) integer arrays."""
+    diff = a - b
+    nz = diff != 0
+    first = np.argmax(nz, axis=1)
+    return ~nz.any(axis=1) | (diff[np.arange(len(a)), first] < 0)
+
+
+def _records_to_edges(cells: _Cells, counts: np.ndarray, parts: list) -> np.ndarray:
+    """Stack decoded link cells into (E, 2) concatenated-row edges in input endpoint order.
+
+    ``parts`` holds ``(array, anchor chunk, anchor index, vertices, perm, which)`` per cell,
+    ``which`` being the fetched-chunk position of each endpoint's chunk.
+    """
+    if not parts:
+        return np.zeros((0, 2), np.int64)
+    vertices = np.concatenate([p[3] for p in parts])
+    which = np.concatenate([np.broadcast_to(p[5], p[3].shape) for p in parts])
+    bad = vertices >= counts[which]
+    if bad.any():
+        r, k = np.argwhere(bad)[0]
+        cell_of = np.repeat(np.arange(len(parts)), [len(p[3]) for p in parts])
+        arr, chunk = parts[cell_of[r]][0], parts[cell_of[r]][1]
+        local = r - sum(len(p[3]) for p in parts[: cell_of[r]])
+        raise CorruptCellError(
+            arr.path, ".".join(map(str, chunk)),
+            f"record {local} names vertex {vertices[r, k]} of chunk "
+            f"{'.'.join(map(str, cells.chunks[which[r, k]]))}, which has {counts[which[r, k]]}",
+        )  # fmt: skip
+    rows = vertices + cells.offsets[which]
+    if any(p[4] is not None for p in parts):
+        perm = np.concatenate([np.zeros(len(p[3]), np.int64) if p[4] is None else p[4] for p in parts])
+        rows = restore_input_order(rows, perm)
+    return rows[:, :2]
 
 
 def chain_order(n: int, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -213,9 +261,9 @@ def query_lines_box(
     names = _attribute_names(level, attributes)
     links = _link_plan(level, chunks)
     extra = _link_keys(level, links)
-    cells, raws = _fetch(level, chunks, names, np.arange(len(chunks)), extra)
-    inside = np.all((cells.positions >= lo) & (cells.positions <= hi), axis=1)
     with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
+    cells, raws = _fetch(level, chunks, names, np.arange(len(chunks)), extra, owners=with_ids or whole_objects)
+    inside = np.all((cells.positions >= lo) & (cells.positions <= hi), axis=1)
     owners = _row_owners(level, cells) if (with_ids or whole_objects) else None
     if whole_objects:
         assert owners is not None
@@ -231,9 +279,24 @@ def _is_lines(level: Level) -> bool:
 
 
 def objects_with_edges(level: Level, ids: np.ndarray, attributes: Sequence[str] | bool | None = None) -> Result:
-    """Whole objects with every edge among their vertices; lines come back in order, one per object."""
+    """Whole objects with every edge among their vertices; lines come back in order, one per object.
+
+    A line's manifest lists its segments in walking order, so its vertices in manifest order
+    are the line itself and no link cell needs reading; other kinds fetch the link cells of
+    the objects' chunks in the same batch as the vertices.
+    """
     ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
     names = _attribute_names(level, attributes)
+    if _is_lines(level):
+        cells, rows, owners, _ = fetch_objects(level, ids, names)
+        result = _result(level, cells, rows, None)
+        result.object_ids = owners
+        starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]]) if len(owners) else np.zeros(0, np.int64)
+        result.line_offsets = np.append(starts, len(owners)).astype(np.int64)
+        follows = np.flatnonzero(owners[1:] == owners[:-1])
+        result.edges = np.stack([follows, follows + 1], axis=1)
+        result.edge_attributes = {}
+        return result
     plan: list[tuple[LinkArray, np.ndarray]] = []
 
     def link_keys(chunks: np.ndarray) -> list[str]:
@@ -241,11 +304,4 @@ def objects_with_edges(level: Level, ids: np.ndarray, attributes: Sequence[str] 
         return _link_keys(level, plan)
 
     cells, rows, owners, raws = fetch_objects(level, ids, names, link_keys)
-    edges = _edges(level, cells, plan, raws)
-    if not _is_lines(level):
-        return _select(level, cells, rows, edges, owners, lines=False)
-    # A line comes back in manifest order (its own order), one line per object.
-    result = _select(level, cells, rows, edges, owners, lines=False)
-    starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]]) if len(owners) else np.zeros(0, np.int64)
-    result.line_offsets = np.append(starts, len(owners)).astype(np.int64)
-    return result
+    return _select(level, cells, rows, _edges(level, cells, plan, raws), owners, lines=False)

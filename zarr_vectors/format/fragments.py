@@ -198,6 +198,11 @@ def decode_fragments(buf: bytes | memoryview, n_rows: int | None = None) -> Frag
         if len(buf) != HEADER.size:
             raise DecodeError(f"empty fragment index has {len(buf) - HEADER.size} trailing bytes")
         return FragmentIndex.from_ranges(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    table = decode_range_table(buf, f) if r == f else None
+    if table is not None:  # the common all-range layout, checked byte for byte
+        ranges = table.astype(np.int64)
+        _check_ranges(ranges, n_rows)
+        return FragmentIndex(np.ones(f, bool), ranges, np.zeros(1, np.int64), np.zeros(0, np.int64))
     pos = HEADER.size
     nbit = _bitmap_bytes(f)
     table_end = pos + nbit + 16 * r
@@ -220,14 +225,18 @@ def decode_fragments(buf: bytes | memoryview, n_rows: int | None = None) -> Frag
     if len(buf) != expected:
         raise DecodeError(f"fragment index should be {expected} bytes for F={f}, R={r}, T={t}, got {len(buf)}")
     indices = np.frombuffer(buf, "<i8", t, offsets_end).astype(np.int64)
-    if r and (ranges.min() < 0):
-        raise DecodeError("range fragment with a negative start or count")
+    _check_ranges(ranges, n_rows)
     if n_rows is not None:
-        if r and np.any(ranges[:, 0] + ranges[:, 1] > n_rows):
-            raise DecodeError(f"range fragment reaches past the cell's {n_rows} rows")
         if t and (indices.min() < 0 or indices.max() >= n_rows):
             raise DecodeError(f"explicit fragment row index outside the cell's {n_rows} rows")
     return FragmentIndex(is_range, ranges, offsets, indices)
+
+
+def _check_ranges(ranges: np.ndarray, n_rows: int | None) -> None:
+    if len(ranges) and ranges.min() < 0:
+        raise DecodeError("range fragment with a negative start or count")
+    if n_rows is not None and len(ranges) and np.any(ranges[:, 0] + ranges[:, 1] > n_rows):
+        raise DecodeError(f"range fragment reaches past the cell's {n_rows} rows")
 
 
 def encode_range_batch(starts: np.ndarray, counts: np.ndarray) -> list[bytes]:

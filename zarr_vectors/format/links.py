@@ -171,6 +171,8 @@ def lehmer_decode(codes: np.ndarray, width: int) -> np.ndarray:
             f"perm_idx {int(codes[r])} of record {r} is outside [0, {limit}) for link_width {width}"
         )
     m = len(codes)
+    if width == 2:  # code 0 is the identity, 1 the swap
+        return np.stack([codes, 1 - codes], axis=1)
     out = np.empty((m, width), dtype=np.int64)
     free = np.ones((m, width), dtype=bool)
     for i, w in enumerate(_weights(width)):
@@ -290,7 +292,10 @@ def decode_ragged(
     if len(buf) < 8:
         # [IMPL] a blob too short for K reads as empty rather than corrupt.
         return np.zeros((0, width), dt.newbyteorder("=")), np.zeros(1, np.int64)
-    k = int(np.frombuffer(buf, "<i8", 1)[0])
+    k = int.from_bytes(buf[:8], "little", signed=True)
+    if k == 1 and len(buf) >= 16 and not any(buf[8:16]) and (len(buf) - 16) % stride == 0:
+        n = (len(buf) - 16) // stride  # one row group starting at 0: the common case
+        return _view_rows(buf, 16, n, width, dt), np.array([0, n], np.int64)
     room = (len(buf) - 8) // 8
     if k < 0 or k > room:
         raise DecodeError(

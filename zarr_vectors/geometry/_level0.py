@@ -24,7 +24,7 @@ from ..storage import write_session
 if TYPE_CHECKING:
     from ..dataset import Dataset
 
-__all__ = ["MAX_BINS_PER_CHUNK", "Layout", "Tables", "make_layout", "object_tables", "write_level0", "row_payloads"]
+__all__ = ["MAX_BINS_PER_CHUNK", "Layout", "Tables", "make_layout", "object_tables", "write_level0", "row_payloads", "partition_owners"]
 
 #: Upper limit on bins per chunk (``prod(chunk_shape / bin_shape)``).
 MAX_BINS_PER_CHUNK = 4096
@@ -118,6 +118,29 @@ def row_payloads(values: np.ndarray, part: Any) -> Iterable[bytes]:
         yield np.take(values, order[offs[k] : offs[k + 1]], axis=0).tobytes()
 
 
+#: Metadata of ``fragment_attributes/object_id``: the owner of every fragment, uint64
+#: (the name and dtype the reference implementation uses for the same table).
+OBJECT_ID_META = {"zv_array": "fragment_attribute", "name": "object_id", "dtype": "uint64", "row_shape": []}
+
+
+def fragment_owner_payloads(cell: np.ndarray, local: np.ndarray, owner: np.ndarray, n_cells: int) -> list[bytes]:
+    """Per occupied cell, the uint64 object id of each of its fragments in fragment order.
+
+    Every cell's local indices must be exactly ``0 .. F - 1``.
+    """
+    order = np.lexsort((local, cell))
+    ids = owner[order].astype("<u8")
+    bounds = np.searchsorted(cell[order], np.arange(n_cells + 1))
+    return [ids[a:b].tobytes() for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def partition_owners(part: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(cell, local, object)`` of every fragment of a :class:`Partition` with objects."""
+    if part.frag_object is None:
+        return None
+    return part.frag_cell, part.frag_local, part.frag_object
+
+
 def attribute_meta(attr: _inputs.NamedArray) -> dict[str, Any]:
     """``zv_array: attribute`` metadata of a per-vertex attribute array."""
     meta: dict[str, Any] = {
@@ -142,6 +165,7 @@ def write_level0(
     vertex_attributes: list[_inputs.NamedArray],
     tables: Tables,
     manifests: list[bytes] | None,
+    fragment_objects: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     links: Callable[[StoreBuilder], list[str]] | None = None,
     crs: Any = None,
     compression: str | None = "none",
@@ -151,7 +175,9 @@ def write_level0(
     """Write a one-level store and return it opened for reading.
 
     ``links(builder)`` writes the link arrays and returns the families it added to
-    ``arrays_present``.
+    ``arrays_present``. ``fragment_objects`` is ``(cell, local index, object id)`` of every
+    fragment; with it the owners are written as ``fragment_attributes/object_id`` so a box
+    query can tell the object of each row without reading every manifest.
     """
     from ..dataset import Dataset
 
@@ -175,6 +201,11 @@ def write_level0(
         for attr in vertex_attributes:
             builder.cell_array(f"0/vertex_attributes/{attr.name}", grid, part.cells,
                                row_payloads(attr.values, part), attribute_meta(attr))  # fmt: skip
+        if fragment_objects is not None and manifests is not None:
+            builder.group("0/fragment_attributes")
+            builder.cell_array("0/fragment_attributes/object_id", grid, part.cells,
+                               fragment_owner_payloads(*fragment_objects, len(part.cells)), OBJECT_ID_META)  # fmt: skip
+            present.append("fragment_attributes")
         if links is not None:
             present += links(builder)
         present += write_object_tables(

@@ -23,7 +23,7 @@ from ..errors import InputError
 from ..format.fragments import FragmentIndex, encode_fragments
 from ..format.grid import Grid
 from ..format.links import encode_flat_rows, encode_ragged, parse_offsets, place_links, smallest_index_dtype
-from ._level0 import make_layout, object_tables, write_level0
+from ._level0 import make_layout, object_tables, partition_owners, write_level0
 from .points import fragment_payloads
 
 if TYPE_CHECKING:
@@ -185,6 +185,6 @@ def write_graph(
     return write_level0(
         target, layout=layout, geometry_type="graph", links_convention="explicit", positions=pos, part=part,
         fragments=fragment_payloads(part), vertex_attributes=vattrs, tables=tables,
-        manifests=build_manifests(part, layout.grid, tables.num_objects), links=links,
+        fragment_objects=partition_owners(part), manifests=build_manifests(part, layout.grid, tables.num_objects), links=links,
         crs=crs, compression=compression, overwrite=overwrite, storage_options=storage_options,
     )  # fmt: skip

@@ -111,28 +111,34 @@ def _continuations(part: LinePartition, grid: Grid) -> tuple[np.ndarray, np.ndar
 
 
 def _write_links(builder: StoreBuilder, grid: Grid, part: LinePartition) -> int:
-    """Write ``links/0`` (directed continuations, one ragged group per cell); return the record count."""
+    """Write ``links/0`` (continuations as an undirected canonical family, one ragged group per
+    cell); return the record count.
+
+    Canonical placement stores each record at the smaller of its two chunks, so only the
+    13 lexicographically positive neighbour segments exist (half the cells of a directed
+    family) and ``perm_idx`` keeps the walking direction. This is the reference's form.
+    """
     chunks, vertices = _continuations(part, grid)
     if len(chunks) == 0:
         return 0
     d = grid.ndim
     dtype = smallest_index_dtype(int(np.diff(part.row_offsets).max()) if len(part.cells) else 0)
-    by_segment: dict[str, tuple[list[np.ndarray], list[bytes]]] = {}
-    for cell in place_links(chunks, vertices, directed=True, store="canonical").cells():
-        cells, payloads = by_segment.setdefault(cell.segment, ([], []))
+    by_segment: dict[str, tuple[list[np.ndarray], list[bytes], bool]] = {}
+    for cell in place_links(chunks, vertices, directed=False, store="canonical").cells():
+        cells, payloads, _ = by_segment.setdefault(cell.segment, ([], [], cell.has_perm))
         cells.append(np.asarray(cell.chunk) - grid.origin)
         payloads.append(encode_ragged([cell.rows], dtype))
     builder.group("0/links")
-    for segment, (cells, payloads) in by_segment.items():
+    for segment, (cells, payloads, has_perm) in by_segment.items():
         meta = {
             "zv_array": "links", "dtype": dtype.name, "offsets": parse_offsets(segment, 2, d).tolist(),
-            "has_perm": False, "link_width": 2, "level_delta": 0,
+            "has_perm": has_perm, "link_width": 2, "level_delta": 0,
         }  # fmt: skip
         builder.cell_array(f"0/links/0/{segment}", grid, np.asarray(cells).reshape(-1, d), payloads, meta, kind="links")
     m = len(chunks)
     builder.group(
         "0/links/0",
-        {"zv_array": "links_family", "level_delta": 0, "link_width": 2, "sid_ndim": d, "directed": True,
+        {"zv_array": "links_family", "level_delta": 0, "link_width": 2, "sid_ndim": d, "directed": False,
          "store": "canonical", "num_links": m, "num_physical_records": m},
     )  # fmt: skip
     return m
@@ -233,6 +239,7 @@ def write_lines(
     return write_level0(
         target, layout=layout, geometry_type=kind, links_convention="implicit_sequential", positions=pos,
         part=part, fragments=_fragment_payloads(part), vertex_attributes=vattrs, tables=tables, manifests=manifests,
+        fragment_objects=(part.seg_cell, part.seg_local, part.seg_line),
         links=lambda builder: ["links"] if _write_links(builder, grid, part) else [],
         crs=crs, compression=compression, overwrite=overwrite, storage_options=storage_options,
     )  # fmt: skip

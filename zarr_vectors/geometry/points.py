@@ -10,7 +10,7 @@ from .._object_tables import build_manifests
 from .._partition import Partition, partition
 from ..errors import InputError
 from ..format.fragments import FragmentIndex, encode_fragments, encode_range_batch
-from ._level0 import make_layout, object_tables, write_level0
+from ._level0 import make_layout, object_tables, partition_owners, write_level0
 
 if TYPE_CHECKING:
     from ..dataset import Dataset
@@ -109,5 +109,6 @@ def write_points(
     return write_level0(
         target, layout=layout, geometry_type="point_cloud", links_convention="implicit_sequential",
         positions=pos, part=part, fragments=fragment_payloads(part), vertex_attributes=vattrs, tables=tables,
-        manifests=manifests, crs=crs, compression=compression, overwrite=overwrite, storage_options=storage_options,
+        fragment_objects=partition_owners(part), manifests=manifests, crs=crs, compression=compression,
+        overwrite=overwrite, storage_options=storage_options,
     )  # fmt: skip

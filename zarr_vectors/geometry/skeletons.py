@@ -25,7 +25,7 @@ from .._writer import StoreBuilder
 from ..errors import InputError
 from ..format.grid import Grid
 from ..format.links import encode_ragged, parse_offsets, place_links, smallest_index_dtype
-from ._level0 import make_layout, object_tables, write_level0
+from ._level0 import make_layout, object_tables, partition_owners, write_level0
 from .graphs import _intra_payloads, vertex_locals
 from .points import fragment_payloads
 
@@ -191,7 +191,7 @@ def write_skeleton(
     return write_level0(
         target, layout=layout, geometry_type="skeleton", links_convention="implicit_sequential_with_branches",
         positions=pos, part=part, fragments=fragment_payloads(part), vertex_attributes=vattrs, tables=tables,
-        manifests=build_manifests(part, layout.grid, tables.num_objects),
+        fragment_objects=partition_owners(part), manifests=build_manifests(part, layout.grid, tables.num_objects),
         links=lambda builder: ["links", "link_fragments"] if _write_parent_links(builder, layout.grid, part, par) else [],
         crs=crs, compression=compression, overwrite=overwrite, storage_options=storage_options,
     )  # fmt: skip
