@@ -15,6 +15,7 @@ from .errors import (
 from .format.metadata import UnknownCapabilityWarning
 from .geometry.graphs import write_graph
 from .geometry.lines import write_lines
+from .geometry.meshes import write_mesh, write_meshes
 from .geometry.points import write_points
 from .geometry.skeletons import write_skeleton
 from .result import Result
@@ -30,6 +31,8 @@ __all__ = [
     "write_lines",
     "write_graph",
     "write_skeleton",
+    "write_mesh",
+    "write_meshes",
     "ZarrVectorsError",
     "FormatError",
     "CorruptCellError",

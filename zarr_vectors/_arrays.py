@@ -21,12 +21,9 @@ def _pipeline(path: str, doc: dict[str, Any]) -> Pipeline:
         return Pipeline.from_codecs(doc.get("codecs") or [])
     except UnsupportedPipeline as exc:
         names = [c.get("name") for c in doc.get("codecs") or []]
-        if "draco" in names:
-            raise FormatError(
-                f"array {path!r} uses codec draco, which is not available in this version; "
-                "install the Draco codec package to read it"
-            ) from exc
         raise FormatError(f"array {path!r} uses codecs {names}, which this library cannot decode yet") from exc
+    except ImportError as exc:
+        raise FormatError(f"array {path!r}: {exc}") from exc
 
 
 @dataclass(eq=False)
@@ -95,6 +92,24 @@ class CellArray:
             return memoryview(b"")
         try:
             return self.pipeline.decode(raw)
+        except DecodeError as exc:
+            raise CorruptCellError(self.path, ".".join(map(str, chunk)), str(exc)) from exc
+
+    @cached_property
+    def draco(self) -> bool:
+        """Cells are Draco blobs (``encoding: "draco"``, the draco codec first in the list)."""
+        codecs = self.doc.get("codecs") or []
+        return bool(codecs) and codecs[0].get("name") == "draco"
+
+    def mesh_rows(self, raw: bytes | None, chunk: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """A Draco cell's (N, 3) float32 positions and (F, 3) int64 intra-chunk faces."""
+        from ._draco import decode_cell
+
+        data = self.payload(raw, chunk)
+        if len(data) == 0:
+            return np.zeros((0, 3), np.float32), np.zeros((0, 3), np.int64)
+        try:
+            return decode_cell(bytes(data))
         except DecodeError as exc:
             raise CorruptCellError(self.path, ".".join(map(str, chunk)), str(exc)) from exc
 

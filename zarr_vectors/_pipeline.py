@@ -103,6 +103,15 @@ class Pipeline:
     def from_codecs(cls, codecs: list[dict[str, Any]]) -> Pipeline:
         if not codecs:
             raise UnsupportedPipeline("empty codec list")
+        if codecs[0].get("name") == "draco":
+            # The draco array codec maps raw rows <-> a Draco blob; the library decodes the
+            # blob itself (it needs the faces too), so the pipeline yields the blob.
+            from ._draco import require_codec
+
+            require_codec()
+            codecs = codecs[1:]
+            if not codecs:
+                raise UnsupportedPipeline("draco without a serialiser")
         first = codecs[0].get("name")
         if first == "vlen-bytes":
             serializer: Literal["vlen-bytes", "bytes"] = "vlen-bytes"

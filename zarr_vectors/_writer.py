@@ -79,10 +79,13 @@ class StoreBuilder:
         payloads: Iterable[bytes],
         attributes: dict[str, Any],
         kind: str = "data",
+        array_codecs: list[dict[str, Any]] | None = None,
     ) -> None:
         """A per-chunk vlen array over ``grid``; ``cells`` (K, D) are cell indices of the payloads.
 
         Adds ``nonempty_chunks`` (absolute keys) and ``chunk_grid_origin`` (when non-zero).
+        ``array_codecs`` are named in the codec list before vlen-bytes; the payloads are
+        already their output (a Draco blob per cell).
         """
         compressors = self.compressors(kind)
         pipe = Pipeline.from_codecs([{"name": "vlen-bytes"}, *compressors])
@@ -95,7 +98,7 @@ class StoreBuilder:
             attrs["chunk_grid_origin"] = [int(o) for o in grid.origin]
         attrs["nonempty_chunks"] = nonempty
         shape = tuple(int(s) for s in grid.shape)
-        self.arrays[path] = zarr_json.vlen_array_doc(shape, (1,) * len(shape), compressors, attrs)
+        self.arrays[path] = zarr_json.vlen_array_doc(shape, (1,) * len(shape), compressors, attrs, array_codecs)
 
     def vlen_list_array(
         self, path: str, items: Sequence[bytes], chunk: int, attributes: dict[str, Any]

@@ -14,6 +14,7 @@ from .format.zarr_json import check_zarr_v3
 from .level import Level
 from .query import parse_box, query_box, read_objects
 from .query_lines import objects_with_edges, query_lines_box
+from .query_mesh import mesh_objects, query_mesh_box
 from .result import Result
 from .storage import Backend, check_not_v2, open_backend
 
@@ -122,6 +123,7 @@ class Dataset:
         attributes: Sequence[str] | bool | None = None,
         object_ids: bool | None = None,
         whole_objects: bool = False,
+        faces: str = "inside",
     ) -> Result:
         """Vertices with ``lo <= p <= hi`` on every axis (``bbox=(lo, hi)``; None reads everything).
 
@@ -130,6 +132,8 @@ class Dataset:
         Only the cells of chunks the box touches are fetched, in one batch.
         For lines the result also has ``edges`` and ``line_offsets`` (pieces cut at the
         box); ``whole_objects=True`` returns instead every complete line with a vertex inside.
+        For meshes the result has ``faces``: those with all three vertices inside, or with
+        ``faces="touching"`` every face with a vertex inside (with all its vertices).
         """
         lv = self.level(level)
         if bbox is None:
@@ -137,9 +141,15 @@ class Dataset:
             hi = np.full(self.ndim, np.inf)
         else:
             lo, hi = parse_box(bbox, self.ndim)
+        if self._is_mesh:
+            return query_mesh_box(lv, lo, hi, attributes, object_ids, faces)
         if self._is_linked:
             return query_lines_box(lv, lo, hi, attributes, object_ids, whole_objects)
         return query_box(lv, lo, hi, attributes, object_ids)
+
+    @property
+    def _is_mesh(self) -> bool:
+        return "mesh" in self.geometry_types
 
     @property
     def _is_linked(self) -> bool:
@@ -159,6 +169,8 @@ class Dataset:
             raise InputError(f"object ids must be integers, got {ids_arr.dtype}")
         _, first = np.unique(ids_arr, return_index=True)
         ids_arr = ids_arr[np.sort(first)]
+        if self._is_mesh:
+            return mesh_objects(self.level(level), ids_arr, attributes)
         if self._is_linked:
             return objects_with_edges(self.level(level), ids_arr, attributes)
         return read_objects(self.level(level), ids_arr, attributes)

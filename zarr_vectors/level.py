@@ -89,8 +89,13 @@ class Level:
             raise FormatError(f"level {p} has no vertices array")
         vertices = CellArray(f"{p}/vertices", vdoc)
         encoding = vertices.attrs.get("encoding", "raw")
-        if encoding != "raw":
-            raise FormatError(f"{p}/vertices has encoding {encoding!r}, which this library cannot read yet")
+        if encoding not in ("raw", "draco"):
+            raise FormatError(f"{p}/vertices has encoding {encoding!r}, which this library cannot read")
+        if encoding == "draco" and not vertices.draco:
+            raise FormatError(
+                f"{p}/vertices has encoding 'draco' but its codec list does not start with the draco codec "
+                "(a Draco blob stored as plain vlen bytes); this library reads Draco cells through the codec"
+            )
         fdoc = _parse(docs["vertex_fragments"], f"{p}/vertex_fragments")
         fam_names = {fam: backend.list_dir(f"{p}/{fam}") for fam in _FAMILIES}
         for name in backend.list_dir(f"{p}/link_attributes"):

@@ -9,7 +9,7 @@ are tested). Fragment indices are fetched for partly covered chunks only.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -150,7 +150,8 @@ class _Cells:
     Rows of chunk ``i`` are ``offsets[i]:offsets[i + 1]`` of ``positions`` and of
     every array in ``attributes``; ``fragments`` maps a chunk's position in
     ``chunks`` to its fragment-index payload, for the chunks it was fetched for, and
-    ``owner_tables`` to its ``fragment_attributes/object_id`` rows where those were fetched.
+    ``owner_tables`` to its ``fragment_attributes/object_id`` rows where those were fetched;
+    ``intra_faces`` holds the chunk-local faces decoded from Draco cells.
     """
 
     chunks: np.ndarray
@@ -159,6 +160,7 @@ class _Cells:
     attributes: dict[str, np.ndarray]
     fragments: dict[int, memoryview]
     owner_tables: dict[int, np.ndarray]
+    intra_faces: dict[int, np.ndarray] = field(default_factory=dict)
 
     def fragment_index(self, level: Level, i: int) -> FragmentIndex:
         return _decode_frag(level, self.fragments[i], self.chunks[i], int(self.offsets[i + 1] - self.offsets[i]))
@@ -183,7 +185,14 @@ def _fetch(
     n_main = len(keys)
     raws = level.backend.get_many(keys + list(extra))
     k, d = len(chunks), level.grid.ndim
-    cells = [level.vertices.rows(raws[i], chunks[i], d) for i in range(k)]
+    faces: dict[int, np.ndarray] = {}
+    if level.vertices.draco:
+        cells = []
+        for i in range(k):
+            pos, faces[i] = level.vertices.mesh_rows(raws[i], chunks[i])
+            cells.append(pos)
+    else:
+        cells = [level.vertices.rows(raws[i], chunks[i], d) for i in range(k)]
     offsets = np.zeros(k + 1, np.int64)
     np.cumsum([len(c) for c in cells], out=offsets[1:])
     attrs = {}
@@ -203,7 +212,7 @@ def _fetch(
         if table is not None and raws[base + len(frag_idx) + j] is not None:
             tables[i] = table.rows(raws[base + len(frag_idx) + j], chunks[i]).reshape(-1)
     positions = np.concatenate(cells) if cells else np.zeros((0, d), level.vertices.dtype)
-    return _Cells(chunks, positions, offsets, attrs, frags, tables), raws[n_main:]
+    return _Cells(chunks, positions, offsets, attrs, frags, tables, faces), raws[n_main:]
 
 
 def _row_owners(level: Level, cells: _Cells) -> np.ndarray:

@@ -36,8 +36,9 @@ def _chunk_ids(level: Level, chunks: np.ndarray) -> np.ndarray:
     return np.where(inside, cell @ strides, -1)
 
 
-def _link_plan(level: Level, chunks: np.ndarray) -> list[tuple[LinkArray, np.ndarray]]:
-    """For each link array, the touched chunks whose cell may join two touched chunks."""
+def _link_plan(level: Level, chunks: np.ndarray, any_end: bool = False) -> list[tuple[LinkArray, np.ndarray]]:
+    """For each link array, the listed anchors of cells whose records can join touched chunks
+    only (``any_end``: that can reach a touched chunk at all)."""
     ids = np.unique(_chunk_ids(level, chunks))
 
     def touched(c: np.ndarray) -> np.ndarray:
@@ -52,10 +53,16 @@ def _link_plan(level: Level, chunks: np.ndarray) -> list[tuple[LinkArray, np.nda
             continue
         ok = touched(listed)
         for off in arr.offsets:
-            ok &= touched(listed + off)
+            ok = (ok | touched(listed + off)) if any_end else (ok & touched(listed + off))
         if ok.any():
             out.append((arr, listed[ok]))
     return out
+
+
+def plan_endpoint_chunks(plan: list[tuple[LinkArray, np.ndarray]]) -> np.ndarray:
+    """Every chunk an endpoint of a planned link cell can lie in (unique rows)."""
+    parts = [anchors + off for arr, anchors in plan for off in [np.zeros_like(arr.offsets[0])] + list(arr.offsets)]
+    return np.unique(np.concatenate(parts), axis=0) if parts else np.zeros((0, 0), np.int64)
 
 
 def implicit_edges(cells: _Cells, indexes: dict[int, FragmentIndex]) -> np.ndarray:
@@ -145,7 +152,7 @@ def _lex_le(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _records_to_edges(cells: _Cells, counts: np.ndarray, parts: list) -> np.ndarray:
-    """Stack decoded link cells into (E, 2) concatenated-row edges in input endpoint order.
+    """Stack decoded link cells into (E, W) concatenated-row records in input endpoint order.
 
     ``parts`` holds ``(array, anchor chunk, anchor index, vertices, perm, which)`` per cell,
     ``which`` being the fetched-chunk position of each endpoint's chunk.
@@ -169,7 +176,7 @@ def _records_to_edges(cells: _Cells, counts: np.ndarray, parts: list) -> np.ndar
     if any(p[4] is not None for p in parts):
         perm = np.concatenate([np.zeros(len(p[3]), np.int64) if p[4] is None else p[4] for p in parts])
         rows = restore_input_order(rows, perm)
-    return rows[:, :2]
+    return rows
 
 
 def chain_order(n: int, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

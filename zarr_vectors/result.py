@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -46,6 +47,24 @@ class Result:
         names = ", ".join(self.attributes) or "none"
         objs = "" if self.object_ids is None else f", {len(np.unique(self.object_ids))} objects"
         return f"<Result {len(self)} vertices x {self.positions.shape[1]} axes; attributes: {names}{objs}>"
+
+    def plot(self, **kwargs: Any) -> Any:
+        """Draw the result with matplotlib (extra ``plot``) and return the axes; the keywords
+        (``ax``, ``view``, ``color_by``, ...) are those of :func:`zarr_vectors.plot.plot`."""
+        from .plot import plot
+
+        return plot(self, **kwargs)
+
+    def to_trimesh(self, process: bool = False) -> Any:
+        """The result as a ``trimesh.Trimesh`` (positions and ``faces``; meshes only).
+
+        ``process=False`` keeps every vertex and face as read (no merging or reordering).
+        """
+        if self.faces is None:
+            raise ValueError("this result has no faces: to_trimesh needs a mesh query or object read")
+        import trimesh
+
+        return trimesh.Trimesh(vertices=self.positions, faces=self.faces, process=process)
 
     def sorted(self) -> Result:
         """A copy with rows in lexicographic order of (object id, position): a canonical order for comparing."""

@@ -56,9 +56,13 @@ def vlen_array_doc(
     chunks: tuple[int, ...],
     compressors: list[dict[str, Any]],
     attributes: dict[str, Any],
+    array_codecs: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """A ``variable_length_bytes`` array: one vlen-bytes element per chunk here."""
-    codecs = [{"name": "vlen-bytes", "configuration": {}}, *compressors]
+    """A ``variable_length_bytes`` array: one vlen-bytes element per chunk here.
+
+    ``array_codecs`` (e.g. ``draco``) come before the vlen-bytes serialiser.
+    """
+    codecs = [*(array_codecs or []), {"name": "vlen-bytes", "configuration": {}}, *compressors]
     return _array_doc(shape, chunks, VLEN_BYTES, "", codecs, attributes)
 
 

@@ -167,6 +167,9 @@ def write_level0(
     manifests: list[bytes] | None,
     fragment_objects: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     links: Callable[[StoreBuilder], list[str]] | None = None,
+    vertex_payloads: Iterable[bytes] | None = None,
+    vertex_codecs: list[dict[str, Any]] | None = None,
+    vertex_encoding: str = "raw",
     crs: Any = None,
     compression: str | None = "none",
     overwrite: bool = False,
@@ -175,7 +178,8 @@ def write_level0(
     """Write a one-level store and return it opened for reading.
 
     ``links(builder)`` writes the link arrays and returns the families it added to
-    ``arrays_present``. ``fragment_objects`` is ``(cell, local index, object id)`` of every
+    ``arrays_present``. ``vertex_payloads`` replace the raw rows of ``positions`` as the
+    ``vertices`` cells (Draco blobs, with ``vertex_codecs`` naming their codec). ``fragment_objects`` is ``(cell, local index, object id)`` of every
     fragment; with it the owners are written as ``fragment_attributes/object_id`` so a box
     query can tell the object of each row without reading every manifest.
     """
@@ -190,8 +194,12 @@ def write_level0(
     )  # fmt: skip
     with write_session(target, overwrite=overwrite, storage_options=storage_options) as backend:
         builder = StoreBuilder(backend, compression)
-        builder.cell_array("0/vertices", grid, part.cells, row_payloads(positions, part),
-                           {"zv_array": "vertices", "dtype": positions.dtype.name, "encoding": "raw"})  # fmt: skip
+        if vertex_payloads is None:
+            vertex_payloads = row_payloads(positions, part)
+        dtype = "float32" if vertex_encoding == "draco" else positions.dtype.name
+        builder.cell_array("0/vertices", grid, part.cells, vertex_payloads,
+                           {"zv_array": "vertices", "dtype": dtype, "encoding": vertex_encoding},
+                           array_codecs=vertex_codecs)  # fmt: skip
         builder.cell_array("0/vertex_fragments", grid, part.cells, fragments,
                            {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"}, kind="fragments")  # fmt: skip
         present = ["vertices", "vertex_fragments"]

@@ -29,7 +29,7 @@ from .points import fragment_payloads
 if TYPE_CHECKING:
     from ..dataset import Dataset
 
-__all__ = ["write_graph"]
+__all__ = ["write_graph", "write_edges", "vertex_locals"]
 
 
 def edge_array(edges: Any, n: int) -> np.ndarray:
@@ -85,30 +85,37 @@ def _intra_payloads(
     return cells, rows_out, frag_out, records
 
 
-def _write_edges(
+def write_edges(
     builder: StoreBuilder, grid: Grid, part: Partition, edges: np.ndarray, directed: bool,
     edge_attributes: list[_inputs.NamedArray],
 ) -> int:
-    """Write ``links/0`` (and ``link_attributes/<name>/0``, row for row with it); return the edge count."""
+    """Write ``links/0`` (and ``link_attributes/<name>/0``, row for row with it); return the record count.
+
+    ``edges`` (E, W) are vertex indices: W = 2 for graph edges, 3 for triangles. Records whose
+    vertices share a chunk go to the flat intra array (grouped by the first vertex's fragment
+    in ``link_fragments``); the rest are placed by the family policy.
+    """
     cell, local, frag = vertex_locals(part)
-    same = cell[edges[:, 0]] == cell[edges[:, 1]]
+    width = edges.shape[1]
+    same = np.all(cell[edges] == cell[edges[:, :1]], axis=1)
     d = grid.ndim
     max_rows = int(np.diff(part.row_offsets).max()) if len(part.cells) else 0
     dtype = smallest_index_dtype(max(max_rows, 1))
-    meta = {"zv_array": "links", "dtype": dtype.name, "link_width": 2, "level_delta": 0}
+    meta = {"zv_array": "links", "dtype": dtype.name, "link_width": width, "level_delta": 0}
     # segment -> (cell indices, link payloads, has_perm, edge index of every row per cell)
     arrays: dict[str, tuple[np.ndarray, list[bytes], bool, list[np.ndarray]]] = {}
     intra_idx = np.flatnonzero(same)
     if len(intra_idx):
         cells, rows, frags, records = _intra_payloads(part, cell, local, frag, edges[intra_idx], dtype)
-        arrays[".".join(["0"] * d)] = (part.cells[cells], rows, False, [intra_idx[r] for r in records])
+        arrays["_".join([".".join(["0"] * d)] * (width - 1))] = (part.cells[cells], rows, False, [intra_idx[r] for r in records])
         builder.cell_array("0/link_fragments", grid, part.cells[cells], frags,
                            {"zv_array": "link_fragments", "encoding": "fragment_index_v1"}, kind="fragments")  # fmt: skip
     cross_idx = np.flatnonzero(~same)
     cross = edges[cross_idx]
-    chunks = np.stack([part.cells[cell[cross[:, 0]]], part.cells[cell[cross[:, 1]]]], axis=1) + grid.origin
+    chunks = part.cells[cell[cross]] + grid.origin
     grouped: dict[str, tuple[list[np.ndarray], list[bytes], bool, list[np.ndarray]]] = {}
-    for lc in place_links(chunks.reshape(-1, 2, d), local[cross].reshape(-1, 2), directed=directed, store="canonical").cells():
+    placed = place_links(chunks.reshape(-1, width, d), local[cross].reshape(-1, width), directed=directed, store="canonical")
+    for lc in placed.cells():
         cells_l, payloads, _, recs = grouped.setdefault(lc.segment, ([], [], lc.has_perm, []))
         cells_l.append(np.asarray(lc.chunk) - grid.origin)
         payloads.append(encode_ragged([lc.rows], dtype))
@@ -117,12 +124,13 @@ def _write_edges(
         arrays[segment] = (np.asarray(cells_l).reshape(-1, d), payloads, has_perm, recs)
     builder.group("0/links")
     for segment, (cells_a, payloads, has_perm, _) in arrays.items():
-        offsets = parse_offsets(segment, 2, d).tolist()
+        offsets = parse_offsets(segment, width, d).tolist()
         builder.cell_array(f"0/links/0/{segment}", grid, cells_a, payloads,
                            {**meta, "offsets": offsets, "has_perm": has_perm}, kind="links")  # fmt: skip
-    builder.group("0/links/0", {"zv_array": "links_family", "level_delta": 0, "link_width": 2, "sid_ndim": d,
-                                "directed": directed, "store": "canonical", "num_links": len(edges),
-                                "num_physical_records": len(edges)})  # fmt: skip
+    total = len(edges)
+    builder.group("0/links/0", {"zv_array": "links_family", "level_delta": 0, "link_width": width, "sid_ndim": d,
+                                "directed": directed, "store": "canonical", "num_links": total,
+                                "num_physical_records": total})  # fmt: skip
     if edge_attributes:
         builder.group("0/link_attributes")
     for attr in edge_attributes:
@@ -131,7 +139,7 @@ def _write_edges(
         builder.group(f"{base}/0", {"zv_array": "link_attribute_family", "name": attr.name, "level_delta": 0})
         for segment, (cells_a, _, _, recs) in arrays.items():
             amet = {"zv_array": "link_attribute", "name": attr.name, "dtype": attr.values.dtype.name,
-                    "row_shape": attr.row_shape, "offsets": parse_offsets(segment, 2, d).tolist(), "level_delta": 0}  # fmt: skip
+                    "row_shape": attr.row_shape, "offsets": parse_offsets(segment, width, d).tolist(), "level_delta": 0}  # fmt: skip
             builder.cell_array(f"{base}/0/{segment}", grid, cells_a, [attr.values[r].tobytes() for r in recs], amet)
     return len(edges)
 
@@ -178,7 +186,7 @@ def write_graph(
     part = partition(pos, layout.grid, oids)
 
     def links(builder: StoreBuilder) -> list[str]:
-        if not _write_edges(builder, layout.grid, part, e, directed, eattrs):
+        if not write_edges(builder, layout.grid, part, e, directed, eattrs):
             return []
         return ["links", "link_fragments"] + (["link_attributes"] if eattrs else [])
 

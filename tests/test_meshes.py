@@ -1,0 +1,151 @@
+"""Triangle meshes: whole meshes back exactly, sub-meshes of a box against brute force, I/O, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import trimesh
+
+import zarr_vectors as zv
+from zarr_vectors.errors import CorruptCellError, InputError
+
+
+def _sphere(sub=3, scale=499.0, offset=500.0):
+    m = trimesh.creation.icosphere(subdivisions=sub)
+    return m.vertices * scale + offset, m.faces.astype(np.int64)
+
+
+def _canon(faces: np.ndarray) -> set[tuple[int, ...]]:
+    """Faces as a set of triangles with winding: each rotated so its smallest index is first."""
+    if len(faces) == 0:
+        return set()
+    k = np.argmin(faces, axis=1)
+    rot = np.stack([faces[np.arange(len(faces)), (k + i) % 3] for i in range(3)], axis=1)
+    return set(map(tuple, rot.tolist()))
+
+
+def _input_index(vertices: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    lookup = {tuple(p): i for i, p in enumerate(vertices.tolist())}
+    return np.array([lookup[tuple(p)] for p in positions.tolist()], np.int64)
+
+
+@pytest.fixture
+def two_meshes():
+    v1, f1 = _sphere(3, 300.0, 400.0)
+    box = trimesh.creation.box(extents=(250.0, 180.0, 320.0))
+    v2, f2 = box.vertices + 650.0, box.faces.astype(np.int64)
+    return [(v1, f1), (v2, f2)]
+
+
+def test_objects_come_back_whole_with_winding(tmp_path, two_meshes):
+    names = np.array([11, 22], np.int64)
+    ds = zv.write_meshes(tmp_path / "m.zarr", [trimesh.Trimesh(*two_meshes[0], process=False), two_meshes[1]],
+                         chunk_shape=100, object_attributes={"segment": names})
+    assert ds.geometry_types == ("mesh",)
+    for oid, (v, f) in enumerate(two_meshes):
+        r = ds.objects([oid])
+        assert np.array_equal(np.unique(r.object_ids), [oid])
+        idx = _input_index(v, r.positions)
+        assert sorted(idx.tolist()) == list(range(len(v)))  # every vertex once
+        assert _canon(idx[r.faces]) == _canon(f)
+    assert ds.object_attributes("segment").tolist() == [11, 22]
+    both = ds.objects([1, 0])
+    assert both.object_ids[0] == 1 and len(both.faces) == len(two_meshes[0][1]) + len(two_meshes[1][1])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_box_sub_mesh_inside_and_touching_match_brute_force(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    v, f = _sphere(4)
+    attr = rng.random(len(v)).astype(np.float32)
+    ds = zv.write_mesh(tmp_path / "m.zarr", v, f, chunk_shape=rng.choice([100, 137, 250]), attributes={"a": attr})
+    for _ in range(4):
+        lo = rng.uniform(0, 800, 3)
+        hi = lo + rng.uniform(50, 400, 3)
+        inside = np.all((v >= lo) & (v <= hi), axis=1)
+        r = ds.query(bbox=(lo, hi))
+        idx = _input_index(v, r.positions)
+        assert sorted(idx.tolist()) == np.flatnonzero(inside).tolist()
+        assert np.array_equal(r.attributes["a"], attr[idx])
+        assert _canon(idx[r.faces]) == _canon(f[inside[f].all(axis=1)])
+        t = ds.query(bbox=(lo, hi), faces="touching")
+        touch = f[inside[f].any(axis=1)]
+        tidx = _input_index(v, t.positions)
+        assert sorted(tidx.tolist()) == sorted(set(np.flatnonzero(inside).tolist()) | set(touch.ravel().tolist()))
+        assert _canon(tidx[t.faces]) == _canon(touch)
+
+
+def test_result_converts_to_trimesh(tmp_path):
+    v, f = _sphere(2)
+    mesh = zv.write_mesh(tmp_path / "m.zarr", v, f, chunk_shape=250).objects([0]).to_trimesh()
+    assert isinstance(mesh, trimesh.Trimesh)
+    assert len(mesh.faces) == len(f) and mesh.is_watertight
+    with pytest.raises(ValueError, match="no faces"):
+        zv.write_points(tmp_path / "p.zarr", v, chunk_shape=250).query().to_trimesh()
+
+
+def test_small_box_reads_only_cells_anchored_in_touched_chunks(tmp_path):
+    from tests.test_io_plan import _open_counting
+
+    v, f = _sphere(5)
+    path = tmp_path / "m.zarr"
+    zv.write_mesh(path, v, f, chunk_shape=100)
+    ds, counter = _open_counting(path)
+    lo, hi = np.array([0.0, 400.0, 400.0]), np.array([60.0, 560.0, 560.0])
+    r = ds.query(bbox=(lo, hi), object_ids=False)
+    keys = [k for b in counter.batches for k in b]
+    assert len(counter.batches) == 1
+    level = ds.level(0)
+    touched = {tuple(c) for c in np.concatenate([p for p in (level.vertices.nonempty,)]).tolist()
+               if all(np.floor(lo / 100) <= c) and all(c <= np.floor(hi / 100))}
+    origin = level.grid.origin
+    cells = {"/".join(map(str, np.array(c) - origin)) for c in touched}
+    assert all(k.rsplit("/c/", 1)[1] in cells for k in keys), "a key outside the touched chunks was read"
+    n_links = sum(len(a.nonempty) for a in level.links.values())
+    assert sum("/links/" in k for k in keys) < n_links / 10
+    inside = np.all((v >= lo) & (v <= hi), axis=1)
+    assert len(r) == inside.sum() and len(r.faces) == inside[f].all(axis=1).sum()
+
+
+@pytest.mark.parametrize(
+    ("faces", "match"),
+    [
+        (np.array([[0, 1, 99]]), "outside"),
+        (np.array([[0, 1, 1]]), "repeats a vertex"),
+        (np.array([[0, 1, 2, 3]]), "only triangles"),
+        (np.array([[0.0, 1.0, 2.0]]), "integer"),
+    ],
+)
+def test_bad_faces_are_refused_and_nothing_is_written(tmp_path, faces, match):
+    v = np.random.default_rng(0).uniform(0, 10, (5, 3))
+    with pytest.raises(InputError, match=match):
+        zv.write_mesh(tmp_path / "m.zarr", v, faces, chunk_shape=5)
+    assert not (tmp_path / "m.zarr").exists()
+
+
+def test_nan_vertices_and_faces_across_objects_are_refused(tmp_path):
+    v = np.random.default_rng(0).uniform(0, 10, (6, 3))
+    f = np.array([[0, 1, 2], [3, 4, 5]])
+    bad = v.copy()
+    bad[4, 1] = np.nan
+    with pytest.raises(InputError, match="NaN|finite"):
+        zv.write_mesh(tmp_path / "a.zarr", bad, f, chunk_shape=5)
+    with pytest.raises(InputError, match="joins vertices of objects"):
+        zv.write_mesh(tmp_path / "b.zarr", v, np.array([[0, 1, 3]]), chunk_shape=5, object_ids=[0, 0, 0, 1, 1, 1])
+    with pytest.raises(InputError, match="mesh 1"):
+        zv.write_meshes(tmp_path / "c.zarr", [(v, f), (v, np.array([[0, 0, 1]]))], chunk_shape=5)
+
+
+def test_corrupt_face_cell_names_array_and_chunk(tmp_path):
+    import struct
+
+    v, f = _sphere(2)
+    path = tmp_path / "m.zarr"
+    zv.write_mesh(path, v, f, chunk_shape=250)
+    intra = path / "0" / "links" / "0" / "0.0.0_0.0.0" / "c"
+    cell = next(p for p in intra.rglob("*") if p.is_file())
+    raw = cell.read_bytes()
+    payload = raw[8:]
+    cell.write_bytes(struct.pack("<II", 1, len(payload) - 1) + payload[:-1])  # not whole rows
+    with pytest.raises(CorruptCellError, match=r"0/links/0/0\.0\.0_0\.0\.0.*chunk"):
+        zv.open(path).query()

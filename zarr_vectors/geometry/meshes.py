@@ -1,0 +1,223 @@
+"""Triangle meshes: ``write_mesh`` and ``write_meshes``.
+
+Vertices are partitioned like a graph's (one fragment per object and chunk). A face is
+a ``link_width = 3`` record: faces whose three vertices share a chunk are flat rows of
+``links/0/0.0.0_0.0.0`` grouped by ``link_fragments``; the others go to
+``links/0/<offsets>`` cells of a directed canonical family, stored at the chunk of their
+first vertex in input order, so winding needs no ``perm_idx``.
+
+With ``encoding="draco"`` each chunk's vertices and intra-chunk faces are one Draco blob
+(the ``draco`` codec in the ``vertices`` codec list decodes it to raw rows). Draco picks
+the vertex order; attributes, fragments and cross-chunk faces are written in that order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import _inputs
+from .._object_tables import build_manifests
+from .._partition import Partition, partition
+from .._writer import StoreBuilder
+from ..errors import InputError
+from ..format.fragments import FragmentIndex, encode_fragments
+from ._level0 import Layout, make_layout, object_tables, partition_owners, write_level0
+from .graphs import vertex_locals, write_edges
+from .points import fragment_payloads
+
+if TYPE_CHECKING:
+    from ..dataset import Dataset
+
+__all__ = ["write_mesh", "write_meshes", "face_array", "ENCODINGS"]
+
+ENCODINGS = ("raw", "draco")
+
+
+def face_array(faces: Any, n: int) -> np.ndarray:
+    """(F, 3) int64 triangles, each naming three distinct vertices in ``[0, n)``."""
+    arr = np.asarray(faces)
+    if arr.size == 0:
+        return np.zeros((0, 3), np.int64)
+    if arr.ndim != 2 or arr.dtype.kind not in "iu":
+        raise InputError(f"faces must be an (F, 3) integer array of vertex indices, got shape {arr.shape} {arr.dtype}")
+    if arr.shape[1] != 3:
+        raise InputError(
+            f"faces have {arr.shape[1]} vertices each; only triangles are supported "
+            "(triangulate first, e.g. trimesh.Trimesh(vertices, faces).triangles)"
+        )
+    arr = arr.astype(np.int64)
+    bad = np.flatnonzero(np.any((arr < 0) | (arr >= n), axis=1))
+    if len(bad):
+        raise InputError(f"face {int(bad[0])} {arr[bad[0]].tolist()} names a vertex outside [0, {n}) (the vertices given)")
+    degenerate = np.flatnonzero((arr[:, 0] == arr[:, 1]) | (arr[:, 1] == arr[:, 2]) | (arr[:, 0] == arr[:, 2]))
+    if len(degenerate):
+        raise InputError(
+            f"face {int(degenerate[0])} {arr[degenerate[0]].tolist()} repeats a vertex; remove degenerate "
+            "faces first (e.g. trimesh's mesh.update_faces(mesh.nondegenerate_faces()))"
+        )
+    return arr
+
+
+def _mesh_vertices(vertices: Any) -> np.ndarray:
+    pos = _inputs.positions_array(vertices)
+    if pos.shape[1] != 3:
+        raise InputError(f"mesh vertices must be (N, 3), got {pos.shape}")
+    return pos
+
+
+def _draco_cells(
+    pos: np.ndarray, faces: np.ndarray, part: Partition, intra: np.ndarray, bits: int, level: int
+) -> tuple[list[bytes], Partition, list[bytes]]:
+    """Encode every chunk's vertices and intra faces; return the blobs, the partition with
+    rows in decoded order, and the fragment cells (explicit rows where a chunk has several)."""
+    from .._draco import encode_cell
+
+    cell, local, _ = vertex_locals(part)
+    face_cell = cell[faces[intra, 0]]
+    by_cell = np.argsort(face_cell, kind="stable")
+    face_bounds = np.searchsorted(face_cell[by_cell], np.arange(len(part.cells) + 1))
+    intra_local = local[faces[intra]][by_cell]
+    order = part.order.copy()
+    blobs, frags = [], []
+    for k in range(len(part.cells)):
+        a, b = part.row_offsets[k], part.row_offsets[k + 1]
+        blob, dec = encode_cell(pos[part.order[a:b]], intra_local[face_bounds[k] : face_bounds[k + 1]],
+                                quantization_bits=bits, compression_level=level)  # fmt: skip
+        order[a:b] = part.order[a:b][dec]
+        blobs.append(blob)
+        f0, f1 = part.cell_frag_offsets[k], part.cell_frag_offsets[k + 1]
+        if f1 - f0 == 1:
+            frags.append(encode_fragments(FragmentIndex.from_ranges(np.zeros(1, np.int64), np.array([b - a]))))
+            continue
+        row_of = np.empty(b - a, np.int64)
+        row_of[dec] = np.arange(b - a)  # original local row -> decoded row
+        lists = [np.sort(row_of[s : s + c]) for s, c in zip(part.frag_start[f0:f1], part.frag_count[f0:f1])]
+        frags.append(encode_fragments(FragmentIndex.from_explicit(lists)))
+    return blobs, dataclasses.replace(part, order=order), frags
+
+
+def write_mesh(
+    target: Any,
+    vertices: Any,
+    faces: Any,
+    *,
+    chunk_shape: Any,
+    encoding: str = "raw",
+    quantization_bits: int = 11,
+    compression_level: int = 7,
+    bounds: Any = None,
+    attributes: Mapping[str, Any] | None = None,
+    channel_names: Mapping[str, Sequence[str]] | None = None,
+    object_ids: Any = None,
+    object_attributes: Mapping[str, Any] | None = None,
+    groups: Any = None,
+    group_attributes: Mapping[str, Any] | None = None,
+    group_names: Sequence[str] | None = None,
+    axes: Sequence[Any] | None = None,
+    units: str | None = None,
+    crs: Any = None,
+    compression: str | None = "none",
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> Dataset:
+    """Write a triangle mesh: ``vertices`` (N, 3), ``faces`` (F, 3) vertex indices.
+
+    ``object_ids`` gives one object per vertex (default: one object, id 0); every face
+    must join vertices of one object. ``encoding="draco"`` stores each chunk's vertices
+    and intra-chunk faces as a Draco blob quantized to ``quantization_bits`` over the
+    chunk's bounding box (see ``docs/meshes.md`` for the error bound). Other parameters
+    as in :func:`zarr_vectors.write_points`.
+    """
+    if encoding not in ENCODINGS:
+        raise InputError(f"encoding must be 'raw' or 'draco', got {encoding!r}")
+    if encoding == "draco" and not 1 <= int(quantization_bits) <= 30:
+        raise InputError(f"quantization_bits must be in 1..30, got {quantization_bits}")
+    if encoding == "draco" and not 0 <= int(compression_level) <= 10:
+        raise InputError(f"compression_level must be in 0..10, got {compression_level}")
+    pos = _mesh_vertices(vertices)
+    n = len(pos)
+    f = face_array(faces, n)
+    layout = make_layout(pos, chunk_shape, bounds, None, axes, units)
+    vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
+    oids = _inputs.object_id_array(object_ids, n)
+    oids = np.zeros(n, np.int64) if oids is None else oids
+    mixed = np.flatnonzero(np.any(oids[f] != oids[f[:, :1]], axis=1)) if len(f) else np.zeros(0, np.int64)
+    if len(mixed):
+        i = int(mixed[0])
+        raise InputError(f"face {i} {f[i].tolist()} joins vertices of objects {sorted(set(oids[f[i]].tolist()))}")
+    tables = object_tables(int(oids.max()) + 1 if n else 0, object_attributes, groups, group_attributes, group_names)
+    part = partition(pos, layout.grid, oids)
+    return _write(target, layout, pos, f, part, vattrs, tables, encoding, int(quantization_bits),
+                  int(compression_level), crs, compression, overwrite, storage_options)  # fmt: skip
+
+
+def _write(
+    target: Any, layout: Layout, pos: np.ndarray, faces: np.ndarray, part: Partition,
+    vattrs: list[_inputs.NamedArray], tables: Any, encoding: str, bits: int, level: int,
+    crs: Any, compression: str | None, overwrite: bool, storage_options: dict[str, Any] | None,
+) -> Dataset:
+    grid = layout.grid
+    manifests = build_manifests(part, grid, tables.num_objects)
+    owners = partition_owners(part)
+    cell, _, _ = vertex_locals(part)
+    intra = np.all(cell[faces] == cell[faces[:, :1]], axis=1)
+    if encoding == "draco":
+        blobs, part, frags = _draco_cells(pos, faces, part, intra, bits, level)
+        stored_faces, vertex_payloads = faces[~intra], blobs
+        codec = {"name": "draco", "configuration": {"quantization_bits": bits, "compression_level": level}}
+        vertex_codecs = [codec]
+    else:
+        stored_faces, vertex_payloads, frags, vertex_codecs = faces, None, fragment_payloads(part), []
+
+    def links(builder: StoreBuilder) -> list[str]:
+        if not write_edges(builder, grid, part, stored_faces, True, []):
+            return []
+        has_intra = encoding == "raw" and bool(intra.any())
+        return ["links"] + (["link_fragments"] if has_intra else [])
+
+    return write_level0(
+        target, layout=layout, geometry_type="mesh", links_convention="explicit", positions=pos, part=part,
+        fragments=frags, vertex_attributes=vattrs, tables=tables, manifests=manifests, fragment_objects=owners,
+        links=links, vertex_payloads=vertex_payloads, vertex_codecs=vertex_codecs,
+        vertex_encoding=encoding, crs=crs, compression=compression, overwrite=overwrite,
+        storage_options=storage_options,
+    )  # fmt: skip
+
+
+def _as_pair(mesh: Any, i: int) -> tuple[np.ndarray, np.ndarray]:
+    if hasattr(mesh, "vertices") and hasattr(mesh, "faces"):
+        return np.asarray(mesh.vertices), np.asarray(mesh.faces)
+    try:
+        v, f = mesh
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"mesh {i} must be a (vertices, faces) pair or a trimesh.Trimesh, got {type(mesh).__name__}") from exc
+    return np.asarray(v), np.asarray(f)
+
+
+def write_meshes(target: Any, meshes: Sequence[Any], *, chunk_shape: Any, **kwargs: Any) -> Dataset:
+    """Write several meshes, mesh ``i`` as object ``i``: ``(vertices, faces)`` pairs or
+    ``trimesh.Trimesh`` objects. Keyword arguments as for :func:`write_mesh` (without
+    ``object_ids``); ``object_attributes`` hold one row per mesh (a segment id, a name, ...).
+    """
+    if "object_ids" in kwargs:
+        raise InputError("write_meshes numbers objects by mesh; use write_mesh to give object_ids")
+    pairs = [_as_pair(m, i) for i, m in enumerate(meshes)]
+    if not pairs:
+        raise InputError("no meshes given")
+    for i, (v, f) in enumerate(pairs):
+        if v.ndim != 2 or v.shape[1] != 3:
+            raise InputError(f"mesh {i}: vertices must be (N, 3), got {v.shape}")
+        try:
+            face_array(f, len(v))
+        except InputError as exc:
+            raise InputError(f"mesh {i}: {exc}") from exc
+    counts = np.array([len(v) for v, _ in pairs], np.int64)
+    starts = np.cumsum(counts) - counts
+    vertices = np.concatenate([v for v, _ in pairs])
+    faces = np.concatenate([np.asarray(f, np.int64).reshape(-1, 3) + s for (_, f), s in zip(pairs, starts)])
+    object_ids = np.repeat(np.arange(len(pairs)), counts)
+    return write_mesh(target, vertices, faces, chunk_shape=chunk_shape, object_ids=object_ids, **kwargs)
