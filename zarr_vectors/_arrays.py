@@ -153,12 +153,9 @@ class TableArray:
         tail = "/0" * (len(self.doc.get("shape") or [0]) - 1)
         return [f"{self.path}/c/{c}{tail}" for c in chunks]
 
-    def vlen_items(self, raw: bytes | None, c: int, upto: int | None = None) -> list[memoryview]:
-        """Elements of vlen chunk ``c`` that lie inside the array (all empty when the chunk is
-        missing); only the first ``upto`` when given (the rest are not parsed)."""
+    def vlen_items(self, raw: bytes | None, c: int) -> list[memoryview]:
+        """Elements of vlen chunk ``c`` that lie inside the array (all empty when the chunk is missing)."""
         n = max(0, min(self.chunk, self.length - c * self.chunk))
-        if upto is not None:
-            n = min(n, upto)
         if raw is None:
             return [memoryview(b"")] * n
         try:
@@ -168,6 +165,15 @@ class TableArray:
         if len(items) != n:
             raise CorruptCellError(self.path, str(c), f"holds {len(items)} elements, expected {n}")
         return items
+
+    def vlen_items_at(self, raw: bytes | None, c: int, wanted: Sequence[int]) -> dict[int, memoryview]:
+        """Elements ``wanted`` (indices within chunk ``c``) of a vlen chunk; empty when it is missing."""
+        if raw is None:
+            return {i: memoryview(b"") for i in wanted}
+        try:
+            return self.pipeline.decode_items_at(raw, wanted)
+        except DecodeError as exc:
+            raise CorruptCellError(self.path, str(c), str(exc)) from exc
 
     def dense(self, raws: Sequence[bytes | None]) -> np.ndarray:
         """The whole dense array from its chunks (missing chunks read as the fill value)."""

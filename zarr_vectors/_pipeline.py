@@ -167,6 +167,33 @@ class Pipeline:
             raise DecodeError(f"vlen-bytes chunk has {size - pos} trailing bytes")
         return out
 
+    def decode_items_at(self, chunk: bytes, wanted: Sequence[int]) -> dict[int, memoryview]:
+        """Elements ``wanted`` of a vlen chunk (indices below its item count); the items before
+        the last wanted one are walked, not copied, and those after it are not parsed."""
+        view = self._decompress(chunk)
+        size = len(view)
+        if size < 4:
+            raise DecodeError(f"vlen-bytes chunk is {size} bytes, shorter than its item count")
+        (count,) = _U32.unpack_from(view, 0)
+        need = sorted(set(wanted))
+        if need and need[-1] >= count:
+            raise DecodeError(f"vlen-bytes chunk holds {count} items; item {need[-1]} was asked for")
+        unpack, pos, starts = _U32.unpack_from, 4, []
+        append = starts.append
+        try:
+            for _ in range(need[-1] + 1 if need else 0):
+                append(pos)
+                pos += 4 + unpack(view, pos)[0]
+        except struct.error:
+            raise DecodeError(f"vlen-bytes chunk truncated at item {len(starts) - 1} of {count}") from None
+        if pos > size:
+            raise DecodeError(f"vlen-bytes item {len(starts) - 1} runs past the chunk's end")
+        out = {}
+        for i in need:
+            p = starts[i]
+            out[i] = view[p + 4 : p + 4 + unpack(view, p)[0]]
+        return out
+
     def _decompress(self, chunk: bytes) -> memoryview:
         data: Any = chunk
         for codec in reversed(self.compressors):

@@ -237,12 +237,12 @@ class Level:
             rows = np.minimum(np.searchsorted(table, ids), max(len(table) - 1, 0))
             found = table[rows] == ids if len(table) else np.zeros(len(ids), bool)
         bucket = self.manifests.chunk
-        last: dict[int, int] = {}
+        wanted: dict[int, list[int]] = {}
         for row in rows[found].tolist():
-            last[row // bucket] = max(last.get(row // bucket, 0), row % bucket + 1)
-        chunks = sorted(last)
+            wanted.setdefault(row // bucket, []).append(row % bucket)
+        chunks = sorted(wanted)
         raws = self.backend.get_many(self.manifests.chunk_keys(chunks))
-        items = {c: self.manifests.vlen_items(raw, c, upto=last[c]) for c, raw in zip(chunks, raws)}
+        items = {c: self.manifests.vlen_items_at(raw, c, wanted[c]) for c, raw in zip(chunks, raws)}
         empty = memoryview(b"\0\0\0\0")
         picked = []
         for row, ok in zip(rows.tolist(), found.tolist()):

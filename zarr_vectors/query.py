@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import CorruptCellError, DecodeError, FormatError, InputError
-from .format.fragments import FragmentIndex, decode_fragments, decode_range_table, ranges_to_rows
+from .format.fragments import FragmentIndex, decode_fragments, decode_range_table, range_tables, ranges_to_rows
 from .level import Level
 from .result import Result
 
@@ -298,6 +298,9 @@ def fetch_objects(
         raise FormatError(f"level {level.index} has an object index but no vertex_fragments array")
     extra = extra_for(chunks) if extra_for is not None else []
     cells, raws = _fetch(level, chunks, names, np.arange(len(chunks)), extra)
+    tables = range_tables([cells.fragments[i] for i in range(len(chunks))])
+    if tables is not None:
+        return cells, *_range_rows(level, cells, tables, ids, pos, frag_chunks, cell_of, frags), raws
     indexes = [cells.fragment_index(level, i) for i in range(len(chunks))]
     n_frag = np.array([ix.num_fragments for ix in indexes], np.int64)
     bad = np.flatnonzero(frags >= n_frag[cell_of]) if len(frags) else np.zeros(0, np.int64)
@@ -320,6 +323,36 @@ def fetch_objects(
         counts = np.array([len(p) for p in parts], np.int64)
         rows = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     return cells, rows, np.repeat(ids[pos], counts), raws
+
+
+def _range_rows(
+    level: Level, cells: _Cells, tables: list[np.ndarray], ids: np.ndarray, pos: np.ndarray,
+    frag_chunks: np.ndarray, cell_of: np.ndarray, frags: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows and owners of the named fragments when every fetched cell has an all-range index
+    (checked here: ranges inside their cells, fragments named exist)."""
+    n_frag = np.array([len(t) for t in tables], np.int64)
+    base = np.zeros(len(tables) + 1, np.int64)
+    np.cumsum(n_frag, out=base[1:])
+    table = np.concatenate(tables).astype(np.int64) if tables else np.zeros((0, 2), np.int64)
+    cell_rows = np.diff(cells.offsets)
+    owner_cell = np.repeat(np.arange(len(tables)), n_frag)
+    bad = (table.min(axis=1) < 0) | (table.sum(axis=1) > cell_rows[owner_cell]) if len(table) else np.zeros(0, bool)
+    if bad.any():
+        assert level.fragments is not None
+        chunk = ".".join(map(str, cells.chunks[owner_cell[np.argmax(bad)]]))
+        raise CorruptCellError(level.fragments.path, chunk, "a range fragment lies outside the cell's rows")
+    over = np.flatnonzero(frags >= n_frag[cell_of]) if len(frags) else np.zeros(0, np.int64)
+    if len(over):
+        b = int(over[0])
+        raise CorruptCellError(
+            level.manifests.path if level.manifests else "object_index", str(int(ids[pos[b]])),
+            f"manifest names fragment {int(frags[b])} of chunk {frag_chunks[b].tolist()}, "
+            f"which has {int(n_frag[cell_of[b]])}",
+        )  # fmt: skip
+    g = base[cell_of] + frags
+    counts = table[g, 1]
+    return ranges_to_rows(table[g, 0] + cells.offsets[cell_of], counts), np.repeat(ids[pos], counts)
 
 
 def read_objects(level: Level, ids: Sequence[int] | np.ndarray, attributes: Sequence[str] | bool | None = None) -> Result:

@@ -31,6 +31,7 @@ __all__ = [
     "ranges_to_rows",
     "MAGIC",
     "HEADER",
+    "range_tables",
 ]
 
 MAGIC = 0x5A564647
@@ -230,6 +231,24 @@ def decode_fragments(buf: bytes | memoryview, n_rows: int | None = None) -> Frag
         if t and (indices.min() < 0 or indices.max() >= n_rows):
             raise DecodeError(f"explicit fragment row index outside the cell's {n_rows} rows")
     return FragmentIndex(is_range, ranges, offsets, indices)
+
+
+def range_tables(payloads: list[bytes | memoryview]) -> list[np.ndarray] | None:
+    """The (F_k, 2) range tables of many all-range fragment indices, or None as soon as one
+    payload is laid out otherwise (then decode each with :func:`decode_fragments`).
+
+    Values are not checked here: callers check starts and counts against their cells.
+    """
+    out = []
+    for buf in payloads:
+        if len(buf) < HEADER.size:
+            return None
+        f = HEADER.unpack_from(buf, 0)[3]
+        table = decode_range_table(buf, f) if f else None
+        if table is None:
+            return None
+        out.append(table)
+    return out
 
 
 def _check_ranges(ranges: np.ndarray, n_rows: int | None) -> None:
