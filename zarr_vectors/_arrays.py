@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -58,9 +59,14 @@ class CellArray:
         if not keys:
             return np.zeros((0, nd), np.int64)
         try:
-            flat = np.array(".".join(keys).split("."), dtype=np.int64)
-        except (ValueError, TypeError) as exc:
-            raise FormatError(f"array {self.path!r} has a malformed nonempty_chunks entry") from exc
+            text = "|".join(keys)
+        except TypeError:
+            text = ""
+        if not text or any(c.isspace() for c in set(text)):
+            raise FormatError(f"array {self.path!r}: nonempty_chunks entries must be strings like '1.0.2'")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # numpy warns when text stops parsing early
+            flat = np.fromstring(text.replace(".", " ").replace("|", " "), dtype=np.int64, sep=" ")
         if len(flat) != nd * len(keys):
             raise FormatError(f"array {self.path!r}: nonempty_chunks entries must have {nd} coordinates each")
         return flat.reshape(-1, nd)
@@ -225,6 +231,16 @@ class LinkArray(CellArray):
     @property
     def row_width(self) -> int:  # type: ignore[override]
         return self.link_width + int(self.has_perm)
+
+    def listed_ids(self, grid: Any) -> np.ndarray:
+        """Sorted linear grid indices of the listed (non-empty) cells; cached."""
+        ids = getattr(self, "_listed_ids", None)
+        if ids is None:
+            cell = self.nonempty - grid.origin
+            shape = np.asarray(grid.shape, np.int64)
+            strides = np.r_[np.cumprod(shape[::-1])[:-1][::-1], 1].astype(np.int64)
+            ids = self._listed_ids = np.sort(cell @ strides)
+        return ids
 
     def records(self, raw: bytes | None, chunk: Sequence[int]) -> tuple[np.ndarray, np.ndarray | None]:
         """Stored endpoint rows (M, link_width) of one cell and their perm codes (or None).

@@ -161,9 +161,15 @@ class _Cells:
     fragments: dict[int, memoryview]
     owner_tables: dict[int, np.ndarray]
     intra_faces: dict[int, np.ndarray] = field(default_factory=dict)
+    _indexes: dict[int, FragmentIndex] = field(default_factory=dict)
 
     def fragment_index(self, level: Level, i: int) -> FragmentIndex:
-        return _decode_frag(level, self.fragments[i], self.chunks[i], int(self.offsets[i + 1] - self.offsets[i]))
+        """Decoded fragment index of chunk ``i`` (decoded once, then reused)."""
+        index = self._indexes.get(i)
+        if index is None:
+            n = int(self.offsets[i + 1] - self.offsets[i])
+            index = self._indexes[i] = _decode_frag(level, self.fragments[i], self.chunks[i], n)
+        return index
 
 
 def _fetch(

@@ -38,24 +38,37 @@ def _chunk_ids(level: Level, chunks: np.ndarray) -> np.ndarray:
 
 def _link_plan(level: Level, chunks: np.ndarray, any_end: bool = False) -> list[tuple[LinkArray, np.ndarray]]:
     """For each link array, the listed anchors of cells whose records can join touched chunks
-    only (``any_end``: that can reach a touched chunk at all)."""
-    ids = np.unique(_chunk_ids(level, chunks))
+    only (``any_end``: that can reach a touched chunk at all).
 
-    def touched(c: np.ndarray) -> np.ndarray:
-        q = _chunk_ids(level, c)
-        at = np.minimum(np.searchsorted(ids, q), len(ids) - 1)
-        return (q >= 0) & (ids[at] == q) if len(ids) else np.zeros(len(q), bool)
+    Work is proportional to the touched chunks: candidate anchors are the touched chunks
+    (or, with ``any_end``, the chunks one offset away from them), kept when listed.
+    """
+    touched = np.unique(_chunk_ids(level, chunks))
+
+    def member(ids: np.ndarray, pool: np.ndarray) -> np.ndarray:
+        at = np.minimum(np.searchsorted(pool, ids), max(len(pool) - 1, 0))
+        return (ids >= 0) & (pool[at] == ids) if len(pool) else np.zeros(len(ids), bool)
 
     out = []
     for arr in level.links.values():
-        listed = arr.nonempty
-        if len(listed) == 0:
+        if not len(arr.nonempty):
             continue
-        ok = touched(listed)
-        for off in arr.offsets:
-            ok = (ok | touched(listed + off)) if any_end else (ok & touched(listed + off))
+        offsets = np.asarray(arr.offsets).reshape(-1, chunks.shape[1])
+        if any_end:
+            cand = np.unique(np.concatenate([chunks] + [chunks - o for o in offsets]), axis=0)
+        else:
+            cand = chunks
+        if not len(cand):
+            continue
+        cand_ids = _chunk_ids(level, cand)
+        ends = np.array([member(_chunk_ids(level, cand + o), touched) for o in offsets]).reshape(-1, len(cand))
+        if any_end:
+            reach = member(cand_ids, touched) | ends.any(axis=0)
+        else:
+            reach = ends.all(axis=0)  # the anchors themselves are touched
+        ok = reach & member(cand_ids, arr.listed_ids(level.grid))
         if ok.any():
-            out.append((arr, listed[ok]))
+            out.append((arr, cand[ok]))
     return out
 
 
