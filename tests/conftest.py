@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests._reference import reference  # noqa: F401  (the fixture, for every test folder)
+
 
 def brute_force_box(positions: np.ndarray, lo, hi) -> np.ndarray:
     """Boolean mask of rows with lo <= p <= hi on every axis."""
