@@ -1,0 +1,189 @@
+"""Pristine stores written by this library, and helpers to break copies of them on disk."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import zarr_vectors as zv
+
+RNG_SEED = 2024
+
+
+def _points(path: Path, n: int = 200, objects: bool = True) -> None:
+    rng = np.random.default_rng(RNG_SEED)
+    pos = rng.uniform(10, 290, (n, 3)).astype(np.float32)
+    kw: dict[str, Any] = {}
+    if objects:
+        kw = dict(object_ids=rng.integers(0, 10, n), object_attributes={"w": rng.random(10)},
+                  groups=[[0, 1], [2, 3, 4]], group_attributes={"s": np.array([1.0, 2.0])})
+    zv.write_points(path, pos, chunk_shape=150, bin_shape=50, bounds=([5.0] * 3, [295.0] * 3),
+                    attributes={"a": rng.random(n).astype(np.float32),
+                                "c": rng.integers(0, 255, (n, 3)).astype(np.uint8)}, **kw)  # fmt: skip
+
+
+def _lines(path: Path) -> None:
+    rng = np.random.default_rng(RNG_SEED)
+    lines = [np.clip(np.cumsum(rng.normal(0, 30, (20, 3)), axis=0) + 150, 1, 299) for _ in range(6)]
+    zv.write_lines(path, lines, chunk_shape=150, attributes={"t": rng.random(120).astype(np.float32)})
+
+
+def _graph(path: Path) -> None:
+    rng = np.random.default_rng(RNG_SEED)
+    pos = rng.uniform(0, 300, (150, 3)).astype(np.float32)
+    edges = np.stack([np.arange(150), (np.arange(150) * 7 + 3) % 150], axis=1)
+    zv.write_graph(path, pos, edges, chunk_shape=150, edge_attributes={"w": rng.random(150).astype(np.float32)})
+
+
+def _skeleton(path: Path) -> None:
+    rng = np.random.default_rng(RNG_SEED)
+    pos = rng.uniform(0, 300, (150, 3)).astype(np.float32)
+    parents = np.array([-1] + [int(rng.integers(max(0, i - 5), i)) for i in range(1, 150)])
+    zv.write_skeleton(path, pos, parents, chunk_shape=150)
+
+
+def _sphere() -> tuple[np.ndarray, np.ndarray]:
+    """A UV sphere of radius 120 around (150, 150, 150): 10 rings x 16 segments."""
+    rings, segs = 10, 16
+    th = np.linspace(0, np.pi, rings + 1)[1:-1]
+    ph = np.linspace(0, 2 * np.pi, segs, endpoint=False)
+    body = np.stack([np.outer(np.sin(th), np.cos(ph)), np.outer(np.sin(th), np.sin(ph)),
+                     np.repeat(np.cos(th)[:, None], segs, 1)], axis=-1).reshape(-1, 3)  # fmt: skip
+    verts = np.vstack([[0, 0, 1], body, [0, 0, -1]]) * 120 + 150
+    faces = []
+    for s in range(segs):
+        t = (s + 1) % segs
+        faces.append([0, 1 + s, 1 + t])
+        for r in range(rings - 2):
+            a, b = 1 + r * segs + s, 1 + r * segs + t
+            faces += [[a, a + segs, b], [b, a + segs, b + segs]]
+        last = 1 + (rings - 2) * segs
+        faces.append([last + s, len(verts) - 1, last + t])
+    return verts, np.asarray(faces)
+
+
+def _mesh(path: Path, encoding: str = "raw") -> None:
+    verts, faces = _sphere()
+    zv.write_mesh(path, verts, faces, chunk_shape=150, encoding=encoding)
+
+
+WRITERS: dict[str, Callable[[Path], None]] = {
+    "points": _points,
+    "points_plain": lambda p: _points(p, objects=False),
+    "points_small": lambda p: _points(p, n=60),
+    "lines": _lines,
+    "graph": _graph,
+    "skeleton": _skeleton,
+    "mesh": _mesh,
+    "draco": lambda p: _mesh(p, "draco"),
+}
+
+
+@pytest.fixture(scope="session")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """``pristine(kind)``: path of a store of that kind, written once per session."""
+    base = tmp_path_factory.mktemp("pristine")
+    made: dict[str, Path] = {}
+
+    def get(kind: str) -> Path:
+        if kind not in made:
+            if kind == "draco":
+                pytest.importorskip("zarr_vectors_draco")
+            path = base / f"{kind}.zarr"
+            WRITERS[kind](path)
+            made[kind] = path
+        return made[kind]
+
+    return get
+
+
+@pytest.fixture
+def copy_of(pristine: Callable[[str], Path], tmp_path: Path) -> Callable[[str], Path]:
+    """``copy_of(kind)``: a private copy of a pristine store, free to break."""
+
+    def get(kind: str) -> Path:
+        dst = tmp_path / f"{kind}.zarr"
+        shutil.copytree(pristine(kind), dst)
+        return dst
+
+    return get
+
+
+# ------------------------------------------------------------------ editing helpers
+
+
+def edit_json(store: Path, node: str, fn: Callable[[dict[str, Any]], Any]) -> None:
+    """Apply ``fn`` to the parsed ``<node>/zarr.json`` (node ``""`` is the root) and write it back."""
+    path = store / node / "zarr.json" if node else store / "zarr.json"
+    doc = json.loads(path.read_text())
+    fn(doc)
+    path.write_text(json.dumps(doc))
+
+
+def attrs(doc: dict[str, Any]) -> dict[str, Any]:
+    return doc["attributes"]
+
+
+def cells(store: Path, array: str) -> list[Path]:
+    """Stored cell files of an array, sorted."""
+    return sorted(p for p in (store / array / "c").rglob("*") if p.is_file())
+
+
+def payload(cell: Path) -> bytes:
+    """The payload of an uncompressed single-item vlen cell (our writer's default)."""
+    raw = cell.read_bytes()
+    count, length = struct.unpack_from("<II", raw)
+    assert count == 1 and len(raw) == 8 + length
+    return raw[8:]
+
+
+def set_payload(cell: Path, data: bytes) -> None:
+    cell.write_bytes(struct.pack("<II", 1, len(data)) + data)
+
+
+def items(cell: Path) -> list[bytes]:
+    """Items of an uncompressed multi-item vlen chunk (manifests, groups)."""
+    raw = cell.read_bytes()
+    (n,) = struct.unpack_from("<I", raw)
+    out, pos = [], 4
+    for _ in range(n):
+        (length,) = struct.unpack_from("<I", raw, pos)
+        out.append(raw[pos + 4 : pos + 4 + length])
+        pos += 4 + length
+    return out
+
+
+def set_items(cell: Path, values: list[bytes]) -> None:
+    cell.write_bytes(struct.pack("<I", len(values)) + b"".join(struct.pack("<I", len(v)) + v for v in values))
+
+
+def chunk_of(store: Path, array: str, cell: Path) -> tuple[int, ...]:
+    """Absolute chunk of a cell file (cell index plus the array's chunk_grid_origin)."""
+    rel = cell.relative_to(store / array / "c").parts
+    doc = json.loads((store / array / "zarr.json").read_text())
+    origin = doc["attributes"].get("chunk_grid_origin", [0] * len(rel))
+    return tuple(int(r) + o for r, o in zip(rel, origin))
+
+
+def add_level(store: Path, source: Path, **meta: Any) -> None:
+    """Copy ``source``'s level 0 in as level 1 of ``store`` (same grid), with level-1 bins
+    twice the root's, and update the metadata to describe a two-level pyramid."""
+    shutil.copytree(source / "0", store / "1")
+    block = {"level": 1, "parent_level": 0, "coarsening_method": "manual", **meta}
+    edit_json(store, "1", lambda d: attrs(d)["zarr_vectors_level"].update(block))
+
+    def root(doc: dict[str, Any]) -> None:
+        ms = attrs(doc)["multiscales"][0]
+        base = ms["datasets"][0]["coordinateTransformations"][1]["translation"]
+        ms["datasets"].append({"path": "1", "coordinateTransformations": [
+            {"type": "scale", "scale": [2.0] * len(base)},
+            {"type": "translation", "translation": [2 * b for b in base]}]})  # fmt: skip
+
+    edit_json(store, "", root)

@@ -1,0 +1,123 @@
+"""A read-only view of a store for validation: every key name, every parsed ``zarr.json``,
+and the stored cell keys of each array, gathered with one listing and one batch read."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from zarr.core.sync import sync
+
+from ..storage import Backend, LocalBackend, ZarrStoreBackend
+
+__all__ = ["StoreView", "list_keys", "batched"]
+
+#: Cells fetched per ``get_many`` call: large enough for concurrency on object storage,
+#: small enough to bound memory.
+BATCH = 1024
+
+
+def list_keys(backend: Backend) -> list[str]:
+    """Every key of the store, ``/``-separated, in no particular order."""
+    if isinstance(backend, LocalBackend):
+        root = str(backend.root)
+        out: list[str] = []
+        cut = len(root.rstrip(os.sep)) + 1
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            rel = folder[cut:].replace(os.sep, "/")
+            base = rel + "/" if rel else ""
+            out += [base + name for name in files if not name.startswith(".")]
+        return out
+    if isinstance(backend, ZarrStoreBackend):
+
+        async def collect() -> list[str]:
+            return [k async for k in backend.store.list()]
+
+        return sync(collect())
+    raise TypeError(f"cannot list the keys of a {type(backend).__name__}")
+
+
+def batched(items: Sequence[Any], size: int = BATCH) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+@dataclass
+class StoreView:
+    """Keys and node documents of one store.
+
+    ``docs`` maps a node path (``""`` for the root, ``"0/vertices"``) to its parsed
+    ``zarr.json``; ``bad_docs`` maps node paths whose ``zarr.json`` is not JSON to the
+    parser's message. ``cells`` maps an array path to its stored chunk keys relative to
+    the array (``"c/1/2/3"``), filled by :meth:`index_cells`.
+    """
+
+    backend: Backend
+    keys: list[str]
+    docs: dict[str, Any] = field(default_factory=dict)
+    bad_docs: dict[str, str] = field(default_factory=dict)
+    cells: dict[str, list[str]] = field(default_factory=dict)
+    loose: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, backend: Backend) -> StoreView:
+        keys = list_keys(backend)
+        view = cls(backend, keys)
+        meta = sorted(k for k in keys if k == "zarr.json" or k.endswith("/zarr.json"))
+        for batch in batched(meta):
+            for key, raw in zip(batch, backend.get_many(list(batch))):
+                node = key[: -len("zarr.json")].rstrip("/")
+                if raw is None:
+                    continue
+                try:
+                    view.docs[node] = json.loads(raw)
+                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    view.bad_docs[node] = str(exc)
+        view.index_cells()
+        return view
+
+    def is_array(self, path: str) -> bool:
+        doc = self.docs.get(path)
+        return isinstance(doc, dict) and doc.get("node_type") == "array"
+
+    def is_group(self, path: str) -> bool:
+        doc = self.docs.get(path)
+        return isinstance(doc, dict) and doc.get("node_type") == "group"
+
+    def children(self, path: str) -> list[str]:
+        """Names of the nodes directly below ``path`` (those with a zarr.json)."""
+        prefix = f"{path}/" if path else ""
+        out = set()
+        for node in list(self.docs) + list(self.bad_docs):
+            if node.startswith(prefix) and node != path:
+                rest = node[len(prefix) :]
+                out.add(rest.split("/", 1)[0])
+        return sorted(out)
+
+    def attrs(self, path: str) -> dict[str, Any]:
+        doc = self.docs.get(path)
+        attrs = doc.get("attributes") if isinstance(doc, dict) else None
+        return attrs if isinstance(attrs, dict) else {}
+
+    def index_cells(self) -> None:
+        """Assign every non-metadata key to the array that owns it (``<array>/c/...``)."""
+        arrays = {p for p in self.docs if self.is_array(p)}
+        cells: dict[str, list[str]] = {p: [] for p in arrays}
+        for key in self.keys:
+            if key == "zarr.json" or key.endswith("/zarr.json"):
+                continue
+            parts = key.split("/")
+            owner = None
+            for i in range(len(parts) - 1, -1, -1):
+                if parts[i] == "c" and "/".join(parts[:i]) in arrays:
+                    owner = "/".join(parts[:i])
+                    cells[owner].append("/".join(parts[i:]))
+                    break
+            if owner is None:
+                self.loose.append(key)
+        self.cells = cells
