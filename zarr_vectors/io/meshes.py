@@ -1,0 +1,95 @@
+"""Mesh files in and out through trimesh: PLY, OBJ, STL, GLB/GLTF, OFF.
+
+Ingest reads every file first (one object per file, ids in the order given), so a file
+trimesh cannot read stops the run before anything is written. Export writes a box or
+some objects of a mesh store back to one file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InputError
+from ._files import input_files
+
+if TYPE_CHECKING:
+    from ..dataset import Dataset
+
+__all__ = ["MESH_SUFFIXES", "mesh_files", "load_mesh", "ingest_meshes", "export_mesh"]
+
+MESH_SUFFIXES = (".ply", ".obj", ".stl", ".glb", ".gltf", ".off")
+
+
+def mesh_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Files named by ``paths``; a folder contributes its mesh files, sorted by name."""
+    return input_files(paths, MESH_SUFFIXES, "mesh")
+
+
+def load_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """(vertices, faces) of one file; scenes (GLB/GLTF) are merged into one mesh."""
+    import trimesh
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path} does not exist or is not a file")
+    try:
+        loaded = trimesh.load(path, force="mesh", process=False)
+    except (ValueError, KeyError, IndexError, OSError, TypeError, AttributeError) as exc:
+        raise InputError(f"{path}: trimesh cannot read it as a mesh ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(loaded, trimesh.Trimesh) or len(loaded.faces) == 0:
+        raise InputError(f"{path}: no triangle faces found (point clouds and empty scenes are not meshes)")
+    vertices = np.asarray(loaded.vertices, dtype=np.float64)
+    if not np.all(np.isfinite(vertices)):
+        raise InputError(f"{path}: the mesh has NaN or infinite vertex coordinates")
+    return vertices, np.asarray(loaded.faces, dtype=np.int64)
+
+
+def ingest_meshes(
+    target: Any,
+    paths: Sequence[str | Path],
+    *,
+    chunk_shape: Any,
+    encoding: str = "raw",
+    progress: bool = True,
+    **kwargs: Any,
+) -> Dataset:
+    """Write mesh files into a new store, file ``i`` of ``paths`` as object ``i``.
+
+    Keyword arguments go to :func:`zarr_vectors.write_meshes` (``quantization_bits``,
+    ``compression``, ``overwrite``, ``storage_options``, ...).
+    """
+    from tqdm.auto import tqdm
+
+    from ..geometry.meshes import face_array, write_meshes
+
+    files = [Path(p) for p in paths]
+    meshes = []
+    for f in tqdm(files, desc="reading meshes", unit="file", disable=not progress or len(files) < 2):
+        vertices, faces = load_mesh(f)
+        try:
+            face_array(faces, len(vertices))
+        except InputError as exc:
+            raise InputError(f"{f}: {exc}") from exc
+        meshes.append((vertices, faces))
+    return write_meshes(target, meshes, chunk_shape=chunk_shape, encoding=encoding, **kwargs)
+
+
+def export_mesh(ds: Dataset, path: str | Path, *, bbox: Any = None, objects: Sequence[int] | None = None,
+                faces: str = "inside", level: int = 0) -> tuple[int, int]:
+    """Write a box (``bbox``) or whole ``objects`` of a mesh store to ``path`` (format from the
+    suffix: any trimesh exports, e.g. .ply .obj .stl .glb .off); returns (vertices, faces)."""
+    if "mesh" not in ds.geometry_types:
+        raise InputError(f"export_mesh needs a mesh store; this one holds {', '.join(ds.geometry_types)}")
+    if (bbox is None) == (objects is None):
+        raise InputError("give exactly one of bbox= or objects=")
+    result = ds.objects(objects, level=level) if objects is not None else ds.query(bbox, level=level, faces=faces)
+    mesh = result.to_trimesh()
+    suffix = Path(path).suffix.lower()
+    if suffix not in MESH_SUFFIXES:
+        raise InputError(f"cannot tell the mesh format of {path}: use one of {', '.join(MESH_SUFFIXES)}")
+    mesh.export(str(path))
+    return len(mesh.vertices), len(mesh.faces)
