@@ -1,0 +1,28 @@
+"""Levels of detail: coarser copies of a store's level 0, built in place.
+
+* points: one metavertex per (object, coarse bin), or one representative per coarse bin;
+* lines, skeletons, graphs: Douglas-Peucker simplified chains, branch points and ends kept;
+* meshes: quadric edge-collapse decimation per object (``fast-simplification``).
+
+See ``docs/levels.md`` and :meth:`zarr_vectors.Dataset.build_pyramid`.
+"""
+
+from __future__ import annotations
+
+from .build import CROSS_LEVEL, build_pyramid
+from .estimate import estimate_counts, level_for
+from .plan import LevelPlan, plan_levels
+from .reduce import REDUCTIONS
+from .sparsity import STRATEGIES, Sparsity
+
+__all__ = [
+    "CROSS_LEVEL",
+    "REDUCTIONS",
+    "STRATEGIES",
+    "LevelPlan",
+    "Sparsity",
+    "build_pyramid",
+    "estimate_counts",
+    "level_for",
+    "plan_levels",
+]

@@ -1,0 +1,144 @@
+"""Store-level I/O of a pyramid build: raw ``zarr.json`` documents, copies, removals, row counts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from typing import Any
+
+import numpy as np
+
+from .._arrays import TableArray
+from ..errors import FormatError, ZarrVectorsError
+from ..format.fragments import decode_fragments, range_tables
+from ..level import Level
+from ..storage import Backend, LocalBackend, ZarrStoreBackend, dump_json
+
+__all__ = [
+    "compression_of",
+    "copy_tables",
+    "read_doc",
+    "remove_levels",
+    "rows_per_chunk",
+    "write_docs",
+]
+
+
+def read_doc(backend: Backend, key: str) -> dict[str, Any] | None:
+    raw = backend.get_many([key])[0]
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"{backend.description}/{key} is not valid JSON ({exc})") from exc
+
+
+def write_docs(backend: Backend, docs: dict[str, dict[str, Any]]) -> None:
+    backend.set_many([(key, dump_json(doc)) for key, doc in docs.items()])
+
+
+def compression_of(level: Level) -> tuple[str, int | None]:
+    """The ``compression=`` name and level a writer would give to reproduce the level's
+    ``vertices`` codecs (``"none"`` when it has none or an unfamiliar one)."""
+    codecs = [
+        c for c in level.vertices.doc.get("codecs") or [] if c.get("name") not in ("vlen-bytes", "draco")
+    ]
+    if not codecs:
+        return "none", None
+    conf = codecs[0].get("configuration") or {}
+    name = codecs[0].get("name")
+    if name == "zstd":
+        return "zstd", conf.get("level")
+    if name == "gzip":
+        return "gzip", conf.get("level")
+    if name == "blosc":
+        return "blosc", conf.get("clevel")
+    return "none", None
+
+
+def _table_keys(arr: TableArray) -> list[str]:
+    n_chunks = -(-arr.length // arr.chunk) if arr.length else 0
+    return [f"{arr.path}/zarr.json", *arr.chunk_keys(range(n_chunks))]
+
+
+def copy_tables(backend: Backend, src: Level, dst_index: int) -> list[str]:
+    """Copy object attributes, groups and group attributes of ``src`` verbatim to level
+    ``dst_index`` (object ids are kept, so the tables mean the same there). Returns the
+    families copied, for ``arrays_present``; the container groups are included."""
+    prefix = f"{src.index}/"
+    keys: list[str] = []
+    present = []
+    for family, arrays in (
+        ("object_attributes", src.object_attributes),
+        ("group_attributes", src.group_attributes),
+    ):
+        if arrays:
+            keys.append(f"{prefix}{family}/zarr.json")
+            present.append(family)
+            for arr in arrays.values():
+                keys += _table_keys(arr)
+    if src.groups is not None:
+        keys += _table_keys(src.groups)
+        present.append("groups")
+    for start in range(0, len(keys), 1024):
+        part = keys[start : start + 1024]
+        items = [
+            (f"{dst_index}/{k[len(prefix) :]}", raw)
+            for k, raw in zip(part, backend.get_many(part))
+            if raw is not None
+        ]
+        backend.set_many(items)
+    return sorted(present, key=("object_attributes", "groups", "group_attributes").index)
+
+
+def remove_levels(backend: Backend, indices: list[int], fine_links: list[str]) -> None:
+    """Delete the nodes of levels ``indices`` and the cross-level families ``fine_links``
+    (e.g. ``"0/links/+1"``). Only local directories and zarr stores that delete are supported."""
+    paths = [str(i) for i in indices] + fine_links
+    if isinstance(backend, LocalBackend):
+        if backend.read_only:
+            raise ZarrVectorsError(f"{backend.description} is opened read-only")
+        for p in paths:
+            shutil.rmtree(backend.root / p, ignore_errors=True)
+        backend._made.clear()  # its cache of directories it created is stale now
+        return
+    if isinstance(backend, ZarrStoreBackend) and backend.store.supports_deletes:
+        from zarr.core.sync import sync
+
+        for p in paths:
+            sync(backend.store.delete_dir(p))
+        return
+    raise ZarrVectorsError(
+        f"{backend.description} cannot delete keys, so its coarse levels cannot be rebuilt in place; "
+        "write the store again (or copy level 0 to a new store) and build the pyramid there"
+    )
+
+
+def rows_per_chunk(level: Level, batch: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    """Vertex rows of every listed chunk, from the fragment indices alone (no vertex data).
+
+    Returns ``(chunks (K, D), rows (K,))``. A level without ``vertex_fragments`` gets the
+    level's total vertex count for every chunk (an upper bound).
+    """
+    chunks = level.vertices.nonempty
+    if level.fragments is None:
+        return chunks, np.full(len(chunks), max(level.meta.vertex_count, 1), np.int64)
+    out = np.zeros(len(chunks), np.int64)
+    for start in range(0, len(chunks), batch):
+        part = chunks[start : start + batch]
+        raws = level.backend.get_many(level.fragments.keys(part))
+        payloads = [level.fragments.payload(raw, c) for raw, c in zip(raws, part)]
+        tables = range_tables(payloads)
+        if tables is not None:
+            out[start : start + len(part)] = [int((t[:, 0] + t[:, 1]).max()) if len(t) else 0 for t in tables]
+            continue
+        for i, payload in enumerate(payloads):
+            index = decode_fragments(payload)
+            ends = [0]
+            if len(index.ranges):
+                ends.append(int((index.ranges[:, 0] + index.ranges[:, 1]).max()))
+            if len(index.explicit_indices):
+                ends.append(int(index.explicit_indices.max()) + 1)
+            out[start + i] = max(ends)
+    return chunks, out

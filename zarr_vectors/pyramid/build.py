@@ -1,0 +1,307 @@
+"""Building a pyramid on an opened store: plan, coarsen level by level, finalise metadata last.
+
+For each new level ``k`` (from level ``k - 1``): the geometry's coarsener writes the
+level's arrays and, unless ``cross_level="none"``, the ``k-1/links/+1`` family (and
+``k/links/-1`` with ``"explicit"``); then the level group, the patched source level group
+and finally the root ``zarr.json`` (which lists level k) are written. A build that fails
+part way therefore leaves every level the root lists readable and unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._writer import StoreBuilder
+from ..errors import InputError, ReadOnlyError
+from ..format.fragments import decode_fragments
+from ..format.metadata import LevelMeta, RootMeta
+from ..level import Level
+from . import meta as pmeta
+from ._store import compression_of, copy_tables, read_doc, remove_levels, rows_per_chunk
+from .plan import LevelPlan, plan_levels
+from .points import CoarseLevel, coarsen_points, level_ratio
+from .sparsity import Sparsity, select_objects, sparsity_per_level
+from .xlevel import CrossLevelWriter, link_dtype
+
+if TYPE_CHECKING:
+    from ..dataset import Dataset
+
+__all__ = ["CROSS_LEVEL", "build_pyramid"]
+
+CROSS_LEVEL = ("none", "implicit", "explicit")
+LINE_KINDS = ("polyline", "streamline", "line")
+
+
+def _kind(ds: Dataset) -> str:
+    types = set(ds.geometry_types)
+    if "mesh" in types:
+        return "mesh"
+    if types & set(LINE_KINDS):
+        return "lines"
+    if types & {"skeleton", "graph"}:
+        return "graph"
+    if types <= {"point_cloud"}:
+        return "points"
+    raise InputError(f"cannot build a pyramid for geometry {sorted(types)}: no coarsening is defined for it")
+
+
+def _object_sizes(level: Level, ids: np.ndarray) -> np.ndarray:
+    """Vertex count of each object ``ids`` (sorted), from fragment indices and owners only."""
+    counts = np.zeros(level.num_objects, np.int64)
+    chunks = level.vertices.nonempty
+    assert level.fragments is not None
+    owners_table = level.fragment_object_ids
+    for start in range(0, len(chunks), 2048):
+        part = chunks[start : start + 2048]
+        keys = level.fragments.keys(part) + (owners_table.keys(part) if owners_table is not None else [])
+        raws = level.backend.get_many(keys)
+        for i, chunk in enumerate(part):
+            index = decode_fragments(level.fragments.payload(raws[i], chunk))
+            sizes = np.zeros(index.num_fragments, np.int64)
+            sizes[index.is_range] = index.ranges[:, 1]
+            sizes[~index.is_range] = np.diff(index.explicit_offsets)
+            if owners_table is not None:
+                own = owners_table.rows(raws[len(part) + i], chunk).reshape(-1).astype(np.int64)
+            else:
+                lin = int(
+                    np.ravel_multi_index(
+                        tuple(chunk - level.grid.origin), tuple(int(s) for s in level.grid.shape)
+                    )
+                )
+                own = level.fragment_owners.of_cell(lin, index.num_fragments)
+            ok = (own >= 0) & (own < len(counts))
+            counts += np.bincount(own[ok], weights=sizes[ok], minlength=len(counts)).astype(np.int64)
+    return counts[ids]
+
+
+def _keep_points(ds: Dataset, src: Level, spec: Sparsity | None) -> tuple[np.ndarray | None, int, int]:
+    """Kept object ids (None: all), and how many objects were present / kept."""
+    if spec is None:
+        return None, 0, 0
+    if src.manifests is None:
+        raise InputError("object_sparsity needs objects, but this level has no object index")
+    present = np.unique(src.fragment_owners.object_id)
+    scores = None
+    if spec.by == "size":
+        scores = _object_sizes(src, present)
+    elif spec.by == "attribute":
+        scores = _attribute_scores(ds, src, spec, present)
+    elif spec.by == "length":
+        raise InputError(
+            "object sparsity by 'length' applies to lines, skeletons and graphs; use 'size' for points"
+        )
+    kept = select_objects(present, spec, scores)
+    return kept, len(present), len(kept)
+
+
+def _attribute_scores(ds: Dataset, src: Level, spec: Sparsity, present: np.ndarray) -> np.ndarray:
+    name = spec.attribute
+    if name not in src.object_attributes:
+        raise InputError(f"object sparsity by attribute {name!r}: level {src.index} has object attributes "
+                         f"{sorted(src.object_attributes)}")  # fmt: skip
+    values = ds.object_attributes(str(name), level=src.index)
+    if values.ndim != 1 or values.dtype.kind not in "iuf":
+        raise InputError(
+            f"object sparsity by attribute {name!r} needs a numeric (B,) attribute, got {values.dtype} {values.shape}"
+        )
+    return values[present].astype(np.float64)
+
+
+def _drop_coarse_levels(ds: Dataset) -> None:
+    """Make the store a one-level store again: root first, then the nodes."""
+    backend = ds._backend
+    doc = read_doc(backend, "zarr.json")
+    assert doc is not None
+    old = list(ds.levels)[1:]
+    cross = [f"0/links/{name}" for name in backend.list_dir("0/links") if name not in ("0", "zarr.json")]
+    doc["attributes"] = pmeta.drop_coarse_levels(doc.get("attributes") or {})
+    level0 = read_doc(backend, "0/zarr.json")
+    assert level0 is not None
+    backend.set_many([("zarr.json", _dump(doc))])
+    remove_levels(backend, old, cross)
+    if cross and not [n for n in backend.list_dir("0/links") if n != "zarr.json"]:
+        remove_levels(backend, [], ["0/links"])
+        level0 = pmeta.add_arrays_present(level0, [], remove=["links"])
+        backend.set_many([("0/zarr.json", _dump(level0))])
+    ds.root = RootMeta.from_attributes(doc["attributes"])
+    ds._levels.clear()
+
+
+def _dump(doc: dict[str, Any]) -> bytes:
+    from ..storage import dump_json
+
+    return dump_json(doc)
+
+
+def build_pyramid(
+    ds: Dataset,
+    factors: Sequence[Any],
+    *,
+    chunk_scale: Any = "auto",
+    reductions: Mapping[str, str] | None = None,
+    cross_level: str = "implicit",
+    object_sparsity: Any = None,
+    tolerance: float | None = None,
+    face_fraction: float | None = None,
+    overwrite: bool = False,
+    progress: bool = False,
+) -> list[int]:
+    """Add levels ``1 .. len(factors)`` to ``ds`` (opened ``mode="r+"``); see
+    :meth:`zarr_vectors.Dataset.build_pyramid` for the parameters. Returns the new levels."""
+    ds._require_writable()
+    store = getattr(ds._backend, "store", None)
+    if getattr(ds._backend, "read_only", False) or getattr(store, "read_only", False):
+        raise ReadOnlyError(
+            f"{ds._backend.description} cannot be written in place (a .zip file opens read-only); "
+            "build the pyramid on a directory copy of the store, then zip that"
+        )
+    if cross_level not in CROSS_LEVEL:
+        raise InputError(f"cross_level must be one of {', '.join(CROSS_LEVEL)}, got {cross_level!r}")
+    kind = _kind(ds)
+    if len(ds.levels) > 1 and not overwrite:
+        raise InputError(
+            f"the store already has levels {ds.levels}; pass overwrite=True (--overwrite) to rebuild levels 1.."
+        )
+    level0 = ds.level(0)
+    root = ds.root
+    plans = plan_levels(
+        root_chunk_shape=np.asarray(root.chunk_shape), bounds=np.asarray(root.bounds),
+        first_bin=np.asarray(level0.grid.bin_shape), first_scale=level_ratio(level0), first_index=0,
+        factors=factors, chunk_scale=chunk_scale,
+    )  # fmt: skip
+    sparsity = sparsity_per_level(object_sparsity, len(plans))
+    if len(ds.levels) > 1:  # only once the new plan is known to be valid
+        _drop_coarse_levels(ds)
+        level0 = ds.level(0)
+    compression, clevel = compression_of(level0)
+    src_rows: np.ndarray | None = None
+    for plan, spec in zip(plans, sparsity):
+        src = ds.level(plan.parent)
+        if src_rows is None and cross_level != "none":
+            src_rows = rows_per_chunk(src)[1]
+        builder = StoreBuilder(ds._backend, compression, clevel)
+        coarse, xl = _coarsen(ds, kind, src, plan, builder, spec, src_rows, cross_level, reductions, tolerance,
+                              face_fraction, progress)  # fmt: skip
+        _finalise(ds, builder, src, plan, coarse, xl, kind, cross_level)
+        src_rows = coarse.rows
+    return [p.index for p in plans]
+
+
+def _xlinks_factory(builder: StoreBuilder, src: Level, plan: LevelPlan, cross_level: str):
+    def make(max_rows: int) -> CrossLevelWriter | None:
+        if cross_level == "none":
+            return None
+        return CrossLevelWriter(
+            builder, fine=src.index, coarse=plan.index, fine_grid=src.grid, coarse_grid=plan.grid,
+            fine_ratio=level_ratio(src), coarse_ratio=plan.chunk_scale, dtype=link_dtype(max_rows),
+            explicit=cross_level == "explicit",
+        )  # fmt: skip
+
+    return make
+
+
+def _coarsen(
+    ds: Dataset,
+    kind: str,
+    src: Level,
+    plan: LevelPlan,
+    builder: StoreBuilder,
+    spec: Sparsity | None,
+    src_rows: np.ndarray | None,
+    cross_level: str,
+    reductions: Mapping[str, str] | None,
+    tolerance: float | None,
+    face_fraction: float | None,
+    progress: bool,
+) -> tuple[CoarseLevel, CrossLevelWriter | None]:
+    make = _xlinks_factory(builder, src, plan, cross_level)
+    if kind == "points":
+        keep, n_present, n_kept = _keep_points(ds, src, spec)
+        xl = None
+        if src_rows is not None:
+            anchors = np.ravel_multi_index(
+                tuple((src.vertices.nonempty * level_ratio(src) // plan.chunk_scale - plan.grid.origin).T),
+                tuple(int(s) for s in plan.grid.shape),
+            ) if len(src_rows) else np.zeros(0, np.int64)  # fmt: skip
+            bound = int(np.bincount(anchors, weights=src_rows).max()) if len(src_rows) else 1
+            xl = make(max(int(src_rows.max(initial=1)), bound))
+        from tqdm.auto import tqdm
+
+        bar = tqdm(
+            total=len(src.vertices.nonempty), desc=f"level {plan.index}", unit="chunk", disable=not progress
+        )
+        with bar:
+            coarse = coarsen_points(src, plan, builder, reductions=reductions, keep=keep, xlinks=xl,
+                                    src_rows=src_rows, progress=bar)  # fmt: skip
+        coarse.extra.update(_sparsity_extra(spec, n_present, n_kept))
+        return coarse, xl
+    if kind in ("lines", "graph"):
+        from .linked import coarsen_linked
+
+        return coarsen_linked(ds, kind, src, plan, builder, spec=spec, make_xlinks=make, src_rows=src_rows,
+                              tolerance=tolerance, progress=progress)  # fmt: skip
+    from .meshes import coarsen_meshes
+
+    return coarsen_meshes(ds, src, plan, builder, spec=spec, make_xlinks=make, src_rows=src_rows,
+                          face_fraction=face_fraction, progress=progress)  # fmt: skip
+
+
+def _sparsity_extra(spec: Sparsity | None, n_present: int, n_kept: int) -> dict[str, Any]:
+    if spec is None:
+        return {}
+    out = spec.metadata()
+    out["object_sparsity"] = (n_kept / n_present) if n_present else 1.0
+    return out
+
+
+def _finalise(
+    ds: Dataset,
+    builder: StoreBuilder,
+    src: Level,
+    plan: LevelPlan,
+    coarse: CoarseLevel,
+    xl: CrossLevelWriter | None,
+    kind: str,
+    cross_level: str,
+) -> None:
+    """Level group, source level group, then the root (last)."""
+    backend = ds._backend
+    up, down = xl.close() if xl is not None else (False, False)
+    present = list(coarse.arrays_present)
+    present += [p for p in copy_tables(backend, src, plan.index) if p not in present]
+    if down:
+        builder.group(f"{plan.index}/links")
+        if "links" not in present:
+            present.append("links")
+    extra = dict(coarse.extra)
+    sparsity = float(extra.pop("object_sparsity", 1.0))
+    objects = src.manifests is not None
+    scale = plan.chunk_scale
+    meta = LevelMeta(
+        level=plan.index, vertex_count=int(coarse.vertex_count), arrays_present=tuple(present),
+        chunk_shape=None if np.all(scale == 1) else tuple(float(c) for c in plan.chunk_shape),
+        fragments_tile=True, object_sparsity=sparsity,
+        coarsening_method="per_object" if kind == "points" else "manual", parent_level=src.index,
+        preserves_object_ids=objects, inherited_num_objects=src.num_objects if objects else None,
+        shared_fragments=False, extra=extra,
+    )  # fmt: skip
+    builder.group(str(plan.index), {"zarr_vectors_level": meta.to_json()})
+    if up:
+        if read_doc(backend, f"{src.index}/links/zarr.json") is None:
+            builder.group(f"{src.index}/links")
+        src_doc = read_doc(backend, f"{src.index}/zarr.json")
+        assert src_doc is not None
+        builder.groups[str(src.index)] = pmeta.add_arrays_present(src_doc, ["links"])
+    root_doc = read_doc(backend, "zarr.json")
+    assert root_doc is not None
+    caps = (["preserved_object_ids"] if objects else []) + (["multiscale_links"] if up else [])
+    attrs = pmeta.add_level(root_doc.get("attributes") or {}, index=plan.index, bin_shape=plan.bin_shape.tolist(),
+                            capabilities=caps, cross_level_storage=cross_level,
+                            cross_level_depth=0 if cross_level == "none" else 1)  # fmt: skip
+    builder.commit(attrs)
+    ds.root = RootMeta.from_attributes(attrs)
+    ds._levels.pop(plan.index, None)
+    ds._levels.pop(src.index, None)

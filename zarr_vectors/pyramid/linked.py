@@ -1,0 +1,384 @@
+"""Coarsening lines, skeletons and graphs: Douglas-Peucker on every unbranched chain.
+
+The source level is read in batches of whole objects (a chain needs all its vertices);
+each batch is simplified (:func:`~zarr_vectors.pyramid.simplify.simplify_graph`) and only
+the kept vertices are held. Line ends, tree roots, leaves and branch points are always
+kept, so topology and object ids are unchanged; kept vertices carry their attributes
+unchanged; graph edge attributes are reduced over the fine edges each new edge replaces.
+The coarse level (much smaller than the source) is then written by the same writers as
+level 0, on the coarse grid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._inputs import NamedArray
+from .._object_tables import build_manifests
+from .._partition import partition
+from .._writer import StoreBuilder
+from ..errors import InputError
+from ..format.manifests import encode_manifests_batch
+from ..geometry._level0 import Tables, partition_owners, write_level_arrays
+from ..geometry.graphs import vertex_locals, write_edges
+from ..geometry.lines import _fragment_payloads, _write_links, partition_lines
+from ..geometry.points import fragment_payloads
+from ..geometry.skeletons import _write_parent_links, skeleton_partition
+from ..level import Level
+from ..query import _attribute_names, fetch_objects
+from ..query_lines import _edges, _is_lines, _link_keys, _link_plan
+from .plan import LevelPlan
+from .points import CoarseLevel
+from .reduce import Groups, reduce_rows, reduction_for
+from .simplify import simplify_graph
+from .sparsity import Sparsity, select_objects
+from .xlevel import CrossLevelWriter
+
+if TYPE_CHECKING:
+    from ..dataset import Dataset
+
+__all__ = ["ObjectBatch", "coarsen_linked", "object_batches", "read_objects_batch"]
+
+#: Source vertices read per batch of objects (estimated from the level's mean object size).
+BATCH_VERTICES = 2_000_000
+
+
+@dataclass(eq=False)
+class ObjectBatch:
+    """Whole objects of a level: vertices in object order with their stored place, and edges.
+
+    ``edges`` (E, 2) index rows, directed (along a line, parent to child in a tree).
+    """
+
+    positions: np.ndarray
+    attributes: dict[str, np.ndarray]
+    owners: np.ndarray
+    chunks: np.ndarray  # (N, D) absolute chunk of each row at the source level
+    local: np.ndarray  # (N,) row inside that chunk's cell
+    edges: np.ndarray
+    edge_attributes: dict[str, np.ndarray] = field(default_factory=dict)
+    faces: np.ndarray | None = None
+
+
+def read_objects_batch(level: Level, ids: np.ndarray, names: list[str], faces: bool = False) -> ObjectBatch:
+    """Objects ``ids`` of ``level`` with their edges (or mesh ``faces``) and stored places."""
+    plan: list = []
+
+    def link_keys(chunks: np.ndarray) -> list[str]:
+        if _is_lines(level) and not faces:
+            return []
+        plan.extend(_link_plan(level, chunks))
+        return _link_keys(level, plan)
+
+    cells, rows, owners, raws = fetch_objects(level, ids, names, link_keys)
+    cell = np.searchsorted(cells.offsets, rows, side="right") - 1
+    remap = np.full(len(cells.positions), -1, np.int64)
+    remap[rows] = np.arange(len(rows))
+    eattrs: dict[str, np.ndarray] = {}
+    tri = None
+    if faces:
+        from ..query_mesh import _all_faces
+
+        all_faces = _all_faces(level, cells, plan, raws)
+        ok = np.all(remap[all_faces] >= 0, axis=1) if len(all_faces) else np.zeros(0, bool)
+        tri = remap[all_faces[ok]].reshape(-1, 3)
+        edges = np.zeros((0, 2), np.int64)
+    elif _is_lines(level):
+        follows = np.flatnonzero(owners[1:] == owners[:-1])
+        edges = np.stack([follows, follows + 1], axis=1)
+    else:
+        all_edges, all_attrs = _edges(level, cells, plan, raws)
+        ok = (remap[all_edges[:, 0]] >= 0) & (remap[all_edges[:, 1]] >= 0)
+        edges = remap[all_edges[ok]].reshape(-1, 2)
+        eattrs = {k: v[ok] for k, v in all_attrs.items()}
+    return ObjectBatch(
+        positions=cells.positions[rows], attributes={n: cells.attributes[n][rows] for n in names},
+        owners=owners, chunks=cells.chunks[cell], local=rows - cells.offsets[cell], edges=edges,
+        edge_attributes=eattrs, faces=tri,
+    )  # fmt: skip
+
+
+def object_batches(level: Level) -> list[np.ndarray]:
+    """Present object ids of ``level`` (every manifest read once), in batches of about
+    :data:`BATCH_VERTICES` vertices."""
+    if level.manifests is None:
+        raise InputError(f"level {level.index} has no object index; linked geometry and meshes need one")
+    present = np.unique(level.fragment_owners.object_id)
+    if not len(present):
+        return []
+    per_object = max(level.meta.vertex_count / len(present), 1.0)
+    size = max(1, int(BATCH_VERTICES / per_object))
+    return [present[i : i + size] for i in range(0, len(present), size)]
+
+
+@dataclass(eq=False)
+class _Coarse:
+    """Kept vertices of all batches, in object order, and the fine-to-coarse parent records."""
+
+    positions: list[np.ndarray] = field(default_factory=list)
+    attributes: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    owners: list[np.ndarray] = field(default_factory=list)
+    edges: list[np.ndarray] = field(default_factory=list)
+    edge_attributes: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    fine_chunks: list[np.ndarray] = field(default_factory=list)
+    fine_local: list[np.ndarray] = field(default_factory=list)
+    fine_owner: list[np.ndarray] = field(default_factory=list)
+    parent: list[np.ndarray] = field(default_factory=list)
+    size: dict[int, float] = field(default_factory=dict)
+    count: int = 0
+
+    def cat(self, parts: list[np.ndarray], empty: np.ndarray) -> np.ndarray:
+        return np.concatenate(parts) if parts else empty
+
+
+def _edge_lengths(batch: ObjectBatch) -> np.ndarray:
+    if not len(batch.edges):
+        return np.zeros(0)
+    diff = batch.positions[batch.edges[:, 1]].astype(np.float64) - batch.positions[batch.edges[:, 0]]
+    return np.sqrt(np.einsum("ij,ij->i", diff, diff))
+
+
+def _simplify_batch(
+    acc: _Coarse, batch: ObjectBatch, tolerance: float, spec: Sparsity | None, edge_how: dict[str, str]
+) -> None:
+    s = simplify_graph(batch.positions, batch.edges, tolerance)
+    index = np.full(len(batch.positions), -1, np.int64)
+    index[s.kept] = np.arange(len(s.kept)) + acc.count
+    acc.positions.append(batch.positions[s.kept])
+    for name, values in batch.attributes.items():
+        acc.attributes.setdefault(name, []).append(values[s.kept])
+    acc.owners.append(batch.owners[s.kept])
+    acc.edges.append(index[s.edges].reshape(-1, 2))
+    if batch.edge_attributes and len(s.edges):
+        groups = Groups.of(s.edge_of, len(s.edges))
+        for name, values in batch.edge_attributes.items():
+            acc.edge_attributes.setdefault(name, []).append(reduce_rows(values, groups, edge_how[name]))
+    acc.fine_chunks.append(batch.chunks)
+    acc.fine_local.append(batch.local)
+    acc.fine_owner.append(batch.owners)
+    acc.parent.append(index[s.parent])
+    acc.count += len(s.kept)
+    if spec is not None and spec.by in ("size", "length"):
+        weights = _edge_lengths(batch) if spec.by == "length" else np.ones(len(batch.owners))
+        owner = batch.owners[batch.edges[:, 0]] if spec.by == "length" else batch.owners
+        ids, inv = np.unique(owner, return_inverse=True)
+        sums = np.bincount(inv, weights=weights, minlength=len(ids))
+        for oid, v in zip(ids.tolist(), sums.tolist()):
+            acc.size[oid] = acc.size.get(oid, 0.0) + v
+
+
+def _named(src: Level, name: str, values: np.ndarray, table: dict[str, Any]) -> NamedArray:
+    names = table[name].attrs.get("channel_names") if name in table else None
+    return NamedArray(name, np.ascontiguousarray(values), tuple(names) if names else None)
+
+
+def coarsen_linked(
+    ds: Dataset,
+    kind: str,
+    src: Level,
+    plan: LevelPlan,
+    builder: StoreBuilder,
+    *,
+    spec: Sparsity | None,
+    make_xlinks: Callable[[int], CrossLevelWriter | None],
+    src_rows: np.ndarray | None,
+    tolerance: float | None,
+    progress: bool,
+) -> tuple[CoarseLevel, CrossLevelWriter | None]:
+    """Write coarse level ``plan.index`` of lines (``kind="lines"``) or skeletons / graphs."""
+    from tqdm.auto import tqdm
+
+    tol = float(np.min(plan.bin_shape)) / 2 if tolerance is None else float(tolerance)
+    if not tol >= 0:
+        raise InputError(f"tolerance must be a non-negative length, got {tolerance!r}")
+    names = _attribute_names(src, None)
+    edge_how = {
+        n: reduction_for(n, next(iter(a.values())).dtype, None) for n, a in src.link_attributes.items()
+    }
+    acc = _Coarse()
+    batches = object_batches(src)
+    with tqdm(
+        total=sum(len(b) for b in batches), desc=f"level {plan.index}", unit="object", disable=not progress
+    ) as bar:
+        for ids in batches:
+            _simplify_batch(acc, read_objects_batch(src, ids, names), tol, spec, edge_how)
+            bar.update(len(ids))
+    d = plan.grid.ndim
+    coarse = CoarseObjects(
+        positions=acc.cat(acc.positions, np.zeros((0, d), src.vertices.dtype)),
+        owners=acc.cat(acc.owners, np.zeros(0, np.int64)),
+        attributes={n: np.concatenate(v) for n, v in acc.attributes.items()},
+        links=acc.cat(acc.edges, np.zeros((0, 2), np.int64)),
+        link_attributes={n: np.concatenate(v) for n, v in acc.edge_attributes.items()},
+        parent=acc.cat(acc.parent, np.zeros(0, np.int64)),
+    )
+    extra: dict[str, Any] = {"coarsening_algorithm": "douglas_peucker", "simplify_tolerance": tol}
+    coarse, more = sparsify(ds, src, spec, coarse, acc.size)
+    extra.update(more)
+    vattrs = [_named(src, n, v, src.vertex_attributes) for n, v in coarse.attributes.items()]
+    ea = [_named(src, n, v, {}) for n, v in coarse.link_attributes.items()]
+    out = _write(
+        builder.at_level(plan.index),
+        kind,
+        src,
+        plan,
+        coarse.positions,
+        coarse.owners,
+        coarse.links,
+        vattrs,
+        ea,
+    )
+    xl = make_xlinks(
+        max(int(src_rows.max(initial=1)) if src_rows is not None else 1, int(out.rows.max(initial=1)))
+    )
+    if xl is not None and len(coarse.positions):
+        fine_chunks = acc.cat(acc.fine_chunks, np.zeros((0, d), np.int64))
+        fine_local = acc.cat(acc.fine_local, np.zeros(0, np.int64))
+        add_parent_records(xl, fine_chunks, fine_local, coarse.parent, out)
+    return CoarseLevel(len(coarse.positions), out.chunks, out.rows, out.present, extra), xl
+
+
+@dataclass(frozen=True, eq=False)
+class CoarseObjects:
+    """A coarse level held in memory: vertices in object order, ``links`` (edges or faces) as
+    rows of vertex indices, and ``parent``: for every fine vertex its coarse vertex (-1: none)."""
+
+    positions: np.ndarray
+    owners: np.ndarray
+    attributes: dict[str, np.ndarray]
+    links: np.ndarray
+    link_attributes: dict[str, np.ndarray]
+    parent: np.ndarray
+
+    def keep(self, mask: np.ndarray) -> CoarseObjects:
+        """Only the vertices ``mask`` and the links among them, renumbered."""
+        index = np.cumsum(mask) - 1
+        keep_l = mask[self.links[:, 0]] if len(self.links) else np.zeros(0, bool)
+        width = self.links.shape[1]
+        return CoarseObjects(
+            self.positions[mask], self.owners[mask], {n: v[mask] for n, v in self.attributes.items()},
+            index[self.links[keep_l]].reshape(-1, width), {n: v[keep_l] for n, v in self.link_attributes.items()},
+            np.where(self.parent >= 0, np.where(mask[self.parent], index[self.parent], -1), -1),
+        )  # fmt: skip
+
+
+def sparsify(
+    ds: Dataset, src: Level, spec: Sparsity | None, coarse: CoarseObjects, sizes: dict[int, float]
+) -> tuple[CoarseObjects, dict[str, Any]]:
+    """Drop the objects ``spec`` does not keep (``sizes``: object id -> size or length score);
+    returns the kept level and the metadata recording the choice."""
+    if spec is None:
+        return coarse, {}
+    from .build import _attribute_scores
+
+    present = np.unique(coarse.owners)
+    scores = None
+    if spec.by in ("size", "length"):
+        scores = np.array([sizes.get(int(i), 0.0) for i in present])
+    elif spec.by == "attribute":
+        scores = _attribute_scores(ds, src, spec, present)
+    kept = select_objects(present, spec, scores)
+    extra = spec.metadata()
+    extra["object_sparsity"] = len(kept) / len(present) if len(present) else 1.0
+    return coarse.keep(np.isin(coarse.owners, kept)), extra
+
+
+@dataclass(frozen=True, eq=False)
+class Written:
+    """Where a coarse level's vertices went: occupied ``chunks`` (K, D, absolute, in
+    ``nonempty_chunks`` order), their ``rows``, and each vertex's ``cell`` (into chunks) and
+    ``local`` row; ``present`` lists the families written."""
+
+    chunks: np.ndarray
+    rows: np.ndarray
+    cell: np.ndarray
+    local: np.ndarray
+    present: list[str]
+
+
+def written(
+    plan: LevelPlan, cells: np.ndarray, cell: np.ndarray, local: np.ndarray, present: list[str]
+) -> Written:
+    return Written(cells + plan.grid.origin, np.bincount(cell, minlength=len(cells)).astype(np.int64), cell, local,
+                   present)  # fmt: skip
+
+
+def add_parent_records(
+    xl: CrossLevelWriter, fine_chunks: np.ndarray, fine_local: np.ndarray, parent: np.ndarray, out: Written
+) -> None:
+    """``+1``/``-1`` records of every fine vertex whose coarse vertex ``parent`` (>= 0) exists."""
+    from .xlevel import _codes
+
+    ok = parent >= 0
+    if not ok.any():
+        return
+    table, idx = _codes(fine_chunks[ok])
+    fl, pv = fine_local[ok], parent[ok]
+    order = np.lexsort((fl, idx))
+    xl.add(table, idx[order], fl[order], out.chunks, out.cell[pv[order]], out.local[pv[order]])
+
+
+def _row_places(order: np.ndarray, row_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(cell, local row) of every input vertex from a partition's stored order."""
+    n = len(order)
+    cell_of_row = np.repeat(np.arange(len(row_offsets) - 1), np.diff(row_offsets))
+    cell = np.empty(n, np.int64)
+    cell[order] = cell_of_row
+    local = np.empty(n, np.int64)
+    local[order] = np.arange(n) - row_offsets[cell_of_row]
+    return cell, local
+
+
+def _write(
+    lb: Any,
+    kind: str,
+    src: Level,
+    plan: LevelPlan,
+    pos: np.ndarray,
+    owners: np.ndarray,
+    edges: np.ndarray,
+    vattrs: list[NamedArray],
+    eattrs: list[NamedArray],
+) -> Written:
+    """Write the coarse level's arrays with the level-0 writer of its geometry."""
+    grid = plan.grid
+    num_objects = src.num_objects
+    tables = Tables(num_objects, [], [], [])
+    common = dict(grid=grid, positions=pos, vertex_attributes=vattrs, tables=tables)
+    if kind == "lines":
+        counts = np.bincount(owners, minlength=num_objects)
+        offsets = np.zeros(num_objects + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        part = partition_lines(pos, offsets, grid)
+        chunks = part.cells[part.seg_cell] + grid.origin
+        manifests = encode_manifests_batch(
+            num_objects, part.seg_line, chunks, np.arange(len(chunks) + 1), part.seg_local
+        )
+        present = write_level_arrays(
+            lb, part=part, fragments=_fragment_payloads(part), manifests=manifests,
+            fragment_objects=(part.seg_cell, part.seg_local, part.seg_line),
+            links=lambda b: ["links"] if _write_links(b, grid, part) else [], **common,
+        )  # fmt: skip
+        return written(plan, part.cells, *_row_places(part.order, part.row_offsets), present)
+    if src.root.links_convention == "implicit_sequential_with_branches":
+        parents = np.full(len(pos), -1, np.int64)
+        parents[edges[:, 1]] = edges[:, 0]
+        part = skeleton_partition(pos, parents, owners, grid)
+        links: Callable[[Any], list[str]] = lambda b: (
+            ["links", "link_fragments"] if _write_parent_links(b, grid, part, parents) else []
+        )
+    else:
+        part = partition(pos, grid, owners)
+        directed = bool(src.links_family.get("directed", False))
+        links = lambda b: (["links", "link_fragments"] + (["link_attributes"] if eattrs else [])
+                           if write_edges(b, grid, part, edges, directed, eattrs) else [])  # fmt: skip
+    present = write_level_arrays(
+        lb, part=part, fragments=fragment_payloads(part), manifests=build_manifests(part, grid, num_objects),
+        fragment_objects=partition_owners(part), links=links, **common,
+    )  # fmt: skip
+    cell, local, _ = vertex_locals(part)
+    return written(plan, part.cells, cell, local, present)

@@ -1,0 +1,254 @@
+"""Coarsening meshes: quadric edge-collapse decimation of each object's mesh.
+
+Each object's mesh is decimated on its own with ``fast-simplification`` (the Fast
+Quadric Mesh Simplification algorithm, the one trimesh uses), keeping a fraction of its
+faces; a closed surface stays closed. Every fine vertex collapses into one coarse
+vertex (its *parent*, from the collapse history): that gives the cross-level links and
+the coarse vertex attributes (reduced over the fine vertices it absorbed, like point
+metavertices). Coarse vertices are clipped into the store's bounds (an optimal collapse
+point can lie a hair outside the input's extent). Meshes too small to decimate (fewer
+than 4 faces to keep) are copied unchanged. A Draco level stays Draco, with the same
+codec settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._inputs import NamedArray
+from .._object_tables import build_manifests
+from .._partition import partition
+from .._writer import StoreBuilder
+from ..errors import InputError
+from ..geometry._level0 import Tables, partition_owners, write_level_arrays
+from ..geometry.graphs import vertex_locals, write_edges
+from ..geometry.points import fragment_payloads
+from ..level import Level
+from ..query import _attribute_names
+from .linked import (
+    CoarseObjects,
+    ObjectBatch,
+    Written,
+    add_parent_records,
+    object_batches,
+    read_objects_batch,
+    sparsify,
+    written,
+)
+from .plan import LevelPlan
+from .points import CoarseLevel
+from .reduce import Groups, reduce_rows, reduction_for
+from .sparsity import Sparsity
+from .xlevel import CrossLevelWriter
+
+if TYPE_CHECKING:
+    from ..dataset import Dataset
+
+__all__ = ["MIN_FACES", "coarsen_meshes", "decimate"]
+
+#: Meshes whose decimation would keep fewer faces than this are copied unchanged.
+MIN_FACES = 4
+
+
+def _simplifier() -> Any:
+    try:
+        import fast_simplification
+    except ImportError as exc:
+        raise InputError(
+            "mesh pyramids need the fast-simplification package: pip install 'zarrvec[pyramid]'"
+        ) from exc
+    return fast_simplification
+
+
+def decimate(
+    vertices: np.ndarray, faces: np.ndarray, fraction: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Decimate one mesh to about ``fraction`` of its faces.
+
+    Returns ``(coarse vertices float64, coarse faces, parent)`` where ``parent[i]`` is the
+    coarse vertex fine vertex ``i`` collapsed into. Vertices used by no face stay as they are.
+    """
+    n = len(vertices)
+    target = int(round(len(faces) * fraction))
+    if len(faces) == 0 or target < MIN_FACES or target >= len(faces):
+        return np.asarray(vertices, np.float64), np.asarray(faces, np.int64), np.arange(n)
+    used = np.zeros(n, bool)
+    used[faces.ravel()] = True
+    local = np.cumsum(used) - 1
+    fs = _simplifier()
+    pts, tri, collapses = fs.simplify(np.asarray(vertices, np.float64)[used], local[faces].astype(np.int32),
+                                      target_count=target, return_collapses=True)  # fmt: skip
+    m = int(used.sum())
+    rep = np.arange(m)
+    if len(collapses):
+        rep[collapses[:, 1]] = collapses[:, 0]
+        for _ in range(int(np.ceil(np.log2(max(m, 2)))) + 1):
+            nxt = rep[rep]
+            if np.array_equal(nxt, rep):
+                break
+            rep = nxt
+    survivors = np.unique(rep)
+    if len(survivors) != len(pts):
+        raise InputError(
+            f"mesh decimation returned {len(pts)} vertices but its collapse history leaves {len(survivors)}"
+        )
+    # Unused vertices are appended after the decimated ones, unchanged.
+    extra = np.flatnonzero(~used)
+    parent = np.empty(n, np.int64)
+    parent[used] = np.searchsorted(survivors, rep)
+    parent[extra] = len(pts) + np.arange(len(extra))
+    out = np.concatenate([np.asarray(pts, np.float64), np.asarray(vertices, np.float64)[extra]])
+    return out, np.asarray(tri, np.int64).reshape(-1, 3), parent
+
+
+@dataclass(eq=False)
+class _Decimated:
+    """Decimated meshes of the batches read so far, in object order."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    fraction: float
+    how: dict[str, str]
+    parts: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    sizes: dict[int, float] = field(default_factory=dict)
+    count: int = 0
+
+    def add(self, key: str, value: np.ndarray) -> None:
+        self.parts.setdefault(key, []).append(value)
+
+    def cat(self, key: str, empty: np.ndarray) -> np.ndarray:
+        return np.concatenate(self.parts[key]) if self.parts.get(key) else empty
+
+    def batch(self, batch: ObjectBatch) -> None:
+        """Decimate every object of ``batch`` (vertices grouped by object) on its own."""
+        assert batch.faces is not None
+        owners = batch.owners
+        bounds = (
+            np.flatnonzero(np.r_[True, owners[1:] != owners[:-1], True]) if len(owners) else np.zeros(1, int)
+        )
+        face_obj = owners[batch.faces[:, 0]] if len(batch.faces) else np.zeros(0, np.int64)
+        by_obj = np.argsort(face_obj, kind="stable")
+        face_bounds = (
+            np.searchsorted(face_obj[by_obj], owners[bounds[:-1]]),
+            np.searchsorted(face_obj[by_obj], owners[bounds[:-1]], "right"),
+        )
+        for i, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):
+            faces = batch.faces[by_obj[face_bounds[0][i] : face_bounds[1][i]]] - a
+            pts, tri, parent = decimate(batch.positions[a:b], faces, self.fraction)
+            groups = Groups.of(parent, len(pts))
+            self.add("pos", np.clip(pts, self.lo, self.hi))
+            self.add("faces", tri + self.count)
+            self.add("owner", np.full(len(pts), owners[a], np.int64))
+            self.add("parent", parent + self.count)
+            for n, how in self.how.items():
+                self.add(f"attr/{n}", reduce_rows(batch.attributes[n][a:b], groups, how))
+            self.sizes[int(owners[a])] = float(b - a)
+            self.count += len(pts)
+        self.add("fchunk", batch.chunks)
+        self.add("flocal", batch.local)
+
+
+def coarsen_meshes(
+    ds: Dataset,
+    src: Level,
+    plan: LevelPlan,
+    builder: StoreBuilder,
+    *,
+    spec: Sparsity | None,
+    make_xlinks: Callable[[int], CrossLevelWriter | None],
+    src_rows: np.ndarray | None,
+    face_fraction: float | None,
+    progress: bool,
+) -> tuple[CoarseLevel, CrossLevelWriter | None]:
+    """Write coarse level ``plan.index`` of a mesh store, object by object."""
+    from tqdm.auto import tqdm
+
+    fraction = 1.0 / float(np.mean(plan.factor)) ** 2 if face_fraction is None else float(face_fraction)
+    if not 0 < fraction <= 1:
+        raise InputError(f"face_fraction must be in (0, 1], got {face_fraction!r}")
+    if spec is not None and spec.by == "length":
+        raise InputError(
+            "object sparsity by 'length' applies to lines, skeletons and graphs; use 'size' for meshes"
+        )
+    _simplifier()
+    names = _attribute_names(src, None)
+    lo, hi = (np.asarray(b, np.float64) for b in src.root.bounds)
+    acc = _Decimated(
+        lo, hi, fraction, {n: reduction_for(n, src.vertex_attributes[n].dtype, None) for n in names}
+    )
+    batches = object_batches(src)
+    total = sum(len(b) for b in batches)
+    with tqdm(total=total, desc=f"level {plan.index}", unit="mesh", disable=not progress) as bar:
+        for ids in batches:
+            acc.batch(read_objects_batch(src, ids, names, faces=True))
+            bar.update(len(ids))
+    d = plan.grid.ndim
+    dtype = src.vertices.dtype if src.vertices.dtype.kind == "f" else np.dtype(np.float32)
+    coarse = CoarseObjects(
+        positions=acc.cat("pos", np.zeros((0, d))).astype(dtype), owners=acc.cat("owner", np.zeros(0, np.int64)),
+        attributes={n: acc.cat(f"attr/{n}", np.zeros(0)) for n in names}, links=acc.cat("faces", np.zeros((0, 3), np.int64)),
+        link_attributes={}, parent=acc.cat("parent", np.zeros(0, np.int64)),
+    )  # fmt: skip
+    coarse, extra = sparsify(ds, src, spec, coarse, acc.sizes)
+    extra.update({"coarsening_algorithm": "quadric_edge_collapse", "face_fraction": fraction})
+    vattrs = [NamedArray(n, np.ascontiguousarray(v), _channels(src, n)) for n, v in coarse.attributes.items()]
+    out = _write(builder, src, plan, coarse.positions, coarse.links, coarse.owners, vattrs)
+    xl = make_xlinks(
+        max(int(src_rows.max(initial=1)) if src_rows is not None else 1, int(out.rows.max(initial=1)))
+    )
+    if xl is not None and len(coarse.positions):
+        fine = acc.cat("fchunk", np.zeros((0, d), np.int64)), acc.cat("flocal", np.zeros(0, np.int64))
+        add_parent_records(xl, *fine, coarse.parent, out)
+    return CoarseLevel(len(coarse.positions), out.chunks, out.rows, out.present, extra), xl
+
+
+def _channels(src: Level, name: str) -> tuple[str, ...] | None:
+    names = src.vertex_attributes[name].attrs.get("channel_names")
+    return tuple(names) if names else None
+
+
+def _write(
+    builder: StoreBuilder,
+    src: Level,
+    plan: LevelPlan,
+    pos: np.ndarray,
+    faces: np.ndarray,
+    owners: np.ndarray,
+    vattrs: list[NamedArray],
+) -> Written:
+    """Write the coarse mesh level like :func:`zarr_vectors.write_mesh` does (raw or Draco)."""
+    from ..geometry.meshes import _draco_cells
+
+    grid = plan.grid
+    lb = builder.at_level(plan.index)
+    part = partition(pos, grid, owners)
+    manifests = build_manifests(part, grid, src.num_objects)
+    owner_table = partition_owners(part)
+    cell, _, _ = vertex_locals(part)
+    intra = np.all(cell[faces] == cell[faces[:, :1]], axis=1) if len(faces) else np.zeros(0, bool)
+    draco = src.vertices.draco
+    if draco:
+        conf = (src.vertices.doc.get("codecs") or [{}])[0].get("configuration") or {}
+        bits, level = int(conf.get("quantization_bits", 11)), int(conf.get("compression_level", 7))
+        blobs, part, frags = _draco_cells(pos, faces, part, intra, bits, level)
+        stored, payloads = faces[~intra], blobs
+        codecs = [{"name": "draco", "configuration": {"quantization_bits": bits, "compression_level": level}}]
+    else:
+        stored, payloads, frags, codecs = faces, None, fragment_payloads(part), []
+
+    def links(b: Any) -> list[str]:
+        if not write_edges(b, grid, part, stored, True, []):
+            return []
+        return ["links"] + (["link_fragments"] if not draco and bool(intra.any()) else [])
+
+    present = write_level_arrays(
+        lb, grid=grid, positions=pos, part=part, fragments=frags, vertex_attributes=vattrs,
+        tables=Tables(src.num_objects, [], [], []), manifests=manifests, fragment_objects=owner_table,
+        links=links, vertex_payloads=payloads, vertex_codecs=codecs, vertex_encoding="draco" if draco else "raw",
+    )  # fmt: skip
+    cell, local, _ = vertex_locals(part)
+    return written(plan, part.cells, cell, local, present)

@@ -1,0 +1,244 @@
+"""Coarsening a point level, streamed chunk by chunk.
+
+A coarse bin lies inside one coarse chunk, and a coarse chunk covers whole source chunks
+(nested grids), so a coarse chunk is computed from its source chunks alone: the build
+reads a batch of source chunks, reduces each (object, coarse bin) group of rows to one
+metavertex (each coarse bin's rows to one representative when the level has no objects),
+writes the coarse cells and forgets the batch. Memory holds one batch of cells plus one
+entry per coarse fragment (for the manifests).
+
+Metavertices are laid out exactly like level 0 (:func:`zarr_vectors._partition.partition`):
+rows by bin, one range fragment per bin, or per (bin, object) with objects. A metavertex
+is the mean of its group clipped to the group's bounding box, so it lies in the group's
+own chunk and bin and a box query at the coarse level is exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from .._object_tables import build_manifests, write_object_tables
+from .._partition import partition, sort_keys
+from .._writer import StoreBuilder
+from ..errors import ZarrVectorsError
+from ..format.links import cross_level_anchor
+from ..geometry._level0 import OBJECT_ID_META, fragment_owner_payloads, row_payloads
+from ..geometry.points import fragment_payloads
+from ..level import Level
+from ..query import _fetch, _row_owners
+from .plan import LevelPlan
+from .reduce import Groups, centroids, reduce_rows, reduction_for
+from .xlevel import CrossLevelWriter
+
+__all__ = ["CoarseLevel", "chunk_batches", "coarsen_points", "level_ratio"]
+
+#: Source cells fetched per batch (and rows, when their counts are known).
+BATCH_CELLS = 512
+BATCH_ROWS = 2_000_000
+
+
+@dataclass
+class CoarseLevel:
+    """What a coarsening step wrote: counts for the level metadata and the next step."""
+
+    vertex_count: int
+    chunks: np.ndarray  # (K, D) absolute chunk coordinates of the occupied coarse chunks
+    rows: np.ndarray  # (K,) vertex rows of each
+    arrays_present: list[str]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def level_ratio(level: Level) -> np.ndarray:
+    """A level's chunk scale against the root chunk shape (integers)."""
+    ratio = level.grid.chunk_shape / np.asarray(level.root.chunk_shape, np.float64)
+    return np.maximum(np.rint(ratio), 1).astype(np.int64)
+
+
+def chunk_batches(dst_lin: np.ndarray, rows: np.ndarray | None) -> Iterator[np.ndarray]:
+    """Indices of source chunks in batches that never split a coarse chunk ``dst_lin``."""
+    order = np.argsort(dst_lin, kind="stable")
+    lin = dst_lin[order]
+    starts = np.flatnonzero(np.r_[True, lin[1:] != lin[:-1]]) if len(lin) else np.zeros(0, np.int64)
+    ends = np.append(starts[1:], len(lin))
+    counts = rows[order] if rows is not None else np.zeros(len(order), np.int64)
+    cum = np.concatenate([[0], np.cumsum(counts)])
+    first = 0
+    for g in range(len(starts)):
+        n_cells = ends[g] - starts[first]
+        n_rows = cum[ends[g]] - cum[starts[first]]
+        if n_cells >= BATCH_CELLS or n_rows >= BATCH_ROWS or g == len(starts) - 1:
+            yield order[starts[first] : ends[g]]
+            first = g + 1
+
+
+def _attribute_meta(src: Level, name: str, values: np.ndarray) -> dict[str, Any]:
+    meta = {
+        k: v
+        for k, v in src.vertex_attributes[name].attrs.items()
+        if k not in ("nonempty_chunks", "chunk_grid_origin")
+    }
+    meta["dtype"] = values.dtype.name
+    return meta
+
+
+class _PointStreams:
+    """The per-chunk arrays of one coarse point level, filled batch by batch."""
+
+    def __init__(self, builder: StoreBuilder, src: Level, plan: LevelPlan, objects: bool) -> None:
+        lb = builder.at_level(plan.index)
+        grid = plan.grid
+        self.builder, self.src, self.grid = lb, src, grid
+        self.vertices = lb.cell_stream("0/vertices", grid, {"zv_array": "vertices", "dtype": src.vertices.dtype.name,
+                                                            "encoding": "raw"})  # fmt: skip
+        self.fragments = lb.cell_stream("0/vertex_fragments", grid, {"zv_array": "vertex_fragments",
+                                                                     "encoding": "fragment_index_v1"}, kind="fragments")  # fmt: skip
+        self.owners = (
+            lb.cell_stream("0/fragment_attributes/object_id", grid, OBJECT_ID_META) if objects else None
+        )
+        self.attributes: dict[str, Any] = {}
+
+    def write(self, pos: np.ndarray, attrs: dict[str, np.ndarray], part: Any) -> None:
+        """Cells of one batch: ``pos`` and ``attrs`` in group order, ``part`` their partition."""
+        self.vertices.add(part.cells, row_payloads(pos, part))
+        self.fragments.add(part.cells, fragment_payloads(part))
+        for name, values in attrs.items():
+            stream = self.attributes.get(name)
+            if stream is None:
+                meta = _attribute_meta(self.src, name, values)
+                stream = self.attributes[name] = self.builder.cell_stream(
+                    f"0/vertex_attributes/{name}", self.grid, meta
+                )
+            stream.add(part.cells, row_payloads(values, part))
+        if self.owners is not None:
+            self.owners.add(part.cells, fragment_owner_payloads(part.frag_cell, part.frag_local, part.frag_object,
+                                                                len(part.cells)))  # fmt: skip
+
+    def close(self) -> list[str]:
+        self.vertices.close()
+        self.fragments.close()
+        present = ["vertices", "vertex_fragments"]
+        if self.attributes:
+            self.builder.group("0/vertex_attributes")
+            present.append("vertex_attributes")
+        for name in sorted(self.attributes):
+            self.attributes[name].close()
+        if self.owners is not None:
+            self.owners.close()
+            self.builder.group("0/fragment_attributes")
+            present.append("fragment_attributes")
+        return present
+
+
+def _groups(pos: np.ndarray, owners: np.ndarray | None, grid: Any) -> tuple[np.ndarray, Groups, np.ndarray]:
+    """Rows sorted into groups, one per (coarse bin, object): ``(order, groups over the
+    sorted rows, each group's sort key)``."""
+    key = sort_keys(pos, grid)
+    order = np.lexsort((owners, key)) if owners is not None else np.argsort(key, kind="stable")
+    sk = key[order]
+    new = np.r_[True, sk[1:] != sk[:-1]] if len(sk) else np.zeros(0, bool)
+    if owners is not None and len(sk):
+        so = owners[order]
+        new[1:] |= so[1:] != so[:-1]
+    starts = np.append(np.flatnonzero(new), len(sk)).astype(np.int64)
+    return order, Groups(None, starts), sk[new]
+
+
+def coarsen_points(
+    src: Level,
+    plan: LevelPlan,
+    builder: StoreBuilder,
+    *,
+    reductions: Mapping[str, str] | None,
+    keep: np.ndarray | None,
+    xlinks: CrossLevelWriter | None,
+    src_rows: np.ndarray | None,
+    progress: Any = None,
+) -> CoarseLevel:
+    """Write coarse level ``plan.index`` of a point cloud from level ``src``.
+
+    ``keep`` (sorted object ids) limits the objects carried over; ``src_rows`` are the
+    source chunks' row counts (in ``nonempty_chunks`` order) when known, for batching.
+    """
+    names = list(src.vertex_attributes)
+    how = {n: reduction_for(n, src.vertex_attributes[n].dtype, reductions) for n in names}
+    objects = src.manifests is not None
+    grid = plan.grid
+    src_chunks = src.vertices.nonempty
+    dst_of = cross_level_anchor(src_chunks, level_ratio(src), plan.chunk_scale)
+    shape = tuple(int(s) for s in grid.shape)
+    dst_lin = (
+        np.ravel_multi_index(tuple((dst_of - grid.origin).T), shape) if len(dst_of) else np.zeros(0, np.int64)
+    )
+    streams = _PointStreams(builder, src, plan, objects)
+    frag_tables: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    out_chunks, out_rows = [], []
+    total = 0
+    for idx in chunk_batches(dst_lin, src_rows):
+        chunks = src_chunks[idx]
+        cells, _ = _fetch(
+            src, chunks, names, np.arange(len(chunks)) if objects else np.zeros(0, np.int64), owners=objects
+        )
+        owners = _row_owners(src, cells) if objects else None
+        row_cell = np.repeat(np.arange(len(chunks)), np.diff(cells.offsets))
+        rows = np.arange(len(cells.positions))
+        if keep is not None and owners is not None:
+            rows = rows[np.isin(owners, keep)]
+        order, groups, gkey = _groups(cells.positions[rows], None if owners is None else owners[rows], grid)
+        fine_rows = rows
+        rows = rows[order]  # fine rows, sorted by group
+        m = groups.size
+        meta_pos = centroids(cells.positions[rows], groups)
+        if m and not np.array_equal(sort_keys(meta_pos, grid), gkey):
+            raise ZarrVectorsError("internal error: a metavertex left its bin; please report this store")
+        meta_oid = None if owners is None else groups.first(owners[rows])
+        part = partition(meta_pos, grid, meta_oid)
+        streams.write(
+            meta_pos, {n: reduce_rows(cells.attributes[n][rows], groups, how[n]) for n in names}, part
+        )
+        if objects:
+            base = sum(len(c) for c in out_chunks)
+            frag_tables.append((part.frag_cell + base, part.frag_local, part.frag_object))
+        out_chunks.append(part.cells + grid.origin)
+        out_rows.append(np.diff(part.row_offsets))
+        total += m
+        if xlinks is not None and m:
+            stored = np.empty(m, np.int64)
+            stored[part.order] = np.arange(m)
+            s = np.empty(len(order), np.int64)  # coarse row of each fine row, in fine row order
+            s[order] = stored[np.repeat(np.arange(m), groups.counts)]
+            c = np.searchsorted(part.row_offsets, s, side="right") - 1
+            cell = row_cell[fine_rows]
+            xlinks.add(chunks, cell, fine_rows - cells.offsets[cell], part.cells + grid.origin, c,
+                       s - part.row_offsets[c])  # fmt: skip
+        if progress is not None:
+            progress.update(len(idx))
+    present = streams.close()
+    all_chunks = np.concatenate(out_chunks) if out_chunks else np.zeros((0, grid.ndim), np.int64)
+    if objects:
+        present += _write_manifests(
+            streams.builder, grid, src.num_objects, all_chunks - grid.origin, frag_tables
+        )
+    return CoarseLevel(total, all_chunks, np.concatenate(out_rows) if out_rows else np.zeros(0, np.int64), present,
+                       {"attribute_reductions": how} if how else {})  # fmt: skip
+
+
+def _write_manifests(
+    builder: Any,
+    grid: Any,
+    num_objects: int,
+    cells: np.ndarray,
+    tables: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+) -> list[str]:
+    """The object index of the coarse level: one manifest per object id of the source."""
+    cat = (lambda i: np.concatenate([t[i] for t in tables])) if tables else (lambda i: np.zeros(0, np.int64))
+    frags = SimpleNamespace(
+        frag_cell=cat(0), frag_local=cat(1), frag_object=cat(2), cells=cells.reshape(-1, grid.ndim)
+    )
+    manifests = build_manifests(frags, grid, num_objects)  # type: ignore[arg-type]
+    return write_object_tables(builder, "0", sid_ndim=grid.ndim, num_objects=num_objects, manifests=manifests,
+                               object_attributes=[], groups=[], group_attributes=[])  # fmt: skip
