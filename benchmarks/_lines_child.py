@@ -135,17 +135,23 @@ class Ours:
         return ds.objects(ids)
 
     def cells_only(self, ds: Any, lo: list[float], hi: list[float]) -> int:
-        """Fetch and decode (decompress, unframe) the vertex and fragment-index cells of the
-        chunks the box touches, and nothing else: the floor a box query is compared with."""
+        """Fetch and decode (decompress, unframe) the cells a box query reads — vertex,
+        fragment-index and object-id cells of the touched chunks, and the link cells anchored
+        there that join touched chunks — and nothing else: the floor a box query is
+        compared with (no decoding of rows, no assembly)."""
         from zarr_vectors.query import plan_box
+        from zarr_vectors.query_lines import _link_keys, _link_plan
 
         level = ds.level(0)
         plan = plan_box(level, np.asarray(lo, float), np.asarray(hi, float))
         chunks = np.concatenate([plan.full, plan.partial])
-        arrays = [level.vertices, level.fragments]
-        raws = level.backend.get_many([k for a in arrays for k in a.keys(chunks)])
-        n = len(chunks)
-        return sum(len(a.payload(raws[j * n + i], chunks[i])) for j, a in enumerate(arrays) for i in range(n))
+        arrays = [a for a in (level.vertices, level.fragments, level.fragment_object_ids) if a is not None]
+        keys = [k for a in arrays for k in a.keys(chunks)]
+        links = _link_plan(level, chunks)
+        keys += _link_keys(level, links)
+        raws = level.backend.get_many(keys)
+        cells = [(a, c) for a in arrays for c in chunks] + [(a, c) for a, anchors in links for c in anchors]
+        return sum(len(a.payload(raw, c)) for (a, c), raw in zip(cells, raws))
 
     def read_all(self, ds: Any) -> Any:
         return ds.read()
