@@ -17,8 +17,10 @@ from .geometry.graphs import write_graph
 from .geometry.lines import write_lines
 from .geometry.meshes import write_mesh, write_meshes
 from .geometry.points import write_points
+from .geometry.shapes import GeometryRepairedWarning, write_geometries
 from .geometry.skeletons import write_skeleton
 from .result import Result
+from .validate import validate
 from .storage import ZarrV2StoreError
 
 __version__ = "0.1.0"
@@ -33,6 +35,8 @@ __all__ = [
     "write_skeleton",
     "write_mesh",
     "write_meshes",
+    "write_geometries",
+    "GeometryRepairedWarning",
     "ZarrVectorsError",
     "FormatError",
     "CorruptCellError",
@@ -42,5 +46,6 @@ __all__ = [
     "StoreExistsError",
     "ZarrV2StoreError",
     "UnknownCapabilityWarning",
+    "validate",
     "__version__",
 ]

@@ -19,7 +19,7 @@ from .format import zarr_json
 from .format.grid import Grid, cell_key, chunk_key
 from .storage import Backend, dump_json
 
-__all__ = ["StoreBuilder", "MANIFEST_BUCKET", "OBJECT_ATTRIBUTE_CHUNK"]
+__all__ = ["StoreBuilder", "CellStream", "LevelBuilder", "MANIFEST_BUCKET", "OBJECT_ATTRIBUTE_CHUNK"]
 
 #: Objects per chunk of ``object_index/manifests`` (fixed, never derived from the data).
 #: Reading one object decodes its whole bucket, and a line's manifest lists every chunk
@@ -100,6 +100,18 @@ class StoreBuilder:
         shape = tuple(int(s) for s in grid.shape)
         self.arrays[path] = zarr_json.vlen_array_doc(shape, (1,) * len(shape), compressors, attrs, array_codecs)
 
+    def cell_stream(
+        self, path: str, grid: Grid, attributes: dict[str, Any], kind: str = "data",
+        array_codecs: list[dict[str, Any]] | None = None,
+    ) -> CellStream:
+        """A per-chunk vlen array filled cell by cell (:meth:`CellStream.add`), for writers
+        that produce cells in batches; :meth:`CellStream.close` registers its metadata."""
+        return CellStream(self, path, grid, attributes, kind, array_codecs)
+
+    def at_level(self, index: int) -> LevelBuilder:
+        """A view writing the paths a level-0 writer uses (``"0"``, ``"0/..."``) under level ``index``."""
+        return LevelBuilder(self, index)
+
     def vlen_list_array(
         self, path: str, items: Sequence[bytes], chunk: int, attributes: dict[str, Any]
     ) -> None:
@@ -141,3 +153,70 @@ class StoreBuilder:
         inner = sorted(self.groups.items(), key=lambda kv: -kv[0].count("/"))
         backend.set_many([(f"{p}/zarr.json", dump_json(d)) for p, d in inner])
         backend.set_many([("zarr.json", dump_json(zarr_json.group_doc(root_attributes)))])
+
+
+class CellStream:
+    """One per-chunk vlen array written in pieces: cells are encoded and queued as they are
+    added (each cell at most once); ``close`` adds ``nonempty_chunks`` (in the order added)
+    and ``chunk_grid_origin`` like :meth:`StoreBuilder.cell_array`."""
+
+    def __init__(
+        self, builder: StoreBuilder, path: str, grid: Grid, attributes: dict[str, Any], kind: str,
+        array_codecs: list[dict[str, Any]] | None,
+    ) -> None:
+        self.builder, self.path, self.grid = builder, path, grid
+        self.attributes, self.array_codecs = dict(attributes), array_codecs
+        self.compressors = builder.compressors(kind)
+        self._pipe = Pipeline.from_codecs([{"name": "vlen-bytes"}, *self.compressors])
+        self.nonempty: list[str] = []
+
+    def add(self, cells: np.ndarray, payloads: Iterable[bytes]) -> None:
+        """Queue the payloads of cells ``cells`` (K, D) (cell indices, not chunk coordinates)."""
+        for cell, payload in zip(np.asarray(cells, np.int64).reshape(-1, self.grid.ndim), payloads):
+            self.builder._chunk(f"{self.path}/{cell_key(cell)}", self._pipe.encode(payload))
+            self.nonempty.append(chunk_key(cell + self.grid.origin))
+
+    def close(self) -> None:
+        attrs = dict(self.attributes)
+        if np.any(self.grid.origin != 0):
+            attrs["chunk_grid_origin"] = [int(o) for o in self.grid.origin]
+        attrs["nonempty_chunks"] = self.nonempty
+        shape = tuple(int(s) for s in self.grid.shape)
+        self.builder.arrays[self.path] = zarr_json.vlen_array_doc(
+            shape, (1,) * len(shape), self.compressors, attrs, self.array_codecs
+        )
+
+
+class LevelBuilder:
+    """A :class:`StoreBuilder` seen through a path rewrite: ``"0"`` and ``"0/..."`` become
+    ``"<index>"`` and ``"<index>/..."``. Lets the level-0 writers of every geometry write a
+    coarser level of a pyramid unchanged."""
+
+    def __init__(self, builder: StoreBuilder, index: int) -> None:
+        self.base = builder
+        self.index = int(index)
+        self.backend = builder.backend
+
+    def path(self, path: str) -> str:
+        head, sep, rest = path.partition("/")
+        if head != "0":
+            raise ValueError(f"a level writer path must start with '0/', got {path!r}")
+        return f"{self.index}{sep}{rest}"
+
+    def compressors(self, kind: str) -> list[dict[str, Any]]:
+        return self.base.compressors(kind)
+
+    def group(self, path: str, attributes: dict[str, Any] | None = None) -> None:
+        self.base.group(self.path(path), attributes)
+
+    def cell_array(self, path: str, *args: Any, **kwargs: Any) -> None:
+        self.base.cell_array(self.path(path), *args, **kwargs)
+
+    def cell_stream(self, path: str, *args: Any, **kwargs: Any) -> CellStream:
+        return self.base.cell_stream(self.path(path), *args, **kwargs)
+
+    def vlen_list_array(self, path: str, *args: Any, **kwargs: Any) -> None:
+        self.base.vlen_list_array(self.path(path), *args, **kwargs)
+
+    def dense_array(self, path: str, *args: Any, **kwargs: Any) -> None:
+        self.base.dense_array(self.path(path), *args, **kwargs)

@@ -7,66 +7,157 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from .errors import ZarrVectorsError
 
 EXAMPLES = {
     "ingest": "examples:\n  zarr-vectors ingest swc neurons/ -o neurons.zarr --chunk-size 200\n"
+              "  zarr-vectors ingest mesh cells/ -o cells.zarr --chunk-size 1000 --draco\n"
               "  zarr-vectors ingest swc a.swc b.swc -o two.zarr --chunk-size 50 --overwrite\n"
-              "  zarr-vectors ingest trx tracts.trx -o tracts.zarr --chunk-size 20",
-    "export": "examples:\n  zarr-vectors export swc neurons.zarr --object 3 -o neuron3.swc",
-    "info": "examples:\n  zarr-vectors info neurons.zarr\n  zarr-vectors info s3://bucket/cells.zarr --json",
+              "  zarr-vectors ingest trx tracts.trx -o tracts.zarr --chunk-size 20\n"
+              "  zarr-vectors ingest geojson countries.geojson -o countries.zarr --chunk-size 10\n"
+              "  zarr-vectors ingest vector parcels.gpkg -o parcels.zarr --chunk-size 500 --repair",
+    "export": "examples:\n  zarr-vectors export swc neurons.zarr --object 3 -o neuron3.swc\n"
+              "  zarr-vectors export mesh cells.zarr --object 2 -o cell2.ply\n"
+              "  zarr-vectors export mesh cells.zarr --bbox 0,0,0,500,500,500 -o part.obj\n"
+              "  zarr-vectors export swc s3://bucket/neurons.zarr --object 3 -o neuron3.swc \\\n"
+              "      --storage-options '{\"anon\": true}'",
+    "info": "examples:\n  zarr-vectors info neurons.zarr\n  zarr-vectors info s3://bucket/cells.zarr --json\n"
+            "  zarr-vectors info s3://bucket/cells.zarr --storage-options '{\"anon\": true}'",
+    "query": "examples:\n  zarr-vectors query cells.zarr --bbox 0,0,0,100,100,100 -o box.csv\n"
+             "  zarr-vectors query cells.zarr --bbox -50,-50,0,50,50,20 --count\n"
+             "  zarr-vectors query neurons.zarr --objects 3 7 -o two.swc\n"
+             "  zarr-vectors query tracts.zarr --bbox 0,0,0,40,40,40 --whole-objects -o tracts.ply\n"
+             "  zarr-vectors query s3://bucket/cells.zarr --level 1 --attributes size -o level1.npz \\\n"
+             "      --storage-options '{\"anon\": true}'\n"
+             "formats by extension: .csv .ply .obj .npz .swc .geojson (see docs/cli.md)",
+    "render": "examples:\n  zarr-vectors render cells.zarr --bbox 0,0,0,200,200,200 -o view.png\n"
+              "  zarr-vectors render cells.zarr --color-by intensity --view xy -o top.png\n"
+              "  zarr-vectors render neurons.zarr --objects 3 7 --color-by object -o two.svg --size 1600x1200\n"
+              "needs matplotlib: pip install 'zarrvec[plot]'",
+    "demo": "examples:\n  zarr-vectors demo\n  zarr-vectors demo /tmp/demo.zarr",
+    "validate": "examples:\n  zarr-vectors validate cells.zarr\n  zarr-vectors validate cells.zarr --level 2\n"
+                "  zarr-vectors validate s3://bucket/cells.zarr --json --storage-options '{\"anon\": true}'\n"
+                "levels: 1 structure, 2 metadata, 3 consistency of every cell, 4 geometry, 5 multi-resolution\n"
+                "exit status: 0 valid, 1 problems found, 2 the store could not be read",
 }
 
 
+def _storage_options(text: str | None) -> dict[str, Any] | None:
+    """``--storage-options`` JSON (an object), passed to fsspec for URLs."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ZarrVectorsError(f"--storage-options is not valid JSON ({exc}); give an object such as "
+                               "'{\"anon\": true}'") from exc  # fmt: skip
+    if not isinstance(value, dict):
+        raise ZarrVectorsError(f"--storage-options must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _add_storage_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--storage-options", metavar="JSON",
+                   help="options for the URL's filesystem, as a JSON object (e.g. credentials, endpoint)")
+
+
 def _swc_files(paths: list[str]) -> list[Path]:
-    files: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            files += sorted(q for q in p.iterdir() if q.suffix.lower() == ".swc")
-        elif p.exists():
-            files.append(p)
-        else:
-            raise ZarrVectorsError(f"{p} does not exist")
-    if not files:
-        raise ZarrVectorsError(f"no .swc files found in {paths}")
-    return files
+    from .io._files import input_files
+
+    return input_files(paths, (".swc",), "SWC")
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    if args.format == "mesh":
+        from .io.meshes import ingest_meshes, mesh_files
+
+        files = mesh_files(args.inputs)
+        ds = ingest_meshes(args.output, files, chunk_shape=args.chunk_size, progress=not args.no_progress,
+                           encoding="draco" if args.draco else "raw", overwrite=args.overwrite,
+                           storage_options=_storage_options(args.storage_options))  # fmt: skip
+        for i, f in enumerate(files):
+            print(f"object {i}: {f}")
+        print(f"wrote {ds.num_objects()} meshes, {ds.vertex_count()} vertices to {args.output}")
+        return 0
+    if args.format in ("geojson", "vector"):
+        return _ingest_vector(args)
     if args.format in ("trk", "tck", "trx"):
         from .io.tractography import ingest_tractogram
 
         if len(args.inputs) != 1:
             raise ZarrVectorsError(f"{args.format} ingestion takes one file, got {len(args.inputs)}")
-        ds = ingest_tractogram(args.output, args.inputs[0], chunk_shape=args.chunk_size, overwrite=args.overwrite)
+        ds = ingest_tractogram(args.output, args.inputs[0], chunk_shape=args.chunk_size, overwrite=args.overwrite,
+                               storage_options=_storage_options(args.storage_options))
         print(f"wrote {ds.num_objects()} streamlines, {ds.vertex_count()} points to {args.output}")
         return 0
     from .io.swc import ingest_swc
 
     files = _swc_files(args.inputs)
     ds = ingest_swc(args.output, files, chunk_shape=args.chunk_size, progress=not args.no_progress,
-                    overwrite=args.overwrite)  # fmt: skip
+                    overwrite=args.overwrite, storage_options=_storage_options(args.storage_options))  # fmt: skip
     print(f"wrote {ds.num_objects()} skeletons, {ds.vertex_count()} samples to {args.output}")
+    return 0
+
+
+def _ingest_vector(args: argparse.Namespace) -> int:
+    """GeoJSON (built in) or any OGR vector file (extra ``geo``): feature i is object i."""
+    import warnings
+
+    from .io.geojson import ingest_vector
+
+    if len(args.inputs) != 1:
+        raise ZarrVectorsError(f"{args.format} ingestion takes one file, got {len(args.inputs)}")
+    if args.format == "geojson" and Path(args.inputs[0]).suffix.lower() not in (".geojson", ".json"):
+        raise ZarrVectorsError(f"{args.inputs[0]} is not a .geojson or .json file; use 'ingest vector' for "
+                               "other formats")  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = ingest_vector(args.output, args.inputs[0], chunk_shape=args.chunk_size, crs=args.crs,
+                           layer=args.layer, repair=args.repair, overwrite=args.overwrite,
+                           storage_options=_storage_options(args.storage_options))  # fmt: skip
+    for w in caught:  # properties left out, polygons repaired: said on stderr, once
+        print(f"warning: {w.message}", file=sys.stderr)
+    code = getattr(ds.crs, "code", None) or ("-" if ds.crs is None else "custom")
+    print(f"wrote {ds.num_objects()} features ({', '.join(ds.geometry_types)}), {ds.vertex_count()} vertices, "
+          f"CRS {code} to {args.output}")  # fmt: skip
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from .dataset import open as open_store
+
+    if args.format == "mesh":
+        from .io.meshes import export_mesh
+
+        ds = open_store(args.store, storage_options=_storage_options(args.storage_options))
+        bbox = _bbox(args.bbox) if args.bbox else None
+        objects = None if args.object is None else [args.object]
+        nv, nf = export_mesh(ds, args.output, bbox=bbox, objects=objects)
+        print(f"wrote {nv} vertices, {nf} faces to {args.output}")
+        return 0
     from .io.swc import export_swc
 
-    n = export_swc(open_store(args.store), args.object, args.output)
+    if args.object is None:
+        raise ZarrVectorsError("export swc needs --object ID (the skeleton to write)")
+    n = export_swc(open_store(args.store, storage_options=_storage_options(args.storage_options)), args.object,
+                   args.output)  # fmt: skip
     print(f"wrote object {args.object} ({n} samples) to {args.output}")
     return 0
 
 
-def info_dict(target: str) -> dict[str, Any]:
+def info_dict(target: str, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    from ._inventory import inventory
     from .dataset import open as open_store
 
-    ds = open_store(target)
+    ds = open_store(target, storage_options=storage_options)
+    arrays, total = inventory(target, storage_options=storage_options)
     lo, hi = ds.bounds
     return {
         "store": target,
@@ -80,20 +171,131 @@ def info_dict(target: str) -> dict[str, Any]:
             for k in ds.levels
         ],  # fmt: skip
         "crs": ds.crs,
+        "arrays": [a.to_dict() for a in arrays],
+        "bytes_on_disk": total,
     }
 
 
+def _size(n: int) -> str:
+    """Bytes in decimal units: ``999 B``, ``1.5 kB``, ``2.0 GB``."""
+    if n < 1000:
+        return f"{n} B"
+    power = min(int(math.log10(n) // 3), 4)
+    return f"{n / 1000**power:,.1f} {('kB', 'MB', 'GB', 'TB')[power - 1]}"
+
+
 def cmd_info(args: argparse.Namespace) -> int:
-    info = info_dict(args.store)
+    info = info_dict(args.store, _storage_options(args.storage_options))
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
     print(f"{info['store']}: {', '.join(info['geometry_types'])}; axes {', '.join(info['axes'])}")
     print(f"  bounds {info['bounds'][0]} .. {info['bounds'][1]}, chunk {info['chunk_shape']}")
+    print(f"  CRS {json.dumps(info['crs']) if info['crs'] is not None else '-'}")
     for lv in info["levels"]:
         print(f"  level {lv['level']}: {lv['vertices']:,} vertices, {lv['objects']:,} objects, "
-              f"attributes {lv['attributes'] or '-'}")  # fmt: skip
+              f"attributes {lv['attributes'] or '-'}, object attributes {lv['object_attributes'] or '-'}")  # fmt: skip
+        for a in info["arrays"]:
+            if a["path"].split("/", 1)[0] == str(lv["level"]):
+                print(f"    {a['path']:<36} {a['data_type']:<21} {a['stored_chunks']:>7,} chunks {_size(a['bytes']):>10}")
+    print(f"  on disk: {_size(info['bytes_on_disk'])} in {len(info['arrays'])} arrays")
     return 0
+
+
+def _bbox(text: str) -> tuple[list[float], list[float]]:
+    """``--bbox`` text: lo then hi coordinates, separated by commas or spaces."""
+    try:
+        values = [float(v) for v in text.replace(",", " ").split()]
+    except ValueError as exc:
+        raise ZarrVectorsError(f"--bbox {text!r}: {exc}; give lo then hi, e.g. 0,0,0,100,100,100") from exc
+    if not values or len(values) % 2:
+        raise ZarrVectorsError(f"--bbox {text!r} has {len(values)} numbers; give lo then hi (2 x axes numbers), "
+                               "e.g. 0,0,0,100,100,100")  # fmt: skip
+    return values[: len(values) // 2], values[len(values) // 2 :]
+
+
+def _select(args: argparse.Namespace) -> Any:
+    """The Result that ``--bbox`` / ``--objects`` / ``--level`` / ``--attributes`` select."""
+    from .dataset import open as open_store
+
+    ds = open_store(args.store, storage_options=_storage_options(args.storage_options))
+    attributes = False if args.no_attributes else (args.attributes.split(",") if args.attributes else None)
+    if args.objects is not None:
+        if args.whole_objects:
+            raise ZarrVectorsError("--whole-objects goes with --bbox; --objects already reads whole objects")
+        return ds.objects(args.objects, level=args.level, attributes=attributes)
+    bbox = None if args.bbox is None else _bbox(args.bbox)
+    return ds.query(bbox, level=args.level, attributes=attributes, whole_objects=args.whole_objects)
+
+
+def _counts(res: Any) -> str:
+    parts = [f"{len(res):,} vertices"]
+    if res.object_ids is not None:
+        parts.append(f"{len(np.unique(res.object_ids)):,} objects")
+    for name in ("edges", "faces"):
+        if getattr(res, name, None) is not None:
+            parts.append(f"{len(getattr(res, name)):,} {name}")
+    return ", ".join(parts)
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    if (args.output is None) == (not args.count):
+        raise ZarrVectorsError("give -o OUTPUT (a .csv, .ply, .obj, .npz, .swc or .geojson file) or --count")
+    res = _select(args)
+    if args.count:
+        print(_counts(res))
+        return 0
+    from .io.export import export_result
+
+    export_result(res, args.output)
+    print(f"wrote {_counts(res)} to {args.output}")
+    return 0
+
+
+def _pixels(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError as exc:
+        raise ZarrVectorsError(f"--size {text!r}: give WIDTHxHEIGHT in pixels, e.g. 1200x900") from exc
+    if w <= 0 or h <= 0:
+        raise ZarrVectorsError(f"--size {text!r}: width and height must be positive")
+    return w, h
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from .plot import render
+
+    w, h = _pixels(args.size)
+    res = _select(args)
+    render(res, args.output, size=(w / args.dpi, h / args.dpi), dpi=args.dpi, view=args.view,
+           color_by=args.color_by, point_size=args.point_size, title=args.title)  # fmt: skip
+    print(f"drew {_counts(res)} to {args.output}")
+    return 0
+
+
+def _add_selection(p: argparse.ArgumentParser) -> None:
+    """Arguments shared by ``query`` and ``render``: what to read."""
+    p.add_argument("store", help="store to read (path or URL)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--bbox", help="inclusive box: lo then hi, comma-separated (x0,y0,z0,x1,y1,z1); "
+                       "default: everything")  # fmt: skip
+    which.add_argument("--objects", type=int, nargs="+", metavar="ID", help="object ids to read whole")
+    p.add_argument("--level", type=int, default=0, help="resolution level (default 0, the finest)")
+    attrs = p.add_mutually_exclusive_group()
+    attrs.add_argument("--attributes", metavar="A,B", help="vertex attributes to read (default: all)")
+    attrs.add_argument("--no-attributes", action="store_true", help="read no attributes")
+    p.add_argument("--whole-objects", action="store_true", help="with --bbox: every whole line or object "
+                   "with a vertex inside, instead of the pieces inside")  # fmt: skip
+    _add_storage_options(p)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .validate import validate
+
+    report = validate(args.store, level=args.level, storage_options=_storage_options(args.storage_options),
+                      progress=not args.no_progress and not args.json)  # fmt: skip
+    print(report.to_json() if args.json else report)
+    return 0 if report.ok else 1
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -103,40 +305,160 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+PYRAMID_EXAMPLES = (
+    "examples:\n  zarr-vectors pyramid cells.zarr --factors 2 2 2\n"
+    "  zarr-vectors pyramid tracts.zarr --factors 2 2 --tolerance 1.5 --cross-level none\n"
+    "  zarr-vectors pyramid nuclei.zarr --factors 2,2,1 2 --keep 0.5 --keep-by size --overwrite\n"
+    "  zarr-vectors pyramid cells.zarr --factors 2 --reduce intensity=max --reduce label=mode"
+)
+
+
+def _factor(text: str) -> float | list[float]:
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number or comma-separated numbers") from exc
+    return values[0] if len(values) == 1 else values
+
+
+def cmd_pyramid(args: argparse.Namespace) -> int:
+    from .dataset import open as open_store
+    from .pyramid import Sparsity
+
+    reductions = {}
+    for item in args.reduce or []:
+        name, sep, how = item.partition("=")
+        if not sep:
+            raise ZarrVectorsError(f"--reduce takes NAME=HOW (mean, mode, sum, min, max, first), got {item!r}")
+        reductions[name] = how
+    sparsity = None
+    if args.keep is not None:
+        by, _, attribute = args.keep_by.partition(":")
+        sparsity = Sparsity(args.keep, by=by, attribute=attribute or None, seed=args.seed)
+    scale: Any = {"auto": "auto", "keep": None}.get(args.chunk_scale)
+    if scale is None and args.chunk_scale != "keep":
+        scale = [int(args.chunk_scale)] * len(args.factors)
+    ds = open_store(args.store, mode="r+", storage_options=_storage_options(args.storage_options))
+    new = ds.build_pyramid(args.factors, chunk_scale=scale, reductions=reductions or None, cross_level=args.cross_level,
+                           object_sparsity=sparsity, tolerance=args.tolerance, face_fraction=args.face_fraction,
+                           overwrite=args.overwrite, progress=not args.no_progress)  # fmt: skip
+    for k in [0, *new]:
+        lv = ds.level(k)
+        print(f"level {k}: {lv.meta.vertex_count} vertices, chunk {lv.grid.chunk_shape.tolist()}, "
+              f"bin {list(ds.root.level_bin_shapes[k])}")  # fmt: skip
+    return 0
+
+
+def _add_pyramid_parser(sub: Any, fmt: Any) -> None:
+    p = sub.add_parser("pyramid", help="add coarser levels of detail to a store", epilog=PYRAMID_EXAMPLES,
+                       formatter_class=fmt)  # fmt: skip
+    p.add_argument("store", help="store to extend in place (path or URL)")
+    p.add_argument("--factors", nargs="+", type=_factor, required=True, metavar="F",
+                   help="bin growth per new level: a number, or one per axis as 2,2,1")
+    p.add_argument("--cross-level", choices=["none", "implicit", "explicit"], default="implicit",
+                   help="links between levels: implicit = links/+1 (default), explicit = also links/-1")
+    p.add_argument("--chunk-scale", default="auto", help="auto (chunks grow with the bins), keep, or an integer step")
+    p.add_argument("--reduce", action="append", metavar="NAME=HOW",
+                   help="point attribute reduction: mean, mode, sum, min, max or first (repeatable)")
+    p.add_argument("--keep", type=float, help="fraction of objects each level keeps (object sparsity)")
+    p.add_argument("--keep-by", default="random", help="random, size, length or attribute:NAME (default random)")
+    p.add_argument("--seed", type=int, default=0, help="seed of --keep-by random")
+    p.add_argument("--tolerance", type=float, help="lines and skeletons: Douglas-Peucker tolerance")
+    p.add_argument("--face-fraction", type=float, help="meshes: fraction of faces each level keeps")
+    p.add_argument("--overwrite", action="store_true", help="rebuild existing coarse levels")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_storage_options(p)
+    p.set_defaults(func=cmd_pyramid)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zarr-vectors", description="Zarr Vectors stores: ingest, inspect, export.")
     sub = parser.add_subparsers(dest="command", required=True)
     fmt = argparse.RawDescriptionHelpFormatter
 
     p = sub.add_parser("ingest", help="write files into a new store", epilog=EXAMPLES["ingest"], formatter_class=fmt)
-    p.add_argument("format", choices=["swc", "trk", "tck", "trx"], help="input file format")
+    p.add_argument("format", choices=["swc", "trk", "tck", "trx", "mesh", "geojson", "vector"],
+                   help="input file format (mesh: PLY, OBJ, STL, GLB/GLTF, OFF through trimesh; vector: "
+                        "any file GDAL reads, e.g. GeoPackage, Shapefile, FlatGeobuf, through pyogrio)")
     p.add_argument("inputs", nargs="+", help="files, or folders whose files of that format are read")
     p.add_argument("-o", "--output", required=True, help="store to write (path or URL)")
     p.add_argument("--chunk-size", type=float, required=True, help="chunk edge length, in the files' units")
+    p.add_argument("--draco", action="store_true", help="meshes: Draco-encode each chunk (11-bit quantization)")
+    p.add_argument("--crs", help="geojson/vector: the CRS (EPSG:xxxx, WKT2 or PROJJSON), overriding the file's")
+    p.add_argument("--layer", help="vector: the layer to read (default: the first)")
+    p.add_argument("--repair", action="store_true", help="geojson/vector: repair invalid polygons with "
+                   "shapely.make_valid (reported) instead of refusing them")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_storage_options(p)
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("export", help="write objects of a store to a file", epilog=EXAMPLES["export"], formatter_class=fmt)
-    p.add_argument("format", choices=["swc"])
+    p.add_argument("format", choices=["swc", "mesh"], help="swc: one skeleton; mesh: a box or an object of a mesh "
+                   "store, format from the output's suffix (.ply .obj .stl .glb .off)")
     p.add_argument("store")
-    p.add_argument("--object", type=int, required=True, help="object id to export")
+    p.add_argument("--object", type=int, help="object id to export")
+    p.add_argument("--bbox", help="mesh only: export the faces inside this box (lo then hi, comma-separated)")
     p.add_argument("-o", "--output", required=True)
+    _add_storage_options(p)
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("info", help="describe a store", epilog=EXAMPLES["info"], formatter_class=fmt)
     p.add_argument("store")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_storage_options(p)
     p.set_defaults(func=cmd_info)
 
-    p = sub.add_parser("demo", help="write and query a demo store")
+    p = sub.add_parser("query", help="read a box or objects into a file, or count them",
+                       epilog=EXAMPLES["query"], formatter_class=fmt)  # fmt: skip
+    _add_selection(p)
+    p.add_argument("-o", "--output", help="file to write; its extension picks the format")
+    p.add_argument("--count", action="store_true", help="print the counts instead of writing a file")
+    p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("render", help="draw a box or objects into an image (extra 'plot')",
+                       epilog=EXAMPLES["render"], formatter_class=fmt)  # fmt: skip
+    _add_selection(p)
+    p.add_argument("-o", "--output", required=True, help="image file (.png, .svg, .pdf, ...)")
+    p.add_argument("--color-by", metavar="NAME", help="'object', or a vertex or edge attribute name")
+    p.add_argument("--view", help="'3d' (default with 3 axes), '2d', or axis names such as xy, xz, 'x,z'")
+    p.add_argument("--size", default="1000x800", help="image size in pixels, WIDTHxHEIGHT (default 1000x800)")
+    p.add_argument("--dpi", type=float, default=100.0, help="dots per inch (default 100)")
+    p.add_argument("--point-size", type=float, help="marker area in points^2 (default: shrinks with the count)")
+    p.add_argument("--title", help="title above the drawing")
+    p.set_defaults(func=cmd_render)
+
+    p = sub.add_parser("validate", help="check a store against the format; exit 1 when it has problems",
+                       epilog=EXAMPLES["validate"], formatter_class=fmt)  # fmt: skip
+    p.add_argument("store", help="store to check (path or URL)")
+    p.add_argument("--level", type=int, default=5, choices=range(1, 6), metavar="N",
+                   help="check depth 1-5 (default 5, everything)")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="machine-readable report")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_storage_options(p)
+    p.set_defaults(func=cmd_validate)
+
+    _add_pyramid_parser(sub, fmt)
+
+    p = sub.add_parser("demo", help="write and query a demo store", epilog=EXAMPLES["demo"], formatter_class=fmt)
     p.add_argument("store", nargs="?", default="demo-store.zarr")
     p.set_defaults(func=cmd_demo)
     return parser
 
 
+def _glue_bbox(argv: list[str]) -> list[str]:
+    """``--bbox -5,0,...`` as ``--bbox=-5,0,...``: argparse would take a value starting with '-' for an option."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] == "--bbox":
+            out[-1] = f"--bbox={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_glue_bbox(sys.argv[1:] if argv is None else list(argv)))
     try:
         return int(args.func(args))
     except (ZarrVectorsError, FileNotFoundError, KeyError) as exc:

@@ -15,12 +15,12 @@ from .level import Level
 from .query import parse_box, query_box, read_objects
 from .query_lines import objects_with_edges, query_lines_box
 from .query_mesh import mesh_objects, query_mesh_box
-from .result import Result
+from .result import Origin, Region, Result
 from .storage import Backend, check_not_v2, open_backend
 
 __all__ = ["Dataset", "open"]
 
-LINKED_KINDS = ("polyline", "streamline", "line", "graph", "skeleton")
+LINKED_KINDS = ("polyline", "streamline", "line", "graph", "skeleton", "polygon", "multi_polyline")
 
 
 class Dataset:
@@ -86,7 +86,12 @@ class Dataset:
 
     @property
     def crs(self) -> Any:
-        return self.root.crs
+        """The store's CRS: a :class:`~zarr_vectors.geo.CRS` (a dict of GeoZarr ``proj:`` keys,
+        with ``code``/``wkt2``/``projjson`` and ``to_pyproj()``), another stored record as it
+        is, or None."""
+        from .geo import crs_view
+
+        return crs_view(self.root.crs)
 
     def level(self, index: int = 0) -> Level:
         if index not in self.levels:
@@ -124,6 +129,9 @@ class Dataset:
         object_ids: bool | None = None,
         whole_objects: bool = False,
         faces: str = "inside",
+        polygon: Any = None,
+        polygon_axes: Sequence[str | int] | None = None,
+        max_vertices: int | None = None,
     ) -> Result:
         """Vertices with ``lo <= p <= hi`` on every axis (``bbox=(lo, hi)``; None reads everything).
 
@@ -134,18 +142,39 @@ class Dataset:
         box); ``whole_objects=True`` returns instead every complete line with a vertex inside.
         For meshes the result has ``faces``: those with all three vertices inside, or with
         ``faces="touching"`` every face with a vertex inside (with all its vertices).
+
+        ``polygon`` (a shapely Polygon or MultiPolygon) keeps only the vertices strictly
+        inside it (``shapely.contains_xy``), tested on ``polygon_axes`` (two axis names;
+        default the axes of a 2-D store), reading only the chunks its bounding box (within
+        ``bbox``, when given) touches. ``Result.to_shapely()`` turns any result into geometries.
+
+        ``max_vertices=N`` (instead of ``level``) reads the finest level whose estimated
+        count in the box is at most N (see :meth:`level_for`); ``result.origin.level`` tells which.
         """
+        if max_vertices is not None:
+            if level != 0:
+                raise InputError("give level= or max_vertices=, not both")
+            level = self.level_for(max_vertices=max_vertices, bbox=bbox)
         lv = self.level(level)
         if bbox is None:
             lo = np.full(self.ndim, -np.inf)
             hi = np.full(self.ndim, np.inf)
         else:
             lo, hi = parse_box(bbox, self.ndim)
+        if polygon is not None:
+            from .query_polygon import query_polygon
+
+            return query_polygon(self, polygon, polygon_axes, (lo, hi), level=level, attributes=attributes,
+                                 object_ids=object_ids, whole_objects=whole_objects, faces=faces)  # fmt: skip
         if self._is_mesh:
-            return query_mesh_box(lv, lo, hi, attributes, object_ids, faces)
-        if self._is_linked:
-            return query_lines_box(lv, lo, hi, attributes, object_ids, whole_objects)
-        return query_box(lv, lo, hi, attributes, object_ids)
+            res = query_mesh_box(lv, lo, hi, attributes, object_ids, faces)
+        elif self._is_linked:
+            res = query_lines_box(lv, lo, hi, attributes, object_ids, whole_objects)
+        else:
+            res = query_box(lv, lo, hi, attributes, object_ids)
+        res.region = Region(lo, hi)
+        res.origin = Origin(self, level, complete=whole_objects and self._is_linked)
+        return res
 
     @property
     def _is_mesh(self) -> bool:
@@ -170,10 +199,13 @@ class Dataset:
         _, first = np.unique(ids_arr, return_index=True)
         ids_arr = ids_arr[np.sort(first)]
         if self._is_mesh:
-            return mesh_objects(self.level(level), ids_arr, attributes)
-        if self._is_linked:
-            return objects_with_edges(self.level(level), ids_arr, attributes)
-        return read_objects(self.level(level), ids_arr, attributes)
+            res = mesh_objects(self.level(level), ids_arr, attributes)
+        elif self._is_linked:
+            res = objects_with_edges(self.level(level), ids_arr, attributes)
+        else:
+            res = read_objects(self.level(level), ids_arr, attributes)
+        res.origin = Origin(self, level, complete=True)
+        return res
 
     def object_attributes(self, name: str, ids: Sequence[int] | None = None, *, level: int = 0) -> np.ndarray:
         """Values of one object attribute (absent entries read as NaN or the dtype's sentinel)."""
@@ -228,6 +260,53 @@ class Dataset:
         if not 0 <= gid < len(groups):
             raise KeyError(f"group {gid} does not exist; this level has {len(groups)} groups")
         return self.objects(groups[gid], level=level, attributes=attributes)
+
+    # -- levels of detail ------------------------------------------------------------
+    def build_pyramid(
+        self,
+        factors: Sequence[Any] = (2, 2, 2),
+        *,
+        chunk_scale: Any = "auto",
+        reductions: dict[str, str] | None = None,
+        cross_level: str = "implicit",
+        object_sparsity: Any = None,
+        tolerance: float | None = None,
+        face_fraction: float | None = None,
+        overwrite: bool = False,
+        progress: bool = False,
+    ) -> list[int]:
+        """Add coarser levels ``1, 2, ...``, one per factor, each built from the level before
+        (the store must be opened with ``mode="r+"``). Returns the new level indices.
+
+        ``factors``: bin growth per level, a number or one per axis (each level's bins are
+        the previous level's times the factor). ``chunk_scale``: ``"auto"`` grows the chunks
+        with the bins (``round(factor)``, raised until the bins tile them), ``None`` keeps
+        them, or one integer step (or one per axis) per level. ``reductions``: vertex
+        attribute -> ``mean``/``mode``/``sum``/``min``/``max``/``first`` for point
+        metavertices (default: mean for floats, mode for integers). ``cross_level``:
+        ``"implicit"`` writes ``links/+1`` (each fine vertex's coarse parent, compact
+        indices), ``"explicit"`` also ``links/-1``, ``"none"`` neither. ``object_sparsity``:
+        a fraction of objects kept per level, a :class:`~zarr_vectors.pyramid.Sparsity`, or one
+        per level. ``tolerance``: Douglas-Peucker tolerance for lines and skeletons (default
+        half the level's smallest bin edge). ``face_fraction``: faces kept per level for
+        meshes (default ``1 / mean(factor) ** 2``). ``overwrite=True`` rebuilds existing
+        coarse levels. See ``docs/levels.md``.
+        """
+        from .pyramid import build_pyramid
+
+        return build_pyramid(
+            self, factors, chunk_scale=chunk_scale, reductions=reductions, cross_level=cross_level,
+            object_sparsity=object_sparsity, tolerance=tolerance, face_fraction=face_fraction,
+            overwrite=overwrite, progress=progress,
+        )  # fmt: skip
+
+    def level_for(self, *, max_vertices: int | None = None, resolution: Any = None, bbox: Any = None) -> int:
+        """The level to read for a vertex budget (the finest whose estimated count in ``bbox``
+        fits ``max_vertices``, else the coarsest) or a ``resolution`` (the coarsest whose bins
+        are no larger). Decided from level metadata alone: no vertex data is read."""
+        from .pyramid import level_for
+
+        return level_for(self, max_vertices=max_vertices, resolution=resolution, bbox=bbox)
 
     def _require_writable(self) -> None:
         if self.mode != "r+":

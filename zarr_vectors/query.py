@@ -270,7 +270,9 @@ def query_box(
     with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
     chunks = np.concatenate([plan.full, plan.partial])
     n_full, k = len(plan.full), len(chunks)
-    use_bins = level.fragments is not None and level.grid.n_bins > 1
+    # Fragments are the chunk's bins only without objects: with objects a chunk holds one
+    # fragment per (bin, object) run, and one that happens to hold n_bins of them is no bin table.
+    use_bins = level.fragments is not None and level.grid.n_bins > 1 and level.manifests is None
     if level.fragments is not None and with_ids:
         frag_idx = np.arange(k)
     else:

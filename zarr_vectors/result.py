@@ -3,11 +3,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["Result"]
+__all__ = ["Result", "Region", "Origin"]
+
+
+class Region(NamedTuple):
+    """What a query selected: the inclusive box ``lo``..``hi`` (infinite where unbounded) and,
+    for a polygon query, the shapely polygon tested on the axes ``polygon_axes`` (indices)."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    polygon: Any = None
+    polygon_axes: tuple[int, int] = (0, 1)
+
+
+class Origin(NamedTuple):
+    """Where a result's rows came from: the :class:`~zarr_vectors.Dataset`, the level, and
+    whether every object in it is complete (an object read) or only its rows in a region."""
+
+    dataset: Any
+    level: int
+    complete: bool
 
 
 @dataclass(eq=False)
@@ -31,6 +50,10 @@ class Result:
     line_offsets: np.ndarray | None = None
     parents: np.ndarray | None = None
     edge_attributes: dict[str, np.ndarray] = field(default_factory=dict)
+    #: The query's region (None for object reads and hand-made results).
+    region: Region | None = None
+    #: The store the rows came from (set by ``Dataset.query`` and ``Dataset.objects``).
+    origin: Origin | None = None
 
     @property
     def lines(self) -> list[np.ndarray] | None:
@@ -54,6 +77,54 @@ class Result:
         from .plot import plot
 
         return plot(self, **kwargs)
+
+    def subset(self, mask: np.ndarray) -> Result:
+        """The rows where ``mask`` is true, with connectivity kept consistent.
+
+        Edges and faces survive when all their rows do; a line piece splits where rows
+        are dropped; a parent outside the subset becomes -1. ``region`` and ``origin``
+        are carried over (the caller narrows ``region`` when it means to).
+        """
+        mask = np.asarray(mask, bool)
+        if mask.shape != (len(self),):
+            raise ValueError(f"mask must have shape ({len(self)},), got {mask.shape}")
+        rows = np.flatnonzero(mask)
+        remap = np.full(len(self) + 1, -1, np.int64)  # slot -1 maps a missing parent to -1
+        remap[rows] = np.arange(len(rows))
+        out = Result(self.positions[rows], {k: v[rows] for k, v in self.attributes.items()},
+                     None if self.object_ids is None else self.object_ids[rows], self.axes,
+                     region=self.region, origin=self.origin)  # fmt: skip
+        if self.edges is not None:
+            keep = mask[self.edges].all(axis=1) if len(self.edges) else np.zeros(0, bool)
+            out.edges = remap[self.edges[keep]].reshape(-1, 2)
+            out.edge_attributes = {k: v[keep] for k, v in self.edge_attributes.items()}
+        if self.faces is not None:
+            keep = mask[self.faces].all(axis=1) if len(self.faces) else np.zeros(0, bool)
+            out.faces = remap[self.faces[keep]].reshape(-1, self.faces.shape[1])
+        if self.parents is not None:
+            out.parents = remap[self.parents[rows]]
+        if self.line_offsets is not None:
+            starts = np.zeros(len(self), bool)
+            starts[self.line_offsets[:-1][np.diff(self.line_offsets) > 0]] = True
+            starts[1:] |= ~mask[:-1]
+            out.line_offsets = np.append(np.flatnonzero(starts[rows]), len(rows)).astype(np.int64)
+        return out
+
+    def to_shapely(self, clip: bool = False, *, object_attributes: Any = None) -> Any:
+        """Shapely geometries of the result's objects: ``(ids, geometries)``.
+
+        ``ids`` are the object ids present, ascending; ``geometries`` an aligned object
+        array. A region query's objects are read whole (one more batch) and returned whole,
+        or cut to the query's box or polygon with ``clip=True``. Stores written by
+        :func:`~zarr_vectors.write_geometries` give back the geometries written; other
+        stores give MultiPoint (points), (Multi)LineString (lines) or MultiLineString
+        (graph edges) per object. ``object_attributes`` (True for all, or names) adds a
+        third item, a dict name -> values aligned with ``ids``. See
+        :func:`zarr_vectors.shapely_io.result_to_shapely`.
+        """
+        from .shapely_io import result_to_shapely
+
+        return result_to_shapely(self, clip=clip, object_attributes=object_attributes)
 
     def to_trimesh(self, process: bool = False) -> Any:
         """The result as a ``trimesh.Trimesh`` (positions and ``faces``; meshes only).

@@ -51,6 +51,23 @@ read-graph STORE OUT.npz [--bbox lo:hi] [--level L]
     (E,2) into positions, ``attr__*`` (only what the reference returns: a bbox read
     gives none), ``object_ids`` per returned vertex (derived as for lines, from
     ``building.read_object_vertices``; -1 where a position is ambiguous), ``oattr__*``.
+write-mesh IN.npz STORE [--compression ...]
+    Write a raw mesh (``Dataset.add_mesh``). IN.npz: ``positions`` (V,D), ``faces``
+    (F,L) vertex indices; optional ``object_ids`` (per vertex; every face inside one
+    object), ``attr__*`` (per vertex), ``oattr__*``, ``chunk_shape``, ``bin_shape``,
+    ``bounds``. The reference stores every face (intra- and cross-chunk) in one
+    undirected canonical family with ``perm_idx`` restoring the winding.
+read-mesh STORE OUT.npz [--bbox lo:hi] [--objects all] [--level L]
+    ``select(...).read()`` of a mesh level. Saves ``positions``, ``faces`` (F,L) into
+    positions, ``object_ids`` per returned vertex (derived as for graphs), ``oattr__*``
+    and ``attr__*``: the reference's mesh reader returns no attributes, so the driver
+    reads every chunk's stored rows and attribute rows (``building.read_chunk_vertices``,
+    ``building.read_chunk_attributes``) and matches them to the returned vertices by
+    position. A bbox read keeps the vertices inside (inclusive) and the faces whose
+    every vertex is inside. ``--objects all`` also saves each present object's vertices
+    as listed by its manifest (``building.read_object_vertices``): ``object_list``
+    (ids), ``object_positions`` and ``object_offsets`` (CSR over ``object_list``). The
+    reference cannot select a mesh by object (``select(objects=...)`` raises for meshes).
 
 Exit status: 0 ok, 2 bad input/usage, 1 the reference raised (set REFERENCE_DRIVER_DEBUG=1
 for the traceback), 3 wrong interpreter.
@@ -695,6 +712,123 @@ def cmd_read_graph(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- meshes
+
+
+def cmd_write_mesh(args: argparse.Namespace) -> int:
+    data = _read_npz(args.input)
+    if "positions" not in data or "faces" not in data:
+        raise DriverError(f"{args.input}: need 'positions' and 'faces'")
+    if Path(args.store).exists():
+        raise DriverError(f"{args.store} already exists")
+    pos = np.asarray(data["positions"])
+    faces = np.asarray(data["faces"], dtype=np.int64)
+    if pos.ndim != 2 or faces.ndim != 2 or faces.shape[1] < 3:
+        raise DriverError(f"positions must be (V, D) and faces (F, L>=3); got {pos.shape}, {faces.shape}")
+    if len(faces) and (faces.min() < 0 or faces.max() >= len(pos)):
+        raise DriverError("faces index outside positions")
+    oids = np.asarray(data["object_ids"], dtype=np.int64) if "object_ids" in data else None
+    if oids is not None and oids.shape != (len(pos),):
+        raise DriverError("object_ids must have one entry per vertex")
+    attrs = _prefixed(data, "attr__")
+    for name, arr in attrs.items():
+        if arr.shape[0] != len(pos):
+            raise DriverError(f"attr__{name} has {arr.shape[0]} rows, expected {len(pos)}")
+    schema, bounds = _schema_for("mesh", pos, _layout_from(data, pos.shape[1], args.input),
+                                 _compression_arg(args.compression))
+    ds = zv.create(args.store, schema=schema)
+    report = ds.add_mesh(pos, faces, attributes=attrs or None,
+                         object_attributes=_prefixed(data, "oattr__") or None, object_ids=oids)
+    _summary(args.store, "zarr_vectors.create + Dataset.add_mesh", report, bounds,
+             {"kind": "mesh", "faces": int(len(faces)), "compression": args.compression})
+    return 0
+
+
+def _attributes_by_position(level: Any, positions: np.ndarray) -> dict[str, np.ndarray]:
+    """Vertex attributes of ``positions`` rows, looked up by position in every chunk's stored
+    rows (``building.read_chunk_vertices`` / ``read_chunk_attributes``). The reference's
+    mesh reader returns no attributes, so this is the only way to get them."""
+    names = list(level.attribute_names("vertex"))
+    if not names:
+        return {}
+    lg = level.store
+    chunks = building.list_chunk_keys(lg)
+    cells = [".".join(str(c) for c in cc) for cc in chunks]
+    plan = [(building.VERTICES, cells), (building.VERTEX_FRAGMENTS, cells)]
+    plan += [(f"{building.VERTEX_ATTRIBUTES}/{name}", cells) for name in names]
+    layouts = {name: building.attribute_layout(lg, name) for name in names}
+    with lg.batched_reads(plan):  # one gather instead of a round trip per cell
+        stored = [building.read_chunk_vertices(lg, cc, dtype=positions.dtype, ndim=positions.shape[1])
+                  for cc in chunks]
+        columns = {name: [building.read_chunk_attributes(lg, name, cc, dtype=dt, ncols=ncols)
+                          for cc in chunks] for name, (dt, ncols) in layouts.items()}
+    stored_rows = [np.concatenate(f) if f else np.zeros((0, positions.shape[1]), positions.dtype)
+                   for f in stored]
+    keys = _row_keys(np.concatenate(stored_rows)) if stored_rows else []
+    wanted = _row_keys(positions)
+    out: dict[str, np.ndarray] = {}
+    for name in names:
+        dt = layouts[name][0]
+        cols = [np.concatenate(frags) for frags in columns[name] if frags]
+        values = np.concatenate(cols) if cols else np.zeros((0,), dt)
+        if len(values) != len(keys):
+            raise DriverError(f"attribute {name!r}: {len(values)} stored rows, {len(keys)} vertices")
+        table: dict[bytes, Any] = {}
+        for key, value in zip(keys, values):
+            prev = table.setdefault(key, value)
+            if not np.array_equal(prev, value):
+                raise DriverError(f"attribute {name!r}: one position stored with two values")
+        try:
+            out[name] = np.asarray([table[k] for k in wanted], dtype=dt).reshape(
+                (len(wanted),) + values.shape[1:])
+        except KeyError as exc:
+            raise DriverError(f"attribute {name!r}: a returned vertex is in no chunk") from exc
+    return out
+
+
+def cmd_read_mesh(args: argparse.Namespace) -> int:
+    ds = zv.open(args.store)
+    level = ds.level(args.level)
+    if level.kind != "mesh":
+        raise DriverError(f"level {args.level} is a {level.kind!r} level, not a mesh")
+    kw = _selection(ds, args)
+    result = ds.select(**kw).read()
+    if result.errors:
+        raise DriverError(f"reference reported read errors: {result.errors}")
+    positions = np.asarray(result.positions)
+    faces = np.asarray(result.faces, dtype=np.int64) if result.faces is not None else None
+    if faces is None:
+        faces = np.zeros((0, 3), np.int64)
+    out: dict[str, np.ndarray] = {"positions": positions, "faces": faces}
+    for name, values in _attributes_by_position(level, positions).items():
+        out[f"attr__{name}"] = values
+    ids = [int(i) for i in level.objects.ids()] if level.objects.slots > 0 else []
+    if ids and len(positions):
+        table = _ids_by_position(level, ids, positions.dtype, positions.shape[1])
+        out["object_ids"] = np.asarray([table.get(k, -1) for k in _row_keys(positions)],
+                                       dtype=np.int64)
+    else:
+        out["object_ids"] = np.zeros(len(positions), dtype=np.int64) - (0 if ids else 1)
+    if args.objects == "all":
+        frags = [building.read_object_vertices(level.store, oid, dtype=positions.dtype,
+                                               ndim=ds.ndim) for oid in ids]
+        rows = [np.concatenate(f) if f else np.zeros((0, ds.ndim), positions.dtype) for f in frags]
+        out["object_list"] = np.asarray(ids, dtype=np.int64)
+        out["object_offsets"] = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+        out["object_positions"] = (np.concatenate(rows) if rows
+                                   else np.zeros((0, ds.ndim), positions.dtype))
+    _extras(level, out)
+    np.savez(args.output, **out)
+    print(json.dumps({
+        "rows": int(len(positions)), "faces": int(len(faces)), "kind": level.kind,
+        "route": "select(" + ("bbox" if "bbox" in kw else "") + ").read()",
+        "attributes_from": "building.read_chunk_attributes, matched by position",
+        "object_ids_from": "derived from building.read_object_vertices",
+        "keys": sorted(out),
+    }))
+    return 0
+
+
 # --------------------------------------------------------------------------- info
 
 
@@ -825,10 +959,28 @@ def main(argv: list[str] | None = None) -> int:
     rg.add_argument("--level", type=int, default=0)
     rg.set_defaults(func=cmd_read_graph)
 
+    wm = sub.add_parser("write-mesh", help="write a mesh from an npz")
+    wm.add_argument("input")
+    wm.add_argument("store")
+    wm.add_argument("--compression", default="auto", help="Layout.compression (see write-points)")
+    wm.set_defaults(func=cmd_write_mesh)
+
+    rm = sub.add_parser("read-mesh", help="read a mesh level into an npz")
+    rm.add_argument("store")
+    rm.add_argument("output")
+    rm.add_argument("--bbox", default=None, help="lo0,lo1,..:hi0,hi1,.. (inclusive)")
+    rm.add_argument("--objects", choices=("all",), default=None,
+                    help="all: also save every present object's vertices "
+                         "(building.read_object_vertices)")
+    rm.add_argument("--level", type=int, default=0)
+    rm.set_defaults(func=cmd_read_mesh)
+
     i = sub.add_parser("info", help="print a JSON report on a store")
     i.add_argument("store")
     i.add_argument("--validate-level", type=int, default=3, help="reference conformance level 1-5")
     i.set_defaults(func=cmd_info)
+
+    _add_pyramid_commands(sub)
 
     argv = list(sys.argv[1:] if argv is None else argv)
     # "--bbox -5,0:.." would be taken for an option; glue the value on.
@@ -847,6 +999,35 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("REFERENCE_DRIVER_DEBUG"):
             traceback.print_exc(file=sys.stderr)
         return 1
+
+
+# --------------------------------------------------------------------------- pyramids
+
+
+def cmd_build_pyramid(args: argparse.Namespace) -> int:
+    """``Dataset.build_pyramid`` with a coarsen factor per level and no object dropping."""
+    factors = [float(f) for f in args.factors.split(",") if f]
+    if not factors:
+        raise DriverError("--factors needs at least one number")
+    ds = zv.open(args.store, mode="r+")
+    report = ds.build_pyramid(factors=[(f, 1.0) for f in factors], cross_level_storage=args.cross_level)
+    ds = zv.open(args.store)
+    print(json.dumps(_jsonable({
+        "report": report,
+        "levels": [{"level": k, "vertex_count": ds.level(k).vertex_count, "chunk_shape": ds.level(k).scale,
+                    "bin_shape": ds.level(k).resolution} for k in ds.levels],
+    })))
+    return 0
+
+
+def _add_pyramid_commands(sub: Any) -> None:
+    """build-pyramid STORE --factors F1,F2,.. [--cross-level none|implicit|explicit]"""
+    bp = sub.add_parser("build-pyramid", help="add coarser levels with the reference's build_pyramid")
+    bp.add_argument("store")
+    bp.add_argument("--factors", required=True, help="coarsen factor per new level, e.g. 2,2")
+    bp.add_argument("--cross-level", default="explicit", choices=("none", "implicit", "explicit"),
+                    help="cross_level_storage (the reference's default is explicit)")
+    bp.set_defaults(func=cmd_build_pyramid)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
+from ..geo import crs_block, geozarr_attributes
 
 __all__ = [
     "ZV_VERSION",
@@ -104,6 +105,11 @@ class RootMeta:
     zv_version: str = ZV_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # A writer's crs= (EPSG code, WKT2, PROJJSON, pyproj.CRS) becomes the stored dict of
+        # GeoZarr proj: keys; unknown CRS strings are refused here, before anything is written.
+        object.__setattr__(self, "crs", crs_block(self.crs))
+
     @property
     def sid_ndim(self) -> int:
         return len(self.chunk_shape)
@@ -154,7 +160,10 @@ class RootMeta:
                 "metadata": {"format": "zarr_vectors"},
             }
         ]
-        return {"multiscales": multiscales, "zarr_vectors": block}
+        out = {"multiscales": multiscales, "zarr_vectors": block}
+        space = [a.name for a in self.axes if a.type == "space"]
+        out.update(geozarr_attributes(self.crs, self.bounds, space))  # GeoZarr proj:/spatial: (DECISIONS 7)
+        return out
 
     @classmethod
     def from_attributes(cls, attrs: dict[str, Any]) -> RootMeta:
@@ -202,14 +211,14 @@ class RootMeta:
         gtypes = block.get("geometry_types") or ["point_cloud"]
         if not isinstance(gtypes, list) or not all(isinstance(g, str) for g in gtypes):
             raise FormatError(f"zarr_vectors.geometry_types must be a list of strings, got {gtypes!r}")
-        return cls(
+        meta = cls(
             chunk_shape=tuple(chunk_shape),
             bounds=(tuple(lo), tuple(hi)),
             axes=axes,
             geometry_types=tuple(gtypes),
             base_bin_shape=base_t,
             level_bin_shapes=level_bins,
-            crs=block.get("crs"),
+            crs=None,
             links_convention=_choice(block, "links_convention", LINKS_CONVENTIONS, "implicit_sequential", where),
             object_index_convention=_choice(
                 block, "object_index_convention", OBJECT_INDEX_CONVENTIONS, "standard", where
@@ -224,6 +233,9 @@ class RootMeta:
             zv_version=str(version),
             extra={k: v for k, v in block.items() if k not in known},
         )
+        # The stored crs is kept as written (the format leaves it opaque): no parsing on read.
+        object.__setattr__(meta, "crs", block.get("crs"))
+        return meta
 
 
 def _parse_multiscales(

@@ -24,7 +24,10 @@ from ..storage import write_session
 if TYPE_CHECKING:
     from ..dataset import Dataset
 
-__all__ = ["MAX_BINS_PER_CHUNK", "Layout", "Tables", "make_layout", "object_tables", "write_level0", "row_payloads", "partition_owners"]
+__all__ = [
+    "MAX_BINS_PER_CHUNK", "Layout", "Tables", "make_layout", "object_tables", "write_level0", "write_level_arrays",
+    "row_payloads", "partition_owners",
+]
 
 #: Upper limit on bins per chunk (``prod(chunk_shape / bin_shape)``).
 MAX_BINS_PER_CHUNK = 4096
@@ -153,6 +156,57 @@ def attribute_meta(attr: _inputs.NamedArray) -> dict[str, Any]:
     return meta
 
 
+def write_level_arrays(
+    builder: Any,
+    *,
+    grid: Grid,
+    positions: np.ndarray,
+    part: Any,
+    fragments: Iterable[bytes],
+    vertex_attributes: list[_inputs.NamedArray],
+    tables: Tables,
+    manifests: list[bytes] | None,
+    fragment_objects: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    links: Callable[[Any], list[str]] | None = None,
+    vertex_payloads: Iterable[bytes] | None = None,
+    vertex_codecs: list[dict[str, Any]] | None = None,
+    vertex_encoding: str = "raw",
+) -> list[str]:
+    """Write one level's arrays at ``0/...`` paths of ``builder`` (a :class:`StoreBuilder`, or
+    ``builder.at_level(k)`` for level k) and return the families for ``arrays_present``.
+
+    The level group itself (its ``zarr_vectors_level`` block) is left to the caller.
+    """
+    if vertex_payloads is None:
+        vertex_payloads = row_payloads(positions, part)
+    dtype = "float32" if vertex_encoding == "draco" else positions.dtype.name
+    builder.cell_array("0/vertices", grid, part.cells, vertex_payloads,
+                       {"zv_array": "vertices", "dtype": dtype, "encoding": vertex_encoding},
+                       array_codecs=vertex_codecs)  # fmt: skip
+    builder.cell_array("0/vertex_fragments", grid, part.cells, fragments,
+                       {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"}, kind="fragments")  # fmt: skip
+    present = ["vertices", "vertex_fragments"]
+    if vertex_attributes:
+        builder.group("0/vertex_attributes")
+        present.append("vertex_attributes")
+    for attr in vertex_attributes:
+        builder.cell_array(f"0/vertex_attributes/{attr.name}", grid, part.cells,
+                           row_payloads(attr.values, part), attribute_meta(attr))  # fmt: skip
+    if fragment_objects is not None and manifests is not None:
+        builder.group("0/fragment_attributes")
+        builder.cell_array("0/fragment_attributes/object_id", grid, part.cells,
+                           fragment_owner_payloads(*fragment_objects, len(part.cells)), OBJECT_ID_META)  # fmt: skip
+        present.append("fragment_attributes")
+    if links is not None:
+        present += links(builder)
+    present += write_object_tables(
+        builder, "0", sid_ndim=grid.ndim, num_objects=tables.num_objects, manifests=manifests,
+        object_attributes=tables.object_attributes, groups=tables.groups,
+        group_attributes=tables.group_attributes, group_names=tables.group_names,
+    )  # fmt: skip
+    return present
+
+
 def write_level0(
     target: Any,
     *,
@@ -194,32 +248,11 @@ def write_level0(
     )  # fmt: skip
     with write_session(target, overwrite=overwrite, storage_options=storage_options) as backend:
         builder = StoreBuilder(backend, compression)
-        if vertex_payloads is None:
-            vertex_payloads = row_payloads(positions, part)
-        dtype = "float32" if vertex_encoding == "draco" else positions.dtype.name
-        builder.cell_array("0/vertices", grid, part.cells, vertex_payloads,
-                           {"zv_array": "vertices", "dtype": dtype, "encoding": vertex_encoding},
-                           array_codecs=vertex_codecs)  # fmt: skip
-        builder.cell_array("0/vertex_fragments", grid, part.cells, fragments,
-                           {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"}, kind="fragments")  # fmt: skip
-        present = ["vertices", "vertex_fragments"]
-        if vertex_attributes:
-            builder.group("0/vertex_attributes")
-            present.append("vertex_attributes")
-        for attr in vertex_attributes:
-            builder.cell_array(f"0/vertex_attributes/{attr.name}", grid, part.cells,
-                               row_payloads(attr.values, part), attribute_meta(attr))  # fmt: skip
-        if fragment_objects is not None and manifests is not None:
-            builder.group("0/fragment_attributes")
-            builder.cell_array("0/fragment_attributes/object_id", grid, part.cells,
-                               fragment_owner_payloads(*fragment_objects, len(part.cells)), OBJECT_ID_META)  # fmt: skip
-            present.append("fragment_attributes")
-        if links is not None:
-            present += links(builder)
-        present += write_object_tables(
-            builder, "0", sid_ndim=grid.ndim, num_objects=tables.num_objects, manifests=manifests,
-            object_attributes=tables.object_attributes, groups=tables.groups,
-            group_attributes=tables.group_attributes, group_names=tables.group_names,
+        present = write_level_arrays(
+            builder, grid=grid, positions=positions, part=part, fragments=fragments,
+            vertex_attributes=vertex_attributes, tables=tables, manifests=manifests,
+            fragment_objects=fragment_objects, links=links, vertex_payloads=vertex_payloads,
+            vertex_codecs=vertex_codecs, vertex_encoding=vertex_encoding,
         )  # fmt: skip
         level = LevelMeta(level=0, vertex_count=len(positions), arrays_present=tuple(present), fragments_tile=True)
         builder.group("0", {"zarr_vectors_level": level.to_json()})

@@ -110,13 +110,16 @@ def skeleton_partition(positions: np.ndarray, parents: np.ndarray, oids: np.ndar
     )  # fmt: skip
 
 
-def _write_parent_links(builder: StoreBuilder, grid: Grid, part: Partition, parents: np.ndarray) -> int:
-    """Explicit (child, parent) records for every parent edge the implicit rule does not give."""
+def _write_parent_links(builder: StoreBuilder, grid: Grid, part: Partition, parents: np.ndarray) -> list[str]:
+    """Explicit (child, parent) records for every parent edge the implicit rule does not give;
+    returns the families written (for ``arrays_present``)."""
     cell, local, frag = vertex_locals(part)
     first_row = np.zeros(len(parents), bool)
     first_row[part.order[part.frag_start + part.row_offsets[part.frag_cell]]] = True
     child = np.flatnonzero(first_row & (parents >= 0))
     edges = np.stack([child, parents[child]], axis=1)
+    if len(edges) == 0:
+        return []
     d = grid.ndim
     dtype = smallest_index_dtype(max(int(np.diff(part.row_offsets).max()) if len(part.cells) else 0, 1))
     meta = {"zv_array": "links", "dtype": dtype.name, "link_width": 2, "level_delta": 0}
@@ -144,7 +147,7 @@ def _write_parent_links(builder: StoreBuilder, grid: Grid, part: Partition, pare
     builder.group("0/links/0", {"zv_array": "links_family", "level_delta": 0, "link_width": 2, "sid_ndim": d,
                                 "directed": False, "store": "canonical", "num_links": len(edges),
                                 "num_physical_records": len(edges)})  # fmt: skip
-    return len(edges)
+    return ["links", "link_fragments"] if same.any() else ["links"]
 
 
 def write_skeleton(
@@ -192,6 +195,6 @@ def write_skeleton(
         target, layout=layout, geometry_type="skeleton", links_convention="implicit_sequential_with_branches",
         positions=pos, part=part, fragments=fragment_payloads(part), vertex_attributes=vattrs, tables=tables,
         fragment_objects=partition_owners(part), manifests=build_manifests(part, layout.grid, tables.num_objects),
-        links=lambda builder: ["links", "link_fragments"] if _write_parent_links(builder, layout.grid, part, par) else [],
+        links=lambda builder: _write_parent_links(builder, layout.grid, part, par),
         crs=crs, compression=compression, overwrite=overwrite, storage_options=storage_options,
     )  # fmt: skip

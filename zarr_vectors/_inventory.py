@@ -1,0 +1,98 @@
+"""What a store holds on disk: every array, how many chunk objects it has stored and their bytes.
+
+Listing reads every key name once, every node's ``zarr.json`` in one batch, and the size of
+every key: a directory walk on local disk, one size request per key elsewhere (concurrent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from zarr.core.sync import sync
+
+from .storage import CONCURRENCY, Backend, LocalBackend, ZarrStoreBackend, open_backend
+
+__all__ = ["ArrayUsage", "inventory", "key_sizes"]
+
+
+@dataclass(frozen=True)
+class ArrayUsage:
+    """One array node: ``path`` (``"0/vertices"``), its zarr ``data_type`` and ``shape``,
+    the number of chunk objects stored and their bytes (its ``zarr.json`` included)."""
+
+    path: str
+    data_type: str
+    shape: tuple[int, ...]
+    stored_chunks: int
+    bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"shape": list(self.shape)}
+
+
+def _local_sizes(backend: LocalBackend) -> dict[str, int]:
+    out: dict[str, int] = {}
+    root = str(backend.root)
+    for folder, _, files in os.walk(root):
+        rel = os.path.relpath(folder, root).replace(os.sep, "/")
+        base = "" if rel == "." else rel + "/"
+        for name in files:
+            out[base + name] = os.stat(os.path.join(folder, name)).st_size
+    return out
+
+
+async def _store_sizes(backend: ZarrStoreBackend) -> dict[str, int]:
+    keys = [k async for k in backend.store.list()]
+    sem = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(key: str) -> int:
+        async with sem:
+            return await backend.store.getsize(key)
+
+    return dict(zip(keys, await asyncio.gather(*(one(k) for k in keys))))
+
+
+def key_sizes(backend: Backend) -> dict[str, int]:
+    """Every key of the store and its size in bytes."""
+    if isinstance(backend, LocalBackend):
+        return _local_sizes(backend)
+    if isinstance(backend, ZarrStoreBackend):
+        return sync(_store_sizes(backend))
+    raise TypeError(f"cannot list keys of {type(backend).__name__}")
+
+
+def inventory(target: Any, *, storage_options: dict[str, Any] | None = None) -> tuple[list[ArrayUsage], int]:
+    """The arrays of a store, sorted by path, and the total bytes of every key in it."""
+    backend = open_backend(target, read_only=True, storage_options=storage_options)
+    sizes = key_sizes(backend)
+    meta_keys = sorted(k for k in sizes if k == "zarr.json" or k.endswith("/zarr.json"))
+    docs: dict[str, dict[str, Any]] = {}
+    for key, raw in zip(meta_keys, backend.get_many(meta_keys)):
+        if raw is None:
+            continue
+        try:
+            doc = json.loads(raw)
+        except json.JSONDecodeError:
+            continue  # not this module's concern: `zarr-vectors validate` reports bad metadata
+        if isinstance(doc, dict) and doc.get("node_type") == "array":
+            docs[key[: -len("/zarr.json")]] = doc
+    chunks = dict.fromkeys(docs, 0)
+    used = {p: sizes[f"{p}/zarr.json"] for p in docs}
+    for key, size in sizes.items():
+        parts = key.split("/")
+        for cut in range(len(parts) - 1, 0, -1):
+            owner = "/".join(parts[:cut])
+            if owner in docs:
+                if parts[cut:] != ["zarr.json"]:
+                    chunks[owner] += 1
+                    used[owner] += size
+                break
+    arrays = [
+        ArrayUsage(p, str(d.get("data_type")), tuple(d.get("shape", ())), chunks[p], used[p])
+        for p, d in sorted(docs.items())
+    ]  # fmt: skip
+    return arrays, sum(sizes.values())

@@ -1,0 +1,275 @@
+"""Write a :class:`~zarr_vectors.result.Result` to a file, the format chosen by the file's extension.
+
+=========== ==================================================================================
+extension   what is written
+=========== ==================================================================================
+``.csv``    one row per vertex: coordinates, ``object_id``, ``line`` (line piece) and
+            ``parent`` (skeleton parent row) when the result has them, then attributes
+            (an ``(N, C)`` attribute becomes columns ``name_0 .. name_{C-1}``). Floats are
+            written with enough digits to read back bit for bit.
+``.ply``    binary little-endian PLY: vertices with their attributes and ``object_id``,
+            faces (``vertex_indices``) and edges (``vertex1``, ``vertex2`` and edge
+            attributes) when the result has them.
+``.obj``    Wavefront OBJ: ``v`` lines, ``f`` faces, ``l`` lines (one per line piece, or one
+            per edge for graphs and skeletons). Attributes are not kept.
+``.npz``    every array of the result, exactly (:func:`read_npz` reads it back).
+``.swc``    a skeleton result (or lines, as unbranched chains), with ``radius`` and ``type``
+            when present.
+``.geojson`` see :mod:`zarr_vectors.io.geojson`.
+=========== ==================================================================================
+
+Rows are written in the result's order, so row ``i`` of a file is row ``i`` of the result
+(OBJ and PLY indices are row indices: 1-based in OBJ, 0-based in PLY). SWC renumbers samples
+depth first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+from ..result import Result
+
+__all__ = ["EXPORT_FORMATS", "edges_of", "export_result", "read_npz"]
+
+#: Max significant digits that make a float of each size read back exactly.
+_FLOAT_FORMAT = {2: "%.5g", 4: "%.9g", 8: "%r"}
+
+_PLY_TYPES = {"i1": "char", "u1": "uchar", "i2": "short", "u2": "ushort", "i4": "int", "u4": "uint",
+              "f4": "float", "f8": "double"}  # fmt: skip
+
+
+def axis_names(result: Result) -> list[str]:
+    """The result's axis names, or ``x, y, z`` (then ``axis3`` ...) when it has none."""
+    d = result.positions.shape[1]
+    if len(result.axes) == d:
+        return list(result.axes)
+    return [("x", "y", "z")[i] if i < 3 else f"axis{i}" for i in range(d)]
+
+
+def _columns(name: str, values: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """One column per channel: ``name`` for a scalar attribute, ``name_0 ..`` otherwise."""
+    values = np.asarray(values)
+    if values.ndim == 1:
+        return [(name, values)]
+    flat = values.reshape(len(values), int(np.prod(values.shape[1:])))
+    return [(f"{name}_{c}", flat[:, c]) for c in range(flat.shape[1])]
+
+
+def _parent_rows(result: Result) -> np.ndarray | None:
+    """Parent row per row: a skeleton's ``parents``, or chains along each line piece."""
+    if result.parents is not None:
+        return np.asarray(result.parents, np.int64)
+    if result.line_offsets is None:
+        return None
+    parents = np.arange(-1, len(result) - 1, dtype=np.int64)
+    parents[np.asarray(result.line_offsets[:-1], np.int64)] = -1
+    return parents
+
+
+def _line_index(result: Result) -> np.ndarray | None:
+    if result.line_offsets is None:
+        return None
+    return np.repeat(np.arange(len(result.line_offsets) - 1), np.diff(result.line_offsets))
+
+
+def edges_of(result: Result) -> np.ndarray | None:
+    """Edges of the result, or consecutive pairs of each line piece when only offsets exist."""
+    if result.edges is not None:
+        return np.asarray(result.edges, np.int64).reshape(-1, 2)
+    parents = _parent_rows(result)
+    if parents is None:
+        return None
+    child = np.flatnonzero(parents >= 0)
+    return np.column_stack([parents[child], child])
+
+
+def _vertex_table(result: Result) -> list[tuple[str, np.ndarray]]:
+    cols = list(zip(axis_names(result), result.positions.T))
+    if result.object_ids is not None:
+        cols.append(("object_id", result.object_ids))
+    for name, extra in (("line", _line_index(result)), ("parent", result.parents)):
+        if extra is not None:
+            cols.append((name, extra))
+    for name, values in result.attributes.items():
+        cols += _columns(name, values)
+    names = [n for n, _ in cols]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise InputError(f"column names {dup} occur twice (an attribute shares a name with a coordinate or "
+                         "another column); rename the attribute or export to .npz")  # fmt: skip
+    return cols
+
+
+def _text_rows(columns: list[np.ndarray], prefix: str = "", sep: str = " ") -> str:
+    """Rows of text, every float with the digits it needs to read back exactly."""
+    if not columns or len(columns[0]) == 0:
+        return ""
+    fmts = [_FLOAT_FORMAT[c.dtype.itemsize] if c.dtype.kind == "f" else "%d" for c in columns]
+    fmt = prefix + sep.join(fmts)
+    rows = zip(*(c.tolist() for c in columns))
+    return "\n".join(map(fmt.__mod__, rows)) + "\n"
+
+
+def write_csv(result: Result, path: Path) -> None:
+    cols = _vertex_table(result)
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        fh.write(",".join(n for n, _ in cols) + "\n")
+        fh.write(_text_rows([np.asarray(c) for _, c in cols], sep=","))
+
+
+def _ply_column(name: str, values: np.ndarray) -> tuple[str, np.ndarray]:
+    """A PLY property type for the column; 64-bit integers are narrowed to 32 bits when they fit."""
+    if any(ch.isspace() for ch in name) or not name:
+        raise InputError(f"PLY property names cannot be empty or contain spaces: {name!r}; rename the attribute")
+    values = np.asarray(values)
+    if values.dtype.kind == "b":
+        values = values.astype(np.uint8)
+    elif values.dtype == np.float16:
+        values = values.astype(np.float32)
+    elif values.dtype.kind in "iu" and values.dtype.itemsize == 8:
+        narrow = np.dtype(values.dtype.kind + "4")
+        info = np.iinfo(narrow)
+        if len(values) and (values.min() < info.min or values.max() > info.max):
+            raise InputError(f"column {name!r} has values outside 32-bit range, which PLY cannot hold; "
+                             "export to .npz or .csv instead")  # fmt: skip
+        values = values.astype(narrow)
+    code = values.dtype.str.lstrip("<>|=")
+    if code not in _PLY_TYPES:
+        raise InputError(f"column {name!r} has dtype {values.dtype}, which PLY cannot hold; export to .npz instead")
+    return _PLY_TYPES[code], values.astype(values.dtype.newbyteorder("<"))
+
+
+def _ply_element(name: str, count: int, cols: list[tuple[str, np.ndarray]]) -> tuple[list[str], bytes]:
+    typed = [(n, *_ply_column(n, v)) for n, v in cols]
+    header = [f"element {name} {count}"] + [f"property {t} {n}" for n, t, _ in typed]
+    table = np.empty(count, dtype=[(n, v.dtype) for n, _, v in typed])
+    for n, _, v in typed:
+        table[n] = v
+    return header, table.tobytes()
+
+
+def write_ply(result: Result, path: Path) -> None:
+    cols = [c for c in _vertex_table(result) if c[0] not in ("line", "parent")]
+    header, body = _ply_element("vertex", len(result), cols)
+    faces = getattr(result, "faces", None)
+    if faces is not None:
+        faces = np.asarray(faces, np.int64).reshape(-1, 3)
+        table = np.empty(len(faces), dtype=[("n", "u1"), ("v", "<i4", (3,))])
+        table["n"], table["v"] = 3, faces
+        header += [f"element face {len(faces)}", "property list uchar int vertex_indices"]
+        body += table.tobytes()
+    edges = edges_of(result) if faces is None else None
+    if edges is not None:
+        ecols = [("vertex1", edges[:, 0]), ("vertex2", edges[:, 1])]
+        for name, values in result.edge_attributes.items():
+            ecols += _columns(name, values)
+        h, b = _ply_element("edge", len(edges), ecols)
+        header += h
+        body += b
+    lines = ["ply", "format binary_little_endian 1.0", "comment written by zarr_vectors", *header, "end_header"]
+    with open(path, "wb") as fh:
+        fh.write(("\n".join(lines) + "\n").encode("ascii"))
+        fh.write(body)
+
+
+def _xyz(result: Result, fmt: str) -> np.ndarray:
+    d = result.positions.shape[1]
+    if d > 3:
+        raise InputError(f"{fmt} holds 3-D coordinates and this result has {d} axes; export to .csv, .ply or .npz")
+    if d == 3:
+        return result.positions
+    return np.column_stack([result.positions, np.zeros((len(result), 3 - d), result.positions.dtype)])
+
+
+def write_obj(result: Result, path: Path) -> None:
+    xyz = _xyz(result, "OBJ")
+    faces = getattr(result, "faces", None)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("# written by zarr_vectors\n")
+        fh.write(_text_rows(list(xyz.T), prefix="v "))
+        if faces is not None:
+            fh.write(_text_rows(list((np.asarray(faces, np.int64).reshape(-1, 3) + 1).T), prefix="f "))
+        elif result.line_offsets is not None:
+            o = np.asarray(result.line_offsets, np.int64)
+            rows = np.arange(1, len(result) + 1).astype(str)
+            pieces = [rows[o[i] : o[i + 1]] for i in range(len(o) - 1) if o[i + 1] > o[i]]
+            fh.writelines(f"{'l' if len(p) > 1 else 'p'} {' '.join(p)}\n" for p in pieces)
+        elif result.edges is not None:
+            fh.write(_text_rows(list((edges_of(result) + 1).T), prefix="l "))
+
+
+def write_npz(result: Result, path: Path) -> None:
+    arrays: dict[str, np.ndarray] = {"positions": result.positions, "axes": np.array(axis_names(result))}
+    for name in ("object_ids", "edges", "line_offsets", "parents"):
+        if getattr(result, name) is not None:
+            arrays[name] = getattr(result, name)
+    if getattr(result, "faces", None) is not None:
+        arrays["faces"] = result.faces
+    arrays |= {f"attributes/{k}": v for k, v in result.attributes.items()}
+    arrays |= {f"edge_attributes/{k}": v for k, v in result.edge_attributes.items()}
+    with open(path, "wb") as fh:
+        np.savez(fh, **arrays)
+
+
+def read_npz(path: str | Path) -> Result:
+    """A Result from a file :func:`export_result` wrote as ``.npz``: every array as it was."""
+    with np.load(path, allow_pickle=False) as z:
+        data = {k: z[k] for k in z.files}
+    if "positions" not in data:
+        raise InputError(f"{path} has no 'positions' array: it was not written by zarr_vectors")
+    fields = {k: data.get(k) for k in ("object_ids", "edges", "faces", "line_offsets", "parents")}
+    return Result(
+        positions=data["positions"],
+        attributes={k.split("/", 1)[1]: v for k, v in data.items() if k.startswith("attributes/")},
+        axes=tuple(str(a) for a in data.get("axes", ())),
+        edge_attributes={k.split("/", 1)[1]: v for k, v in data.items() if k.startswith("edge_attributes/")},
+        **fields,
+    )
+
+
+def write_swc_file(result: Result, path: Path) -> None:
+    from .swc import write_swc
+
+    parents = _parent_rows(result)
+    if parents is None:
+        raise InputError("SWC holds trees and this result has no parents or lines; "
+                         "query a skeleton or line store, or export to .ply, .csv or .npz")  # fmt: skip
+    radius, kind = result.attributes.get("radius"), result.attributes.get("type")
+    write_swc(path, _xyz(result, "SWC"), parents, radius, kind)
+
+
+def write_geojson(result: Result, path: Path) -> None:
+    import importlib
+    import importlib.util
+
+    if importlib.util.find_spec("zarr_vectors.io.geojson") is None:
+        raise InputError("GeoJSON export is not available yet in this version; export to .csv, .ply, .obj, "
+                         ".npz or .swc")  # fmt: skip
+    importlib.import_module("zarr_vectors.io.geojson").export_geojson(result, path)
+
+
+#: Extension (lower case) -> writer.
+EXPORT_FORMATS: dict[str, Callable[[Result, Path], None]] = {
+    ".csv": write_csv, ".ply": write_ply, ".obj": write_obj, ".npz": write_npz, ".swc": write_swc_file,
+    ".geojson": write_geojson,
+}  # fmt: skip
+
+
+def export_result(result: Result, path: str | Path) -> str:
+    """Write ``result`` to ``path`` in the format its extension names; returns the extension.
+
+    Raises :class:`~zarr_vectors.errors.InputError` for an unknown extension or data the
+    format cannot hold (more than 3 axes in OBJ or SWC, 64-bit values outside 32-bit range
+    in PLY, SWC of a result without parents or lines).
+    """
+    path = Path(path)
+    ext = path.suffix.lower()
+    if ext not in EXPORT_FORMATS:
+        raise InputError(f"cannot tell the output format from {path.name!r}; use one of the extensions "
+                         f"{', '.join(EXPORT_FORMATS)}")  # fmt: skip
+    EXPORT_FORMATS[ext](result, path)
+    return ext

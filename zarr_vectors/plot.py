@@ -1,0 +1,262 @@
+"""A quick look at a :class:`~zarr_vectors.result.Result` with matplotlib (the ``plot`` extra).
+
+What is drawn follows what the result holds: faces as a mesh (``faces`` not None), else
+edges or line pieces as segments (plus any vertex no edge touches, as a dot), else points.
+Colours come from nothing (one colour), ``"object"`` (one colour per object id, cycling
+through 20), a scalar attribute (a colour map and a colour bar), an attribute of 3 or 4
+channels (read as RGB(A): ``uint8`` 0-255 or floats 0-1), or an edge attribute (edges only).
+The view is a 2-D projection onto two axes or a 3-D view of three, with equal scales.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import InputError, ZarrVectorsError
+from .io.export import axis_names, edges_of
+from .result import Result
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.cm import ScalarMappable
+
+__all__ = ["plot", "render", "resolve_view"]
+
+#: Direction the light of 3-D mesh shading comes from (any length).
+LIGHT = np.array([0.4, -0.6, 0.7])
+MESH_COLOUR = (0.62, 0.72, 0.85, 1.0)
+
+
+def _require_matplotlib() -> Any:
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise ZarrVectorsError("drawing needs matplotlib; install it with: pip install 'zarrvec[plot]'") from exc
+    return matplotlib
+
+
+def resolve_view(view: str | Sequence[int | str] | None, names: Sequence[str]) -> tuple[int, ...]:
+    """Axis indices to draw: two for a 2-D projection, three for a 3-D view.
+
+    ``view`` is ``None`` (3-D when there are 3 or more axes, else the first two), ``"3d"``,
+    ``"2d"``, a string of one-letter axis names (``"xz"``), comma-separated names
+    (``"x,z"``), or a sequence of names or indices.
+    """
+    d = len(names)
+    if view is None or view in ("3d", "2d"):
+        want = 3 if (view == "3d" or (view is None and d >= 3)) else 2
+        if want > max(d, 2):
+            raise InputError(f"a 3-D view needs 3 axes; this result has {d}")
+        return tuple(range(want))
+    if isinstance(view, str):
+        parts: Sequence[int | str] = view.split(",") if "," in view else list(view)
+    else:
+        parts = list(view)
+    out = []
+    for p in parts:
+        if isinstance(p, (int, np.integer)) and 0 <= p < d:
+            out.append(int(p))
+        elif isinstance(p, str) and p.strip() in names:
+            out.append(list(names).index(p.strip()))
+        else:
+            raise InputError(f"view {view!r}: {p!r} is not an axis; the axes are {list(names)} (or use '2d', '3d')")
+    if len(out) not in (2, 3) or len(set(out)) != len(out):
+        raise InputError(f"view {view!r} must name two or three different axes of {list(names)}")
+    return tuple(out)
+
+
+def _scalar_colours(values: np.ndarray, cmap: str) -> tuple[np.ndarray, ScalarMappable]:
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    values = np.asarray(values, np.float64)
+    finite = values[np.isfinite(values)]
+    lo, hi = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 1.0)
+    mappable = ScalarMappable(Normalize(lo, hi), colormaps[cmap])
+    mappable.set_array(values)
+    return mappable.to_rgba(values), mappable
+
+
+def _attribute_colours(values: np.ndarray, name: str, cmap: str) -> tuple[np.ndarray, ScalarMappable | None]:
+    values = np.asarray(values)
+    flat = values.reshape(len(values), int(np.prod(values.shape[1:])))
+    if flat.shape[1] == 1:
+        return _scalar_colours(flat[:, 0], cmap)
+    if flat.shape[1] in (3, 4):
+        rgb = flat / 255.0 if values.dtype == np.uint8 else np.clip(flat.astype(np.float64), 0.0, 1.0)
+        if rgb.shape[1] == 3:
+            rgb = np.column_stack([rgb, np.ones(len(rgb))])
+        return rgb, None
+    raise InputError(f"attribute {name!r} has {flat.shape[1]} channels; colour by a scalar attribute, "
+                     "or one with 3 or 4 channels (RGB or RGBA)")  # fmt: skip
+
+
+def colours(result: Result, color_by: str | None, cmap: str = "viridis"
+            ) -> tuple[np.ndarray | None, np.ndarray | None, ScalarMappable | None]:  # fmt: skip
+    """RGBA per vertex and per edge (either may be None: a single colour), and the colour map used.
+
+    Edge colours are those of edge attribute ``color_by`` when it names one, else the mean
+    of the two endpoint colours.
+    """
+    if color_by is None:
+        return None, None, None
+    if color_by == "object":
+        if result.object_ids is None:
+            raise InputError("this result has no object ids to colour by; read with object_ids=True or colour "
+                             "by an attribute")  # fmt: skip
+        from matplotlib import colormaps
+
+        _, index = np.unique(result.object_ids, return_inverse=True)
+        index = index.ravel() % 20  # the 10 strong hues of tab20 first, then their light twins
+        rgba = colormaps["tab20"](2 * (index % 10) + index // 10)
+        return rgba, None, None
+    if color_by in result.attributes:
+        rgba, mappable = _attribute_colours(result.attributes[color_by], color_by, cmap)
+        return rgba, None, mappable
+    if color_by in result.edge_attributes:
+        edge_rgba, mappable = _attribute_colours(result.edge_attributes[color_by], color_by, cmap)
+        return None, edge_rgba, mappable
+    names = ["object", *result.attributes, *result.edge_attributes]
+    raise InputError(f"cannot colour by {color_by!r}: this result has {names}")
+
+
+def _shade(tri: np.ndarray, rgba: np.ndarray, light: np.ndarray) -> np.ndarray:
+    """Lambert-like shading of triangles (F, 3, 3): brighter where a face looks at the light."""
+    normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    length = np.linalg.norm(normal, axis=1)
+    cos = np.abs(normal @ (light / np.linalg.norm(light))) / np.where(length > 0, length, 1.0)
+    out = rgba.copy()
+    out[:, :3] *= (0.35 + 0.65 * cos)[:, None]
+    return out
+
+
+def _per_face(colours_v: np.ndarray | None, items: np.ndarray, default: tuple[float, ...]) -> np.ndarray:
+    """One RGBA per edge or face: the mean of its vertices' colours, or ``default``."""
+    if colours_v is None:
+        return np.tile(np.asarray(default, np.float64), (len(items), 1))
+    return colours_v[items].mean(axis=1)
+
+
+def _draw(ax: Axes, pos: np.ndarray, full: np.ndarray, result: Result, idx: tuple[int, ...],
+          colour_args: tuple[Any, ...], point_size: float | None, line_width: float) -> None:  # fmt: skip
+    """Add the result's faces, segments and points to ``ax`` (3-D when ``pos`` has 3 columns)."""
+    from matplotlib.colors import to_rgba
+
+    rgba_v, rgba_e = colour_args
+    three = pos.shape[1] == 3
+    faces = getattr(result, "faces", None)
+    edges = None if faces is not None else edges_of(result)
+    alone = np.ones(len(pos), bool)
+    if faces is not None and len(faces):
+        faces = np.asarray(faces, np.int64).reshape(-1, 3)
+        alone[:] = False
+        face_rgba = _per_face(rgba_v, faces, MESH_COLOUR)
+        if full.shape[1] == 3:
+            light = LIGHT if three else np.eye(3)[[i for i in range(3) if i not in idx][0]]
+            face_rgba = _shade(full[faces], face_rgba, light)
+        if three:
+            from mpl_toolkits.mplot3d.art3d import Poly3DCollection
+
+            ax.add_collection3d(Poly3DCollection(pos[faces], facecolors=face_rgba, edgecolors="none"))
+        else:
+            from matplotlib.collections import PolyCollection
+
+            depth = full[faces][:, :, [i for i in range(full.shape[1]) if i not in idx]].sum(axis=(1, 2))
+            order = np.argsort(depth, kind="stable")
+            ax.add_collection(PolyCollection(pos[faces][order], facecolors=face_rgba[order], edgecolors="none"))
+    elif edges is not None and len(edges):
+        alone[edges.ravel()] = False
+        edge_rgba = rgba_e if rgba_e is not None else _per_face(rgba_v, edges, to_rgba("C0"))
+        if three:
+            from mpl_toolkits.mplot3d.art3d import Line3DCollection
+
+            ax.add_collection3d(Line3DCollection(pos[edges], colors=edge_rgba, linewidths=line_width))
+        else:
+            from matplotlib.collections import LineCollection
+
+            ax.add_collection(LineCollection(pos[edges], colors=edge_rgba, linewidths=line_width))
+    if alone.any():
+        size = point_size if point_size is not None else float(np.clip(4e4 / max(len(pos), 1), 0.5, 20.0))
+        colour = rgba_v[alone] if rgba_v is not None else "C0"
+        ax.scatter(*pos[alone].T, s=size, c=colour, linewidths=0)
+
+
+def _frame(ax: Axes, pos: np.ndarray, labels: list[str]) -> None:
+    """Limits, equal scales and axis labels."""
+    three = pos.shape[1] == 3
+    if not three:
+        ax.set_aspect("equal", adjustable="datalim")
+        ax.autoscale_view()
+    elif len(pos):
+        lo, hi = pos.min(axis=0), pos.max(axis=0)
+        span = float((hi - lo).max()) or 1.0
+        half = np.maximum((hi - lo) / 2, span * 0.05) * 1.04  # flat axes get 10% of the widest
+        lo, hi = (lo + hi) / 2 - half, (lo + hi) / 2 + half
+        for i, setter in enumerate((ax.set_xlim, ax.set_ylim, ax.set_zlim)):
+            setter(lo[i], hi[i])
+        ax.set_box_aspect(tuple(hi - lo))
+        from matplotlib.ticker import MaxNLocator
+
+        for axis, extent in zip((ax.xaxis, ax.yaxis, ax.zaxis), (hi - lo) / float((hi - lo).max())):
+            if extent < 0.25:  # a thin side of the box: few ticks, so their labels do not overlap
+                axis.set_major_locator(MaxNLocator(2))
+    for setter, label in zip((ax.set_xlabel, ax.set_ylabel, *((ax.set_zlabel,) if three else ())), labels):
+        setter(label)
+
+
+def plot(result: Result, *, ax: Axes | None = None, view: str | Sequence[int | str] | None = None,
+         color_by: str | None = None, cmap: str = "viridis", point_size: float | None = None,
+         line_width: float = 1.5, colorbar: bool = True, title: str | None = None) -> Axes:  # fmt: skip
+    """Draw ``result`` on ``ax`` (a new figure when None) and return the axes.
+
+    ``view``: see :func:`resolve_view`; a 3-D view needs ``ax`` made with
+    ``projection="3d"``. ``color_by``: ``"object"``, a vertex attribute or an edge
+    attribute name. ``point_size`` defaults to a size that shrinks with the vertex count.
+    Coordinates are drawn as float64; rows keep the result's order.
+    """
+    _require_matplotlib()
+    names = axis_names(result)
+    full = np.asarray(result.positions, np.float64)
+    if full.shape[1] == 1:
+        full, names = np.column_stack([full, np.zeros(len(full))]), [*names, ""]
+    idx = resolve_view(view, names)
+    three = len(idx) == 3
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        ax = plt.figure().add_subplot(projection="3d" if three else None)
+    if three != (ax.name == "3d"):
+        need = "projection='3d'" if three else "a 2-D projection"
+        raise InputError(f"view {view!r} needs axes made with {need}; got {ax.name!r} axes")
+    rgba_v, rgba_e, mappable = colours(result, color_by, cmap)
+    pos = full[:, idx]
+    _draw(ax, pos, full, result, idx, (rgba_v, rgba_e), point_size, line_width)
+    _frame(ax, pos, [names[i] for i in idx])
+    if mappable is not None and colorbar:
+        ax.figure.colorbar(mappable, ax=ax, label=color_by, shrink=0.8)
+    if title is not None:
+        ax.set_title(title)
+    return ax
+
+
+def render(result: Result, path: str | Path, *, size: tuple[float, float] = (8.0, 6.0), dpi: float = 100,
+           **kwargs: Any) -> None:  # fmt: skip
+    """Draw ``result`` (see :func:`plot` for ``kwargs``) into an image file; its extension picks
+    the format (``.png``, ``.svg``, ``.pdf``, ...). The image is ``size`` inches at ``dpi``.
+
+    No pyplot state is touched, so this works without a display and inside servers.
+    """
+    _require_matplotlib()
+    from matplotlib.figure import Figure
+
+    names = axis_names(result)
+    three = len(resolve_view(kwargs.get("view"), names if len(names) > 1 else [*names, ""])) == 3
+    fig = Figure(figsize=size, dpi=dpi)
+    ax = fig.add_subplot(projection="3d" if three else None)
+    plot(result, ax=ax, **kwargs)
+    fig.savefig(path)
