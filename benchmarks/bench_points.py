@@ -80,13 +80,14 @@ def find_reference_python(explicit: str | None, cwd: str) -> str:
         raise SystemExit(f"no reference venv at {DEFAULT_REF_VENV} and no {REF_VENV_SCRIPT} to "
                          "make one; pass --reference-python")
     log(f"making the reference venv with {REF_VENV_SCRIPT} (this downloads from PyPI)")
+    # from the neutral cwd: the script's import check must not find this checkout's package
     out = subprocess.run(["bash", str(REF_VENV_SCRIPT), str(DEFAULT_REF_VENV)],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, cwd=cwd)
     if out.returncode != 0:
         raise SystemExit(f"reference-venv.sh failed:\n{out.stderr}")
     py = out.stdout.strip().splitlines()[-1]
     if not os.path.isabs(py):
-        py = str((REPO / py).resolve()) if (REPO / py).exists() else str(Path(py).resolve())
+        py = os.path.abspath(Path(cwd) / py)  # not resolve(): that follows the venv's symlink
     if python_version_of_zv(py, cwd) != REFERENCE_VERSION:
         raise SystemExit(f"{py} does not import the reference zarr_vectors {REFERENCE_VERSION}")
     return py

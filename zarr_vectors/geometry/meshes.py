@@ -3,8 +3,11 @@
 Vertices are partitioned like a graph's (one fragment per object and chunk). A face is
 a ``link_width = 3`` record: faces whose three vertices share a chunk are flat rows of
 ``links/0/0.0.0_0.0.0`` grouped by ``link_fragments``; the others go to
-``links/0/<offsets>`` cells of a directed canonical family, stored at the chunk of their
-first vertex in input order, so winding needs no ``perm_idx``.
+``links/0/<offsets>`` cells of an undirected canonical family, as the reference writes
+them: each face is stored at its smallest (chunk, vertex) corner with its corners sorted,
+and a leading ``perm_idx`` column restores the input order, so winding is kept. Sorting
+makes every offset non-negative in the first differing axis, which halves the number of
+offset arrays against storing faces in input order.
 
 With ``encoding="draco"`` each chunk's vertices and intra-chunk faces are one Draco blob
 (the ``draco`` codec in the ``vertices`` codec list decodes it to raw rows). Draco picks
@@ -174,7 +177,7 @@ def _write(
         stored_faces, vertex_payloads, frags, vertex_codecs = faces, None, fragment_payloads(part), []
 
     def links(builder: StoreBuilder) -> list[str]:
-        if not write_edges(builder, grid, part, stored_faces, True, []):
+        if not write_edges(builder, grid, part, stored_faces, False, []):
             return []
         has_intra = encoding == "raw" and bool(intra.any())
         return ["links"] + (["link_fragments"] if has_intra else [])
