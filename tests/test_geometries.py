@@ -84,6 +84,30 @@ def test_country_layer_round_trips_exactly(tmp_path, rng):
     assert holes > 10 and ds.attribute_names() == ["geom_part", "geom_ring"]
 
 
+
+def test_natural_earth_countries_round_trip_exactly(tmp_path):
+    """A real layer: Natural Earth's low-resolution countries (177 polygons and multipolygons,
+    Lesotho a hole in South Africa), the copy that ships inside pyogrio's test fixtures."""
+    pyogrio = pytest.importorskip("pyogrio")
+    from pathlib import Path
+
+    shp = Path(pyogrio.__file__).parent / "tests" / "fixtures" / "naturalearth_lowres" / "naturalearth_lowres.shp"
+    if not shp.exists():
+        pytest.skip(f"this pyogrio build has no {shp.name}")
+    meta, _, wkb, fields = pyogrio.raw.read(shp)
+    layer = shapely.from_wkb(wkb)
+    names = fields[meta["fields"].tolist().index("name")].astype(str)
+    ds = zv.write_geometries(tmp_path / "ne.zarr", layer, chunk_shape=30, crs="EPSG:4326",
+                             object_attributes={"pop_est": fields[meta["fields"].tolist().index("pop_est")]})
+    ids, geoms = ds.read().to_shapely()
+    assert ids.tolist() == list(range(len(layer))) and _exact(geoms, layer)
+    assert sum(len(p.interiors) for g in layer for p in getattr(g, "geoms", [g])) >= 1
+    assert {g.geom_type for g in layer} == {"Polygon", "MultiPolygon"}
+    south_africa = int(np.flatnonzero(names == "South Africa")[0])
+    _, box_geoms = ds.query(bbox=(list(layer[south_africa].bounds[:2]), list(layer[south_africa].bounds[2:])),
+                            whole_objects=True).to_shapely()
+    assert any(shapely.equals_exact(g, layer[south_africa], tolerance=0) for g in box_geoms)
+
 MIXED_2D = [
     shapely.Point(1.5, 2.25),
     shapely.MultiPoint([(9.0, 9.0), (0.5, 0.5), (9.0, 9.0), (4.0, 1.0)]),  # order and repeats kept

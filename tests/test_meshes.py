@@ -53,6 +53,31 @@ def test_objects_come_back_whole_with_winding(tmp_path, two_meshes):
     assert both.object_ids[0] == 1 and len(both.faces) == len(two_meshes[0][1]) + len(two_meshes[1][1])
 
 
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_both_face_families_keep_winding(tmp_path, monkeypatch, directed):
+    """Cross-chunk faces are written undirected canonical with perm_idx (as the reference does);
+    a store whose face family is directed (faces in input order, no perm_idx) reads the same."""
+    import json
+
+    from zarr_vectors.geometry import meshes
+
+    real = meshes.write_edges
+    monkeypatch.setattr(meshes, "write_edges", lambda b, g, p, e, _d, a: real(b, g, p, e, directed, a))
+    v, f = _sphere(3)
+    ds = zv.write_mesh(tmp_path / "m.zarr", v, f, chunk_shape=150)
+    family = json.loads((tmp_path / "m.zarr" / "0" / "links" / "0" / "zarr.json").read_text())["attributes"]
+    assert family["directed"] is directed and family["store"] == "canonical"
+    arrays = [json.loads(z.read_text())["attributes"] for z in (tmp_path / "m.zarr" / "0" / "links" / "0").glob("*/zarr.json")]
+    assert any(a["has_perm"] for a in arrays) is not directed
+    r = ds.objects([0])
+    idx = _input_index(v, r.positions)
+    assert _canon(idx[r.faces]) == _canon(f)
+    lo, hi = np.array([300.0, 300.0, 300.0]), np.array([700.0, 700.0, 1000.0])
+    box = ds.query(bbox=(lo, hi))
+    inside = np.all((v >= lo) & (v <= hi), axis=1)
+    assert _canon(_input_index(v, box.positions)[box.faces]) == _canon(f[inside[f].all(axis=1)])
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_box_sub_mesh_inside_and_touching_match_brute_force(tmp_path, seed):
     rng = np.random.default_rng(seed)
