@@ -110,6 +110,29 @@ def test_corrupt_ragged_link_cell(tmp_path):
     assert info.value.array == "0/links/0/0.0.+1" and info.value.chunk == "0.0.0"
 
 
+def test_negative_link_index_names_array_and_chunk(tmp_path):
+    """A signed link cell (the reference writes int64) with a negative index is corrupt, not an edge."""
+    import json
+
+    path = _graph_store(tmp_path)
+    meta = path / "0/links/0/0.0.0/zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["attributes"]["dtype"] = "int8"
+    meta.write_text(json.dumps(doc))
+    _rewrite(path / "0/links/0/0.0.0/c/0/0/0", lambda b: b[:1] + bytes([0xFF]) + b[2:])
+    with pytest.raises(zv.CorruptCellError, match="record 0 names vertex -1") as info:
+        zv.open(path).query()
+    assert info.value.array == "0/links/0/0.0.0" and info.value.chunk == "0.0.0"
+
+
+def test_perm_idx_out_of_range_names_array_and_chunk(tmp_path):
+    path = _graph_store(tmp_path)
+    _rewrite(path / "0/links/0/0.0.+1/c/0/0/0", lambda b: b[:16] + bytes([7]) + b[17:])
+    with pytest.raises(zv.CorruptCellError, match=r"perm_idx 7 of record 0 is outside \[0, 2\)") as info:
+        zv.open(path).query()
+    assert info.value.array == "0/links/0/0.0.+1" and info.value.chunk == "0.0.0"
+
+
 @pytest.mark.parametrize("name", ["0.0", "0.0.x", "0.0.+1_0.0.0", "self", "0.+01.0"])
 def test_offsets_names_that_break_the_grammar(tmp_path, name):
     path = _graph_store(tmp_path)

@@ -82,3 +82,29 @@ def test_bad_trees_are_refused(tmp_path, parents, message):
 def test_parent_in_another_object_is_refused(tmp_path):
     with pytest.raises(InputError, match="has parent 0 in object 0"):
         zv.write_skeleton(tmp_path / "s.zarr", np.zeros((2, 3)), [-1, 0], chunk_shape=1, object_ids=[0, 1])
+
+
+def test_spec_form_directed_parent_child_records_read_as_parents(tmp_path):
+    """Spec §14.3 stores a skeleton's explicit records as directed (parent, child); the reference
+    stores (child, parent) under an undirected family. Both must give the same parents."""
+    import json
+
+    from zarr_vectors._pipeline import Pipeline
+
+    pos = np.array([[10.0, 10, 10], [20, 10, 10], [30, 10, 10], [20, 30, 10]])
+    parents = np.array([-1, 0, 1, 1])
+    path = tmp_path / "s.zarr"
+    zv.write_skeleton(path, pos, parents, chunk_shape=100, bounds=([0] * 3, [100] * 3))
+    before = zv.open(path).objects([0])
+    cell = path / "0/links/0/0.0.0/c/0/0/0"
+    pipe = Pipeline.from_codecs([{"name": "vlen-bytes"}])
+    rows = np.frombuffer(bytes(pipe.decode(cell.read_bytes())), np.uint8).reshape(-1, 2)
+    assert rows.tolist() == [[3, 1]]  # (child, parent), as the reference writes
+    cell.write_bytes(pipe.encode(rows[:, ::-1].tobytes()))
+    fam = path / "0/links/0/zarr.json"
+    doc = json.loads(fam.read_text())
+    doc["attributes"]["directed"] = True
+    fam.write_text(json.dumps(doc))
+    after = zv.open(path).objects([0])
+    assert after.positions.tolist() == before.positions.tolist() == pos.tolist()
+    assert after.parents.tolist() == before.parents.tolist() == parents.tolist()

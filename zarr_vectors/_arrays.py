@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -258,4 +259,17 @@ class LinkArray(CellArray):
         except DecodeError as exc:
             raise CorruptCellError(self.path, ".".join(map(str, chunk)), str(exc)) from exc
         rows = np.asarray(rows, dtype=np.int64).reshape(-1, self.row_width)
-        return (rows[:, 1:], rows[:, 0]) if self.has_perm else (rows, None)
+        vertices, perm = (rows[:, 1:], rows[:, 0]) if self.has_perm else (rows, None)
+        where = ".".join(map(str, chunk))
+        if (vertices < 0).any():
+            r, k = np.argwhere(vertices < 0)[0]
+            raise CorruptCellError(self.path, where, f"record {r} names vertex {vertices[r, k]}; indices must be >= 0")
+        if perm is not None:
+            limit = math.factorial(vertices.shape[1])
+            bad = np.flatnonzero((perm < 0) | (perm >= limit))
+            if len(bad):
+                r = int(bad[0])
+                raise CorruptCellError(
+                    self.path, where, f"perm_idx {perm[r]} of record {r} is outside [0, {limit}) for {vertices.shape[1]} endpoints"
+                )
+        return vertices, perm

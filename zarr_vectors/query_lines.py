@@ -224,17 +224,20 @@ def _edges(
     """Every edge among the fetched rows: implicit sequential ones (when the convention has
     them) and those of the fetched link cells.
 
-    Under ``implicit_sequential_with_branches`` link records are ``(child, parent)``:
-    they are returned as ``(parent, child)`` like the implicit edges, and an explicit
-    parent overrides the implicit one (stores that keep several branches in one
-    fragment rely on that). Edge attributes are returned for explicit-edge geometry only.
+    Under ``implicit_sequential_with_branches`` link records of an undirected family are
+    ``(child, parent)`` (the reference's form) and those of a directed family
+    ``(parent, child)`` (the spec's §14.3 form); both are returned as ``(parent, child)``
+    like the implicit edges, and an explicit parent overrides the implicit one (stores
+    that keep several branches in one fragment rely on that). Edge attributes are
+    returned for explicit-edge geometry only.
     """
     linked, attrs = _link_edges(level, cells, links, raws)
     if not _implicit(level):
         return linked, attrs
     implicit = implicit_edges(cells, {i: cells.fragment_index(level, i) for i in range(len(cells.chunks))})
     if level.root.links_convention == "implicit_sequential_with_branches":
-        linked = linked[:, ::-1]
+        if not level.links_family.get("directed", False):
+            linked = linked[:, ::-1]
         implicit = implicit[~np.isin(implicit[:, 1], linked[:, 1])]
     return np.concatenate([implicit, linked]), {}
 
