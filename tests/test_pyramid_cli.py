@@ -39,3 +39,5 @@ def test_pyramid_command(tmp_path, rng, capsys):
     assert ds.levels == [0, 1] and ds.level(1).grid.chunk_shape.tolist() == [50.0] * 3
     assert main(["pyramid", store, "--factors", "2", "--reduce", "i", "--overwrite"]) == 2
     assert "NAME=HOW" in capsys.readouterr().err
+    assert main(["pyramid", store, "--factors", "2", "--chunk-scale", "x", "--overwrite"]) == 2
+    assert "--chunk-scale takes auto, keep or a whole number >= 1, got 'x'" in capsys.readouterr().err

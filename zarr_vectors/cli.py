@@ -337,6 +337,8 @@ def cmd_pyramid(args: argparse.Namespace) -> int:
         sparsity = Sparsity(args.keep, by=by, attribute=attribute or None, seed=args.seed)
     scale: Any = {"auto": "auto", "keep": None}.get(args.chunk_scale)
     if scale is None and args.chunk_scale != "keep":
+        if not args.chunk_scale.isdigit() or int(args.chunk_scale) < 1:
+            raise ZarrVectorsError(f"--chunk-scale takes auto, keep or a whole number >= 1, got {args.chunk_scale!r}")
         scale = [int(args.chunk_scale)] * len(args.factors)
     ds = open_store(args.store, mode="r+", storage_options=_storage_options(args.storage_options))
     new = ds.build_pyramid(args.factors, chunk_scale=scale, reductions=reductions or None, cross_level=args.cross_level,

@@ -22,6 +22,7 @@ from ..level import Level
 from . import meta as pmeta
 from ._store import compression_of, copy_tables, read_doc, remove_levels, rows_per_chunk
 from .plan import LevelPlan, plan_levels
+from .reduce import REDUCTIONS
 from .points import CoarseLevel, coarsen_points, level_ratio
 from .sparsity import Sparsity, select_objects, sparsity_per_level
 from .xlevel import CrossLevelWriter, link_dtype
@@ -161,6 +162,7 @@ def build_pyramid(
     if cross_level not in CROSS_LEVEL:
         raise InputError(f"cross_level must be one of {', '.join(CROSS_LEVEL)}, got {cross_level!r}")
     kind = _kind(ds)
+    _check_reductions(ds.level(0), reductions)
     if len(ds.levels) > 1 and not overwrite:
         raise InputError(
             f"the store already has levels {ds.levels}; pass overwrite=True (--overwrite) to rebuild levels 1.."
@@ -180,7 +182,7 @@ def build_pyramid(
     src_rows: np.ndarray | None = None
     for plan, spec in zip(plans, sparsity):
         src = ds.level(plan.parent)
-        if src_rows is None and cross_level != "none":
+        if src_rows is None:  # bounds the rows of every streamed batch, links or not
             src_rows = rows_per_chunk(src)[1]
         builder = StoreBuilder(ds._backend, compression, clevel)
         coarse, xl = _coarsen(ds, kind, src, plan, builder, spec, src_rows, cross_level, reductions, tolerance,
@@ -188,6 +190,21 @@ def build_pyramid(
         _finalise(ds, builder, src, plan, coarse, xl, kind, cross_level)
         src_rows = coarse.rows
     return [p.index for p in plans]
+
+
+def _check_reductions(level0: Level, reductions: Mapping[str, str] | None) -> None:
+    """Refuse, before anything is dropped, a reduction that is not one of ``REDUCTIONS`` or
+    names an attribute the store does not have (a typo, not a no-op)."""
+    for name, how in (reductions or {}).items():
+        if how not in REDUCTIONS:
+            raise InputError(f"reduction {how!r} for attribute {name!r} is not one of {', '.join(REDUCTIONS)}")
+    known = set(level0.vertex_attributes) | set(level0.link_attributes)
+    unknown = sorted(set(reductions or {}) - known)
+    if unknown:
+        raise InputError(
+            f"reductions name {', '.join(map(repr, unknown))}, which level 0 does not have; "
+            f"its attributes are {sorted(known) or 'none'}"
+        )
 
 
 def _xlinks_factory(builder: StoreBuilder, src: Level, plan: LevelPlan, cross_level: str):

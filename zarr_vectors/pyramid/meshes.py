@@ -241,7 +241,7 @@ def _write(
         stored, payloads, frags, codecs = faces, None, fragment_payloads(part), []
 
     def links(b: Any) -> list[str]:
-        if not write_edges(b, grid, part, stored, True, []):
+        if not write_edges(b, grid, part, stored, False, []):  # canonical with perm_idx, as level 0
             return []
         return ["links"] + (["link_fragments"] if not draco and bool(intra.any()) else [])
 
