@@ -192,7 +192,9 @@ def write_level_arrays(
     for attr in vertex_attributes:
         builder.cell_array(f"0/vertex_attributes/{attr.name}", grid, part.cells,
                            row_payloads(attr.values, part), attribute_meta(attr))  # fmt: skip
-    if fragment_objects is not None and manifests is not None:
+    if fragment_objects is not None and manifests is not None and tables.num_objects > 1:
+        # One object's fragments are all its own: readers take that from its one manifest,
+        # and the store saves a file per chunk.
         builder.group("0/fragment_attributes")
         builder.cell_array("0/fragment_attributes/object_id", grid, part.cells,
                            fragment_owner_payloads(*fragment_objects, len(part.cells)), OBJECT_ID_META)  # fmt: skip
