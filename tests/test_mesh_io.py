@@ -52,6 +52,14 @@ def test_ingest_folder_and_export_objects_by_command(tmp_path, mesh_dir):
         assert proc.returncode == 0, proc.stderr
         back = trimesh.load(out, process=False)
         assert _canon(np.asarray(back.vertices), back.faces) == _canon(np.asarray(mesh.vertices), mesh.faces)
+    both = [trimesh.load(d / n, process=False) for n in ("a.ply", "b.obj")]
+    proc = _cli("export", "mesh", store, "--object", 0, "--object", 1, "-o", tmp_path / "ab.off")
+    assert proc.returncode == 0, proc.stderr
+    back = trimesh.load(tmp_path / "ab.off", process=False)
+    want = set().union(*(_canon(np.asarray(m.vertices), m.faces) for m in both))
+    assert _canon(np.asarray(back.vertices), back.faces) == want
+    proc = _cli("export", "swc", store, "--object", 0, "--object", 1, "-o", tmp_path / "x.swc")
+    assert proc.returncode == 2 and "exactly one --object ID" in proc.stderr
 
 
 def test_export_a_box_through_the_api(tmp_path, mesh_dir):

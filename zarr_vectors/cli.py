@@ -138,17 +138,18 @@ def cmd_export(args: argparse.Namespace) -> int:
 
         ds = open_store(args.store, storage_options=_storage_options(args.storage_options))
         bbox = _bbox(args.bbox) if args.bbox else None
-        objects = None if args.object is None else [args.object]
+        objects = args.object
         nv, nf = export_mesh(ds, args.output, bbox=bbox, objects=objects)
         print(f"wrote {nv} vertices, {nf} faces to {args.output}")
         return 0
     from .io.swc import export_swc
 
-    if args.object is None:
-        raise ZarrVectorsError("export swc needs --object ID (the skeleton to write)")
-    n = export_swc(open_store(args.store, storage_options=_storage_options(args.storage_options)), args.object,
+    if args.object is None or len(args.object) != 1:
+        raise ZarrVectorsError("export swc needs exactly one --object ID (an SWC file holds one skeleton)")
+    (oid,) = args.object
+    n = export_swc(open_store(args.store, storage_options=_storage_options(args.storage_options)), oid,
                    args.output)  # fmt: skip
-    print(f"wrote object {args.object} ({n} samples) to {args.output}")
+    print(f"wrote object {oid} ({n} samples) to {args.output}")
     return 0
 
 
@@ -399,7 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("format", choices=["swc", "mesh"], help="swc: one skeleton; mesh: a box or an object of a mesh "
                    "store, format from the output's suffix (.ply .obj .stl .glb .off)")
     p.add_argument("store")
-    p.add_argument("--object", type=int, help="object id to export")
+    p.add_argument("--object", type=int, action="append", metavar="ID",
+                   help="object id to export (mesh: repeat for several objects in one file; swc: one)")
     p.add_argument("--bbox", help="mesh only: export the faces inside this box (lo then hi, comma-separated)")
     p.add_argument("-o", "--output", required=True)
     _add_storage_options(p)

@@ -253,6 +253,15 @@ def test_quantization_bound_is_half_a_step_and_tight(rng):
     assert quantization_bound(np.zeros((0, 3)), 11) == 0.0
 
 
+def test_flat_cell_thin_axis_error_follows_the_largest_extent(rng):
+    """One step for all axes: a 250 x 250 x 10 cell's z error exceeds half a z-extent step
+    (what a per-axis bound would promise) but stays within quantization_bound."""
+    positions = rng.uniform(0, 1, (3000, 3)) * [250.0, 250.0, 10.0]
+    blob, order = encode_cell(positions, NO_FACES, quantization_bits=11)
+    z_error = np.abs(decode_cell(blob)[0][:, 2] - positions[order, 2]).max()
+    assert 10.0 / (2**11 - 1) / 2 < z_error <= quantization_bound(positions, 11)
+
+
 # ---------------------------------------------------------------- errors
 
 

@@ -1,9 +1,9 @@
 """Raw triangle-mesh stores cross between this library and the reference 0.9.2, both ways.
 
 Layouts differ on disk: we keep intra-chunk faces as flat ``0.0.0_0.0.0`` records (with
-``link_fragments``) and cross-chunk faces in a directed family; the reference puts every
-face in an undirected family and restores winding through ``perm_idx``. Each side must
-read the other's faces back with their winding.
+``link_fragments``); both sides store cross-chunk faces in an undirected canonical family
+whose ``perm_idx`` restores the winding. Each side must read the other's faces back with
+their winding.
 
 The reference's bbox read (``select(bbox=...).read()`` -> ``read_mesh``): it loads the
 chunks the box touches, keeps the vertices with ``lo <= p <= hi`` and only the faces whose
