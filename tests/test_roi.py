@@ -238,3 +238,21 @@ def test_grid_shortcut_equals_contains_xy(seed):
     assert np.array_equal(
         contains(poly, pts[:, 0], pts[:, 1]), shapely.contains_xy(poly, pts[:, 0], pts[:, 1])
     )
+
+
+@pytest.mark.parametrize("spread", [0.0, 0.01])
+def test_grid_shortcut_with_rows_flat_on_one_axis(spread):
+    """Rows along a road (or a slab seen edge-on) have no extent on one axis; the shortcut
+    must still agree with contains_xy, without sampling the boundary at a vanishing step."""
+    from zarr_vectors.query_polygon import as_polygon, contains
+
+    rng = np.random.default_rng(7)
+    x = rng.uniform(0, 1000, 30_000)
+    y = 500 + rng.uniform(0, spread, len(x))
+    a = np.linspace(0, 2 * np.pi, 60, endpoint=False)
+    star = shapely.Polygon(np.c_[500 + np.where(np.arange(60) % 2, 200, 450) * np.cos(a),
+                                 500 + np.where(np.arange(60) % 2, 200, 450) * np.sin(a)])  # fmt: skip
+    for shape in (star, shapely.box(-1e6, -1e6, 1e6, 1e6).difference(star)):
+        poly = as_polygon(shape)
+        got = contains(poly, x, y)
+        assert np.array_equal(got, shapely.contains_xy(poly, x, y)) and 0 < got.sum() < len(x)

@@ -75,7 +75,11 @@ def _boundary_cells(poly: Any, x0: float, y0: float, size: np.ndarray, cells: in
     """
     import shapely
 
-    pts = shapely.get_coordinates(shapely.segmentize(shapely.boundary(poly), float(size.min()) / 2))
+    pad = 2 * size
+    near = shapely.clip_by_rect(
+        shapely.boundary(poly), x0 - pad[0], y0 - pad[1], x0 + (cells + 2) * size[0], y0 + (cells + 2) * size[1]
+    )
+    pts = shapely.get_coordinates(shapely.segmentize(near, float(size.min()) / 2))
     bx = np.clip(np.floor((pts[:, 0] - x0) / size[0]), -1, cells).astype(np.int64) + 1
     by = np.clip(np.floor((pts[:, 1] - y0) / size[1]), -1, cells).astype(np.int64) + 1
     hit = np.zeros((cells + 4, cells + 4), bool)
@@ -101,7 +105,12 @@ def contains(poly: Any, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     cells = int(np.clip(np.sqrt(n / 4), 16, 1024))
     x0, y0 = float(x.min()), float(y.min())
     ext = np.array([float(x.max()) - x0, float(y.max()) - y0])
-    size = np.maximum(ext / cells, max(float(ext.max()), 1.0) * 1e-9)
+    # Square cells: rows spread thinly on one axis (a road, a flat slab seen edge-on) must
+    # not shrink the cells, and with them the boundary's sample spacing, to nothing.
+    size = np.full(2, max(float(ext.max()) / cells, 1e-9 * max(float(np.abs([x0, y0]).max()), 1.0)))
+    box = shapely.box(x0, y0, x0 + cells * size[0], y0 + cells * size[1])
+    if shapely.length(shapely.clip_by_rect(shapely.boundary(poly), *box.bounds)) > 2 * n * size[0]:
+        return shapely.contains_xy(poly, x, y)  # more boundary samples than rows: test rows directly
     near = _boundary_cells(poly, x0, y0, size, cells)
     start = ~near
     start[:, 1:] &= near[:, :-1]  # first far cell of each run along a column
