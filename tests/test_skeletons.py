@@ -108,3 +108,32 @@ def test_spec_form_directed_parent_child_records_read_as_parents(tmp_path):
     after = zv.open(path).objects([0])
     assert after.positions.tolist() == before.positions.tolist() == pos.tolist()
     assert after.parents.tolist() == before.parents.tolist() == parents.tolist()
+
+
+def test_objects_come_back_in_input_order(tmp_path, rng):
+    """objects() gives each skeleton's vertices in the order they were written (not depth
+    first), parents as indices into that order, attributes alongside; also when the input
+    interleaves objects and is not a depth-first order."""
+    n = 2400
+    oid = np.repeat(np.arange(6) % 3, n // 6)  # objects 0, 1, 2, 0, 1, 2 in blocks
+    par = np.full(n, -1)
+    for o in range(3):
+        members = np.flatnonzero(oid == o)
+        for k in range(1, len(members)):
+            par[members[k]] = members[rng.integers(max(0, k - 12), k)]  # any earlier vertex nearby
+        par[members[len(members) // 3]] = -1  # a second root
+    pos = np.zeros((n, 3))
+    for i in range(n):
+        pos[i] = (pos[par[i]] if par[i] >= 0 else rng.uniform(300, 700, 3)) + rng.normal(0, 15, 3)
+    radius = rng.random(n).astype(np.float32)
+    ds = zv.write_skeleton(tmp_path / "s.zarr", pos, par, object_ids=oid, chunk_shape=60,
+                           attributes={"radius": radius})
+    for ids in ([1], [2, 0]):
+        got = ds.objects(ids)
+        members = np.concatenate([np.flatnonzero(oid == o) for o in ids])
+        local = np.full(n, -1)
+        local[members] = np.arange(len(members))
+        assert np.array_equal(got.positions, pos[members])
+        assert np.array_equal(got.parents, np.where(par[members] >= 0, local[np.maximum(par[members], 0)], -1))
+        assert np.array_equal(got.attributes["radius"], radius[members])
+        assert np.array_equal(got.object_ids, oid[members])

@@ -1,9 +1,11 @@
 """Skeletons (trees given by parent indices): ``write_skeleton``.
 
-Layout (``links_convention = "implicit_sequential_with_branches"``): each tree is
-laid out depth first; inside a chunk, a *fragment* is a run of rows in which every
-row's parent is the row before it, so the implicit rule "parent of row r is row
-r - 1" holds inside every fragment and nowhere else. Every other parent edge (at a
+Layout (``links_convention = "implicit_sequential_with_branches"``): inside a chunk,
+rows follow each object's input order, and a *fragment* is a run of rows that are
+consecutive in that order with every row's parent the row before it, so the implicit
+rule "parent of row r is row r - 1" holds inside every fragment and nowhere else; an
+object's manifest lists its fragments in input order, so whole-object reads give the
+vertices back in the order they were written. Every other parent edge (at a
 branch, or across chunks) is an explicit ``(child, parent)`` record: in
 ``links/0/0.0.0`` when both lie in one chunk (grouped per fragment by
 ``link_fragments``), else in ``links/0/<offsets>``, stored canonically with a
@@ -19,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _inputs
-from .._object_tables import build_manifests
 from .._partition import Partition, sort_keys
 from .._writer import StoreBuilder
 from ..errors import InputError
 from ..format.grid import Grid
+from ..format.manifests import encode_manifests_batch
 from ..format.links import encode_ragged, parse_offsets, place_links, smallest_index_dtype
 from ._level0 import make_layout, object_tables, partition_owners, write_level0
 from .graphs import _intra_payloads, vertex_locals
@@ -85,17 +87,26 @@ def _check_parents(parents: Any, n: int) -> np.ndarray:
 
 
 def skeleton_partition(positions: np.ndarray, parents: np.ndarray, oids: np.ndarray, grid: Grid) -> Partition:
-    """Rows by (cell, object, depth-first position); fragments are unbranched runs."""
+    """Rows by (cell, object, input index); a fragment is a run of one object's vertices in
+    one chunk that are consecutive in that object's input order, each the parent of the next.
+
+    So the implicit rule (the parent of row r is row r - 1) holds inside every fragment, and
+    an object's fragments, taken by their first vertex's input index, concatenate to its
+    vertices in input order (see :func:`skeleton_manifests`).
+    """
     n = len(positions)
-    dfs = depth_first_order(parents, tree_roots(parents))
-    rank = np.empty(n, np.int64)
-    rank[dfs] = np.arange(n)
+    by_object = np.lexsort((np.arange(n), oids))
+    seq = np.empty(n, np.int64)  # position of each vertex in its object's input order
+    seq[by_object] = np.arange(n)
     cell = sort_keys(positions, grid) // grid.n_bins
-    order = np.lexsort((rank, oids, cell))
+    order = np.lexsort((np.arange(n), oids, cell))
     scell, sobj = cell[order], oids[order]
     new_cell = np.r_[True, scell[1:] != scell[:-1]] if n else np.zeros(0, bool)
-    prev_is_parent = np.r_[False, parents[order[1:]] == order[:-1]] if n else np.zeros(0, bool)
-    new_frag = new_cell | np.r_[True, sobj[1:] != sobj[:-1]] | ~prev_is_parent if n else new_cell
+    if n:
+        continues = (parents[order[1:]] == order[:-1]) & (seq[order[1:]] == seq[order[:-1]] + 1)
+        new_frag = new_cell | np.r_[True, sobj[1:] != sobj[:-1]] | np.r_[True, ~continues]
+    else:
+        new_frag = new_cell
     cell_first = np.flatnonzero(new_cell)
     row_offsets = np.append(cell_first, n).astype(np.int64)
     cells = np.stack(np.unravel_index(scell[cell_first], tuple(int(s) for s in grid.shape)), axis=1)
@@ -107,6 +118,21 @@ def skeleton_partition(positions: np.ndarray, parents: np.ndarray, oids: np.ndar
         frag_cell=frag_cell, frag_local=np.arange(len(frag_first)) - cell_frag_offsets[frag_cell],
         frag_start=frag_first - row_offsets[frag_cell], frag_count=np.diff(np.append(frag_first, n)),
         cell_frag_offsets=cell_frag_offsets, frag_object=sobj[frag_first], per_bin=False,
+    )  # fmt: skip
+
+
+def skeleton_manifests(part: Partition, grid: Grid, num_objects: int) -> list[bytes]:
+    """Manifests listing each object's fragments in input order, one block per run of
+    fragments in the same chunk; reading them in order gives the object's input order."""
+    assert part.frag_object is not None
+    first = part.order[part.row_offsets[part.frag_cell] + part.frag_start]
+    frags = np.lexsort((first, part.frag_object))
+    obj, cell = part.frag_object[frags], part.frag_cell[frags]
+    new_block = np.r_[True, (obj[1:] != obj[:-1]) | (cell[1:] != cell[:-1])] if len(frags) else np.zeros(0, bool)
+    block_first = np.flatnonzero(new_block)
+    return encode_manifests_batch(
+        num_objects, obj[block_first], part.cells[cell[block_first]] + grid.origin,
+        np.append(block_first, len(frags)), part.frag_local[frags],
     )  # fmt: skip
 
 
@@ -194,7 +220,7 @@ def write_skeleton(
     return write_level0(
         target, layout=layout, geometry_type="skeleton", links_convention="implicit_sequential_with_branches",
         positions=pos, part=part, fragments=fragment_payloads(part), vertex_attributes=vattrs, tables=tables,
-        fragment_objects=partition_owners(part), manifests=build_manifests(part, layout.grid, tables.num_objects),
+        fragment_objects=partition_owners(part), manifests=skeleton_manifests(part, layout.grid, tables.num_objects),
         links=lambda builder: _write_parent_links(builder, layout.grid, part, par),
         crs=crs, compression=compression, overwrite=overwrite, storage_options=storage_options,
     )  # fmt: skip

@@ -27,7 +27,7 @@ from ..geometry._level0 import Tables, partition_owners, write_level_arrays
 from ..geometry.graphs import vertex_locals, write_edges
 from ..geometry.lines import _fragment_payloads, _write_links, partition_lines
 from ..geometry.points import fragment_payloads
-from ..geometry.skeletons import _write_parent_links, skeleton_partition
+from ..geometry.skeletons import _write_parent_links, skeleton_manifests, skeleton_partition
 from ..level import Level
 from ..query import _attribute_names, fetch_objects
 from ..query_lines import _edges, _is_lines, _link_keys, _link_plan
@@ -376,8 +376,10 @@ def _write(
         directed = bool(src.links_family.get("directed", False))
         links = lambda b: (["links", "link_fragments"] + (["link_attributes"] if eattrs else [])
                            if write_edges(b, grid, part, edges, directed, eattrs) else [])  # fmt: skip
+    skeleton = src.root.links_convention == "implicit_sequential_with_branches"
+    manifests = (skeleton_manifests if skeleton else build_manifests)(part, grid, num_objects)
     present = write_level_arrays(
-        lb, part=part, fragments=fragment_payloads(part), manifests=build_manifests(part, grid, num_objects),
+        lb, part=part, fragments=fragment_payloads(part), manifests=manifests,
         fragment_objects=partition_owners(part), links=links, **common,
     )  # fmt: skip
     cell, local, _ = vertex_locals(part)
