@@ -107,6 +107,74 @@ def test_small_box_reads_only_link_cells_it_can_use(tmp_path, rng):
     assert not any("/links/" in k for k in keys)  # a link must join two touched chunks
 
 
+def _expected_box_keys(path, lo, hi, chunk, families, with_ids):
+    """Brute force from the store's own metadata: the cells a box over ``[lo, hi]`` needs —
+    every listed cell of the per-chunk arrays in touched chunks, and every link cell whose
+    anchor chunk and every other endpoint chunk are touched."""
+    import itertools
+    import json
+
+    c_lo, c_hi = np.floor(lo / chunk).astype(int), np.floor(hi / chunk).astype(int)
+    touched = {tuple(c) for c in itertools.product(*[range(a, b + 1) for a, b in zip(c_lo, c_hi)])}
+    level = path / "0"
+    keys = set()
+    arrays = ["vertices", "vertex_fragments"] + (["fragment_attributes/object_id"] if with_ids else [])
+    def cell_key(prefix, attrs, chunk):  # cells are chunk coordinates minus the grid origin
+        return f"{prefix}/c/" + "/".join(map(str, chunk - np.array(attrs.get("chunk_grid_origin", [0] * 3))))
+
+    for name in arrays:
+        attrs = json.loads((level / name / "zarr.json").read_text())["attributes"]
+        for k in attrs["nonempty_chunks"]:
+            chunk = np.array(list(map(int, k.split("."))))
+            if tuple(chunk) in touched:
+                keys.add(cell_key(f"0/{name}", attrs, chunk))
+    for fam in families:
+        for arr in sorted((level / fam).iterdir()):
+            if not (arr / "zarr.json").exists():
+                continue
+            attrs = json.loads((arr / "zarr.json").read_text())["attributes"]
+            for k in attrs["nonempty_chunks"]:
+                anchor = np.array(list(map(int, k.split("."))))
+                ends = [tuple(anchor + np.array(o)) for o in attrs["offsets"]]
+                if tuple(anchor) in touched and all(e in touched for e in ends):
+                    keys.add(cell_key(f"0/{fam}/{arr.name}", attrs, anchor))
+    return keys, touched
+
+
+@pytest.mark.parametrize("kind", ["polyline", "graph", "skeleton"])
+def test_box_reads_exactly_the_cells_it_needs(tmp_path, rng, kind):
+    """On a store of 10 x 10 x 10 chunks, a box over 2 x 2 x 2 of them reads, in one batch,
+    exactly the cells brute force from the metadata says it needs — a few percent of the
+    store's cells — and returns exactly the brute-force vertices."""
+    from tests.test_io_plan import _open_counting
+
+    path = tmp_path / "s.zarr"
+    lines = _walks(rng, n=1500, lo=0, hi=1000)
+    pos = np.concatenate(lines)
+    if kind == "polyline":
+        zv.write_lines(path, lines, chunk_shape=100)
+    else:
+        starts = np.cumsum([0] + [len(x) for x in lines[:-1]])
+        par = np.arange(len(pos)) - 1
+        par[starts] = -1
+        if kind == "graph":
+            zv.write_graph(path, pos, np.stack([par[par >= 0], np.flatnonzero(par >= 0)], axis=1), chunk_shape=100,
+                           object_ids=np.repeat(np.arange(len(lines)), [len(x) for x in lines]))  # fmt: skip
+        else:
+            zv.write_skeleton(path, pos, par, chunk_shape=100)
+    lo, hi = np.array([310.0, 420.0, 150.0]), np.array([480.0, 590.0, 260.0])
+    ds, counter = _open_counting(path)
+    res = ds.query(bbox=(lo, hi))
+    assert len(counter.batches) == 1
+    got = set(counter.batches[0])
+    want, touched = _expected_box_keys(path, lo, hi, 100.0, ["links/0"], with_ids=True)
+    assert len(touched) == 8 and got == want
+    total = sum(1 for f in (path / "0").rglob("c/*/*/*") if f.is_file())
+    assert len(got) < 0.05 * total
+    inside = np.all((pos >= lo) & (pos <= hi), axis=1)
+    assert sorted(map(tuple, res.positions.tolist())) == sorted(map(tuple, pos[inside].tolist()))
+
+
 def test_straight_segments(tmp_path, rng):
     seg = rng.uniform(0, 300, (200, 2, 3))
     ds = zv.write_lines(tmp_path / "s.zarr", seg, chunk_shape=100, kind="line")
@@ -125,9 +193,11 @@ def test_straight_segments(tmp_path, rng):
 def test_attributes_given_per_line(tmp_path, rng):
     lines = [rng.random((n, 3)) * 100 for n in (3, 5, 2)]
     per_line = [np.arange(len(x), dtype=np.int32) for x in lines]
-    ds = zv.write_lines(tmp_path / "l.zarr", lines, chunk_shape=50, attributes={"i": per_line})
+    rgb_rows = [[k, 2 * k, 3 * k] for k in range(10)]  # one row per vertex, as a plain list
+    ds = zv.write_lines(tmp_path / "l.zarr", lines, chunk_shape=50, attributes={"i": per_line, "rgb": rgb_rows})
     res = ds.objects([1])
     assert res.attributes["i"].tolist() == [0, 1, 2, 3, 4]
+    assert res.attributes["rgb"].tolist() == rgb_rows[3:8]
     with pytest.raises(InputError, match="line 1 has 5 vertices but 4 values"):
         zv.write_lines(tmp_path / "x.zarr", lines, chunk_shape=50,
                        attributes={"i": [np.zeros(3), np.zeros(4), np.zeros(2)]})

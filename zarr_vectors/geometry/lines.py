@@ -174,13 +174,18 @@ def as_line_arrays(lines: Any, kind: str = "polyline") -> tuple[np.ndarray, np.n
 
 
 def _flat_attributes(attributes: Mapping[str, Any] | None, line_offsets: np.ndarray) -> dict[str, Any] | None:
-    """Per-vertex attributes given per line (a list of arrays) become flat arrays; lengths must match."""
+    """Per-vertex attributes given per line (a list of arrays) become flat arrays; lengths must match.
+
+    A list with one entry per vertex (e.g. ``[[r, g, b], ...]`` rows) is taken as rows when
+    its length is the vertex count and not the line count.
+    """
     if not attributes:
         return None
     out: dict[str, Any] = {}
     counts = np.diff(line_offsets)
     for name, values in attributes.items():
-        if isinstance(values, (list, tuple)) and len(values) and not np.isscalar(values[0]):
+        rows = isinstance(values, (list, tuple)) and len(values) == line_offsets[-1] != len(counts)
+        if isinstance(values, (list, tuple)) and len(values) and not np.isscalar(values[0]) and not rows:
             if len(values) != len(counts):
                 raise InputError(f"attribute {name!r} has {len(values)} per-line arrays for {len(counts)} lines")
             lengths = np.array([len(v) for v in values])
