@@ -45,6 +45,7 @@ def test_ingest_folder_and_export_objects_by_command(tmp_path, mesh_dir):
     proc = _cli("ingest", "mesh", d, "-o", store, "--chunk-size", 32, "--no-progress")
     assert proc.returncode == 0, proc.stderr
     assert "object 0:" in proc.stdout and "a.ply" in proc.stdout and "wrote 2 meshes" in proc.stdout
+    assert zv.open(store).object_attributes("name").tolist() == ["a.ply", "b.obj"]
     for oid, name in enumerate(["a.ply", "b.obj"]):
         mesh = trimesh.load(d / name, process=False)  # what ingest read
         out = tmp_path / f"o{oid}.ply"

@@ -241,3 +241,23 @@ def test_zarr_python_decodes_a_draco_cell_to_raw_rows(tmp_path):
     full = ds.query(bbox=(ds.level(0).vertices.nonempty[0] * 500.0, ds.level(0).vertices.nonempty[0] * 500.0 + 499.999))
     assert rows.shape == full.positions.shape
     assert sorted(map(tuple, rows.tolist())) == sorted(map(tuple, full.positions.tolist()))
+
+
+def test_object_names_are_string_attributes(tmp_path, two_meshes):
+    """Per-object names are UTF-8 ``string`` arrays (vlen-utf8): read back here and by zarr
+    itself; objects beyond a short list read as absent (""); mixed lists are refused."""
+    import zarr
+
+    path = tmp_path / "m.zarr"
+    ds = zv.write_meshes(path, two_meshes, chunk_shape=100,
+                         object_attributes={"name": ["soma A", "noyau é"], "segment": [17, 42]})
+    assert zv.open(path).object_attributes("name").tolist() == ["soma A", "noyau é"]
+    assert ds.object_attributes("segment").tolist() == [17, 42]
+    assert zarr.open_array(str(path / "0/object_attributes/name"), mode="r")[:].tolist() == ["soma A", "noyau é"]
+    assert zv.validate(path).ok
+    short = zv.write_meshes(tmp_path / "s.zarr", [*two_meshes, two_meshes[0]], chunk_shape=100,
+                            object_attributes={"name": ["only the first"]})
+    assert short.object_attributes("name").tolist() == ["only the first", "", ""]
+    with pytest.raises(InputError, match="mixes strings with other values"):
+        zv.write_meshes(tmp_path / "x.zarr", two_meshes, chunk_shape=100, object_attributes={"name": ["a", 3]})
+    assert not (tmp_path / "x.zarr").exists()

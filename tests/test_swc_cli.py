@@ -71,6 +71,8 @@ def test_cli_ingest_info_export_round_trip(tmp_path, rng):
     doc = json.loads(info.stdout)
     assert doc["geometry_types"] == ["skeleton"] and doc["levels"][0]["objects"] == 3
     assert sorted(doc["levels"][0]["attributes"]) == ["radius", "type"]
+    names = zv.open(tmp_path / "n.zarr").object_attributes("name").tolist()
+    assert names == sorted(f.name for f in files)
     out = _run("export", "swc", "n.zarr", "--object", "1", "-o", "back.swc", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     orig, back = read_swc(files[1]), read_swc(tmp_path / "back.swc")

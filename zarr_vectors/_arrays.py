@@ -183,7 +183,16 @@ class TableArray:
             raise CorruptCellError(self.path, str(c), str(exc)) from exc
 
     def dense(self, raws: Sequence[bytes | None]) -> np.ndarray:
-        """The whole dense array from its chunks (missing chunks read as the fill value)."""
+        """The whole dense array from its chunks (missing chunks read as the fill value);
+        a ``string`` array comes back as a numpy ``str`` array."""
+        if self.doc.get("data_type") == "string":
+            values: list[str] = []
+            for c, raw in enumerate(raws):
+                try:
+                    values += [bytes(v).decode("utf-8") for v in self.vlen_items(raw, c)]
+                except UnicodeDecodeError as exc:
+                    raise CorruptCellError(self.path, str(c), f"an element is not UTF-8 ({exc.reason})") from exc
+            return np.array(values, dtype=str) if values else np.zeros(self.length, dtype="<U1")
         dtype = np.dtype(self.doc["data_type"]).newbyteorder("<")
         shape = tuple(int(s) for s in self.doc["shape"])
         chunk_shape = tuple(int(s) for s in self.doc["chunk_grid"]["configuration"]["chunk_shape"])

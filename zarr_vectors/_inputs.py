@@ -171,12 +171,21 @@ def table_attributes(attributes: Mapping[str, Any] | None, n: int, what: str) ->
         _check_name(name, what)
         if isinstance(values, np.ma.MaskedArray):  # masked entries are stored as absent
             values = values.filled(absent_fill(np.asarray(values).dtype))
-        arr = _numeric(values, f"{what} {name!r}")
+        arr = np.asarray(values)
+        if arr.dtype.kind in "UO" and arr.ndim == 1:  # names, labels: UTF-8 strings
+            items = values if isinstance(values, (list, tuple)) or arr.dtype.kind == "O" else ()
+            if not all(isinstance(v, (str, np.str_)) for v in items):
+                raise InputError(f"{what} {name!r} mixes strings with other values; give all strings or all numbers")
+            arr = arr.astype(str)
+        else:
+            arr = _numeric(values, f"{what} {name!r}")
         if arr.ndim not in (1, 2):
             raise InputError(f"{what} {name!r} must be 1-D or 2-D, got shape {arr.shape}")
         if arr.shape[0] != n:
             raise InputError(f"{what} {name!r} has {arr.shape[0]} rows, expected {n}")
-        out.append(NamedArray(name, np.ascontiguousarray(arr.astype(arr.dtype.newbyteorder("<")))))
+        if arr.dtype.kind != "U":
+            arr = arr.astype(arr.dtype.newbyteorder("<"))
+        out.append(NamedArray(name, np.ascontiguousarray(arr)))
     return out
 
 

@@ -29,6 +29,10 @@ def build_manifests(part: Partition, grid: Grid, num_objects: int) -> list[bytes
     return encode_manifests_batch(num_objects, block_obj, chunks[block_first], block_offsets, local_s)
 
 
+def _dtype_name(values: np.ndarray) -> str:
+    return "string" if values.dtype.kind == "U" else values.dtype.name
+
+
 def _padded(attr: NamedArray, rows: int) -> tuple[np.ndarray, object]:
     values = attr.values
     fill = absent_fill(values.dtype)
@@ -72,7 +76,7 @@ def write_object_tables(
             meta = {
                 "zv_array": "object_attribute",
                 "name": attr.name,
-                "dtype": values.dtype.name,
+                "dtype": _dtype_name(values),
                 "shape": list(values.shape),
                 "fill_sentinel_meaning": "absent",
             }
@@ -93,7 +97,7 @@ def write_object_tables(
         builder.group(f"{level_path}/group_attributes")
         for attr in group_attributes:
             values, fill = _padded(attr, len(groups))
-            meta = {"zv_array": "groupings_attribute", "name": attr.name, "dtype": values.dtype.name,
+            meta = {"zv_array": "groupings_attribute", "name": attr.name, "dtype": _dtype_name(values),
                     "shape": list(values.shape)}  # fmt: skip
             builder.dense_array(
                 f"{level_path}/group_attributes/{attr.name}", values, max(len(values), 1), fill, meta

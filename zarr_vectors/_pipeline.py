@@ -113,7 +113,7 @@ class Pipeline:
             if not codecs:
                 raise UnsupportedPipeline("draco without a serialiser")
         first = codecs[0].get("name")
-        if first == "vlen-bytes":
+        if first in ("vlen-bytes", "vlen-utf8"):  # one framing: count, then length-prefixed items
             serializer: Literal["vlen-bytes", "bytes"] = "vlen-bytes"
         elif first == "bytes":
             endian = (codecs[0].get("configuration") or {}).get("endian", "little")

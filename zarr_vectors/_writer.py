@@ -130,8 +130,17 @@ class StoreBuilder:
     def dense_array(
         self, path: str, values: np.ndarray, chunk: int, fill_value: Any, attributes: dict[str, Any]
     ) -> None:
-        """A numeric (B,) or (B, C) array chunked by ``chunk`` rows; edge chunks padded with the fill."""
+        """A numeric (B,) or (B, C) array chunked by ``chunk`` rows; edge chunks padded with the fill.
+        A (B,) array of strings is a ``string`` array (vlen-utf8), padded with ``""``."""
         compressors = self.compressors("data")
+        if np.asarray(values).dtype.kind == "U":
+            pipe = Pipeline.from_codecs([{"name": "vlen-bytes"}, *compressors])  # same framing as vlen-utf8
+            items = [v.encode("utf-8") for v in np.asarray(values).tolist()]
+            for c, start in enumerate(range(0, len(items), chunk)):
+                part = items[start : start + chunk]
+                self._chunk(f"{path}/c/{c}", pipe.encode_items(part + [b""] * (chunk - len(part))))
+            self.arrays[path] = zarr_json.string_array_doc((len(items),), (chunk,), compressors, attributes)
+            return
         values = np.asarray(values)
         dtype = values.dtype.newbyteorder("<")
         pipe = Pipeline.from_codecs([{"name": "bytes"}, *compressors])

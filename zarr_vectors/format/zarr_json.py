@@ -66,6 +66,14 @@ def vlen_array_doc(
     return _array_doc(shape, chunks, VLEN_BYTES, "", codecs, attributes)
 
 
+def string_array_doc(
+    shape: tuple[int, ...], chunks: tuple[int, ...], compressors: list[dict[str, Any]], attributes: dict[str, Any]
+) -> dict[str, Any]:
+    """A 1-D ``string`` array (UTF-8 through the ``vlen-utf8`` serialiser), fill ``""``."""
+    codecs = [{"name": "vlen-utf8", "configuration": {}}, *compressors]
+    return _array_doc(shape, chunks, "string", "", codecs, attributes)
+
+
 def fill_value_json(dtype: np.dtype, value: Any) -> Any:
     """JSON form of a numeric fill value as Zarr v3 writes it (``"NaN"`` for NaN)."""
     if dtype.kind == "f":
@@ -90,6 +98,8 @@ def absent_fill(dtype: np.dtype) -> Any:
         return np.iinfo(dtype).max
     if dtype.kind == "b":
         return False
+    if dtype.kind == "U":
+        return ""
     raise ValueError(f"no absent sentinel for dtype {dtype}")
 
 

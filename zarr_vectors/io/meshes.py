@@ -57,7 +57,8 @@ def ingest_meshes(
     progress: bool = True,
     **kwargs: Any,
 ) -> Dataset:
-    """Write mesh files into a new store, file ``i`` of ``paths`` as object ``i``.
+    """Write mesh files into a new store, file ``i`` of ``paths`` as object ``i``, with the
+    file's name as the object attribute ``name``.
 
     Keyword arguments go to :func:`zarr_vectors.write_meshes` (``quantization_bits``,
     ``compression``, ``overwrite``, ``storage_options``, ...).
@@ -75,7 +76,8 @@ def ingest_meshes(
         except InputError as exc:
             raise InputError(f"{f}: {exc}") from exc
         meshes.append((vertices, faces))
-    return write_meshes(target, meshes, chunk_shape=chunk_shape, encoding=encoding, **kwargs)
+    names = {"name": [f.name for f in files], **kwargs.pop("object_attributes", {})}
+    return write_meshes(target, meshes, chunk_shape=chunk_shape, encoding=encoding, object_attributes=names, **kwargs)
 
 
 def export_mesh(ds: Dataset, path: str | Path, *, bbox: Any = None, objects: Sequence[int] | None = None,

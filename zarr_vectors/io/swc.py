@@ -98,7 +98,8 @@ def ingest_swc(target: Any, files: Sequence[str | Path], *, chunk_shape: Any, pr
                overwrite: bool = False, **kwargs: Any) -> Dataset:
     """Write many SWC files into one skeleton store: file ``i`` of ``files`` is object ``i``.
 
-    Keeps ``radius`` and ``type`` per vertex and the sample count per object.
+    Keeps ``radius`` and ``type`` per vertex, and per object the sample count (``n_samples``)
+    and the file's name (``name``).
     Every file is parsed before anything is written, so a bad file leaves no store.
     """
     from ..geometry.skeletons import write_skeleton
@@ -118,7 +119,7 @@ def ingest_swc(target: Any, files: Sequence[str | Path], *, chunk_shape: Any, pr
         object_ids=np.repeat(np.arange(len(parsed)), sizes),
         attributes={"radius": np.concatenate([s.radius for s in parsed]),
                     "type": np.concatenate([s.type for s in parsed])},
-        object_attributes={"n_samples": sizes.astype(np.int64)},
+        object_attributes={"n_samples": sizes.astype(np.int64), "name": [f.name for f in files]},
         overwrite=overwrite,
         **kwargs,
     )

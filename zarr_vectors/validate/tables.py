@@ -59,7 +59,11 @@ def _one_d(view: StoreView, path: str, vlen: bool, rule: str, out: Collector) ->
     if vlen != (doc.get("data_type") in ("variable_length_bytes", "bytes")):
         out.error(rule, path, f"data_type {doc.get('data_type')!r} is {'not ' * vlen}variable-length bytes")
         return None
-    if not vlen:
+    if not vlen and doc.get("data_type") == "string":  # names, labels (1-D, vlen-utf8)
+        if len(shape) != 1:
+            out.error(rule, path, f"a string table must be 1-D, got shape {shape!r}")
+            return None
+    elif not vlen:
         try:
             if np.dtype(doc.get("data_type")).kind not in "biuf":
                 raise TypeError
