@@ -324,7 +324,8 @@ def _feature_collection(layer, props):
 def test_geojson_ingest_export_round_trip(tmp_path, rng):
     layer = countries(rng, 12)
     props = {
-        "name": [f"land {i}" for i in range(12)],
+        "name": [f"land {i}" if i != 5 else None for i in range(12)],
+        "tags": [["a", "b"]] * 12,  # lists are neither numbers nor strings: left out, and said so
         "pop": [int(x) for x in rng.integers(0, 10**6, 12)],
         "gdp per head": [None if i == 3 else float(i) * 1.5 for i in range(12)],
         "coastal": [bool(i % 2) for i in range(12)],
@@ -333,11 +334,12 @@ def test_geojson_ingest_export_round_trip(tmp_path, rng):
     src = tmp_path / "in.geojson"
     src.write_text(json.dumps(_feature_collection(layer, props)))
     with pytest.warns(
-        PropertiesSkippedWarning, match=r"'name' \(not numeric\), 'gdp per head' stored as 'gdp_per_head'"
+        PropertiesSkippedWarning,
+        match=r"'tags' \(neither numbers nor strings\), 'gdp per head' stored as 'gdp_per_head'",
     ):
         ds = ingest_vector(tmp_path / "c.zarr", src, chunk_shape=15)
     assert ds.crs.code == "EPSG:4326"
-    assert ds.object_attribute_names() == ["coastal", "code", "gdp_per_head", "geom_type", "pop"]
+    assert ds.object_attribute_names() == ["coastal", "code", "gdp_per_head", "geom_type", "name", "pop"]
     out = tmp_path / "out.geojson"
     assert export_geojson(ds.read(), out) == 12
     doc = json.loads(out.read_text())
@@ -347,6 +349,7 @@ def test_geojson_ingest_export_round_trip(tmp_path, rng):
     feats = doc["features"]
     assert [f["id"] for f in feats] == list(range(12))
     assert [f["properties"]["pop"] for f in feats] == props["pop"]
+    assert [f["properties"]["name"] for f in feats] == props["name"]  # a missing name stays null
     assert feats[3]["properties"]["gdp_per_head"] is None and feats[4]["properties"]["gdp_per_head"] == 6.0
     assert [f["properties"]["coastal"] for f in feats] == [int(x) for x in props["coastal"]]
     assert feats[11]["properties"]["code"] is None and feats[0]["properties"]["code"] == 7
@@ -409,14 +412,15 @@ def test_vector_files_through_pyogrio_and_geopandas(tmp_path, rng):
         {"rank": np.arange(6, dtype=np.int32), "label": list("abcdef")}, geometry=layer, crs="EPSG:3035"
     )
     frame.to_file(tmp_path / "c.gpkg", driver="GPKG", engine="pyogrio")
-    with pytest.warns(PropertiesSkippedWarning, match="'label'"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numbers and text are both stored as given
         ds = ingest_vector(tmp_path / "c.zarr", tmp_path / "c.gpkg", chunk_shape=10)
     assert ds.crs.code == "EPSG:3035" and ds.object_attributes("rank").tolist() == list(range(6))
+    assert ds.object_attributes("label").tolist() == list("abcdef")
     as_read = gpd.read_file(tmp_path / "c.gpkg", engine="pyogrio").geometry.values  # GPKG promotes to multi
     assert _exact(ds.read().to_shapely()[1], as_read) and shapely.equals(as_read, np.array(layer)).all()
-    with pytest.warns(PropertiesSkippedWarning):
-        ds = ingest_vector(tmp_path / "f.zarr", frame, chunk_shape=10, crs="EPSG:3035")
-    assert _exact(ds.read().to_shapely()[1], layer)
+    ds = ingest_vector(tmp_path / "f.zarr", frame, chunk_shape=10, crs="EPSG:3035")
+    assert _exact(ds.read().to_shapely()[1], layer) and ds.object_attributes("label").tolist() == list("abcdef")
     with pytest.raises(InputError, match="cannot read"):
         ingest_vector(tmp_path / "x.zarr", tmp_path / "missing.gpkg", chunk_shape=1)
 
@@ -424,7 +428,7 @@ def test_vector_files_through_pyogrio_and_geopandas(tmp_path, rng):
 def test_cli_ingest_geojson_and_query_to_geojson(tmp_path, rng, capsys):
     layer = countries(rng, 5)
     src = tmp_path / "in.geojson"
-    src.write_text(json.dumps(_feature_collection(layer, {"name": list("abcde")})))
+    src.write_text(json.dumps(_feature_collection(layer, {"name": list("abcde"), "tags": [[1]] * 5})))
     store = tmp_path / "c.zarr"
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the command reports, it does not warn
@@ -436,7 +440,8 @@ def test_cli_ingest_geojson_and_query_to_geojson(tmp_path, rng, capsys):
         )
     captured = capsys.readouterr()
     assert "wrote 5 features (polygon)" in captured.out and "CRS EPSG:4326" in captured.out
-    assert "warning: feature properties not stored as given: 'name' (not numeric)" in captured.err
+    assert "warning: feature properties not stored as given: 'tags' (neither numbers nor strings)" in captured.err
+    assert zv.open(store).object_attributes("name").tolist() == list("abcde")
     out = tmp_path / "q.geojson"
     assert main(["query", str(store), "-o", str(out)]) == 0
     assert _exact(read_geojson(out).geometries, layer)

@@ -64,10 +64,13 @@ class GeoTable:
 
 
 def _column(values: Sequence[Any]) -> np.ndarray | None:
-    """A numeric column from property values (None/missing -> absent), or None if not numeric."""
+    """A numeric or string column from property values (None/missing -> absent), or None
+    for other values (lists, objects, mixed types)."""
     present = [v for v in values if v is not None]
     if not present:
         return None
+    if all(isinstance(v, str) for v in present):  # absent is ""
+        return np.array(["" if v is None else v for v in values], dtype=str)
     if all(isinstance(v, bool) for v in present):
         return np.ma.masked_array(
             [bool(v) if v is not None else 0 for v in values], [v is None for v in values], dtype=np.uint8
@@ -88,7 +91,7 @@ def _clean_properties(columns: Mapping[str, Any], n: int) -> tuple[dict[str, np.
     for name, col in columns.items():
         arr = col if isinstance(col, np.ndarray) and col.dtype.kind in "fiub" else _column(list(col))
         if arr is None or len(arr) != n:
-            notes.append(f"{name!r} (not numeric)")
+            notes.append(f"{name!r} (neither numbers nor strings)")
             continue
         if arr.dtype.kind == "b":
             arr = arr.astype(np.uint8)
@@ -266,6 +269,8 @@ def _json_value(v: Any) -> Any:
 def _absent_to_none(values: np.ndarray) -> list[Any]:
     from ..format.zarr_json import absent_fill
 
+    if values.dtype.kind == "U":
+        return [None if x == "" else str(x) for x in values.tolist()]
     if values.dtype.kind in "iu":
         sentinel = absent_fill(values.dtype)
         return [None if (np.ndim(x) == 0 and x == sentinel) else _json_value(x) for x in values]
