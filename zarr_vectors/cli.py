@@ -41,7 +41,8 @@ EXAMPLES = {
               "  zarr-vectors render cells.zarr --color-by intensity --view xy -o top.png\n"
               "  zarr-vectors render neurons.zarr --objects 3 7 --color-by object -o two.svg --size 1600x1200\n"
               "needs matplotlib: pip install 'zarrvec[plot]'",
-    "demo": "examples:\n  zarr-vectors demo\n  zarr-vectors demo /tmp/demo.zarr",
+    "demo": "examples:\n  zarr-vectors demo\n  zarr-vectors demo /tmp/demo.zarr\n"
+            "  zarr-vectors demo /tmp/small.zarr --points 20000",
     "validate": "examples:\n  zarr-vectors validate cells.zarr\n  zarr-vectors validate cells.zarr --level 2\n"
                 "  zarr-vectors validate s3://bucket/cells.zarr --json --storage-options '{\"anon\": true}'\n"
                 "levels: 1 structure, 2 metadata, 3 consistency of every cell, 4 geometry, 5 multi-resolution\n"
@@ -300,9 +301,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import main as demo_main
+    from .demo import run
 
-    demo_main([args.store])
+    run(args.store, args.points)
     return 0
 
 
@@ -444,8 +445,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_pyramid_parser(sub, fmt)
 
+    from .demo import DEFAULT_POINTS, positive_int
+
     p = sub.add_parser("demo", help="write and query a demo store", epilog=EXAMPLES["demo"], formatter_class=fmt)
-    p.add_argument("store", nargs="?", default="demo-store.zarr")
+    p.add_argument("store", nargs="?", default="demo-store.zarr", help="where to write (a local directory)")
+    p.add_argument("--points", type=positive_int, default=DEFAULT_POINTS, metavar="N",
+                   help=f"number of synapse points to write (default {DEFAULT_POINTS:,})")  # fmt: skip
     p.set_defaults(func=cmd_demo)
     return parser
 
@@ -461,12 +466,34 @@ def _glue_bbox(argv: list[str]) -> list[str]:
     return out
 
 
+def _os_error_line(exc: OSError, args: argparse.Namespace) -> str:
+    """One line for a failed file or store access: what failed, on which path, and what to check."""
+    text = " ".join(str(exc).split())  # remote errors can span lines
+    target = exc.filename or getattr(args, "store", None) or getattr(args, "output", None)
+    if target is not None and str(target) not in text:
+        text = f"{target}: {text}" if text else f"{target}: {type(exc).__name__}"
+    elif not text:
+        text = type(exc).__name__
+    if isinstance(exc, PermissionError):
+        hint = "check the permissions of the path, or the credentials of the URL (--storage-options)"
+    elif isinstance(exc, FileNotFoundError):
+        hint = "check the path or URL"
+    elif isinstance(exc, (NotADirectoryError, IsADirectoryError, FileExistsError)):
+        hint = "a file stands where a folder is needed, or the other way round: check the path"
+    else:
+        hint = "check the path or URL, the disk or the network, then try again"
+    return f"{text} ({hint})"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(_glue_bbox(sys.argv[1:] if argv is None else list(argv)))
     try:
         return int(args.func(args))
-    except (ZarrVectorsError, FileNotFoundError, KeyError) as exc:
+    except (ZarrVectorsError, KeyError) as exc:
         print(f"zarr-vectors {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a missing path, permissions, a remote store's failure
+        print(f"zarr-vectors {args.command}: error: {_os_error_line(exc, args)}", file=sys.stderr)
         return 2
 
 

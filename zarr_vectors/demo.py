@@ -1,6 +1,7 @@
 """Write a synthetic synapse point cloud to local disk, then query it.
 
-Run with ``python -m zarr_vectors.demo [STORE]`` (default ``./demo-store.zarr``).
+Run with ``python -m zarr_vectors.demo [STORE] [--points N]`` (default ``./demo-store.zarr``,
+500,000 points), or ``zarr-vectors demo [STORE] [--points N]``.
 """
 
 from __future__ import annotations
@@ -28,17 +29,29 @@ def make_synapses(n: int, n_neurons: int, seed: int = 0) -> dict[str, np.ndarray
     }
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("store", nargs="?", default="demo-store.zarr", help="where to write (a directory)")
-    parser.add_argument("--points", type=int, default=500_000)
-    args = parser.parse_args(argv)
+#: Points the demo writes unless told otherwise.
+DEFAULT_POINTS = 500_000
 
-    data = make_synapses(args.points, n_neurons=2_000)
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 (``--points``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of points >= 1")
+    return value
+
+
+def run(store: str, points: int = DEFAULT_POINTS) -> None:
+    """Write ``points`` synapses (one neuron per 250, at most 2,000) to ``store``, then query it."""
+    n_neurons = max(1, min(2_000, points // 250))
+    data = make_synapses(points, n_neurons=n_neurons)
     regions = [np.flatnonzero(data["region"] == r) for r in range(4)]
     t0 = time.perf_counter()
     zv.write_points(
-        args.store,
+        store,
         data["positions"],
         chunk_shape=100,
         bin_shape=25,
@@ -52,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         overwrite=True,
     )
     t_write = time.perf_counter() - t0
-    ds = zv.open(args.store)
+    ds = zv.open(store)
     print(ds)
     print(f"wrote {ds.vertex_count():,} synapses of {ds.num_objects():,} neurons in {t_write:.2f} s")
 
@@ -65,13 +78,25 @@ def main(argv: list[str] | None = None) -> None:
     print(f"box {lo.tolist()}..{hi.tolist()}: {len(box):,} synapses in {t_query * 1e3:.1f} ms "
           f"(numpy brute force over all points: {expected:,})")  # fmt: skip
     assert len(box) == expected
-    print(f"  mean size {box.attributes['size'].mean():.3f}, from {len(np.unique(box.object_ids))} neurons")
+    if len(box):
+        neurons = len(np.unique(box.object_ids))
+        print(f"  mean size {box.attributes['size'].mean():.3f}, from {neurons} neurons")
 
-    neuron = ds.objects([7])
-    assert len(neuron) == int((data["neuron"] == 7).sum())
-    print(f"neuron 7: {len(neuron)} synapses, region {int(ds.object_attributes('region', [7])[0])}")
+    one = min(7, n_neurons - 1)
+    neuron = ds.objects([one])
+    assert len(neuron) == int((data["neuron"] == one).sum())
+    print(f"neuron {one}: {len(neuron)} synapses, region {int(ds.object_attributes('region', [one])[0])}")
     g = ds.groups()
     print(f"groups (regions): {[len(m) for m in g]} neurons each")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("store", nargs="?", default="demo-store.zarr", help="where to write (a directory)")
+    parser.add_argument("--points", type=positive_int, default=DEFAULT_POINTS,
+                        help=f"number of synapses to write (default {DEFAULT_POINTS:,})")  # fmt: skip
+    args = parser.parse_args(argv)
+    run(args.store, args.points)
 
 
 if __name__ == "__main__":

@@ -347,17 +347,48 @@ def geozarr_attributes(
     return out
 
 
+def _flat_bounds(bounds: Any) -> list[float] | None:
+    """``bounds`` as ``spatial:bbox`` (lo corner, then hi corner), or None when malformed."""
+    if not isinstance(bounds, Sequence) or isinstance(bounds, str) or len(bounds) != 2:
+        return None
+    out: list[float] = []
+    for corner in bounds:
+        if not isinstance(corner, Sequence) or isinstance(corner, str):
+            return None
+        for v in corner:
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                return None
+            out.append(float(v))
+    return out
+
+
+def _space_axis_names(multiscales: Any) -> list[Any]:
+    """Names of the space axes of an NGFF ``multiscales`` list; empty when it is malformed."""
+    if not isinstance(multiscales, list) or not multiscales or not isinstance(multiscales[0], Mapping):
+        return []
+    axes = multiscales[0].get("axes")
+    if not isinstance(axes, list):
+        return []
+    return [a.get("name") for a in axes if isinstance(a, Mapping) and a.get("type", "space") == "space"]
+
+
 def check_geozarr(attributes: Mapping[str, Any]) -> list[str]:
     """Problems with a root group's GeoZarr attributes against its Zarr Vectors block.
 
     Checks that both conventions are declared with their UUIDs, that every ``proj:`` key
     equals the one in ``zarr_vectors.crs``, and that ``spatial:bbox`` and
     ``spatial:dimensions`` match ``bounds`` and the space axes. An empty list means
-    consistent (or not georeferenced at all).
+    consistent (or not georeferenced at all). Malformed ``bounds`` or ``multiscales``
+    are left to the format's own checks: the comparisons that need them are skipped.
     """
-    block = attributes.get("zarr_vectors") or {}
+    block = attributes.get("zarr_vectors")
+    if not isinstance(block, Mapping):
+        block = {}
     crs = block.get("crs")
-    declared = {c.get("uuid") for c in attributes.get("zarr_conventions") or [] if isinstance(c, Mapping)}
+    conventions = attributes.get("zarr_conventions")
+    if not isinstance(conventions, (list, tuple)):
+        conventions = []
+    declared = {c.get("uuid") for c in conventions if isinstance(c, Mapping)}
     has_proj = isinstance(crs, Mapping) and any(k in crs for k in PROJ_KEYS)
     if not has_proj and not any(k.startswith(("proj:", "spatial:")) for k in attributes):
         return []
@@ -369,16 +400,11 @@ def check_geozarr(attributes: Mapping[str, Any]) -> list[str]:
         mine = crs.get(key) if isinstance(crs, Mapping) else None
         if attributes.get(key) != mine:
             problems.append(f"{key} is {attributes.get(key)!r} but zarr_vectors.crs has {mine!r}")
-    bounds = block.get("bounds")
-    if bounds is not None:
-        want = [float(v) for v in bounds[0]] + [float(v) for v in bounds[1]]
-        if attributes.get("spatial:bbox") != want:
-            problems.append(f"spatial:bbox is {attributes.get('spatial:bbox')!r} but bounds give {want}")
-    ms = attributes.get("multiscales")
-    if isinstance(ms, list) and ms and isinstance(ms[0], Mapping):
-        names = [a.get("name") for a in ms[0].get("axes") or [] if a.get("type", "space") == "space"]
-        if names and attributes.get("spatial:dimensions") != names:
-            problems.append(
-                f"spatial:dimensions is {attributes.get('spatial:dimensions')!r} but the axes are {names}"
-            )
+    want = _flat_bounds(block.get("bounds"))
+    if want is not None and attributes.get("spatial:bbox") != want:
+        problems.append(f"spatial:bbox is {attributes.get('spatial:bbox')!r} but bounds give {want}")
+    names = _space_axis_names(attributes.get("multiscales"))
+    if names and attributes.get("spatial:dimensions") != names:
+        dims = attributes.get("spatial:dimensions")
+        problems.append(f"spatial:dimensions is {dims!r} but the axes are {names}")
     return problems

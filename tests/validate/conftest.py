@@ -29,6 +29,14 @@ def _points(path: Path, n: int = 200, objects: bool = True) -> None:
                                 "c": rng.integers(0, 255, (n, 3)).astype(np.uint8)}, **kw)  # fmt: skip
 
 
+def _points_geo(path: Path) -> None:
+    """2-D longitude/latitude points in EPSG:4326: the root declares GeoZarr proj:/spatial:."""
+    rng = np.random.default_rng(RNG_SEED)
+    pos = np.column_stack([rng.uniform(5.9, 10.5, 120), rng.uniform(45.8, 47.8, 120)])
+    zv.write_points(path, pos, chunk_shape=1.0, crs="EPSG:4326", axes=["lon", "lat"],
+                    object_ids=rng.integers(0, 4, 120))
+
+
 def _lines(path: Path) -> None:
     rng = np.random.default_rng(RNG_SEED)
     lines = [np.clip(np.cumsum(rng.normal(0, 30, (20, 3)), axis=0) + 150, 1, 299) for _ in range(6)]
@@ -78,6 +86,7 @@ WRITERS: dict[str, Callable[[Path], None]] = {
     "points": _points,
     "points_plain": lambda p: _points(p, objects=False),
     "points_small": lambda p: _points(p, n=60),
+    "points_geo": _points_geo,
     "lines": _lines,
     "graph": _graph,
     "skeleton": _skeleton,

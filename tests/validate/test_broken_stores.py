@@ -151,6 +151,7 @@ CASES: dict[str, tuple[str, Callable[[Path], None]]] = {
     "metadata.geometry-types": ("points", _root(lambda b: b.update(geometry_types="point_cloud"))),
     "metadata.capabilities": ("points", _root(lambda b: b["format_capabilities"].append("partitioned_cross_chunk_links"))),
     "metadata.multiscales": ("points", _node("", lambda d: attrs(d).pop("multiscales"))),
+    "metadata.geozarr": ("points_geo", _node("", lambda d: attrs(d).update({"proj:code": "EPSG:3857"}))),
     "metadata.level": ("points", _level(lambda b: b.update(bin_shape=[50.0, 50.0, 50.0]))),
     "metadata.arrays-present": ("points", _level(lambda b: b["arrays_present"].append("vertex_attribute"))),
     "metadata.array": ("points", _node("0/vertices", lambda d: d["chunk_grid"]["configuration"].update(chunk_shape=[2, 1, 1]))),
@@ -231,7 +232,8 @@ def test_broken_store_is_reported(rule: str, copy_of, pristine) -> None:
     assert rule in report.rules_broken(), str(report)
     hit = [p for p in report.problems if p.rule == rule]
     assert all(p.level == RULES[rule][0] and p.message for p in hit)
-    if rule in ("structure.root", "structure.zv-block", "structure.levels", "metadata.version"):
+    at_root = ("structure.root", "structure.zv-block", "structure.levels", "metadata.version", "metadata.geozarr")
+    if rule in at_root:
         assert hit[0].path in ("", "zarr.json")
     level = RULES[rule][0]
     if level > 1:  # the levels are cumulative: checking less never reports this rule's level

@@ -31,7 +31,7 @@ def _copy(src: Path) -> Path:
 @SETTINGS
 @given(data=st.data())
 def test_any_attribute_value_is_reported_not_raised(pristine, data):
-    src = pristine(data.draw(st.sampled_from(["points", "graph", "skeleton"])))
+    src = pristine(data.draw(st.sampled_from(["points", "points_geo", "graph", "skeleton"])))
     store = _copy(src)
     try:
         docs = sorted(store.rglob("zarr.json"))

@@ -17,7 +17,8 @@ from zarr_vectors.validate import validate
 pytestmark = pytest.mark.interop
 
 WRITER = Path(__file__).with_name("reference_writer.py")
-NAMES = ["points", "polylines", "lines", "graph", "skeleton", "mesh", "pyramid"]
+NAMES = ["points", "points_sharded", "polylines", "streamlines", "lines", "graph", "skeleton", "mesh",
+         "pyramid"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

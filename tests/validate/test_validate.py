@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import shapely
 import zarr
 
 import zarr_vectors as zv
@@ -17,7 +18,7 @@ from zarr_vectors.validate import MAX_LEVEL, RULES, Problem, Report, validate
 
 from .conftest import attrs, cells, edit_json, payload, set_payload
 
-KINDS = ["points", "points_plain", "lines", "graph", "skeleton", "mesh", "draco"]
+KINDS = ["points", "points_plain", "points_geo", "lines", "graph", "skeleton", "mesh", "draco"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -37,6 +38,64 @@ def test_all_kinds_of_lines_are_valid(tmp_path, rng):
         data = rng.uniform(0, 300, (12, 2, 3)) if kind == "line" else [rng.uniform(0, 300, (9, 3)) for _ in range(5)]
         zv.write_lines(tmp_path / kind, data, chunk_shape=100, kind=kind)
         assert validate(tmp_path / kind).ok, kind
+
+
+def test_georeferenced_stores_are_valid(tmp_path, rng):
+    paths = [shapely.Point(8.5, 47.4), shapely.LineString([(8.4, 47.3), (8.6, 47.5), (8.7, 47.4)])]
+    ring = shapely.Polygon([(8.5, 47.3), (8.6, 47.3), (8.6, 47.4), (8.5, 47.3)])
+    zv.write_geometries(tmp_path / "paths.zarr", paths, chunk_shape=0.1, crs="EPSG:4326")
+    zv.write_geometries(tmp_path / "rings.zarr", [*paths, ring], chunk_shape=0.1, crs="EPSG:4326")
+    zv.write_points(tmp_path / "utm.zarr", rng.uniform([5e5, 49e5, 0], [6e5, 50e5, 900], (300, 3)),
+                    chunk_shape=20_000, crs=32633)  # fmt: skip
+    for name in ("paths.zarr", "rings.zarr", "utm.zarr"):
+        root = json.loads((tmp_path / name / "zarr.json").read_text())["attributes"]
+        assert "proj:code" in root and "spatial:bbox" in root  # the GeoZarr rule has something to check
+        report = validate(tmp_path / name)
+        assert report.ok, str(report)
+        # 'polygon' is a custom geometry type (the format lists no polygons): its one warning.
+        custom = ["geometry type 'polygon' is custom: geometry rules are not checked for it"]
+        assert [w.message for w in report.warnings] == (custom if name == "rings.zarr" else []), str(report)
+
+
+def test_every_geozarr_inconsistency_is_reported(copy_of):
+    store = copy_of("points_geo")
+
+    def drift(doc):
+        a = attrs(doc)
+        a["zarr_conventions"] = a["zarr_conventions"][:1]  # spatial: no longer declared
+        a["proj:wkt2"] = 'GEOGCRS["WGS 84"]'  # not in zarr_vectors.crs
+        a["spatial:bbox"] = [0.0, 0.0, 1.0, 1.0]
+        a["spatial:dimensions"] = ["x", "y"]
+
+    edit_json(store, "", drift)
+    report = validate(store)
+    hit = [p for p in report.problems if p.rule == "metadata.geozarr"]
+    assert report.rules_broken() == {"metadata.geozarr"}, str(report)
+    assert len(hit) == 4 and all(p.path == "zarr.json" and p.level == 2 for p in hit)
+    messages = "\n".join(p.message for p in hit)
+    for words in ("does not declare spatial:", "proj:wkt2 is 'GEOGCRS", "spatial:bbox is [0.0, 0.0, 1.0, 1.0]",
+                  "spatial:dimensions is ['x', 'y'] but the axes are ['lon', 'lat']"):  # fmt: skip
+        assert words in messages
+    assert validate(store, level=1).ok
+
+
+def test_geozarr_keys_without_a_crs_are_reported(copy_of):
+    store = copy_of("points_geo")
+    edit_json(store, "", lambda d: attrs(d)["zarr_vectors"].pop("crs"))
+    report = validate(store)
+    assert report.rules_broken() == {"metadata.geozarr"}
+    assert any("proj:code is 'EPSG:4326' but zarr_vectors.crs has None" in p.message for p in report.problems)
+    # Dropping the GeoZarr attributes too leaves a valid, non-georeferenced store.
+    edit_json(store, "", lambda d: [attrs(d).pop(k) for k in ("zarr_conventions", "proj:code", "spatial:bbox",
+                                                             "spatial:dimensions")])  # fmt: skip
+    assert validate(store).ok
+
+
+def test_malformed_bounds_are_one_rule_not_a_crash(copy_of):
+    store = copy_of("points_geo")
+    edit_json(store, "", lambda d: attrs(d)["zarr_vectors"].update(bounds="everywhere"))
+    report = validate(store, level=2)
+    assert report.rules_broken() == {"metadata.root"}, str(report)
 
 
 def test_every_problem_is_collected_not_just_the_first(copy_of):

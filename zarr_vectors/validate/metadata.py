@@ -21,6 +21,7 @@ from ..format.metadata import (
     parse_version,
 )
 from ..errors import FormatError
+from ..geo import check_geozarr
 from ._report import Collector
 from ._store import StoreView
 from .structure import LEVEL_ARRAYS, LEVEL_GROUPS
@@ -182,7 +183,19 @@ def check_root(view: StoreView, levels: list[int], out: Collector) -> RootInfo |
         cross_level_depth=block.get("cross_level_depth", 1) if isinstance(block.get("cross_level_depth", 1), int) else 1,
     )  # fmt: skip
     _multiscales(view.attrs("").get("multiscales"), info, levels, out)
+    _geozarr(view.attrs(""), out)
     return info
+
+
+def _geozarr(attributes: dict[str, Any], out: Collector) -> None:
+    """GeoZarr ``proj:`` / ``spatial:`` root attributes against ``crs``, ``bounds`` and the axes.
+
+    A store whose ``crs`` holds ``proj:`` keys mirrors them on the root group (DECISIONS 7);
+    every disagreement is one problem. A store with neither is not georeferenced: nothing to check.
+    """
+    for problem in check_geozarr(attributes):
+        out.error("metadata.geozarr", ZV, f"{problem}; GeoZarr readers take the CRS and extent from these "
+                  "root attributes, so rewrite them from zarr_vectors.crs, bounds and the axes")  # fmt: skip
 
 
 def _multiscales(ms: Any, info: RootInfo, levels: list[int], out: Collector) -> None:

@@ -29,6 +29,7 @@ RULES: dict[str, tuple[int, str]] = {
     "metadata.geometry-types": (2, "geometry_types is a list of names (unknown names warn)"),
     "metadata.capabilities": (2, "no retired capability token (unknown tokens warn)"),
     "metadata.multiscales": (2, "the NGFF 0.4 multiscales block names the axes and every level"),
+    "metadata.geozarr": (2, "GeoZarr proj: / spatial: root attributes agree with crs, bounds and axes"),
     "metadata.unknown-key": (2, "metadata keys are known (warning only)"),
     "metadata.level": (2, "each level's zarr_vectors_level block is well formed"),
     "metadata.arrays-present": (2, "arrays_present holds family names (one naming an absent family warns)"),
