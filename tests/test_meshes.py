@@ -241,6 +241,19 @@ def test_zarr_python_decodes_a_draco_cell_to_raw_rows(tmp_path):
     full = ds.query(bbox=(ds.level(0).vertices.nonempty[0] * 500.0, ds.level(0).vertices.nonempty[0] * 500.0 + 499.999))
     assert rows.shape == full.positions.shape
     assert sorted(map(tuple, rows.tolist())) == sorted(map(tuple, full.positions.tolist()))
+    # A fresh interpreter that imports only zarr finds the codec by its entry point.
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, zarr, numpy as np\n"
+        f"a = zarr.open_array({str(tmp_path / 'd.zarr')!r}, path='0/vertices', mode='r')\n"
+        f"e = a[{cell!r}].reshape(-1)[0]\n"
+        "sys.stdout.write(np.frombuffer(e, '<f4').tobytes().hex())\n"
+    )
+    done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, cwd="/")
+    assert done.returncode == 0, done.stderr
+    assert bytes.fromhex(done.stdout) == rows.tobytes()
 
 
 def test_object_names_are_string_attributes(tmp_path, two_meshes):
