@@ -177,3 +177,162 @@ def test_linked_sparsity_by_length(tmp_path, rng):
     assert ds.num_objects(1) == 20 and len(ds.objects([int(np.argmin(length))], level=1)) == 0
     with pytest.raises(InputError, match="tolerance"):
         zv.open(tmp_path / "l.zarr", mode="r+").build_pyramid([2], tolerance=-1.0, overwrite=True)
+
+
+def _ring(rng, centre, radius, n, noise=0.0, clockwise=False):
+    t = np.linspace(0, 2 * np.pi, n, endpoint=False) * (-1 if clockwise else 1)
+    r = radius + noise * rng.standard_normal(n)
+    return np.c_[centre[0] + r * np.cos(t), centre[1] + r * np.sin(t)]
+
+
+def _shapes(rng):
+    """Polygons with holes (one hole so close to its exterior that simplifying each ring on its
+    own cuts through it; one hole far smaller than the tolerance), a multipolygon, a multiline."""
+    import shapely
+
+    out = []
+    for i in range(3):
+        for j in range(3):
+            c = np.array([70.0 + 130 * i, 70.0 + 130 * j])
+            out.append(shapely.Polygon(_ring(rng, c, 55, 80, 3),
+                                       [_ring(rng, c, 18, 40, 1, True), _ring(rng, c + [30, 0], 6, 12)]))  # fmt: skip
+    c = np.array([200.0, 430.0])
+    out.append(shapely.Polygon(_ring(rng, c, 55, 200), [_ring(rng, c + 44 * np.sqrt(0.5), 6, 30)]))
+    out.append(shapely.Polygon(_ring(rng, (60, 440), 30, 50), [_ring(rng, (60, 440), 1.5, 10)]))
+    out.append(shapely.MultiPolygon([
+        shapely.Polygon(_ring(rng, (350, 420), 25, 40), [_ring(rng, (350, 420), 8, 20)]),
+        shapely.Polygon(_ring(rng, (430, 420), 25, 40)),
+    ]))  # fmt: skip
+    out.append(shapely.MultiLineString([np.c_[np.linspace(10, 480, 60), 490 + rng.normal(0, 2, 60)],
+                                        [(480.0, 10.0), (440.0, 200.0), (475.0, 400.0)]]))  # fmt: skip
+    return np.array(out, dtype=object)
+
+
+def _rings_one_by_one(poly, tol):
+    """Each ring simplified on its own (no validity check), as a polygon."""
+    import shapely
+
+    from zarr_vectors.pyramid.simplify import simplify_graph
+
+    rings = []
+    for ring in [poly.exterior, *poly.interiors]:
+        xy = np.asarray(ring.coords)
+        edges = np.c_[np.arange(len(xy) - 1), np.arange(1, len(xy))]
+        rings.append(xy[simplify_graph(xy, edges, tol).kept])
+    return shapely.Polygon(rings[0], rings[1:])
+
+
+def test_closed_rings_keep_a_triangle():
+    from zarr_vectors.pyramid.simplify import simplify_graph
+
+    t = np.linspace(0, 2 * np.pi, 30)
+    xy = np.c_[np.cos(t), np.sin(t)] * 10
+    xy[-1] = xy[0]  # a ring stored as a line: distinct first and last vertices, same place
+    edges = np.c_[np.arange(29), np.arange(1, 30)]
+    s = simplify_graph(xy, edges, 100.0)  # a huge tolerance
+    assert s.kept[0] == 0 and s.kept[-1] == 29 and len(s.kept) == 4
+    assert len(s.edges) == 3
+    (ax, ay), (bx, by) = xy[s.kept[1]] - xy[0], xy[s.kept[2]] - xy[0]
+    area = 0.5 * abs(ax * by - ay * bx)
+    assert area > 100  # a real triangle (the inscribed maximum is 130), not a collapsed segment
+    open_line = xy.copy()
+    open_line[-1] += 0.5  # not closed: only its ends stay
+    assert simplify_graph(open_line, edges, 100.0).kept.tolist() == [0, 29]
+
+
+def test_polygon_pyramid_stays_valid_within_tolerance(tmp_path, rng):
+    import shapely
+
+    shapes = _shapes(rng)
+    area = shapely.area(shapes)
+    zv.write_geometries(tmp_path / "p.zarr", shapes, chunk_shape=20, bounds=([0, 0], [500, 500]),
+                        object_attributes={"area": area})  # fmt: skip
+    ds = zv.open(tmp_path / "p.zarr", mode="r+")
+    assert tuple(ds.geometry_types) == ("polygon",)
+    ds.build_pyramid([2])
+    ds = zv.open(tmp_path / "p.zarr")
+    assert ds.levels == [0, 1]
+    tol = float(ds.level(1).grid.bin_shape.min()) / 2
+    assert tol == 20.0
+    assert ds.vertex_count(1) < ds.vertex_count(0) / 5
+    ids, coarse = ds.read(level=1).to_shapely()
+    assert ids.tolist() == list(range(len(shapes)))
+    assert [g.geom_type for g in coarse] == [g.geom_type for g in shapes]
+    assert shapely.is_valid(coarse).all()
+    hausdorff = shapely.hausdorff_distance(coarse, shapes, densify=0.01)
+    assert np.all(hausdorff <= tol + 1e-9) and hausdorff.max() > tol / 2  # simplified, within tolerance
+    # simplifying each ring on its own cuts the exterior through the hole of shape 9
+    assert not _rings_one_by_one(shapes[9], tol).is_valid
+    for fine, got in zip(shapes[:11], coarse[:11]):  # holes are still holes: same count, still empty
+        assert len(got.interiors) == len(fine.interiors)
+        for ring in got.interiors:
+            assert len(ring.coords) >= 4 and ring.coords[0] == ring.coords[-1]
+            inside = shapely.Polygon(ring).representative_point()
+            assert not got.covers(inside) and not fine.covers(inside)
+    assert len(coarse[10].interiors[0].coords) == 4  # a hole far below the tolerance: a triangle
+    assert [len(p.interiors) for p in coarse[11].geoms] == [1, 0]
+    assert [len(line.coords) for line in coarse[12].geoms][1] == 3  # a 3-vertex bend stays (> tol)
+    np.testing.assert_array_equal(ds.object_attributes("area", level=1), area)
+    np.testing.assert_array_equal(ds.object_attributes("geom_type", level=1), shapely.get_type_id(shapes))
+    # kept vertices carry their part / ring attributes
+    fine, cur = ds.read(level=0), ds.read(level=1)
+    lookup = {(int(o), *p): (int(a), int(b)) for o, p, a, b in zip(
+        fine.object_ids, fine.positions.tolist(), fine.attributes["geom_part"], fine.attributes["geom_ring"])}  # fmt: skip
+    got = [(int(a), int(b)) for a, b in zip(cur.attributes["geom_part"], cur.attributes["geom_ring"])]
+    assert got == [lookup[(int(o), *p)] for o, p in zip(cur.object_ids, cur.positions.tolist())]
+
+
+def test_polygon_pyramid_box_queries_are_exact(tmp_path, rng):
+    zv.write_geometries(tmp_path / "p.zarr", _shapes(rng), chunk_shape=20, bounds=([0, 0], [500, 500]))
+    zv.open(tmp_path / "p.zarr", mode="r+").build_pyramid([2, 2])
+    ds = zv.open(tmp_path / "p.zarr")
+    assert ds.vertex_count(0) > ds.vertex_count(1) >= ds.vertex_count(2) > 0
+    for k in (1, 2):
+        full = ds.read(level=k)
+        cols = lambda r, m=slice(None): (r.object_ids[m], r.positions[m], r.attributes["geom_part"][m],
+                                         r.attributes["geom_ring"][m])  # fmt: skip
+        for _ in range(8):
+            lo = rng.uniform(0, 350, 2)
+            hi = lo + rng.uniform(30, 200, 2)
+            got = ds.query((lo, hi), level=k)
+            m = brute_force_box(full.positions, lo, hi)
+            assert m.any()
+            assert np.array_equal(sorted_rows(*cols(got)), sorted_rows(*cols(full, m)))
+        import shapely
+
+        assert shapely.is_valid(ds.read(level=k).to_shapely()[1]).all()
+
+
+def test_multi_line_pyramid_keeps_every_part(tmp_path, rng):
+    import shapely
+
+    walk = lambda: np.cumsum(rng.normal(0, 4, (int(rng.integers(20, 60)), 2)), axis=0) + 200
+    lines = [shapely.MultiLineString([walk() for _ in range(int(rng.integers(2, 5)))]) for _ in range(15)]
+    lines.append(shapely.LineString(np.cumsum(rng.normal(0, 4, (40, 2)), axis=0) + 200))
+    zv.write_geometries(tmp_path / "m.zarr", lines, chunk_shape=25, bounds=([0, 0], [400, 400]))
+    ds = zv.open(tmp_path / "m.zarr", mode="r+")
+    assert tuple(ds.geometry_types) == ("multi_polyline",)
+    ds.build_pyramid([2])
+    tol = float(ds.level(1).grid.bin_shape.min()) / 2
+    _, coarse = ds.read(level=1).to_shapely()
+    assert ds.vertex_count(1) < ds.vertex_count(0)
+    for fine, got in zip(lines, coarse):
+        assert got.geom_type == fine.geom_type
+        fine_parts = list(getattr(fine, "geoms", [fine]))
+        got_parts = list(getattr(got, "geoms", [got]))
+        assert len(got_parts) == len(fine_parts)
+        for f, g in zip(fine_parts, got_parts):  # ends kept, within tolerance
+            assert g.coords[0] == f.coords[0] and g.coords[-1] == f.coords[-1]
+            assert shapely.hausdorff_distance(f, g, densify=0.01) <= tol + 1e-9
+
+
+def test_a_polygon_below_the_tolerance_keeps_a_triangle(tmp_path):
+    import shapely
+
+    square = shapely.box(10, 10, 90, 90)
+    zv.write_geometries(tmp_path / "q.zarr", [square], chunk_shape=50)
+    zv.open(tmp_path / "q.zarr", mode="r+").build_pyramid([4])  # tolerance 100: more than the square
+    _, got = zv.open(tmp_path / "q.zarr").read(level=1).to_shapely()
+    corners = np.asarray(got[0].exterior.coords)
+    assert len(corners) == 4 and got[0].is_valid and got[0].area == 3200.0  # half the square
+    assert {tuple(c) for c in corners} <= {tuple(c) for c in np.asarray(square.exterior.coords)}

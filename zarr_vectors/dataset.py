@@ -287,8 +287,9 @@ class Dataset:
         ``"implicit"`` writes ``links/+1`` (each fine vertex's coarse parent, compact
         indices), ``"explicit"`` also ``links/-1``, ``"none"`` neither. ``object_sparsity``:
         a fraction of objects kept per level, a :class:`~zarr_vectors.pyramid.Sparsity`, or one
-        per level. ``tolerance``: Douglas-Peucker tolerance for lines and skeletons (default
-        half the level's smallest bin edge). ``face_fraction``: faces kept per level for
+        per level. ``tolerance``: Douglas-Peucker tolerance for lines, skeletons, graphs and
+        the paths of polygon / multi-line stores (default half the level's smallest bin edge;
+        a polygon ring keeps a triangle and polygons stay valid). ``face_fraction``: faces kept per level for
         meshes (default ``1 / mean(factor) ** 2``). ``overwrite=True`` rebuilds existing
         coarse levels. See ``docs/levels.md``.
         """

@@ -69,6 +69,14 @@ read-mesh STORE OUT.npz [--bbox lo:hi] [--objects all] [--level L]
     (ids), ``object_positions`` and ``object_offsets`` (CSR over ``object_list``). The
     reference cannot select a mesh by object (``select(objects=...)`` raises for meshes).
 
+build-pyramid STORE --factors F1,F2,.. [--cross-level none|implicit|explicit]
+    The reference's ``Dataset.build_pyramid``, one coarsen factor per new level; prints the
+    report and each level's vertex count, chunk and bin shape.
+read-objects STORE OUT.npz [--level L] [--dtype float32]
+    Every present object's vertices at level L as its manifest lists them
+    (``building.read_object_vertices``), for any kind: ``object_list``, ``object_offsets``
+    (CSR over it), ``object_positions``.
+
 Exit status: 0 ok, 2 bad input/usage, 1 the reference raised (set REFERENCE_DRIVER_DEBUG=1
 for the traceback), 3 wrong interpreter.
 
@@ -1021,13 +1029,43 @@ def cmd_build_pyramid(args: argparse.Namespace) -> int:
 
 
 def _add_pyramid_commands(sub: Any) -> None:
-    """build-pyramid STORE --factors F1,F2,.. [--cross-level none|implicit|explicit]"""
+    """build-pyramid STORE --factors F1,F2,.. [--cross-level none|implicit|explicit];
+    read-objects STORE OUT.npz [--level L] [--dtype float32]"""
     bp = sub.add_parser("build-pyramid", help="add coarser levels with the reference's build_pyramid")
     bp.add_argument("store")
     bp.add_argument("--factors", required=True, help="coarsen factor per new level, e.g. 2,2")
     bp.add_argument("--cross-level", default="explicit", choices=("none", "implicit", "explicit"),
                     help="cross_level_storage (the reference's default is explicit)")
     bp.set_defaults(func=cmd_build_pyramid)
+    ro = sub.add_parser("read-objects", help="every present object's vertices at a level (its manifest)")
+    ro.add_argument("store")
+    ro.add_argument("output")
+    ro.add_argument("--level", type=int, default=0)
+    ro.add_argument("--dtype", default="float32", help="the stored position dtype")
+    ro.set_defaults(func=cmd_read_objects)
+
+
+def cmd_read_objects(args: argparse.Namespace) -> int:
+    """Each present object's vertices, from its manifest (``building.read_object_vertices``),
+    for any geometry kind: ``object_list`` (ids), ``object_offsets`` (CSR over it) and
+    ``object_positions``. Unlike ``select(objects=...)`` it works for graphs and meshes too."""
+    ds = zv.open(args.store)
+    level = ds.level(args.level)
+    ids = [int(i) for i in level.objects.ids()] if level.objects.slots > 0 else []
+    dtype = np.dtype(args.dtype)
+    rows = []
+    for oid in ids:
+        frags = building.read_object_vertices(level.store, oid, dtype=dtype, ndim=ds.ndim)
+        rows.append(np.concatenate(frags) if frags else np.zeros((0, ds.ndim), dtype))
+    out = {
+        "object_list": np.asarray(ids, dtype=np.int64),
+        "object_offsets": np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64),
+        "object_positions": np.concatenate(rows) if rows else np.zeros((0, ds.ndim), dtype),
+    }
+    np.savez(args.output, **out)
+    print(json.dumps({"objects": len(ids), "rows": int(out["object_offsets"][-1]), "kind": level.kind,
+                      "route": "building.read_object_vertices per present object"}))
+    return 0
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 * points: one metavertex per (object, coarse bin), or one representative per coarse bin;
 * lines, skeletons, graphs: Douglas-Peucker simplified chains, branch points and ends kept;
+* polygons and multi-part lines: every path simplified, rings kept closed and valid;
 * meshes: quadric edge-collapse decimation per object (``fast-simplification``).
 
 See ``docs/levels.md`` and :meth:`zarr_vectors.Dataset.build_pyramid`.

@@ -23,6 +23,7 @@ from . import meta as pmeta
 from ._store import compression_of, copy_tables, read_doc, remove_levels, rows_per_chunk
 from .plan import LevelPlan, plan_levels
 from .reduce import REDUCTIONS
+from .shapes import SHAPE_KINDS
 from .points import CoarseLevel, coarsen_points, level_ratio
 from .sparsity import Sparsity, select_objects, sparsity_per_level
 from .xlevel import CrossLevelWriter, link_dtype
@@ -40,6 +41,8 @@ def _kind(ds: Dataset) -> str:
     types = set(ds.geometry_types)
     if "mesh" in types:
         return "mesh"
+    if types & set(SHAPE_KINDS):
+        return "shapes"
     if types & set(LINE_KINDS):
         return "lines"
     if types & {"skeleton", "graph"}:
@@ -255,7 +258,7 @@ def _coarsen(
                                     src_rows=src_rows, progress=bar)  # fmt: skip
         coarse.extra.update(_sparsity_extra(spec, n_present, n_kept))
         return coarse, xl
-    if kind in ("lines", "graph"):
+    if kind in ("lines", "graph", "shapes"):
         from .linked import coarsen_linked
 
         return coarsen_linked(ds, kind, src, plan, builder, spec=spec, make_xlinks=make, src_rows=src_rows,

@@ -34,7 +34,8 @@ from ..query_lines import _edges, _is_lines, _link_keys, _link_plan
 from .plan import LevelPlan
 from .points import CoarseLevel
 from .reduce import Groups, reduce_rows, reduction_for
-from .simplify import simplify_graph
+from .shapes import path_offsets, simplify_paths
+from .simplify import Simplified, simplify_graph
 from .sparsity import Sparsity, select_objects
 from .xlevel import CrossLevelWriter
 
@@ -143,9 +144,8 @@ def _edge_lengths(batch: ObjectBatch) -> np.ndarray:
 
 
 def _simplify_batch(
-    acc: _Coarse, batch: ObjectBatch, tolerance: float, spec: Sparsity | None, edge_how: dict[str, str]
+    acc: _Coarse, batch: ObjectBatch, s: Simplified, spec: Sparsity | None, edge_how: dict[str, str]
 ) -> None:
-    s = simplify_graph(batch.positions, batch.edges, tolerance)
     index = np.full(len(batch.positions), -1, np.int64)
     index[s.kept] = np.arange(len(s.kept)) + acc.count
     acc.positions.append(batch.positions[s.kept])
@@ -171,6 +171,15 @@ def _simplify_batch(
             acc.size[oid] = acc.size.get(oid, 0.0) + v
 
 
+def _shape_types(ds: Dataset, src: Level) -> np.ndarray | None:
+    """Shapely type id of every object of a ``write_geometries`` store (None without them)."""
+    from ..geometry.shapes import TYPE_ATTRIBUTE
+
+    if TYPE_ATTRIBUTE not in src.object_attributes:
+        return None
+    return np.asarray(ds.object_attributes(TYPE_ATTRIBUTE, level=src.index)).reshape(-1).astype(np.int64)
+
+
 def _named(src: Level, name: str, values: np.ndarray, table: dict[str, Any]) -> NamedArray:
     names = table[name].attrs.get("channel_names") if name in table else None
     return NamedArray(name, np.ascontiguousarray(values), tuple(names) if names else None)
@@ -189,7 +198,8 @@ def coarsen_linked(
     tolerance: float | None,
     progress: bool,
 ) -> tuple[CoarseLevel, CrossLevelWriter | None]:
-    """Write coarse level ``plan.index`` of lines (``kind="lines"``) or skeletons / graphs."""
+    """Write coarse level ``plan.index`` of lines (``kind="lines"``), skeletons / graphs
+    (``"graph"``) or polygons and multi-part lines of ``write_geometries`` (``"shapes"``)."""
     from tqdm.auto import tqdm
 
     tol = float(np.min(plan.bin_shape)) / 2 if tolerance is None else float(tolerance)
@@ -204,8 +214,12 @@ def coarsen_linked(
     with tqdm(
         total=sum(len(b) for b in batches), desc=f"level {plan.index}", unit="object", disable=not progress
     ) as bar:
+        types = _shape_types(ds, src) if kind == "shapes" else None
         for ids in batches:
-            _simplify_batch(acc, read_objects_batch(src, ids, names), tol, spec, edge_how)
+            batch = read_objects_batch(src, ids, names)
+            s = (simplify_paths(batch, tol, types) if kind == "shapes"
+                 else simplify_graph(batch.positions, batch.edges, tol))  # fmt: skip
+            _simplify_batch(acc, batch, s, spec, edge_how)
             bar.update(len(ids))
     d = plan.grid.ndim
     coarse = CoarseObjects(
@@ -349,18 +363,24 @@ def _write(
     num_objects = src.num_objects
     tables = Tables(num_objects, [], [], [])
     common = dict(grid=grid, positions=pos, vertex_attributes=vattrs, tables=tables)
-    if kind == "lines":
-        counts = np.bincount(owners, minlength=num_objects)
-        offsets = np.zeros(num_objects + 1, np.int64)
-        np.cumsum(counts, out=offsets[1:])
+    if kind in ("lines", "shapes"):
+        if kind == "lines":  # one line per object
+            counts = np.bincount(owners, minlength=num_objects)
+            offsets = np.zeros(num_objects + 1, np.int64)
+            np.cumsum(counts, out=offsets[1:])
+            line_object = np.arange(num_objects)
+        else:  # one line per path (line, part or ring), owned by its geometry
+            offsets = path_offsets(len(pos), edges)
+            line_object = owners[offsets[:-1]]
         part = partition_lines(pos, offsets, grid)
+        seg_object = line_object[part.seg_line]
         chunks = part.cells[part.seg_cell] + grid.origin
         manifests = encode_manifests_batch(
-            num_objects, part.seg_line, chunks, np.arange(len(chunks) + 1), part.seg_local
+            num_objects, seg_object, chunks, np.arange(len(chunks) + 1), part.seg_local
         )
         present = write_level_arrays(
             lb, part=part, fragments=_fragment_payloads(part), manifests=manifests,
-            fragment_objects=(part.seg_cell, part.seg_local, part.seg_line),
+            fragment_objects=(part.seg_cell, part.seg_local, seg_object),
             links=lambda b: ["links"] if _write_links(b, grid, part) else [], **common,
         )  # fmt: skip
         return written(plan, part.cells, *_row_places(part.order, part.row_offsets), present)

@@ -6,6 +6,9 @@ every other vertex (line ends, roots, leaves, branch points) is kept. The interi
 between two kept ones form a *chain*, which is simplified by Douglas-Peucker: a vertex
 is kept when it lies farther than ``tolerance`` from the segment joining the kept
 vertices around it, recursively. A cycle of interior vertices keeps its smallest vertex.
+A *closed ring* (a chain whose two ends are distinct vertices at the same position, as a
+polygon ring stored as a line) keeps at least four vertices, a triangle, whatever the
+tolerance: its farthest vertices are added until it has them.
 
 Everything is vectorised over all chains: one pass per recursion depth.
 """
@@ -129,7 +132,38 @@ def douglas_peucker(positions: np.ndarray, ch: Chains, tolerance: float) -> np.n
         done_segments = seg[best[~split]]
         settled |= keep
         settled[todo[np.isin(seg, done_segments)]] = True
+    _keep_rings_open(keep, pts, ch)
     return keep
+
+
+#: Vertices a closed ring keeps at least (first, two corners, last = first: a triangle).
+RING_MIN = 4
+
+
+def _keep_rings_open(keep: np.ndarray, pts: np.ndarray, ch: Chains) -> None:
+    """Add to ``keep`` (in place) the farthest vertices of closed rings that kept fewer than
+    :data:`RING_MIN`, one per ring and round, so a ring never collapses to a segment."""
+    first, last = ch.offsets[:-1], ch.offsets[1:] - 1
+    sizes = last - first + 1
+    ring = (sizes >= RING_MIN) & (ch.vertices[first] != ch.vertices[np.maximum(last, 0)])
+    ring[ring] = np.all(pts[first[ring]] == pts[last[ring]], axis=1)
+    if not ring.any():
+        return
+    total = len(keep)
+    idx = np.arange(total)
+    chain_of = np.repeat(np.arange(len(sizes)), sizes)
+    for _ in range(RING_MIN - 2):
+        short = ring & (np.add.reduceat(keep.astype(np.int64), first) < RING_MIN)
+        todo = np.flatnonzero(~keep & short[chain_of])
+        if not len(todo):
+            return
+        prev = np.maximum.accumulate(np.where(keep, idx, -1))
+        nxt = np.minimum.accumulate(np.where(keep, idx, total)[::-1])[::-1]
+        d = _segment_distance(pts[todo], pts[prev[todo]], pts[nxt[todo]])
+        owner = chain_of[todo]
+        order = np.lexsort((-d, owner))
+        head = np.r_[True, owner[order][1:] != owner[order][:-1]]
+        keep[todo[order[head]]] = True
 
 
 @dataclass(frozen=True, eq=False)
