@@ -173,6 +173,15 @@ def test_box_reads_exactly_the_cells_it_needs(tmp_path, rng, kind):
     assert len(got) < 0.05 * total
     inside = np.all((pos >= lo) & (pos <= hi), axis=1)
     assert sorted(map(tuple, res.positions.tolist())) == sorted(map(tuple, pos[inside].tolist()))
+    # whole_objects: exactly the objects with a vertex inside, whole; the box pass reads
+    # only what tells the owners of its rows (no link cells), then one batch for the objects
+    counter.batches.clear()
+    whole = ds.query(bbox=(lo, hi), whole_objects=True)
+    oid = np.repeat(np.arange(len(lines)), [len(x) for x in lines])
+    hit = np.unique(oid[inside])
+    assert np.array_equal(np.unique(whole.object_ids), hit)
+    assert sorted(map(tuple, whole.positions.tolist())) == sorted(map(tuple, pos[np.isin(oid, hit)].tolist()))
+    assert not any("/links/" in k or "/vertex_attributes/" in k for k in counter.batches[0])
 
 
 def test_straight_segments(tmp_path, rng):

@@ -282,10 +282,12 @@ def query_lines_box(
     box = plan_box(level, lo, hi)
     chunks = np.concatenate([box.full, box.partial])
     names = _attribute_names(level, attributes)
-    links = _link_plan(level, chunks)
+    # whole_objects only needs the owners of the rows inside: no attributes, no link cells
+    links = [] if whole_objects else _link_plan(level, chunks)
     extra = _link_keys(level, links)
     with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
-    cells, raws = _fetch(level, chunks, names, np.arange(len(chunks)), extra, owners=with_ids or whole_objects)
+    cells, raws = _fetch(level, chunks, [] if whole_objects else names, np.arange(len(chunks)), extra,
+                         owners=with_ids or whole_objects)  # fmt: skip
     inside = np.all((cells.positions >= lo) & (cells.positions <= hi), axis=1)
     owners = _row_owners(level, cells) if (with_ids or whole_objects) else None
     if whole_objects:
