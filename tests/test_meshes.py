@@ -132,6 +132,35 @@ def test_small_box_reads_only_cells_anchored_in_touched_chunks(tmp_path):
     assert len(r) == inside.sum() and len(r.faces) == inside[f].all(axis=1).sum()
 
 
+@pytest.mark.parametrize("mode", ["inside", "touching"])
+def test_draco_box_decodes_only_the_blobs_it_needs(tmp_path, monkeypatch, mode):
+    """A Draco box query decodes the blobs of the touched chunks (and, for faces="touching",
+    of the neighbours its faces reach) and no others; its result is exact on the stored positions."""
+    from zarr_vectors import _draco
+
+    v, f = _sphere(5)
+    ds = zv.write_mesh(tmp_path / "d.zarr", v, f, chunk_shape=100, encoding="draco")
+    full = ds.read()
+    decoded = []
+    real = _draco.decode_cell
+    monkeypatch.setattr(_draco, "decode_cell", lambda blob: decoded.append(blob) or real(blob))
+    lo, hi = np.array([0.0, 400.0, 400.0]), np.array([60.0, 560.0, 560.0])
+    box = ds.query(bbox=(lo, hi), faces=mode)
+    n_blobs = len(ds.level(0).vertices.nonempty)
+    touched = [c for c in ds.level(0).vertices.nonempty.tolist()
+               if all(np.floor(lo / 100) <= c) and all(c <= np.floor(hi / 100))]  # fmt: skip
+    if mode == "inside":
+        assert len(decoded) == len(touched)
+    else:
+        assert len(touched) <= len(decoded) <= len(touched) * 27
+    assert len(decoded) < n_blobs / 5
+    inside = np.all((full.positions >= lo) & (full.positions <= hi), axis=1)
+    got_inside = np.all((box.positions >= lo) & (box.positions <= hi), axis=1)
+    assert got_inside.sum() == inside.sum()
+    want_faces = inside[full.faces].all(axis=1) if mode == "inside" else inside[full.faces].any(axis=1)
+    assert len(box.faces) == want_faces.sum()
+
+
 @pytest.mark.parametrize(
     ("faces", "match"),
     [
