@@ -76,11 +76,7 @@ def test_reference_reads_our_line_pyramid(tmp_path, rng, reference):
         attributes={"r": [np.arange(len(x), dtype=np.float32) for x in lines]},
     )
     zv.open(store, mode="r+").build_pyramid([2, 2])
-    ds = zv.open(store)
-    info = reference.info(store)
-    assert info["valid"], info["errors"]
-    counts = [ds.vertex_count(k) for k in ds.levels]
-    assert [lv["vertex_count"] for lv in info["levels"]] == counts and counts[0] > counts[1] > counts[2]
+    ds, _ = _reference_validates_and_counts(reference, store)
     for k in ds.levels:
         theirs = reference.read_level(tmp_path, store, "lines", k, None, "--objects", "all")
         ours = ds.objects(np.arange(30), level=k)
@@ -88,6 +84,17 @@ def test_reference_reads_our_line_pyramid(tmp_path, rng, reference):
         assert np.array_equal(theirs["positions"], ours.positions)
         assert np.array_equal(theirs["attr__r"], ours.attributes["r"])
         assert np.array_equal(theirs["object_ids"], np.arange(30))
+
+
+def _reference_validates_and_counts(reference, store):
+    """Open ``store`` here; the reference must find it valid with the same, shrinking, vertex
+    count per level. Returns our dataset and the counts."""
+    ds = zv.open(store)
+    info = reference.info(store)
+    assert info["valid"], info["errors"]
+    counts = [ds.vertex_count(k) for k in ds.levels]
+    assert [lv["vertex_count"] for lv in info["levels"]] == counts and counts[0] > counts[1] > counts[2]
+    return ds, counts
 
 
 def _edge_key(positions: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -117,11 +124,7 @@ def test_reference_reads_our_skeleton_pyramid_at_every_level(tmp_path, rng, refe
         sstore, skel, parents, chunk_shape=40, attributes={"radius": rng.random(200).astype(np.float32)}
     )
     zv.open(sstore, mode="r+").build_pyramid([2, 2])
-    ds = zv.open(sstore)
-    info = reference.info(sstore)
-    assert info["valid"], info["errors"]
-    counts = [ds.vertex_count(k) for k in ds.levels]
-    assert [lv["vertex_count"] for lv in info["levels"]] == counts and counts[0] > counts[1] > counts[2]
+    ds, counts = _reference_validates_and_counts(reference, sstore)
     for k in ds.levels:
         theirs = reference.read_level(tmp_path, sstore, "graph", k)
         ours = ds.read(level=k)
@@ -143,11 +146,7 @@ def test_reference_reads_our_mesh_pyramid_at_every_level(tmp_path, rng, referenc
     zv.write_mesh(store, pos, faces, chunk_shape=100, object_ids=np.repeat([0, 1], len(sphere.vertices)),
                   attributes={"v": rng.random(len(pos)).astype(np.float32)}, bounds=BOUNDS)  # fmt: skip
     zv.open(store, mode="r+").build_pyramid([2, 2])
-    ds = zv.open(store)
-    info = reference.info(store)
-    assert info["valid"], info["errors"]
-    counts = [ds.vertex_count(k) for k in ds.levels]
-    assert [lv["vertex_count"] for lv in info["levels"]] == counts and counts[0] > counts[1] > counts[2]
+    ds, counts = _reference_validates_and_counts(reference, store)
     key = lambda p, f: sorted_rows(np.sort(p[f].reshape(-1, 9), axis=1))
     for k in ds.levels:
         theirs = reference.read_level(tmp_path, store, "mesh", k)
