@@ -77,6 +77,16 @@ read-objects STORE OUT.npz [--level L] [--dtype float32]
     (``building.read_object_vertices``), for any kind: ``object_list``, ``object_offsets``
     (CSR over it), ``object_positions``.
 
+read-links STORE OUT.npz [--level L] [--dtype float32]
+    Every stored link record of the level's ``links/0`` family, as the ``building`` surface
+    returns it (``building.read_link_arrays``: input endpoint order restored from
+    ``perm_idx``), with each endpoint resolved to its stored position
+    (``building.read_chunk_vertices``): ``link_positions`` (E, L, D); ``lattr__<name>`` per
+    link attribute (``building.read_link_attributes``, row i belongs to record i). Prints
+    the family policy (``building.link_family_policy``: ``link_width``, ``directed``,
+    ``store``) and ``Level.attribute_names("link")``. For skeletons this is only the
+    explicit (branch) records; implicit parents are not links.
+
 Exit status: 0 ok, 2 bad input/usage, 1 the reference raised (set REFERENCE_DRIVER_DEBUG=1
 for the traceback), 3 wrong interpreter.
 
@@ -989,6 +999,7 @@ def main(argv: list[str] | None = None) -> int:
     i.set_defaults(func=cmd_info)
 
     _add_pyramid_commands(sub)
+    _add_link_commands(sub)
 
     argv = list(sys.argv[1:] if argv is None else argv)
     # "--bbox -5,0:.." would be taken for an option; glue the value on.
@@ -1067,6 +1078,61 @@ def cmd_read_objects(args: argparse.Namespace) -> int:
                       "route": "building.read_object_vertices per present object"}))
     return 0
 
+
+
+# --------------------------------------------------------------------------- link records
+
+
+def _add_link_commands(sub: Any) -> None:
+    """read-links STORE OUT.npz [--level L] [--dtype float32]"""
+    rk = sub.add_parser("read-links", help="every link record of a level with its endpoint positions "
+                                           "and link attributes (the building surface)")
+    rk.add_argument("store")
+    rk.add_argument("output")
+    rk.add_argument("--level", type=int, default=0)
+    rk.add_argument("--dtype", default="float32", help="the stored position dtype")
+    rk.set_defaults(func=cmd_read_links)
+
+
+def cmd_read_links(args: argparse.Namespace) -> int:
+    """``building.read_link_arrays`` records resolved to positions, and the link attributes
+    in the same (shared) enumeration order. The data api returns no link attributes and
+    no link direction, so this is the only way to see them."""
+    ds = zv.open(args.store)
+    level = ds.level(args.level)
+    lg = level.store
+    dtype = np.dtype(args.dtype)
+    ndim = ds.ndim
+    policy = building.link_family_policy(lg, 0)
+    chunks, vi = building.read_link_arrays(lg, delta=0)
+    width = int(vi.shape[1]) if vi.ndim == 2 and vi.shape[0] else (policy[0] if policy else 2)
+    rows: dict[tuple[int, ...], np.ndarray] = {}
+    link_positions = np.zeros((len(vi), width, ndim), dtype=dtype)
+    for r in range(len(vi)):
+        for k in range(width):
+            cc = tuple(int(c) for c in chunks[r, k])
+            if cc not in rows:
+                frags = building.read_chunk_vertices(lg, cc, dtype=dtype, ndim=ndim)
+                rows[cc] = np.concatenate(frags) if frags else np.zeros((0, ndim), dtype)
+            local = int(vi[r, k])
+            if not 0 <= local < len(rows[cc]):
+                raise DriverError(f"link record {r} endpoint {k}: row {local} outside chunk {cc}")
+            link_positions[r, k] = rows[cc][local]
+    out: dict[str, np.ndarray] = {"link_positions": link_positions}
+    names = list(level.attribute_names("link"))
+    for name in names:
+        values = np.asarray(building.read_link_attributes(lg, name, delta=0))
+        if len(values) != len(vi):
+            raise DriverError(f"link attribute {name!r}: {len(values)} rows for {len(vi)} records")
+        out[f"lattr__{name}"] = values
+    np.savez(args.output, **out)
+    print(json.dumps(_jsonable({
+        "records": int(len(vi)), "kind": level.kind, "link_attributes": names,
+        "policy": None if policy is None else {"link_width": policy[0], "directed": policy[2],
+                                               "store": policy[3]},
+        "route": "building.read_link_arrays + read_chunk_vertices + read_link_attributes",
+    })))
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())
