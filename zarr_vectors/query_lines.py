@@ -218,8 +218,61 @@ def _implicit(level: Level) -> bool:
     return level.root.links_convention in ("implicit_sequential", "implicit_sequential_with_branches")
 
 
+def _half_plan(
+    level: Level, chunks: np.ndarray, links: list[tuple[LinkArray, np.ndarray]]
+) -> list[tuple[LinkArray, np.ndarray]]:
+    """Under ``implicit_sequential_with_branches``: the link cells not in ``links`` with an
+    endpoint chunk (anchor included) among the touched chunks, i.e. those joining a touched
+    chunk to one outside. A record there can give a touched row a parent outside, which
+    overrides the row's implicit parent (stores may keep a branch inside a fragment, as the
+    reference does, and file the record at either chunk)."""
+    if level.root.links_convention != "implicit_sequential_with_branches":
+        return []
+    planned = {arr.path: set(map(tuple, anchors.tolist())) for arr, anchors in links}
+    out = []
+    for arr, anchors in _link_plan(level, chunks, any_end=True):
+        seen = planned.get(arr.path, set())
+        keep = np.array([tuple(a) not in seen for a in anchors.tolist()], bool)
+        if keep.any():
+            out.append((arr, anchors[keep]))
+    return out
+
+
+def _rows_with_outside_parent(
+    level: Level, cells: _Cells, plan: list[tuple[LinkArray, np.ndarray]], raws: list[bytes | None]
+) -> np.ndarray:
+    """Fetched rows (concatenated numbering) that a record of ``plan`` names as the child of
+    a parent in a chunk that was not fetched."""
+    fetched = _chunk_ids(level, cells.chunks)
+    where = np.argsort(fetched)
+    counts = np.diff(cells.offsets)
+    child = 1 if level.links_family.get("directed", False) else 0
+    out, pos = [], 0
+    for arr, anchors in plan:
+        for chunk in anchors:
+            vertices, perm = arr.records(raws[pos], chunk)
+            pos += 1
+            if not len(vertices):
+                continue
+            ends = _chunk_ids(level, np.stack([chunk] + [chunk + o for o in arr.offsets]))
+            both = np.stack([vertices, np.broadcast_to(ends, vertices.shape)], axis=2)  # (M, W, [local, chunk])
+            if perm is not None:
+                both = restore_input_order(both, perm)
+            local, chunk_id = both[:, child, 0], both[:, child, 1]
+            at = np.minimum(np.searchsorted(fetched, chunk_id, sorter=where), len(fetched) - 1)
+            hit = (chunk_id >= 0) & (fetched[where[at]] == chunk_id)
+            w, local = where[at[hit]], local[hit]
+            if np.any(local >= counts[w]):
+                r = int(np.argmax(local >= counts[w]))
+                raise CorruptCellError(arr.path, ".".join(map(str, chunk)),
+                                       f"a record names vertex {int(local[r])} of a chunk with {int(counts[w[r]])}")  # fmt: skip
+            out.append(cells.offsets[w] + local)
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
 def _edges(
-    level: Level, cells: _Cells, links: list[tuple[LinkArray, np.ndarray]], raws: list[bytes | None]
+    level: Level, cells: _Cells, links: list[tuple[LinkArray, np.ndarray]], raws: list[bytes | None],
+    outside: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Every edge among the fetched rows: implicit sequential ones (when the convention has
     them) and those of the fetched link cells.
@@ -228,8 +281,9 @@ def _edges(
     ``(child, parent)`` (the reference's form) and those of a directed family
     ``(parent, child)`` (the spec's §14.3 form); both are returned as ``(parent, child)``
     like the implicit edges, and an explicit parent overrides the implicit one (stores
-    that keep several branches in one fragment rely on that). Edge attributes are
-    returned for explicit-edge geometry only.
+    that keep several branches in one fragment rely on that), also when that parent lies
+    outside the fetched rows (``outside``: such children). Edge attributes are returned
+    for explicit-edge geometry only.
     """
     linked, attrs = _link_edges(level, cells, links, raws)
     if not _implicit(level):
@@ -238,7 +292,8 @@ def _edges(
     if level.root.links_convention == "implicit_sequential_with_branches":
         if not level.links_family.get("directed", False):
             linked = linked[:, ::-1]
-        implicit = implicit[~np.isin(implicit[:, 1], linked[:, 1])]
+        overridden = linked[:, 1] if outside is None else np.concatenate([linked[:, 1], outside])
+        implicit = implicit[~np.isin(implicit[:, 1], overridden)]
     return np.concatenate([implicit, linked]), {}
 
 
@@ -284,9 +339,11 @@ def query_lines_box(
     names = _attribute_names(level, attributes)
     # whole_objects only needs the owners of the rows inside: no attributes, no link cells
     links = [] if whole_objects else _link_plan(level, chunks)
+    half = [] if whole_objects else _half_plan(level, chunks, links)
     extra = _link_keys(level, links)
+    half_keys = [key for arr, anchors in half for key in arr.keys(anchors)]
     with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
-    cells, raws = _fetch(level, chunks, [] if whole_objects else names, np.arange(len(chunks)), extra,
+    cells, raws = _fetch(level, chunks, [] if whole_objects else names, np.arange(len(chunks)), extra + half_keys,
                          owners=with_ids or whole_objects)  # fmt: skip
     inside = np.all((cells.positions >= lo) & (cells.positions <= hi), axis=1)
     owners = _row_owners(level, cells) if (with_ids or whole_objects) else None
@@ -295,7 +352,8 @@ def query_lines_box(
         ids = np.unique(owners[inside][owners[inside] >= 0])
         return objects_with_edges(level, ids, attributes)
     rows = np.flatnonzero(inside)
-    return _select(level, cells, rows, _edges(level, cells, links, raws),
+    outside = _rows_with_outside_parent(level, cells, half, raws[len(extra):]) if half else None
+    return _select(level, cells, rows, _edges(level, cells, links, raws[: len(extra)], outside),
                    None if owners is None else owners[rows], _is_lines(level))  # fmt: skip
 
 

@@ -201,14 +201,11 @@ def test_box_vertices_of_reference_skeletons(tmp_path, rng, reference):
         assert np.array_equal(box.object_ids, oids[m])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "our box query on a reference tree store returns a spurious (implicit predecessor, child) edge "
-    "when the child's explicit parent link is filed in the canonical cell of a chunk the box does "
-    "not touch: query_lines_box fetches only link cells anchored in touched chunks, so the "
-    "explicit parent that overrides the implicit one is never seen"))
 def test_box_edges_of_reference_skeletons(tmp_path, rng, reference):
     """A box query on the reference's tree store: exactly the (parent, child) edges with both
-    ends inside (brute force on the reference's input), and ``parents`` agreeing with them."""
+    ends inside (brute force on the reference's input), and ``parents`` agreeing with them.
+    The reference files a child's explicit parent at the parent's chunk when that chunk is
+    the smaller, so a box must also read the cells anchored next to it that point inside."""
     store, pos, par, oids, radius, kind = _reference_forest(tmp_path, rng, reference)
     ds = zv.open(store)
     row = {_key(p): i for i, p in enumerate(pos)}
