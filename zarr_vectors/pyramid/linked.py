@@ -1,10 +1,15 @@
 """Coarsening lines, skeletons and graphs: Douglas-Peucker on every unbranched chain.
 
-The source level is read in batches of whole objects (a chain needs all its vertices);
-each batch is simplified (:func:`~zarr_vectors.pyramid.simplify.simplify_graph`) and only
-the kept vertices are held. Line ends, tree roots, leaves and branch points are always
-kept, so topology and object ids are unchanged; kept vertices carry their attributes
-unchanged; graph edge attributes are reduced over the fine edges each new edge replaces.
+The source level is read in batches of whole objects (a chain needs all its vertices) of
+about :data:`BATCH_VERTICES` vertices, objects near each other in space together (lines and
+polygons; graphs in id order), so a batch reads few chunks; each batch is simplified
+(:func:`~zarr_vectors.pyramid.simplify.simplify_graph`) and only the kept vertices and the
+fine-to-coarse parents, as runs (:class:`~zarr_vectors.pyramid.parents.ParentRuns`), are
+held: memory is one batch plus the coarse level, whatever the source level's size (graphs
+keep id order because their coarse edge order follows the batches). Line ends, tree roots,
+leaves and branch points are always kept, so topology and object ids are unchanged; kept
+vertices carry their attributes unchanged; graph edge attributes are reduced over the fine
+edges each new edge replaces.
 The coarse level (much smaller than the source) is then written by the same writers as
 level 0, on the coarse grid.
 """
@@ -31,6 +36,7 @@ from ..geometry.skeletons import _write_parent_links, skeleton_manifests, skelet
 from ..level import Level
 from ..query import _attribute_names, fetch_objects
 from ..query_lines import _edges, _is_lines, _link_keys, _link_plan
+from .parents import ParentRuns
 from .plan import LevelPlan
 from .points import CoarseLevel
 from .reduce import Groups, reduce_rows, reduction_for
@@ -42,10 +48,10 @@ from .xlevel import CrossLevelWriter
 if TYPE_CHECKING:
     from ..dataset import Dataset
 
-__all__ = ["ObjectBatch", "coarsen_linked", "object_batches", "read_objects_batch"]
+__all__ = ["CoarseObjects", "ObjectBatch", "coarsen_linked", "object_batches", "read_objects_batch"]
 
 #: Source vertices read per batch of objects (estimated from the level's mean object size).
-BATCH_VERTICES = 2_000_000
+BATCH_VERTICES = 1_000_000
 
 
 @dataclass(eq=False)
@@ -103,32 +109,36 @@ def read_objects_batch(level: Level, ids: np.ndarray, names: list[str], faces: b
     )  # fmt: skip
 
 
-def object_batches(level: Level) -> list[np.ndarray]:
+def object_batches(level: Level, spatial: bool = False) -> list[np.ndarray]:
     """Present object ids of ``level`` (every manifest read once), in batches of about
-    :data:`BATCH_VERTICES` vertices."""
+    :data:`BATCH_VERTICES` vertices, each batch sorted.
+
+    In id order, or with ``spatial`` in the order of each object's first chunk (its smallest
+    linear cell index), so that a batch's objects share chunks and reading them reads about
+    a batch's worth of cells, not the whole level. Every present object is in one batch."""
     if level.manifests is None:
         raise InputError(f"level {level.index} has no object index; linked geometry and meshes need one")
-    present = np.unique(level.fragment_owners.object_id)
+    owners = level.fragment_owners  # sorted by cell: an object's first row has its first cell
+    present, first = np.unique(owners.object_id, return_index=True)
     if not len(present):
         return []
     per_object = max(level.meta.vertex_count / len(present), 1.0)
     size = max(1, int(BATCH_VERTICES / per_object))
-    return [present[i : i + size] for i in range(0, len(present), size)]
+    order = np.lexsort((present, owners.cell[first])) if spatial else np.arange(len(present))
+    return [np.sort(present[order[i : i + size]]) for i in range(0, len(present), size)]
 
 
 @dataclass(eq=False)
 class _Coarse:
-    """Kept vertices of all batches, in object order, and the fine-to-coarse parent records."""
+    """Kept vertices of all batches, in batch order (each object's vertices together), and
+    the fine-to-coarse parent runs (parents numbered in this batch order)."""
 
+    runs: ParentRuns
     positions: list[np.ndarray] = field(default_factory=list)
     attributes: dict[str, list[np.ndarray]] = field(default_factory=dict)
     owners: list[np.ndarray] = field(default_factory=list)
     edges: list[np.ndarray] = field(default_factory=list)
     edge_attributes: dict[str, list[np.ndarray]] = field(default_factory=dict)
-    fine_chunks: list[np.ndarray] = field(default_factory=list)
-    fine_local: list[np.ndarray] = field(default_factory=list)
-    fine_owner: list[np.ndarray] = field(default_factory=list)
-    parent: list[np.ndarray] = field(default_factory=list)
     size: dict[int, float] = field(default_factory=dict)
     count: int = 0
 
@@ -157,10 +167,7 @@ def _simplify_batch(
         groups = Groups.of(s.edge_of, len(s.edges))
         for name, values in batch.edge_attributes.items():
             acc.edge_attributes.setdefault(name, []).append(reduce_rows(values, groups, edge_how[name]))
-    acc.fine_chunks.append(batch.chunks)
-    acc.fine_local.append(batch.local)
-    acc.fine_owner.append(batch.owners)
-    acc.parent.append(index[s.parent])
+    acc.runs.add(batch.chunks, batch.local, index[s.parent])
     acc.count += len(s.kept)
     if spec is not None and spec.by in ("size", "length"):
         weights = _edge_lengths(batch) if spec.by == "length" else np.ones(len(batch.owners))
@@ -169,6 +176,19 @@ def _simplify_batch(
         sums = np.bincount(inv, weights=weights, minlength=len(ids))
         for oid, v in zip(ids.tolist(), sums.tolist()):
             acc.size[oid] = acc.size.get(oid, 0.0) + v
+
+
+def _one_batch(
+    acc: _Coarse, src: Level, ids: np.ndarray, names: list[str], kind: str, tol: float,
+    types: np.ndarray | None, spec: Sparsity | None, edge_how: dict[str, str],
+) -> None:  # fmt: skip
+    """Read objects ``ids`` of ``src``, simplify them and add the result to ``acc``."""
+    batch = read_objects_batch(src, ids, names)
+    if kind == "shapes":
+        s = simplify_paths(batch, tol, types)
+    else:
+        s = simplify_graph(batch.positions, batch.edges, tol, edge_of=bool(batch.edge_attributes))
+    _simplify_batch(acc, batch, s, spec, edge_how)
 
 
 def _shape_types(ds: Dataset, src: Level) -> np.ndarray | None:
@@ -209,29 +229,25 @@ def coarsen_linked(
     edge_how = {
         n: reduction_for(n, next(iter(a.values())).dtype, None) for n, a in src.link_attributes.items()
     }
-    acc = _Coarse()
-    batches = object_batches(src)
+    acc = _Coarse(ParentRuns(src.grid, per_vertex=False))
+    batches = object_batches(src, spatial=kind != "graph")  # graph edges keep their batch order
     with tqdm(
         total=sum(len(b) for b in batches), desc=f"level {plan.index}", unit="object", disable=not progress
     ) as bar:
         types = _shape_types(ds, src) if kind == "shapes" else None
-        for ids in batches:
-            batch = read_objects_batch(src, ids, names)
-            s = (simplify_paths(batch, tol, types) if kind == "shapes"
-                 else simplify_graph(batch.positions, batch.edges, tol))  # fmt: skip
-            _simplify_batch(acc, batch, s, spec, edge_how)
+        for ids in batches:  # a batch lives only inside _one_batch: one batch in memory at a time
+            _one_batch(acc, src, ids, names, kind, tol, types, spec, edge_how)
             bar.update(len(ids))
     d = plan.grid.ndim
-    coarse = CoarseObjects(
+    coarse, final = object_order(CoarseObjects(
         positions=acc.cat(acc.positions, np.zeros((0, d), src.vertices.dtype)),
         owners=acc.cat(acc.owners, np.zeros(0, np.int64)),
         attributes={n: np.concatenate(v) for n, v in acc.attributes.items()},
         links=acc.cat(acc.edges, np.zeros((0, 2), np.int64)),
         link_attributes={n: np.concatenate(v) for n, v in acc.edge_attributes.items()},
-        parent=acc.cat(acc.parent, np.zeros(0, np.int64)),
-    )
+    ))  # fmt: skip
     extra: dict[str, Any] = {"coarsening_algorithm": "douglas_peucker", "simplify_tolerance": tol}
-    coarse, more = sparsify(ds, src, spec, coarse, acc.size)
+    coarse, more, kept = sparsify(ds, src, spec, coarse, acc.size)
     extra.update(more)
     vattrs = [_named(src, n, v, src.vertex_attributes) for n, v in coarse.attributes.items()]
     ea = [_named(src, n, v, {}) for n, v in coarse.link_attributes.items()]
@@ -250,43 +266,65 @@ def coarsen_linked(
         max(int(src_rows.max(initial=1)) if src_rows is not None else 1, int(out.rows.max(initial=1)))
     )
     if xl is not None and len(coarse.positions):
-        fine_chunks = acc.cat(acc.fine_chunks, np.zeros((0, d), np.int64))
-        fine_local = acc.cat(acc.fine_local, np.zeros(0, np.int64))
-        add_parent_records(xl, fine_chunks, fine_local, coarse.parent, out)
+        acc.runs.emit(xl, out, compose(final, kept))
     return CoarseLevel(len(coarse.positions), out.chunks, out.rows, out.present, extra), xl
 
 
 @dataclass(frozen=True, eq=False)
 class CoarseObjects:
-    """A coarse level held in memory: vertices in object order, ``links`` (edges or faces) as
-    rows of vertex indices, and ``parent``: for every fine vertex its coarse vertex (-1: none)."""
+    """A coarse level held in memory: vertices (each object's together), and ``links``
+    (edges or faces) as rows of vertex indices with their attributes."""
 
     positions: np.ndarray
     owners: np.ndarray
     attributes: dict[str, np.ndarray]
     links: np.ndarray
     link_attributes: dict[str, np.ndarray]
-    parent: np.ndarray
 
     def keep(self, mask: np.ndarray) -> CoarseObjects:
-        """Only the vertices ``mask`` and the links among them, renumbered."""
+        """Only the vertices ``mask`` and the links among them, renumbered (order kept)."""
         index = np.cumsum(mask) - 1
         keep_l = mask[self.links[:, 0]] if len(self.links) else np.zeros(0, bool)
         width = self.links.shape[1]
         return CoarseObjects(
             self.positions[mask], self.owners[mask], {n: v[mask] for n, v in self.attributes.items()},
             index[self.links[keep_l]].reshape(-1, width), {n: v[keep_l] for n, v in self.link_attributes.items()},
-            np.where(self.parent >= 0, np.where(mask[self.parent], index[self.parent], -1), -1),
         )  # fmt: skip
+
+
+def object_order(coarse: CoarseObjects) -> tuple[CoarseObjects, np.ndarray | None]:
+    """``coarse`` with its objects in id order (a stable sort: each object's vertices and
+    links keep their order, exactly as batches read in id order make them), and the new
+    number of every vertex (None when the order was already right)."""
+    own = coarse.owners
+    if not len(own) or bool(np.all(own[1:] >= own[:-1])):
+        return coarse, None
+    perm = np.argsort(own, kind="stable")
+    new = np.empty(len(perm), np.int64)
+    new[perm] = np.arange(len(perm))
+    links = coarse.links
+    lorder = np.argsort(own[links[:, 0]], kind="stable") if len(links) else np.zeros(0, np.int64)
+    return CoarseObjects(
+        coarse.positions[perm], own[perm], {n: v[perm] for n, v in coarse.attributes.items()},
+        new[links[lorder]].reshape(links.shape), {n: v[lorder] for n, v in coarse.link_attributes.items()},
+    ), new  # fmt: skip
+
+
+def compose(first: np.ndarray | None, then: np.ndarray | None) -> np.ndarray | None:
+    """Vertex renumbering ``then`` after ``first`` (-1: dropped; None: the identity)."""
+    if first is None or then is None:
+        return then if first is None else first
+    return then[first]
 
 
 def sparsify(
     ds: Dataset, src: Level, spec: Sparsity | None, coarse: CoarseObjects, sizes: dict[int, float]
-) -> tuple[CoarseObjects, dict[str, Any]]:
+) -> tuple[CoarseObjects, dict[str, Any], np.ndarray | None]:
     """Drop the objects ``spec`` does not keep (``sizes``: object id -> size or length score);
-    returns the kept level and the metadata recording the choice."""
+    returns the kept level, the metadata recording the choice and each vertex's new number
+    (-1: dropped; None: all kept)."""
     if spec is None:
-        return coarse, {}
+        return coarse, {}, None
     from .build import _attribute_scores
 
     present = np.unique(coarse.owners)
@@ -298,7 +336,8 @@ def sparsify(
     kept = select_objects(present, spec, scores)
     extra = spec.metadata()
     extra["object_sparsity"] = len(kept) / len(present) if len(present) else 1.0
-    return coarse.keep(np.isin(coarse.owners, kept)), extra
+    mask = np.isin(coarse.owners, kept)
+    return coarse.keep(mask), extra, np.where(mask, np.cumsum(mask) - 1, -1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -319,21 +358,6 @@ def written(
 ) -> Written:
     return Written(cells + plan.grid.origin, np.bincount(cell, minlength=len(cells)).astype(np.int64), cell, local,
                    present)  # fmt: skip
-
-
-def add_parent_records(
-    xl: CrossLevelWriter, fine_chunks: np.ndarray, fine_local: np.ndarray, parent: np.ndarray, out: Written
-) -> None:
-    """``+1``/``-1`` records of every fine vertex whose coarse vertex ``parent`` (>= 0) exists."""
-    from .xlevel import _codes
-
-    ok = parent >= 0
-    if not ok.any():
-        return
-    table, idx = _codes(fine_chunks[ok])
-    fl, pv = fine_local[ok], parent[ok]
-    order = np.lexsort((fl, idx))
-    xl.add(table, idx[order], fl[order], out.chunks, out.cell[pv[order]], out.local[pv[order]])
 
 
 def _row_places(order: np.ndarray, row_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

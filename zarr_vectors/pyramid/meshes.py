@@ -9,6 +9,11 @@ metavertices). Coarse vertices are clipped into the store's bounds (an optimal c
 point can lie a hair outside the input's extent). Meshes too small to decimate (fewer
 than 4 faces to keep) are copied unchanged. A Draco level stays Draco, with the same
 codec settings.
+
+Meshes are read in batches of whole objects near each other in space; only the decimated
+meshes and each fine vertex's parent (4 bytes, in :class:`~zarr_vectors.pyramid.parents.ParentRuns`)
+are kept between batches, and the coarse level is put back in object id order before it is
+written, so the store does not depend on the batch size.
 """
 
 from __future__ import annotations
@@ -33,12 +38,14 @@ from .linked import (
     CoarseObjects,
     ObjectBatch,
     Written,
-    add_parent_records,
+    compose,
     object_batches,
+    object_order,
     read_objects_batch,
     sparsify,
     written,
 )
+from .parents import ParentRuns
 from .plan import LevelPlan
 from .points import CoarseLevel
 from .reduce import Groups, reduce_rows, reduction_for
@@ -107,12 +114,15 @@ def decimate(
 
 @dataclass(eq=False)
 class _Decimated:
-    """Decimated meshes of the batches read so far, in object order."""
+    """Decimated meshes of the batches read so far, in batch order (each object's vertices
+    and faces together), and every fine vertex's parent as compact runs (numbered in this
+    order)."""
 
     lo: np.ndarray
     hi: np.ndarray
     fraction: float
     how: dict[str, str]
+    runs: ParentRuns
     parts: dict[str, list[np.ndarray]] = field(default_factory=dict)
     sizes: dict[int, float] = field(default_factory=dict)
     count: int = 0
@@ -136,6 +146,7 @@ class _Decimated:
             np.searchsorted(face_obj[by_obj], owners[bounds[:-1]]),
             np.searchsorted(face_obj[by_obj], owners[bounds[:-1]], "right"),
         )
+        parents = np.empty(len(owners), np.int64)
         for i, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):
             faces = batch.faces[by_obj[face_bounds[0][i] : face_bounds[1][i]]] - a
             pts, tri, parent = decimate(batch.positions[a:b], faces, self.fraction)
@@ -143,13 +154,12 @@ class _Decimated:
             self.add("pos", np.clip(pts, self.lo, self.hi))
             self.add("faces", tri + self.count)
             self.add("owner", np.full(len(pts), owners[a], np.int64))
-            self.add("parent", parent + self.count)
+            parents[a:b] = parent + self.count
             for n, how in self.how.items():
                 self.add(f"attr/{n}", reduce_rows(batch.attributes[n][a:b], groups, how))
             self.sizes[int(owners[a])] = float(b - a)
             self.count += len(pts)
-        self.add("fchunk", batch.chunks)
-        self.add("flocal", batch.local)
+        self.runs.add(batch.chunks, batch.local, parents)
 
 
 def coarsen_meshes(
@@ -177,10 +187,9 @@ def coarsen_meshes(
     _simplifier()
     names = _attribute_names(src, None)
     lo, hi = (np.asarray(b, np.float64) for b in src.root.bounds)
-    acc = _Decimated(
-        lo, hi, fraction, {n: reduction_for(n, src.vertex_attributes[n].dtype, None) for n in names}
-    )
-    batches = object_batches(src)
+    how = {n: reduction_for(n, src.vertex_attributes[n].dtype, None) for n in names}
+    acc = _Decimated(lo, hi, fraction, how, ParentRuns(src.grid, per_vertex=True))
+    batches = object_batches(src, spatial=True)
     total = sum(len(b) for b in batches)
     with tqdm(total=total, desc=f"level {plan.index}", unit="mesh", disable=not progress) as bar:
         for ids in batches:
@@ -188,12 +197,12 @@ def coarsen_meshes(
             bar.update(len(ids))
     d = plan.grid.ndim
     dtype = src.vertices.dtype if src.vertices.dtype.kind == "f" else np.dtype(np.float32)
-    coarse = CoarseObjects(
+    coarse, order = object_order(CoarseObjects(
         positions=acc.cat("pos", np.zeros((0, d))).astype(dtype), owners=acc.cat("owner", np.zeros(0, np.int64)),
         attributes={n: acc.cat(f"attr/{n}", np.zeros(0)) for n in names}, links=acc.cat("faces", np.zeros((0, 3), np.int64)),
-        link_attributes={}, parent=acc.cat("parent", np.zeros(0, np.int64)),
-    )  # fmt: skip
-    coarse, extra = sparsify(ds, src, spec, coarse, acc.sizes)
+        link_attributes={},
+    ))  # fmt: skip
+    coarse, extra, kept = sparsify(ds, src, spec, coarse, acc.sizes)
     extra.update({"coarsening_algorithm": "quadric_edge_collapse", "face_fraction": fraction})
     vattrs = [NamedArray(n, np.ascontiguousarray(v), _channels(src, n)) for n, v in coarse.attributes.items()]
     out = _write(builder, src, plan, coarse.positions, coarse.links, coarse.owners, vattrs)
@@ -201,8 +210,7 @@ def coarsen_meshes(
         max(int(src_rows.max(initial=1)) if src_rows is not None else 1, int(out.rows.max(initial=1)))
     )
     if xl is not None and len(coarse.positions):
-        fine = acc.cat("fchunk", np.zeros((0, d), np.int64)), acc.cat("flocal", np.zeros(0, np.int64))
-        add_parent_records(xl, *fine, coarse.parent, out)
+        acc.runs.emit(xl, out, compose(order, kept))
     return CoarseLevel(len(coarse.positions), out.chunks, out.rows, out.present, extra), xl
 
 

@@ -104,6 +104,19 @@ def _segment_distance(p: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray
     return np.sqrt(np.einsum("ij,ij->i", d, d))
 
 
+#: Rows whose distances are computed at once (bounds the temporaries of a large batch).
+DISTANCE_ROWS = 262_144
+
+
+def _distances(pts: np.ndarray, todo: np.ndarray, prev: np.ndarray, nxt: np.ndarray) -> np.ndarray:
+    """Distance of ``pts[todo]`` to the segments ``pts[prev[todo]]``-``pts[nxt[todo]]``, slice by slice."""
+    d = np.empty(len(todo))
+    for a in range(0, len(todo), DISTANCE_ROWS):
+        t = todo[a : a + DISTANCE_ROWS]
+        d[a : a + DISTANCE_ROWS] = _segment_distance(pts[t], pts[prev[t]], pts[nxt[t]])
+    return d
+
+
 def douglas_peucker(positions: np.ndarray, ch: Chains, tolerance: float) -> np.ndarray:
     """Keep mask over ``ch.vertices``: each chain's ends, plus the Douglas-Peucker points."""
     total = len(ch.vertices)
@@ -122,7 +135,7 @@ def douglas_peucker(positions: np.ndarray, ch: Chains, tolerance: float) -> np.n
         prev = np.maximum.accumulate(np.where(keep, idx, -1))
         nxt = np.minimum.accumulate(np.where(keep, idx, total)[::-1])[::-1]
         todo = np.flatnonzero(~settled)
-        d = _segment_distance(pts[todo], pts[prev[todo]], pts[nxt[todo]])
+        d = _distances(pts, todo, prev, nxt)
         seg = prev[todo]
         order = np.lexsort((-d, seg))
         head = np.r_[True, seg[order][1:] != seg[order][:-1]]
@@ -182,8 +195,13 @@ class Simplified:
     parent: np.ndarray
 
 
-def simplify_graph(positions: np.ndarray, edges: np.ndarray, tolerance: float) -> Simplified:
-    """Douglas-Peucker on every chain of the directed graph ``edges`` over ``positions``."""
+def simplify_graph(
+    positions: np.ndarray, edges: np.ndarray, tolerance: float, edge_of: bool = True
+) -> Simplified:
+    """Douglas-Peucker on every chain of the directed graph ``edges`` over ``positions``.
+
+    Without ``edge_of`` (no edge attributes to reduce) ``Simplified.edge_of`` is left empty,
+    which saves its lookup table (about 50 bytes per vertex)."""
     n = len(positions)
     edges = np.asarray(edges, np.int64).reshape(-1, 2)
     kept_mask, ch = chains(n, edges)
@@ -197,6 +215,8 @@ def simplify_graph(positions: np.ndarray, edges: np.ndarray, tolerance: float) -
     kf = np.flatnonzero(keep_flat)
     same = chain_of[kf[1:]] == chain_of[kf[:-1]]
     new_edges = np.stack([ch.vertices[kf[:-1][same]], ch.vertices[kf[1:][same]]], axis=1).reshape(-1, 2)
+    if not edge_of:
+        return Simplified(np.flatnonzero(kept_mask), new_edges, np.zeros(0, np.int64), parent)
     # Input edge (a, b) is a pair of consecutive chain slots; it lies on the new edge that
     # starts at the last kept slot before it. Pairs are found by (tail, head) keys.
     edge_at = np.full(len(ch.vertices), -1, np.int64)

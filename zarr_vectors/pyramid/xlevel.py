@@ -160,6 +160,38 @@ class CrossLevelWriter:
                 ct, ci[order], cl[order], ft, fi[order], fl[order], self.coarse_ratio, self.fine_ratio
             )
 
+    def add_up(
+        self,
+        fine_table: np.ndarray,
+        fine_idx: np.ndarray,
+        fine_local: np.ndarray,
+        coarse_table: np.ndarray,
+        coarse_idx: np.ndarray,
+        coarse_local: np.ndarray,
+    ) -> None:
+        """``+1`` records only, as :meth:`add` takes them: every record of a fine chunk in one
+        call, in the order they are to be stored."""
+        ft, fi, fl, ct, ci, cl = (np.asarray(a, np.int64) for a in (fine_table, fine_idx, fine_local,
+                                                                     coarse_table, coarse_idx, coarse_local))
+        self.up.add(ft, fi, fl, ct, ci, cl, self.fine_ratio, self.coarse_ratio)
+
+    def add_down(
+        self,
+        fine_table: np.ndarray,
+        fine_idx: np.ndarray,
+        fine_local: np.ndarray,
+        coarse_table: np.ndarray,
+        coarse_idx: np.ndarray,
+        coarse_local: np.ndarray,
+    ) -> None:
+        """``-1`` records only (ignored without ``explicit``): every record of a coarse chunk in
+        one call, already in stored order (by coarse row, fine chunk, fine row)."""
+        if self.down is None:
+            return
+        ft, fi, fl, ct, ci, cl = (np.asarray(a, np.int64) for a in (fine_table, fine_idx, fine_local,
+                                                                     coarse_table, coarse_idx, coarse_local))
+        self.down.add(ct, ci, cl, ft, fi, fl, self.coarse_ratio, self.fine_ratio)
+
     def close(self) -> tuple[bool, bool]:
         """Finish both families; returns whether ``+1`` and ``-1`` hold records."""
         up = self.up.close()
