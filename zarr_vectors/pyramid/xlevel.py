@@ -150,15 +150,12 @@ class CrossLevelWriter:
         belongs to coarse vertex ``coarse_local[i]`` of chunk ``coarse_table[coarse_idx[i]]``
         (absolute chunk coordinates). Every record of a fine (and, with ``-1``, of a coarse)
         chunk must come in one call; they are stored in the order given."""
-        ft, ct = np.asarray(fine_table, np.int64), np.asarray(coarse_table, np.int64)
-        fi, ci = np.asarray(fine_idx, np.int64), np.asarray(coarse_idx, np.int64)
-        fl, cl = np.asarray(fine_local, np.int64), np.asarray(coarse_local, np.int64)
-        self.up.add(ft, fi, fl, ct, ci, cl, self.fine_ratio, self.coarse_ratio)
+        self.add_up(fine_table, fine_idx, fine_local, coarse_table, coarse_idx, coarse_local)
         if self.down is not None:
+            fi, fl = np.asarray(fine_idx, np.int64), np.asarray(fine_local, np.int64)
+            ci, cl = np.asarray(coarse_idx, np.int64), np.asarray(coarse_local, np.int64)
             order = np.lexsort((fl, fi, cl, ci))
-            self.down.add(
-                ct, ci[order], cl[order], ft, fi[order], fl[order], self.coarse_ratio, self.fine_ratio
-            )
+            self.add_down(fine_table, fi[order], fl[order], coarse_table, ci[order], cl[order])
 
     def add_up(
         self,
