@@ -67,6 +67,14 @@ class Reference:
     def __init__(self, python: str) -> None:
         self.python = python
 
+    def read_objects(self, tmp: Path, store: Path) -> dict[int, Any]:
+        """``{object id: its vertex rows as its manifest lists them}`` (driver ``read-objects``)."""
+        out = tmp / f"{store.name}-objects.npz"
+        self.run("read-objects", str(store), str(out))
+        with np.load(out) as data:
+            ids, o, p = data["object_list"], data["object_offsets"], data["object_positions"]
+            return {int(oid): p[o[k] : o[k + 1]] for k, oid in enumerate(ids)}
+
     def run(self, *args: str) -> str:
         proc = subprocess.run([self.python, "-I", str(DRIVER), *args],
                               capture_output=True, text=True, timeout=600, cwd=_neutral_cwd())  # fmt: skip

@@ -60,15 +60,6 @@ def _read_links(reference, tmp, store):
         return report, {k: data[k] for k in data.files}
 
 
-def _read_objects(reference, tmp, store):
-    """``{object id: its vertex rows as its manifest lists them}`` (``read-objects``)."""
-    out = tmp / f"{store.name}-objects.npz"
-    reference.run("read-objects", str(store), str(out))
-    with np.load(out) as data:
-        ids, o, p = data["object_list"], data["object_offsets"], data["object_positions"]
-        return {int(oid): p[o[k]:o[k + 1]] for k, oid in enumerate(ids)}
-
-
 @pytest.mark.parametrize("directed", [False, True], ids=["undirected", "directed"])
 def test_reference_reads_our_graph_attributes(tmp_path, rng, reference, directed):
     """Vertex, edge and object attributes, object membership and direction of our graphs,
@@ -118,7 +109,7 @@ def test_reference_reads_our_graph_attributes(tmp_path, rng, reference, directed
     assert np.array_equal(got["object_ids"], oids[m])
     assert np.array_equal(got["oattr__size"], size)
 
-    members = _read_objects(reference, tmp_path, store)
+    members = reference.read_objects(tmp_path, store)
     assert sorted(members) == sorted(np.unique(oids).tolist())
     for oid, rows in members.items():
         assert sorted(map(_key, rows)) == sorted(map(_key, pos[oids == oid]))

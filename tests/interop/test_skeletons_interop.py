@@ -69,15 +69,6 @@ def _forest(rng, trees):
     return np.concatenate(pos), np.concatenate(par), np.concatenate(oids)
 
 
-def _read_objects(reference, tmp, store):
-    """``{object id: its vertex rows as its manifest lists them}`` (driver ``read-objects``)."""
-    out = tmp / f"{store.name}-objects.npz"
-    reference.run("read-objects", str(store), str(out))
-    with np.load(out) as data:
-        ids, o, p = data["object_list"], data["object_offsets"], data["object_positions"]
-        return {int(oid): p[o[k]:o[k + 1]] for k, oid in enumerate(ids)}
-
-
 @pytest.mark.parametrize("type_dtype", [np.uint8, np.int16])
 def test_reference_reads_our_skeletons_with_attributes(tmp_path, rng, reference, type_dtype):
     """Several skeletons (object ids 0, 3, 7; object 3 holds two trees, so two roots) with
@@ -118,7 +109,7 @@ def test_reference_reads_our_skeletons_with_attributes(tmp_path, rng, reference,
     assert np.array_equal(got["object_ids"], oids[m])
     assert np.array_equal(got["oattr__volume"][[0, 3, 7]], volume[[0, 3, 7]])
 
-    members = _read_objects(reference, tmp_path, store)
+    members = reference.read_objects(tmp_path, store)
     assert sorted(members) == [0, 3, 7]
     for oid, rows in members.items():
         assert sorted(row[_key(p)] for p in rows) == np.flatnonzero(oids == oid).tolist()
