@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ._arrays import BOUND_SLACK, DRACO_BYTES, FRAGMENT_BYTES, MAX_CELLS, CellArray, LinkArray, TableArray
+from ._pipeline import DEFAULT_MAX_DECODED
 from .errors import CorruptCellError, DecodeError, FormatError
 from .format.grid import Grid
 from .format.manifests import ManifestBlock, decode_manifest, decode_manifests_batch
@@ -33,15 +34,10 @@ _LAYOUTS = ("vlen_manifests_v1", "vlen_manifests_v2")
 
 #: Bins per chunk beyond which a level's bins are not used to prune rows (writers make <= 4096).
 MAX_READ_BINS = 1 << 20
-#: Objects naming one shared fragment, at most, when a level declares ``shared_fragments``.
-MAX_FRAGMENT_SHARING = 64
-#: ``arrays_present`` names whose node must exist, and where its ``zarr.json`` is.
-_DECLARED = {
-    "vertices": "vertices", "vertex_fragments": "vertex_fragments", "link_fragments": "link_fragments",
-    "object_index": "object_index", "groups": "groups", "links": "links", "vertex_attributes": "vertex_attributes",
-    "object_attributes": "object_attributes", "group_attributes": "group_attributes",
-    "fragment_attributes": "fragment_attributes", "link_attributes": "link_attributes",
-}  # fmt: skip
+#: ``arrays_present`` families whose loss would silently change what a read returns (attributes,
+#: edges and faces, objects): a declared one whose ``zarr.json`` is missing is a FormatError. Others
+#: (``link_fragments``, ``fragment_attributes``, ...) are not needed to answer correctly.
+_DECLARED = ("vertex_attributes", "links", "object_index", "object_attributes", "groups", "group_attributes")
 
 
 def _parse(raw: bytes | None, where: str) -> dict[str, Any] | None:
@@ -93,10 +89,9 @@ def _level_grid(p: str, root: RootMeta, meta: LevelMeta, index: int, vertices: C
 def _missing_nodes(p: str, meta: LevelMeta, docs: dict[str, bytes | None]) -> None:
     """Every family ``arrays_present`` declares must have its ``zarr.json``."""
     for name in meta.arrays_present:
-        node = _DECLARED.get(name)
-        if node is not None and docs.get(node) is None:
+        if name in _DECLARED and docs.get(name) is None:
             raise FormatError(
-                f"level {p} declares {name!r} in arrays_present but {p}/{node}/zarr.json is missing "
+                f"level {p} declares {name!r} in arrays_present but {p}/{name}/zarr.json is missing "
                 "(deleted or never written); the level cannot be read completely"
             )
 
@@ -145,9 +140,10 @@ def _tables(
 ) -> dict[str, Any]:
     """The level's object and group tables, checked to agree with the object index and groups.
 
-    A manifest bucket decodes to at most ``BOUND_SLACK + 8 * bucket + (8 * nd + 25) * F`` bytes,
-    ``F`` being the fragments the level can hold (``vertex_count + (bins + 1) * listed chunks``,
-    times :data:`MAX_FRAGMENT_SHARING` when fragments are shared).
+    A manifest bucket decodes to at most ``BOUND_SLACK + bucket * (8 + (8 * nd + 25) * F)`` bytes
+    (and ``DEFAULT_MAX_DECODED``), ``F`` being the fragments the level can hold
+    (``vertex_count + (bins + 1) * listed chunks``): each manifest names each fragment at most once
+    (objects may share fragments, so the bound is per manifest).
     """
     man, oids, groups = docs["object_index/manifests"], docs["object_index/object_ids"], docs["groups"]
     oi_attrs = {} if oi is None else oi.get("attributes") or {}
@@ -157,8 +153,7 @@ def _tables(
             raise FormatError(f"{p}/object_index has layout {layout!r}; this library reads {', '.join(_LAYOUTS)}")
         if layout == "vlen_manifests_v2" and oids is None:
             raise FormatError(f"{p}/object_index has layout vlen_manifests_v2 but no object_ids array")
-    sharing = MAX_FRAGMENT_SHARING if meta.shared_fragments else 1
-    fragments = (meta.vertex_count + (grid.n_bins + 1) * listed) * sharing
+    fragments = _level_fragments(meta, grid, listed)
     manifests = None
     if man is not None:
         probe = TableArray(f"{p}/object_index/manifests", man)
@@ -168,7 +163,7 @@ def _tables(
         if layout == "vlen_manifests_v1" and num_objects is not None and rows != num_objects:
             raise FormatError(f"{probe.path} has {rows} rows but {p}/object_index says num_objects is {num_objects}")
         manifests = TableArray(
-            probe.path, man, max_bytes=BOUND_SLACK + 8 * probe.chunk + (8 * nd + 25) * fragments,
+            probe.path, man, max_bytes=min(BOUND_SLACK + probe.chunk * (8 + (8 * nd + 25) * fragments), DEFAULT_MAX_DECODED),
             max_absent=None if present is None else max(rows - present, 0),
         )  # fmt: skip
     manifest_ids = None if oids is None else TableArray(f"{p}/object_index/object_ids", oids)
@@ -187,6 +182,12 @@ def _tables(
         "manifests": manifests, "manifest_ids": manifest_ids, "object_attributes": object_attributes,
         "groups": group_table, "group_attributes": group_attributes,
     }  # fmt: skip
+
+
+def _level_fragments(meta: LevelMeta, grid: Grid, listed: int) -> int:
+    """Most fragments a level can hold: its rows plus one (possibly empty) fragment per bin of
+    every listed chunk, and one more per chunk."""
+    return meta.vertex_count + (grid.n_bins + 1) * listed
 
 
 def _same_length(tables: dict[str, TableArray], expected: int | None, what: str) -> None:
@@ -296,12 +297,10 @@ class Level:
         """Most fragments one chunk can hold: its bins, or runs of its rows."""
         return self.meta.vertex_count + self.grid.n_bins
 
-    def named_fragments(self, n_objects: int) -> int:
-        """Most fragments the manifests of ``n_objects`` distinct objects can name: every
-        fragment of the level once (:data:`MAX_FRAGMENT_SHARING` times when fragments are shared)."""
-        sharing = MAX_FRAGMENT_SHARING if self.meta.shared_fragments else 1
-        level = self.meta.vertex_count + (self.grid.n_bins + 1) * len(self.vertices.nonempty)
-        return min(level * sharing, self.cell_fragments * max(n_objects, 1))
+    @property
+    def level_fragments(self) -> int:
+        """Most fragments the whole level can hold, so the most one manifest can name."""
+        return _level_fragments(self.meta, self.grid, len(self.vertices.nonempty))
 
     @property
     def num_objects(self) -> int:
@@ -379,11 +378,9 @@ class Level:
         for row, ok in zip(rows.tolist(), found.tolist()):
             item = items[row // bucket][row % bucket] if ok else empty
             picked.append(item if len(item) else empty)
-        distinct = len(np.unique(ids))
-        repeats = -(-len(ids) // max(distinct, 1))  # an id asked for twice names its fragments twice
         try:
             pos, chunk, frag = decode_manifests_batch(
-                picked, self.root.sid_ndim, self.cell_fragments, self.named_fragments(distinct) * repeats
+                picked, self.root.sid_ndim, self.cell_fragments, self.level_fragments
             )
         except DecodeError as exc:
             chunks_read = ", ".join(map(str, chunks[:10]))
@@ -409,9 +406,7 @@ class Level:
                 continue
             items = [it if len(it) else memoryview(b"\0\0\0\0") for it in items]
             try:
-                o, ch, f = decode_manifests_batch(
-                    items, self.root.sid_ndim, self.cell_fragments, self.named_fragments(len(items))
-                )
+                o, ch, f = decode_manifests_batch(items, self.root.sid_ndim, self.cell_fragments, self.level_fragments)
             except DecodeError as exc:
                 raise CorruptCellError(arr.path, str(c), str(exc)) from exc
             objs.append(o + c * arr.chunk)

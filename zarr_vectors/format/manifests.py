@@ -192,15 +192,15 @@ def _gather(buf: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def decode_manifests_batch(
-    items: list[bytes | memoryview], ndim: int, max_fragments: int = MAX_FRAGMENTS, max_total: int | None = None
+    items: list[bytes | memoryview], ndim: int, max_fragments: int = MAX_FRAGMENTS, max_per_object: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Vectorised :func:`decode_manifest` over many objects, flattened per fragment.
 
     Returns ``(object_index, chunks, fragment)``: for every fragment named by any
     manifest, the position of its manifest in ``items``, its absolute chunk (K, ndim)
     and its fragment index. Raises DecodeError naming the first bad object, and before
-    expanding anything when a block names a fragment at or past ``max_fragments`` or the
-    manifests name more than ``max_total`` fragments in all.
+    expanding anything when a block names a fragment at or past ``max_fragments`` or one
+    manifest names more than ``max_per_object`` fragments (the level's total).
     """
     lengths = np.fromiter((len(it) for it in items), np.int64, len(items))
     starts = np.zeros(len(items) + 1, np.int64)
@@ -214,7 +214,7 @@ def decode_manifests_batch(
     cur = starts[:-1] + 4
     head = 8 * ndim + 1
     objs, chunks, frags = [], [], []
-    total = 0
+    named = np.zeros(len(items), np.int64)
     active = np.flatnonzero(remaining > 0)
     while len(active):
         p = cur[active]
@@ -251,9 +251,12 @@ def decode_manifests_batch(
                 f"manifest of entry {int(active[k])} names fragments {int(first[k])}.. ({int(n[k])} of them); "
                 f"a chunk holds at most {max_fragments}"
             )
-        total += int(n.sum())
-        if max_total is not None and total > max_total:
-            raise DecodeError(f"the manifests name more than {max_total} fragments, more than the level can hold")
+        named[active] += n
+        if max_per_object is not None and np.any(named[active] > max_per_object):
+            k = int(active[np.argmax(named[active] > max_per_object)])
+            raise DecodeError(
+                f"manifest of entry {k} names {int(named[k])} fragments or more; the level holds at most {max_per_object}"
+            )
         # Fragment list of every block: ranges for modes 0/1, explicit for mode 2.
         rep = np.repeat(np.arange(len(active)), n)
         slot = np.arange(len(rep)) - np.repeat(np.cumsum(n) - n, n)
