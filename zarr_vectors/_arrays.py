@@ -57,7 +57,8 @@ def _pipeline(path: str, doc: dict[str, Any]) -> Pipeline:
         return Pipeline.from_codecs(doc.get("codecs") or [])
     except UnsupportedPipeline as exc:
         codecs = doc.get("codecs")
-        names = [c.get("name") for c in codecs] if isinstance(codecs, list) and all(isinstance(c, dict) for c in codecs) else codecs
+        listed = isinstance(codecs, list) and all(isinstance(c, dict) for c in codecs)
+        names = [c.get("name") for c in codecs] if listed else codecs
         raise FormatError(f"array {path!r} uses codecs {names}, which this library cannot decode yet ({exc})") from exc
     except ImportError as exc:
         raise FormatError(f"array {path!r}: {exc}") from exc
@@ -141,7 +142,9 @@ class CellArray:
         if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             raise FormatError(f"array {self.path!r}: chunk_grid_origin must be a list of integers, got {value!r}")
         if len(value) != len(self.shape) or any(abs(v) >= MAX_CELLS for v in value):
-            raise FormatError(f"array {self.path!r}: chunk_grid_origin {value} must have {len(self.shape)} integers below 2**62")
+            raise FormatError(
+                f"array {self.path!r}: chunk_grid_origin {value} must have {len(self.shape)} integers below 2**62"
+            )
         return np.asarray(value, dtype=np.int64)
 
     @cached_property
@@ -207,7 +210,9 @@ class CellArray:
         dims = _ints(shape, f"array {self.path!r}: row_shape", minimum=1)
         width = math.prod(dims)
         if width > MAX_ROW_WIDTH:
-            raise FormatError(f"array {self.path!r}: row_shape {list(dims)} has {width} values per row (at most {MAX_ROW_WIDTH})")
+            raise FormatError(
+                f"array {self.path!r}: row_shape {list(dims)} has {width} values per row (at most {MAX_ROW_WIDTH})"
+            )
         return width
 
     def key(self, chunk: Sequence[int] | np.ndarray) -> str:
@@ -294,7 +299,9 @@ class TableArray:
             raise FormatError(f"table {self.path!r} must be 1-D or 2-D, got shape {list(self.shape)}")
         self.chunk_shape = _chunk_shape(self.path, self.doc, len(self.shape))
         if len(self.shape) == 2 and self.chunk_shape[1] != self.shape[1]:
-            raise FormatError(f"table {self.path!r}: chunk_shape {list(self.chunk_shape)} must span the {self.shape[1]} columns")
+            raise FormatError(
+                f"table {self.path!r}: chunk_shape {list(self.chunk_shape)} must span the {self.shape[1]} columns"
+            )
         if not isinstance(self.attrs, dict):
             raise FormatError(f"array {self.path!r}: attributes must be an object")
 
@@ -378,11 +385,14 @@ class TableArray:
             return np.array(values, dtype=str) if values else np.zeros(self.length, dtype="<U1")
         dtype = self.dense_dtype
         fill = self.doc.get("fill_value")
-        fill = {"NaN": np.nan, "Infinity": np.inf, "-Infinity": -np.inf}.get(fill, fill) if isinstance(fill, str) else fill
+        if isinstance(fill, str):
+            fill = {"NaN": np.nan, "Infinity": np.inf, "-Infinity": -np.inf}.get(fill, fill)
         try:
             out = np.full(self.shape, fill, dtype=dtype)
         except (TypeError, ValueError, OverflowError) as exc:
-            raise FormatError(f"array {self.path!r}: fill_value {self.doc.get('fill_value')!r} does not fit {dtype}") from exc
+            raise FormatError(
+                f"array {self.path!r}: fill_value {self.doc.get('fill_value')!r} does not fit {dtype}"
+            ) from exc
         n = math.prod(self.chunk_shape)
         for c, raw in enumerate(raws):
             if raw is None:

@@ -161,7 +161,9 @@ class _Blosc:
             raise DecodeError(f"blosc buffer is {len(view)} bytes, shorter than its {_BLOSC_HEAD.size}-byte header")
         nbytes, cbytes = _BLOSC_HEAD.unpack_from(view)[4], _BLOSC_HEAD.unpack_from(view)[6]
         if cbytes != len(view):
-            raise DecodeError(f"blosc header says the buffer is {cbytes} bytes but it holds {len(view)} (truncated or padded)")
+            raise DecodeError(
+                f"blosc header says the buffer is {cbytes} bytes but it holds {len(view)} (truncated or padded)"
+            )
         if nbytes > bound:
             raise _too_big("blosc", nbytes, bound)
         try:
@@ -196,6 +198,12 @@ class _Crc32c:
 
 
 Compression = Literal["none", "zstd", "gzip", "blosc", "blosc-bitshuffle"]
+
+
+def _check_count(count: int, size: int) -> None:
+    """A vlen chunk of ``size`` bytes holds at most ``(size - 4) // 4`` items (4 bytes of length each)."""
+    if count > (size - 4) // 4:
+        raise DecodeError(f"vlen-bytes chunk claims {count} items but its {size} bytes hold at most {(size - 4) // 4}")
 
 
 class UnsupportedPipeline(Exception):
@@ -320,8 +328,7 @@ class Pipeline:
         if size < 4:
             raise DecodeError(f"vlen-bytes chunk is {size} bytes, shorter than its item count")
         (count,) = _U32.unpack_from(view, 0)
-        if count > (size - 4) // 4:
-            raise DecodeError(f"vlen-bytes chunk claims {count} items but its {size} bytes hold at most {(size - 4) // 4}")
+        _check_count(count, size)
         wanted = count if limit is None else min(limit, count)
         unpack, pos, out = _U32.unpack_from, 4, []
         append = out.append
@@ -347,8 +354,7 @@ class Pipeline:
         if size < 4:
             raise DecodeError(f"vlen-bytes chunk is {size} bytes, shorter than its item count")
         (count,) = _U32.unpack_from(view, 0)
-        if count > (size - 4) // 4:
-            raise DecodeError(f"vlen-bytes chunk claims {count} items but its {size} bytes hold at most {(size - 4) // 4}")
+        _check_count(count, size)
         need = sorted(set(wanted))
         if need and need[-1] >= count:
             raise DecodeError(f"vlen-bytes chunk holds {count} items; item {need[-1]} was asked for")

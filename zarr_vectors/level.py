@@ -71,7 +71,9 @@ def _level_grid(p: str, root: RootMeta, meta: LevelMeta, index: int, vertices: C
     nd = root.sid_ndim
     root_cs = np.asarray(root.chunk_shape, np.float64)
     if meta.chunk_shape is not None and len(meta.chunk_shape) != nd:
-        raise FormatError(f"level {p}: chunk_shape {list(meta.chunk_shape)} has {len(meta.chunk_shape)} entries for {nd} space axes")
+        raise FormatError(
+            f"level {p}: chunk_shape {list(meta.chunk_shape)} has {len(meta.chunk_shape)} entries for {nd} space axes"
+        )
     cs = root_cs if meta.chunk_shape is None else np.asarray(meta.chunk_shape, np.float64)
     bin_shape = root.level_bin_shapes[index] if index < len(root.level_bin_shapes) else root.effective_bin_shape
     bs = np.asarray(bin_shape, np.float64)
@@ -103,7 +105,8 @@ def _vertices(p: str, vdoc: dict[str, Any], vertex_count: int, nd: int) -> CellA
     if encoding not in ("raw", "draco"):
         raise FormatError(f"{p}/vertices has encoding {encoding!r}, which this library cannot read")
     codecs = vdoc.get("codecs")
-    draco = isinstance(codecs, list) and bool(codecs) and isinstance(codecs[0], dict) and codecs[0].get("name") == "draco"
+    first = codecs[0] if isinstance(codecs, list) and codecs else None
+    draco = isinstance(first, dict) and first.get("name") == "draco"
     if encoding == "draco" and not draco:
         raise FormatError(
             f"{p}/vertices has encoding 'draco' but its codec list does not start with the draco codec "
@@ -115,14 +118,19 @@ def _vertices(p: str, vdoc: dict[str, Any], vertex_count: int, nd: int) -> CellA
     return CellArray(f"{p}/vertices", vdoc, vertex_count, probe.dtype.itemsize * nd)
 
 
+def _is_child(name: str) -> bool:
+    """A listed name that is a child node (not the family's own zarr.json, not a hidden file)."""
+    return not name.endswith(".json") and not name.startswith(".")
+
+
 def _families(backend: Backend, p: str) -> dict[str, dict[str, dict[str, Any]]]:
     """The array documents of each family folder (``vertex_attributes/<name>``, ...); a folder
     without its ``zarr.json`` is a FormatError (its data would silently be missing)."""
     fam_names = {fam: backend.list_dir(f"{p}/{fam}") for fam in _FAMILIES}
     for name in backend.list_dir(f"{p}/link_attributes"):
-        if not name.endswith(".json") and not name.startswith("."):
+        if _is_child(name):
             fam_names[f"link_attributes/{name}/0"] = backend.list_dir(f"{p}/link_attributes/{name}/0")
-    fam_keys = [(fam, n) for fam, names in fam_names.items() for n in names if not n.endswith(".json") and not n.startswith(".")]
+    fam_keys = [(fam, n) for fam, names in fam_names.items() for n in names if _is_child(n)]
     fam_docs = backend.get_many([f"{p}/{fam}/{n}/zarr.json" for fam, n in fam_keys])
     fams: dict[str, dict[str, dict[str, Any]]] = {fam: {} for fam in fam_names}
     for (fam, n), raw in zip(fam_keys, fam_docs):
@@ -163,12 +171,15 @@ def _tables(
         if layout == "vlen_manifests_v1" and num_objects is not None and rows != num_objects:
             raise FormatError(f"{probe.path} has {rows} rows but {p}/object_index says num_objects is {num_objects}")
         manifests = TableArray(
-            probe.path, man, max_bytes=min(BOUND_SLACK + probe.chunk * (8 + (8 * nd + 25) * fragments), DEFAULT_MAX_DECODED),
+            probe.path, man,
+            max_bytes=min(BOUND_SLACK + probe.chunk * (8 + (8 * nd + 25) * fragments), DEFAULT_MAX_DECODED),
             max_absent=None if present is None else max(rows - present, 0),
         )  # fmt: skip
     manifest_ids = None if oids is None else TableArray(f"{p}/object_index/object_ids", oids)
     if manifest_ids is not None and manifests is not None and manifest_ids.length != manifests.length:
-        raise FormatError(f"{manifest_ids.path} has {manifest_ids.length} rows but the manifests have {manifests.length}")
+        raise FormatError(
+            f"{manifest_ids.path} has {manifest_ids.length} rows but the manifests have {manifests.length}"
+        )
     group_table = None if groups is None else TableArray(f"{p}/groups", groups)
     if group_table is not None:
         num_groups = _count(group_table.attrs, "num_groups", group_table.path)
@@ -192,13 +203,11 @@ def _level_fragments(meta: LevelMeta, grid: Grid, listed: int) -> int:
 
 def _same_length(tables: dict[str, TableArray], expected: int | None, what: str) -> None:
     """Every table has ``expected`` rows (or, with nothing to compare to, they agree)."""
+    if expected is None and tables:
+        expected, what = next(iter(tables.values())).length, "rows in its sibling tables"
     for arr in tables.values():
-        want = expected if expected is not None else next(iter(tables.values())).length
-        if arr.length != want:
-            raise FormatError(
-                f"{arr.path} has {arr.length} rows but the level has {want} {what if expected is not None else 'rows in its sibling tables'}; "
-                "its zarr.json shape is wrong"
-            )
+        if arr.length != expected:
+            raise FormatError(f"{arr.path} has {arr.length} rows but the level has {expected} {what}; its zarr.json shape is wrong")
 
 
 @dataclass(eq=False)
