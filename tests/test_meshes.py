@@ -143,7 +143,7 @@ def test_draco_box_decodes_only_the_blobs_it_needs(tmp_path, monkeypatch, mode):
     full = ds.read()
     decoded = []
     real = _draco.decode_cell
-    monkeypatch.setattr(_draco, "decode_cell", lambda blob: decoded.append(blob) or real(blob))
+    monkeypatch.setattr(_draco, "decode_cell", lambda blob, **limits: decoded.append(blob) or real(blob, **limits))
     lo, hi = np.array([0.0, 400.0, 400.0]), np.array([60.0, 560.0, 560.0])
     box = ds.query(bbox=(lo, hi), faces=mode)
     n_blobs = len(ds.level(0).vertices.nonempty)

@@ -34,9 +34,10 @@ def encode_cell(
     return enc(positions, faces, quantization_bits=quantization_bits, compression_level=compression_level)
 
 
-def decode_cell(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """(N, 3) float32 positions and (F, 3) int64 faces of a blob (DecodeError when corrupt)."""
+def decode_cell(blob: bytes, **limits: int) -> tuple[np.ndarray, np.ndarray]:
+    """(N, 3) float32 positions and (F, 3) int64 faces of a blob (DecodeError when corrupt);
+    ``limits`` are ``max_points`` / ``max_faces`` the blob may claim."""
     require_codec()
     from zarr_vectors_draco import decode_cell as dec
 
-    return dec(blob)
+    return dec(blob, **limits)

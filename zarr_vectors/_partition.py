@@ -139,7 +139,7 @@ def partition(positions: np.ndarray, grid: Grid, object_ids: np.ndarray | None =
     """
     n_bins = grid.n_bins
     key = sort_keys(positions, grid)
-    n_keys = int(np.prod(grid.shape)) * n_bins
+    n_keys = grid.n_cells * n_bins
     if object_ids is None and n_keys <= 4 * len(key) + (1 << 20):
         return _partition_dense(key, n_keys, grid)
     order = _argsort_keys(key, n_keys) if object_ids is None else np.lexsort((object_ids, key))

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ._pipeline import Pipeline, compressor_json
+from ._pipeline import CHECKSUM_CODEC, Pipeline, compressor_json
 from .format import zarr_json
 from .format.grid import Grid, cell_key, chunk_key
 from .storage import Backend, dump_json
@@ -35,10 +35,13 @@ FLUSH_KEYS = 2048
 class StoreBuilder:
     """Collects one store's keys; :meth:`commit` writes them data first, root last."""
 
-    def __init__(self, backend: Backend, compression: str | None = "none", level: int | None = None) -> None:
+    def __init__(
+        self, backend: Backend, compression: str | None = "none", level: int | None = None, *, checksums: bool = False
+    ) -> None:
         self.backend = backend
         self.compression = compression
         self.compression_level = level
+        self.checksums = checksums
         self._pending: list[tuple[str, bytes]] = []
         self._pending_bytes = 0
         self.arrays: dict[str, dict[str, Any]] = {}
@@ -61,12 +64,14 @@ class StoreBuilder:
 
         Fragment indices are compressed like the data when compression is asked for:
         the spec suggests leaving them raw, but an all-range index is 16 bytes per bin
-        and compresses about tenfold, which is most of a small store's size.
+        and compresses about tenfold, which is most of a small store's size. With
+        ``checksums`` Zarr's ``crc32c`` codec comes last, as zarr-python writes it.
         """
         name = self.compression
         if kind == "links" and name == "blosc":
             name = "blosc-bitshuffle"
-        return compressor_json(name, level=self.compression_level)
+        codecs = compressor_json(name, level=self.compression_level)
+        return [*codecs, dict(CHECKSUM_CODEC)] if self.checksums else codecs
 
     def group(self, path: str, attributes: dict[str, Any] | None = None) -> None:
         self.groups[path] = zarr_json.group_doc(attributes or {})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,7 +9,7 @@ import numpy as np
 
 from .errors import FormatError, InputError, ReadOnlyError
 from .format.metadata import RootMeta
-from .format.zarr_json import check_zarr_v3
+from .format.zarr_json import check_zarr_v3, load_json
 from .level import Level
 from .query import parse_box, query_box, read_objects
 from .query_lines import objects_with_edges, query_lines_box
@@ -45,10 +44,7 @@ class Dataset:
         raw = backend.get_many(["zarr.json"])[0]
         if raw is None:
             raise FormatError(f"{backend.description} has no zarr.json at its root: it is not a Zarr v3 store")
-        try:
-            doc = check_zarr_v3(json.loads(raw), backend.description)
-        except json.JSONDecodeError as exc:
-            raise FormatError(f"{backend.description}: root zarr.json is not valid JSON ({exc})") from exc
+        doc = check_zarr_v3(load_json(raw, f"{backend.description} (root)"), backend.description)
         if doc["node_type"] != "group":
             raise FormatError(f"{backend.description} is a zarr array, not a Zarr Vectors group")
         root = RootMeta.from_attributes(doc.get("attributes") or {})

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from ._arrays import CellArray, LinkArray, TableArray
+from ._arrays import BOUND_SLACK, DRACO_BYTES, FRAGMENT_BYTES, MAX_CELLS, CellArray, LinkArray, TableArray
+from ._pipeline import DEFAULT_MAX_DECODED
 from .errors import CorruptCellError, DecodeError, FormatError
 from .format.grid import Grid
 from .format.manifests import ManifestBlock, decode_manifest, decode_manifests_batch
 from .format.metadata import LevelMeta, RootMeta
-from .format.zarr_json import check_zarr_v3
+from .format.zarr_json import check_zarr_v3, load_json
 from .storage import Backend
 
 __all__ = ["Level"]
@@ -22,7 +23,8 @@ __all__ = ["Level"]
 _FAMILIES = ("vertex_attributes", "object_attributes", "group_attributes", "fragment_attributes", "links/0")
 _SINGLES = (
     "vertices", "vertex_fragments", "object_index", "object_index/manifests", "object_index/object_ids",
-    "groups", "cross_chunk_links", "links/0", "link_fragments",
+    "groups", "cross_chunk_links", "links/0", "link_fragments", "links", "vertex_attributes",
+    "object_attributes", "group_attributes", "fragment_attributes", "link_attributes",
 )  # fmt: skip
 #: Object index layouts this reader understands. ``vlen_manifests_v2`` (written by the
 #: reference implementation 0.9.2, not in spec 0.9) adds ``object_ids``: row r of
@@ -30,23 +32,182 @@ _SINGLES = (
 _LAYOUTS = ("vlen_manifests_v1", "vlen_manifests_v2")
 
 
+#: Bins per chunk beyond which a level's bins are not used to prune rows (writers make <= 4096).
+MAX_READ_BINS = 1 << 20
+#: ``arrays_present`` families whose loss would silently change what a read returns (attributes,
+#: edges and faces, objects): a declared one whose ``zarr.json`` is missing is a FormatError. Others
+#: (``link_fragments``, ``fragment_attributes``, ...) are not needed to answer correctly.
+_DECLARED = ("vertex_attributes", "links", "object_index", "object_attributes", "groups", "group_attributes")
+
+
 def _parse(raw: bytes | None, where: str) -> dict[str, Any] | None:
     if raw is None:
         return None
-    try:
-        return check_zarr_v3(json.loads(raw), where)
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"{where}: zarr.json is not valid JSON ({exc})") from exc
+    return check_zarr_v3(load_json(raw, where), where)
 
 
-def _owner_table(p: str, doc: dict[str, Any] | None) -> CellArray | None:
+def _owner_table(p: str, doc: dict[str, Any] | None, max_rows: int) -> CellArray | None:
     """``fragment_attributes/object_id`` when it is a usable owner table (one integer per fragment)."""
     if doc is None:
         return None
-    arr = CellArray(f"{p}/fragment_attributes/object_id", doc)
+    arr = CellArray(f"{p}/fragment_attributes/object_id", doc, max_rows=max_rows)
     if arr.row_width != 1 or arr.dtype.kind not in "iu":
         return None
     return arr
+
+
+def _count(attrs: dict[str, Any], key: str, where: str) -> int | None:
+    """A non-negative integer attribute, or None when absent."""
+    value = attrs.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_CELLS:
+        raise FormatError(f"{where}: {key} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _level_grid(p: str, root: RootMeta, meta: LevelMeta, index: int, vertices: CellArray) -> Grid:
+    """The level's grid from the root and level metadata and the vertices array's shape."""
+    nd = root.sid_ndim
+    root_cs = np.asarray(root.chunk_shape, np.float64)
+    if meta.chunk_shape is not None and len(meta.chunk_shape) != nd:
+        raise FormatError(
+            f"level {p}: chunk_shape {list(meta.chunk_shape)} has {len(meta.chunk_shape)} entries for {nd} space axes"
+        )
+    cs = root_cs if meta.chunk_shape is None else np.asarray(meta.chunk_shape, np.float64)
+    bin_shape = root.level_bin_shapes[index] if index < len(root.level_bin_shapes) else root.effective_bin_shape
+    bs = np.asarray(bin_shape, np.float64)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        ratio = np.rint(cs / bs)
+        tiles = np.all(np.isfinite(ratio)) and np.allclose(ratio * bs, cs, rtol=1e-9)
+    if not tiles or math.prod(int(r) for r in ratio) > MAX_READ_BINS:
+        bs = cs  # a bin shape that does not tile the chunk (or absurdly fine bins) cannot prune rows
+    shape = vertices.shape
+    if len(shape) != nd:
+        raise FormatError(f"{p}/vertices has {len(shape)} dimensions but the store has {nd} space axes")
+    return Grid(cs, bs, vertices.origin, np.asarray(shape, np.int64))
+
+
+def _missing_nodes(p: str, meta: LevelMeta, docs: dict[str, bytes | None]) -> None:
+    """Every family ``arrays_present`` declares must have its ``zarr.json``."""
+    for name in meta.arrays_present:
+        if name in _DECLARED and docs.get(name) is None:
+            raise FormatError(
+                f"level {p} declares {name!r} in arrays_present but {p}/{name}/zarr.json is missing "
+                "(deleted or never written); the level cannot be read completely"
+            )
+
+
+def _vertices(p: str, vdoc: dict[str, Any], vertex_count: int, nd: int) -> CellArray:
+    """The ``vertices`` array: raw rows of ``nd`` coordinates or Draco blobs, ``vertex_count`` at most per cell."""
+    attrs = vdoc.get("attributes") or {}
+    encoding = attrs.get("encoding", "raw") if isinstance(attrs, dict) else None
+    if encoding not in ("raw", "draco"):
+        raise FormatError(f"{p}/vertices has encoding {encoding!r}, which this library cannot read")
+    codecs = vdoc.get("codecs")
+    first = codecs[0] if isinstance(codecs, list) and codecs else None
+    draco = isinstance(first, dict) and first.get("name") == "draco"
+    if encoding == "draco" and not draco:
+        raise FormatError(
+            f"{p}/vertices has encoding 'draco' but its codec list does not start with the draco codec "
+            "(a Draco blob stored as plain vlen bytes); this library reads Draco cells through the codec"
+        )
+    if draco:
+        return CellArray(f"{p}/vertices", vdoc, vertex_count, DRACO_BYTES)
+    probe = CellArray(f"{p}/vertices", vdoc)
+    return CellArray(f"{p}/vertices", vdoc, vertex_count, probe.dtype.itemsize * nd)
+
+
+def _is_child(name: str) -> bool:
+    """A listed name that is a child node (not the family's own zarr.json, not a hidden file)."""
+    return not name.endswith(".json") and not name.startswith(".")
+
+
+def _families(backend: Backend, p: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """The array documents of each family folder (``vertex_attributes/<name>``, ...); a folder
+    without its ``zarr.json`` is a FormatError (its data would silently be missing)."""
+    fam_names = {fam: backend.list_dir(f"{p}/{fam}") for fam in _FAMILIES}
+    for name in backend.list_dir(f"{p}/link_attributes"):
+        if _is_child(name):
+            fam_names[f"link_attributes/{name}/0"] = backend.list_dir(f"{p}/link_attributes/{name}/0")
+    fam_keys = [(fam, n) for fam, names in fam_names.items() for n in names if _is_child(n)]
+    fam_docs = backend.get_many([f"{p}/{fam}/{n}/zarr.json" for fam, n in fam_keys])
+    fams: dict[str, dict[str, dict[str, Any]]] = {fam: {} for fam in fam_names}
+    for (fam, n), raw in zip(fam_keys, fam_docs):
+        doc = _parse(raw, f"{p}/{fam}/{n}")
+        if doc is None:
+            raise FormatError(f"{p}/{fam}/{n} is a folder without a zarr.json: the array's metadata is missing")
+        if doc.get("node_type") == "array":
+            fams[fam][n] = doc
+    return fams
+
+
+def _tables(
+    p: str, meta: LevelMeta, grid: Grid, docs: dict[str, Any], fams: dict[str, dict[str, dict[str, Any]]],
+    oi: dict[str, Any] | None, nd: int, listed: int,
+) -> dict[str, Any]:
+    """The level's object and group tables, checked to agree with the object index and groups.
+
+    A manifest bucket decodes to at most ``BOUND_SLACK + bucket * (8 + (8 * nd + 25) * F)`` bytes
+    (and ``DEFAULT_MAX_DECODED``), ``F`` being the fragments the level can hold
+    (``vertex_count + (bins + 1) * listed chunks``): each manifest names each fragment at most once
+    (objects may share fragments, so the bound is per manifest).
+    """
+    man, oids, groups = docs["object_index/manifests"], docs["object_index/object_ids"], docs["groups"]
+    oi_attrs = {} if oi is None else oi.get("attributes") or {}
+    layout = oi_attrs.get("layout", "vlen_manifests_v1")
+    if oi is not None:
+        if layout not in _LAYOUTS:
+            raise FormatError(f"{p}/object_index has layout {layout!r}; this library reads {', '.join(_LAYOUTS)}")
+        if layout == "vlen_manifests_v2" and oids is None:
+            raise FormatError(f"{p}/object_index has layout vlen_manifests_v2 but no object_ids array")
+    fragments = _level_fragments(meta, grid, listed)
+    manifests = None
+    if man is not None:
+        probe = TableArray(f"{p}/object_index/manifests", man)
+        num_objects = _count(oi_attrs, "num_objects", f"{p}/object_index")
+        present = _count(oi_attrs, "num_present", f"{p}/object_index")
+        rows = probe.length
+        if layout == "vlen_manifests_v1" and num_objects is not None and rows != num_objects:
+            raise FormatError(f"{probe.path} has {rows} rows but {p}/object_index says num_objects is {num_objects}")
+        manifests = TableArray(
+            probe.path, man,
+            max_bytes=min(BOUND_SLACK + probe.chunk * (8 + (8 * nd + 25) * fragments), DEFAULT_MAX_DECODED),
+            max_absent=None if present is None else max(rows - present, 0),
+        )  # fmt: skip
+    manifest_ids = None if oids is None else TableArray(f"{p}/object_index/object_ids", oids)
+    if manifest_ids is not None and manifests is not None and manifest_ids.length != manifests.length:
+        raise FormatError(
+            f"{manifest_ids.path} has {manifest_ids.length} rows but the manifests have {manifests.length}"
+        )
+    group_table = None if groups is None else TableArray(f"{p}/groups", groups)
+    if group_table is not None:
+        num_groups = _count(group_table.attrs, "num_groups", group_table.path)
+        if num_groups is not None and num_groups != group_table.length:
+            raise FormatError(f"{group_table.path} has {group_table.length} rows but num_groups is {num_groups}")
+    object_attributes = {n: TableArray(f"{p}/object_attributes/{n}", d) for n, d in fams["object_attributes"].items()}
+    group_attributes = {n: TableArray(f"{p}/group_attributes/{n}", d) for n, d in fams["group_attributes"].items()}
+    _same_length(object_attributes, None if manifests is None else manifests.length, "object index rows")
+    _same_length(group_attributes, None if group_table is None else group_table.length, "groups")
+    return {
+        "manifests": manifests, "manifest_ids": manifest_ids, "object_attributes": object_attributes,
+        "groups": group_table, "group_attributes": group_attributes,
+    }  # fmt: skip
+
+
+def _level_fragments(meta: LevelMeta, grid: Grid, listed: int) -> int:
+    """Most fragments a level can hold: its rows plus one (possibly empty) fragment per bin of
+    every listed chunk, and one more per chunk."""
+    return meta.vertex_count + (grid.n_bins + 1) * listed
+
+
+def _same_length(tables: dict[str, TableArray], expected: int | None, what: str) -> None:
+    """Every table has ``expected`` rows (or, with nothing to compare to, they agree)."""
+    if expected is None and tables:
+        expected, what = next(iter(tables.values())).length, "rows in its sibling tables"
+    for arr in tables.values():
+        if arr.length != expected:
+            raise FormatError(f"{arr.path} has {arr.length} rows but the level has {expected} {what}; its zarr.json shape is wrong")
 
 
 @dataclass(eq=False)
@@ -77,61 +238,31 @@ class Level:
     def load(cls, backend: Backend, root: RootMeta, index: int) -> Level:
         p = str(index)
         keys = [f"{p}/zarr.json"] + [f"{p}/{name}/zarr.json" for name in _SINGLES]
-        docs = dict(zip(["level", *_SINGLES], backend.get_many(keys)))
-        level_doc = _parse(docs["level"], f"level {p}")
+        raw_docs = dict(zip(["level", *_SINGLES], backend.get_many(keys)))
+        docs = {name: _parse(raw, f"{p}/{name}" if name != "level" else f"level {p}") for name, raw in raw_docs.items()}
+        level_doc = docs["level"]
         if level_doc is None:
             raise FormatError(f"level {p} is listed in multiscales but {p}/zarr.json is missing")
         if docs["cross_chunk_links"] is not None:
             raise FormatError(f"level {p} has a cross_chunk_links group: a pre-0.9 store; rewrite it from source")
         meta = LevelMeta.from_json((level_doc.get("attributes") or {}).get("zarr_vectors_level"), f"level {p}")
-        vdoc = _parse(docs["vertices"], f"{p}/vertices")
+        _missing_nodes(p, meta, raw_docs)
+        vdoc = docs["vertices"]
         if vdoc is None:
             raise FormatError(f"level {p} has no vertices array")
-        vertices = CellArray(f"{p}/vertices", vdoc)
-        encoding = vertices.attrs.get("encoding", "raw")
-        if encoding not in ("raw", "draco"):
-            raise FormatError(f"{p}/vertices has encoding {encoding!r}, which this library cannot read")
-        if encoding == "draco" and not vertices.draco:
-            raise FormatError(
-                f"{p}/vertices has encoding 'draco' but its codec list does not start with the draco codec "
-                "(a Draco blob stored as plain vlen bytes); this library reads Draco cells through the codec"
-            )
-        fdoc = _parse(docs["vertex_fragments"], f"{p}/vertex_fragments")
-        fam_names = {fam: backend.list_dir(f"{p}/{fam}") for fam in _FAMILIES}
-        for name in backend.list_dir(f"{p}/link_attributes"):
-            if not name.endswith(".json"):
-                fam_names[f"link_attributes/{name}/0"] = backend.list_dir(f"{p}/link_attributes/{name}/0")
-        fam_keys = [(fam, n) for fam, names in fam_names.items() for n in names if not n.endswith(".json")]
-        fam_docs = backend.get_many([f"{p}/{fam}/{n}/zarr.json" for fam, n in fam_keys])
-        fams: dict[str, dict[str, dict[str, Any]]] = {fam: {} for fam in fam_names}
-        for (fam, n), raw in zip(fam_keys, fam_docs):
-            doc = _parse(raw, f"{p}/{fam}/{n}")
-            if doc is not None and doc.get("node_type") == "array":
-                fams[fam][n] = doc
-        root_cs = np.asarray(root.chunk_shape, np.float64)
-        cs = root_cs if meta.chunk_shape is None else np.asarray(meta.chunk_shape, np.float64)
-        bin_shape = root.level_bin_shapes[index] if index < len(root.level_bin_shapes) else root.effective_bin_shape
-        bs = np.asarray(bin_shape, np.float64)
-        if not np.allclose(np.rint(cs / bs) * bs, cs, rtol=1e-9):
-            bs = cs  # a bin shape that does not tile the chunk cannot be used to prune rows
-        shape = np.asarray(vdoc.get("shape") or [], np.int64)
-        if len(shape) != root.sid_ndim:
-            raise FormatError(f"{p}/vertices has {len(shape)} dimensions but the store has {root.sid_ndim} space axes")
-        grid = Grid(cs, bs, vertices.origin, shape)
-        man = _parse(docs["object_index/manifests"], f"{p}/object_index/manifests")
-        groups = _parse(docs["groups"], f"{p}/groups")
-        oids = _parse(docs["object_index/object_ids"], f"{p}/object_index/object_ids")
-        fam_doc = _parse(docs["links/0"], f"{p}/links/0")
-        family = {} if fam_doc is None else fam_doc.get("attributes") or {}
-        width = int(family.get("link_width", 2))
-        lf = _parse(docs["link_fragments"], f"{p}/link_fragments")
-        oi = _parse(docs["object_index"], f"{p}/object_index")
-        if oi is not None:
-            layout = (oi.get("attributes") or {}).get("layout", "vlen_manifests_v1")
-            if layout not in _LAYOUTS:
-                raise FormatError(f"{p}/object_index has layout {layout!r}; this library reads {', '.join(_LAYOUTS)}")
-            if layout == "vlen_manifests_v2" and docs["object_index/object_ids"] is None:
-                raise FormatError(f"{p}/object_index has layout vlen_manifests_v2 but no object_ids array")
+        vertices = _vertices(p, vdoc, meta.vertex_count, root.sid_ndim)
+        grid = _level_grid(p, root, meta, index, vertices)
+        fams = _families(backend, p)
+        v = meta.vertex_count
+        per_cell = v + grid.n_bins  # fragments one cell may hold: its bins, or runs of its rows
+        family = {} if docs["links/0"] is None else docs["links/0"].get("attributes") or {}
+        width = family.get("link_width", 2)
+        if isinstance(width, bool) or not isinstance(width, int) or not 1 <= width <= 20:
+            raise FormatError(f"{p}/links/0: link_width must be an integer from 1 to 20, got {width!r}")
+        records = _count(family, "num_physical_records", f"{p}/links/0")
+        oi = docs["object_index"]
+        tables = _tables(p, meta, grid, docs, fams, oi, root.sid_ndim, len(vertices.nonempty))
+        fdoc, lf = docs["vertex_fragments"], docs["link_fragments"]
         return cls(
             backend=backend,
             root=root,
@@ -139,25 +270,23 @@ class Level:
             meta=meta,
             grid=grid,
             vertices=vertices,
-            fragments=None if fdoc is None else CellArray(f"{p}/vertex_fragments", fdoc),
-            vertex_attributes={n: CellArray(f"{p}/vertex_attributes/{n}", d) for n, d in fams["vertex_attributes"].items()},
+            fragments=None if fdoc is None else CellArray(f"{p}/vertex_fragments", fdoc, per_cell, FRAGMENT_BYTES),
+            vertex_attributes={n: CellArray(f"{p}/vertex_attributes/{n}", d, v) for n, d in fams["vertex_attributes"].items()},
             object_index=None if oi is None else oi.get("attributes") or {},
-            manifests=None if man is None else TableArray(f"{p}/object_index/manifests", man),
-            manifest_ids=None if oids is None else TableArray(f"{p}/object_index/object_ids", oids),
-            object_attributes={n: TableArray(f"{p}/object_attributes/{n}", d) for n, d in fams["object_attributes"].items()},
-            groups=None if groups is None else TableArray(f"{p}/groups", groups),
-            group_attributes={n: TableArray(f"{p}/group_attributes/{n}", d) for n, d in fams["group_attributes"].items()},
             links={
-                n: LinkArray(f"{p}/links/0/{n}", d, segment=n, link_width=width, delta=0)
+                n: LinkArray(f"{p}/links/0/{n}", d, records, segment=n, link_width=width, delta=0)
                 for n, d in fams["links/0"].items()
             },
             links_family=family,
             link_attributes={
-                fam.split("/")[1]: {seg: CellArray(f"{p}/{fam}/{seg}", d) for seg, d in docs_.items()}
+                fam.split("/")[1]: {seg: CellArray(f"{p}/{fam}/{seg}", d, records) for seg, d in docs_.items()}
                 for fam, docs_ in fams.items() if fam.startswith("link_attributes/")
             },
-            link_fragments=None if lf is None else CellArray(f"{p}/link_fragments", lf),
-            fragment_object_ids=_owner_table(p, fams["fragment_attributes"].get("object_id")),
+            link_fragments=None if lf is None else CellArray(
+                f"{p}/link_fragments", lf, None if records is None else records + grid.n_bins, FRAGMENT_BYTES
+            ),
+            fragment_object_ids=_owner_table(p, fams["fragment_attributes"].get("object_id"), per_cell),
+            **tables,
         )
 
     @cached_property
@@ -171,6 +300,16 @@ class Level:
         if len(ids) > 1 and np.any(np.diff(ids) <= 0):
             raise FormatError(f"{arr.path} must hold strictly increasing object ids")
         return ids
+
+    @property
+    def cell_fragments(self) -> int:
+        """Most fragments one chunk can hold: its bins, or runs of its rows."""
+        return self.meta.vertex_count + self.grid.n_bins
+
+    @property
+    def level_fragments(self) -> int:
+        """Most fragments the whole level can hold, so the most one manifest can name."""
+        return _level_fragments(self.meta, self.grid, len(self.vertices.nonempty))
 
     @property
     def num_objects(self) -> int:
@@ -211,7 +350,7 @@ class Level:
                 continue
             c = row // bucket
             try:
-                out.append(decode_manifest(items[c][row - c * bucket], self.root.sid_ndim))
+                out.append(decode_manifest(items[c][row - c * bucket], self.root.sid_ndim, self.cell_fragments))
             except DecodeError as exc:
                 raise CorruptCellError(self.manifests.path, str(c), f"object {oid}: {exc}") from exc
         return out
@@ -249,9 +388,12 @@ class Level:
             item = items[row // bucket][row % bucket] if ok else empty
             picked.append(item if len(item) else empty)
         try:
-            pos, chunk, frag = decode_manifests_batch(picked, self.root.sid_ndim)
+            pos, chunk, frag = decode_manifests_batch(
+                picked, self.root.sid_ndim, self.cell_fragments, self.level_fragments
+            )
         except DecodeError as exc:
-            raise CorruptCellError(self.manifests.path, "?", f"objects {ids.tolist()[:10]}: {exc}") from exc
+            chunks_read = ", ".join(map(str, chunks[:10]))
+            raise CorruptCellError(self.manifests.path, chunks_read, f"objects {ids.tolist()[:10]}: {exc}") from exc
         order = np.argsort(pos, kind="stable")
         return pos[order], chunk[order], frag[order]
 
@@ -268,11 +410,12 @@ class Level:
         raws = self.backend.get_many(arr.chunk_keys(range(n_chunks)))
         objs, chunks, frags = [], [], []
         for c, raw in enumerate(raws):
+            items = arr.vlen_items(raw, c)  # a missing bucket that must hold manifests raises here
             if raw is None:
                 continue
-            items = [it if len(it) else memoryview(b"\0\0\0\0") for it in arr.vlen_items(raw, c)]
+            items = [it if len(it) else memoryview(b"\0\0\0\0") for it in items]
             try:
-                o, ch, f = decode_manifests_batch(items, self.root.sid_ndim)
+                o, ch, f = decode_manifests_batch(items, self.root.sid_ndim, self.cell_fragments, self.level_fragments)
             except DecodeError as exc:
                 raise CorruptCellError(arr.path, str(c), str(exc)) from exc
             objs.append(o + c * arr.chunk)

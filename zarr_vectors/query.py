@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from .errors import CorruptCellError, DecodeError, FormatError, InputError
-from .format.fragments import FragmentIndex, decode_fragments, decode_range_table, range_tables, ranges_to_rows
+from .format.fragments import (
+    FragmentIndex, decode_fragments, decode_range_table, range_tables, ranges_outside, ranges_to_rows,
+)
 from .level import Level
 from .result import Result
 
@@ -95,8 +98,18 @@ def _owners_of_rows(level: Level, chunk: np.ndarray, frag: FragmentIndex, n_rows
     return out
 
 
+def _fragments_array(level: Level) -> Any:
+    """The level's ``vertex_fragments`` array; a FormatError when the store lacks it."""
+    if level.fragments is None:
+        raise FormatError(
+            f"level {level.index} has no vertex_fragments array ({level.index}/vertex_fragments/zarr.json is "
+            "missing), which this read needs to tell objects and fragments apart"
+        )
+    return level.fragments
+
+
 def _decode_frag(level: Level, data: memoryview, chunk: np.ndarray, n_rows: int) -> FragmentIndex:
-    assert level.fragments is not None
+    _fragments_array(level)
     try:
         return decode_fragments(data, n_rows)
     except DecodeError as exc:
@@ -130,11 +143,10 @@ def _partial_rows(
     if binned:
         idx = np.asarray(binned, np.int64)
         table = np.stack(tables)  # (K, F, 2)
-        bad = (table.min(axis=(1, 2)) < 0) | ((table[:, :, 0] + table[:, :, 1]).max(axis=1) > counts[idx])
+        bad = ranges_outside(table[:, :, 0], table[:, :, 1], counts[idx][:, None]).any(axis=1)
         if bad.any():
-            assert level.fragments is not None
             chunk = ".".join(map(str, chunks[idx[np.argmax(bad)]]))
-            raise CorruptCellError(level.fragments.path, chunk, "a range fragment lies outside the cell's rows")
+            raise CorruptCellError(_fragments_array(level).path, chunk, "a range fragment lies outside the cell's rows")
         touched, inside = grid.box_bins(chunks[idx], lo, hi)
         starts = table[:, :, 0] + offsets[idx][:, None]
         for mask, out in ((touched & inside, sure), (touched & ~inside, test)):
@@ -184,8 +196,7 @@ def _fetch(
     keys = [key for arr in arrays for key in arr.keys(chunks)]
     table = level.fragment_object_ids if owners else None
     if len(frag_idx):
-        assert level.fragments is not None
-        keys += level.fragments.keys(chunks[frag_idx])
+        keys += _fragments_array(level).keys(chunks[frag_idx])
         if table is not None:
             keys += table.keys(chunks[frag_idx])
     n_main = len(keys)
@@ -302,8 +313,8 @@ def fetch_objects(
     d = level.grid.ndim
     chunks, cell_of = np.unique(frag_chunks.reshape(-1, d), axis=0, return_inverse=True)
     cell_of = cell_of.reshape(-1)
-    if level.fragments is None and len(chunks):
-        raise FormatError(f"level {level.index} has an object index but no vertex_fragments array")
+    if len(chunks):
+        _fragments_array(level)
     extra = extra_for(chunks) if extra_for is not None else []
     cells, raws = _fetch(level, chunks, names, np.arange(len(chunks)), extra)
     tables = range_tables([cells.fragments[i] for i in range(len(chunks))])
@@ -345,11 +356,10 @@ def _range_rows(
     table = np.concatenate(tables).astype(np.int64) if tables else np.zeros((0, 2), np.int64)
     cell_rows = np.diff(cells.offsets)
     owner_cell = np.repeat(np.arange(len(tables)), n_frag)
-    bad = (table.min(axis=1) < 0) | (table.sum(axis=1) > cell_rows[owner_cell]) if len(table) else np.zeros(0, bool)
+    bad = ranges_outside(table[:, 0], table[:, 1], cell_rows[owner_cell]) if len(table) else np.zeros(0, bool)
     if bad.any():
-        assert level.fragments is not None
         chunk = ".".join(map(str, cells.chunks[owner_cell[np.argmax(bad)]]))
-        raise CorruptCellError(level.fragments.path, chunk, "a range fragment lies outside the cell's rows")
+        raise CorruptCellError(_fragments_array(level).path, chunk, "a range fragment lies outside the cell's rows")
     over = np.flatnonzero(frags >= n_frag[cell_of]) if len(frags) else np.zeros(0, np.int64)
     if len(over):
         b = int(over[0])

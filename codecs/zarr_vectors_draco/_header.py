@@ -123,12 +123,18 @@ def _check_point_cloud_attributes(reader: _Reader, method: int, points: int) -> 
         )
 
 
-def check_blob(blob: bytes | memoryview) -> BlobHeader:
+def check_blob(
+    blob: bytes | memoryview, max_points: int = MAX_CELL_VERTICES, max_faces: int = MAX_CELL_FACES
+) -> BlobHeader:
     """Parse and sanity-check the header of a Draco 2.x blob.
 
     Raises DecodeError when the bytes are empty, not Draco, of an unknown version or kind, or
-    claim more than :data:`MAX_CELL_VERTICES` points or :data:`MAX_CELL_FACES` faces.
+    claim more than ``max_points`` points or ``max_faces`` faces (each at most
+    :data:`MAX_CELL_VERTICES` / :data:`MAX_CELL_FACES`; a reader passes smaller limits derived
+    from the level's metadata).
     """
+    max_points = min(int(max_points), MAX_CELL_VERTICES)
+    max_faces = min(int(max_faces), MAX_CELL_FACES)
     view = memoryview(blob).cast("B")
     if len(view) == 0:
         raise DecodeError("the cell holds no bytes, so there is no Draco blob to decode")
@@ -151,15 +157,15 @@ def check_blob(blob: bytes | memoryview) -> BlobHeader:
     if kind == _POINT_CLOUD:
         (points,) = struct.unpack("<i", reader.take(4))
         faces = 0
-        if 0 <= points <= MAX_CELL_VERTICES:
+        if 0 <= points <= max_points:
             _check_point_cloud_attributes(reader, method, points)
     elif method == 0:
         faces, points = reader.varint(), reader.varint()
     else:
         reader.u8()  # traversal decoder type
         points, faces = reader.varint(), reader.varint()
-    if not 0 <= points <= MAX_CELL_VERTICES:
-        raise DecodeError(f"the Draco blob claims {points} points; a cell holds at most {MAX_CELL_VERTICES}")
-    if faces > MAX_CELL_FACES:
-        raise DecodeError(f"the Draco blob claims {faces} faces; a cell holds at most {MAX_CELL_FACES}")
+    if not 0 <= points <= max_points:
+        raise DecodeError(f"the Draco blob claims {points} points; a cell holds at most {max_points}")
+    if faces > max_faces:
+        raise DecodeError(f"the Draco blob claims {faces} faces; a cell holds at most {max_faces}")
     return BlobHeader(kind == _MESH, method, points, faces)

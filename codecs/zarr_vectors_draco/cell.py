@@ -138,9 +138,11 @@ def _encode(points: np.ndarray, faces: np.ndarray | None, bits: int, level: int,
     )
 
 
-def _decode_raw(blob: bytes | memoryview) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
+def _decode_raw(
+    blob: bytes | memoryview, max_points: int = MAX_CELL_VERTICES, max_faces: int = MAX_CELL_FACES
+) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
     """DracoPy's view of a checked blob: points, faces and generic attributes by unique id."""
-    header = check_blob(blob)
+    header = check_blob(blob, max_points, max_faces)
     dracopy = _dracopy()
     try:
         geometry = dracopy.decode(bytes(blob))
@@ -183,15 +185,19 @@ def _checked(
     return points.astype(np.float32, copy=False), faces, columns
 
 
-def decode_cell(blob: bytes | bytearray | memoryview) -> tuple[np.ndarray, np.ndarray]:
+def decode_cell(
+    blob: bytes | bytearray | memoryview, *, max_points: int = MAX_CELL_VERTICES, max_faces: int = MAX_CELL_FACES
+) -> tuple[np.ndarray, np.ndarray]:
     """Positions ``(N, 3) float32`` in decoded order and faces ``(F, 3) int64`` of one blob.
 
     Applies the vertex-role rules of :mod:`._roles` when the blob carries the role attribute.
-    Raises :class:`~zarr_vectors.errors.DecodeError` on empty, truncated or corrupt input.
+    Raises :class:`~zarr_vectors.errors.DecodeError` on empty, truncated or corrupt input, and
+    (before Draco allocates anything) when the blob claims more than ``max_points`` points or
+    ``max_faces`` faces. Safe to call from many threads at once (no shared decoder state).
     """
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise DecodeError(f"a Draco cell is bytes, got {type(blob).__name__}")
-    points, faces, attributes = _decode_raw(blob)
+    points, faces, attributes = _decode_raw(blob, max_points, max_faces)
     roles = attributes.get(_roles.ROLE_ATTRIBUTE_ID)
     points, faces, _ = _roles.resolve_roles(points, faces, roles)
     if len(points) == 0:

@@ -142,7 +142,7 @@ def test_arrays_present_naming_an_absent_family_warns(copy_of):
 
 def test_unsupported_codecs_warn_and_skip_cells(copy_of):
     store = copy_of("points")
-    edit_json(store, "0/vertex_attributes/a", lambda d: d["codecs"].append({"name": "crc32c", "configuration": {}}))
+    edit_json(store, "0/vertex_attributes/a", lambda d: d["codecs"].append({"name": "numcodecs.bz2", "configuration": {"level": 1}}))
     report = validate(store)
     assert report.ok
     assert [w.path for w in report.warnings if w.rule == "metadata.codecs"] == ["0/vertex_attributes/a"]

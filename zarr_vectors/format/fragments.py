@@ -32,6 +32,7 @@ __all__ = [
     "MAGIC",
     "HEADER",
     "range_tables",
+    "ranges_outside",
 ]
 
 MAGIC = 0x5A564647
@@ -135,8 +136,10 @@ def decode_range_table(buf: bytes | memoryview, f: int) -> np.ndarray | None:
 
     Only the layout is checked here; callers check the values (non-negative, in range).
     """
+    if f <= 0 or len(buf) != HEADER.size + _bitmap_bytes(f) + 16 * f + 4:
+        return None  # checked before the expected prefix (f / 8 bytes) is built
     prefix = _range_prefix(f)
-    if f == 0 or len(buf) != len(prefix) + 16 * f + 4 or bytes(buf[: len(prefix)]) != prefix:
+    if bytes(buf[: len(prefix)]) != prefix:
         return None
     if bytes(buf[-4:]) != b"\0\0\0\0":
         return None
@@ -251,10 +254,21 @@ def range_tables(payloads: list[bytes | memoryview]) -> list[np.ndarray] | None:
     return out
 
 
+def ranges_outside(starts: np.ndarray, counts: np.ndarray, n_rows: np.ndarray | int) -> np.ndarray:
+    """Mask of ranges ``[start, start + count)`` not inside ``[0, n_rows)``, without computing
+    ``start + count`` (which overflows int64 for crafted values)."""
+    starts, counts = np.asarray(starts, np.int64), np.asarray(counts, np.int64)
+    n = np.asarray(n_rows, np.int64)
+    return (starts < 0) | (counts < 0) | (counts > n) | (starts > n - counts)
+
+
 def _check_ranges(ranges: np.ndarray, n_rows: int | None) -> None:
     if len(ranges) and ranges.min() < 0:
         raise DecodeError("range fragment with a negative start or count")
-    if n_rows is not None and len(ranges) and np.any(ranges[:, 0] + ranges[:, 1] > n_rows):
+    limit = np.iinfo(np.int64).max if n_rows is None else n_rows
+    if len(ranges) and ranges_outside(ranges[:, 0], ranges[:, 1], limit).any():
+        if n_rows is None:
+            raise DecodeError("range fragment's start + count overflows a 64-bit row index")
         raise DecodeError(f"range fragment reaches past the cell's {n_rows} rows")
 
 

@@ -12,6 +12,7 @@ Every comparison below is done in float64 with monotone operations, so a point
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -48,9 +49,12 @@ def cell_key(cell: tuple[int, ...] | np.ndarray) -> str:
 
 def bins_per_chunk(chunk_shape: np.ndarray, bin_shape: np.ndarray) -> np.ndarray:
     """Integer bins per chunk on each axis; raises ValueError when not an integer."""
-    ratio = np.asarray(chunk_shape, np.float64) / np.asarray(bin_shape, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratio = np.asarray(chunk_shape, np.float64) / np.asarray(bin_shape, np.float64)
     rounded = np.rint(ratio)
-    if np.any(rounded < 1) or not np.allclose(ratio, rounded, rtol=1e-9, atol=0):
+    if not np.all(np.isfinite(ratio)) or np.any(rounded < 1) or np.any(rounded > 1 << 31) or not np.allclose(
+        ratio, rounded, rtol=1e-9, atol=0
+    ):
         raise ValueError(
             f"chunk_shape {list(map(float, chunk_shape))} must be a whole multiple of "
             f"bin_shape {list(map(float, bin_shape))} on every axis"
@@ -89,7 +93,12 @@ class Grid:
 
     @cached_property
     def n_bins(self) -> int:
-        return int(np.prod(self.bins))
+        return math.prod(int(b) for b in self.bins)  # Python ints: a product never wraps
+
+    @property
+    def n_cells(self) -> int:
+        """Cells in the grid, as a Python int (``np.prod`` of int64 wraps past 2**63)."""
+        return math.prod(int(s) for s in self.shape)
 
     def local_bins(self, positions: np.ndarray, chunks: np.ndarray) -> np.ndarray:
         """C-order bin index of each position inside its chunk (N,) int64."""

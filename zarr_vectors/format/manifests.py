@@ -11,6 +11,10 @@ Layout (little-endian, no padding)::
         2: uint32 n, int64 fragments[n]         an explicit list
 
 An empty manifest (``B == 0``, 4 bytes) is an object id with no data at this level.
+
+Decoding is bounded by what is read: the block count by the bytes present, and the
+fragments a block names by ``max_fragments`` (no chunk holds more; a fragment index
+counts them in a ``uint32``), so a crafted mode-1 count never expands to more indices.
 """
 
 from __future__ import annotations
@@ -28,10 +32,13 @@ __all__ = [
     "encode_manifests_batch",
     "decode_manifest",
     "decode_manifests_batch",
+    "MAX_FRAGMENTS",
 ]
 
 _U32 = struct.Struct("<I")
 _I64 = struct.Struct("<q")
+#: Fragments one chunk can hold at most: a fragment index stores its count as ``uint32``.
+MAX_FRAGMENTS = (1 << 32) - 1
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,8 +71,9 @@ def encode_manifest(blocks: list[ManifestBlock]) -> bytes:
     return _U32.pack(len(blocks)) + b"".join(_encode_block(b) for b in blocks)
 
 
-def decode_manifest(buf: bytes | memoryview, ndim: int) -> list[ManifestBlock]:
-    """Parse one manifest; reject unknown modes, truncation and trailing bytes."""
+def decode_manifest(buf: bytes | memoryview, ndim: int, max_fragments: int = MAX_FRAGMENTS) -> list[ManifestBlock]:
+    """Parse one manifest; reject unknown modes, truncation, trailing bytes and blocks naming
+    fragments at or past ``max_fragments``."""
     buf = memoryview(buf).cast("B")
     if len(buf) < 4:
         raise DecodeError(f"manifest is {len(buf)} bytes, shorter than its 4-byte block count")
@@ -97,11 +105,15 @@ def decode_manifest(buf: bytes | memoryview, ndim: int) -> list[ManifestBlock]:
             start, count = struct.unpack_from("<qq", buf, pos)
             if count < 0:
                 raise DecodeError(f"manifest block {b} has a negative fragment count {count}")
+            if start < 0 or count > max_fragments or start > max_fragments - count:
+                raise DecodeError(
+                    f"manifest block {b} names fragments {start}..{start + count - 1}; a chunk holds at most {max_fragments}"
+                )
             frags = np.arange(start, start + count, dtype=np.int64)
         else:
             frags = np.frombuffer(buf, "<i8", (need - 4) // 8, pos + 4).astype(np.int64)
-        if len(frags) and frags.min() < 0:
-            raise DecodeError(f"manifest block {b} names a negative fragment index")
+        if len(frags) and (frags.min() < 0 or frags.max() >= max_fragments):
+            raise DecodeError(f"manifest block {b} names a fragment index outside [0, {max_fragments})")
         pos += need
         blocks.append(ManifestBlock(chunk, frags))
     if pos != len(buf):
@@ -179,12 +191,16 @@ def _gather(buf: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
     return buf[at[:, None] + np.arange(size)].copy().view(dtype).ravel()
 
 
-def decode_manifests_batch(items: list[bytes | memoryview], ndim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def decode_manifests_batch(
+    items: list[bytes | memoryview], ndim: int, max_fragments: int = MAX_FRAGMENTS, max_per_object: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Vectorised :func:`decode_manifest` over many objects, flattened per fragment.
 
     Returns ``(object_index, chunks, fragment)``: for every fragment named by any
     manifest, the position of its manifest in ``items``, its absolute chunk (K, ndim)
-    and its fragment index. Raises DecodeError naming the first bad object.
+    and its fragment index. Raises DecodeError naming the first bad object, and before
+    expanding anything when a block names a fragment at or past ``max_fragments`` or one
+    manifest names more than ``max_per_object`` fragments (the level's total).
     """
     lengths = np.fromiter((len(it) for it in items), np.int64, len(items))
     starts = np.zeros(len(items) + 1, np.int64)
@@ -198,6 +214,7 @@ def decode_manifests_batch(items: list[bytes | memoryview], ndim: int) -> tuple[
     cur = starts[:-1] + 4
     head = 8 * ndim + 1
     objs, chunks, frags = [], [], []
+    named = np.zeros(len(items), np.int64)
     active = np.flatnonzero(remaining > 0)
     while len(active):
         p = cur[active]
@@ -227,6 +244,19 @@ def decode_manifests_batch(items: list[bytes | memoryview], ndim: int) -> tuple[
         first = np.zeros(len(active), np.int64)
         simple = ~m2
         first[simple] = _gather(buf, body[simple], "<i8")
+        past = simple & ((first < 0) | (n > max_fragments) | (first > max_fragments - n))
+        if past.any():
+            k = int(np.argmax(past))
+            raise DecodeError(
+                f"manifest of entry {int(active[k])} names fragments {int(first[k])}.. ({int(n[k])} of them); "
+                f"a chunk holds at most {max_fragments}"
+            )
+        named[active] += n
+        if max_per_object is not None and np.any(named[active] > max_per_object):
+            k = int(active[np.argmax(named[active] > max_per_object)])
+            raise DecodeError(
+                f"manifest of entry {k} names {int(named[k])} fragments or more; the level holds at most {max_per_object}"
+            )
         # Fragment list of every block: ranges for modes 0/1, explicit for mode 2.
         rep = np.repeat(np.arange(len(active)), n)
         slot = np.arange(len(rep)) - np.repeat(np.cumsum(n) - n, n)
@@ -246,6 +276,6 @@ def decode_manifests_batch(items: list[bytes | memoryview], ndim: int) -> tuple[
     if not objs:
         return np.zeros(0, np.int64), np.zeros((0, ndim), np.int64), np.zeros(0, np.int64)
     frag = np.concatenate(frags)
-    if len(frag) and frag.min() < 0:
-        raise DecodeError("a manifest names a negative fragment index")
+    if len(frag) and (frag.min() < 0 or frag.max() >= max_fragments):
+        raise DecodeError(f"a manifest names a fragment index outside [0, {max_fragments})")
     return np.concatenate(objs), np.concatenate(chunks), frag

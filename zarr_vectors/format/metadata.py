@@ -52,12 +52,30 @@ def parse_version(text: Any) -> tuple[int, int, int]:
     return int(m.group(1)), int(m.group(2)), int(m.group(3))
 
 
-def _float_list(value: Any, name: str, n: int | None = None) -> list[float]:
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, (int, float)) for v in value):
+def _float_list(value: Any, name: str, n: int | None = None, *, positive: bool = False) -> list[float]:
+    """A list of finite numbers (``positive``: each > 0), of length ``n`` when given."""
+    if not isinstance(value, (list, tuple)) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+    ):
         raise FormatError(f"{name} must be a list of numbers, got {value!r}")
     if n is not None and len(value) != n:
         raise FormatError(f"{name} must have {n} entries (one per space axis), got {len(value)}")
-    return [float(v) for v in value]
+    out = [float(v) for v in value]
+    if not all(np.isfinite(out)):
+        raise FormatError(f"{name} must hold finite numbers, got {value!r}")
+    if positive and not all(v > 0 for v in out):
+        raise FormatError(f"{name} must be positive numbers, got {value!r}")
+    return out
+
+
+def _int_field(block: dict[str, Any], key: str, default: Any, where: str, *, minimum: int = 0) -> Any:
+    """``block[key]`` as an int >= ``minimum`` (``default`` when absent or null)."""
+    value = block.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise FormatError(f"{where}.{key} must be an integer >= {minimum}, got {value!r}")
+    return value
 
 
 def _choice(block: dict[str, Any], key: str, allowed: tuple[str, ...], default: str, where: str) -> str:
@@ -182,17 +200,19 @@ class RootMeta:
                 f"store has Zarr Vectors version {version}; this library reads 0.9.x only"
                 + (" (pre-0.9 stores must be rewritten from source)" if (major, minor) < (0, 9) else "")
             )
-        chunk_shape = _float_list(block.get("chunk_shape"), "zarr_vectors.chunk_shape")
+        chunk_shape = _float_list(block.get("chunk_shape"), "zarr_vectors.chunk_shape", positive=True)
         nd = len(chunk_shape)
-        if nd == 0 or any(c <= 0 for c in chunk_shape):
-            raise FormatError(f"zarr_vectors.chunk_shape must be positive numbers, got {chunk_shape}")
+        if nd == 0:
+            raise FormatError("zarr_vectors.chunk_shape must have one entry per space axis, got []")
         bounds = block.get("bounds")
         if not isinstance(bounds, (list, tuple)) or len(bounds) != 2:
             raise FormatError(f"zarr_vectors.bounds must be [min_corner, max_corner], got {bounds!r}")
         lo = _float_list(bounds[0], "zarr_vectors.bounds[0]", nd)
         hi = _float_list(bounds[1], "zarr_vectors.bounds[1]", nd)
+        if any(a > b for a, b in zip(lo, hi)):
+            raise FormatError(f"zarr_vectors.bounds: min corner {lo} exceeds max corner {hi}")
         base = block.get("base_bin_shape")
-        base_t = None if base is None else tuple(_float_list(base, "zarr_vectors.base_bin_shape", nd))
+        base_t = None if base is None else tuple(_float_list(base, "zarr_vectors.base_bin_shape", nd, positive=True))
         caps = tuple(block.get("format_capabilities") or ())
         retired = [c for c in caps if c in RETIRED_CAPABILITIES]
         if retired:
@@ -227,8 +247,8 @@ class RootMeta:
                 block, "cross_chunk_strategy", CROSS_CHUNK_STRATEGIES, "explicit_links", where
             ),
             cross_level_storage=_choice(block, "cross_level_storage", CROSS_LEVEL_STORAGE, "explicit", where),
-            cross_level_depth=int(block.get("cross_level_depth", 1)),
-            reduction_factor=int(block.get("reduction_factor", 8)),
+            cross_level_depth=_int_field(block, "cross_level_depth", 1, where),
+            reduction_factor=_int_field(block, "reduction_factor", 8, where),
             format_capabilities=caps,
             zv_version=str(version),
             extra={k: v for k, v in block.items() if k not in known},
@@ -249,6 +269,8 @@ def _parse_multiscales(
         return default_axes, ()
     entry = ms[0]
     axes_json = entry.get("axes") or []
+    if not isinstance(axes_json, list):
+        raise FormatError(f"multiscales axes must be a list, got {axes_json!r}")
     axes = tuple(
         Axis(str(a.get("name", f"dim{i}")), str(a.get("type", "space")), a.get("unit"))
         for i, a in enumerate(axes_json)
@@ -258,15 +280,24 @@ def _parse_multiscales(
     if axes and len(space) != nd:
         raise FormatError(f"multiscales axes declare {len(space)} space axes but chunk_shape has {nd}")
     bins: list[tuple[float, ...]] = []
-    for ds in entry.get("datasets") or []:
+    datasets = entry.get("datasets") or []
+    if not isinstance(datasets, list) or not all(isinstance(ds, dict) for ds in datasets):
+        raise FormatError(f"multiscales datasets must be a list of objects, got {datasets!r}")
+    for i, ds in enumerate(datasets):
         translation = None
-        for t in ds.get("coordinateTransformations") or []:
+        transforms = ds.get("coordinateTransformations") or []
+        if not isinstance(transforms, list) or not all(isinstance(t, dict) for t in transforms):
+            raise FormatError(f"multiscales datasets[{i}].coordinateTransformations must be a list of objects")
+        for t in transforms:
             if t.get("type") == "translation":
                 translation = t.get("translation")
         if translation is None:
             bins.append(base_bin)
         else:
-            bins.append(tuple(2.0 * float(v) for v in _float_list(translation, "translation")[-nd:]))
+            half = _float_list(translation, f"multiscales datasets[{i}] translation", positive=True)
+            if len(half) < nd:
+                raise FormatError(f"multiscales datasets[{i}] translation has {len(half)} entries for {nd} space axes")
+            bins.append(tuple(2.0 * v for v in half[-nd:]))
     return axes or default_axes, tuple(bins)
 
 
@@ -312,11 +343,13 @@ class LevelMeta:
     def from_json(cls, block: Any, where: str) -> LevelMeta:
         if not isinstance(block, dict):
             raise FormatError(f"{where}: the level group has no 'zarr_vectors_level' attribute block")
-        try:
-            level = int(block.get("level", -1))
-            count = int(block.get("vertex_count", 0))
-        except (TypeError, ValueError) as exc:
-            raise FormatError(f"{where}: level or vertex_count is not an integer") from exc
+        level = _int_field(block, "level", -1, where, minimum=-1)
+        count = _int_field(block, "vertex_count", 0, where)
+        present = block.get("arrays_present") or ()
+        if not isinstance(present, (list, tuple)) or not all(isinstance(a, str) for a in present):
+            raise FormatError(f"{where}.arrays_present must be a list of array family names, got {present!r}")
+        inherited = _int_field(block, "inherited_num_objects", None, where)
+        parent = _int_field(block, "parent_level", None, where)
         cs = block.get("chunk_shape")
         known = {
             "level", "vertex_count", "arrays_present", "chunk_shape", "fragments_tile",
@@ -326,14 +359,14 @@ class LevelMeta:
         return cls(
             level=level,
             vertex_count=count,
-            arrays_present=tuple(block.get("arrays_present") or ()),
-            chunk_shape=None if cs is None else tuple(_float_list(cs, f"{where}.chunk_shape")),
+            arrays_present=tuple(present),
+            chunk_shape=None if cs is None else tuple(_float_list(cs, f"{where}.chunk_shape", positive=True)),
             fragments_tile=bool(block.get("fragments_tile", False)),
-            object_sparsity=float(block.get("object_sparsity", 1.0)),
+            object_sparsity=_float_list([block.get("object_sparsity", 1.0)], f"{where}.object_sparsity")[0],
             coarsening_method=str(block.get("coarsening_method", "none")),
-            parent_level=block.get("parent_level"),
+            parent_level=parent,
             preserves_object_ids=bool(block.get("preserves_object_ids", False)),
-            inherited_num_objects=block.get("inherited_num_objects"),
+            inherited_num_objects=inherited,
             shared_fragments=bool(block.get("shared_fragments", False)),
             extra={k: v for k, v in block.items() if k not in known},
         )

@@ -6,6 +6,7 @@ zarr-python 3.1+ writes for the same arrays, so zarr-python opens every node.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -19,8 +20,13 @@ __all__ = [
     "dense_array_doc",
     "fill_value_json",
     "check_zarr_v3",
+    "load_json",
     "absent_fill",
+    "MAX_JSON_DEPTH",
 ]
+
+#: Deepest nesting of arrays and objects a ``zarr.json`` may have (real ones nest about 8 deep).
+MAX_JSON_DEPTH = 64
 
 VLEN_BYTES = "variable_length_bytes"
 
@@ -119,10 +125,53 @@ def dense_array_doc(
     return _array_doc(shape, chunks, dtype.name, fill_value_json(dtype, fill_value), codecs, attributes)
 
 
+def _depth(raw: bytes) -> int:
+    """Deepest bracket nesting of a JSON text (brackets inside strings do not count), in a
+    few vectorised passes (no recursion, no per-byte Python loop)."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
+        return 0  # too few brackets to nest deeper than the limit
+    text = np.frombuffer(raw, np.uint8)
+    quotes = np.flatnonzero(text == ord('"'))
+    slashes = np.flatnonzero(text == ord("\\"))
+    if len(slashes) and len(quotes):
+        # A quote is escaped when an odd run of backslashes ends right before it.
+        run_start = slashes[np.r_[True, np.diff(slashes) != 1]]
+        before = quotes - 1
+        at = np.searchsorted(slashes, before)
+        hit = (at < len(slashes)) & (slashes[np.minimum(at, len(slashes) - 1)] == before)
+        first = run_start[np.searchsorted(run_start, before, side="right") - 1]
+        quotes = quotes[~hit | ((before - first + 1) % 2 == 0)]
+    opening = np.flatnonzero((text == ord("[")) | (text == ord("{")))
+    closing = np.flatnonzero((text == ord("]")) | (text == ord("}")))
+    opening = opening[np.searchsorted(quotes, opening) % 2 == 0]
+    closing = closing[np.searchsorted(quotes, closing) % 2 == 0]
+    order = np.argsort(np.concatenate([opening, closing]), kind="stable")
+    steps = np.concatenate([np.ones(len(opening), np.int64), -np.ones(len(closing), np.int64)])[order]
+    return int(np.cumsum(steps).max()) if len(steps) else 0
+
+
+def load_json(raw: bytes, where: str) -> Any:
+    """Parse the bytes of a ``zarr.json``; every way they can be unreadable (not UTF-8, not
+    JSON, nested deeper than :data:`MAX_JSON_DEPTH`, an integer too long to convert) is a
+    FormatError naming ``where``."""
+    if _depth(bytes(raw)) > MAX_JSON_DEPTH:
+        raise FormatError(f"{where}: zarr.json nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"{where}: zarr.json is not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"{where}: zarr.json is not valid JSON ({exc})") from exc
+    except (ValueError, RecursionError) as exc:
+        raise FormatError(f"{where}: zarr.json cannot be read ({exc})") from exc
+
+
 def check_zarr_v3(doc: Any, where: str) -> dict[str, Any]:
     """Return a parsed ``zarr.json`` document after checking it is Zarr v3."""
     if not isinstance(doc, dict):
         raise FormatError(f"{where}: zarr.json is not a JSON object")
+    if not isinstance(doc.get("attributes", {}), (dict, type(None))):
+        raise FormatError(f"{where}: zarr.json attributes must be a JSON object")
     if doc.get("zarr_format") != 3:
         raise FormatError(f"{where}: zarr.json has zarr_format={doc.get('zarr_format')!r}, expected 3")
     if doc.get("node_type") not in ("group", "array"):

@@ -228,6 +228,7 @@ def write_level0(
     vertex_encoding: str = "raw",
     crs: Any = None,
     compression: str | None = "none",
+    checksums: bool = False,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> Dataset:
@@ -249,7 +250,7 @@ def write_level0(
         base_bin_shape=tuple(float(v) for v in grid.bin_shape),
     )  # fmt: skip
     with write_session(target, overwrite=overwrite, storage_options=storage_options) as backend:
-        builder = StoreBuilder(backend, compression)
+        builder = StoreBuilder(backend, compression, checksums=checksums)
         present = write_level_arrays(
             builder, grid=grid, positions=positions, part=part, fragments=fragments,
             vertex_attributes=vertex_attributes, tables=tables, manifests=manifests,

@@ -163,6 +163,7 @@ def write_graph(
     units: str | None = None,
     crs: Any = None,
     compression: str | None = "none",
+    checksums: bool = False,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> Dataset:
@@ -194,5 +195,6 @@ def write_graph(
         target, layout=layout, geometry_type="graph", links_convention="explicit", positions=pos, part=part,
         fragments=fragment_payloads(part), vertex_attributes=vattrs, tables=tables,
         fragment_objects=partition_owners(part), manifests=build_manifests(part, layout.grid, tables.num_objects), links=links,
-        crs=crs, compression=compression, overwrite=overwrite, storage_options=storage_options,
+        crs=crs, compression=compression, checksums=checksums, overwrite=overwrite,
+        storage_options=storage_options,
     )  # fmt: skip

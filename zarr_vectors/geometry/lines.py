@@ -215,6 +215,7 @@ def write_lines(
     units: str | None = None,
     crs: Any = None,
     compression: str | None = "none",
+    checksums: bool = False,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> Dataset:
@@ -246,5 +247,6 @@ def write_lines(
         part=part, fragments=_fragment_payloads(part), vertex_attributes=vattrs, tables=tables, manifests=manifests,
         fragment_objects=(part.seg_cell, part.seg_local, part.seg_line),
         links=lambda builder: ["links"] if _write_links(builder, grid, part) else [],
-        crs=crs, compression=compression, overwrite=overwrite, storage_options=storage_options,
+        crs=crs, compression=compression, checksums=checksums, overwrite=overwrite,
+        storage_options=storage_options,
     )  # fmt: skip

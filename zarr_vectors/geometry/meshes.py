@@ -124,6 +124,7 @@ def write_mesh(
     units: str | None = None,
     crs: Any = None,
     compression: str | None = "none",
+    checksums: bool = False,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> Dataset:
@@ -155,13 +156,14 @@ def write_mesh(
     tables = object_tables(int(oids.max()) + 1 if n else 0, object_attributes, groups, group_attributes, group_names)
     part = partition(pos, layout.grid, oids)
     return _write(target, layout, pos, f, part, vattrs, tables, encoding, int(quantization_bits),
-                  int(compression_level), crs, compression, overwrite, storage_options)  # fmt: skip
+                  int(compression_level), crs, compression, overwrite, storage_options, checksums)  # fmt: skip
 
 
 def _write(
     target: Any, layout: Layout, pos: np.ndarray, faces: np.ndarray, part: Partition,
     vattrs: list[_inputs.NamedArray], tables: Any, encoding: str, bits: int, level: int,
     crs: Any, compression: str | None, overwrite: bool, storage_options: dict[str, Any] | None,
+    checksums: bool = False,
 ) -> Dataset:
     grid = layout.grid
     manifests = build_manifests(part, grid, tables.num_objects)
@@ -186,7 +188,7 @@ def _write(
         target, layout=layout, geometry_type="mesh", links_convention="explicit", positions=pos, part=part,
         fragments=frags, vertex_attributes=vattrs, tables=tables, manifests=manifests, fragment_objects=owners,
         links=links, vertex_payloads=vertex_payloads, vertex_codecs=vertex_codecs,
-        vertex_encoding=encoding, crs=crs, compression=compression, overwrite=overwrite,
+        vertex_encoding=encoding, crs=crs, compression=compression, checksums=checksums, overwrite=overwrite,
         storage_options=storage_options,
     )  # fmt: skip
 

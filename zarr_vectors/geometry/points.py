@@ -49,6 +49,7 @@ def write_points(
     units: str | None = None,
     crs: Any = None,
     compression: str | None = "none",
+    checksums: bool = False,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> Dataset:
@@ -82,6 +83,9 @@ def write_points(
         Axis names (or ``{"name", "unit"}`` dicts), a default unit, and an opaque CRS record.
     compression
         ``"none"`` (the format's default), ``"zstd"``, ``"gzip"`` or ``"blosc"``.
+    checksums
+        Append Zarr's ``crc32c`` codec to every array, so a changed byte in any cell is a
+        :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
     overwrite
         Replace an existing store. Local and zip targets are swapped in only once complete.
 
@@ -110,5 +114,5 @@ def write_points(
         target, layout=layout, geometry_type="point_cloud", links_convention="implicit_sequential",
         positions=pos, part=part, fragments=fragment_payloads(part), vertex_attributes=vattrs, tables=tables,
         fragment_objects=partition_owners(part), manifests=manifests, crs=crs, compression=compression,
-        overwrite=overwrite, storage_options=storage_options,
+        checksums=checksums, overwrite=overwrite, storage_options=storage_options,
     )  # fmt: skip

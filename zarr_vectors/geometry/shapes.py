@@ -266,6 +266,7 @@ def write_geometries(
     units: str | None = None,
     repair: bool = False,
     compression: str | None = "none",
+    checksums: bool = False,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> Dataset:
@@ -285,7 +286,7 @@ def write_geometries(
     repair
         Replace invalid polygons by ``shapely.make_valid`` output (with a
         :class:`GeometryRepairedWarning`) instead of refusing them.
-    chunk_shape, bounds, bin_shape, axes, units, compression, overwrite, storage_options
+    chunk_shape, bounds, bin_shape, axes, units, compression, checksums, overwrite, storage_options
         As in :func:`zarr_vectors.write_points` (``bin_shape`` only for point-only input).
 
     Raises
@@ -312,6 +313,7 @@ def write_geometries(
         "axes": axes,
         "units": units,
         "compression": compression,
+        "checksums": checksums,
         "overwrite": overwrite,
         "storage_options": storage_options,
     }
@@ -358,6 +360,7 @@ def _write_paths(
     axes: Sequence[Any] | None,
     units: str | None,
     compression: str | None,
+    checksums: bool,
     overwrite: bool,
     storage_options: dict[str, Any] | None,
 ) -> Dataset:
@@ -389,6 +392,7 @@ def _write_paths(
         links=lambda builder: ["links"] if _write_links(builder, grid, part) else [],
         crs=crs,
         compression=compression,
+        checksums=checksums,
         overwrite=overwrite,
         storage_options=storage_options,
     )

@@ -193,6 +193,7 @@ def write_skeleton(
     units: str | None = None,
     crs: Any = None,
     compression: str | None = "none",
+    checksums: bool = False,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> Dataset:
@@ -222,5 +223,6 @@ def write_skeleton(
         positions=pos, part=part, fragments=fragment_payloads(part), vertex_attributes=vattrs, tables=tables,
         fragment_objects=partition_owners(part), manifests=skeleton_manifests(part, layout.grid, tables.num_objects),
         links=lambda builder: _write_parent_links(builder, layout.grid, part, par),
-        crs=crs, compression=compression, overwrite=overwrite, storage_options=storage_options,
+        crs=crs, compression=compression, checksums=checksums, overwrite=overwrite,
+        storage_options=storage_options,
     )  # fmt: skip

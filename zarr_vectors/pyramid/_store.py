@@ -15,6 +15,7 @@ from ..level import Level
 from ..storage import Backend, LocalBackend, ZarrStoreBackend, dump_json
 
 __all__ = [
+    "checksums_of",
     "compression_of",
     "copy_tables",
     "read_doc",
@@ -42,7 +43,7 @@ def compression_of(level: Level) -> tuple[str, int | None]:
     """The ``compression=`` name and level a writer would give to reproduce the level's
     ``vertices`` codecs (``"none"`` when it has none or an unfamiliar one)."""
     codecs = [
-        c for c in level.vertices.doc.get("codecs") or [] if c.get("name") not in ("vlen-bytes", "draco")
+        c for c in level.vertices.doc.get("codecs") or [] if c.get("name") not in ("vlen-bytes", "draco", "crc32c")
     ]
     if not codecs:
         return "none", None
@@ -55,6 +56,11 @@ def compression_of(level: Level) -> tuple[str, int | None]:
     if name == "blosc":
         return "blosc", conf.get("clevel")
     return "none", None
+
+
+def checksums_of(level: Level) -> bool:
+    """Whether the level's ``vertices`` carry Zarr's ``crc32c`` codec (the writer's ``checksums=True``)."""
+    return any(c.get("name") == "crc32c" for c in level.vertices.doc.get("codecs") or [])
 
 
 def _table_keys(arr: TableArray) -> list[str]:

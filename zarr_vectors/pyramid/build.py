@@ -20,7 +20,7 @@ from ..format.fragments import decode_fragments
 from ..format.metadata import LevelMeta, RootMeta
 from ..level import Level
 from . import meta as pmeta
-from ._store import compression_of, copy_tables, read_doc, remove_levels, rows_per_chunk
+from ._store import checksums_of, compression_of, copy_tables, read_doc, remove_levels, rows_per_chunk
 from .plan import LevelPlan, plan_levels
 from .reduce import REDUCTIONS
 from .shapes import SHAPE_KINDS
@@ -187,7 +187,7 @@ def build_pyramid(
         src = ds.level(plan.parent)
         if src_rows is None:  # bounds the rows of every streamed batch, links or not
             src_rows = rows_per_chunk(src)[1]
-        builder = StoreBuilder(ds._backend, compression, clevel)
+        builder = StoreBuilder(ds._backend, compression, clevel, checksums=checksums_of(level0))
         coarse, xl = _coarsen(ds, kind, src, plan, builder, spec, src_rows, cross_level, reductions, tolerance,
                               face_fraction, progress)  # fmt: skip
         _finalise(ds, builder, src, plan, coarse, xl, kind, cross_level)
