@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import _inputs
+from .. import _ids, _inputs
 from .._object_tables import write_object_tables
 from .._writer import StoreBuilder
 from ..errors import InputError
@@ -87,7 +87,11 @@ def make_layout(
 
 @dataclass(frozen=True, eq=False)
 class Tables:
-    """Validated per-object and per-group inputs; object ids are ``0 .. num_objects - 1``."""
+    """Validated per-object and per-group inputs; object ids are ``0 .. num_objects - 1``.
+
+    Where the user's ids were not ``0 .. B-1`` the first object attribute is their
+    ``object_id`` table (and the first group attribute the ``group_id`` table).
+    """
 
     num_objects: int
     object_attributes: list[_inputs.NamedArray]
@@ -96,18 +100,48 @@ class Tables:
     group_names: list[str] | None = None
 
 
+def _table(values: Any, rows: int, name: str, what: str) -> _inputs.NamedArray:
+    return _inputs.table_attributes({name: values}, rows, what)[0]
+
+
 def object_tables(
-    num_ids: int, object_attributes: Mapping[str, Any] | None, groups: Any,
+    ids: _ids.DenseIds | int, object_attributes: Mapping[str, Any] | None, groups: Any,
     group_attributes: Mapping[str, Any] | None, group_names: Sequence[str] | None = None,
+    *, item_order: bool = False,
 ) -> Tables:
-    """Object attributes may be shorter than the id space (missing rows are absent) or longer
-    (the id space grows to their length)."""
-    given = dict(object_attributes or {})
-    num_objects = max([num_ids] + [len(np.asarray(v)) for v in given.values()])
-    oattrs = [_inputs.table_attributes({k: v}, len(np.asarray(v)), "object attribute")[0] for k, v in given.items()]
-    group_list = _inputs.group_lists(groups, num_objects)
-    gattrs = _inputs.table_attributes(group_attributes, len(group_list), "group attribute")
+    """Object and group tables in OID order.
+
+    ``ids`` numbers the user's object ids (an int ``B`` means ids ``0 .. B-1``). Object
+    attribute values are a mapping ``{user id: row}`` or a sequence of rows: with
+    ``item_order`` one per input item (line, mesh, geometry: item ``i`` is OID
+    ``ids.dense[i]``); otherwise one per distinct id in ascending order. Only where ids are
+    ``0 .. B-1`` (and not ``item_order``) may a sequence be shorter (missing rows are absent)
+    or longer (the id space grows to its length). Groups name members by user id; group ids
+    given as mapping keys may be any integers (stored as ``group_id`` unless ``0 .. G-1``),
+    and group attributes and ``group_names`` follow the groups in ascending group id.
+    """
+    dense = _ids.DenseIds.identity(ids) if isinstance(ids, int) else ids
+    for k in object_attributes or {}:
+        _ids.check_not_reserved(k, "object attribute")
+    for k in group_attributes or {}:
+        _ids.check_not_reserved(k, "group attribute")
+    given = {k: _ids.table_rows(v, dense, k, "object attribute", item_order)
+             for k, v in (object_attributes or {}).items()}  # fmt: skip
+    num_objects = dense.count
+    if dense.user is None and not item_order:
+        num_objects = max([num_objects] + [len(np.asarray(v)) for v in given.values()])
+    oattrs = [_table(v, len(np.asarray(v)), k, "object attribute") for k, v in given.items()]
+    if dense.user is not None:
+        oattrs.insert(0, _inputs.NamedArray(_ids.OBJECT_ID_ATTRIBUTE, dense.user.astype(dense.user.dtype.newbyteorder("<"))))
+    object_map = _ids.IdMap(dense.user, num_objects)
+    group_list, gids = _inputs.group_lists(groups, object_map)
+    gattrs = [_table(_ids.table_rows(v, gids, k, "group attribute", False), len(group_list), k, "group attribute")
+              for k, v in (group_attributes or {}).items()]  # fmt: skip
+    if gids.user is not None:
+        gattrs.insert(0, _inputs.NamedArray(_ids.GROUP_ID_ATTRIBUTE, gids.user.astype(gids.user.dtype.newbyteorder("<"))))
     names = None if group_names is None else [str(g) for g in group_names]
+    if names is not None and len(names) != len(group_list):
+        raise InputError(f"group_names has {len(names)} names but there are {len(group_list)} groups")
     return Tables(num_objects, oattrs, group_list, gattrs, names)
 
 
