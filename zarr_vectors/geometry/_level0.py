@@ -98,6 +98,32 @@ class Tables:
     groups: list[np.ndarray]
     group_attributes: list[_inputs.NamedArray]
     group_names: list[str] | None = None
+    #: OID of every input entry (vertex or item), when built by :func:`object_tables`.
+    ids: _ids.DenseIds | None = None
+
+    @property
+    def oids(self) -> np.ndarray:
+        assert self.ids is not None
+        return self.ids.dense
+
+
+def _indexed_by_id(dense: _ids.DenseIds, object_attributes: Mapping[str, Any]) -> _ids.DenseIds:
+    """The id space rows indexed by id ask for: when a sequence has more rows than there are
+    distinct ids and one row for every id up to the largest, ids ``0 .. rows-1`` are the
+    objects (those without vertices too) and no id table is stored. Otherwise ``dense``."""
+    lengths = [len(v) for v in object_attributes.values() if not isinstance(v, Mapping)]
+    if dense.user is None or not lengths or max(lengths) <= dense.count:
+        return dense
+    user = dense.user
+    longest = max(lengths)
+    if (user.dtype.kind == "i" and int(user[0]) < 0) or int(user[-1]) >= longest:
+        name = next(k for k, v in object_attributes.items() if not isinstance(v, Mapping) and len(v) == longest)
+        raise InputError(
+            f"object attribute {name!r} has {longest} rows for {dense.count} distinct object ids "
+            f"({int(user[0])} .. {int(user[-1])}); give one row per distinct id in ascending order, "
+            "or a mapping {id: value} (rows indexed by id need ids in 0 .. rows-1)"
+        )
+    return _ids.DenseIds(user[dense.dense].astype(np.int64), longest, None)
 
 
 def _table(values: Any, rows: int, name: str, what: str) -> _inputs.NamedArray:
@@ -109,14 +135,15 @@ def object_tables(
     group_attributes: Mapping[str, Any] | None, group_names: Sequence[str] | None = None,
     *, item_order: bool = False,
 ) -> Tables:
-    """Object and group tables in OID order.
+    """Object and group tables in OID order; ``Tables.oids`` numbers the input entries.
 
     ``ids`` numbers the user's object ids (an int ``B`` means ids ``0 .. B-1``). Object
     attribute values are a mapping ``{user id: row}`` or a sequence of rows: with
     ``item_order`` one per input item (line, mesh, geometry: item ``i`` is OID
-    ``ids.dense[i]``); otherwise one per distinct id in ascending order. Only where ids are
-    ``0 .. B-1`` (and not ``item_order``) may a sequence be shorter (missing rows are absent)
-    or longer (the id space grows to its length). Groups name members by user id; group ids
+    ``ids.dense[i]``); otherwise one per distinct id in ascending order, or indexed by id
+    (row ``i`` is object ``i``) when ids are ``0 .. B-1`` or a sequence covers every id
+    (see :func:`_indexed_by_id`): then a shorter sequence leaves the missing rows absent and
+    a longer one adds objects without vertices. Groups name members by user id; group ids
     given as mapping keys may be any integers (stored as ``group_id`` unless ``0 .. G-1``),
     and group attributes and ``group_names`` follow the groups in ascending group id.
     """
@@ -125,6 +152,8 @@ def object_tables(
         _ids.check_not_reserved(k, "object attribute")
     for k in group_attributes or {}:
         _ids.check_not_reserved(k, "group attribute")
+    if not item_order:
+        dense = _indexed_by_id(dense, object_attributes or {})
     given = {k: _ids.table_rows(v, dense, k, "object attribute", item_order)
              for k, v in (object_attributes or {}).items()}  # fmt: skip
     num_objects = dense.count
@@ -142,7 +171,7 @@ def object_tables(
     names = None if group_names is None else [str(g) for g in group_names]
     if names is not None and len(names) != len(group_list):
         raise InputError(f"group_names has {len(names)} names but there are {len(group_list)} groups")
-    return Tables(num_objects, oattrs, group_list, gattrs, names)
+    return Tables(num_objects, oattrs, group_list, gattrs, names, dense)
 
 
 def row_payloads(values: np.ndarray, part: Any) -> Iterable[bytes]:

@@ -186,7 +186,7 @@ def write_graph(
     user_ids = _inputs.object_id_array(object_ids, n)
     ids = dense_ids(np.zeros(n, np.int64) if user_ids is None else user_ids)
     tables = object_tables(ids, object_attributes, groups, group_attributes)
-    part = partition(pos, layout.grid, ids.dense)
+    part = partition(pos, layout.grid, tables.oids)
 
     def links(builder: StoreBuilder) -> list[str]:
         if not write_edges(builder, layout.grid, part, e, directed, eattrs):

@@ -156,7 +156,7 @@ def write_mesh(
         i = int(mixed[0])
         raise InputError(f"face {i} {f[i].tolist()} joins vertices of objects {sorted(set(user_ids[f[i]].tolist()))}")
     tables = object_tables(ids, object_attributes, groups, group_attributes, group_names)
-    part = partition(pos, layout.grid, oids)
+    part = partition(pos, layout.grid, tables.oids)
     return _write(target, layout, pos, f, part, vattrs, tables, encoding, int(quantization_bits),
                   int(compression_level), crs, compression, overwrite, storage_options)  # fmt: skip
 

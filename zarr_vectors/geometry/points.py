@@ -112,7 +112,7 @@ def write_points(
         raise InputError("groups need object_ids: a group is a list of object ids")
     ids = dense_ids(user_ids) if user_ids is not None else DenseIds.identity(0)
     tables = object_tables(ids, object_attributes, groups, group_attributes)
-    part = partition(pos, layout.grid, None if user_ids is None else ids.dense)
+    part = partition(pos, layout.grid, None if user_ids is None else tables.oids)
     manifests = build_manifests(part, layout.grid, tables.num_objects) if user_ids is not None else None
     return write_level0(
         target, layout=layout, geometry_type="point_cloud", links_convention="implicit_sequential",

@@ -222,7 +222,7 @@ def write_skeleton(
     layout = make_layout(pos, chunk_shape, bounds, None, axes, units)
     vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
     tables = object_tables(ids, object_attributes, groups, group_attributes)
-    part = skeleton_partition(pos, par, oids, layout.grid)
+    part = skeleton_partition(pos, par, tables.oids, layout.grid)
     return write_level0(
         target, layout=layout, geometry_type="skeleton", links_convention="implicit_sequential_with_branches",
         positions=pos, part=part, fragments=fragment_payloads(part), vertex_attributes=vattrs, tables=tables,
