@@ -10,7 +10,8 @@ never in the largest one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,8 @@ __all__ = [
     "IdMap",
     "owned",
     "IdTableWarning",
+    "ids_from_names",
+    "file_ids",
 ]
 
 #: Object attribute holding the user's id of each object, when ids are not ``0 .. B-1``.
@@ -65,6 +68,8 @@ def as_id_array(values: Any, what: str) -> np.ndarray:
     below ``2**53`` only, where they are exact.
     """
     arr = np.asarray(values)
+    if arr.dtype.kind == "f" and isinstance(values, (list, tuple)) and all(isinstance(v, int) for v in values):
+        arr = np.asarray(values, dtype=object)  # numpy took ints beyond int64 as floats
     if arr.dtype.kind == "O":  # Python ints beyond int64 mixed with others
         try:
             arr = np.asarray([int(v) for v in arr.reshape(-1)], dtype=object).reshape(arr.shape)
@@ -245,3 +250,37 @@ def table_rows(values: Any, ids: DenseIds, name: str, what: str, item_order: boo
     if isinstance(values, (list, tuple)):
         return [values[i] for i in item_of.tolist()]
     return (values if isinstance(values, np.ndarray) else np.asarray(values))[item_of]
+
+
+_DECIMAL = re.compile(r"^[0-9]+$")
+
+
+def ids_from_names(names: Sequence[str]) -> np.ndarray | None:
+    """uint64 ids when every name is a decimal integer below ``2**64`` (segment ids used as
+    file names, ``720575940621039145.swc``); None when one is not."""
+    if not names or not all(_DECIMAL.match(n) for n in names):
+        return None
+    values = [int(n) for n in names]
+    return np.array(values, dtype=np.uint64) if max(values) < 1 << 64 else None
+
+
+def file_ids(files: Sequence[Any], object_ids: Any, from_names: bool, flag: str) -> np.ndarray:
+    """One distinct object id per input file: ``object_ids`` when given, else the file names'
+    stems when ``from_names`` and all are integers, else ``0 .. n-1`` in the order given.
+    ``flag`` names the switch that turns names off, for the duplicate-id message."""
+    n = len(files)
+    if object_ids is not None:
+        ids = as_id_array(object_ids, "object_ids")
+        if ids.shape != (n,):
+            raise InputError(f"object_ids must have one id per file ({n}), got shape {ids.shape}")
+        stems = None
+    else:
+        stems = ids_from_names([getattr(f, "stem", str(f)) for f in files]) if from_names else None
+        ids = np.arange(n, dtype=np.int64) if stems is None else stems
+    order = np.argsort(ids, kind="stable")
+    dup = np.flatnonzero(ids[order][1:] == ids[order][:-1])
+    if len(dup):
+        a, b = (files[i] for i in order[dup[0] : dup[0] + 2])
+        how = f"rename one or pass {flag}" if stems is not None else "give each file its own id"
+        raise InputError(f"{a} and {b} both have object id {int(ids[order][dup[0]])}; {how}")
+    return ids
