@@ -39,6 +39,8 @@ OBJECT_ID_ATTRIBUTE = "object_id"
 #: Group attribute holding the user's id of each group, when group ids are not ``0 .. G-1``.
 GROUP_ID_ATTRIBUTE = "group_id"
 #: Object id of rows no object claims: -1, or its bit pattern ``2**64 - 1`` for uint64 ids.
+#: Only stores written elsewhere have such rows; where the user's ids are kept, -1 and
+#: ``2**64 - 1`` can also be real ids (writers here claim every row, so no clash arises).
 NO_OBJECT = -1
 
 
@@ -67,8 +69,11 @@ def as_id_array(values: Any, what: str) -> np.ndarray:
     exceeds ``2**63 - 1`` (then uint64, when none is negative). Integral floats are taken
     below ``2**53`` only, where they are exact.
     """
+    if isinstance(values, (int, np.integer)):
+        values = [values]
     arr = np.asarray(values)
-    if arr.dtype.kind == "f" and isinstance(values, (list, tuple)) and all(isinstance(v, int) for v in values):
+    if (arr.dtype.kind == "f" and isinstance(values, (list, tuple))
+            and all(isinstance(v, (int, np.integer)) for v in values)):  # fmt: skip
         arr = np.asarray(values, dtype=object)  # numpy took ints beyond int64 as floats
     if arr.dtype.kind == "O":  # Python ints beyond int64 mixed with others
         try:
@@ -191,9 +196,10 @@ class IdMap:
 
     def to_oids(self, ids: Any) -> np.ndarray:
         """OIDs of user ids; an id not held raises :class:`UnknownIdError` naming it."""
-        oids, found = self.lookup(ids)
+        q = as_id_array(ids, f"{self.noun} ids").reshape(-1)
+        oids, found = self.lookup(q)
         if not found.all():
-            bad = np.asarray(ids).reshape(-1)[np.argmin(found)]
+            bad = q[np.argmin(found)]
             raise UnknownIdError(f"{self.noun} id {int(bad)} is not in {self.where or 'this level'}: {self.describe()}")
         return oids
 
@@ -205,10 +211,13 @@ class IdMap:
         return f"its {self.size:,} {self.noun}s have ids {int(ids[0])} .. {int(ids[-1])}"
 
 
-def owned(ids: np.ndarray) -> np.ndarray:
-    """Distinct ids of ``ids`` (ascending), without :data:`NO_OBJECT`."""
+def owned(ids: np.ndarray, id_map: IdMap | None = None) -> np.ndarray:
+    """Distinct object ids of a result's rows (ascending), without :data:`NO_OBJECT` where it
+    cannot be an object: OIDs (``id_map`` the identity, or int64 ids without a map). The
+    user's ids may take any value, -1 and ``2**64 - 1`` included, so they are all kept."""
     u = np.unique(ids)
-    return u[u != np.array(NO_OBJECT).astype(u.dtype)] if len(u) else u
+    translated = id_map.user is not None if id_map is not None else u.dtype.kind == "u"
+    return u if translated or not len(u) else u[u != NO_OBJECT]
 
 
 def table_rows(values: Any, ids: DenseIds, name: str, what: str, item_order: bool) -> Any:

@@ -206,7 +206,7 @@ class Dataset:
         along each line, with ``line_offsets``; linked geometry also has ``edges``. An id the
         level does not hold raises :class:`~zarr_vectors.errors.UnknownIdError` (a ``KeyError``)."""
         lv = self.level(level)
-        oids = lv.object_id_map.to_oids(np.atleast_1d(np.asarray(ids)))
+        oids = lv.object_id_map.to_oids(ids)
         _, first = np.unique(oids, return_index=True)
         oids = oids[np.sort(first)]
         if self._is_mesh:
@@ -228,7 +228,7 @@ class Dataset:
         arr = lv.object_attributes[name]
         n_chunks = -(-arr.length // arr.chunk)
         values = arr.dense(self._backend.get_many(arr.chunk_keys(range(n_chunks))))
-        return values if ids is None else values[lv.object_id_map.to_oids(np.atleast_1d(np.asarray(ids)))]
+        return values if ids is None else values[lv.object_id_map.to_oids(ids)]
 
     def group_ids(self, *, level: int = 0) -> np.ndarray:
         """The groups' ids, ascending: the user's group ids when the store keeps them

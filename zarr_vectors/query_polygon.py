@@ -209,7 +209,7 @@ def query_polygon(
     if whole_objects:
         if out.object_ids is None:
             raise InputError("whole_objects=True needs an object index; this level has none")
-        whole = ds.objects(owned(out.object_ids), level=level, attributes=attributes)
+        whole = ds.objects(owned(out.object_ids, ds.level(level).object_id_map), level=level, attributes=attributes)
         whole.region = region
         return whole
     out.region = region

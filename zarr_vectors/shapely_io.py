@@ -176,7 +176,8 @@ def result_to_shapely(result: Result, clip: bool = False, object_attributes: Any
         raise InputError(
             "to_shapely needs object ids: read a store with an object index, and do not pass object_ids=False"
         )
-    ids = owned(result.object_ids)
+    origin = result.origin
+    ids = owned(result.object_ids, None if origin is None else origin.dataset.level(origin.level).object_id_map)
     res = _whole(result, ids, clip)
     types = _shape_types(res, ids)
     if types is not None:
