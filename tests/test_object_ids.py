@@ -356,3 +356,29 @@ def test_dense_numbering_is_ascending_and_invertible(values, kind):
     _, found = m.lookup(queries)
     held = {int(v) for v in arr}
     assert found.tolist() == [int(q) in held for q in queries]
+
+
+def test_geojson_round_trip_keeps_feature_ids(tmp_path):
+    """export_geojson writes each feature's id as the property object_id; ingest_vector takes
+    it back as the object ids (uint64 exactly), and a property object_id that is not one
+    distinct integer per feature is kept as object_id_ with a warning."""
+    from zarr_vectors.io.geojson import PropertiesSkippedWarning, export_geojson, ingest_vector
+
+    sq = [shapely.box(3 * k, 0, 3 * k + 2, 2) for k in range(3)]
+    ids = np.array([2**64 - 1, int(SEG), 7], np.uint64)
+    ds = zv.write_geometries(tmp_path / "a.zarr", sq, chunk_shape=2.5, object_ids=ids,
+                             object_attributes={"k": [1, 2, 3]})  # fmt: skip
+    export_geojson(ds.read(), tmp_path / "a.geojson")
+    back = ingest_vector(tmp_path / "b.zarr", tmp_path / "a.geojson", chunk_shape=2.5)
+    assert back.object_ids().dtype == np.uint64 and np.array_equal(back.object_ids(), np.sort(ids))
+    assert back.object_attribute_names() == ["geom_type", "k"]
+    assert back.object_attributes("k", ids).tolist() == [1, 2, 3]
+    got_ids, geoms = back.objects([2**64 - 1]).to_shapely()
+    assert got_ids.tolist() == [2**64 - 1] and geoms[0].equals(sq[0])
+    doc = {"type": "FeatureCollection", "features": [
+        {"type": "Feature", "geometry": {"type": "Point", "coordinates": [k, k]}, "properties": {"object_id": "a"}}
+        for k in range(2)]}  # fmt: skip
+    (tmp_path / "c.geojson").write_text(json.dumps(doc))
+    with pytest.warns(PropertiesSkippedWarning, match="'object_id' stored as 'object_id_'"):
+        other = ingest_vector(tmp_path / "c.zarr", tmp_path / "c.geojson", chunk_shape=2.5)
+    assert other.object_ids().tolist() == [0, 1] and other.object_attributes("object_id_").tolist() == ["a", "a"]

@@ -147,9 +147,9 @@ def _in_dtype(ids: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]
         return ids, np.ones(len(ids), bool)
     if dtype.kind == "u":  # int64 query, uint64 table: negatives cannot be there
         ok = ids >= 0
-        return np.where(ok, ids, 0).astype(np.uint64), ok
+        return np.where(ok, ids, ids.dtype.type(0)).astype(np.uint64), ok
     ok = ids <= np.uint64(np.iinfo(np.int64).max)  # uint64 query, int64 table
-    return np.where(ok, ids, 0).astype(np.int64), ok
+    return np.where(ok, ids, ids.dtype.type(0)).astype(np.int64), ok
 
 
 @dataclass(frozen=True, eq=False)
