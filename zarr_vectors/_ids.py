@@ -200,7 +200,8 @@ class IdMap:
         oids, found = self.lookup(q)
         if not found.all():
             bad = q[np.argmin(found)]
-            raise UnknownIdError(f"{self.noun} id {int(bad)} is not in {self.where or 'this level'}: {self.describe()}")
+            where = self.where or "this level"
+            raise UnknownIdError(f"{self.noun} id {int(bad)} is not in {where}: {self.describe()}")
         return oids
 
     def describe(self) -> str:

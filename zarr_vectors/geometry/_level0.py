@@ -126,6 +126,11 @@ def _indexed_by_id(dense: _ids.DenseIds, object_attributes: Mapping[str, Any]) -
     return _ids.DenseIds(user[dense.dense].astype(np.int64), longest, None)
 
 
+def _id_table(name: str, user: np.ndarray) -> _inputs.NamedArray:
+    """The ``object_id`` / ``group_id`` table: the user's ids, ascending, little-endian."""
+    return _inputs.NamedArray(name, user.astype(user.dtype.newbyteorder("<")))
+
+
 def _table(values: Any, rows: int, name: str, what: str) -> _inputs.NamedArray:
     return _inputs.table_attributes({name: values}, rows, what)[0]
 
@@ -161,13 +166,13 @@ def object_tables(
         num_objects = max([num_objects] + [len(np.asarray(v)) for v in given.values()])
     oattrs = [_table(v, len(np.asarray(v)), k, "object attribute") for k, v in given.items()]
     if dense.user is not None:
-        oattrs.insert(0, _inputs.NamedArray(_ids.OBJECT_ID_ATTRIBUTE, dense.user.astype(dense.user.dtype.newbyteorder("<"))))
+        oattrs.insert(0, _id_table(_ids.OBJECT_ID_ATTRIBUTE, dense.user))
     object_map = _ids.IdMap(dense.user, num_objects)
     group_list, gids = _inputs.group_lists(groups, object_map)
     gattrs = [_table(_ids.table_rows(v, gids, k, "group attribute", False), len(group_list), k, "group attribute")
               for k, v in (group_attributes or {}).items()]  # fmt: skip
     if gids.user is not None:
-        gattrs.insert(0, _inputs.NamedArray(_ids.GROUP_ID_ATTRIBUTE, gids.user.astype(gids.user.dtype.newbyteorder("<"))))
+        gattrs.insert(0, _id_table(_ids.GROUP_ID_ATTRIBUTE, gids.user))
     names = None if group_names is None else [str(g) for g in group_names]
     if names is not None and len(names) != len(group_list):
         raise InputError(f"group_names has {len(names)} names but there are {len(group_list)} groups")
