@@ -10,6 +10,7 @@ from .errors import (
     InputError,
     ReadOnlyError,
     StoreExistsError,
+    UnknownIdError,
     ZarrVectorsError,
 )
 from .format.metadata import UnknownCapabilityWarning
@@ -44,6 +45,7 @@ __all__ = [
     "InputError",
     "ReadOnlyError",
     "StoreExistsError",
+    "UnknownIdError",
     "ZarrV2StoreError",
     "UnknownCapabilityWarning",
     "validate",

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ._ids import DenseIds, IdMap, as_id_array, dense_ids
 from .errors import InputError
 from .format.zarr_json import absent_fill
 
@@ -146,22 +147,13 @@ def vertex_attributes(
 
 
 def object_id_array(object_ids: Any, n: int) -> np.ndarray | None:
-    """(n,) int64 non-negative object ids, or None."""
+    """(n,) object ids as given, int64 or uint64 of any value (see :func:`_ids.as_id_array`), or None."""
     if object_ids is None:
         return None
-    arr = np.asarray(object_ids)
-    if arr.shape != (n,):
-        raise InputError(f"object_ids must have shape ({n},) (one per vertex), got {arr.shape}")
-    if arr.dtype.kind == "f":
-        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-            raise InputError("object_ids must be integers; got non-integer floating-point values")
-        arr = arr.astype(np.int64)
-    elif arr.dtype.kind not in "iu":
-        raise InputError(f"object_ids must be integers, got dtype {arr.dtype}")
-    arr = arr.astype(np.int64)
-    if n and arr.min() < 0:
-        raise InputError(f"object_ids must be >= 0, found {int(arr.min())}")
-    return arr
+    shape = np.shape(object_ids)
+    if shape != (n,):
+        raise InputError(f"object_ids must have shape ({n},) (one per vertex), got {shape}")
+    return as_id_array(object_ids, "object_ids")
 
 
 def table_attributes(attributes: Mapping[str, Any] | None, n: int, what: str) -> list[NamedArray]:
@@ -189,31 +181,34 @@ def table_attributes(attributes: Mapping[str, Any] | None, n: int, what: str) ->
     return out
 
 
-def group_lists(groups: Any, num_objects: int) -> list[np.ndarray]:
-    """Groups as a list (group id -> int64 member object ids) from a sequence or a mapping."""
+def group_lists(groups: Any, objects: IdMap) -> tuple[list[np.ndarray], DenseIds]:
+    """Groups (a list of member lists, or a mapping group id -> members) as member OID lists in
+    group order, and the groups' own ids numbered densely (ascending when given as mapping keys).
+
+    Members are the user's object ids, translated through ``objects``; group ids may be any
+    int64 / uint64 values.
+    """
     if groups is None:
-        return []
+        return [], DenseIds.identity(0)
     if isinstance(groups, Mapping):
-        if not groups:
-            return []
-        keys = [int(k) for k in groups]
-        if min(keys) < 0:
-            raise InputError("group ids must be >= 0")
-        seq: list[Any] = [[] for _ in range(max(keys) + 1)]
-        for k, v in groups.items():
-            seq[int(k)] = v
+        keys = list(groups)
+        gids = dense_ids(as_id_array(keys, "group ids")) if keys else DenseIds.identity(0)
+        seq: list[Any] = [None] * gids.count
+        for k, g in zip(keys, gids.dense.tolist()):
+            seq[g] = groups[k]
+        labels = gids.id_map().ids().tolist()
     else:
         seq = list(groups)
+        gids = DenseIds.identity(len(seq))
+        labels = list(range(len(seq)))
     out = []
-    for g, members in enumerate(seq):
-        arr = np.asarray(members)
-        if arr.size == 0:
-            out.append(np.zeros(0, np.int64))
-            continue
-        if arr.ndim != 1 or arr.dtype.kind not in "iu":
-            raise InputError(f"group {g} must be a 1-D list of integer object ids")
-        arr = arr.astype(np.int64)
-        if arr.min() < 0 or arr.max() >= num_objects:
-            raise InputError(f"group {g} names object ids outside [0, {num_objects}) (the objects written)")
-        out.append(arr)
-    return out
+    for label, members in zip(labels, seq):
+        arr = np.asarray([] if members is None else members)
+        if arr.size and (arr.ndim != 1 or arr.dtype.kind not in "iuO"):
+            raise InputError(f"group {label} must be a 1-D list of integer object ids")
+        oids, found = objects.lookup(as_id_array(arr.reshape(-1), f"group {label}"))
+        if not found.all():
+            bad = int(arr.reshape(-1)[np.argmin(found)])
+            raise InputError(f"group {label} names object id {bad}, which no vertex has ({objects.describe()})")
+        out.append(oids)
+    return out, gids

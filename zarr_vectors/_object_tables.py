@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._ids import OBJECT_ID_ATTRIBUTE
 from ._inputs import NamedArray
 from ._partition import Partition
 from ._writer import MANIFEST_BUCKET, OBJECT_ATTRIBUTE_CHUNK, StoreBuilder
@@ -80,9 +81,11 @@ def write_object_tables(
                 "shape": list(values.shape),
                 "fill_sentinel_meaning": "absent",
             }
-            builder.dense_array(
-                f"{level_path}/object_attributes/{attr.name}", values, OBJECT_ATTRIBUTE_CHUNK, fill, meta
-            )
+            # The id table is new to the format's users: sized to the objects, not padded to a full chunk.
+            chunk = OBJECT_ATTRIBUTE_CHUNK
+            if attr.name == OBJECT_ID_ATTRIBUTE:
+                chunk = min(chunk, max(len(values), 1))
+            builder.dense_array(f"{level_path}/object_attributes/{attr.name}", values, chunk, fill, meta)
         present.append("object_attributes")
     if groups:
         items = [g.astype("<i8").tobytes() for g in groups]

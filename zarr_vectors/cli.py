@@ -69,6 +69,17 @@ def _add_storage_options(p: argparse.ArgumentParser) -> None:
                    help="options for the URL's filesystem, as a JSON object (e.g. credentials, endpoint)")
 
 
+def object_id(text: str) -> int:
+    """An ``--object`` / ``--objects`` value: an integer from -2**63 to 2**64 - 1."""
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer object id") from exc
+    if not -(1 << 63) <= value < 1 << 64:
+        raise argparse.ArgumentTypeError(f"{text} is outside the 64-bit id range (-2**63 .. 2**64 - 1)")
+    return value
+
+
 def _swc_files(paths: list[str]) -> list[Path]:
     from .io._files import input_files
 
@@ -82,9 +93,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         files = mesh_files(args.inputs)
         ds = ingest_meshes(args.output, files, chunk_shape=args.chunk_size, progress=not args.no_progress,
                            encoding="draco" if args.draco else "raw", overwrite=args.overwrite,
+                           ids_from_names=not args.sequential_ids,
                            storage_options=_storage_options(args.storage_options))  # fmt: skip
-        for i, f in enumerate(files):
-            print(f"object {i}: {f}")
+        from ._ids import file_ids
+
+        for oid, f in zip(file_ids(files, None, not args.sequential_ids, "").tolist(), files):
+            print(f"object {oid}: {f}")
         print(f"wrote {ds.num_objects()} meshes, {ds.vertex_count()} vertices to {args.output}")
         return 0
     if args.format in ("geojson", "vector"):
@@ -102,7 +116,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     files = _swc_files(args.inputs)
     ds = ingest_swc(args.output, files, chunk_shape=args.chunk_size, progress=not args.no_progress,
-                    overwrite=args.overwrite, storage_options=_storage_options(args.storage_options))  # fmt: skip
+                    overwrite=args.overwrite, ids_from_names=not args.sequential_ids,
+                    storage_options=_storage_options(args.storage_options))  # fmt: skip
     print(f"wrote {ds.num_objects()} skeletons, {ds.vertex_count()} samples to {args.output}")
     return 0
 
@@ -281,7 +296,8 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     which = p.add_mutually_exclusive_group()
     which.add_argument("--bbox", help="inclusive box: lo then hi, comma-separated (x0,y0,z0,x1,y1,z1); "
                        "default: everything")  # fmt: skip
-    which.add_argument("--objects", type=int, nargs="+", metavar="ID", help="object ids to read whole")
+    which.add_argument("--objects", type=object_id, nargs="+", metavar="ID",
+                       help="object ids to read whole (any int64 or uint64 id, e.g. a segment id)")  # fmt: skip
     p.add_argument("--level", type=int, default=0, help="resolution level (default 0, the finest)")
     attrs = p.add_mutually_exclusive_group()
     attrs.add_argument("--attributes", metavar="A,B", help="vertex attributes to read (default: all)")
@@ -393,6 +409,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repair", action="store_true", help="geojson/vector: repair invalid polygons with "
                    "shapely.make_valid (reported) instead of refusing them")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    p.add_argument("--sequential-ids", action="store_true",
+                   help="swc/mesh: number objects 0, 1, ... in file order. By default, when every file "
+                        "name is an integer (720575940621039145.swc, as neuPrint, navis and cloud-volume "
+                        "save segments), those integers are the object ids")  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_storage_options(p)
     p.set_defaults(func=cmd_ingest)
@@ -401,8 +421,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("format", choices=["swc", "mesh"], help="swc: one skeleton; mesh: a box or an object of a mesh "
                    "store, format from the output's suffix (.ply .obj .stl .glb .off)")
     p.add_argument("store")
-    p.add_argument("--object", type=int, action="append", metavar="ID",
-                   help="object id to export (mesh: repeat for several objects in one file; swc: one)")
+    p.add_argument("--object", type=object_id, action="append", metavar="ID",
+                   help="object id to export, any int64 or uint64 id such as a segment id (mesh: repeat "
+                        "for several objects in one file; swc: one)")  # fmt: skip
     p.add_argument("--bbox", help="mesh only: export the faces inside this box (lo then hi, comma-separated)")
     p.add_argument("-o", "--output", required=True)
     _add_storage_options(p)

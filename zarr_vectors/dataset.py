@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ._ids import OBJECT_ID_ATTRIBUTE
 from .errors import FormatError, InputError, ReadOnlyError
 from .format.metadata import RootMeta
 from .format.zarr_json import check_zarr_v3, load_json
@@ -100,13 +101,22 @@ class Dataset:
         return self.level(level).meta.vertex_count
 
     def num_objects(self, level: int = 0) -> int:
+        """Number of objects (OIDs ``0 .. n-1`` on disk, whatever ids the user gave them)."""
         return self.level(level).num_objects
+
+    def object_ids(self, level: int = 0) -> np.ndarray:
+        """The objects' ids, ascending: the user's ids (int64 or uint64) when the store keeps
+        them (``object_attributes/object_id``), else ``0 .. num_objects - 1``."""
+        return self.level(level).object_id_map.ids()
 
     def attribute_names(self, level: int = 0) -> list[str]:
         return sorted(self.level(level).vertex_attributes)
 
     def object_attribute_names(self, level: int = 0) -> list[str]:
-        return sorted(self.level(level).object_attributes)
+        """Object attribute names; the id table ``object_id`` is left out (see :meth:`object_ids`)."""
+        lv = self.level(level)
+        hidden = {OBJECT_ID_ATTRIBUTE} if lv.object_id_map.user is not None else set()
+        return sorted(set(lv.object_attributes) - hidden)
 
     def __repr__(self) -> str:
         lo, hi = self.bounds
@@ -168,6 +178,7 @@ class Dataset:
             res = query_lines_box(lv, lo, hi, attributes, object_ids, whole_objects)
         else:
             res = query_box(lv, lo, hi, attributes, object_ids)
+        res.object_ids = _user_ids(lv, res.object_ids)
         res.region = Region(lo, hi)
         res.origin = Origin(self, level, complete=whole_objects and self._is_linked)
         return res
@@ -186,35 +197,42 @@ class Dataset:
         return self.query(None, level=level, attributes=attributes)
 
     def objects(self, ids: Sequence[int] | int, *, level: int = 0, attributes: Sequence[str] | bool | None = None) -> Result:
-        """All vertices of the objects ``ids``, grouped by object in the order given (an id given
-        twice is read once). Lines come in order along each line, with ``line_offsets``;
-        linked geometry also has ``edges``."""
-        ids_arr = np.atleast_1d(np.asarray(ids))
-        if ids_arr.dtype.kind not in "iu":
-            raise InputError(f"object ids must be integers, got {ids_arr.dtype}")
-        _, first = np.unique(ids_arr, return_index=True)
-        ids_arr = ids_arr[np.sort(first)]
+        """All vertices of the objects ``ids`` (the user's ids, see :meth:`object_ids`), grouped
+        by object in the order given (an id given twice is read once). Lines come in order
+        along each line, with ``line_offsets``; linked geometry also has ``edges``. An id the
+        level does not hold raises :class:`~zarr_vectors.errors.UnknownIdError` (a ``KeyError``)."""
+        lv = self.level(level)
+        oids = lv.object_id_map.to_oids(ids)
+        _, first = np.unique(oids, return_index=True)
+        oids = oids[np.sort(first)]
         if self._is_mesh:
-            res = mesh_objects(self.level(level), ids_arr, attributes)
+            res = mesh_objects(lv, oids, attributes)
         elif self._is_linked:
-            res = objects_with_edges(self.level(level), ids_arr, attributes)
+            res = objects_with_edges(lv, oids, attributes)
         else:
-            res = read_objects(self.level(level), ids_arr, attributes)
+            res = read_objects(lv, oids, attributes)
+        res.object_ids = _user_ids(lv, res.object_ids)
         res.origin = Origin(self, level, complete=True)
         return res
 
     def object_attributes(self, name: str, ids: Sequence[int] | None = None, *, level: int = 0) -> np.ndarray:
-        """Values of one object attribute (absent entries read as NaN or the dtype's sentinel)."""
+        """Values of one object attribute, one row per object in the order of :meth:`object_ids`
+        (or of the user's ``ids``); absent entries read as NaN or the dtype's sentinel."""
         lv = self.level(level)
         if name not in lv.object_attributes:
-            raise KeyError(f"no object attribute {name!r}; level {level} has {sorted(lv.object_attributes)}")
+            raise KeyError(f"no object attribute {name!r}; level {level} has {self.object_attribute_names(level)}")
         arr = lv.object_attributes[name]
         n_chunks = -(-arr.length // arr.chunk)
         values = arr.dense(self._backend.get_many(arr.chunk_keys(range(n_chunks))))
-        return values if ids is None else values[np.asarray(ids, dtype=np.int64)]
+        return values if ids is None else values[lv.object_id_map.to_oids(ids)]
+
+    def group_ids(self, *, level: int = 0) -> np.ndarray:
+        """The groups' ids, ascending: the user's group ids when the store keeps them
+        (``group_attributes/group_id``), else ``0 .. G-1``."""
+        return self.level(level).group_id_map.ids()
 
     def groups(self, *, level: int = 0) -> list[np.ndarray]:
-        """Member object ids of every group (group id = list index)."""
+        """Member object ids (the user's ids) of every group, in the order of :meth:`group_ids`."""
         lv = self.level(level)
         if lv.groups is None:
             return []
@@ -233,7 +251,7 @@ class Dataset:
             if len(members) == 0 and str(gid) in ranges:
                 start, stop = ranges[str(gid)]
                 members = np.arange(int(start), int(stop), dtype=np.int64)
-            out.append(members)
+            out.append(lv.object_id_map.to_user(members))
         return out
 
     def group_names(self, *, level: int = 0) -> list[str] | None:
@@ -243,6 +261,7 @@ class Dataset:
         return None if names is None else [str(n) for n in names]
 
     def group_attributes(self, name: str, *, level: int = 0) -> np.ndarray:
+        """Values of one group attribute, one row per group in the order of :meth:`group_ids`."""
         lv = self.level(level)
         if name not in lv.group_attributes:
             raise KeyError(f"no group attribute {name!r}; level {level} has {sorted(lv.group_attributes)}")
@@ -251,11 +270,10 @@ class Dataset:
         return arr.dense(self._backend.get_many(arr.chunk_keys(range(n_chunks))))
 
     def group(self, gid: int, *, level: int = 0, attributes: Sequence[str] | bool | None = None) -> Result:
-        """All vertices of the objects in group ``gid``."""
+        """All vertices of the objects in group ``gid`` (the user's group id, see :meth:`group_ids`)."""
         groups = self.groups(level=level)
-        if not 0 <= gid < len(groups):
-            raise KeyError(f"group {gid} does not exist; this level has {len(groups)} groups")
-        return self.objects(groups[gid], level=level, attributes=attributes)
+        (index,) = self.level(level).group_id_map.to_oids([gid])
+        return self.objects(groups[index], level=level, attributes=attributes)
 
     # -- levels of detail ------------------------------------------------------------
     def build_pyramid(
@@ -308,6 +326,11 @@ class Dataset:
     def _require_writable(self) -> None:
         if self.mode != "r+":
             raise ReadOnlyError("this dataset was opened with mode='r'; reopen it with mode='r+' to modify it")
+
+
+def _user_ids(level: Level, oids: np.ndarray | None) -> np.ndarray | None:
+    """A result's OIDs as the user's object ids (unchanged where the level keeps none)."""
+    return None if oids is None else level.object_id_map.to_user(oids)
 
 
 def open(target: Any, mode: str = "r", *, storage_options: dict[str, Any] | None = None) -> Dataset:  # noqa: A001

@@ -15,6 +15,7 @@ __all__ = [
     "StoreExistsError",
     "ReadOnlyError",
     "DecodeError",
+    "UnknownIdError",
 ]
 
 
@@ -58,3 +59,10 @@ class DecodeError(FormatError):
     The decoders do not know which array or chunk their bytes came from; the
     reading layer re-raises this as :class:`CorruptCellError` with that context.
     """
+
+
+class UnknownIdError(ZarrVectorsError, KeyError):
+    """An object or group id that the level does not hold (also a :class:`KeyError`)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -11,6 +12,7 @@ import numpy as np
 
 from ._arrays import BOUND_SLACK, DRACO_BYTES, FRAGMENT_BYTES, MAX_CELLS, CellArray, LinkArray, TableArray
 from ._pipeline import DEFAULT_MAX_DECODED
+from ._ids import GROUP_ID_ATTRIBUTE, OBJECT_ID_ATTRIBUTE, IdMap, IdTableWarning
 from .errors import CorruptCellError, DecodeError, FormatError
 from .format.grid import Grid
 from .format.manifests import ManifestBlock, decode_manifest, decode_manifests_batch
@@ -208,6 +210,23 @@ def _same_length(tables: dict[str, TableArray], expected: int | None, what: str)
     for arr in tables.values():
         if arr.length != expected:
             raise FormatError(f"{arr.path} has {arr.length} rows but the level has {expected} {what}; its zarr.json shape is wrong")
+def _id_map(level: Level, arr: TableArray | None, size: int, noun: str) -> IdMap:
+    """The id map a ``object_id`` / ``group_id`` table gives: read once, checked to hold one
+    strictly increasing int64 or uint64 id per object (group); else the identity, with a warning."""
+    where = f"level {level.index}"
+    if arr is None:
+        return IdMap(None, size, noun, where)
+    n_chunks = -(-arr.length // arr.chunk)
+    values = arr.dense(level.backend.get_many(arr.chunk_keys(range(n_chunks))))
+    ok = values.ndim == 1 and values.dtype in (np.dtype(np.int64), np.dtype(np.uint64)) and len(values) == size
+    if not ok or (len(values) > 1 and np.any(values[1:] <= values[:-1])):
+        warnings.warn(
+            f"{arr.path} is not an id table ({size} strictly increasing int64 or uint64 {noun} ids); "
+            f"it is read as an ordinary attribute and {noun}s are numbered 0 .. {size - 1}",
+            IdTableWarning, stacklevel=3,
+        )  # fmt: skip
+        return IdMap(None, size, noun, where)
+    return IdMap(values.astype(values.dtype.newbyteorder("=")), size, noun, where)
 
 
 @dataclass(eq=False)
@@ -300,6 +319,17 @@ class Level:
         if len(ids) > 1 and np.any(np.diff(ids) <= 0):
             raise FormatError(f"{arr.path} must hold strictly increasing object ids")
         return ids
+
+    @cached_property
+    def object_id_map(self) -> IdMap:
+        """OIDs <-> the user's object ids (``object_attributes/object_id``; identity without it)."""
+        return _id_map(self, self.object_attributes.get(OBJECT_ID_ATTRIBUTE), self.num_objects, "object")
+
+    @cached_property
+    def group_id_map(self) -> IdMap:
+        """Group index <-> the user's group ids (``group_attributes/group_id``; identity without it)."""
+        n = 0 if self.groups is None else self.groups.length
+        return _id_map(self, self.group_attributes.get(GROUP_ID_ATTRIBUTE), n, "group")
 
     @property
     def cell_fragments(self) -> int:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._ids import owned
 from .errors import InputError
 from .result import Origin, Region, Result
 
@@ -208,7 +209,7 @@ def query_polygon(
     if whole_objects:
         if out.object_ids is None:
             raise InputError("whole_objects=True needs an object index; this level has none")
-        whole = ds.objects(np.unique(out.object_ids[out.object_ids >= 0]), level=level, attributes=attributes)
+        whole = ds.objects(owned(out.object_ids, ds.level(level).object_id_map), level=level, attributes=attributes)
         whole.region = region
         return whole
     out.region = region

@@ -34,7 +34,8 @@ class Result:
     """Vertices of a query or object read, with row-aligned attributes.
 
     ``positions`` is (N, D); every array in ``attributes`` has N rows; ``object_ids``
-    is (N,) int64 or None when the level has no object index. Connectivity indexes
+    is (N,) or None when the level has no object index: the user's ids with their dtype
+    (int64 or uint64) where the store keeps them, else int64 ``0 .. B-1``. Connectivity indexes
     rows of ``positions``: ``edges`` (E, 2); for lines, line ``i`` is rows
     ``line_offsets[i]:line_offsets[i + 1]`` in order along the line; for skeletons,
     ``edges`` are ``(parent, child)`` and ``parents[i]`` is row i's parent row (-1 for a

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ._ids import owned
 from .errors import InputError
 from .format.fragments import ranges_to_rows
 from .geometry.shapes import PART_ATTRIBUTE, RING_ATTRIBUTE, TYPE_ATTRIBUTE
@@ -88,7 +89,7 @@ def _group_rows(object_ids: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np
     pos = np.searchsorted(ids, object_ids)
     pos = np.minimum(pos, max(len(ids) - 1, 0))
     owned = (
-        np.flatnonzero((object_ids >= 0) & (ids[pos] == object_ids)) if len(ids) else np.zeros(0, np.int64)
+        np.flatnonzero(ids[pos] == object_ids) if len(ids) else np.zeros(0, np.int64)
     )
     order = owned[np.argsort(pos[owned], kind="stable")]
     return order, pos[order]
@@ -175,7 +176,8 @@ def result_to_shapely(result: Result, clip: bool = False, object_attributes: Any
         raise InputError(
             "to_shapely needs object ids: read a store with an object index, and do not pass object_ids=False"
         )
-    ids = np.unique(result.object_ids[result.object_ids >= 0])
+    origin = result.origin
+    ids = owned(result.object_ids, None if origin is None else origin.dataset.level(origin.level).object_id_map)
     res = _whole(result, ids, clip)
     types = _shape_types(res, ids)
     if types is not None:

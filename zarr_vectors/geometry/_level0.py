@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import _inputs
+from .. import _ids, _inputs
 from .._object_tables import write_object_tables
 from .._writer import StoreBuilder
 from ..errors import InputError
@@ -87,28 +87,96 @@ def make_layout(
 
 @dataclass(frozen=True, eq=False)
 class Tables:
-    """Validated per-object and per-group inputs; object ids are ``0 .. num_objects - 1``."""
+    """Validated per-object and per-group inputs; object ids are ``0 .. num_objects - 1``.
+
+    Where the user's ids were not ``0 .. B-1`` the first object attribute is their
+    ``object_id`` table (and the first group attribute the ``group_id`` table).
+    """
 
     num_objects: int
     object_attributes: list[_inputs.NamedArray]
     groups: list[np.ndarray]
     group_attributes: list[_inputs.NamedArray]
     group_names: list[str] | None = None
+    #: OID of every input entry (vertex or item), when built by :func:`object_tables`.
+    ids: _ids.DenseIds | None = None
+
+    @property
+    def oids(self) -> np.ndarray:
+        assert self.ids is not None
+        return self.ids.dense
+
+
+def _indexed_by_id(dense: _ids.DenseIds, object_attributes: Mapping[str, Any]) -> _ids.DenseIds:
+    """The id space rows indexed by id ask for: when a sequence has more rows than there are
+    distinct ids and one row for every id up to the largest, ids ``0 .. rows-1`` are the
+    objects (those without vertices too) and no id table is stored. Otherwise ``dense``."""
+    lengths = [len(v) for v in object_attributes.values() if not isinstance(v, Mapping)]
+    if dense.user is None or not lengths or max(lengths) <= dense.count:
+        return dense
+    user = dense.user
+    longest = max(lengths)
+    if (user.dtype.kind == "i" and int(user[0]) < 0) or int(user[-1]) >= longest:
+        name = next(k for k, v in object_attributes.items() if not isinstance(v, Mapping) and len(v) == longest)
+        raise InputError(
+            f"object attribute {name!r} has {longest} rows for {dense.count} distinct object ids "
+            f"({int(user[0])} .. {int(user[-1])}); give one row per distinct id in ascending order, "
+            "or a mapping {id: value} (rows indexed by id need ids in 0 .. rows-1)"
+        )
+    return _ids.DenseIds(user[dense.dense].astype(np.int64), longest, None)
+
+
+def _id_table(name: str, user: np.ndarray) -> _inputs.NamedArray:
+    """The ``object_id`` / ``group_id`` table: the user's ids, ascending, little-endian."""
+    return _inputs.NamedArray(name, user.astype(user.dtype.newbyteorder("<")))
+
+
+def _table(values: Any, rows: int, name: str, what: str) -> _inputs.NamedArray:
+    return _inputs.table_attributes({name: values}, rows, what)[0]
 
 
 def object_tables(
-    num_ids: int, object_attributes: Mapping[str, Any] | None, groups: Any,
+    ids: _ids.DenseIds | int, object_attributes: Mapping[str, Any] | None, groups: Any,
     group_attributes: Mapping[str, Any] | None, group_names: Sequence[str] | None = None,
+    *, item_order: bool = False,
 ) -> Tables:
-    """Object attributes may be shorter than the id space (missing rows are absent) or longer
-    (the id space grows to their length)."""
-    given = dict(object_attributes or {})
-    num_objects = max([num_ids] + [len(np.asarray(v)) for v in given.values()])
-    oattrs = [_inputs.table_attributes({k: v}, len(np.asarray(v)), "object attribute")[0] for k, v in given.items()]
-    group_list = _inputs.group_lists(groups, num_objects)
-    gattrs = _inputs.table_attributes(group_attributes, len(group_list), "group attribute")
+    """Object and group tables in OID order; ``Tables.oids`` numbers the input entries.
+
+    ``ids`` numbers the user's object ids (an int ``B`` means ids ``0 .. B-1``). Object
+    attribute values are a mapping ``{user id: row}`` or a sequence of rows: with
+    ``item_order`` one per input item (line, mesh, geometry: item ``i`` is OID
+    ``ids.dense[i]``); otherwise one per distinct id in ascending order, or indexed by id
+    (row ``i`` is object ``i``) when ids are ``0 .. B-1`` or a sequence covers every id
+    (see :func:`_indexed_by_id`): then a shorter sequence leaves the missing rows absent and
+    a longer one adds objects without vertices. Groups name members by user id; group ids
+    given as mapping keys may be any integers (stored as ``group_id`` unless ``0 .. G-1``),
+    and group attributes and ``group_names`` follow the groups in ascending group id.
+    """
+    dense = _ids.DenseIds.identity(ids) if isinstance(ids, int) else ids
+    for k in object_attributes or {}:
+        _ids.check_not_reserved(k, "object attribute")
+    for k in group_attributes or {}:
+        _ids.check_not_reserved(k, "group attribute")
+    if not item_order:
+        dense = _indexed_by_id(dense, object_attributes or {})
+    given = {k: _ids.table_rows(v, dense, k, "object attribute", item_order)
+             for k, v in (object_attributes or {}).items()}  # fmt: skip
+    num_objects = dense.count
+    if dense.user is None and not item_order:
+        num_objects = max([num_objects] + [len(np.asarray(v)) for v in given.values()])
+    oattrs = [_table(v, len(np.asarray(v)), k, "object attribute") for k, v in given.items()]
+    if dense.user is not None:
+        oattrs.insert(0, _id_table(_ids.OBJECT_ID_ATTRIBUTE, dense.user))
+    object_map = _ids.IdMap(dense.user, num_objects)
+    group_list, gids = _inputs.group_lists(groups, object_map)
+    gattrs = [_table(_ids.table_rows(v, gids, k, "group attribute", False), len(group_list), k, "group attribute")
+              for k, v in (group_attributes or {}).items()]  # fmt: skip
+    if gids.user is not None:
+        gattrs.insert(0, _id_table(_ids.GROUP_ID_ATTRIBUTE, gids.user))
     names = None if group_names is None else [str(g) for g in group_names]
-    return Tables(num_objects, oattrs, group_list, gattrs, names)
+    if names is not None and len(names) != len(group_list):
+        raise InputError(f"group_names has {len(names)} names but there are {len(group_list)} groups")
+    return Tables(num_objects, oattrs, group_list, gattrs, names, dense)
 
 
 def row_payloads(values: np.ndarray, part: Any) -> Iterable[bytes]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _inputs
+from .._ids import dense_ids
 from .._object_tables import build_manifests
 from .._partition import Partition, partition
 from .._writer import StoreBuilder
@@ -169,7 +170,9 @@ def write_graph(
 ) -> Dataset:
     """Write a graph: vertices ``positions`` (N, D) and ``edges`` (E, 2) of vertex indices.
 
-    ``object_ids`` gives one object per vertex (default: every vertex in object 0);
+    ``object_ids`` gives one object per vertex, int64 or uint64 ids of any value (default:
+    every vertex in object 0); ``object_attributes`` follow the distinct ids in ascending
+    order (or are a mapping ``{id: value}``), as in :func:`zarr_vectors.write_points`;
     ``edge_attributes`` one value (or row) per edge, stored in ``link_attributes``.
     ``directed=True`` keeps each edge's direction as given; undirected edges come back
     in the order given too (through ``perm_idx``). Other parameters as in
@@ -181,10 +184,10 @@ def write_graph(
     layout = make_layout(pos, chunk_shape, bounds, None, axes, units)
     vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
     eattrs = _inputs.vertex_attributes(edge_attributes, len(e), what="edge attribute")
-    oids = _inputs.object_id_array(object_ids, n)
-    oids = np.zeros(n, np.int64) if oids is None else oids
-    tables = object_tables(int(oids.max()) + 1 if n else 0, object_attributes, groups, group_attributes)
-    part = partition(pos, layout.grid, oids)
+    user_ids = _inputs.object_id_array(object_ids, n)
+    ids = dense_ids(np.zeros(n, np.int64) if user_ids is None else user_ids)
+    tables = object_tables(ids, object_attributes, groups, group_attributes)
+    part = partition(pos, layout.grid, tables.oids)
 
     def links(builder: StoreBuilder) -> list[str]:
         if not write_edges(builder, layout.grid, part, e, directed, eattrs):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _inputs
+from .._ids import DenseIds, as_id_array, dense_ids
 from .._partition import sort_keys
 from .._writer import StoreBuilder
 from ..errors import InputError
@@ -144,6 +145,29 @@ def _write_links(builder: StoreBuilder, grid: Grid, part: LinePartition) -> int:
     return m
 
 
+def segment_manifests(num_objects: int, seg_object: np.ndarray, chunks: np.ndarray, seg_local: np.ndarray) -> list[bytes]:
+    """Manifests of objects made of line segments: one block per segment, each object's
+    segments in input order (``seg_object`` need not be sorted)."""
+    order = np.argsort(seg_object, kind="stable")
+    return encode_manifests_batch(num_objects, seg_object[order], chunks[order], np.arange(len(order) + 1),
+                                  seg_local[order])  # fmt: skip
+
+
+def item_ids(object_ids: Any, n: int, what: str) -> DenseIds:
+    """One distinct int64 / uint64 id per item (line, geometry), numbered densely; default ``i``."""
+    if object_ids is None:
+        return DenseIds.identity(n)
+    ids = as_id_array(object_ids, "object_ids")
+    if ids.shape != (n,):
+        raise InputError(f"object_ids must have one id per {what} ({n}), got shape {ids.shape}")
+    dense = dense_ids(ids)
+    if dense.count != n:
+        dup = np.flatnonzero(np.bincount(dense.dense) > 1)[0]
+        raise InputError(f"object_ids name object {int(dense.id_map().ids()[dup])} for several {what}s; "
+                         f"give each {what} its own id")  # fmt: skip
+    return dense
+
+
 def as_line_arrays(lines: Any, kind: str = "polyline") -> tuple[np.ndarray, np.ndarray]:
     """Flat (V, D) positions and (L + 1,) offsets from a list of (n_i, D) arrays, a
     (positions, offsets) pair, or for ``kind="line"`` an (M, 2, D) array of segments."""
@@ -207,6 +231,7 @@ def write_lines(
     bounds: Any = None,
     attributes: Mapping[str, Any] | None = None,
     channel_names: Mapping[str, Sequence[str]] | None = None,
+    object_ids: Any = None,
     object_attributes: Mapping[str, Any] | None = None,
     groups: Any = None,
     group_attributes: Mapping[str, Any] | None = None,
@@ -219,13 +244,14 @@ def write_lines(
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> Dataset:
-    """Write polylines, streamlines or straight segments; line ``i`` is object ``i``.
+    """Write polylines, streamlines or straight segments; line ``i`` is object ``object_ids[i]``
+    (distinct int64 or uint64 ids of any value; default ``i``).
 
     ``lines`` is a list of (n_i, D) arrays, or ``(positions, offsets)`` with line i at
     ``positions[offsets[i]:offsets[i + 1]]``; for ``kind="line"``, an (M, 2, D) array of
     segments. ``attributes`` are per vertex, flat in line order or as one array per
-    line; ``object_attributes`` per line. Other parameters as in
-    :func:`zarr_vectors.write_points`.
+    line; ``object_attributes`` one row per line in the order given (or a mapping
+    ``{id: value}``). Other parameters as in :func:`zarr_vectors.write_points`.
     """
     if kind not in LINE_KINDS:
         raise InputError(f"kind must be one of {LINE_KINDS}, got {kind!r}")
@@ -236,16 +262,19 @@ def write_lines(
     layout = make_layout(pos, chunk_shape, bounds, None, axes, units)
     grid = layout.grid
     vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
-    tables = object_tables(n_lines, object_attributes, groups, group_attributes, group_names)
+    ids = item_ids(object_ids, n_lines, "line")
+    tables = object_tables(ids, object_attributes, groups, group_attributes, group_names,
+                           item_order=object_ids is not None)  # fmt: skip
     if tables.num_objects != n_lines:
         raise InputError(f"object_attributes have {tables.num_objects} rows but there are {n_lines} lines")
     part = partition_lines(pos, line_offsets, grid)
     chunks = part.cells[part.seg_cell] + grid.origin
-    manifests = encode_manifests_batch(n_lines, part.seg_line, chunks, np.arange(len(chunks) + 1), part.seg_local)
+    seg_object = ids.dense[part.seg_line]
+    manifests = segment_manifests(n_lines, seg_object, chunks, part.seg_local)
     return write_level0(
         target, layout=layout, geometry_type=kind, links_convention="implicit_sequential", positions=pos,
         part=part, fragments=_fragment_payloads(part), vertex_attributes=vattrs, tables=tables, manifests=manifests,
-        fragment_objects=(part.seg_cell, part.seg_local, part.seg_line),
+        fragment_objects=(part.seg_cell, part.seg_local, seg_object),
         links=lambda builder: ["links"] if _write_links(builder, grid, part) else [],
         crs=crs, compression=compression, checksums=checksums, overwrite=overwrite,
         storage_options=storage_options,

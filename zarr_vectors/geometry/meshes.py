@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _inputs
+from .._ids import as_id_array, dense_ids, table_rows
 from .._object_tables import build_manifests
 from .._partition import Partition, partition
 from .._writer import StoreBuilder
@@ -147,14 +148,16 @@ def write_mesh(
     f = face_array(faces, n)
     layout = make_layout(pos, chunk_shape, bounds, None, axes, units)
     vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
-    oids = _inputs.object_id_array(object_ids, n)
-    oids = np.zeros(n, np.int64) if oids is None else oids
+    user_ids = _inputs.object_id_array(object_ids, n)
+    user_ids = np.zeros(n, np.int64) if user_ids is None else user_ids
+    ids = dense_ids(user_ids)
+    oids = ids.dense
     mixed = np.flatnonzero(np.any(oids[f] != oids[f[:, :1]], axis=1)) if len(f) else np.zeros(0, np.int64)
     if len(mixed):
         i = int(mixed[0])
-        raise InputError(f"face {i} {f[i].tolist()} joins vertices of objects {sorted(set(oids[f[i]].tolist()))}")
-    tables = object_tables(int(oids.max()) + 1 if n else 0, object_attributes, groups, group_attributes, group_names)
-    part = partition(pos, layout.grid, oids)
+        raise InputError(f"face {i} {f[i].tolist()} joins vertices of objects {sorted(set(user_ids[f[i]].tolist()))}")
+    tables = object_tables(ids, object_attributes, groups, group_attributes, group_names)
+    part = partition(pos, layout.grid, tables.oids)
     return _write(target, layout, pos, f, part, vattrs, tables, encoding, int(quantization_bits),
                   int(compression_level), crs, compression, overwrite, storage_options, checksums)  # fmt: skip
 
@@ -203,13 +206,16 @@ def _as_pair(mesh: Any, i: int) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(v), np.asarray(f)
 
 
-def write_meshes(target: Any, meshes: Sequence[Any], *, chunk_shape: Any, **kwargs: Any) -> Dataset:
-    """Write several meshes, mesh ``i`` as object ``i``: ``(vertices, faces)`` pairs or
-    ``trimesh.Trimesh`` objects. Keyword arguments as for :func:`write_mesh` (without
-    ``object_ids``); ``object_attributes`` hold one row per mesh (a segment id, a name, ...).
+def write_meshes(
+    target: Any, meshes: Sequence[Any], *, chunk_shape: Any, object_ids: Any = None, **kwargs: Any
+) -> Dataset:
+    """Write several meshes: ``(vertices, faces)`` pairs or ``trimesh.Trimesh`` objects.
+
+    Mesh ``i`` is object ``object_ids[i]`` (distinct int64 or uint64 ids of any value, e.g.
+    segment ids; default ``i``). ``object_attributes`` hold one row per mesh in the order
+    given (a name, a volume, ...), or a mapping ``{id: value}``. Other keyword arguments as
+    for :func:`write_mesh`.
     """
-    if "object_ids" in kwargs:
-        raise InputError("write_meshes numbers objects by mesh; use write_mesh to give object_ids")
     pairs = [_as_pair(m, i) for i, m in enumerate(meshes)]
     if not pairs:
         raise InputError("no meshes given")
@@ -224,5 +230,18 @@ def write_meshes(target: Any, meshes: Sequence[Any], *, chunk_shape: Any, **kwar
     starts = np.cumsum(counts) - counts
     vertices = np.concatenate([v for v, _ in pairs])
     faces = np.concatenate([np.asarray(f, np.int64).reshape(-1, 3) + s for (_, f), s in zip(pairs, starts)])
-    object_ids = np.repeat(np.arange(len(pairs)), counts)
-    return write_mesh(target, vertices, faces, chunk_shape=chunk_shape, object_ids=object_ids, **kwargs)
+    if object_ids is None:
+        per_mesh = np.arange(len(pairs))
+    else:
+        per_mesh = as_id_array(object_ids, "object_ids")
+        if per_mesh.shape != (len(pairs),):
+            raise InputError(f"object_ids must have one id per mesh ({len(pairs)}), got shape {per_mesh.shape}")
+        mesh_ids = dense_ids(per_mesh)
+        if mesh_ids.count != len(pairs):
+            dup = np.flatnonzero(np.bincount(mesh_ids.dense) > 1)[0]
+            raise InputError(f"object_ids name object {int(mesh_ids.id_map().ids()[dup])} for several meshes; "
+                             "give each mesh its own id")  # fmt: skip
+        given = kwargs.pop("object_attributes", None) or {}
+        kwargs["object_attributes"] = {k: table_rows(v, mesh_ids, k, "object attribute", True)
+                                       for k, v in given.items()}  # fmt: skip
+    return write_mesh(target, vertices, faces, chunk_shape=chunk_shape, object_ids=np.repeat(per_mesh, counts), **kwargs)

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import _inputs
+from .._ids import DenseIds, dense_ids
 from .._object_tables import build_manifests
 from .._partition import Partition, partition
 from ..errors import InputError
@@ -73,12 +74,19 @@ def write_points(
     attributes, channel_names
         Per-point values, name -> (N,) or (N, C) array; optional channel names per attribute.
     object_ids
-        One non-negative integer per point. Object ``i``'s points are found through its manifest.
+        One integer per point: int64 or uint64 ids of any value (segment ids, feature ids).
+        Objects are numbered ``0 .. B-1`` on disk in ascending id order; unless the ids
+        already are ``0 .. B-1`` the store keeps them as the object attribute ``object_id``,
+        and reads report and take them (see ``docs/objects.md``).
     object_attributes
-        name -> (B,) or (B, C), row ``i`` describing object ``i``; missing rows read as absent
-        (NaN, or the integer dtype's minimum / maximum).
+        name -> one row per distinct object id in ascending order ((B,) or (B, C)), or a
+        mapping ``{object id: value}`` (ids left out are absent). Where the ids are
+        ``0 .. B-1``, shorter arrays leave the missing rows absent and longer ones add
+        objects without points. Absent rows read as NaN, or the integer dtype's minimum /
+        maximum. ``object_id`` is reserved.
     groups, group_attributes
-        Groups of object ids (a list of lists, or a mapping group id -> ids), and per-group values.
+        Groups of object ids (a list of lists, or a mapping group id -> ids, group ids of any
+        integer value), and per-group values (one per group in ascending group id, or a mapping).
     axes, units, crs
         Axis names (or ``{"name", "unit"}`` dicts), a default unit, and an opaque CRS record.
     compression
@@ -101,15 +109,15 @@ def write_points(
     n = len(pos)
     layout = make_layout(pos, chunk_shape, bounds, bin_shape, axes, units)
     vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
-    oids = _inputs.object_id_array(object_ids, n)
-    if object_attributes and oids is None:
+    user_ids = _inputs.object_id_array(object_ids, n)
+    if object_attributes and user_ids is None:
         raise InputError("object_attributes need object_ids (one object id per point)")
-    if groups is not None and oids is None:
+    if groups is not None and user_ids is None:
         raise InputError("groups need object_ids: a group is a list of object ids")
-    num_ids = int(oids.max()) + 1 if oids is not None and n else 0
-    tables = object_tables(num_ids, object_attributes, groups, group_attributes)
-    part = partition(pos, layout.grid, oids)
-    manifests = build_manifests(part, layout.grid, tables.num_objects) if oids is not None else None
+    ids = dense_ids(user_ids) if user_ids is not None else DenseIds.identity(0)
+    tables = object_tables(ids, object_attributes, groups, group_attributes)
+    part = partition(pos, layout.grid, None if user_ids is None else tables.oids)
+    manifests = build_manifests(part, layout.grid, tables.num_objects) if user_ids is not None else None
     return write_level0(
         target, layout=layout, geometry_type="point_cloud", links_convention="implicit_sequential",
         positions=pos, part=part, fragments=fragment_payloads(part), vertex_attributes=vattrs, tables=tables,

@@ -29,9 +29,9 @@ import numpy as np
 
 from .. import _inputs
 from ..errors import InputError
-from ..format.manifests import encode_manifests_batch
+from .._ids import DenseIds, table_rows
 from ._level0 import make_layout, object_tables, write_level0
-from .lines import _fragment_payloads, _write_links, partition_lines
+from .lines import _fragment_payloads, _write_links, item_ids, partition_lines, segment_manifests
 from .points import write_points
 
 if TYPE_CHECKING:
@@ -246,6 +246,8 @@ def _object_attributes(user: Mapping[str, Any] | None, types: np.ndarray) -> dic
             f"object attribute name {TYPE_ATTRIBUTE!r} is reserved for the geometry type; rename it"
         )
     for name, values in given.items():
+        if isinstance(values, Mapping):
+            continue
         n = len(np.asarray(values))
         if n != len(types):
             raise InputError(f"object attribute {name!r} has {n} rows but there are {len(types)} geometries")
@@ -259,6 +261,7 @@ def write_geometries(
     *,
     chunk_shape: Any,
     crs: Any = None,
+    object_ids: Any = None,
     object_attributes: Mapping[str, Any] | None = None,
     bounds: Any = None,
     bin_shape: Any = None,
@@ -270,7 +273,7 @@ def write_geometries(
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> Dataset:
-    """Write shapely geometries to a new store; geometry ``i`` is object ``i``.
+    """Write shapely geometries to a new store; geometry ``i`` is object ``object_ids[i]``.
 
     Parameters
     ----------
@@ -281,8 +284,11 @@ def write_geometries(
     crs
         An EPSG code (``"EPSG:4326"``), WKT2, PROJJSON or ``pyproj.CRS``; the root then
         declares the GeoZarr ``proj:`` and ``spatial:`` conventions (see docs/geospatial.md).
+    object_ids
+        One distinct int64 or uint64 id per geometry (feature ids, of any value); default ``i``.
     object_attributes
-        name -> one numeric value (or row) per geometry. ``geom_type`` is reserved.
+        name -> one numeric value (or row) per geometry in the order given, or a mapping
+        ``{id: value}``. ``geom_type`` and ``object_id`` are reserved.
     repair
         Replace invalid polygons by ``shapely.make_valid`` output (with a
         :class:`GeometryRepairedWarning`) instead of refusing them.
@@ -306,7 +312,10 @@ def write_geometries(
     """
     geoms, types, ndim = prepare_geometries(geometries, repair)
     paths = decompose(geoms, types, ndim)
+    ids = item_ids(object_ids, len(types), "geometry")
     oattrs = _object_attributes(object_attributes, paths.type_ids)
+    if object_ids is not None:  # rows per geometry -> rows per id, ascending
+        oattrs = {k: table_rows(v, ids, k, "object attribute", True) for k, v in oattrs.items()}
     common: dict[str, Any] = {
         "crs": crs,
         "bounds": bounds,
@@ -324,7 +333,7 @@ def write_geometries(
             paths.positions,
             chunk_shape=chunk_shape,
             bin_shape=bin_shape,
-            object_ids=paths.per_vertex(paths.geometry),
+            object_ids=paths.per_vertex(paths.geometry if object_ids is None else ids.id_map().ids()[ids.dense][paths.geometry]),
             object_attributes=oattrs,
             attributes={PART_ATTRIBUTE: part.astype(_index_dtype(part))},
             **common,
@@ -336,7 +345,7 @@ def write_geometries(
         PART_ATTRIBUTE: part.astype(_index_dtype(part)),
         RING_ATTRIBUTE: ring.astype(_index_dtype(ring)),
     }
-    return _write_paths(target, paths, chunk_shape, attributes, oattrs, _declared_type(paths), **common)
+    return _write_paths(target, paths, ids, chunk_shape, attributes, oattrs, _declared_type(paths), **common)
 
 
 def _declared_type(paths: Paths) -> str:
@@ -350,6 +359,7 @@ def _declared_type(paths: Paths) -> str:
 def _write_paths(
     target: Any,
     paths: Paths,
+    ids: DenseIds,
     chunk_shape: Any,
     attributes: dict[str, np.ndarray],
     oattrs: dict[str, Any],
@@ -370,13 +380,11 @@ def _write_paths(
     grid = layout.grid
     n_geoms = len(paths.type_ids)
     vattrs = _inputs.vertex_attributes(attributes, len(pos))
-    tables = object_tables(n_geoms, oattrs, None, None)
+    tables = object_tables(ids, oattrs, None, None)
     part = partition_lines(pos, paths.offsets, grid)
-    seg_object = paths.geometry[part.seg_line]
+    seg_object = ids.dense[paths.geometry[part.seg_line]]
     chunks = part.cells[part.seg_cell] + grid.origin
-    manifests = encode_manifests_batch(
-        n_geoms, seg_object, chunks, np.arange(len(chunks) + 1), part.seg_local
-    )
+    manifests = segment_manifests(n_geoms, seg_object, chunks, part.seg_local)
     return write_level0(
         target,
         layout=layout,

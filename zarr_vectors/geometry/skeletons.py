@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _inputs
+from .._ids import dense_ids
 from .._partition import Partition, sort_keys
 from .._writer import StoreBuilder
 from ..errors import InputError
@@ -199,25 +200,30 @@ def write_skeleton(
 ) -> Dataset:
     """Write one or many trees: ``parents[i]`` is vertex i's parent index, -1 for a root.
 
-    ``object_ids`` gives one object per vertex (default: one object per tree, numbered
-    by root order); an object may hold several trees, but a parent must belong to its
-    child's object. Typical attributes are ``radius`` and ``type`` per vertex.
+    ``object_ids`` gives one object per vertex, int64 or uint64 ids of any value such as
+    segment ids (default: one object per tree, numbered by root order); an object may hold
+    several trees, but a parent must belong to its child's object. ``object_attributes``
+    follow the distinct ids in ascending order, or are a mapping ``{id: value}``. Typical attributes are ``radius`` and ``type`` per vertex.
     """
     pos = _inputs.positions_array(positions)
     n, d = pos.shape
     par = _check_parents(parents, n)
     roots = tree_roots(par)
-    oids = _inputs.object_id_array(object_ids, n)
-    if oids is None:
-        oids = np.searchsorted(np.flatnonzero(par < 0), roots)
+    user_ids = _inputs.object_id_array(object_ids, n)
+    if user_ids is None:
+        user_ids = np.searchsorted(np.flatnonzero(par < 0), roots)
+    ids = dense_ids(user_ids)
+    oids = ids.dense
     mixed = np.flatnonzero((par >= 0) & (oids[np.maximum(par, 0)] != oids))
     if len(mixed):
         v = int(mixed[0])
-        raise InputError(f"vertex {v} (object {int(oids[v])}) has parent {int(par[v])} in object {int(oids[par[v]])}")
+        raise InputError(
+            f"vertex {v} (object {int(user_ids[v])}) has parent {int(par[v])} in object {int(user_ids[par[v]])}"
+        )
     layout = make_layout(pos, chunk_shape, bounds, None, axes, units)
     vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
-    tables = object_tables(int(oids.max()) + 1 if n else 0, object_attributes, groups, group_attributes)
-    part = skeleton_partition(pos, par, oids, layout.grid)
+    tables = object_tables(ids, object_attributes, groups, group_attributes)
+    part = skeleton_partition(pos, par, tables.oids, layout.grid)
     return write_level0(
         target, layout=layout, geometry_type="skeleton", links_convention="implicit_sequential_with_branches",
         positions=pos, part=part, fragments=fragment_payloads(part), vertex_attributes=vattrs, tables=tables,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._ids import OBJECT_ID_ATTRIBUTE
 from ..errors import InputError
 from ..geometry.shapes import TYPE_ATTRIBUTE, write_geometries
 from ..result import Result
@@ -77,9 +78,12 @@ def _column(values: Sequence[Any]) -> np.ndarray | None:
         )
     if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in present):
         return None
-    if all(isinstance(v, int) for v in present) and all(-(1 << 63) < v < (1 << 63) for v in present):
+    if all(isinstance(v, int) for v in present) and (
+        all(-(1 << 63) < v < (1 << 63) for v in present) or all(0 <= v < (1 << 64) for v in present)
+    ):  # int64, or uint64 (segment ids) when a value needs it
+        dtype = np.int64 if all(v < (1 << 63) for v in present) else np.uint64
         return np.ma.masked_array(
-            [v if v is not None else 0 for v in values], [v is None for v in values], dtype=np.int64
+            [v if v is not None else 0 for v in values], [v is None for v in values], dtype=dtype
         )
     return np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
 
@@ -230,15 +234,28 @@ def ingest_vector(
 ) -> Dataset:
     """Write the features of a GeoJSON file, any OGR file (extra ``geo``) or a GeoDataFrame.
 
-    ``crs`` overrides the file's CRS. Other keywords go to :func:`~zarr_vectors.write_geometries`.
+    ``crs`` overrides the file's CRS. A property ``object_id`` holding one distinct integer per
+    feature (as :func:`export_geojson` writes it) gives the object ids; otherwise it is stored
+    as ``object_id_``. Other keywords go to :func:`~zarr_vectors.write_geometries`.
     """
     if hasattr(source, "geometry") and hasattr(source, "columns"):
         table = from_geodataframe(source)
     else:
         table = read_vector_file(source, layer=layer)
-    if table.skipped:
+    properties, skipped = dict(table.properties), list(table.skipped)
+    if OBJECT_ID_ATTRIBUTE in properties and "object_ids" not in kwargs:
+        ids = properties.pop(OBJECT_ID_ATTRIBUTE)
+        if ids.dtype.kind in "iu" and not np.ma.is_masked(ids) and len(np.unique(ids)) == len(ids):
+            kwargs["object_ids"] = ids  # the features' ids, as export_geojson writes them
+        else:
+            key = OBJECT_ID_ATTRIBUTE + "_"
+            while key in properties:
+                key += "_"
+            properties[key] = ids
+            skipped.append(f"{OBJECT_ID_ATTRIBUTE!r} stored as {key!r} (not one distinct integer per feature)")
+    if skipped:
         warnings.warn(
-            f"feature properties not stored as given: {', '.join(table.skipped)}",
+            f"feature properties not stored as given: {', '.join(skipped)}",
             PropertiesSkippedWarning,
             stacklevel=2,
         )
@@ -247,7 +264,7 @@ def ingest_vector(
         table.geometries,
         chunk_shape=chunk_shape,
         crs=crs if crs is not None else table.crs or "EPSG:4326",
-        object_attributes=table.properties,
+        object_attributes=properties,
         repair=repair,
         overwrite=overwrite,
         storage_options=storage_options,

@@ -55,19 +55,26 @@ def ingest_meshes(
     chunk_shape: Any,
     encoding: str = "raw",
     progress: bool = True,
+    object_ids: Any = None,
+    ids_from_names: bool = True,
     **kwargs: Any,
 ) -> Dataset:
-    """Write mesh files into a new store, file ``i`` of ``paths`` as object ``i``, with the
-    file's name as the object attribute ``name``.
+    """Write mesh files into a new store, one object per file, with the file's name as the
+    object attribute ``name``.
 
+    A file's object id is ``object_ids[i]`` when given; else, when every file name is an
+    integer (``720575940621039145.ply``, segment ids as cloud-volume and navis save them)
+    and ``ids_from_names``, that integer (uint64); else ``i``, its place in ``paths``.
     Keyword arguments go to :func:`zarr_vectors.write_meshes` (``quantization_bits``,
     ``compression``, ``overwrite``, ``storage_options``, ...).
     """
     from tqdm.auto import tqdm
 
+    from .._ids import file_ids
     from ..geometry.meshes import face_array, write_meshes
 
     files = [Path(p) for p in paths]
+    ids = file_ids(files, object_ids, ids_from_names, "ids_from_names=False (CLI: --sequential-ids)")
     meshes = []
     for f in tqdm(files, desc="reading meshes", unit="file", disable=not progress or len(files) < 2):
         vertices, faces = load_mesh(f)
@@ -77,7 +84,8 @@ def ingest_meshes(
             raise InputError(f"{f}: {exc}") from exc
         meshes.append((vertices, faces))
     names = {"name": [f.name for f in files], **kwargs.pop("object_attributes", {})}
-    return write_meshes(target, meshes, chunk_shape=chunk_shape, encoding=encoding, object_attributes=names, **kwargs)
+    return write_meshes(target, meshes, chunk_shape=chunk_shape, encoding=encoding, object_attributes=names,
+                        object_ids=None if np.array_equal(ids, np.arange(len(ids))) else ids, **kwargs)  # fmt: skip
 
 
 def export_mesh(ds: Dataset, path: str | Path, *, bbox: Any = None, objects: Sequence[int] | None = None,

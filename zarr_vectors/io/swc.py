@@ -95,18 +95,26 @@ def write_swc(path: str | Path, positions: np.ndarray, parents: np.ndarray,
 
 
 def ingest_swc(target: Any, files: Sequence[str | Path], *, chunk_shape: Any, progress: bool = True,
-               overwrite: bool = False, **kwargs: Any) -> Dataset:
-    """Write many SWC files into one skeleton store: file ``i`` of ``files`` is object ``i``.
+               overwrite: bool = False, object_ids: Any = None, ids_from_names: bool = True,
+               **kwargs: Any) -> Dataset:
+    """Write many SWC files into one skeleton store, one object per file.
 
-    Keeps ``radius`` and ``type`` per vertex, and per object the sample count (``n_samples``)
-    and the file's name (``name``).
+    A file's object id is ``object_ids[i]`` when given; else, when every file name is an
+    integer (``720575940621039145.swc``, as neuPrint, navis and cloud-volume save
+    segments) and ``ids_from_names``, that integer (uint64); else ``i``, its place in
+    ``files``. Keeps ``radius`` and ``type`` per vertex, and per object the sample count
+    (``n_samples``) and the file's name (``name``).
     Every file is parsed before anything is written, so a bad file leaves no store.
     """
+    from .._ids import file_ids
     from ..geometry.skeletons import write_skeleton
 
     files = [Path(f) for f in files]
     if not files:
         raise InputError("no SWC files given")
+    ids = file_ids(files, object_ids, ids_from_names, "ids_from_names=False (CLI: --sequential-ids)")
+    order = np.argsort(ids, kind="stable")  # objects in ascending id: per-object rows follow
+    files, ids = [files[i] for i in order], ids[order]
     parsed = [read_swc(f) for f in _progress(files, progress, "reading SWC")]
     sizes = np.array([len(s.positions) for s in parsed])
     base = np.cumsum(sizes) - sizes
@@ -116,7 +124,7 @@ def ingest_swc(target: Any, files: Sequence[str | Path], *, chunk_shape: Any, pr
         np.concatenate([s.positions for s in parsed]),
         parents,
         chunk_shape=chunk_shape,
-        object_ids=np.repeat(np.arange(len(parsed)), sizes),
+        object_ids=np.repeat(ids, sizes),
         attributes={"radius": np.concatenate([s.radius for s in parsed]),
                     "type": np.concatenate([s.type for s in parsed])},
         object_attributes={"n_samples": sizes.astype(np.int64), "name": [f.name for f in files]},
