@@ -260,12 +260,54 @@ def _local_session(path: Path, shown: str, overwrite: bool) -> Iterator[Backend]
 @contextlib.contextmanager
 def _in_place_session(backend: ZarrStoreBackend, overwrite: bool) -> Iterator[Backend]:
     check_in_place_target(backend, overwrite)
+    with in_place_stage(backend) as stage:
+        yield stage
+        commit_in_place(backend, stage, first_root=placeholder_root())
+
+
+class MemoryStage:
+    """A staging area in memory, for targets that are in memory themselves."""
+
+    description = "staging area (memory)"
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        return [self.data.get(k) for k in keys]
+
+    def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        self.data.update((k, bytes(v)) for k, v in items)
+
+    def list_dir(self, prefix: str) -> list[str]:
+        head = f"{prefix}/" if prefix else ""
+        return sorted({k[len(head) :].split("/", 1)[0] for k in self.data if k.startswith(head)})
+
+    def is_empty(self) -> bool:
+        return not self.data
+
+
+def _in_memory(backend: ZarrStoreBackend) -> bool:
+    from zarr.storage import FsspecStore, MemoryStore
+
+    store = backend.store
+    if isinstance(store, MemoryStore):
+        return True
+    return isinstance(store, FsspecStore) and "memory" in (getattr(store.fs, "protocol", ()) or ())
+
+
+@contextlib.contextmanager
+def in_place_stage(backend: ZarrStoreBackend) -> Iterator[LocalBackend | MemoryStage]:
+    """Where a store for ``backend`` is built: memory for a memory target, else a locked
+    folder in the temporary directory (leftovers of killed writes to it are removed)."""
+    if _in_memory(backend):
+        yield MemoryStage()
+        return
     temp = Path(tempfile.gettempdir())
     prefix = _temp_prefix(backend.description)
     remove_leftovers(temp, lambda name: name.startswith(prefix))
     with staging(temp, prefix) as stage:
         yield LocalBackend(stage)
-        commit_in_place(backend, stage, first_root=placeholder_root())
 
 
 def placeholder_root() -> bytes:
@@ -308,11 +350,14 @@ def _zip_into(stage: Path, path: Path) -> None:
             tmp.unlink()
 
 
-def _staged_keys(stage: Path) -> list[tuple[str, int]]:
-    """Every regular file of a staging folder as ``(key, size)``."""
+def _staged_keys(stage: LocalBackend | MemoryStage) -> list[tuple[str, int]]:
+    """Every key of a staging area as ``(key, size)``."""
+    if isinstance(stage, MemoryStage):
+        return [(k, len(v)) for k, v in stage.data.items()]
     out = []
-    cut = len(str(stage)) + 1
-    for folder, _, files in os.walk(stage):
+    root = str(stage.root)
+    cut = len(root) + 1
+    for folder, _, files in os.walk(root):
         rel = folder[cut:].replace(os.sep, "/")
         for name in files:
             key = f"{rel}/{name}" if rel else name
@@ -322,7 +367,7 @@ def _staged_keys(stage: Path) -> list[tuple[str, int]]:
 
 def commit_in_place(
     backend: ZarrStoreBackend,
-    stage: Path,
+    stage: LocalBackend | MemoryStage,
     *,
     first_root: bytes,
     keep: Callable[[str], bool] = lambda key: False,
@@ -334,8 +379,7 @@ def commit_in_place(
     """
     staged = _staged_keys(stage)
     names = {k for k, _ in staged}
-    local = LocalBackend(stage, read_only=True)
-    root = local.get_many(["zarr.json"])[0]
+    root = stage.get_many(["zarr.json"])[0]
     assert root is not None, "a staged store has a root zarr.json"
     if backend.store.supports_deletes:
         stale = [k for k in backend.list_all() if k not in names and k != "zarr.json" and not keep(k)]
@@ -349,14 +393,14 @@ def commit_in_place(
         batch.append(key)
         size += n
         if size >= UPLOAD_BYTES or len(batch) >= 2048:
-            _upload(backend, local, batch)
+            _upload(backend, stage, batch)
             batch, size = [], 0
-    _upload(backend, local, batch)
+    _upload(backend, stage, batch)
     backend.set_many([("zarr.json", root)])
 
 
-def _upload(backend: ZarrStoreBackend, local: LocalBackend, keys: Sequence[str]) -> None:
-    values = local.get_many(keys)
+def _upload(backend: ZarrStoreBackend, stage: LocalBackend | MemoryStage, keys: Sequence[str]) -> None:
+    values = stage.get_many(keys)
     backend.set_many([(k, v) for k, v in zip(keys, values) if v is not None])
 
 
@@ -365,7 +409,7 @@ class Overlay:
     """Reads and writes of a rebuild: keys written so far (``top``, a staging folder)
     shadow the store's (``base``); the base keys ``hidden`` accepts read as absent."""
 
-    def __init__(self, base: Backend, top: LocalBackend, hidden: Callable[[str], bool]) -> None:
+    def __init__(self, base: Backend, top: LocalBackend | MemoryStage, hidden: Callable[[str], bool]) -> None:
         self.base, self.top, self.hidden = base, top, hidden
         self.description = base.description
         self.read_only = False
@@ -422,13 +466,9 @@ def rebuild_session(
             f"{backend.description} cannot delete keys, so its coarse levels cannot be rebuilt in place; "
             "write the store again (or copy level 0 to a new store) and build the pyramid there"
         )
-    temp = Path(tempfile.gettempdir())
-    prefix = _temp_prefix(inner.description)
-    remove_leftovers(temp, lambda name: name.startswith(prefix))
-    with staging(temp, prefix) as stage:
-        top = LocalBackend(stage)
-        top.set_many(list(first.items()))
-        yield Overlay(backend, top, hidden)
+    with in_place_stage(inner) as stage:
+        stage.set_many(list(first.items()))
+        yield Overlay(backend, stage, hidden)
         commit_in_place(inner, stage, first_root=first["zarr.json"], keep=lambda key: not hidden(key))
 
 

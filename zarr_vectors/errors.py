@@ -75,7 +75,7 @@ class StoreError(ZarrVectorsError):
         self.store = store
         self.key = key
         self.reason = reason
-        super().__init__(f"store {store}, key {key!r}: {reason}")
+        super().__init__(f"store {store}, key {key!r}: {reason}" if key else f"store {store}: {reason}")
 
 
 class StoreChangedError(StoreError):

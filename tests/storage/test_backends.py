@@ -24,6 +24,7 @@ from zarr.core.sync import sync
 
 import zarr_vectors as zv
 from zarr_vectors import storage
+from zarr_vectors._commit import MemoryStage
 from zarr_vectors.storage import LocalBackend, ZarrStoreBackend, ZarrV2StoreError, open_backend, write_session
 
 from .conftest import IN_PLACE_KINDS, StoreTarget, kind_param
@@ -293,8 +294,8 @@ class InjectedFailure(RuntimeError):
 def failing_writes(stage: str, *, local: bool = True, remote: bool = True) -> Iterator[list[str]]:
     """Make the first backend ``set_many`` batch of ``stage`` write half its keys, then raise.
 
-    Patches the local backend (the staging folder) and/or the zarr Store backend (the
-    commit to an in-place target). Yields the keys that were written before the failure,
+    Patches the staging backends (a local folder; memory for memory targets) and/or the
+    zarr Store backend (the commit to an in-place target). Yields the keys that were written before the failure,
     in order.
     """
     log: list[str] = []
@@ -319,6 +320,7 @@ def failing_writes(stage: str, *, local: bool = True, remote: bool = True) -> It
     with pytest.MonkeyPatch.context() as mp:
         if local:
             mp.setattr(LocalBackend, "set_many", wrap(LocalBackend.set_many))
+            mp.setattr(MemoryStage, "set_many", wrap(MemoryStage.set_many))
         if remote:
             mp.setattr(ZarrStoreBackend, "set_many", wrap(ZarrStoreBackend.set_many))
         yield log
