@@ -65,13 +65,14 @@ __all__ = ["write_session", "rebuild_session", "find_leftovers", "protected_reas
 UPLOAD_BYTES = 32 << 20
 #: Names of the Zarr root documents that make a target a Zarr store (v3, v2).
 ROOT_DOCS = ("zarr.json", ".zgroup", ".zarray")
+_LOCK_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+_LOCK_FLAGS |= getattr(os, "O_CLOEXEC", 0)
 
 
 # -- staging folders and their leftovers -----------------------------------------------
 def _lock(path: str) -> int | None:
     """An fd holding an exclusive ``flock`` on ``path``, or None when another process holds it."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
+    fd = os.open(path, _LOCK_FLAGS)
     if fcntl is None:
         return fd
     try:
@@ -124,6 +125,8 @@ def _temp_prefix(description: str) -> str:
 
 
 def _candidates(parent: Path, match: Callable[[str], bool]) -> list[Path]:
+    if fcntl is None:  # without locks a live writer's folder cannot be told from a dead one's
+        return []
     try:
         entries = list(os.scandir(parent))
     except (FileNotFoundError, NotADirectoryError):
@@ -223,8 +226,9 @@ def check_in_place_target(backend: ZarrStoreBackend, overwrite: bool) -> None:
         )
     if all(raw is None for raw in backend.get_many(list(ROOT_DOCS))):
         raise StoreExistsError(
-            f"refusing to overwrite {backend.description}: it is not empty and not a Zarr store (no zarr.json "
-            "at its root); nothing was deleted. Choose another location, or empty it yourself first"
+            f"refusing to overwrite {backend.description}: it is not empty and not a Zarr store "
+            "(no zarr.json at its root); nothing was deleted. Choose another location, or empty it "
+            "yourself first"
         )
 
 

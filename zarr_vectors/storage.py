@@ -159,7 +159,9 @@ class ZarrStoreBackend:
     out request raises :class:`StoreError` with the store's description and the key.
     """
 
-    def __init__(self, store: Store, description: str | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self, store: Store, description: str | None = None, timeout: float | None = DEFAULT_TIMEOUT
+    ) -> None:
         if not getattr(store, "_is_open", True):
             # Some stores (ZipStore) fail on first use unless opened; zarr-python opens
             # stores it is handed in the same way before use.
@@ -273,6 +275,8 @@ class ConsistentBackend:
         self.description = inner.description
 
     def __getattr__(self, name: str) -> Any:  # store, root, read_only, ... of the wrapped backend
+        if name == "inner":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
@@ -313,10 +317,13 @@ def store_from_url(url: str, options: StorageOptions, read_only: bool) -> Store:
     try:
         return FsspecStore.from_url(url, storage_options=options.fsspec or {}, read_only=read_only)
     except ImportError as exc:  # fsspec or the protocol's package (s3fs, gcsfs) is missing
-        raise ZarrVectorsError(
-            f"cannot open {url!r}: {exc}. Install the s3 extra of zarrvec: pip install 'zarrvec[s3]' "
-            "(or, in a checkout of the source, pip install -e \".[s3]\")"
-        ) from exc
+        protocol = url.split("://", 1)[0]
+        if protocol in ("s3", "s3a"):
+            hint = ("install the s3 extra of zarrvec: pip install 'zarrvec[s3]' "
+                    "(or, in a checkout of the source, pip install -e \".[s3]\")")  # fmt: skip
+        else:
+            hint = f"install the fsspec package for {protocol}:// URLs (e.g. gcsfs for gs://, adlfs for az://)"
+        raise ZarrVectorsError(f"cannot open {url!r}: {exc}; {hint}") from exc
 
 
 def local_path(target: Any) -> Path | None:

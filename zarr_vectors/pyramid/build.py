@@ -205,7 +205,8 @@ def build_pyramid(
             ds._backend = overlay
             ds.root = RootMeta.from_attributes(json.loads(first["zarr.json"])["attributes"])
             ds._levels.clear()
-            _build_levels(ds, kind, plans, sparsity, cross_level, reductions, tolerance, face_fraction, progress)
+            _build_levels(ds, kind, plans, sparsity, cross_level, reductions, tolerance, face_fraction,
+                          progress)  # fmt: skip
     except BaseException:
         ds.root = root_before
         raise
@@ -219,7 +220,8 @@ def build_pyramid(
 
 def _build_levels(
     ds: Dataset, kind: str, plans: list[LevelPlan], sparsity: list[Sparsity | None], cross_level: str,
-    reductions: Mapping[str, str] | None, tolerance: float | None, face_fraction: float | None, progress: bool,
+    reductions: Mapping[str, str] | None, tolerance: float | None, face_fraction: float | None,
+    progress: bool,
 ) -> None:  # fmt: skip
     """Coarsen level by level into ``ds``'s (staging) backend."""
     compression, clevel = compression_of(ds.level(0))
@@ -229,8 +231,8 @@ def _build_levels(
         if src_rows is None:  # bounds the rows of every streamed batch, links or not
             src_rows = rows_per_chunk(src)[1]
         builder = StoreBuilder(ds._backend, compression, clevel)
-        coarse, xl = _coarsen(ds, kind, src, plan, builder, spec, src_rows, cross_level, reductions, tolerance,
-                              face_fraction, progress)  # fmt: skip
+        coarse, xl = _coarsen(ds, kind, src, plan, builder, spec, src_rows, cross_level, reductions,
+                              tolerance, face_fraction, progress)  # fmt: skip
         _finalise(ds, builder, src, plan, coarse, xl, kind, cross_level)
         src_rows = coarse.rows
 
