@@ -324,6 +324,8 @@ def open(target: Any, mode: str = "r", *, storage_options: dict[str, Any] | None
 
     Raises ``ValueError`` (:class:`~zarr_vectors.storage.ZarrV2StoreError`) for a Zarr v2
     store and :class:`~zarr_vectors.errors.FormatError` for a Zarr v3 group that is not a
-    Zarr Vectors 0.9 store.
+    Zarr Vectors 0.9 store. ``storage_options`` go to fsspec, except ``zv_timeout``
+    (seconds per request to an object store, default 30) and ``zv_follow_symlinks``
+    (local stores: read links that lead out of the store); see ``docs/storage.md``.
     """
     return Dataset.open(target, mode=mode, storage_options=storage_options)
