@@ -4,6 +4,7 @@ cross-level links, level choice by budget, failures and rebuilds."""
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -265,7 +266,8 @@ def test_read_only_and_existing_levels(tmp_path, rng):
     assert "links" not in l0["arrays_present"]
 
 
-def test_failed_build_leaves_the_listed_levels_readable(tmp_path, rng, monkeypatch):
+def test_failed_build_leaves_the_store_as_it_was(tmp_path, rng, monkeypatch):
+    """A build is all or nothing: a failure at level 2 leaves no level 1 and no file changed."""
     _store(tmp_path, rng, build=False)
     from zarr_vectors.pyramid import build
 
@@ -279,15 +281,19 @@ def test_failed_build_leaves_the_listed_levels_readable(tmp_path, rng, monkeypat
         return real(src, plan, *args, **kwargs)
 
     monkeypatch.setattr(build, "coarsen_points", failing)
-    before = (tmp_path / "p.zarr/0/zarr.json").read_text()
+    store = tmp_path / "p.zarr"
+    before = {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file()}
+    ds = zv.open(store, mode="r+")
     with pytest.raises(RuntimeError, match="disk full"):
-        zv.open(tmp_path / "p.zarr", mode="r+").build_pyramid([2, 2])
-    again = zv.open(tmp_path / "p.zarr")
-    assert calls == [1, 2] and again.levels == [0, 1]
-    assert len(again.read(level=0)) == 6000 and len(again.read(level=1)) == again.vertex_count(1)
-    assert (
-        tmp_path / "p.zarr/0/zarr.json"
-    ).read_text() != before  # +1 listed only once level 1 was committed
+        ds.build_pyramid([2, 2])
+    assert calls == [1, 2]
+    assert {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file()} == before
+    assert sorted(os.listdir(tmp_path)) == ["p.zarr"]  # no staging folder left
+    for again in (ds, zv.open(store)):
+        assert again.levels == [0] and len(again.read(level=0)) == 6000
+    monkeypatch.undo()
+    assert ds.build_pyramid([2]) == [1]  # the dataset is usable for a new build
+    assert zv.open(store).levels == [0, 1]
 
 
 def test_plans_chunk_scales_and_factors(tmp_path, rng):

@@ -3,6 +3,7 @@ depend on the batch size, and the cross-level parents are held as compact runs."
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -22,6 +23,9 @@ def _files(root) -> dict[str, bytes]:
             p = os.path.join(d, n)
             with open(p, "rb") as f:
                 out[os.path.relpath(p, root)] = f.read()
+    root_doc = json.loads(out["zarr.json"])
+    root_doc["attributes"].pop("zarr_vectors_generation")  # a new random value per write
+    out["zarr.json"] = json.dumps(root_doc).encode()
     return out
 
 

@@ -4,7 +4,8 @@
 produced (memory stays bounded by one batch), keeps the ``zarr.json`` documents,
 and on :meth:`StoreBuilder.commit` writes array metadata, then group metadata
 deepest first, the root ``zarr.json`` last. A reader therefore never sees a root
-that promises data which is not there yet.
+that promises data which is not there yet. The root gets a new write generation
+(``zarr_vectors_generation``), by which an open dataset notices that the store changed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from ._pipeline import CHECKSUM_CODEC, Pipeline, compressor_json
 from .format import zarr_json
 from .format.grid import Grid, cell_key, chunk_key
-from .storage import Backend, dump_json
+from .storage import GENERATION_KEY, Backend, dump_json, new_generation
 
 __all__ = ["StoreBuilder", "CellStream", "LevelBuilder", "MANIFEST_BUCKET", "OBJECT_ATTRIBUTE_CHUNK"]
 
@@ -160,8 +161,10 @@ class StoreBuilder:
         self.arrays[path] = doc
 
     def commit(self, root_attributes: dict[str, Any]) -> None:
-        """Write the last chunks, then array metadata, then groups deepest first, then the root."""
+        """Write the last chunks, then array metadata, then groups deepest first, then the root
+        (with a new write generation)."""
         backend = self.backend
+        root_attributes = {**root_attributes, GENERATION_KEY: new_generation()}
         self.flush()
         backend.set_many([(f"{p}/zarr.json", dump_json(d)) for p, d in self.arrays.items()])
         inner = sorted(self.groups.items(), key=lambda kv: -kv[0].count("/"))

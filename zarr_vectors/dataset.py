@@ -16,7 +16,7 @@ from .query import parse_box, query_box, read_objects
 from .query_lines import objects_with_edges, query_lines_box
 from .query_mesh import mesh_objects, query_mesh_box
 from .result import Origin, Region, Result
-from .storage import Backend, check_not_v2, open_backend
+from .storage import Backend, ConsistentBackend, check_complete, check_not_v2, open_backend
 
 __all__ = ["Dataset", "open"]
 
@@ -27,7 +27,10 @@ class Dataset:
     """A Zarr Vectors store opened for reading (``mode="r"``) or updating (``"r+"``).
 
     Metadata of the root is read on open; each level's metadata is read the first
-    time the level is used. Cell data is read only by queries.
+    time the level is used. Cell data is read only by queries. Every batch of reads is
+    checked against the root read on open: when another writer replaced the store in
+    the meantime, :class:`~zarr_vectors.errors.StoreChangedError` is raised instead of
+    an answer mixing two versions (open the store again).
     """
 
     def __init__(self, backend: Backend, root: RootMeta, mode: str) -> None:
@@ -48,8 +51,10 @@ class Dataset:
         doc = check_zarr_v3(load_json(raw, f"{backend.description} (root)"), backend.description)
         if doc["node_type"] != "group":
             raise FormatError(f"{backend.description} is a zarr array, not a Zarr Vectors group")
-        root = RootMeta.from_attributes(doc.get("attributes") or {})
-        return cls(backend, root, mode)
+        attributes = doc.get("attributes") or {}
+        check_complete(attributes, backend.description)
+        root = RootMeta.from_attributes(attributes)
+        return cls(ConsistentBackend(backend, raw), root, mode)
 
     # -- description -----------------------------------------------------------------
     @property
@@ -338,6 +343,8 @@ def open(target: Any, mode: str = "r", *, storage_options: dict[str, Any] | None
 
     Raises ``ValueError`` (:class:`~zarr_vectors.storage.ZarrV2StoreError`) for a Zarr v2
     store and :class:`~zarr_vectors.errors.FormatError` for a Zarr v3 group that is not a
-    Zarr Vectors 0.9 store.
+    Zarr Vectors 0.9 store. ``storage_options`` go to fsspec, except ``zv_timeout``
+    (seconds per request to an object store, default 30) and ``zv_follow_symlinks``
+    (local stores: read links that lead out of the store); see ``docs/storage.md``.
     """
     return Dataset.open(target, mode=mode, storage_options=storage_options)

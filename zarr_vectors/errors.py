@@ -16,6 +16,9 @@ __all__ = [
     "ReadOnlyError",
     "DecodeError",
     "UnknownIdError",
+    "StoreError",
+    "StoreChangedError",
+    "IncompleteStoreError",
 ]
 
 
@@ -66,3 +69,36 @@ class UnknownIdError(ZarrVectorsError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+class StoreError(ZarrVectorsError):
+    """Reading, writing or listing one key of a store failed: an I/O fault, a request
+    that timed out, or a local file the library refuses to follow (a symbolic link out
+    of the store, a FIFO, a device).
+
+    ``store`` describes the store (path or URL) and ``key`` the key (``"0/vertices/c/1/2"``).
+    """
+
+    def __init__(self, store: str, key: str, reason: str) -> None:
+        self.store = store
+        self.key = key
+        self.reason = reason
+        super().__init__(f"store {store}, key {key!r}: {reason}" if key else f"store {store}: {reason}")
+
+
+class StoreChangedError(StoreError):
+    """Another writer replaced the store (its root ``zarr.json``) while a dataset opened
+    before that write was reading it. Open the store again to read the new version."""
+
+    def __init__(self, store: str) -> None:
+        super().__init__(store, "zarr.json", "the store changed while it was being read; open it again")
+
+
+class IncompleteStoreError(FormatError):
+    """The store's root says a write replacing it has not finished: the writer was
+    interrupted, or is still running."""
+
+    def __init__(self, store: str) -> None:
+        self.store = store
+        super().__init__(
+            f"store {store} is incomplete: a write was interrupted (or is still running); "
+            "rewrite it or restore it"
+        )

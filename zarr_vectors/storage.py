@@ -6,38 +6,53 @@ A backend moves whole keys (``"0/vertices/c/1/2/3"``, ``"zarr.json"``) in batche
 * :class:`LocalBackend` reads and writes files of a local directory directly.
   On local disk this is about ten times faster than going through zarr-python's
   ``LocalStore`` one key at a time (each key there costs a thread hop), and the
-  files are the same.
+  files are the same. It refuses files that are not regular files inside the store
+  (see :mod:`zarr_vectors._local`).
 * :class:`ZarrStoreBackend` serves any zarr v3 ``Store`` (memory, zip, fsspec
   S3/GCS, obstore): a batch becomes one ``asyncio.gather`` on zarr's event loop,
-  so object-storage requests are in flight together.
+  so object-storage requests are in flight together. Every request has a time limit
+  (:data:`DEFAULT_TIMEOUT`, or the ``zv_timeout`` storage option) and a failed one
+  raises :class:`~zarr_vectors.errors.StoreError` naming the store and the key.
+* :class:`ConsistentBackend` wraps the backend of an opened dataset: after every
+  batch it reads the root ``zarr.json`` again and raises
+  :class:`~zarr_vectors.errors.StoreChangedError` when a writer replaced the store.
 
-Writes go through :func:`write_session`, which makes a complete write atomic
-where the medium allows it: a local directory or zip file is built beside the
-target and swapped in only when complete, so a failed write leaves the old data.
+Writes go through :func:`write_session` (:mod:`zarr_vectors._commit`): the store is
+built in a local staging folder, then swapped in (local directories, zip files) or
+committed key by key behind a root marking it incomplete (other stores).
+
+Storage options read by this library (removed before the rest go to fsspec):
+``zv_timeout`` (seconds per request, ``None`` for no limit; default 30) and
+``zv_follow_symlinks`` (local stores: read symbolic links that lead out of the store).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import json
 import os
-import shutil
 import uuid
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from zarr.abc.store import Store
 from zarr.core.buffer import cpu, default_buffer_prototype
 from zarr.core.sync import sync
 
-from .errors import StoreExistsError, ZarrVectorsError
+from ._local import LocalBackend
+from .errors import IncompleteStoreError, StoreChangedError, StoreError, ZarrVectorsError
 
 __all__ = [
     "Backend",
+    "ConsistentBackend",
+    "DEFAULT_TIMEOUT",
     "LocalBackend",
+    "StorageOptions",
     "ZarrStoreBackend",
     "ZarrV2StoreError",
     "open_backend",
@@ -46,6 +61,15 @@ __all__ = [
 
 #: Requests in flight at once against a remote store.
 CONCURRENCY = 64
+#: Seconds one request to a zarr Store (object storage) may take before it fails.
+DEFAULT_TIMEOUT = 30.0
+#: Root attribute naming the write that produced the store (a new value per write and per
+#: pyramid build); kept outside the ``zarr_vectors`` block, so other readers ignore it.
+GENERATION_KEY = "zarr_vectors_generation"
+#: Root attribute of the placeholder root written while a store is replaced in place.
+INCOMPLETE_KEY = "zarr_vectors_incomplete"
+
+T = TypeVar("T")
 
 
 class ZarrV2StoreError(ZarrVectorsError):
@@ -66,6 +90,28 @@ class Backend(Protocol):
     def is_empty(self) -> bool: ...
 
 
+@dataclass(frozen=True)
+class StorageOptions:
+    """The ``zv_*`` storage options (this library's), and the rest for fsspec."""
+
+    timeout: float | None = DEFAULT_TIMEOUT
+    follow_symlinks: bool = False
+    fsspec: dict[str, Any] | None = None
+
+    @classmethod
+    def parse(cls, options: dict[str, Any] | None) -> StorageOptions:
+        rest = dict(options or {})
+        timeout = rest.pop("zv_timeout", DEFAULT_TIMEOUT)
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not timeout > 0):  # fmt: skip
+            raise ZarrVectorsError(f"storage option zv_timeout must be a positive number of seconds or None, "
+                                   f"got {timeout!r}")  # fmt: skip
+        follow = rest.pop("zv_follow_symlinks", False)
+        if not isinstance(follow, bool):
+            raise ZarrVectorsError(f"storage option zv_follow_symlinks must be True or False, got {follow!r}")
+        return cls(None if timeout is None else float(timeout), follow, rest)
+
+
 def get_json(backend: Backend, key: str) -> Any | None:
     """Parse one JSON document, or None when the key is absent."""
     raw = backend.get_many([key])[0]
@@ -76,88 +122,118 @@ def dump_json(doc: Any) -> bytes:
     return json.dumps(doc, indent=2, allow_nan=False).encode()
 
 
-class LocalBackend:
-    """Files under a directory; missing files read as None."""
+def new_generation() -> str:
+    return uuid.uuid4().hex
 
-    def __init__(self, root: str | os.PathLike[str], *, read_only: bool = False) -> None:
-        self.root = Path(root)
-        self.read_only = read_only
-        self.description = str(self.root)
-        self._made: set[str] = set()
 
-    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        out: list[bytes | None] = []
-        root = str(self.root)
-        for key in keys:
-            try:
-                with open(f"{root}/{key}", "rb") as fh:
-                    out.append(fh.read())
-            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-                out.append(None)
-        return out
+def check_complete(attributes: dict[str, Any], description: str) -> None:
+    """Raise :class:`IncompleteStoreError` when the root is the placeholder of a write."""
+    if INCOMPLETE_KEY in attributes:
+        raise IncompleteStoreError(description)
 
-    def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
-        if self.read_only:
-            raise PermissionError(f"{self.description} is opened read-only")
-        root = str(self.root)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
-        for key, data in items:
-            path = f"{root}/{key}"
-            parent = path.rpartition("/")[0]
-            if parent not in self._made:
-                os.makedirs(parent, exist_ok=True)
-                self._made.add(parent)
-            fd = os.open(path, flags, 0o666)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-            finally:
-                os.close(fd)
 
-    def list_dir(self, prefix: str) -> list[str]:
-        try:
-            return sorted(os.listdir(self.root / prefix))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
+@functools.cache
+def _remote_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions a store's request can end with (OSError covers TimeoutError and
+    fsspec's translations; botocore and aiohttp ones arrive untranslated)."""
+    errors: list[type[BaseException]] = [OSError]
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
 
-    def is_empty(self) -> bool:
-        return not self.root.exists() or (self.root.is_dir() and not any(self.root.iterdir()))
+        errors += [BotoCoreError, ClientError]
+    except ImportError:
+        pass
+    try:
+        from aiohttp import ClientError as HttpClientError
+
+        errors.append(HttpClientError)
+    except ImportError:
+        pass
+    return tuple(errors)
 
 
 class ZarrStoreBackend:
-    """Any zarr v3 Store, driven through its async API on zarr's event loop."""
+    """Any zarr v3 Store, driven through its async API on zarr's event loop.
 
-    def __init__(self, store: Store, description: str | None = None) -> None:
+    Each request is limited to ``timeout`` seconds (None: no limit); a failed or timed
+    out request raises :class:`StoreError` with the store's description and the key.
+    """
+
+    def __init__(
+        self, store: Store, description: str | None = None, timeout: float | None = DEFAULT_TIMEOUT
+    ) -> None:
         if not getattr(store, "_is_open", True):
             # Some stores (ZipStore) fail on first use unless opened; zarr-python opens
             # stores it is handed in the same way before use.
             sync(store._ensure_open())
         self.store = store
         self.description = description or repr(store)
+        self.timeout = timeout
+
+    async def _call(self, what: str, key: str, request: Awaitable[T]) -> T:
+        try:
+            return await asyncio.wait_for(request, self.timeout)
+        except TimeoutError as exc:
+            raise StoreError(
+                self.description, key,
+                f"{what} got no answer within {self.timeout:g} s; check the connection, or change the limit "
+                "with storage_options={'zv_timeout': seconds}",
+            ) from exc  # fmt: skip
+        except _remote_errors() as exc:
+            detail = " ".join(str(exc).split()) or "no detail"  # remote errors can span lines
+            raise StoreError(
+                self.description, key,
+                f"{what} failed: {type(exc).__name__}: {detail} (check the path or URL, the network and the "
+                "credentials in storage_options, then try again)",
+            ) from exc  # fmt: skip
+
+    async def _each(self, keys: Iterable[str], one: Any) -> list[Any]:
+        """``one(key)`` for every key, at most CONCURRENCY at once; the first failure cancels the rest."""
+        sem = asyncio.Semaphore(CONCURRENCY)
+
+        async def limited(key: str) -> Any:
+            async with sem:
+                return await one(key)
+
+        tasks = [asyncio.ensure_future(limited(k)) for k in keys]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            raise
 
     async def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         proto = default_buffer_prototype()
-        sem = asyncio.Semaphore(CONCURRENCY)
 
         async def one(key: str) -> bytes | None:
-            async with sem:
-                buf = await self.store.get(key, prototype=proto)
+            buf = await self._call("reading", key, self.store.get(key, prototype=proto))
             return None if buf is None else buf.to_bytes()
 
-        return list(await asyncio.gather(*(one(k) for k in keys)))
+        return await self._each(keys, one)
 
     async def _set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
-        sem = asyncio.Semaphore(CONCURRENCY)
+        data = dict(items)
 
-        async def one(key: str, data: bytes) -> None:
-            async with sem:
-                await self.store.set(key, cpu.Buffer.from_bytes(data))
+        async def one(key: str) -> None:
+            await self._call("writing", key, self.store.set(key, cpu.Buffer.from_bytes(data[key])))
 
-        await asyncio.gather(*(one(k, d) for k, d in items))
+        await self._each([k for k, _ in items], one)
 
-    async def _list_dir(self, prefix: str) -> list[str]:
-        return sorted([k async for k in self.store.list_dir(prefix)])
+    async def _delete_many(self, keys: Sequence[str]) -> None:
+        async def one(key: str) -> None:
+            await self._call("deleting", key, self.store.delete(key))
+
+        await self._each(keys, one)
+
+    async def _collect(self, listing: AsyncIterator[str], prefix: str) -> list[str]:
+        out = []
+        it = listing.__aiter__()
+        while True:
+            try:
+                out.append(await self._call("listing", prefix, it.__anext__()))
+            except StopAsyncIteration:
+                return out
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         return sync(self._get_many(keys)) if keys else []
@@ -166,68 +242,125 @@ class ZarrStoreBackend:
         if items:
             sync(self._set_many(items))
 
+    def delete_many(self, keys: Sequence[str]) -> None:
+        if keys:
+            sync(self._delete_many(keys))
+
     def list_dir(self, prefix: str) -> list[str]:
-        return sync(self._list_dir(prefix))
+        return sorted(sync(self._collect(self.store.list_dir(prefix), prefix)))
+
+    def list_all(self) -> list[str]:
+        """Every key of the store."""
+        return sync(self._collect(self.store.list(), ""))
 
     def is_empty(self) -> bool:
-        return sync(self.store.is_empty(""))
+        return sync(self._call("listing", "", self.store.is_empty("")))
 
-    async def _clear(self) -> None:
-        keys = [k async for k in self.store.list()]
-        sem = asyncio.Semaphore(CONCURRENCY)
 
-        async def one(key: str) -> None:
-            async with sem:
-                await self.store.delete(key)
+class ConsistentBackend:
+    """A dataset's view of its store that never mixes two versions of it.
 
-        await asyncio.gather(*(one(k) for k in keys))
+    ``root`` is the root ``zarr.json`` as read when the dataset was opened. After every
+    batch of reads the root is read again; when it differs (every write and every
+    pyramid build writes a new ``zarr_vectors_generation``, and an in-place replacement
+    first writes a placeholder root), the batch may hold keys of another version, and
+    :class:`StoreChangedError` is raised. Writers change the root first and never
+    return to an earlier one, so an unchanged root means every key read came from the
+    version opened. Writes through this view (``mode="r+"``) update the expected root.
+    """
 
-    def clear(self) -> None:
-        """Delete every key, one by one (``FsspecStore.clear`` can stop half way on zarr 3.1).
+    def __init__(self, inner: Backend, root: bytes | None) -> None:
+        self.inner = inner
+        self.expected = root
+        self.description = inner.description
 
-        Raises ZarrVectorsError when keys remain afterwards.
-        """
-        sync(self._clear())
-        if not self.is_empty():
-            raise ZarrVectorsError(f"could not empty {self.description} before overwriting it")
+    def __getattr__(self, name: str) -> Any:  # store, root, read_only, ... of the wrapped backend
+        if name == "inner":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        out = self.inner.get_many(keys)
+        if keys:
+            self.check()
+        return out
+
+    def check(self) -> None:
+        """Raise :class:`StoreChangedError` when the root is no longer the one expected."""
+        if self.inner.get_many(["zarr.json"])[0] != self.expected:
+            raise StoreChangedError(self.description)
+
+    def rebase(self) -> None:
+        """Accept the store's current root (after this process replaced the store)."""
+        self.expected = self.inner.get_many(["zarr.json"])[0]
+
+    def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        self.inner.set_many(items)
+        for key, data in items:
+            if key == "zarr.json":
+                self.expected = bytes(data)
+
+    def list_dir(self, prefix: str) -> list[str]:
+        return self.inner.list_dir(prefix)
+
+    def is_empty(self) -> bool:
+        return self.inner.is_empty()
 
 
 def _is_url(text: str) -> bool:
     return "://" in text
 
 
-def _store_from_url(url: str, storage_options: dict[str, Any] | None, read_only: bool) -> Store:
+def store_from_url(url: str, options: StorageOptions, read_only: bool) -> Store:
     from zarr.storage import FsspecStore
 
     try:
-        return FsspecStore.from_url(url, storage_options=storage_options or {}, read_only=read_only)
+        return FsspecStore.from_url(url, storage_options=options.fsspec or {}, read_only=read_only)
     except ImportError as exc:  # fsspec or the protocol's package (s3fs, gcsfs) is missing
-        raise ZarrVectorsError(
-            f"cannot open {url!r}: {exc}. Install the cloud extra: pip install 'zarr-vectors-py[s3]'"
-        ) from exc
+        protocol = url.split("://", 1)[0]
+        if protocol in ("s3", "s3a"):
+            hint = ("install the s3 extra of zarrvec: pip install 'zarrvec[s3]' "
+                    "(or, in a checkout of the source, pip install -e \".[s3]\")")  # fmt: skip
+        else:
+            hint = f"install the fsspec package for {protocol}:// URLs (e.g. gcsfs for gs://, adlfs for az://)"
+        raise ZarrVectorsError(f"cannot open {url!r}: {exc}; {hint}") from exc
+
+
+def local_path(target: Any) -> Path | None:
+    """The local path a target names (a path or ``file://`` URL), else None."""
+    if isinstance(target, Store) or not isinstance(target, (str, os.PathLike)):
+        return None
+    text = os.fspath(target)
+    if text.startswith("file://"):
+        return Path(text[len("file://") :])
+    return None if _is_url(text) else Path(text)
+
+
+def remote_backend(target: Any, options: StorageOptions, read_only: bool) -> ZarrStoreBackend:
+    """The backend of a zarr Store or a URL other than ``file://``."""
+    if isinstance(target, Store):
+        return ZarrStoreBackend(target, timeout=options.timeout)
+    text = os.fspath(target)
+    return ZarrStoreBackend(store_from_url(text, options, read_only), text, options.timeout)
 
 
 def open_backend(
     target: Any, *, read_only: bool, storage_options: dict[str, Any] | None = None
 ) -> Backend:
     """A backend for reading (or updating in place) an existing store."""
-    if isinstance(target, Store):
-        return ZarrStoreBackend(target)
-    if isinstance(target, (str, os.PathLike)):
-        text = os.fspath(target)
-        if text.startswith("file://"):
-            text = text[len("file://") :]
-        elif _is_url(text):
-            return ZarrStoreBackend(_store_from_url(text, storage_options, read_only), text)
-        path = Path(text)
-        if path.is_file() and zipfile.is_zipfile(path):
-            from zarr.storage import ZipStore
+    options = StorageOptions.parse(storage_options)
+    if not isinstance(target, (Store, str, os.PathLike)):
+        raise TypeError(f"cannot open a store from {type(target).__name__}; give a path, URL or zarr Store")
+    path = local_path(target)
+    if path is None:
+        return remote_backend(target, options, read_only)
+    if path.is_file() and zipfile.is_zipfile(path):
+        from zarr.storage import ZipStore
 
-            return ZarrStoreBackend(sync(ZipStore.open(path, mode="r")), str(path))
-        if not path.exists():
-            raise FileNotFoundError(f"no store at {text!r}")
-        return LocalBackend(path, read_only=read_only)
-    raise TypeError(f"cannot open a store from {type(target).__name__}; give a path, URL or zarr Store")
+        return ZarrStoreBackend(sync(ZipStore.open(path, mode="r")), str(path), options.timeout)
+    if not path.exists():
+        raise FileNotFoundError(f"no store at {os.fspath(target)!r}")
+    return LocalBackend(path, read_only=read_only, follow_symlinks=options.follow_symlinks)
 
 
 def check_not_v2(backend: Backend) -> None:
@@ -240,88 +373,16 @@ def check_not_v2(backend: Backend) -> None:
         )
 
 
-@contextlib.contextmanager
 def write_session(
     target: Any, *, overwrite: bool, storage_options: dict[str, Any] | None = None
-) -> Iterator[Backend]:
-    """Yield a backend for writing a whole new store at ``target``.
+) -> AbstractContextManager[Backend]:
+    """A context yielding a backend for writing a whole new store at ``target``.
 
-    Local directories and ``.zip`` files are built in a hidden sibling and swapped
-    in on success; on failure the previous store, if any, is untouched. Other
-    stores are cleared first (when ``overwrite``) and written in place; the caller
-    writes the root ``zarr.json`` last, so a failed write never looks complete.
+    The store is built in a local staging folder; on success it replaces the target
+    (see :func:`zarr_vectors._commit.write_session` for what each kind of target
+    guarantees), on failure the target is untouched. The caller writes the root
+    ``zarr.json`` last.
     """
-    if isinstance(target, Store):
-        backend = ZarrStoreBackend(target)
-        yield from _in_place(backend, overwrite)
-        return
-    text = os.fspath(target)
-    if text.startswith("file://"):
-        text = text[len("file://") :]
-    elif _is_url(text):
-        backend = ZarrStoreBackend(_store_from_url(text, storage_options, False), text)
-        yield from _in_place(backend, overwrite)
-        return
-    path = Path(text).absolute()
-    if path.exists() and not overwrite and not (path.is_dir() and not any(path.iterdir())):
-        raise StoreExistsError(f"{text!r} already exists; pass overwrite=True to replace it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    stage = path.with_name(f".{path.name}.zv-tmp-{uuid.uuid4().hex[:12]}")
-    stage.mkdir()  # unlike tempfile.mkdtemp, honours the umask: the store gets normal permissions
-    try:
-        yield LocalBackend(stage)
-        if path.suffix.lower() == ".zip":
-            _zip_into(stage, path)
-        else:
-            _swap_in(stage, path)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+    from ._commit import write_session as session
 
-
-def _in_place(backend: ZarrStoreBackend, overwrite: bool) -> Iterator[Backend]:
-    if not backend.is_empty():
-        if not overwrite:
-            raise StoreExistsError(f"{backend.description} is not empty; pass overwrite=True to replace it")
-        if not backend.store.supports_deletes:
-            raise StoreExistsError(
-                f"{backend.description} is not empty and cannot delete keys, so it cannot be overwritten "
-                "in place; write to a new store (for zip files, pass the .zip path instead of a ZipStore)"
-            )
-        backend.clear()
-    yield backend
-
-
-def _swap_in(stage: Path, path: Path) -> None:
-    """Move ``stage`` to ``path``, replacing what is there; on failure put the old store back.
-
-    The old store is renamed aside first (two renames; POSIX has no atomic directory
-    exchange), so a crash between them leaves it in ``.NAME.zv-old-*`` beside the target.
-    """
-    old = None
-    if path.exists():
-        old = path.with_name(f".{path.name}.zv-old-{uuid.uuid4().hex[:8]}")
-        os.replace(path, old)
-    try:
-        os.replace(stage, path)
-    except OSError:
-        if old is not None:
-            os.replace(old, path)
-        raise
-    if old is not None:
-        if old.is_dir():
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            old.unlink()
-
-
-def _zip_into(stage: Path, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.zv-tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as zf:
-            for file in sorted(stage.rglob("*")):
-                if file.is_file():
-                    zf.write(file, file.relative_to(stage).as_posix())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    return session(target, overwrite=overwrite, storage_options=storage_options)

@@ -24,6 +24,7 @@ from zarr.core.sync import sync
 
 import zarr_vectors as zv
 from zarr_vectors import storage
+from zarr_vectors._commit import MemoryStage
 from zarr_vectors.storage import LocalBackend, ZarrStoreBackend, ZarrV2StoreError, open_backend, write_session
 
 from .conftest import IN_PLACE_KINDS, StoreTarget, kind_param
@@ -244,7 +245,7 @@ def test_zarr_store_backend_direct() -> None:
     b.set_many([(k, k.encode()) for k in keys])
     assert b.get_many(keys + ["k/200", "k"]) == [k.encode() for k in keys] + [None, None]
     assert b.list_dir("k") == sorted(str(i) for i in range(200))
-    b.clear()
+    b.delete_many(keys)
     assert b.is_empty()
     assert b.get_many(keys[:3]) == [None, None, None]
 
@@ -281,6 +282,7 @@ STAGES = {
     "chunks": lambda keys: not any(k.endswith("zarr.json") for k in keys),
     "metadata": lambda keys: bool(keys) and all(k.endswith("/zarr.json") for k in keys),
     "root": lambda keys: "zarr.json" in keys,
+    "upload": lambda keys: keys != ["zarr.json"],  # in-place commit: the first batch after the placeholder
 }
 
 
@@ -289,12 +291,12 @@ class InjectedFailure(RuntimeError):
 
 
 @contextlib.contextmanager
-def failing_writes(stage: str) -> Iterator[list[str]]:
+def failing_writes(stage: str, *, local: bool = True, remote: bool = True) -> Iterator[list[str]]:
     """Make the first backend ``set_many`` batch of ``stage`` write half its keys, then raise.
 
-    Patches both backend classes (the local staging directory and any zarr Store), so it
-    works whatever the writer's internals. Yields the keys that were written before the
-    failure, in order.
+    Patches the staging backends (a local folder; memory for memory targets) and/or the
+    zarr Store backend (the commit to an in-place target). Yields the keys that were written before the failure,
+    in order.
     """
     log: list[str] = []
     matches = STAGES[stage]
@@ -316,8 +318,11 @@ def failing_writes(stage: str) -> Iterator[list[str]]:
         return set_many
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(LocalBackend, "set_many", wrap(LocalBackend.set_many))
-        mp.setattr(ZarrStoreBackend, "set_many", wrap(ZarrStoreBackend.set_many))
+        if local:
+            mp.setattr(LocalBackend, "set_many", wrap(LocalBackend.set_many))
+            mp.setattr(MemoryStage, "set_many", wrap(MemoryStage.set_many))
+        if remote:
+            mp.setattr(ZarrStoreBackend, "set_many", wrap(ZarrStoreBackend.set_many))
         yield log
     assert state["fired"], f"the write never reached stage {stage!r}"
 
@@ -431,7 +436,12 @@ def test_failure_while_zipping_leaves_previous_zip(
         assert os.listdir(out) == []
 
 
-def test_failed_swap_keeps_previous_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("how", ["exchange-fails", "no-exchange-rename-fails"])
+def test_failed_swap_keeps_previous_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """The finished stage cannot be moved into place: the old store stays, byte for byte,
+    whether the atomic exchange fails or (where there is none) the second of two renames."""
+    from zarr_vectors import _commit
+
     out = tmp_path / "out"
     out.mkdir()
     cloud = make_cloud()
@@ -440,43 +450,32 @@ def test_failed_swap_keeps_previous_directory(tmp_path: Path, monkeypatch: pytes
     real_replace = os.replace
     calls = []
 
+    def failing_exchange(a: Any, b: Any) -> bool:
+        if how == "exchange-fails":
+            raise OSError(5, "Input/output error (injected)")
+        return False
+
     def flaky_replace(src: Any, dst: Any) -> None:
         calls.append((Path(src).name, Path(dst).name))
         if len(calls) == 2:  # moving the finished stage into place
             raise OSError(5, "Input/output error (injected)")
         real_replace(src, dst)
 
-    monkeypatch.setattr(storage.os, "replace", flaky_replace)
+    monkeypatch.setattr(_commit, "exchange", failing_exchange)
+    monkeypatch.setattr(_commit.os, "replace", flaky_replace)
     with pytest.raises(OSError, match="injected"):
         zv.write_points(path, make_cloud(seed=3)["positions"], chunk_shape=50, overwrite=True)
     monkeypatch.undo()
+    assert len(calls) == (0 if how == "exchange-fails" else 3)  # aside, (failed) into place, back
     assert os.listdir(out) == ["s.zarr"]
     assert snapshot(path) == before
-
-
-CLEAR_PARAMS = [kind_param(k) for k in IN_PLACE_KINDS]
-
-
-@pytest.mark.parametrize("kind", CLEAR_PARAMS)
-def test_in_place_clear_empties_the_store(make_target: Any, kind: str) -> None:
-    """What overwrite=True on an in-place backend relies on: clear() removes every key."""
-    t = make_target(kind)
-    t.write(make_cloud()["positions"], chunk_shape=50, attributes={"i": np.arange(N)})
-    backend = store_backend(t, read_only=False)
-    assert isinstance(backend, ZarrStoreBackend)
-    if kind == "zip_store":  # zip archives cannot delete members
-        assert not backend.store.supports_deletes
-        return
-    backend.clear()
-    assert backend.is_empty()
-    assert backend.list_dir("") == []
-    assert backend.get_many(["zarr.json", "0/zarr.json"]) == [None, None]
 
 
 def _in_place_params() -> list[Any]:
     out = []
     for kind in IN_PLACE_KINDS:
-        for prior, stage in [("fresh", "chunks"), ("existing", "metadata"), ("existing", "root")]:
+        for prior, stage in [("fresh", "chunks"), ("existing", "chunks"), ("existing", "metadata"),
+                             ("existing", "root")]:  # fmt: skip
             if kind == "zip_store" and prior == "existing":
                 continue  # an open ZipStore cannot be overwritten at all (see the overwrite test)
             marks = list(kind_param(kind).marks)
@@ -485,36 +484,53 @@ def _in_place_params() -> list[Any]:
 
 
 @pytest.mark.parametrize(("kind", "prior", "stage"), _in_place_params())
-def test_failed_in_place_write_never_opens(make_target: Any, kind: str, prior: str, stage: str) -> None:
+def test_failed_in_place_write_leaves_the_target_as_it_was(
+    make_target: Any, kind: str, prior: str, stage: str
+) -> None:
+    """A write fails while the store is built (in the local staging folder): the target
+    keeps the old store exactly, or stays empty, and nothing of the old store was removed."""
     t = make_target(kind)
     old = make_cloud(seed=5)
     if prior == "existing":
         write_cloud(t, old)
+    before = sorted(storage_keys(t))
     new = make_cloud()
-    with failing_writes(stage) as written, pytest.raises(InjectedFailure, match=stage):
+    with failing_writes(stage, remote=False) as written, pytest.raises(InjectedFailure, match=stage):
         write_cloud(t, new, overwrite=True)
-    assert "zarr.json" not in written
-    assert written  # chunks: half the first batch; later stages: all chunks and more
+    assert written or stage == "chunks"
+    assert sorted(storage_keys(t)) == before
+    if prior == "existing":
+        assert_full_read(t.open(), old)
+    else:
+        assert store_backend(t).is_empty()
+    write_cloud(t, new, overwrite=prior == "existing")
+    assert_full_read(t.open(), new)
 
-    # half a store is there, but no root: open refuses it instead of returning partial data
-    with pytest.raises(zv.FormatError) as info:
-        t.open()
-    assert "has no zarr.json at its root" in str(info.value)
+
+def storage_keys(t: StoreTarget) -> list[str]:
     backend = store_backend(t)
-    assert not backend.is_empty()
-    assert backend.get_many(["zarr.json"]) == [None]
-    if stage == "root":
-        assert backend.get_many(["0/zarr.json"])[0] is not None  # everything but the root was written
+    assert isinstance(backend, ZarrStoreBackend)
+    return backend.list_all()
 
-    # the leftovers block a plain write, and an overwrite recovers (where keys can be deleted)
+
+@pytest.mark.parametrize("kind", [kind_param(k) for k in IN_PLACE_KINDS if k != "zip_store"])
+def test_failed_in_place_commit_is_refused_on_open_and_recovers(make_target: Any, kind: str) -> None:
+    """A write fails while its keys are sent to the target: the root is the placeholder
+    written first, so open raises IncompleteStoreError (never part of a store), a plain write
+    is refused, and an overwrite recovers."""
+    t = make_target(kind)
+    write_cloud(t, make_cloud(seed=5))
+    new = make_cloud()
+    with failing_writes("upload", local=False) as written, pytest.raises(InjectedFailure):
+        write_cloud(t, new, overwrite=True)
+    assert written[0] == "zarr.json" and written[1:] and "zarr.json" not in written[1:]
+    with pytest.raises(zv.IncompleteStoreError, match=r"is incomplete: a write was interrupted.*rewrite it or restore"):
+        t.open()
     with pytest.raises(zv.StoreExistsError):
         t.write(new["positions"])
-    if kind == "zip_store":
-        with pytest.raises(zv.StoreExistsError, match="cannot delete keys"):
-            write_cloud(t, new, overwrite=True)
-        return
     write_cloud(t, new, overwrite=True)
     assert_full_read(t.open(), new)
+    assert "zarr_vectors_incomplete" not in json.loads(store_backend(t).get_many(["zarr.json"])[0])["attributes"]
 
 
 # --------------------------------------------------------------------------------------

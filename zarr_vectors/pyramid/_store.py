@@ -1,25 +1,23 @@
-"""Store-level I/O of a pyramid build: raw ``zarr.json`` documents, copies, removals, row counts."""
+"""Store-level I/O of a pyramid build: raw ``zarr.json`` documents, copies, row counts."""
 
 from __future__ import annotations
 
 import json
-import shutil
 from typing import Any
 
 import numpy as np
 
 from .._arrays import TableArray
-from ..errors import FormatError, ZarrVectorsError
+from ..errors import FormatError
 from ..format.fragments import decode_fragments, range_tables
 from ..level import Level
-from ..storage import Backend, LocalBackend, ZarrStoreBackend, dump_json
+from ..storage import Backend, dump_json
 
 __all__ = [
     "checksums_of",
     "compression_of",
     "copy_tables",
     "read_doc",
-    "remove_levels",
     "rows_per_chunk",
     "write_docs",
 ]
@@ -96,29 +94,6 @@ def copy_tables(backend: Backend, src: Level, dst_index: int) -> list[str]:
         ]
         backend.set_many(items)
     return sorted(present, key=("object_attributes", "groups", "group_attributes").index)
-
-
-def remove_levels(backend: Backend, indices: list[int], fine_links: list[str]) -> None:
-    """Delete the nodes of levels ``indices`` and the cross-level families ``fine_links``
-    (e.g. ``"0/links/+1"``). Only local directories and zarr stores that delete are supported."""
-    paths = [str(i) for i in indices] + fine_links
-    if isinstance(backend, LocalBackend):
-        if backend.read_only:
-            raise ZarrVectorsError(f"{backend.description} is opened read-only")
-        for p in paths:
-            shutil.rmtree(backend.root / p, ignore_errors=True)
-        backend._made.clear()  # its cache of directories it created is stale now
-        return
-    if isinstance(backend, ZarrStoreBackend) and backend.store.supports_deletes:
-        from zarr.core.sync import sync
-
-        for p in paths:
-            sync(backend.store.delete_dir(p))
-        return
-    raise ZarrVectorsError(
-        f"{backend.description} cannot delete keys, so its coarse levels cannot be rebuilt in place; "
-        "write the store again (or copy level 0 to a new store) and build the pyramid there"
-    )
 
 
 def rows_per_chunk(level: Level, batch: int = 4096) -> tuple[np.ndarray, np.ndarray]:

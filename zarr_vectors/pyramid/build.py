@@ -3,24 +3,34 @@
 For each new level ``k`` (from level ``k - 1``): the geometry's coarsener writes the
 level's arrays and, unless ``cross_level="none"``, the ``k-1/links/+1`` family (and
 ``k/links/-1`` with ``"explicit"``); then the level group, the patched source level group
-and finally the root ``zarr.json`` (which lists level k) are written. A build that fails
-part way therefore leaves every level the root lists readable and unchanged.
+and finally the root ``zarr.json`` (which lists level k) are written.
+
+The build writes into a staging folder (:func:`zarr_vectors._commit.rebuild_session`):
+old coarse levels and cross-level links read as absent there, level 0 is read from the
+store. Only a complete build is committed: a local store is exchanged in one rename
+for a sibling holding level 0 (hard links) and the new levels; another store first
+gets a root listing level 0 only, then loses the old levels, gains the new ones and
+finally the new root. A build that fails or is killed leaves the old levels (or, on
+object stores, level 0 alone), never a level the root lists but does not hold.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._commit import rebuild_session
 from .._writer import StoreBuilder
 from ..errors import InputError, ReadOnlyError
 from ..format.fragments import decode_fragments
 from ..format.metadata import LevelMeta, RootMeta
 from ..level import Level
+from ..storage import GENERATION_KEY, ConsistentBackend, new_generation
 from . import meta as pmeta
-from ._store import checksums_of, compression_of, copy_tables, read_doc, remove_levels, rows_per_chunk
+from ._store import checksums_of, compression_of, copy_tables, read_doc, rows_per_chunk
 from .plan import LevelPlan, plan_levels
 from .reduce import REDUCTIONS
 from .shapes import SHAPE_KINDS
@@ -114,24 +124,34 @@ def _attribute_scores(ds: Dataset, src: Level, spec: Sparsity, present: np.ndarr
     return values[present].astype(np.float64)
 
 
-def _drop_coarse_levels(ds: Dataset) -> None:
-    """Make the store a one-level store again: root first, then the nodes."""
+def _replaced(ds: Dataset) -> tuple[Callable[[str], bool], dict[str, bytes]]:
+    """What a build replaces: a test for the keys it hides (coarse levels, also ones the
+    root does not list, and level 0's cross-level link families), and the documents that
+    stand for the store meanwhile (the root listing level 0 only, with a new generation,
+    and level 0's group without ``links`` when only cross-level families were there)."""
     backend = ds._backend
     doc = read_doc(backend, "zarr.json")
     assert doc is not None
-    old = list(ds.levels)[1:]
-    cross = [f"0/links/{name}" for name in backend.list_dir("0/links") if name not in ("0", "zarr.json")]
-    doc["attributes"] = pmeta.drop_coarse_levels(doc.get("attributes") or {})
-    level0 = read_doc(backend, "0/zarr.json")
-    assert level0 is not None
-    backend.set_many([("zarr.json", _dump(doc))])
-    remove_levels(backend, old, cross)
-    if cross and not [n for n in backend.list_dir("0/links") if n != "zarr.json"]:
-        remove_levels(backend, [], ["0/links"])
-        level0 = pmeta.add_arrays_present(level0, [], remove=["links"])
-        backend.set_many([("0/zarr.json", _dump(level0))])
-    ds.root = RootMeta.from_attributes(doc["attributes"])
-    ds._levels.clear()
+    coarse = {n for n in backend.list_dir("") if n.isdigit() and n != "0"} | {str(i) for i in ds.levels[1:]}
+    links = [n for n in backend.list_dir("0/links") if n != "zarr.json"]
+    cross = {f"0/links/{n}" for n in links if n != "0"}
+    attrs = doc.get("attributes") or {}
+    if len(ds.levels) > 1:
+        attrs = pmeta.drop_coarse_levels(attrs)
+    first = {"zarr.json": _dump({**doc, "attributes": {**attrs, GENERATION_KEY: new_generation()}})}
+    if cross and len(cross) == len(links):
+        cross.add("0/links")
+        level0 = read_doc(backend, "0/zarr.json")
+        assert level0 is not None
+        first["0/zarr.json"] = _dump(pmeta.add_arrays_present(level0, [], remove=["links"]))
+
+    def hidden(key: str) -> bool:
+        head = key.partition("/")[0]
+        if head in coarse:
+            return True
+        return head == "0" and any(key == c or key.startswith(c + "/") for c in cross)
+
+    return hidden, first
 
 
 def _dump(doc: dict[str, Any]) -> bytes:
@@ -178,21 +198,43 @@ def build_pyramid(
         factors=factors, chunk_scale=chunk_scale,
     )  # fmt: skip
     sparsity = sparsity_per_level(object_sparsity, len(plans))
-    if len(ds.levels) > 1:  # only once the new plan is known to be valid
-        _drop_coarse_levels(ds)
-        level0 = ds.level(0)
-    compression, clevel = compression_of(level0)
+    hidden, first = _replaced(ds)  # only once the new plan is known to be valid
+    backend, root_before = ds._backend, ds.root
+    try:
+        with rebuild_session(backend, hidden=hidden, first=first) as overlay:
+            ds._backend = overlay
+            ds.root = RootMeta.from_attributes(json.loads(first["zarr.json"])["attributes"])
+            ds._levels.clear()
+            _build_levels(ds, kind, plans, sparsity, cross_level, reductions, tolerance, face_fraction,
+                          progress)  # fmt: skip
+    except BaseException:
+        ds.root = root_before
+        raise
+    finally:
+        ds._backend = backend
+        ds._levels.clear()
+    if isinstance(backend, ConsistentBackend):
+        backend.rebase()  # the store was replaced by this process: read on from the new root
+    return [p.index for p in plans]
+
+
+def _build_levels(
+    ds: Dataset, kind: str, plans: list[LevelPlan], sparsity: list[Sparsity | None], cross_level: str,
+    reductions: Mapping[str, str] | None, tolerance: float | None, face_fraction: float | None,
+    progress: bool,
+) -> None:  # fmt: skip
+    """Coarsen level by level into ``ds``'s (staging) backend."""
+    compression, clevel = compression_of(ds.level(0))
     src_rows: np.ndarray | None = None
     for plan, spec in zip(plans, sparsity):
         src = ds.level(plan.parent)
         if src_rows is None:  # bounds the rows of every streamed batch, links or not
             src_rows = rows_per_chunk(src)[1]
-        builder = StoreBuilder(ds._backend, compression, clevel, checksums=checksums_of(level0))
+        builder = StoreBuilder(ds._backend, compression, clevel, checksums=checksums_of(ds.level(0)))
         coarse, xl = _coarsen(ds, kind, src, plan, builder, spec, src_rows, cross_level, reductions, tolerance,
                               face_fraction, progress)  # fmt: skip
         _finalise(ds, builder, src, plan, coarse, xl, kind, cross_level)
         src_rows = coarse.rows
-    return [p.index for p in plans]
 
 
 def _check_reductions(level0: Level, reductions: Mapping[str, str] | None) -> None:

@@ -22,6 +22,7 @@ RULES: dict[str, tuple[int, str]] = {
     "structure.node-type": (1, "each known node is an array or a group as the format says"),
     "structure.pre-0.9": (1, "no cross_chunk_links nodes (they mark a pre-0.9 store)"),
     "structure.unknown-node": (1, "level children have format names (warning only)"),
+    "structure.leftovers": (1, "no staging folder of a killed write lies beside the store (warning only)"),
     # 2: metadata
     "metadata.version": (2, "zv_version is X.Y.Z with major.minor 0.9"),
     "metadata.root": (2, "chunk_shape, bounds, base_bin_shape and numeric root fields are well formed"),

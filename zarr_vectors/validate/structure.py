@@ -86,8 +86,19 @@ def _check_family(view: StoreView, path: str, name: str, out: Collector) -> None
                         _expect(view, f"{dpath}/{seg}", "array", out)
 
 
+def _leftovers(view: StoreView, out: Collector) -> None:
+    from .._commit import find_leftovers
+    from ..storage import LocalBackend
+
+    if isinstance(view.backend, LocalBackend):
+        for path in find_leftovers(view.backend.root):
+            out.warn("structure.leftovers", f"../{path.name}", f"{path} was left by a write that was killed; "
+                     "the next write to this store removes it, or delete it by hand")  # fmt: skip
+
+
 def check_structure(view: StoreView, out: Collector) -> list[int] | None:
     """Run the level-1 rules; return the level indices, or None when nothing more can be checked."""
+    _leftovers(view, out)
     _node_docs(view, out)
     root = view.docs.get("")
     if not isinstance(root, dict) or root.get("node_type") != "group" or root.get("zarr_format") != 3:

@@ -1,0 +1,518 @@
+"""Writing a whole store, or rebuilding its coarse levels, without exposing half of one.
+
+Every write is first built completely in a local staging folder (every input check
+and every encoding happens there), then committed to the target:
+
+* **local directory**: the staging folder ``.NAME.zv-tmp-*`` sits beside the target
+  and is exchanged with it in one ``renameat2(RENAME_EXCHANGE)`` (two renames where
+  the system lacks it); the old store is then removed. A reader or a crash sees the
+  old store or the new one, never a mix.
+* **zip file**: the staging folder is zipped to a temporary file beside the target,
+  which is renamed over it.
+* **other stores** (memory, S3 and other fsspec URLs, zarr ``Store`` objects): keys
+  are committed one by one. First the root ``zarr.json`` is replaced by a placeholder
+  (``zarr_vectors_incomplete``), then keys of the old store that the new one lacks are
+  deleted, the new keys are written, and the new root last. An interruption leaves
+  the old store (before the placeholder) or a store that readers refuse with
+  :class:`~zarr_vectors.errors.IncompleteStoreError`, which a new write replaces.
+
+``overwrite=True`` replaces a target only when it is absent, empty or a Zarr store
+(a ``zarr.json``, or Zarr v2 ``.zgroup``/``.zarray``, at its root); the current, home
+and root directories, and folders holding them, are never replaced. A staging folder
+is locked (``flock``) while its writer lives; the next write to the same target
+removes those left by killed writers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+import uuid
+import warnings
+import zipfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._local import LocalBackend, exchange, remove_tree
+from .errors import ReadOnlyError, StoreExistsError
+from .format import zarr_json
+from .storage import (
+    GENERATION_KEY,
+    INCOMPLETE_KEY,
+    Backend,
+    StorageOptions,
+    ZarrStoreBackend,
+    dump_json,
+    local_path,
+    new_generation,
+    remote_backend,
+)
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: staging folders are not locked
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["write_session", "rebuild_session", "find_leftovers", "protected_reason"]
+
+#: Bytes of staged keys sent to an in-place target per batch.
+UPLOAD_BYTES = 32 << 20
+#: Names of the Zarr root documents that make a target a Zarr store (v3, v2).
+ROOT_DOCS = ("zarr.json", ".zgroup", ".zarray")
+_LOCK_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+_LOCK_FLAGS |= getattr(os, "O_CLOEXEC", 0)
+
+
+# -- staging folders and their leftovers -----------------------------------------------
+def _lock(path: str) -> int | None:
+    """An fd holding an exclusive ``flock`` on ``path``, or None when another process holds it."""
+    fd = os.open(path, _LOCK_FLAGS)
+    if fcntl is None:
+        return fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+@contextlib.contextmanager
+def staging(parent: Path, prefix: str) -> Iterator[Path]:
+    """A new locked folder ``parent/<prefix><hex>``; removed (whatever it then holds) on exit."""
+    stage = parent / f"{prefix}{uuid.uuid4().hex[:12]}"
+    stage.mkdir()  # unlike tempfile.mkdtemp, honours the umask: the store gets normal permissions
+    fd = _lock(str(stage))
+    try:
+        yield stage
+    finally:
+        if fd is not None:
+            os.close(fd)  # a second flock of our own would conflict with this one
+        try:
+            _remove_unlocked(str(stage))  # after a swap this is the old store
+        except OSError as exc:
+            warnings.warn(f"could not remove the staging folder {stage}: {exc}; remove it by hand",
+                          RuntimeWarning, stacklevel=3)  # fmt: skip
+
+
+def _remove_unlocked(path: str) -> bool:
+    """Remove ``path`` unless a live writer holds its lock; True when removed (or gone)."""
+    try:
+        fd = _lock(path)
+    except FileNotFoundError:
+        return True
+    if fd is None:
+        return False
+    try:
+        remove_tree(path)
+    finally:
+        os.close(fd)
+    return True
+
+
+def _leftover_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(rf"\.{re.escape(name)}\.zv-(tmp|old)-[0-9a-f]{{8,12}}")
+
+
+def _temp_prefix(description: str) -> str:
+    return f"zv-stage-{hashlib.sha1(description.encode()).hexdigest()[:12]}-"
+
+
+def _candidates(parent: Path, match: Callable[[str], bool]) -> list[Path]:
+    if fcntl is None:  # without locks a live writer's folder cannot be told from a dead one's
+        return []
+    try:
+        entries = list(os.scandir(parent))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(
+        Path(e.path) for e in entries
+        if match(e.name) and (e.is_dir(follow_symlinks=False) or e.is_file(follow_symlinks=False))
+    )  # fmt: skip
+
+
+def _is_dead(path: Path) -> bool:
+    try:
+        fd = _lock(str(path))
+    except FileNotFoundError:
+        return False
+    if fd is None:
+        return False
+    os.close(fd)
+    return True
+
+
+def find_leftovers(store: str | os.PathLike[str]) -> list[Path]:
+    """Staging folders and temporary files of killed writes of the local store ``store``
+    (``.NAME.zv-tmp-*`` and ``.NAME.zv-old-*`` beside it, not locked by a live writer)."""
+    path = Path(os.path.realpath(store))
+    pattern = _leftover_pattern(path.name)
+    return [p for p in _candidates(path.parent, pattern.fullmatch) if _is_dead(p)]
+
+
+def remove_leftovers(parent: Path, match: Callable[[str], bool]) -> None:
+    for path in _candidates(parent, match):
+        _remove_unlocked(str(path))
+
+
+# -- what may be replaced --------------------------------------------------------------
+def protected_reason(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` must never be replaced (root, home or current directory, or a folder
+    holding one of them), or None."""
+    real = os.path.realpath(path)
+    if os.path.dirname(real) == real:
+        return "a filesystem root"
+    places = [("the home directory", os.path.expanduser("~"))]
+    with contextlib.suppress(FileNotFoundError):
+        places.insert(0, ("the current directory", os.getcwd()))
+    for name, place in places:
+        place = os.path.realpath(place)
+        if real == place:
+            return name
+        if place.startswith(real.rstrip(os.sep) + os.sep):
+            return f"a folder holding {name}"
+    return None
+
+
+def _is_local_zarr(path: Path) -> bool:
+    if path.is_dir():
+        return any(os.path.lexists(path / name) for name in ROOT_DOCS)
+    if path.is_file() and zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as zf:
+            names = set(zf.namelist())
+        return any(name in names for name in ROOT_DOCS)
+    return False
+
+
+def check_local_target(path: Path, shown: str, overwrite: bool) -> None:
+    """Refuse a local target that must not be written (see the module docstring)."""
+    reason = protected_reason(path)
+    if reason is not None:
+        raise StoreExistsError(
+            f"refusing to write a store at {shown!r}: it is {reason}, which is never replaced; "
+            "nothing was changed. Give the path of a new folder (e.g. out.zarr) instead"
+        )
+    if not os.path.lexists(path):
+        return
+    if path.is_dir() and not path.is_symlink() and not any(os.scandir(path)):
+        return
+    if path.is_file() and not path.is_symlink() and path.stat().st_size == 0:
+        return
+    if not overwrite:
+        raise StoreExistsError(f"{shown!r} already exists; pass overwrite=True to replace it")
+    if not _is_local_zarr(path):
+        raise StoreExistsError(
+            f"refusing to overwrite {shown!r}: it is not a Zarr store (no zarr.json at its root), so "
+            "replacing it would delete other files; nothing was deleted. Choose another path, or remove it "
+            "yourself first"
+        )
+
+
+def check_in_place_target(backend: ZarrStoreBackend, overwrite: bool) -> None:
+    if backend.is_empty():
+        return
+    if not overwrite:
+        raise StoreExistsError(f"{backend.description} is not empty; pass overwrite=True to replace it")
+    if not backend.store.supports_deletes:
+        raise StoreExistsError(
+            f"{backend.description} is not empty and cannot delete keys, so it cannot be overwritten "
+            "in place; write to a new store (for zip files, pass the .zip path instead of a ZipStore)"
+        )
+    if all(raw is None for raw in backend.get_many(list(ROOT_DOCS))):
+        raise StoreExistsError(
+            f"refusing to overwrite {backend.description}: it is not empty and not a Zarr store "
+            "(no zarr.json at its root); nothing was deleted. Choose another location, or empty it "
+            "yourself first"
+        )
+
+
+# -- whole-store writes ----------------------------------------------------------------
+def write_session(
+    target: Any, *, overwrite: bool, storage_options: dict[str, Any] | None = None
+) -> contextlib.AbstractContextManager[Backend]:
+    """Yield a backend (a local staging folder) for writing a whole new store at ``target``;
+    commit it on a clean exit. The caller writes the root ``zarr.json`` last."""
+    options = StorageOptions.parse(storage_options)
+    path = local_path(target)
+    if path is None:
+        return _in_place_session(remote_backend(target, options, False), overwrite)
+    return _local_session(path, os.fspath(target), overwrite)
+
+
+@contextlib.contextmanager
+def _local_session(path: Path, shown: str, overwrite: bool) -> Iterator[Backend]:
+    if path.is_symlink():  # write where the link points; the link stays
+        path = Path(os.path.realpath(path))
+    path = path.absolute()
+    check_local_target(path, shown, overwrite)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(path.parent, _leftover_pattern(path.name).fullmatch)
+    with staging(path.parent, f".{path.name}.zv-tmp-") as stage:
+        yield LocalBackend(stage)
+        if path.suffix.lower() == ".zip":
+            _zip_into(stage, path)
+        else:
+            swap_in(stage, path)
+
+
+@contextlib.contextmanager
+def _in_place_session(backend: ZarrStoreBackend, overwrite: bool) -> Iterator[Backend]:
+    check_in_place_target(backend, overwrite)
+    with in_place_stage(backend) as stage:
+        yield stage
+        commit_in_place(backend, stage, first_root=placeholder_root())
+
+
+class MemoryStage:
+    """A staging area in memory, for targets that are in memory themselves."""
+
+    description = "staging area (memory)"
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        return [self.data.get(k) for k in keys]
+
+    def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        self.data.update((k, bytes(v)) for k, v in items)
+
+    def list_dir(self, prefix: str) -> list[str]:
+        head = f"{prefix}/" if prefix else ""
+        return sorted({k[len(head) :].split("/", 1)[0] for k in self.data if k.startswith(head)})
+
+    def is_empty(self) -> bool:
+        return not self.data
+
+
+def _in_memory(backend: ZarrStoreBackend) -> bool:
+    from zarr.storage import FsspecStore, MemoryStore
+
+    store = backend.store
+    if isinstance(store, MemoryStore):
+        return True
+    return isinstance(store, FsspecStore) and "memory" in (getattr(store.fs, "protocol", ()) or ())
+
+
+@contextlib.contextmanager
+def in_place_stage(backend: ZarrStoreBackend) -> Iterator[LocalBackend | MemoryStage]:
+    """Where a store for ``backend`` is built: memory for a memory target, else a locked
+    folder in the temporary directory (leftovers of killed writes to it are removed)."""
+    if _in_memory(backend):
+        yield MemoryStage()
+        return
+    temp = Path(tempfile.gettempdir())
+    prefix = _temp_prefix(backend.description)
+    remove_leftovers(temp, lambda name: name.startswith(prefix))
+    with staging(temp, prefix) as stage:
+        yield LocalBackend(stage)
+
+
+def placeholder_root() -> bytes:
+    """The root written while a store is being replaced in place."""
+    note = "a write is replacing this store; if this stays, the write was interrupted"
+    return dump_json(zarr_json.group_doc({INCOMPLETE_KEY: note, GENERATION_KEY: new_generation()}))
+
+
+def swap_in(stage: Path, path: Path) -> None:
+    """Put the complete store ``stage`` at ``path``; what was at ``path`` ends up at ``stage``."""
+    if not os.path.lexists(path):
+        os.rename(stage, path)
+        return
+    if exchange(stage, path):
+        return
+    old = path.with_name(f".{path.name}.zv-old-{uuid.uuid4().hex[:12]}")
+    os.replace(path, old)  # no atomic exchange here: a crash between the renames leaves it in .zv-old-
+    try:
+        os.replace(stage, path)
+    except OSError:
+        os.replace(old, path)
+        raise
+    os.replace(old, stage)
+
+
+def _zip_into(stage: Path, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.zv-tmp-{uuid.uuid4().hex[:12]}")
+    fd = None
+    try:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as zf:
+            fd = _lock(str(tmp))
+            for file in sorted(stage.rglob("*")):
+                if file.is_file():
+                    zf.write(file, file.relative_to(stage).as_posix())
+        os.replace(tmp, path)
+    finally:
+        if fd is not None:
+            os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def _staged_keys(stage: LocalBackend | MemoryStage) -> list[tuple[str, int]]:
+    """Every key of a staging area as ``(key, size)``."""
+    if isinstance(stage, MemoryStage):
+        return [(k, len(v)) for k, v in stage.data.items()]
+    out = []
+    root = str(stage.root)
+    cut = len(root) + 1
+    for folder, _, files in os.walk(root):
+        rel = folder[cut:].replace(os.sep, "/")
+        for name in files:
+            key = f"{rel}/{name}" if rel else name
+            out.append((key, os.lstat(os.path.join(folder, name)).st_size))
+    return out
+
+
+def commit_in_place(
+    backend: ZarrStoreBackend,
+    stage: LocalBackend | MemoryStage,
+    *,
+    first_root: bytes,
+    keep: Callable[[str], bool] = lambda key: False,
+) -> None:
+    """Make the store hold the staged keys (plus the old keys ``keep`` accepts).
+
+    Order: ``first_root`` as the root (where the store can delete), stale keys deleted,
+    staged keys written, the staged root last.
+    """
+    staged = _staged_keys(stage)
+    names = {k for k, _ in staged}
+    root = stage.get_many(["zarr.json"])[0]
+    assert root is not None, "a staged store has a root zarr.json"
+    if backend.store.supports_deletes:
+        stale = [k for k in backend.list_all() if k not in names and k != "zarr.json" and not keep(k)]
+        backend.set_many([("zarr.json", first_root)])
+        backend.delete_many(stale)
+    batch: list[str] = []
+    size = 0
+    for key, n in staged:
+        if key == "zarr.json":
+            continue
+        batch.append(key)
+        size += n
+        if size >= UPLOAD_BYTES or len(batch) >= 2048:
+            _upload(backend, stage, batch)
+            batch, size = [], 0
+    _upload(backend, stage, batch)
+    backend.set_many([("zarr.json", root)])
+
+
+def _upload(backend: ZarrStoreBackend, stage: LocalBackend | MemoryStage, keys: Sequence[str]) -> None:
+    values = stage.get_many(keys)
+    backend.set_many([(k, v) for k, v in zip(keys, values) if v is not None])
+
+
+# -- rebuilding part of a store (pyramid levels) ---------------------------------------
+class Overlay:
+    """Reads and writes of a rebuild: keys written so far (``top``, a staging folder)
+    shadow the store's (``base``); the base keys ``hidden`` accepts read as absent."""
+
+    def __init__(self, base: Backend, top: LocalBackend | MemoryStage, hidden: Callable[[str], bool]) -> None:
+        self.base, self.top, self.hidden = base, top, hidden
+        self.description = base.description
+        self.read_only = False
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        out = self.top.get_many(keys)
+        ask = [i for i, (k, v) in enumerate(zip(keys, out)) if v is None and not self.hidden(k)]
+        if ask:
+            for i, value in zip(ask, self.base.get_many([keys[i] for i in ask])):
+                out[i] = value
+        return out
+
+    def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        self.top.set_many(items)
+
+    def list_dir(self, prefix: str) -> list[str]:
+        head = f"{prefix}/" if prefix else ""
+        base = [n for n in self.base.list_dir(prefix) if not self.hidden(head + n)]
+        return sorted(set(self.top.list_dir(prefix)) | set(base))
+
+    def is_empty(self) -> bool:
+        return False
+
+
+@contextlib.contextmanager
+def rebuild_session(
+    backend: Backend, *, hidden: Callable[[str], bool], first: dict[str, bytes]
+) -> Iterator[Overlay]:
+    """Stage a rebuild of part of an existing store; commit it on a clean exit.
+
+    ``first`` are documents that replace the store's at once (the root without the
+    levels being rebuilt, with a new generation); ``hidden`` names the keys being
+    replaced. A local store is rebuilt into a sibling folder (the kept files hard-linked,
+    copied where links are impossible) and exchanged with it; another store gets the
+    root of ``first``, loses the hidden keys, gains the staged ones, then the new root.
+    """
+    inner = getattr(backend, "inner", backend)
+    if isinstance(inner, LocalBackend):
+        if inner.read_only:
+            raise ReadOnlyError(f"{inner.description} is opened read-only")
+        path = Path(os.path.realpath(inner.root))
+        remove_leftovers(path.parent, _leftover_pattern(path.name).fullmatch)
+        with staging(path.parent, f".{path.name}.zv-tmp-") as stage:
+            top = LocalBackend(stage)
+            top.set_many(list(first.items()))
+            yield Overlay(backend, top, hidden)
+            _link_kept(path, stage, hidden)
+            swap_in(stage, path)
+        inner._made.clear()
+        inner._dirs_ok = {""}
+        return
+    if not isinstance(inner, ZarrStoreBackend) or not inner.store.supports_deletes:
+        raise ReadOnlyError(
+            f"{backend.description} cannot delete keys, so its coarse levels cannot be rebuilt in place; "
+            "write the store again (or copy level 0 to a new store) and build the pyramid there"
+        )
+    with in_place_stage(inner) as stage:
+        stage.set_many(list(first.items()))
+        yield Overlay(backend, stage, hidden)
+        commit_in_place(inner, stage, first_root=first["zarr.json"], keep=lambda key: not hidden(key))
+
+
+#: errno of ``os.link`` where the filesystem has no hard links (the file is copied instead).
+_NO_LINKS = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS)
+
+
+def _link(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno not in _NO_LINKS:
+            raise
+        if os.path.islink(src):
+            os.symlink(os.readlink(src), dst)
+        else:
+            shutil.copy2(src, dst, follow_symlinks=False)
+
+
+def _link_kept(path: Path, stage: Path, hidden: Callable[[str], bool]) -> None:
+    """Give ``stage`` every entry of the store at ``path`` that is neither hidden nor staged
+    (hard links; symbolic links are linked as links, never followed)."""
+    cut = len(str(path)) + 1
+    for folder, dirs, files in os.walk(path):
+        rel = folder[cut:].replace(os.sep, "/")
+        head = f"{rel}/" if rel else ""
+        descend = []
+        for name in dirs:
+            key = head + name
+            if hidden(key):
+                continue
+            if os.path.islink(os.path.join(folder, name)):
+                if not os.path.lexists(stage / key):
+                    _link(os.path.join(folder, name), str(stage / key))
+                continue
+            (stage / key).mkdir(exist_ok=True)
+            descend.append(name)
+        dirs[:] = descend
+        for name in files:
+            key = head + name
+            if hidden(key) or ".zv-part-" in name or os.path.lexists(stage / key):
+                continue
+            _link(os.path.join(folder, name), str(stage / key))

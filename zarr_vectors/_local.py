@@ -1,0 +1,290 @@
+"""Local directories as stores: safe batch reads and writes, tree removal, atomic exchange.
+
+A local store is whatever files sit under its root, and a store found on disk may
+hold anything. :class:`LocalBackend` therefore reads a key only when it is a regular
+file inside the store: a symbolic link that resolves outside the root (for the key's
+file or any of its directories) is refused unless the backend was made with
+``follow_symlinks=True``, and FIFOs, devices and sockets are always refused (opening
+never blocks: ``O_NONBLOCK``). At most ``st_size`` bytes are read from a file, as
+``fstat`` reports it when opened.
+
+Writes never follow a link out of the store: a directory on a key's path must be a
+real directory or a link resolving inside the root, and a key's own file is created
+with ``O_NOFOLLOW | O_EXCL``; an existing file (or link) at a key is replaced by
+rename, never written through, so a hard-linked file shared with another store is
+never changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import shutil
+import stat
+import sys
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from .errors import StoreError
+
+__all__ = ["LocalBackend", "exchange", "remove_tree"]
+
+_O_BINARY = getattr(os, "O_BINARY", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_READ = os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY | _O_CLOEXEC
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY | _O_CLOEXEC
+#: errno of ``open(O_NOFOLLOW)`` on a symbolic link (Linux ELOOP; FreeBSD EMLINK).
+_LINK_ERRNOS = (errno.ELOOP, errno.EMLINK)
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket"}  # fmt: skip
+
+
+def _inside(real: str, root: str) -> bool:
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+class LocalBackend:
+    """Files under a directory; missing files read as None (see the module docstring for
+    what is refused). ``follow_symlinks=True`` reads links that lead out of the store."""
+
+    def __init__(
+        self, root: str | os.PathLike[str], *, read_only: bool = False, follow_symlinks: bool = False
+    ) -> None:
+        self.root = Path(root)
+        self.read_only = read_only
+        self.follow_symlinks = follow_symlinks
+        self.description = str(self.root)
+        self._made: set[str] = set()  # key directories checked (and created) for writing
+        self._dirs_ok: set[str] = {""}  # key directories checked for reading
+        self._real: str | None = None
+
+    # -- reading -----------------------------------------------------------------------
+    @property
+    def real_root(self) -> str:
+        if self._real is None:
+            self._real = os.path.realpath(self.root)
+        return self._real
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        out: list[bytes | None] = []
+        root = str(self.root)
+        dirs_ok = self._dirs_ok
+        for key in keys:
+            parent = key.rpartition("/")[0]
+            if parent not in dirs_ok and not self._check_dir(parent, key):
+                out.append(None)
+                continue
+            path = f"{root}/{key}"
+            try:
+                fd = os.open(path, _READ)
+            except (FileNotFoundError, NotADirectoryError):
+                out.append(None)
+                continue
+            except OSError as exc:
+                if exc.errno not in _LINK_ERRNOS:
+                    if exc.errno == errno.ENXIO:
+                        raise StoreError(self.description, key, "is a socket, not a regular file") from exc
+                    raise
+                fd = self._open_link(path, key)
+                if fd is None:
+                    out.append(None)
+                    continue
+            try:
+                out.append(self._read_fd(fd, key))
+            finally:
+                os.close(fd)
+        return out
+
+    def _read_fd(self, fd: int, key: str) -> bytes | None:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            if stat.S_ISDIR(st.st_mode):
+                return None
+            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+            raise StoreError(self.description, key, f"is {kind}, not a regular file; refusing to read it")
+        size = st.st_size
+        data = os.read(fd, size)
+        if len(data) < size:  # short reads happen on some filesystems; never read past st_size
+            parts = [data]
+            got = len(data)
+            while got < size:
+                more = os.read(fd, size - got)
+                if not more:
+                    break
+                parts.append(more)
+                got += len(more)
+            data = b"".join(parts)
+        return data
+
+    def _open_link(self, path: str, key: str) -> int | None:
+        """Open the target of the link at ``path``: only inside the store unless following."""
+        real = os.path.realpath(path)
+        if not self.follow_symlinks and not _inside(real, self.real_root):
+            raise StoreError(
+                self.description, key,
+                f"is a symbolic link to {real}, outside the store; refusing to read it "
+                "(pass storage_options={'zv_follow_symlinks': True} to read links out of the store)",
+            )  # fmt: skip
+        try:
+            return os.open(real, _READ)
+        except (FileNotFoundError, NotADirectoryError):
+            return None  # a dangling link reads as an absent key
+
+    def _check_dir(self, rel: str, key: str) -> bool:
+        """Whether directory ``rel`` of the store exists; raise when it is reached through a
+        link leading out of the store. Only existing directories are remembered."""
+        head = rel.rpartition("/")[0]
+        if head not in self._dirs_ok and not self._check_dir(head, key):
+            return False
+        try:
+            st = os.lstat(f"{self.root}/{rel}")
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        if stat.S_ISLNK(st.st_mode) and not self.follow_symlinks:
+            real = os.path.realpath(f"{self.root}/{rel}")
+            if not _inside(real, self.real_root):
+                raise StoreError(
+                    self.description, key,
+                    f"directory {rel!r} is a symbolic link to {real}, outside the store; refusing to read "
+                    "through it (pass storage_options={'zv_follow_symlinks': True} to allow it)",
+                )  # fmt: skip
+        self._dirs_ok.add(rel)
+        return True
+
+    # -- writing -----------------------------------------------------------------------
+    def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        if self.read_only:
+            raise PermissionError(f"{self.description} is opened read-only")
+        root = str(self.root)
+        for key, data in items:
+            parent = key.rpartition("/")[0]
+            if parent not in self._made:
+                self._make_dir(parent, key)
+            path = f"{root}/{key}"
+            try:
+                fd = os.open(path, _CREATE, 0o666)
+            except FileExistsError:
+                self._replace(path, data)
+                continue
+            try:
+                _write_all(fd, data)
+            finally:
+                os.close(fd)
+
+    def _replace(self, path: str, data: bytes) -> None:
+        """Replace an existing file or link by rename: never writes through it."""
+        head, _, name = path.rpartition("/")
+        tmp = f"{head}/.{name}.zv-part-{uuid.uuid4().hex[:12]}"
+        fd = os.open(tmp, _CREATE, 0o666)
+        try:
+            try:
+                _write_all(fd, data)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+
+    def _make_dir(self, rel: str, key: str) -> None:
+        """Create directory ``rel`` (and its parents) inside the store; refuse links leading out."""
+        if not rel:
+            if not self._made:
+                os.makedirs(self.root, exist_ok=True)
+            self._made.add("")
+            return
+        head = rel.rpartition("/")[0]
+        if head not in self._made:
+            self._make_dir(head, key)
+        path = f"{self.root}/{rel}"
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                real = os.path.realpath(path)
+                if not _inside(real, self.real_root) or not os.path.isdir(real):
+                    raise StoreError(
+                        self.description, key,
+                        f"directory {rel!r} is a symbolic link to {real}, outside the store; "
+                        "refusing to write through it",
+                    ) from None  # fmt: skip
+            elif not stat.S_ISDIR(st.st_mode):
+                raise StoreError(self.description, key, f"{rel!r} exists and is not a directory") from None
+        self._made.add(rel)
+
+    # -- listing -----------------------------------------------------------------------
+    def list_dir(self, prefix: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self.root / prefix))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def is_empty(self) -> bool:
+        return not self.root.exists() or (self.root.is_dir() and not any(self.root.iterdir()))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def remove_tree(path: str | os.PathLike[str]) -> None:
+    """Remove a file, a link (never its target) or a directory tree (links inside are
+    unlinked, not followed). Errors are raised, except for entries already gone."""
+    path = os.fspath(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return
+
+    def on_error(func: object, name: str, info: tuple[type, BaseException, object]) -> None:
+        if not isinstance(info[1], FileNotFoundError):
+            raise info[1]
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=lambda func, name, exc: on_error(func, name, (type(exc), exc, None)))
+    else:
+        shutil.rmtree(path, onerror=on_error)
+
+
+_RENAME_EXCHANGE = 2
+_renameat2 = None
+
+
+def exchange(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Swap two existing paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``).
+
+    Returns False when the system or filesystem cannot (the caller then falls back to
+    two renames); raises OSError for other failures.
+    """
+    global _renameat2
+    if _renameat2 is None:
+        try:
+            func = ctypes.CDLL(None, use_errno=True).renameat2
+        except (AttributeError, OSError):
+            _renameat2 = False
+            return False
+        func.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+        func.restype = ctypes.c_int
+        _renameat2 = func
+    if _renameat2 is False:
+        return False
+    at_fdcwd = -100
+    if _renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), os.fspath(a), None, os.fspath(b))
