@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from zarr_vectors.storage import GENERATION_KEY
+
 
 def _swc(path: Path, n: int, offset: float) -> None:
     lines = [f"{i + 1} 3 {offset + i} {offset + 2 * i} {offset - i} {1 + i / 10} {i if i else -1}" for i in range(n)]
@@ -96,11 +98,17 @@ def write_dense_stores(root: Path) -> list[Path]:
 
 
 def digests(stores: list[Path]) -> dict[str, str]:
-    """sha256 of every file of every store, keyed ``store/relative/path``."""
+    """sha256 of every file of every store, keyed ``store/relative/path``; a root ``zarr.json``
+    is hashed without its write generation (a new random token on every write)."""
     out = {}
     for store in stores:
         for f in sorted(p for p in store.rglob("*") if p.is_file()):
-            out[f"{store.name}/{f.relative_to(store).as_posix()}"] = hashlib.sha256(f.read_bytes()).hexdigest()[:16]
+            data = f.read_bytes()
+            if f == store / "zarr.json":
+                doc = json.loads(data)
+                doc["attributes"].pop(GENERATION_KEY, None)
+                data = json.dumps(doc, indent=2, allow_nan=False).encode()
+            out[f"{store.name}/{f.relative_to(store).as_posix()}"] = hashlib.sha256(data).hexdigest()[:16]
     return out
 
 
