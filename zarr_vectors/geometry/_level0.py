@@ -59,6 +59,7 @@ def axes_from(axes: Sequence[Any] | None, ndim: int, units: str | None = None) -
             out.append(Axis(str(a), "space", units))
     if len({a.name for a in out}) != len(out):
         raise InputError(f"axis names must be unique, got {[a.name for a in out]}")
+    _inputs.check_names([a.name for a in out], "axis")
     return tuple(out)
 
 
@@ -103,6 +104,7 @@ def object_tables(
     """Object attributes may be shorter than the id space (missing rows are absent) or longer
     (the id space grows to their length)."""
     given = dict(object_attributes or {})
+    _inputs.check_names(given, "object attribute")
     num_objects = max([num_ids] + [len(np.asarray(v)) for v in given.values()])
     oattrs = [_inputs.table_attributes({k: v}, len(np.asarray(v)), "object attribute")[0] for k, v in given.items()]
     group_list = _inputs.group_lists(groups, num_objects)
