@@ -25,6 +25,7 @@ __all__ = [
     "check_names",
     "looks_transposed",
     "positions_array",
+    "positive_numbers",
     "shape_vector",
     "resolve_bounds",
     "vertex_attributes",
@@ -158,6 +159,17 @@ def shape_vector(value: Any, ndim: int, what: str) -> np.ndarray:
         raise InputError(f"{what} must be a number or {ndim} numbers, got {value!r}") from exc
     if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
         raise InputError(f"{what} must be positive and finite, got {arr.tolist()}")
+    return arr
+
+
+def positive_numbers(value: Any, what: str) -> np.ndarray:
+    """A number or a sequence of numbers, each positive and finite (before the axes are known)."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{what} must be a number or one number per axis, got {value!r}") from exc
+    if arr.ndim > 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise InputError(f"{what} must be positive and finite, got {value!r}")
     return arr
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._inputs import shape_vector
 from ..errors import InputError
 from ._files import input_files
 
@@ -24,9 +25,10 @@ __all__ = ["MESH_SUFFIXES", "mesh_files", "load_mesh", "ingest_meshes", "export_
 MESH_SUFFIXES = (".ply", ".obj", ".stl", ".glb", ".gltf", ".off")
 
 
-def mesh_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Files named by ``paths``; a folder contributes its mesh files, sorted by name."""
-    return input_files(paths, MESH_SUFFIXES, "mesh")
+def mesh_files(paths: Iterable[str | Path], *, recursive: bool = False) -> list[Path]:
+    """Files named by ``paths``; a folder contributes its mesh files, sorted by name (with
+    ``recursive``, those of its subfolders too, sorted by relative path)."""
+    return input_files(paths, MESH_SUFFIXES, "mesh", recursive=recursive)
 
 
 def load_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
@@ -67,6 +69,7 @@ def ingest_meshes(
 
     from ..geometry.meshes import face_array, write_meshes
 
+    shape_vector(chunk_shape, 3, "chunk_shape")  # options first, then the files
     files = [Path(p) for p in paths]
     meshes = []
     for f in tqdm(files, desc="reading meshes", unit="file", disable=not progress or len(files) < 2):

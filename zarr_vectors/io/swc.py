@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._inputs import shape_vector
 from ..errors import InputError
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ def read_swc(path: str | Path) -> Swc:
     """Parse an SWC file; raises InputError naming the file and line for anything malformed."""
     path = Path(path)
     rows = []
+    linenos = []
     with open(path, encoding="utf-8", errors="replace") as fh:
         for lineno, line in enumerate(fh, start=1):
             text = line.split("#", 1)[0].strip()
@@ -46,11 +48,18 @@ def read_swc(path: str | Path) -> Swc:
                 raise InputError(f"{path}:{lineno}: an SWC sample needs 7 fields (id type x y z radius parent), got {len(parts)}")
             try:
                 rows.append((int(parts[0]), int(float(parts[1])), *map(float, parts[2:6]), int(float(parts[6]))))
-            except ValueError as exc:
+            except (ValueError, OverflowError) as exc:
                 raise InputError(f"{path}:{lineno}: cannot parse {text!r} ({exc})") from exc
+            linenos.append(lineno)
     if not rows:
         raise InputError(f"{path}: no SWC samples found")
     table = np.array(rows, dtype=object)
+    numbers = table[:, 2:6].astype(np.float64)
+    bad = np.flatnonzero(~np.isfinite(numbers).all(axis=1))
+    if len(bad):
+        i = int(bad[0])
+        raise InputError(f"{path}:{linenos[i]}: sample {int(table[i, 0])} has a NaN or infinite coordinate or "
+                         f"radius ({numbers[i].tolist()}); {len(bad)} such samples in this file: fix them")  # fmt: skip
     ids = table[:, 0].astype(np.int64)
     parent_ids = table[:, 6].astype(np.int64)
     order = np.argsort(ids)
@@ -63,7 +72,12 @@ def read_swc(path: str | Path) -> Swc:
     missing = np.flatnonzero((parent_ids >= 0) & ~found)
     if len(missing):
         i = int(missing[0])
-        raise InputError(f"{path}: sample {int(ids[i])} names parent {int(parent_ids[i])}, which is not in the file")
+        raise InputError(f"{path}:{linenos[i]}: sample {int(ids[i])} names parent {int(parent_ids[i])}, "
+                         "which is not in the file")  # fmt: skip
+    own = np.flatnonzero(parent_ids == ids)
+    if len(own):
+        i = int(own[0])
+        raise InputError(f"{path}:{linenos[i]}: sample {int(ids[i])} is its own parent; a root has parent -1")
     parents = np.where(parent_ids < 0, -1, order[where])
     return Swc(
         positions=table[:, 2:5].astype(np.float64),
@@ -104,6 +118,7 @@ def ingest_swc(target: Any, files: Sequence[str | Path], *, chunk_shape: Any, pr
     """
     from ..geometry.skeletons import write_skeleton
 
+    shape_vector(chunk_shape, 3, "chunk_shape")  # options first: parsing thousands of files takes a while
     files = [Path(f) for f in files]
     if not files:
         raise InputError("no SWC files given")

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._extras import needs
 from .._inputs import NamedArray
 from .._object_tables import build_manifests
 from .._partition import partition
@@ -67,9 +68,7 @@ def _simplifier() -> Any:
     try:
         import fast_simplification
     except ImportError as exc:
-        raise InputError(
-            "mesh pyramids need the fast-simplification package: pip install 'zarrvec[pyramid]'"
-        ) from exc
+        raise InputError(needs("a mesh pyramid", "the fast-simplification package", "pyramid")) from exc
     return fast_simplification
 
 
