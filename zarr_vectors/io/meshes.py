@@ -88,7 +88,7 @@ def export_mesh(ds: Dataset, path: str | Path, *, bbox: Any = None, objects: Seq
     """Write a box (``bbox``) or whole ``objects`` of a mesh store to ``path`` (format from the
     suffix: any trimesh exports, e.g. .ply .obj .stl .glb .off); returns (vertices, faces)."""
     if "mesh" not in ds.geometry_types:
-        raise InputError(f"export_mesh needs a mesh store; this one holds {', '.join(ds.geometry_types)}")
+        raise InputError(f"mesh export needs a mesh store; this one holds {', '.join(ds.geometry_types)}")
     if (bbox is None) == (objects is None):
         raise InputError("give exactly one of bbox= or objects=")
     result = ds.objects(objects, level=level) if objects is not None else ds.query(bbox, level=level, faces=faces)
