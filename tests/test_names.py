@@ -151,3 +151,27 @@ def test_any_text_is_refused_up_front_or_round_trips(name):
             assert "is not allowed" in str(exc) and list(Path(tmp).iterdir()) == []
             return
     _round_trip(name)
+
+
+def test_geojson_properties_get_allowed_names(tmp_path):
+    """Properties whose names cannot be attribute names are stored under close allowed ones, and said."""
+    import json
+    import warnings
+
+    from zarr_vectors.io.geojson import PropertiesSkippedWarning, ingest_vector
+
+    props = {"c": 1, "a.json": 2, "Name": 3, "name": 4, "CON": 5, "ok": 6}
+    doc = {"type": "FeatureCollection", "features": [
+        {"type": "Feature", "properties": props, "geometry": {"type": "Point", "coordinates": [0, 0]}},
+        {"type": "Feature", "properties": props, "geometry": {"type": "Point", "coordinates": [1, 1]}},
+    ]}  # fmt: skip
+    (tmp_path / "p.geojson").write_text(json.dumps(doc))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = ingest_vector(tmp_path / "p.zarr", tmp_path / "p.geojson", chunk_shape=1)
+    (w,) = [w for w in caught if issubclass(w.category, PropertiesSkippedWarning)]
+    for old, new in [("c", "c_"), ("a.json", "a.json_"), ("name", "name_"), ("CON", "CON_")]:
+        assert f"{old!r} stored as {new!r}" in str(w.message)
+    names = ["CON_", "Name", "a.json_", "c_", "geom_type", "name_", "ok"]
+    assert sorted(zv.open(tmp_path / "p.zarr").object_attribute_names()) == names == sorted(ds.object_attribute_names())
+    assert zv.open(tmp_path / "p.zarr").object_attributes("name_").tolist() == [4, 4]

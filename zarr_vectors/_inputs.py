@@ -23,6 +23,7 @@ __all__ = [
     "call_ndim",
     "check_name",
     "check_names",
+    "valid_name",
     "looks_transposed",
     "positions_array",
     "positive_numbers",
@@ -63,9 +64,9 @@ NAME_KINDS: dict[str, frozenset[str]] = {
 #: Kinds whose names are only metadata (JSON), not array paths.
 _METADATA_KINDS = frozenset({"axis"})
 _ALLOWED = (
-    f"use 1 to {MAX_NAME_BYTES} ASCII letters, digits, '_', '-' and '.', starting with a letter, digit or "
-    "'_', not ending in '.' or '.json'"
+    f"use 1 to {MAX_NAME_BYTES} ASCII letters, digits, '_', '-' and '.', starting with a letter, digit or '_'"
 )
+_NOT_PATHS = ", not ending in '.' or '.json', and not zarr.json, c or a Windows device name (CON, NUL, COM1, ...)"
 
 
 @dataclass(frozen=True)
@@ -236,10 +237,23 @@ def check_name(name: Any, kind: str) -> str:
     """
     why = _name_problem(name, kind)
     if why is not None:
-        extra = "" if kind in _METADATA_KINDS else ", and not zarr.json, c or a Windows device name (CON, NUL, COM1, ...)"
-        shown = repr(name) if not isinstance(name, str) or len(name) <= 60 else f"{name[:40]!r}... ({len(name)} characters)"
-        raise InputError(f"{kind} name {shown} is not allowed: {why}; {_ALLOWED}{extra}")
+        rules = _ALLOWED + (", not ending in '.'" if kind in _METADATA_KINDS else _NOT_PATHS)
+        long = isinstance(name, str) and len(name) > 60
+        shown = f"{name[:40]!r}... ({len(name)} characters)" if long else repr(name)
+        raise InputError(f"{kind} name {shown} is not allowed: {why}; {rules}")
     return name
+
+
+def valid_name(name: str, kind: str, taken: Iterable[str] = ()) -> str:
+    """``name`` itself when it is allowed and not ``taken`` (ignoring case), else a close
+    allowed name: other characters as ``_``, cut to length, ``_`` appended until free."""
+    lower = {t.lower() for t in taken}
+    if _name_problem(name, kind) is None and name.lower() not in lower:
+        return name
+    key = re.sub(r"[^A-Za-z0-9_.\-]", "_", name).lstrip(".-")[: MAX_NAME_BYTES - 8] or "name"
+    while _name_problem(key, kind) is not None or key.lower() in lower:
+        key += "_"
+    return key
 
 
 def check_names(names: Iterable[Any], kind: str) -> list[str]:

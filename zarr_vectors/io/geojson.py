@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._extras import needs
-from .._inputs import positive_numbers
+from .._inputs import positive_numbers, valid_name
 from ..errors import InputError
 from ..geometry.shapes import TYPE_ATTRIBUTE, write_geometries
 from ..result import Result
@@ -47,7 +46,6 @@ __all__ = [
 ]
 
 GEOJSON_SUFFIXES = (".geojson", ".json")
-_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _LON_LAT = ("EPSG:4326", "OGC:CRS84")
 
 
@@ -97,15 +95,7 @@ def _clean_properties(columns: Mapping[str, Any], n: int) -> tuple[dict[str, np.
             continue
         if arr.dtype.kind == "b":
             arr = arr.astype(np.uint8)
-        key = (
-            name
-            if _NAME_RE.match(name)
-            else re.sub(r"[^A-Za-z0-9_.\-]", "_", name).lstrip(".-") or "property"
-        )
-        if key == TYPE_ATTRIBUTE:
-            key = f"{TYPE_ATTRIBUTE}_"
-        while key in out:
-            key += "_"
+        key = valid_name(str(name), "object attribute", [*out, TYPE_ATTRIBUTE])
         if key != name:
             notes.append(f"{name!r} stored as {key!r}")
         out[key] = arr
