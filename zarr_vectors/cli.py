@@ -6,8 +6,8 @@ The contract, for every subcommand:
 
 - Success: exit status 0 (``validate``: 1 when the store has problems).
 - Every error, a bad option as much as a failed read or write, is one line on stderr,
-  ``zarr-vectors SUBCOMMAND: error: WHAT (WHAT TO DO)``, naming the file, store or option
-  (by its command-line name) concerned, and exit status 2; no traceback.
+  ``zarr-vectors SUBCOMMAND: error: ...``, saying what went wrong, where (the file, store
+  or option, by its command-line name) and what to do, and exit status 2; no traceback.
 - Options are checked, and ``ingest`` refuses an existing target without ``--overwrite``,
   before any input is read.
 - When the reader of stdout goes away (``zarr-vectors info ... | head``), the command stops
@@ -22,6 +22,7 @@ import json
 import math
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -87,37 +88,24 @@ def _add_storage_options(p: argparse.ArgumentParser) -> None:
                    help="options for the URL's filesystem, as a JSON object (e.g. credentials, endpoint)")
 
 
-def _positive(text: str) -> float:
-    """An argparse type: a positive, finite number (``--chunk-size``, ``--dpi``, ...)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
-    return value
+def _number(ok: Callable[[float], bool], expected: str) -> Callable[[str], float]:
+    """An argparse type: a number for which ``ok`` holds (NaN never does), else "is not <expected>"."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {expected}")
+        return value
+
+    return parse
 
 
-def _non_negative(text: str) -> float:
-    """An argparse type: a finite number >= 0 (``--tolerance``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number >= 0")
-    return value
-
-
-def _fraction(text: str) -> float:
-    """An argparse type: a number in (0, 1] (``--keep``, ``--face-fraction``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction in (0, 1]")
-    return value
+_positive = _number(lambda v: math.isfinite(v) and v > 0, "a positive number")  # --chunk-size, --dpi
+_non_negative = _number(lambda v: math.isfinite(v) and v >= 0, "a number >= 0")  # --tolerance
+_fraction = _number(lambda v: 0 < v <= 1, "a fraction in (0, 1]")  # --keep, --face-fraction
 
 
 def _refuse_existing(output: str, storage_options: dict[str, Any] | None) -> None:

@@ -76,6 +76,23 @@ def _nondegenerate(faces: np.ndarray) -> np.ndarray:
     return (faces[:, 0] != faces[:, 1]) & (faces[:, 1] != faces[:, 2]) & (faces[:, 0] != faces[:, 2])
 
 
+def _merge_coincident(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, slot)``: the first row of each distinct position, in order of first use (so
+    rows without duplicates keep their order), and each row's index into ``first``."""
+    order = np.lexsort(points.T[::-1])
+    ordered = points[order]
+    starts = np.ones(len(points), bool)
+    starts[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
+    group = np.cumsum(starts) - 1
+    first = np.minimum.reduceat(order, np.flatnonzero(starts)) if len(points) else np.zeros(0, np.int64)
+    by_use = np.argsort(first)
+    rank = np.empty(len(first), np.int64)
+    rank[by_use] = np.arange(len(first))
+    slot = np.empty(len(points), np.int64)
+    slot[order] = rank[group]
+    return first[by_use], slot
+
+
 def _representatives(m: int, collapses: np.ndarray) -> np.ndarray:
     """The vertex each of ``m`` vertices ends in after ``collapses`` (rows ``[kept, removed]``)."""
     rep = np.arange(m)
@@ -105,13 +122,10 @@ def decimate(
     vertices = np.asarray(vertices, np.float64)
     used = np.zeros(n, bool)
     used[faces.ravel()] = True
-    _, first, inverse = np.unique(vertices[used], axis=0, return_index=True, return_inverse=True)
-    order = np.argsort(first)  # merged vertices in order of first use: a mesh without duplicates is unchanged
-    rank = np.empty(len(order), np.int64)
-    rank[order] = np.arange(len(order))
-    merged = vertices[used][first[order]]
+    first, merged_of = _merge_coincident(vertices[used])
+    merged = vertices[used][first]
     slot = np.full(n, -1, np.int64)
-    slot[used] = rank[inverse.ravel()]
+    slot[used] = merged_of
     tri_in = slot[faces]
     tri_in = tri_in[_nondegenerate(tri_in)]
     target = int(round(len(tri_in) * fraction))
