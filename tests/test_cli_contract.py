@@ -111,6 +111,31 @@ def test_existing_target_is_refused_before_any_input_is_read(tmp_path):
     assert sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "out.zarr").rglob("*")) == before
 
 
+@pytest.mark.s3
+def test_existing_remote_target_is_refused_before_any_input_is_read(tmp_path):
+    import os
+
+    from tests.storage.s3server import DUMMY_AWS_ENV, start_s3_server
+
+    (tmp_path / "broken.swc").write_text("1 1 x 0 0 1 -1\n")  # reading it would fail
+    server = start_s3_server()
+    try:
+        url = f"{server.url_prefix}/taken.zarr"
+        env = {**os.environ, **DUMMY_AWS_ENV}
+        options = json.dumps(server.storage_options)
+        proc = _run("ingest", "swc", "broken.swc", "-o", url, "--chunk-size", "10", "--storage-options", options,
+                    "--no-progress", cwd=tmp_path, env=env)  # fmt: skip
+        assert "broken.swc" in _one_error_line(proc.stderr, "ingest")  # empty target: the input is read
+        zv.write_points(url, np.zeros((3, 3)), chunk_shape=1, storage_options=server.storage_options)
+        proc = _run("ingest", "swc", "broken.swc", "-o", url, "--chunk-size", "10", "--storage-options", options,
+                    cwd=tmp_path, env=env)  # fmt: skip
+        assert proc.returncode == 2
+        assert _one_error_line(proc.stderr, "ingest").endswith(f"{url} already exists; add --overwrite to replace it")
+        assert zv.open(url, storage_options=server.storage_options).vertex_count() == 3
+    finally:
+        server.stop()
+
+
 def test_bad_chunk_size_is_refused_before_any_input_is_read(tmp_path):
     (tmp_path / "broken.swc").write_text("1 1 x 0 0 1 -1\n")
     proc = _run("ingest", "swc", "broken.swc", "-o", "x.zarr", "--chunk-size", "-5", cwd=tmp_path)
@@ -292,3 +317,19 @@ def test_render_without_matplotlib_is_one_line_with_the_hint(tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = _one_error_line(proc.stderr, "render")
     assert "drawing needs matplotlib" in line and _both_ways(line, "plot")
+
+
+@pytest.mark.parametrize("kind", ["swc", "mesh"])
+def test_an_error_while_reading_starts_its_own_line_after_the_progress_bar(tmp_path, kind):
+    folder = tmp_path / "in"
+    if kind == "swc":
+        _swc_folder(folder, 2)
+        (folder / "z.swc").write_text("1 1 x 0 0 1 -1\n")
+    else:
+        folder.mkdir()
+        trimesh.creation.icosphere(1).export(folder / "a.ply")
+        (folder / "z.ply").write_text("not a mesh")
+    proc = _run("ingest", kind, "in", "-o", "x.zarr", "--chunk-size", "10", cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith("zarr-vectors ingest: error: in/z.") and "Traceback" not in proc.stderr

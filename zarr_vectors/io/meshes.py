@@ -72,13 +72,14 @@ def ingest_meshes(
     shape_vector(chunk_shape, 3, "chunk_shape")  # options first, then the files
     files = [Path(p) for p in paths]
     meshes = []
-    for f in tqdm(files, desc="reading meshes", unit="file", disable=not progress or len(files) < 2):
-        vertices, faces = load_mesh(f)
-        try:
-            face_array(faces, len(vertices))
-        except InputError as exc:
-            raise InputError(f"{f}: {exc}") from exc
-        meshes.append((vertices, faces))
+    with tqdm(files, desc="reading meshes", unit="file", disable=not progress or len(files) < 2) as bar:
+        for f in bar:  # the bar is closed on error too, so the error starts a line of its own
+            vertices, faces = load_mesh(f)
+            try:
+                face_array(faces, len(vertices))
+            except InputError as exc:
+                raise InputError(f"{f}: {exc}") from exc
+            meshes.append((vertices, faces))
     names = {"name": [f.name for f in files], **kwargs.pop("object_attributes", {})}
     return write_meshes(target, meshes, chunk_shape=chunk_shape, encoding=encoding, object_attributes=names, **kwargs)
 

@@ -6,7 +6,7 @@ starts a comment. Ids need not be contiguous or sorted; parents are resolved by 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -122,7 +122,10 @@ def ingest_swc(target: Any, files: Sequence[str | Path], *, chunk_shape: Any, pr
     files = [Path(f) for f in files]
     if not files:
         raise InputError("no SWC files given")
-    parsed = [read_swc(f) for f in _progress(files, progress, "reading SWC")]
+    from tqdm.auto import tqdm
+
+    with tqdm(files, desc="reading SWC", unit="file", disable=not progress) as bar:  # closed on error too
+        parsed = [read_swc(f) for f in bar]
     sizes = np.array([len(s.positions) for s in parsed])
     base = np.cumsum(sizes) - sizes
     parents = np.concatenate([np.where(s.parents >= 0, s.parents + b, -1) for s, b in zip(parsed, base)])
@@ -152,11 +155,3 @@ def export_swc(ds: Dataset, object_id: int, path: str | Path) -> int:
     kind = res.attributes.get("type")
     write_swc(path, res.positions, res.parents, radius, kind)
     return len(res)
-
-
-def _progress(items: Iterable[Any], enabled: bool, desc: str) -> Iterable[Any]:
-    if not enabled:
-        return items
-    from tqdm.auto import tqdm
-
-    return tqdm(items, desc=desc, unit="file")
