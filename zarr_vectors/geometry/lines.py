@@ -164,8 +164,16 @@ def as_line_arrays(lines: Any, kind: str = "polyline", ndim: int | None = None) 
             raise InputError("no lines given")
         dims = {a.shape[1] if a.ndim == 2 else -1 for a in arrays}
         rows = {a.shape[0] if a.ndim == 2 else -1 for a in arrays}
-        # the same row count but different column counts, or one line that reads as (D, n): transposed
-        flipped = len(rows) == 1 and -1 not in rows and (len(dims) > 1 or _inputs.looks_transposed(arrays[0].shape, ndim))
+        # Transposed: every line has the axis count of rows (as the call says, or 1 to 4 rows
+        # with more than 4 columns that differ between lines), or the first reads as (D, n).
+        r = next(iter(rows))
+        if len(rows) != 1:
+            flipped = False
+        elif ndim is not None:
+            flipped = r == ndim and dims != {ndim}
+        else:
+            differ = len(dims) > 1 and min(dims) > 4
+            flipped = 1 <= r <= 4 and (differ or _inputs.looks_transposed(arrays[0].shape, None))
         if flipped:
             raise InputError(f"the lines look transposed: line 0 has shape {arrays[0].shape}, one row per axis; "
                              "every line must be an (n_i, D) array: pass [line.T for line in lines]")  # fmt: skip
