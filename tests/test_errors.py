@@ -210,3 +210,86 @@ def test_unknown_attribute_and_level_names(tmp_path, pts):
         ds.objects([99])
     with pytest.raises(InputError, match="bbox must be"):
         ds.query(bbox=[1, 2, 3])
+
+
+# ------------------------------------------------------------------ transposed positions
+
+
+def _writers(pos):
+    """Every writer called with ``pos`` (its other arguments matching ``len(pos)`` rows)."""
+    n = len(pos)
+    chain = np.arange(-1, n - 1)
+    return {
+        "points": lambda p, **kw: zv.write_points(p, pos, **kw),
+        "lines": lambda p, **kw: zv.write_lines(p, [pos], **kw),
+        "lines (positions, offsets)": lambda p, **kw: zv.write_lines(p, (pos, np.array([0, n])), **kw),
+        "skeleton": lambda p, **kw: zv.write_skeleton(p, pos, chain, **kw),
+        "graph": lambda p, **kw: zv.write_graph(p, pos, np.array([[0, 1]]), **kw),
+    }
+
+
+@pytest.mark.parametrize("writer", sorted(_writers(np.zeros((3, 3)))))
+@pytest.mark.parametrize("n, hint", [(50, {}), (8, {"chunk_shape": [25, 25, 25]}), (8, {"axes": ["x", "y", "z"]}),
+                                     (8, {"bounds": ([0, 0, 0], [100, 100, 100])})])  # fmt: skip
+def test_transposed_positions_are_refused_with_the_fix(tmp_path, rng, writer, n, hint):
+    """(3, N) input: refused, suggesting positions.T, whether N is large or the call says D = 3."""
+    pos = rng.uniform(0, 100, (n, 3))
+    hint = {"chunk_shape": 25, **hint}
+    for_t = _writers(pos.T)[writer]
+    message = (rf"line 0 has shape \(3, {n}\), one row per axis.*pass \[line\.T for line in lines\]"
+               if writer == "lines" else rf"shape \(3, {n}\), which reads as 3 points in {n} dimensions.*"
+               rf"look transposed.*pass positions\.T, of shape \({n}, 3\)")  # fmt: skip
+    with pytest.raises(InputError, match=message):
+        for_t(tmp_path / "s.zarr", **hint)
+    assert list(tmp_path.iterdir()) == []
+    ds = _writers(pos)[writer](tmp_path / "s.zarr", **hint)  # the suggested fix writes
+    assert ds.vertex_count() == n
+
+
+def test_transposed_lines_and_meshes_are_refused_with_the_fix(tmp_path, rng):
+    lines = [rng.uniform(0, 10, (k, 3)).T for k in (5, 6, 30)]
+    with pytest.raises(InputError, match=r"line 0 has shape \(3, 5\).*pass \[line\.T for line in lines\]"):
+        zv.write_lines(tmp_path / "l.zarr", lines, chunk_shape=5)
+    v = rng.uniform(0, 10, (6, 3))
+    faces = np.array([[0, 1, 2], [3, 4, 5]])
+    with pytest.raises(InputError, match=r"vertices have shape \(3, 6\).*pass vertices\.T"):
+        zv.write_mesh(tmp_path / "m.zarr", v.T, faces, chunk_shape=5)
+    with pytest.raises(InputError, match=r"mesh 0: vertices must be \(N, 3\), got \(3, 6\).*pass vertices\.T"):
+        zv.write_meshes(tmp_path / "m.zarr", [(v.T, faces)], chunk_shape=5)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_small_inputs_that_fit_either_way_are_taken_as_given(tmp_path, rng):
+    """(3, 5) without a dimension hint is 3 points in 5-D; (4, 3) is 4 points in 3-D."""
+    ds = zv.write_points(tmp_path / "a.zarr", rng.uniform(0, 10, (3, 5)), chunk_shape=5)
+    assert (ds.vertex_count(), ds.ndim) == (3, 5)
+    ds = zv.write_points(tmp_path / "b.zarr", rng.uniform(0, 10, (4, 3)), chunk_shape=[5, 5, 5])
+    assert (ds.vertex_count(), ds.ndim) == (4, 3)
+
+
+# ------------------------------------------------------------------ boxes with lo > hi
+
+
+def test_box_with_lo_above_hi_names_the_axis_on_every_query_path(tmp_path, pts):
+    import shapely
+
+    ds = zv.open(_store(tmp_path, pts))
+    bad = ([0, 60, 0], [100, 40, 100])
+    message = r"bbox has lo > hi on axis 1 \(y\): 60 > 40; give the low corner first"
+    with pytest.raises(InputError, match=message):
+        ds.query(bad)
+    with pytest.raises(InputError, match=message):
+        ds.query(bad, polygon=shapely.box(0, 0, 50, 50), polygon_axes=("x", "y"))
+    with pytest.raises(InputError, match=message):
+        ds.level_for(max_vertices=10, bbox=bad)
+    assert len(ds.query(([0, 40, 0], [100, 40, 100]))) == int(np.sum(pts[:, 1] == np.float32(40)))  # lo == hi
+
+
+def test_polygon_beside_the_box_is_an_empty_result_not_an_error(tmp_path, pts):
+    import shapely
+
+    ds = zv.open(_store(tmp_path, pts))
+    res = ds.query(([0, 0, 0], [50, 50, 100]), polygon=shapely.box(60, 60, 90, 90), polygon_axes=("x", "y"))
+    assert len(res) == 0
+    res = ds.query(([60, 60, 0], [90, 90, 100]), polygon=shapely.box(0, 0, 50, 50), polygon_axes=("x", "y"))
+    assert len(res) == 0

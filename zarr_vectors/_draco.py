@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._extras import install_hint
+
 __all__ = ["MISSING", "require_codec", "encode_cell", "decode_cell"]
 
-MISSING = (
-    "codec draco is not available: it ships with zarrvec as the package zarr_vectors_draco "
-    "(pip install zarrvec, which also installs DracoPy)"
-)
+MISSING = f"codec draco is not available: it ships with zarrvec (package zarr_vectors_draco, with DracoPy); {install_hint(None)}"
 
 
 def require_codec() -> None:

@@ -7,7 +7,7 @@ Every function either returns a clean numpy value or raises
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +18,16 @@ from .errors import InputError
 from .format.zarr_json import absent_fill
 
 __all__ = [
+    "MAX_NAME_BYTES",
+    "NAME_KINDS",
     "NamedArray",
+    "call_ndim",
+    "check_name",
+    "check_names",
+    "valid_name",
+    "looks_transposed",
     "positions_array",
+    "positive_numbers",
     "shape_vector",
     "resolve_bounds",
     "vertex_attributes",
@@ -30,6 +38,36 @@ __all__ = [
 
 _NUMERIC_KINDS = "fiu"
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+
+#: Longest name, in UTF-8 bytes (names are ASCII, so also characters): one path segment
+#: fits every common file system (255 bytes) and the whole key stays far below the
+#: 1,024 bytes object stores allow.
+MAX_NAME_BYTES = 128
+
+#: Entries zarr keeps inside a node (its metadata, an array's chunks): a child of that
+#: name would collide with them.
+_ZARR_ENTRIES = {"zarr.json": "a node's metadata", "c": "an array's chunks"}
+#: Device names Windows refuses as file names, with or without an extension.
+_WINDOWS_DEVICES = frozenset(
+    ["con", "prn", "aux", "nul"] + [f"{p}{i}" for p in ("com", "lpt") for i in range(10)]
+)
+
+#: Kinds of name a writer takes. Each maps to the names reserved in its family (beyond
+#: zarr's own entries, which every kind stored as an array path also refuses); a feature
+#: that stores a table of its own under a user-visible family adds the name here.
+NAME_KINDS: dict[str, frozenset[str]] = {
+    "attribute": frozenset(),
+    "edge attribute": frozenset(),
+    "object attribute": frozenset(),
+    "group attribute": frozenset(),
+    "axis": frozenset(),
+}
+#: Kinds whose names are only metadata (JSON), not array paths.
+_METADATA_KINDS = frozenset({"axis"})
+_ALLOWED = (
+    f"use 1 to {MAX_NAME_BYTES} ASCII letters, digits, '_', '-' and '.', starting with a letter, digit or '_'"
+)
+_NOT_PATHS = ", not ending in '.' or '.json', and not zarr.json, c or a Windows device name (CON, NUL, COM1, ...)"
 
 
 @dataclass(frozen=True)
@@ -56,11 +94,52 @@ def _numeric(values: Any, what: str) -> np.ndarray:
     return arr
 
 
-def positions_array(positions: Any) -> np.ndarray:
-    """(N, D) float or integer positions, finite, D >= 1."""
-    arr = _numeric(positions, "positions")
+#: More columns than this is no spatial data set: 1 to 4 rows of that many are transposed input.
+_MAX_PLAUSIBLE_AXES = 16
+
+
+def call_ndim(chunk_shape: Any = None, bounds: Any = None, axes: Any = None) -> int | None:
+    """The number of axes a writer's other arguments imply (a per-axis ``chunk_shape``,
+    ``bounds`` as (lo, hi) or ``axes``), or None when none of them says."""
+    for value, per_axis in ((chunk_shape, False), (bounds, True), (axes, False)):
+        if value is None or isinstance(value, (str, bytes)):
+            continue
+        try:
+            arr = np.asarray(value, dtype=object)
+        except (TypeError, ValueError):
+            continue
+        if per_axis and arr.ndim == 2 and arr.shape[0] == 2:
+            return int(arr.shape[1])
+        if not per_axis and arr.ndim == 1 and len(arr) > 0:
+            return len(arr)
+    return None
+
+
+def looks_transposed(shape: tuple[int, ...], ndim: int | None) -> bool:
+    """Whether a 2-D ``(r, c)`` positions shape reads as ``(D, N)``, one row per axis."""
+    r, c = shape
+    if ndim is not None:
+        return r == ndim and c != ndim
+    return 1 <= r <= 4 and c > _MAX_PLAUSIBLE_AXES
+
+
+def positions_array(positions: Any, ndim: int | None = None, what: str = "positions") -> np.ndarray:
+    """(N, D) float or integer positions, finite, D >= 1.
+
+    ``ndim`` is the number of axes the call implies elsewhere (:func:`call_ndim`, or 3 for
+    meshes): an input of shape ``(ndim, N)`` is refused as transposed. Without it, 1 to 4
+    rows of more than 16 columns are.
+    """
+    arr = _numeric(positions, what)
     if arr.ndim != 2 or arr.shape[1] < 1:
-        raise InputError(f"positions must have shape (N, D) with D >= 1, got {arr.shape}")
+        raise InputError(f"{what} must have shape (N, D) with D >= 1, got {arr.shape}")
+    if looks_transposed(arr.shape, ndim):
+        r, c = arr.shape
+        told = "" if ndim is None else f", but chunk_shape, bounds or axes give {ndim} axes"
+        raise InputError(
+            f"{what} have shape {arr.shape}, which reads as {r} points in {c} dimensions{told}; they look "
+            f"transposed (one row per axis): pass {what}.T, of shape ({c}, {r})"
+        )
     # min/max propagate NaN and expose infinities: one cheap pass finds bad data,
     # and only then is the row-wise mask computed for the message.
     if arr.dtype.kind == "f" and len(arr) and not (np.isfinite(arr.min()) and np.isfinite(arr.max())):
@@ -68,7 +147,7 @@ def positions_array(positions: Any) -> np.ndarray:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise InputError(
-                f"positions contain {int(bad.sum())} rows with NaN or infinite values "
+                f"{what} contain {int(bad.sum())} rows with NaN or infinite values "
                 f"(first at row {i}: {arr[i].tolist()}); remove or fix them before writing"
             )
     return np.ascontiguousarray(arr.astype(arr.dtype.newbyteorder("<"), copy=False))
@@ -82,6 +161,17 @@ def shape_vector(value: Any, ndim: int, what: str) -> np.ndarray:
         raise InputError(f"{what} must be a number or {ndim} numbers, got {value!r}") from exc
     if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
         raise InputError(f"{what} must be positive and finite, got {arr.tolist()}")
+    return arr
+
+
+def positive_numbers(value: Any, what: str) -> np.ndarray:
+    """A number or a sequence of numbers, each positive and finite (before the axes are known)."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{what} must be a number or one number per axis, got {value!r}") from exc
+    if arr.ndim > 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise InputError(f"{what} must be positive and finite, got {value!r}")
     return arr
 
 
@@ -109,13 +199,76 @@ def resolve_bounds(bounds: Any, positions: np.ndarray) -> np.ndarray:
     return b
 
 
-def _check_name(name: Any, what: str) -> str:
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise InputError(
-            f"{what} name {name!r} is not allowed: use letters, digits, '_', '-' and '.', "
-            "not starting with '.' or '-'"
-        )
+def _name_problem(name: Any, kind: str) -> str | None:
+    """Why ``name`` cannot be a ``kind`` name, or None when it can."""
+    if not isinstance(name, str):
+        return f"it is not a string but {type(name).__name__}"
+    if not name:
+        return "it is empty"
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
+        return f"it is {size} bytes long (file systems and object stores limit path segments)"
+    if not _NAME_RE.match(name):
+        bad = next((ch for ch in name if not (ch.isascii() and (ch.isalnum() or ch in "_.-"))), None)
+        if bad is not None:
+            return f"it contains {bad!r}"
+        return f"it starts with {name[0]!r}"
+    if name.endswith("."):
+        return "it ends in '.' (Windows drops trailing dots from file names)"
+    reserved = NAME_KINDS.get(kind, frozenset())
+    if kind in _METADATA_KINDS:
+        return f"{name!r} is reserved" if name in reserved else None
+    if name in _ZARR_ENTRIES:
+        return f"zarr keeps {_ZARR_ENTRIES[name]} under {name!r}"
+    if name.lower().endswith(".json"):
+        return "names ending in '.json' are zarr metadata files, skipped when a store is listed"
+    if name.split(".", 1)[0].lower() in _WINDOWS_DEVICES:
+        return f"{name.split('.', 1)[0]!r} is a device name on Windows"
+    if name in reserved:
+        return f"the library stores its own {kind} {name!r}"
+    return None
+
+
+def check_name(name: Any, kind: str) -> str:
+    """``name`` when it can name a ``kind`` (a key of :data:`NAME_KINDS`), else InputError
+    saying which name, why, and what is allowed.
+
+    Every accepted name is one path segment that round-trips on local file systems
+    (including case-insensitive ones, with :func:`check_names`), zip files and object stores.
+    """
+    why = _name_problem(name, kind)
+    if why is not None:
+        rules = _ALLOWED + (", not ending in '.'" if kind in _METADATA_KINDS else _NOT_PATHS)
+        long = isinstance(name, str) and len(name) > 60
+        shown = f"{name[:40]!r}... ({len(name)} characters)" if long else repr(name)
+        raise InputError(f"{kind} name {shown} is not allowed: {why}; {rules}")
     return name
+
+
+def valid_name(name: str, kind: str, taken: Iterable[str] = ()) -> str:
+    """``name`` itself when it is allowed and not ``taken`` (ignoring case), else a close
+    allowed name: other characters as ``_``, cut to length, ``_`` appended until free."""
+    lower = {t.lower() for t in taken}
+    if _name_problem(name, kind) is None and name.lower() not in lower:
+        return name
+    key = re.sub(r"[^A-Za-z0-9_.\-]", "_", name).lstrip(".-")[: MAX_NAME_BYTES - 8] or "name"
+    while _name_problem(key, kind) is not None or key.lower() in lower:
+        key += "_"
+    return key
+
+
+def check_names(names: Iterable[Any], kind: str) -> list[str]:
+    """Every name checked, and no two equal but for case (one file on macOS and Windows)."""
+    out = [check_name(n, kind) for n in names]
+    seen: dict[str, str] = {}
+    for n in out:
+        other = seen.setdefault(n.lower(), n)
+        if other != n:
+            raise InputError(
+                f"{kind} names {other!r} and {n!r} differ only in case; case-insensitive file systems "
+                "(macOS, Windows) would store them as one: rename one of them"
+            )
+    return out
 
 
 def vertex_attributes(
@@ -127,8 +280,8 @@ def vertex_attributes(
     """Per-row attributes, each (n,) or (n, C) numeric, with optional channel names."""
     out = []
     channel_names = dict(channel_names or {})
+    check_names(attributes or {}, what)
     for name, values in (attributes or {}).items():
-        _check_name(name, what)
         arr = _numeric(values, f"{what} {name!r}")
         if arr.ndim not in (1, 2) or arr.shape[0] != n:
             raise InputError(f"{what} {name!r} must have shape ({n},) or ({n}, C), got {arr.shape}")
@@ -159,8 +312,8 @@ def object_id_array(object_ids: Any, n: int) -> np.ndarray | None:
 def table_attributes(attributes: Mapping[str, Any] | None, n: int, what: str) -> list[NamedArray]:
     """Per-object or per-group attributes: (B,) or (B, C) with B <= n rows (missing rows are absent)."""
     out = []
+    check_names(attributes or {}, what)
     for name, values in (attributes or {}).items():
-        _check_name(name, what)
         if isinstance(values, np.ma.MaskedArray):  # masked entries are stored as absent
             values = values.filled(absent_fill(np.asarray(values).dtype))
         arr = np.asarray(values)

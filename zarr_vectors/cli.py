@@ -1,6 +1,18 @@
-"""The ``zarr-vectors`` command: ingest, export, info, demo.
+"""The ``zarr-vectors`` command: ingest, export, info, query, render, pyramid, validate, demo.
 
-Run ``zarr-vectors SUBCOMMAND --help`` for examples. Errors print one line and exit 2.
+Run ``zarr-vectors SUBCOMMAND --help`` for examples.
+
+The contract, for every subcommand:
+
+- Success: exit status 0 (``validate``: 1 when the store has problems).
+- Every error, a bad option as much as a failed read or write, is one line on stderr,
+  ``zarr-vectors SUBCOMMAND: error: ...``, saying what went wrong, where (the file, store
+  or option, by its command-line name) and what to do, and exit status 2; no traceback.
+- Options are checked, and ``ingest`` refuses an existing target without ``--overwrite``,
+  before any input is read.
+- When the reader of stdout goes away (``zarr-vectors info ... | head``), the command stops
+  quietly with exit status 141 (128 + SIGPIPE), as Unix tools killed by SIGPIPE do.
+- Install hints name the extra and both ways to get it (:func:`zarr_vectors._extras.install_hint`).
 """
 
 from __future__ import annotations
@@ -8,18 +20,25 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
-from .errors import ZarrVectorsError
+from ._extras import needs
+from .errors import StoreExistsError, ZarrVectorsError
+
+#: Exit status after stdout's reader went away (128 + SIGPIPE, what a shell reports for ``yes | head``).
+EXIT_BROKEN_PIPE = 141
 
 EXAMPLES = {
     "ingest": "examples:\n  zarr-vectors ingest swc neurons/ -o neurons.zarr --chunk-size 200\n"
               "  zarr-vectors ingest mesh cells/ -o cells.zarr --chunk-size 1000 --draco\n"
               "  zarr-vectors ingest swc a.swc b.swc -o two.zarr --chunk-size 50 --overwrite\n"
+              "  zarr-vectors ingest mesh scans/ -o scans.zarr --chunk-size 500 --recursive\n"
               "  zarr-vectors ingest trx tracts.trx -o tracts.zarr --chunk-size 20\n"
               "  zarr-vectors ingest geojson countries.geojson -o countries.zarr --chunk-size 10\n"
               "  zarr-vectors ingest vector parcels.gpkg -o parcels.zarr --chunk-size 500 --repair",
@@ -40,7 +59,7 @@ EXAMPLES = {
     "render": "examples:\n  zarr-vectors render cells.zarr --bbox 0,0,0,200,200,200 -o view.png\n"
               "  zarr-vectors render cells.zarr --color-by intensity --view xy -o top.png\n"
               "  zarr-vectors render neurons.zarr --objects 3 7 --color-by object -o two.svg --size 1600x1200\n"
-              "needs matplotlib: pip install 'zarrvec[plot]'",
+              + needs("render", "matplotlib", "plot"),
     "demo": "examples:\n  zarr-vectors demo\n  zarr-vectors demo /tmp/demo.zarr\n"
             "  zarr-vectors demo /tmp/small.zarr --points 20000",
     "validate": "examples:\n  zarr-vectors validate cells.zarr\n  zarr-vectors validate cells.zarr --level 2\n"
@@ -80,64 +99,126 @@ def object_id(text: str) -> int:
     return value
 
 
-def _swc_files(paths: list[str]) -> list[Path]:
-    from .io._files import input_files
+def _number(ok: Callable[[float], bool], expected: str) -> Callable[[str], float]:
+    """An argparse type: a number for which ``ok`` holds (NaN never does), else "is not <expected>"."""
 
-    return input_files(paths, (".swc",), "SWC")
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {expected}")
+        return value
 
-
-def cmd_ingest(args: argparse.Namespace) -> int:
-    if args.format == "mesh":
-        from .io.meshes import ingest_meshes, mesh_files
-
-        files = mesh_files(args.inputs)
-        ds = ingest_meshes(args.output, files, chunk_shape=args.chunk_size, progress=not args.no_progress,
-                           encoding="draco" if args.draco else "raw", overwrite=args.overwrite,
-                           ids_from_names=not args.sequential_ids,
-                           storage_options=_storage_options(args.storage_options))  # fmt: skip
-        from ._ids import file_ids
-
-        for oid, f in zip(file_ids(files, None, not args.sequential_ids, "").tolist(), files):
-            print(f"object {oid}: {f}")
-        print(f"wrote {ds.num_objects()} meshes, {ds.vertex_count()} vertices to {args.output}")
-        return 0
-    if args.format in ("geojson", "vector"):
-        return _ingest_vector(args)
-    if args.format in ("trk", "tck", "trx"):
-        from .io.tractography import ingest_tractogram
-
-        if len(args.inputs) != 1:
-            raise ZarrVectorsError(f"{args.format} ingestion takes one file, got {len(args.inputs)}")
-        ds = ingest_tractogram(args.output, args.inputs[0], chunk_shape=args.chunk_size, overwrite=args.overwrite,
-                               storage_options=_storage_options(args.storage_options))
-        print(f"wrote {ds.num_objects()} streamlines, {ds.vertex_count()} points to {args.output}")
-        return 0
-    from .io.swc import ingest_swc
-
-    files = _swc_files(args.inputs)
-    ds = ingest_swc(args.output, files, chunk_shape=args.chunk_size, progress=not args.no_progress,
-                    overwrite=args.overwrite, ids_from_names=not args.sequential_ids,
-                    storage_options=_storage_options(args.storage_options))  # fmt: skip
-    print(f"wrote {ds.num_objects()} skeletons, {ds.vertex_count()} samples to {args.output}")
-    return 0
+    return parse
 
 
-def _ingest_vector(args: argparse.Namespace) -> int:
-    """GeoJSON (built in) or any OGR vector file (extra ``geo``): feature i is object i."""
-    import warnings
+_positive = _number(lambda v: math.isfinite(v) and v > 0, "a positive number")  # --chunk-size, --dpi
+_non_negative = _number(lambda v: math.isfinite(v) and v >= 0, "a number >= 0")  # --tolerance
+_fraction = _number(lambda v: 0 < v <= 1, "a fraction in (0, 1]")  # --keep, --face-fraction
 
-    from .io.geojson import ingest_vector
 
+def _refuse_existing(output: str, storage_options: dict[str, Any] | None) -> None:
+    """Without ``--overwrite``, an output that already holds something is refused before any
+    input is read (the writer checks again when it starts)."""
+    from .storage import open_backend
+
+    text = output[len("file://") :] if output.startswith("file://") else output
+    if "://" in text:
+        taken = not open_backend(text, read_only=True, storage_options=storage_options).is_empty()
+    else:
+        path = Path(text)
+        taken = path.exists() and not (path.is_dir() and not any(path.iterdir()))
+    if taken:
+        raise ZarrVectorsError(f"{output} already exists; add --overwrite to replace it")
+
+
+def _input_files(args: argparse.Namespace, suffixes: tuple[str, ...], what: str) -> list[Path]:
+    """The files the inputs name; subfolders left out (no ``--recursive``) are said on stderr."""
+    from .io._files import collect_files
+
+    files, skipped = collect_files(args.inputs, suffixes, what, recursive=args.recursive)
+    if skipped:
+        print(f"note: skipped {len(skipped)} subfolder(s) with {what} files: "
+              f"{', '.join(str(q) for q in skipped)} (add --recursive to read them)", file=sys.stderr)  # fmt: skip
+    return files
+
+
+def _one_input(args: argparse.Namespace) -> str:
     if len(args.inputs) != 1:
         raise ZarrVectorsError(f"{args.format} ingestion takes one file, got {len(args.inputs)}")
     if args.format == "geojson" and Path(args.inputs[0]).suffix.lower() not in (".geojson", ".json"):
         raise ZarrVectorsError(f"{args.inputs[0]} is not a .geojson or .json file; use 'ingest vector' for "
                                "other formats")  # fmt: skip
+    if args.format != "vector" and not Path(args.inputs[0]).is_file():  # GDAL also reads folders and /vsi paths
+        raise ZarrVectorsError(f"{args.inputs[0]} is not a file (check the path)")
+    return str(args.inputs[0])
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Options, then the target, then the input files are checked before anything is read."""
+    options = _storage_options(args.storage_options)
+    source = _one_input(args) if args.format not in ("swc", "mesh") else None
+    if args.crs is not None:
+        from .geo import parse_crs
+
+        parse_crs(args.crs)
+    if not args.overwrite:
+        _refuse_existing(args.output, options)
+    if args.format == "mesh":
+        from .io.meshes import MESH_SUFFIXES
+
+        inputs: Any = _input_files(args, MESH_SUFFIXES, "mesh")
+    else:
+        inputs = _input_files(args, (".swc",), "SWC") if args.format == "swc" else source
+    try:
+        return _ingest(args, inputs, options)
+    except StoreExistsError as exc:  # the target appeared while the inputs were read
+        if args.overwrite:
+            raise
+        raise ZarrVectorsError(f"{args.output} already exists; add --overwrite to replace it") from exc
+
+
+def _ingest(args: argparse.Namespace, inputs: Any, options: dict[str, Any] | None) -> int:
+    common = {"chunk_shape": args.chunk_size, "overwrite": args.overwrite, "storage_options": options}
+    if args.format == "mesh":
+        from .io.meshes import ingest_meshes
+
+        ds = ingest_meshes(args.output, inputs, progress=not args.no_progress,
+                           encoding="draco" if args.draco else "raw", ids_from_names=not args.sequential_ids,
+                           **common)  # fmt: skip
+        from ._ids import file_ids
+
+        for oid, f in zip(file_ids(inputs, None, not args.sequential_ids, "").tolist(), inputs):
+            print(f"object {oid}: {f}")
+        print(f"wrote {ds.num_objects()} meshes, {ds.vertex_count()} vertices to {args.output}")
+        return 0
+    if args.format in ("geojson", "vector"):
+        return _ingest_vector(args, inputs, common)
+    if args.format in ("trk", "tck", "trx"):
+        from .io.tractography import ingest_tractogram
+
+        ds = ingest_tractogram(args.output, inputs, **common)
+        print(f"wrote {ds.num_objects()} streamlines, {ds.vertex_count()} points to {args.output}")
+        return 0
+    from .io.swc import ingest_swc
+
+    ds = ingest_swc(args.output, inputs, progress=not args.no_progress, ids_from_names=not args.sequential_ids,
+                    **common)  # fmt: skip
+    print(f"wrote {ds.num_objects()} skeletons, {ds.vertex_count()} samples to {args.output}")
+    return 0
+
+
+def _ingest_vector(args: argparse.Namespace, source: str, common: dict[str, Any]) -> int:
+    """GeoJSON (built in) or any OGR vector file (extra ``geo``): feature i is object i."""
+    import warnings
+
+    from .io.geojson import ingest_vector
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ds = ingest_vector(args.output, args.inputs[0], chunk_shape=args.chunk_size, crs=args.crs,
-                           layer=args.layer, repair=args.repair, overwrite=args.overwrite,
-                           storage_options=_storage_options(args.storage_options))  # fmt: skip
+        ds = ingest_vector(args.output, source, crs=args.crs, layer=args.layer, repair=args.repair, **common)
     for w in caught:  # properties left out, polygons repaired: said on stderr, once
         print(f"warning: {w.message}", file=sys.stderr)
     code = getattr(ds.crs, "code", None) or ("-" if ds.crs is None else "custom")
@@ -280,9 +361,10 @@ def _pixels(text: str) -> tuple[int, int]:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from .plot import render
+    from .plot import image_format, render
 
     w, h = _pixels(args.size)
+    image_format(args.output)  # before anything is read
     res = _select(args)
     render(res, args.output, size=(w / args.dpi, h / args.dpi), dpi=args.dpi, view=args.view,
            color_by=args.color_by, point_size=args.point_size, title=args.title)  # fmt: skip
@@ -380,19 +462,26 @@ def _add_pyramid_parser(sub: Any, fmt: Any) -> None:
     p.add_argument("--chunk-scale", default="auto", help="auto (chunks grow with the bins), keep, or an integer step")
     p.add_argument("--reduce", action="append", metavar="NAME=HOW",
                    help="point attribute reduction: mean, mode, sum, min, max or first (repeatable)")
-    p.add_argument("--keep", type=float, help="fraction of objects each level keeps (object sparsity)")
+    p.add_argument("--keep", type=_fraction, help="fraction of objects each level keeps (object sparsity)")
     p.add_argument("--keep-by", default="random", help="random, size, length or attribute:NAME (default random)")
     p.add_argument("--seed", type=int, default=0, help="seed of --keep-by random")
-    p.add_argument("--tolerance", type=float, help="lines and skeletons: Douglas-Peucker tolerance")
-    p.add_argument("--face-fraction", type=float, help="meshes: fraction of faces each level keeps")
+    p.add_argument("--tolerance", type=_non_negative, help="lines and skeletons: Douglas-Peucker tolerance")
+    p.add_argument("--face-fraction", type=_fraction, help="meshes: fraction of faces each level keeps")
     p.add_argument("--overwrite", action="store_true", help="rebuild existing coarse levels")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_storage_options(p)
     p.set_defaults(func=cmd_pyramid)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the command's error contract: one line on stderr, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="zarr-vectors", description="Zarr Vectors stores: ingest, inspect, export.")
+    parser = _Parser(prog="zarr-vectors", description="Zarr Vectors stores: ingest, inspect, export.")
     sub = parser.add_subparsers(dest="command", required=True)
     fmt = argparse.RawDescriptionHelpFormatter
 
@@ -402,7 +491,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "any file GDAL reads, e.g. GeoPackage, Shapefile, FlatGeobuf, through pyogrio)")
     p.add_argument("inputs", nargs="+", help="files, or folders whose files of that format are read")
     p.add_argument("-o", "--output", required=True, help="store to write (path or URL)")
-    p.add_argument("--chunk-size", type=float, required=True, help="chunk edge length, in the files' units")
+    p.add_argument("--chunk-size", type=_positive, required=True, help="chunk edge length, in the files' units")
+    p.add_argument("--recursive", action="store_true", help="swc/mesh: also read the files in subfolders of "
+                   "the folders given (otherwise they are skipped, with a note)")  # fmt: skip
     p.add_argument("--draco", action="store_true", help="meshes: Draco-encode each chunk (11-bit quantization)")
     p.add_argument("--crs", help="geojson/vector: the CRS (EPSG:xxxx, WKT2 or PROJJSON), overriding the file's")
     p.add_argument("--layer", help="vector: the layer to read (default: the first)")
@@ -449,8 +540,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--color-by", metavar="NAME", help="'object', or a vertex or edge attribute name")
     p.add_argument("--view", help="'3d' (default with 3 axes), '2d', or axis names such as xy, xz, 'x,z'")
     p.add_argument("--size", default="1000x800", help="image size in pixels, WIDTHxHEIGHT (default 1000x800)")
-    p.add_argument("--dpi", type=float, default=100.0, help="dots per inch (default 100)")
-    p.add_argument("--point-size", type=float, help="marker area in points^2 (default: shrinks with the count)")
+    p.add_argument("--dpi", type=_positive, default=100.0, help="dots per inch (default 100)")
+    p.add_argument("--point-size", type=_positive, help="marker area in points^2 (default: shrinks with the count)")
     p.add_argument("--title", help="title above the drawing")
     p.set_defaults(func=cmd_render)
 
@@ -506,11 +597,45 @@ def _os_error_line(exc: OSError, args: argparse.Namespace) -> str:
     return f"{text} ({hint})"
 
 
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports an error on it); where
+    that cannot be told (no poll, no file descriptor), a broken pipe is taken to be stdout's."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+    except (AttributeError, OSError, ValueError):
+        return True
+    return any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0))
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at the null device, so the interpreter's last flush has nowhere to fail."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError):  # stdout without a file descriptor: nothing left to flush to
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(_glue_bbox(sys.argv[1:] if argv is None else list(argv)))
     try:
-        return int(args.func(args))
-    except (ZarrVectorsError, KeyError) as exc:
+        code = int(args.func(args))
+        sys.stdout.flush()  # output still buffered fails here, not at exit, when the reader is gone
+        return code
+    except BrokenPipeError as exc:  # `zarr-vectors info ... | head`: stop quietly, as Unix tools do
+        if _stdout_gone():
+            _quiet_stdout()
+            return EXIT_BROKEN_PIPE
+        print(f"zarr-vectors {args.command}: error: {_os_error_line(exc, args)}", file=sys.stderr)
+        return 2
+    except KeyError as exc:  # unknown names and ids; str(KeyError) would add quotes
+        print(f"zarr-vectors {args.command}: error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return 2
+    except ZarrVectorsError as exc:
         print(f"zarr-vectors {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # a missing path, permissions, a remote store's failure

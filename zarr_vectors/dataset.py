@@ -171,7 +171,7 @@ class Dataset:
             lo = np.full(self.ndim, -np.inf)
             hi = np.full(self.ndim, np.inf)
         else:
-            lo, hi = parse_box(bbox, self.ndim)
+            lo, hi = parse_box(bbox, self.ndim, self.axes)
         if polygon is not None:
             from .query_polygon import query_polygon
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
+from ._extras import needs
 from .errors import InputError
 
 __all__ = [
@@ -125,10 +126,10 @@ class CRS(dict):  # type: ignore[type-arg]
         return self.get("proj:projjson")
 
     def to_pyproj(self) -> Any:
-        """The CRS as a ``pyproj.CRS`` (needs pyproj: ``pip install 'zarrvec[geo]'``)."""
+        """The CRS as a ``pyproj.CRS`` (needs pyproj, from the ``geo`` extra)."""
         pyproj = _pyproj()
         if pyproj is None:
-            raise InputError("CRS.to_pyproj needs pyproj; install it with pip install 'zarrvec[geo]'")
+            raise InputError(needs("CRS.to_pyproj", "pyproj", "geo"))
         if self.projjson is not None:
             return pyproj.CRS.from_json_dict(self.projjson)
         if self.wkt2 is not None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._extras import needs
 from .errors import InputError, ZarrVectorsError
 from .io.export import axis_names, edges_of
 from .result import Result
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.cm import ScalarMappable
 
-__all__ = ["plot", "render", "resolve_view"]
+__all__ = ["image_format", "plot", "render", "resolve_view"]
 
 #: Direction the light of 3-D mesh shading comes from (any length).
 LIGHT = np.array([0.4, -0.6, 0.7])
@@ -35,7 +36,7 @@ def _require_matplotlib() -> Any:
     try:
         import matplotlib
     except ImportError as exc:
-        raise ZarrVectorsError("drawing needs matplotlib; install it with: pip install 'zarrvec[plot]'") from exc
+        raise ZarrVectorsError(needs("drawing", "matplotlib", "plot")) from exc
     return matplotlib
 
 
@@ -244,14 +245,30 @@ def plot(result: Result, *, ax: Axes | None = None, view: str | Sequence[int | s
     return ax
 
 
+def image_format(path: str | Path) -> str:
+    """The image format matplotlib writes for ``path``'s extension (``"png"``, ``"svg"``, ...);
+    InputError naming the formats when it writes none for it."""
+    _require_matplotlib()
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    known = FigureCanvasBase.get_supported_filetypes()
+    fmt = Path(path).suffix.lower().lstrip(".")
+    if fmt not in known:
+        said = f"extension .{fmt}" if fmt else "no extension"
+        raise InputError(f"cannot draw to {str(path)!r}: it has {said}; give the image one of the extensions "
+                         f"{', '.join('.' + k for k in sorted(known))}")  # fmt: skip
+    return fmt
+
+
 def render(result: Result, path: str | Path, *, size: tuple[float, float] = (8.0, 6.0), dpi: float = 100,
            **kwargs: Any) -> None:  # fmt: skip
     """Draw ``result`` (see :func:`plot` for ``kwargs``) into an image file; its extension picks
-    the format (``.png``, ``.svg``, ``.pdf``, ...). The image is ``size`` inches at ``dpi``.
+    the format (``.png``, ``.svg``, ``.pdf``, ...; see :func:`image_format`). The image is
+    ``size`` inches at ``dpi``.
 
     No pyplot state is touched, so this works without a display and inside servers.
     """
-    _require_matplotlib()
+    fmt = image_format(path)
     from matplotlib.figure import Figure
 
     names = axis_names(result)
@@ -259,4 +276,4 @@ def render(result: Result, path: str | Path, *, size: tuple[float, float] = (8.0
     fig = Figure(figsize=size, dpi=dpi)
     ax = fig.add_subplot(projection="3d" if three else None)
     plot(result, ax=ax, **kwargs)
-    fig.savefig(path)
+    fig.savefig(path, format=fmt)

@@ -34,7 +34,8 @@ class BoxPlan:
     partial: np.ndarray  # (K2, D)
 
 
-def parse_box(bbox: object, ndim: int) -> tuple[np.ndarray, np.ndarray]:
+def parse_box(bbox: object, ndim: int, axes: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """``(lo, hi)`` float64 (D,) of an inclusive box; lo <= hi on every axis (named from ``axes``)."""
     try:
         lo, hi = bbox  # type: ignore[misc]
         lo = np.broadcast_to(np.asarray(lo, np.float64), (ndim,)).copy()
@@ -43,6 +44,13 @@ def parse_box(bbox: object, ndim: int) -> tuple[np.ndarray, np.ndarray]:
         raise InputError(f"bbox must be (lo, hi) with {ndim} numbers each, got {bbox!r}") from exc
     if np.any(np.isnan(lo)) or np.any(np.isnan(hi)):
         raise InputError(f"bbox contains NaN: {bbox!r}")
+    flipped = np.flatnonzero(lo > hi)
+    if len(flipped):
+        k = int(flipped[0])
+        name = f"axis {k} ({axes[k]})" if k < len(axes) else f"axis {k}"
+        raise InputError(
+            f"bbox has lo > hi on {name}: {lo[k]:g} > {hi[k]:g}; give the low corner first, then the high corner"
+        )
     return lo, hi
 
 

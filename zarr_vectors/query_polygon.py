@@ -140,7 +140,9 @@ def _boxes(
         b_lo, b_hi = lo.copy(), hi.copy()
         b_lo[list(ax)] = np.maximum(lo[list(ax)], bounds[:2])
         b_hi[list(ax)] = np.minimum(hi[list(ax)], bounds[2:])
-        return b_lo, b_hi
+        # A polygon beside the box leaves lo > hi; the plane at lo holds no point strictly
+        # inside the polygon, so querying it instead returns the same (empty) selection.
+        return b_lo, np.maximum(b_hi, b_lo)
 
     whole = [(*clipped(np.asarray(poly.bounds)), poly)]
     if not isinstance(poly, shapely.MultiPolygon) or ds._is_linked or ds._is_mesh:

@@ -26,7 +26,7 @@ def _points(path: Path, n: int = 200, objects: bool = True) -> None:
                   groups=[[0, 1], [2, 3, 4]], group_attributes={"s": np.array([1.0, 2.0])})
     zv.write_points(path, pos, chunk_shape=150, bin_shape=50, bounds=([5.0] * 3, [295.0] * 3),
                     attributes={"a": rng.random(n).astype(np.float32),
-                                "c": rng.integers(0, 255, (n, 3)).astype(np.uint8)}, **kw)  # fmt: skip
+                                "rgb": rng.integers(0, 255, (n, 3)).astype(np.uint8)}, **kw)  # fmt: skip
 
 
 def _points_geo(path: Path) -> None:

@@ -161,7 +161,7 @@ CASES: dict[str, tuple[str, Callable[[Path], None]]] = {
     "metadata.grid": ("points", _node("0/vertex_attributes/a", lambda d: attrs(d)["nonempty_chunks"].append("7.7.7"))),
     "metadata.links": ("graph", _node("0/links/0/+1.0.0", lambda d: attrs(d).update(has_perm=False))),
     "metadata.link-attributes": ("graph", _node("0/link_attributes/w/0/+1.0.0", lambda d: attrs(d).update(offsets=[[0, 1, 0]]))),
-    "metadata.attribute": ("points", _node("0/vertex_attributes/c", lambda d: attrs(d).update(row_shape=[0]))),
+    "metadata.attribute": ("points", _node("0/vertex_attributes/rgb", lambda d: attrs(d).update(row_shape=[0]))),
     "metadata.object-index": ("points", _node("0/object_index", lambda d: attrs(d).update(layout="vlen_manifests_v9"))),
     "metadata.tables": ("points", _node("0/groups", lambda d: attrs(d).update(num_groups=5))),
     "cells.present": ("points", lambda s: [c.unlink() for c in cells(s, "0/vertex_attributes/a")[:1]]),

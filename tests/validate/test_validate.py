@@ -198,7 +198,7 @@ def test_zip_and_memory_stores(tmp_path, pristine):
 
 def test_many_problems_are_capped(copy_of):
     store = copy_of("points")
-    for cell in cells(store, "0/vertex_attributes/c"):
+    for cell in cells(store, "0/vertex_attributes/rgb"):
         set_payload(cell, b"")
     report = validate(store)
     hits = [p for p in report.problems if p.rule == "cells.attribute-rows"]

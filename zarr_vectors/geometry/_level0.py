@@ -59,6 +59,7 @@ def axes_from(axes: Sequence[Any] | None, ndim: int, units: str | None = None) -
             out.append(Axis(str(a), "space", units))
     if len({a.name for a in out}) != len(out):
         raise InputError(f"axis names must be unique, got {[a.name for a in out]}")
+    _inputs.check_names([a.name for a in out], "axis")
     return tuple(out)
 
 
@@ -153,6 +154,8 @@ def object_tables(
     and group attributes and ``group_names`` follow the groups in ascending group id.
     """
     dense = _ids.DenseIds.identity(ids) if isinstance(ids, int) else ids
+    _inputs.check_names(object_attributes or {}, "object attribute")
+    _inputs.check_names(group_attributes or {}, "group attribute")
     for k in object_attributes or {}:
         _ids.check_not_reserved(k, "object attribute")
     for k in group_attributes or {}:

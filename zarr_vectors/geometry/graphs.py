@@ -178,7 +178,7 @@ def write_graph(
     in the order given too (through ``perm_idx``). Other parameters as in
     :func:`zarr_vectors.write_points`.
     """
-    pos = _inputs.positions_array(positions)
+    pos = _inputs.positions_array(positions, _inputs.call_ndim(chunk_shape, bounds, axes))
     n = len(pos)
     e = edge_array(edges, n)
     layout = make_layout(pos, chunk_shape, bounds, None, axes, units)

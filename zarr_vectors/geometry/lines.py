@@ -168,16 +168,17 @@ def item_ids(object_ids: Any, n: int, what: str) -> DenseIds:
     return dense
 
 
-def as_line_arrays(lines: Any, kind: str = "polyline") -> tuple[np.ndarray, np.ndarray]:
+def as_line_arrays(lines: Any, kind: str = "polyline", ndim: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Flat (V, D) positions and (L + 1,) offsets from a list of (n_i, D) arrays, a
-    (positions, offsets) pair, or for ``kind="line"`` an (M, 2, D) array of segments."""
+    (positions, offsets) pair, or for ``kind="line"`` an (M, 2, D) array of segments.
+    ``ndim``: the number of axes the call implies, to tell transposed input."""
     if kind == "line":
         seg = np.asarray(lines)
         if seg.ndim != 3 or seg.shape[1] != 2 or len(seg) == 0:
             raise InputError(f"kind='line' takes an (M, 2, D) array of segments with M >= 1, got shape {seg.shape}")
         return _inputs.positions_array(seg.reshape(-1, seg.shape[2])), np.arange(len(seg) + 1, dtype=np.int64) * 2
     if isinstance(lines, tuple) and len(lines) == 2 and np.ndim(lines[1]) == 1:
-        positions = _inputs.positions_array(lines[0])
+        positions = _inputs.positions_array(lines[0], ndim)
         offsets = np.asarray(lines[1], dtype=np.int64)
         if len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(positions) or np.any(np.diff(offsets) < 0):
             raise InputError("line offsets must start at 0, never decrease and end at the number of positions")
@@ -186,9 +187,23 @@ def as_line_arrays(lines: Any, kind: str = "polyline") -> tuple[np.ndarray, np.n
         if not arrays:
             raise InputError("no lines given")
         dims = {a.shape[1] if a.ndim == 2 else -1 for a in arrays}
+        rows = {a.shape[0] if a.ndim == 2 else -1 for a in arrays}
+        # Transposed: every line has the axis count of rows (as the call says, or 1 to 4 rows
+        # with more than 4 columns that differ between lines), or the first reads as (D, n).
+        r = next(iter(rows))
+        if len(rows) != 1:
+            flipped = False
+        elif ndim is not None:
+            flipped = r == ndim and dims != {ndim}
+        else:
+            differ = len(dims) > 1 and min(dims) > 4
+            flipped = 1 <= r <= 4 and (differ or _inputs.looks_transposed(arrays[0].shape, None))
+        if flipped:
+            raise InputError(f"the lines look transposed: line 0 has shape {arrays[0].shape}, one row per axis; "
+                             "every line must be an (n_i, D) array: pass [line.T for line in lines]")  # fmt: skip
         if len(dims) != 1 or -1 in dims:
             raise InputError("every line must be an (n_i, D) array with the same D")
-        positions = _inputs.positions_array(np.concatenate(arrays))
+        positions = _inputs.positions_array(np.concatenate(arrays), ndim)
         offsets = np.zeros(len(arrays) + 1, np.int64)
         np.cumsum([len(a) for a in arrays], out=offsets[1:])
     empty = np.flatnonzero(np.diff(offsets) == 0)
@@ -255,7 +270,7 @@ def write_lines(
     """
     if kind not in LINE_KINDS:
         raise InputError(f"kind must be one of {LINE_KINDS}, got {kind!r}")
-    pos, line_offsets = as_line_arrays(lines, kind)
+    pos, line_offsets = as_line_arrays(lines, kind, _inputs.call_ndim(chunk_shape, bounds, axes))
     n, d = pos.shape
     n_lines = len(line_offsets) - 1
     attributes = _flat_attributes(attributes, line_offsets)

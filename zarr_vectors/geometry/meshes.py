@@ -67,7 +67,7 @@ def face_array(faces: Any, n: int) -> np.ndarray:
 
 
 def _mesh_vertices(vertices: Any) -> np.ndarray:
-    pos = _inputs.positions_array(vertices)
+    pos = _inputs.positions_array(vertices, 3, "vertices")
     if pos.shape[1] != 3:
         raise InputError(f"mesh vertices must be (N, 3), got {pos.shape}")
     return pos
@@ -221,7 +221,9 @@ def write_meshes(
         raise InputError("no meshes given")
     for i, (v, f) in enumerate(pairs):
         if v.ndim != 2 or v.shape[1] != 3:
-            raise InputError(f"mesh {i}: vertices must be (N, 3), got {v.shape}")
+            flipped = v.ndim == 2 and v.shape[0] == 3
+            raise InputError(f"mesh {i}: vertices must be (N, 3), got {v.shape}"
+                             + ("; they look transposed: pass vertices.T" if flipped else ""))
         try:
             face_array(f, len(v))
         except InputError as exc:

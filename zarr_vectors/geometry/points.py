@@ -105,7 +105,7 @@ def write_points(
     >>> int(ds.query(bbox=([0, 0, 0], [50, 50, 50])).positions.shape[1])
     3
     """
-    pos = _inputs.positions_array(positions)
+    pos = _inputs.positions_array(positions, _inputs.call_ndim(chunk_shape, bounds, axes))
     n = len(pos)
     layout = make_layout(pos, chunk_shape, bounds, bin_shape, axes, units)
     vattrs = _inputs.vertex_attributes(attributes, n, channel_names)

@@ -205,7 +205,7 @@ def write_skeleton(
     several trees, but a parent must belong to its child's object. ``object_attributes``
     follow the distinct ids in ascending order, or are a mapping ``{id: value}``. Typical attributes are ``radius`` and ``type`` per vertex.
     """
-    pos = _inputs.positions_array(positions)
+    pos = _inputs.positions_array(positions, _inputs.call_ndim(chunk_shape, bounds, axes))
     n, d = pos.shape
     par = _check_parents(parents, n)
     roots = tree_roots(par)

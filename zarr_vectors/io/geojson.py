@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._ids import OBJECT_ID_ATTRIBUTE
+from .._extras import needs
+from .._inputs import positive_numbers, valid_name
 from ..errors import InputError
 from ..geometry.shapes import TYPE_ATTRIBUTE, write_geometries
 from ..result import Result
@@ -46,7 +47,6 @@ __all__ = [
 ]
 
 GEOJSON_SUFFIXES = (".geojson", ".json")
-_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _LON_LAT = ("EPSG:4326", "OGC:CRS84")
 
 
@@ -99,15 +99,7 @@ def _clean_properties(columns: Mapping[str, Any], n: int) -> tuple[dict[str, np.
             continue
         if arr.dtype.kind == "b":
             arr = arr.astype(np.uint8)
-        key = (
-            name
-            if _NAME_RE.match(name)
-            else re.sub(r"[^A-Za-z0-9_.\-]", "_", name).lstrip(".-") or "property"
-        )
-        if key == TYPE_ATTRIBUTE:
-            key = f"{TYPE_ATTRIBUTE}_"
-        while key in out:
-            key += "_"
+        key = valid_name(str(name), "object attribute", [*out, TYPE_ATTRIBUTE])
         if key != name:
             notes.append(f"{name!r} stored as {key!r}")
         out[key] = arr
@@ -125,6 +117,18 @@ def _legacy_crs(doc: Mapping[str, Any]) -> str | None:
     return "EPSG:4326" if name.upper().endswith("CRS84") else name
 
 
+def _check_coordinates(geoms: np.ndarray, where: str) -> None:
+    """Refuse NaN or infinite coordinates, naming the first feature that has them."""
+    import shapely
+
+    coords, index = shapely.get_coordinates(geoms, include_z=True, return_index=True)
+    bad = ~np.isfinite(coords[:, :2]).all(axis=1) | np.isinf(coords[:, 2])  # z is NaN for 2-D geometries
+    if bad.any():
+        features = np.unique(index[bad])
+        raise InputError(f"{where}feature {int(features[0])} has NaN or infinite coordinates "
+                         f"({len(features)} such features); fix or drop them")  # fmt: skip
+
+
 def read_geojson(source: str | Path | Mapping[str, Any]) -> GeoTable:
     """Features of a GeoJSON FeatureCollection, Feature or bare geometry (a path or a parsed dict).
 
@@ -133,6 +137,7 @@ def read_geojson(source: str | Path | Mapping[str, Any]) -> GeoTable:
     """
     import shapely.geometry
 
+    where = "" if isinstance(source, Mapping) else f"{source}: "
     if isinstance(source, Mapping):
         doc: Any = source
     else:
@@ -149,17 +154,18 @@ def read_geojson(source: str | Path | Mapping[str, Any]) -> GeoTable:
         features = [{"type": "Feature", "geometry": doc, "properties": {}}]
     else:
         raise InputError(
-            f"not a GeoJSON document (type {kind!r}); expected a FeatureCollection, Feature or geometry"
+            f"{where}not a GeoJSON document (type {kind!r}); expected a FeatureCollection, Feature or geometry"
         )
     geoms = np.empty(len(features), dtype=object)
     for i, feat in enumerate(features):
         g = feat.get("geometry") if isinstance(feat, Mapping) else None
         if g is None:
-            raise InputError(f"feature {i} has no geometry; drop it or give it one")
+            raise InputError(f"{where}feature {i} has no geometry; drop it or give it one")
         try:
             geoms[i] = shapely.geometry.shape(g)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise InputError(f"feature {i} has an unreadable geometry ({exc})") from exc
+            raise InputError(f"{where}feature {i} has an unreadable geometry ({exc})") from exc
+    _check_coordinates(geoms, where)
     names: dict[str, None] = {}
     for feat in features:
         names.update(dict.fromkeys(feat.get("properties") or {}))
@@ -188,9 +194,7 @@ def read_vector_file(path: str | Path, *, layer: str | int | None = None) -> Geo
     if path.suffix.lower() in GEOJSON_SUFFIXES and layer is None:
         return read_geojson(path)
     if importlib.util.find_spec("pyogrio") is None:
-        raise InputError(
-            f"reading {path.suffix or path.name} files needs pyogrio: pip install 'zarrvec[geo]'"
-        )
+        raise InputError(needs(f"reading {path.suffix or path.name} files", "pyogrio", "geo"))
     import pyogrio.errors
     import pyogrio.raw
     import shapely
@@ -202,7 +206,8 @@ def read_vector_file(path: str | Path, *, layer: str | int | None = None) -> Geo
     geoms = shapely.from_wkb(wkb)
     missing = np.flatnonzero(shapely.is_missing(geoms))
     if len(missing):
-        raise InputError(f"feature {int(missing[0])} of {path} has no geometry; drop it or give it one")
+        raise InputError(f"{path}: feature {int(missing[0])} has no geometry; drop it or give it one")
+    _check_coordinates(geoms, f"{path}: ")
     props, notes = _clean_properties(dict(zip(meta["fields"], fields)), len(geoms))
     crs = meta.get("crs")
     if crs is not None and importlib.util.find_spec("pyproj") is not None:
@@ -237,11 +242,15 @@ def ingest_vector(
     ``crs`` overrides the file's CRS. A property ``object_id`` holding one distinct integer per
     feature (as :func:`export_geojson` writes it) gives the object ids; otherwise it is stored
     as ``object_id_``. Other keywords go to :func:`~zarr_vectors.write_geometries`.
+    Errors about the features name the file.
     """
-    if hasattr(source, "geometry") and hasattr(source, "columns"):
-        table = from_geodataframe(source)
-    else:
-        table = read_vector_file(source, layer=layer)
+    positive_numbers(chunk_shape, "chunk_shape")  # options first, then the file
+    if crs is not None:
+        from ..geo import parse_crs
+
+        crs = parse_crs(crs)
+    from_frame = hasattr(source, "geometry") and hasattr(source, "columns")
+    table = from_geodataframe(source) if from_frame else read_vector_file(source, layer=layer)
     properties, skipped = dict(table.properties), list(table.skipped)
     if OBJECT_ID_ATTRIBUTE in properties and "object_ids" not in kwargs:
         ids = properties.pop(OBJECT_ID_ATTRIBUTE)
@@ -259,17 +268,22 @@ def ingest_vector(
             PropertiesSkippedWarning,
             stacklevel=2,
         )
-    return write_geometries(
-        target,
-        table.geometries,
-        chunk_shape=chunk_shape,
-        crs=crs if crs is not None else table.crs or "EPSG:4326",
-        object_attributes=properties,
-        repair=repair,
-        overwrite=overwrite,
-        storage_options=storage_options,
-        **kwargs,
-    )
+    try:
+        return write_geometries(
+            target,
+            table.geometries,
+            chunk_shape=chunk_shape,
+            crs=crs if crs is not None else table.crs or "EPSG:4326",
+            object_attributes=properties,
+            repair=repair,
+            overwrite=overwrite,
+            storage_options=storage_options,
+            **kwargs,
+        )
+    except InputError as exc:
+        if from_frame:
+            raise
+        raise InputError(f"{source}: {exc}") from exc
 
 
 def _json_value(v: Any) -> Any:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._inputs import shape_vector
 from ..errors import InputError
 from ._files import input_files
 
@@ -24,9 +25,10 @@ __all__ = ["MESH_SUFFIXES", "mesh_files", "load_mesh", "ingest_meshes", "export_
 MESH_SUFFIXES = (".ply", ".obj", ".stl", ".glb", ".gltf", ".off")
 
 
-def mesh_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Files named by ``paths``; a folder contributes its mesh files, sorted by name."""
-    return input_files(paths, MESH_SUFFIXES, "mesh")
+def mesh_files(paths: Iterable[str | Path], *, recursive: bool = False) -> list[Path]:
+    """Files named by ``paths``; a folder contributes its mesh files, sorted by name (with
+    ``recursive``, those of its subfolders too, sorted by relative path)."""
+    return input_files(paths, MESH_SUFFIXES, "mesh", recursive=recursive)
 
 
 def load_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
@@ -73,16 +75,18 @@ def ingest_meshes(
     from .._ids import file_ids
     from ..geometry.meshes import face_array, write_meshes
 
+    shape_vector(chunk_shape, 3, "chunk_shape")  # options first, then the files
     files = [Path(p) for p in paths]
     ids = file_ids(files, object_ids, ids_from_names, "ids_from_names=False (CLI: --sequential-ids)")
     meshes = []
-    for f in tqdm(files, desc="reading meshes", unit="file", disable=not progress or len(files) < 2):
-        vertices, faces = load_mesh(f)
-        try:
-            face_array(faces, len(vertices))
-        except InputError as exc:
-            raise InputError(f"{f}: {exc}") from exc
-        meshes.append((vertices, faces))
+    with tqdm(files, desc="reading meshes", unit="file", disable=not progress or len(files) < 2) as bar:
+        for f in bar:  # the bar is closed on error too, so the error starts a line of its own
+            vertices, faces = load_mesh(f)
+            try:
+                face_array(faces, len(vertices))
+            except InputError as exc:
+                raise InputError(f"{f}: {exc}") from exc
+            meshes.append((vertices, faces))
     names = {"name": [f.name for f in files], **kwargs.pop("object_attributes", {})}
     return write_meshes(target, meshes, chunk_shape=chunk_shape, encoding=encoding, object_attributes=names,
                         object_ids=None if np.array_equal(ids, np.arange(len(ids))) else ids, **kwargs)  # fmt: skip
@@ -93,7 +97,7 @@ def export_mesh(ds: Dataset, path: str | Path, *, bbox: Any = None, objects: Seq
     """Write a box (``bbox``) or whole ``objects`` of a mesh store to ``path`` (format from the
     suffix: any trimesh exports, e.g. .ply .obj .stl .glb .off); returns (vertices, faces)."""
     if "mesh" not in ds.geometry_types:
-        raise InputError(f"export_mesh needs a mesh store; this one holds {', '.join(ds.geometry_types)}")
+        raise InputError(f"mesh export needs a mesh store; this one holds {', '.join(ds.geometry_types)}")
     if (bbox is None) == (objects is None):
         raise InputError("give exactly one of bbox= or objects=")
     result = ds.objects(objects, level=level) if objects is not None else ds.query(bbox, level=level, faces=faces)

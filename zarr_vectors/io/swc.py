@@ -6,13 +6,14 @@ starts a comment. Ids need not be contiguous or sorted; parents are resolved by 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._inputs import shape_vector
 from ..errors import InputError
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ def read_swc(path: str | Path) -> Swc:
     """Parse an SWC file; raises InputError naming the file and line for anything malformed."""
     path = Path(path)
     rows = []
+    linenos = []
     with open(path, encoding="utf-8", errors="replace") as fh:
         for lineno, line in enumerate(fh, start=1):
             text = line.split("#", 1)[0].strip()
@@ -46,11 +48,18 @@ def read_swc(path: str | Path) -> Swc:
                 raise InputError(f"{path}:{lineno}: an SWC sample needs 7 fields (id type x y z radius parent), got {len(parts)}")
             try:
                 rows.append((int(parts[0]), int(float(parts[1])), *map(float, parts[2:6]), int(float(parts[6]))))
-            except ValueError as exc:
+            except (ValueError, OverflowError) as exc:
                 raise InputError(f"{path}:{lineno}: cannot parse {text!r} ({exc})") from exc
+            linenos.append(lineno)
     if not rows:
         raise InputError(f"{path}: no SWC samples found")
     table = np.array(rows, dtype=object)
+    numbers = table[:, 2:6].astype(np.float64)
+    bad = np.flatnonzero(~np.isfinite(numbers).all(axis=1))
+    if len(bad):
+        i = int(bad[0])
+        raise InputError(f"{path}:{linenos[i]}: sample {int(table[i, 0])} has a NaN or infinite coordinate or "
+                         f"radius ({numbers[i].tolist()}); {len(bad)} such samples in this file: fix them")  # fmt: skip
     ids = table[:, 0].astype(np.int64)
     parent_ids = table[:, 6].astype(np.int64)
     order = np.argsort(ids)
@@ -63,7 +72,12 @@ def read_swc(path: str | Path) -> Swc:
     missing = np.flatnonzero((parent_ids >= 0) & ~found)
     if len(missing):
         i = int(missing[0])
-        raise InputError(f"{path}: sample {int(ids[i])} names parent {int(parent_ids[i])}, which is not in the file")
+        raise InputError(f"{path}:{linenos[i]}: sample {int(ids[i])} names parent {int(parent_ids[i])}, "
+                         "which is not in the file")  # fmt: skip
+    own = np.flatnonzero(parent_ids == ids)
+    if len(own):
+        i = int(own[0])
+        raise InputError(f"{path}:{linenos[i]}: sample {int(ids[i])} is its own parent; a root has parent -1")
     parents = np.where(parent_ids < 0, -1, order[where])
     return Swc(
         positions=table[:, 2:5].astype(np.float64),
@@ -109,13 +123,17 @@ def ingest_swc(target: Any, files: Sequence[str | Path], *, chunk_shape: Any, pr
     from .._ids import file_ids
     from ..geometry.skeletons import write_skeleton
 
+    shape_vector(chunk_shape, 3, "chunk_shape")  # options first: parsing thousands of files takes a while
     files = [Path(f) for f in files]
     if not files:
         raise InputError("no SWC files given")
     ids = file_ids(files, object_ids, ids_from_names, "ids_from_names=False (CLI: --sequential-ids)")
     order = np.argsort(ids, kind="stable")  # objects in ascending id: per-object rows follow
     files, ids = [files[i] for i in order], ids[order]
-    parsed = [read_swc(f) for f in _progress(files, progress, "reading SWC")]
+    from tqdm.auto import tqdm
+
+    with tqdm(files, desc="reading SWC", unit="file", disable=not progress) as bar:  # closed on error too
+        parsed = [read_swc(f) for f in bar]
     sizes = np.array([len(s.positions) for s in parsed])
     base = np.cumsum(sizes) - sizes
     parents = np.concatenate([np.where(s.parents >= 0, s.parents + b, -1) for s, b in zip(parsed, base)])
@@ -145,11 +163,3 @@ def export_swc(ds: Dataset, object_id: int, path: str | Path) -> int:
     kind = res.attributes.get("type")
     write_swc(path, res.positions, res.parents, radius, kind)
     return len(res)
-
-
-def _progress(items: Iterable[Any], enabled: bool, desc: str) -> Iterable[Any]:
-    if not enabled:
-        return items
-    from tqdm.auto import tqdm
-
-    return tqdm(items, desc=desc, unit="file")

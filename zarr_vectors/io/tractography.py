@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._extras import needs
+from .._inputs import positive_numbers
 from ..errors import InputError, ZarrVectorsError
 
 if TYPE_CHECKING:
@@ -54,9 +56,17 @@ def _require(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise ZarrVectorsError(
-            f"reading this file needs {module.split('.')[0]}; install it with: pip install 'zarrvec[tractography]'"
-        ) from exc
+        raise ZarrVectorsError(needs("reading this file", module.split(".")[0], "tractography")) from exc
+
+
+def _check_finite(path: Path, positions: np.ndarray, offsets: np.ndarray) -> None:
+    bad = np.flatnonzero(~np.isfinite(positions).all(axis=1)) if len(positions) else np.zeros(0, np.int64)
+    if len(bad):
+        line = int(np.searchsorted(offsets, bad[0], "right")) - 1
+        raise InputError(
+            f"{path}: streamline {line} has NaN or infinite coordinates (point {int(bad[0] - offsets[line])}); "
+            f"{len(bad)} such points in the file: fix or drop those streamlines"
+        )
 
 
 def read_tractogram(path: str | Path) -> Tractogram:
@@ -72,6 +82,7 @@ def read_tractogram(path: str | Path) -> Tractogram:
         trx = tmm.load(str(path))
         try:  # copy everything out: the arrays are memory maps that close() unmaps
             positions, offsets = _flat(trx.streamlines)
+            _check_finite(path, positions, offsets)
             per_vertex = {k: _squeeze(np.array(_flat(v)[0])) for k, v in trx.data_per_vertex.items()}
             per_sl = {k: _squeeze(np.array(v)) for k, v in trx.data_per_streamline.items()}
             groups = {k: np.array(v, np.int64) for k, v in trx.groups.items()}
@@ -86,6 +97,7 @@ def read_tractogram(path: str | Path) -> Tractogram:
         raise InputError(f"{path}: nibabel cannot read it ({exc})") from exc
     tg = tfile.tractogram
     positions, offsets = _flat(tg.streamlines)
+    _check_finite(path, positions, offsets)
     per_vertex = {k: _squeeze(_flat(v)[0]) for k, v in tg.data_per_point.items()}
     per_sl = {k: _squeeze(np.asarray(v)) for k, v in tg.data_per_streamline.items()}
     return Tractogram(np.array(positions), offsets, per_vertex, per_sl)
@@ -96,11 +108,15 @@ def ingest_tractogram(target: Any, path: str | Path, *, chunk_shape: Any, overwr
     """Write one tractography file as a ``streamline`` store (streamline i is object i)."""
     from ..geometry.lines import write_lines
 
+    positive_numbers(chunk_shape, "chunk_shape")
     tg = read_tractogram(path)
     names = sorted(tg.groups)
-    return write_lines(
-        target, (tg.positions, tg.offsets), kind="streamline", chunk_shape=chunk_shape,
-        attributes=tg.per_vertex or None, object_attributes=tg.per_streamline or None,
-        groups=[tg.groups[n] for n in names] or None, group_names=names or None,
-        overwrite=overwrite, units=kwargs.pop("units", "millimeter"), **kwargs,
-    )  # fmt: skip
+    try:
+        return write_lines(
+            target, (tg.positions, tg.offsets), kind="streamline", chunk_shape=chunk_shape,
+            attributes=tg.per_vertex or None, object_attributes=tg.per_streamline or None,
+            groups=[tg.groups[n] for n in names] or None, group_names=names or None,
+            overwrite=overwrite, units=kwargs.pop("units", "millimeter"), **kwargs,
+        )  # fmt: skip
+    except InputError as exc:  # the file's data cannot be stored as it is: say which file
+        raise InputError(f"{path}: {exc}") from exc

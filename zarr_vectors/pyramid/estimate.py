@@ -53,7 +53,7 @@ def estimate_counts(ds: Dataset, bbox: Any = None) -> dict[int, float]:
     if bbox is not None:
         from ..query import parse_box
 
-        lo, hi = parse_box(bbox, ds.ndim)
+        lo, hi = parse_box(bbox, ds.ndim, ds.axes)
     return {k: estimate_count(ds.level(k), lo, hi) for k in ds.levels}
 
 

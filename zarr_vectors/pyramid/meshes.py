@@ -2,13 +2,15 @@
 
 Each object's mesh is decimated on its own with ``fast-simplification`` (the Fast
 Quadric Mesh Simplification algorithm, the one trimesh uses), keeping a fraction of its
-faces; a closed surface stays closed. Every fine vertex collapses into one coarse
-vertex (its *parent*, from the collapse history): that gives the cross-level links and
-the coarse vertex attributes (reduced over the fine vertices it absorbed, like point
-metavertices). Coarse vertices are clipped into the store's bounds (an optimal collapse
-point can lie a hair outside the input's extent). Meshes too small to decimate (fewer
-than 4 faces to keep) are copied unchanged. A Draco level stays Draco, with the same
-codec settings.
+faces; a closed surface stays closed. Vertices at the same position are merged first, so
+a triangle soup (every STL file trimesh loads with ``process=False``) decimates as the
+surface it describes. Every fine vertex collapses into one coarse vertex (its *parent*,
+from the collapse history; coincident fine vertices share it; vertices left without a
+face stay as loose vertices): that gives the cross-level links and the coarse vertex
+attributes (reduced over the fine vertices it absorbed, like point metavertices). Coarse
+vertices are clipped into the store's bounds (an optimal collapse point can lie a hair
+outside the input's extent). Meshes too small to decimate (fewer than 4 faces to keep)
+are copied unchanged. A Draco level stays Draco, with the same codec settings.
 
 Meshes are read in batches of whole objects near each other in space; only the decimated
 meshes and each fine vertex's parent (4 bytes, in :class:`~zarr_vectors.pyramid.parents.ParentRuns`)
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._extras import needs
 from .._inputs import NamedArray
 from .._object_tables import build_manifests
 from .._partition import partition
@@ -65,31 +68,33 @@ def _simplifier() -> Any:
     try:
         import fast_simplification
     except ImportError as exc:
-        raise InputError(
-            "mesh pyramids need the fast-simplification package: pip install 'zarrvec[pyramid]'"
-        ) from exc
+        raise InputError(needs("a mesh pyramid", "the fast-simplification package", "pyramid")) from exc
     return fast_simplification
 
 
-def decimate(
-    vertices: np.ndarray, faces: np.ndarray, fraction: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Decimate one mesh to about ``fraction`` of its faces.
+def _nondegenerate(faces: np.ndarray) -> np.ndarray:
+    return (faces[:, 0] != faces[:, 1]) & (faces[:, 1] != faces[:, 2]) & (faces[:, 0] != faces[:, 2])
 
-    Returns ``(coarse vertices float64, coarse faces, parent)`` where ``parent[i]`` is the
-    coarse vertex fine vertex ``i`` collapsed into. Vertices used by no face stay as they are.
-    """
-    n = len(vertices)
-    target = int(round(len(faces) * fraction))
-    if len(faces) == 0 or target < MIN_FACES or target >= len(faces):
-        return np.asarray(vertices, np.float64), np.asarray(faces, np.int64), np.arange(n)
-    used = np.zeros(n, bool)
-    used[faces.ravel()] = True
-    local = np.cumsum(used) - 1
-    fs = _simplifier()
-    pts, tri, collapses = fs.simplify(np.asarray(vertices, np.float64)[used], local[faces].astype(np.int32),
-                                      target_count=target, return_collapses=True)  # fmt: skip
-    m = int(used.sum())
+
+def _merge_coincident(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, slot)``: the first row of each distinct position, in order of first use (so
+    rows without duplicates keep their order), and each row's index into ``first``."""
+    order = np.lexsort(points.T[::-1])
+    ordered = points[order]
+    starts = np.ones(len(points), bool)
+    starts[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
+    group = np.cumsum(starts) - 1
+    first = np.minimum.reduceat(order, np.flatnonzero(starts)) if len(points) else np.zeros(0, np.int64)
+    by_use = np.argsort(first)
+    rank = np.empty(len(first), np.int64)
+    rank[by_use] = np.arange(len(first))
+    slot = np.empty(len(points), np.int64)
+    slot[order] = rank[group]
+    return first[by_use], slot
+
+
+def _representatives(m: int, collapses: np.ndarray) -> np.ndarray:
+    """The vertex each of ``m`` vertices ends in after ``collapses`` (rows ``[kept, removed]``)."""
     rep = np.arange(m)
     if len(collapses):
         rep[collapses[:, 1]] = collapses[:, 0]
@@ -98,17 +103,64 @@ def decimate(
             if np.array_equal(nxt, rep):
                 break
             rep = nxt
-    survivors = np.unique(rep)
-    if len(survivors) != len(pts):
+    return rep
+
+
+def decimate(
+    vertices: np.ndarray, faces: np.ndarray, fraction: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Decimate one mesh to about ``fraction`` of its faces.
+
+    Returns ``(coarse vertices float64, coarse faces, parent)`` where ``parent[i]`` is the
+    coarse vertex fine vertex ``i`` collapsed into. Vertices at the same position are merged
+    first (a triangle soup, as STL files load, becomes a connected surface), so coincident
+    fine vertices share a parent. Vertices whose faces all collapse away stay as loose coarse
+    vertices, one per group collapsed together, at its centroid; vertices used by no face
+    stay as they are.
+    """
+    n = len(vertices)
+    vertices = np.asarray(vertices, np.float64)
+    used = np.zeros(n, bool)
+    used[faces.ravel()] = True
+    first, merged_of = _merge_coincident(vertices[used])
+    merged = vertices[used][first]
+    slot = np.full(n, -1, np.int64)
+    slot[used] = merged_of
+    tri_in = slot[faces]
+    tri_in = tri_in[_nondegenerate(tri_in)]
+    target = int(round(len(tri_in) * fraction))
+    if len(tri_in) == 0 or target < MIN_FACES or target >= len(tri_in):
+        return vertices, np.asarray(faces, np.int64), np.arange(n)
+    fs = _simplifier()
+    pts, tri, collapses = fs.simplify(merged, tri_in.astype(np.int32), target_count=target, return_collapses=True)
+    # Replay the history: a face survives when its vertices still differ, and the simplifier
+    # keeps exactly the vertices surviving faces use, in index order.
+    rep = _representatives(len(merged), np.asarray(collapses, np.int64).reshape(-1, 2))
+    ends = rep[tri_in]
+    ends = ends[_nondegenerate(ends)]
+    kept = np.unique(ends)
+    if len(kept) != len(pts) or not np.array_equal(np.searchsorted(kept, ends), np.asarray(tri).reshape(-1, 3)):
         raise InputError(
-            f"mesh decimation returned {len(pts)} vertices but its collapse history leaves {len(survivors)}"
+            f"cannot decimate a mesh of {n} vertices and {len(faces)} faces: the simplifier's output "
+            f"({len(pts)} vertices, {len(tri)} faces) does not follow its collapse history, so its vertices "
+            "cannot be linked to the fine ones. Repair the mesh (e.g. trimesh's merge_vertices, "
+            "remove_duplicate_faces, fix_normals), or keep every face with face_fraction=1 (--face-fraction 1)"
         )
+    # Merged vertices left without a face: one loose vertex per group collapsed together.
+    gone = ~np.isin(rep, kept)
+    pieces, piece_of = np.unique(rep[gone], return_inverse=True)
+    loose = np.zeros((len(pieces), merged.shape[1]))
+    np.add.at(loose, piece_of.ravel(), merged[gone])
+    loose /= np.bincount(piece_of.ravel(), minlength=len(pieces))[:, None]
+    coarse_of = np.empty(len(merged), np.int64)
+    coarse_of[~gone] = np.searchsorted(kept, rep[~gone])
+    coarse_of[gone] = len(pts) + piece_of.ravel()
     # Unused vertices are appended after the decimated ones, unchanged.
     extra = np.flatnonzero(~used)
     parent = np.empty(n, np.int64)
-    parent[used] = np.searchsorted(survivors, rep)
-    parent[extra] = len(pts) + np.arange(len(extra))
-    out = np.concatenate([np.asarray(pts, np.float64), np.asarray(vertices, np.float64)[extra]])
+    parent[used] = coarse_of[slot[used]]
+    parent[extra] = len(pts) + len(pieces) + np.arange(len(extra))
+    out = np.concatenate([np.asarray(pts, np.float64), loose, vertices[extra]])
     return out, np.asarray(tri, np.int64).reshape(-1, 3), parent
 
 
@@ -149,7 +201,10 @@ class _Decimated:
         parents = np.empty(len(owners), np.int64)
         for i, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):
             faces = batch.faces[by_obj[face_bounds[0][i] : face_bounds[1][i]]] - a
-            pts, tri, parent = decimate(batch.positions[a:b], faces, self.fraction)
+            try:
+                pts, tri, parent = decimate(batch.positions[a:b], faces, self.fraction)
+            except InputError as exc:
+                raise InputError(f"object {int(owners[a])}: {exc}") from exc
             groups = Groups.of(parent, len(pts))
             self.add("pos", np.clip(pts, self.lo, self.hi))
             self.add("faces", tri + self.count)
