@@ -119,7 +119,7 @@ def _draco_half(s: Path) -> None:
     set_payload(cell, data[: len(data) // 2])
 
 
-# name -> (store kind or "gzip"/"zstd", mutation, rule that must be reported)
+# name -> (store kind, or a compression for a compressed points store; mutation; rule that must be reported)
 CASES: dict[str, tuple[str, Callable[[Path], None], str]] = {
     "json nested 100000 deep": ("points", _deep("0/vertices", 100_000, True), "structure.node"),
     "attribute nested 2000 deep": ("points", _deep("0/vertex_attributes/a", 2_000, False), "structure.node"),
@@ -169,6 +169,9 @@ CASES: dict[str, tuple[str, Callable[[Path], None], str]] = {
     "unknown codec": ("points", _node("0/vertex_attributes/a", lambda d: d["codecs"].insert(0, {"name": "frobnicate"})),
                       "metadata.codecs"),
     "draco blob cut in half": ("draco", _draco_half, "cells.vertices"),
+    "blosc frame cut short": ("blosc", _replace_first("0/vertex_attributes/a", lambda b: b[:-5]), "cells.decode"),
+    "root chunk_shape 2**62 (draco)": ("draco", _node("", lambda d: attrs(d)["zarr_vectors"].update(
+        chunk_shape=[2.0**62] * 3)), "geometry.bounds"),
 }
 
 
@@ -180,7 +183,7 @@ def reports(pristine, tmp_path_factory) -> dict[str, dict[str, Any]]:
     base = tmp_path_factory.mktemp("hostile")
     paths = {}
     for i, (name, (kind, mutate, _)) in enumerate(CASES.items()):
-        src = _compressed(base, kind) if kind in ("gzip", "zstd") else pristine(kind)
+        src = _compressed(base, kind) if kind in ("gzip", "zstd", "blosc") else pristine(kind)
         dst = base / f"case{i}.zarr"
         shutil.copytree(src, dst)
         mutate(dst)

@@ -12,9 +12,10 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import numcodecs
 import numpy as np
 
-
+from .._pipeline import Pipeline
 from ..errors import ZarrVectorsError
 from ..format.fragments import HEADER, FragmentIndex, decode_fragments
 from ..format.grid import bins_per_chunk
@@ -71,11 +72,26 @@ def stored_chunks(view: StoreView, arr: CellArray, out: Collector) -> set[Chunk]
 
 def decode_cell(arr: CellArray, chunk: Chunk, raw: bytes, out: Collector) -> memoryview | None:
     assert arr.pipeline is not None
+    if (why := _frame_problem(arr.pipeline, raw)) is not None:
+        out.error("cells.decode", arr.key(chunk), f"cell does not decode through the codecs: {why}")
+        return None
     try:
         return arr.pipeline.decode(raw)
     except DECODE_ERRORS as exc:
         out.error("cells.decode", arr.key(chunk), f"cell does not decode through the codecs: {describe(exc)}")
         return None
+
+
+def _frame_problem(pipeline: Pipeline, raw: bytes) -> str | None:
+    """Why the outermost compressed frame cannot be whole, when its header says so: a Blosc
+    frame records its own length, which a truncated cell no longer matches."""
+    if pipeline.compressors and isinstance(pipeline.compressors[-1], numcodecs.Blosc):
+        if len(raw) < 16:
+            return f"a Blosc frame has a 16-byte header; the cell holds {len(raw)} bytes"
+        cbytes = int.from_bytes(raw[12:16], "little")
+        if cbytes != len(raw):
+            return f"the Blosc header says the frame is {cbytes} bytes; the cell holds {len(raw)}"
+    return None
 
 
 def read_fragments(data: memoryview, n_rows: int | None) -> FragmentIndex | str:
@@ -125,6 +141,20 @@ class _Geometry:
     bounds: np.ndarray | None
     bins: np.ndarray | None  # bins per chunk when per-bin fragments are to be checked
     bin_shape: np.ndarray | None
+
+    def chunks(self, arr: CellArray, chunks: set[Chunk], out: Collector) -> None:
+        """Stored chunks must meet the root bounds (Draco cells included, whose positions are
+        quantised and not checked one by one)."""
+        if self.bounds is None or not chunks:
+            return
+        c = np.asarray(sorted(chunks), np.float64)
+        lo, hi = c * self.chunk_shape, (c + 1) * self.chunk_shape
+        tol = 1e-9 * np.maximum(np.abs(self.bounds).max(axis=0), self.chunk_shape)
+        outside = np.any((lo > self.bounds[1] + tol) | (hi < self.bounds[0] - tol), axis=1)
+        for i in np.flatnonzero(outside)[:20].tolist():
+            chunk = tuple(int(x) for x in c[i])
+            out.error("geometry.bounds", arr.key(chunk), f"chunk {'.'.join(map(str, chunk))} spans {lo[i].tolist()}.."
+                      f"{hi[i].tolist()}, wholly outside the root bounds {self.bounds[0].tolist()}..{self.bounds[1].tolist()}")  # fmt: skip
 
     def check(self, arr: CellArray, chunk: Chunk, pos: np.ndarray, frag: FragmentIndex | None, out: Collector) -> None:
         p = pos.astype(np.float64)
@@ -278,6 +308,8 @@ def check_vertex_cells(view: StoreView, root: RootInfo, model: LevelModel, level
             cells.rows = dict.fromkeys(found)  # present, row counts unknown
         chunks |= found
     geo = _geometry(root, model, level)
+    if geo is not None:
+        geo.chunks(v, set(cells.rows) if v.pipeline is None else chunks, out)
     readable = [a for a in arrays if a.pipeline is not None]
     for batch in batched(sorted(chunks), max(1, 1024 // max(1, len(readable)))):
         keys = [(a.path, c, a.key(c)) for c in batch for a in readable]
