@@ -82,6 +82,8 @@ def main() -> int:
     res = stats.results
     failing = [c for c in cases if runner.failures(c, res)]
     print(runner.table(cases, res))
+    print()
+    print(runner.op_table(cases, res))
     print(f"\n{len(cases)} cases ({sum(1 for c in cases if not runner.classify(c, res))} not applicable), "
           f"{stats.children} child processes, {stats.seconds:.0f} s (+{built:.0f} s building {len(bases)} base stores), "
           f"{args.workers} workers")  # fmt: skip

@@ -9,7 +9,8 @@ with the pristine store's answer.
 Outcomes per operation (upper case = failure):
 
 * ``same``: the answer equals the pristine store's; ``error``: a library error
-  (``ZarrVectorsError``, or a documented ``KeyError``); ``n/a``: open failed first;
+  (``ZarrVectorsError``, or a documented ``KeyError``); ``n/a``: open failed first, or an
+  operation before it died; ``lost``: finished, but the child died later in the case;
   ``report-ok`` / ``report-problems``: what ``validate()`` returned;
 * ``WRONG``: a different answer without an error; ``RAISE <type>``: any other exception;
   ``MEMORY``: MemoryError under the limit; ``TIMEOUT``; ``CRASH <signal>``;
@@ -173,7 +174,7 @@ def classify(case: str, results: dict[str, dict[str, Any]]) -> dict[str, str]:
     out: dict[str, str] = {}
     if "died" in r:  # ops before the one that died finished, but their answers were lost
         at = OPS.index(r["op"] or "open")
-        return {op: "?" if k < at else r["died"] if k == at else "n/a" for k, op in enumerate(OPS)}
+        return {op: "lost" if k < at else r["died"] if k == at else "n/a" for k, op in enumerate(OPS)}
     for op in OPS:
         got, want = r["ops"][op], base["ops"][op]
         if "skip" in got:
@@ -239,4 +240,16 @@ def table(cases: list[str], results: dict[str, dict[str, Any]]) -> str:
         lines.append(f"{kind:15s} {mutation:13s}" + "".join(f"{c.get(k, 0):>10d}" for k in cols))
     lines.append("-" * len(head))
     lines.append(f"{'total':29s}" + "".join(f"{total.get(k, 0):>10d}" for k in cols))
+    return "\n".join(lines)
+
+
+def op_table(cases: list[str], results: dict[str, dict[str, Any]]) -> str:
+    """Counts of outcomes per operation, over every case."""
+    rows: dict[str, Counter[str]] = {op: Counter() for op in OPS}
+    for case in cases:
+        for op, o in classify(case, results).items():
+            rows[op][o.split(" ")[0] if o[:1].isupper() else o] += 1
+    cols = sorted({k for c in rows.values() for k in c}, key=lambda k: (k[:1].isupper(), k))
+    lines = [f"{'operation':10s}" + "".join(f"{c[:15]:>16s}" for c in cols)]
+    lines += [f"{op:10s}" + "".join(f"{rows[op].get(c, 0):>16d}" for c in cols) for op in OPS]
     return "\n".join(lines)
