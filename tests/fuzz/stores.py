@@ -55,7 +55,7 @@ def _points(path: Path, comp: str) -> None:
     n = 200
     zv.write_points(
         path, rng.uniform(10, 290, (n, 3)).astype(np.float32), chunk_shape=150, bin_shape=50,
-        object_ids=rng.integers(0, 10, n), object_attributes={"w": rng.random(10)},
+        object_ids=rng.integers(0, 10, n), object_attributes={"w": rng.random(10), "name": np.array(list("abcdefghij"))},
         attributes={"a": rng.random(n).astype(np.float32), "c": rng.integers(0, 255, (n, 3)).astype(np.uint8)},
         groups=[[0, 1], [2, 3, 4]], group_attributes={"s": np.array([1.0, 2.0])}, compression=comp,
     )  # fmt: skip

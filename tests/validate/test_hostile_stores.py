@@ -43,15 +43,25 @@ for path in sys.argv[1:]:
 """
 
 
-def _compressed(tmp: Path, comp: str) -> Path:
-    """A small points store with objects and attributes, every array compressed with ``comp``."""
-    path = tmp / f"points-{comp}.zarr"
+def _points(tmp: Path, kind: str) -> Path:
+    """A small points store with objects and attributes: every array compressed with ``kind``
+    ("gzip", "zstd", "blosc"), or uncompressed with a string object attribute ("names")."""
+    path = tmp / f"points-{kind}.zarr"
     if not path.exists():
         rng = np.random.default_rng(3)
+        extra = {"name": np.array(["soma", "axon", "dendrite", "spine", "bouton", "glia"])} if kind == "names" else {}
         zv.write_points(path, rng.uniform(0, 300, (120, 3)).astype(np.float32), chunk_shape=150,
-                        object_ids=rng.integers(0, 6, 120), object_attributes={"w": rng.random(6)},
-                        attributes={"a": rng.random(120).astype(np.float32)}, compression=comp)  # fmt: skip
+                        object_ids=rng.integers(0, 6, 120), object_attributes={"w": rng.random(6), **extra},
+                        attributes={"a": rng.random(120).astype(np.float32)},
+                        compression="none" if kind == "names" else kind)  # fmt: skip
     return path
+
+
+def _not_utf8(s: Path) -> None:
+    cell = cells(s, "0/object_attributes/name")[0]
+    values = items(cell)
+    values[1] = b"ax\xffn"
+    set_items(cell, values)
 
 
 def _replace_first(array: str, data: bytes | Callable[[bytes], bytes]) -> Callable[[Path], None]:
@@ -119,7 +129,7 @@ def _draco_half(s: Path) -> None:
     set_payload(cell, data[: len(data) // 2])
 
 
-# name -> (store kind, or a compression for a compressed points store; mutation; rule that must be reported)
+# name -> (store kind, or a kind of _points; mutation; rule that must be reported)
 CASES: dict[str, tuple[str, Callable[[Path], None], str]] = {
     "json nested 100000 deep": ("points", _deep("0/vertices", 100_000, True), "structure.node"),
     "attribute nested 2000 deep": ("points", _deep("0/vertex_attributes/a", 2_000, False), "structure.node"),
@@ -170,6 +180,7 @@ CASES: dict[str, tuple[str, Callable[[Path], None], str]] = {
                       "metadata.codecs"),
     "draco blob cut in half": ("draco", _draco_half, "cells.vertices"),
     "blosc frame cut short": ("blosc", _replace_first("0/vertex_attributes/a", lambda b: b[:-5]), "cells.decode"),
+    "string table element not UTF-8": ("names", _not_utf8, "cells.decode"),
     "root chunk_shape 2**62 (draco)": ("draco", _node("", lambda d: attrs(d)["zarr_vectors"].update(
         chunk_shape=[2.0**62] * 3)), "geometry.bounds"),
 }
@@ -183,7 +194,7 @@ def reports(pristine, tmp_path_factory) -> dict[str, dict[str, Any]]:
     base = tmp_path_factory.mktemp("hostile")
     paths = {}
     for i, (name, (kind, mutate, _)) in enumerate(CASES.items()):
-        src = _compressed(base, kind) if kind in ("gzip", "zstd", "blosc") else pristine(kind)
+        src = _points(base, kind) if kind in ("gzip", "zstd", "blosc", "names") else pristine(kind)
         dst = base / f"case{i}.zarr"
         shutil.copytree(src, dst)
         mutate(dst)
@@ -206,6 +217,12 @@ def test_hostile_store_is_reported_not_raised(name, reports):
     assert CASES[name][2] in got["rules"], got["problems"]
     assert SAYS.get(name, "") in " ".join(got["problems"]), got["problems"]
     assert got["secs"] < 30, got["secs"]
+
+
+def test_string_tables_are_read(tmp_path):
+    """A string object attribute (vlen-utf8 chunks) is read element by element and passes."""
+    report = zv.validate(_points(tmp_path, "names"))
+    assert report.ok, str(report)
 
 
 def test_draco_rows_are_counted(copy_of):

@@ -239,7 +239,7 @@ def _vlen_rows(view: StoreView, arr: TableArray, idx: list[tuple[int, ...]], out
 def _dense_chunks(view: StoreView, arr: TableArray, idx: list[tuple[int, ...]], out: Collector) -> dict[int, np.ndarray]:
     """Values of the given stored chunks of a dense table; each must decode to a whole chunk."""
     if arr.doc.get("data_type") == "string":
-        for (c,), items in _vlen_rows(view, arr, idx, out).items():
+        for c, items in _vlen_rows(view, arr, idx, out).items():
             try:
                 [bytes(v).decode("utf-8") for v in items]
             except UnicodeDecodeError as exc:
