@@ -100,7 +100,7 @@ def _run(view: StoreView, level: int, out: Collector, progress: bool) -> int:
         ctx = LinkContext({lv: p.rows for lv, p in passes.items()}, ratio, level, root.geometry_types)
         for lv, m in models.items():
             read += passes[lv].cells_read + check_link_cells(view, m, passes[lv], ctx, out, bar)
-            check_table_data(m.tables, view.backend, root.sid_ndim, passes[lv].fragments, out)
+            check_table_data(m.tables, view, root.sid_ndim, passes[lv].fragments, out)
     if level >= 4:
         check_geometry(root, models, out)
     if level >= 5:

@@ -8,7 +8,16 @@ from typing import Any
 
 from .rules import RULES
 
-__all__ = ["Problem", "Report", "Collector"]
+__all__ = ["Problem", "Report", "Collector", "short"]
+
+
+def short(value: Any, limit: int = 80) -> str:
+    """``repr`` of a metadata value for a message, cut to ``limit`` characters."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = "<nested too deeply to show>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@ and the stored cell keys of each array, gathered with one listing and one batch 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -78,6 +77,8 @@ class StoreView:
                     view.docs[node] = json.loads(raw)
                 except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                     view.bad_docs[node] = str(exc)
+                except RecursionError:
+                    view.bad_docs[node] = "it nests arrays or objects too deeply to parse"
         view.index_cells()
         return view
 

@@ -4,21 +4,25 @@ descriptions the cell checks of level 3 read through."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from zarr.registry import get_codec_class
 
 from .._pipeline import Pipeline, UnsupportedPipeline
-from ..errors import DecodeError, FormatError
+from ..errors import DecodeError
 from ..format.links import links_has_perm, parse_delta, parse_offsets
-from ._report import Collector
+from ._report import Collector, short
 from ._store import StoreView
 from .metadata import RootInfo
 
 __all__ = ["CellArray", "LevelModel", "check_cell_arrays"]
 
 VLEN = ("variable_length_bytes", "bytes")
+#: Largest grid coordinate or cell count accepted: arithmetic on larger ones leaves int64.
+LIMIT = 2**62
 ZV_ARRAY = {
     "vertices": "vertices", "vertex_fragments": "vertex_fragments", "link_fragments": "link_fragments",
     "vertex_attribute": "attribute", "fragment_attribute": "fragment_attribute", "links": "links",
@@ -58,7 +62,7 @@ class CellArray:
         parts = cell_key.split("/")[1:]
         try:
             cell = np.asarray([int(p) for p in parts], np.int64)
-        except ValueError:
+        except (ValueError, OverflowError):
             return None
         if len(cell) != len(self.shape):
             return None
@@ -92,14 +96,29 @@ class LevelModel:
         return head + self.vertex_attrs + self.fragment_attrs + self.links + tail + self.link_attrs
 
 
+def unknown_codecs(codecs: list[dict[str, Any]]) -> list[Any]:
+    """Names in a codec list that zarr has no codec for: no reader can decode such cells."""
+    bad = []
+    for c in codecs:
+        try:
+            get_codec_class(c.get("name"))  # type: ignore[arg-type]
+        except (KeyError, TypeError):
+            bad.append(c.get("name"))
+    return bad
+
+
 def _pipeline(path: str, codecs: Any, out: Collector) -> tuple[Pipeline | None, bool]:
     """The decoding pipeline of a vlen array, and whether it starts with the draco codec."""
     if not isinstance(codecs, list) or not all(isinstance(c, dict) for c in codecs):
-        out.error("metadata.array", path, f"codecs must be a list of codec objects, got {codecs!r}")
+        out.error("metadata.array", path, f"codecs must be a list of codec objects, got {short(codecs)}")
         return None, False
     draco = bool(codecs) and codecs[0].get("name") == "draco"
     body = codecs[1:] if draco else codecs
     names = [c.get("name") for c in codecs]
+    if unknown := unknown_codecs(codecs):
+        out.error("metadata.codecs", path, f"codec {short(unknown[0])} is not one zarr knows, so no reader can decode "
+                  "these cells")  # fmt: skip
+        return None, draco
     try:
         pipe = Pipeline.from_codecs(body)
     except (UnsupportedPipeline, ImportError, ValueError) as exc:
@@ -132,10 +151,21 @@ def _row_width(path: str, attrs: dict[str, Any], out: Collector) -> int:
     return int(np.prod(shape, dtype=np.int64)) if shape else 1
 
 
+def _ints(values: Any, n: int, low: int) -> bool:
+    """``n`` integers from ``low`` to :data:`LIMIT` (bool is no integer here)."""
+    return isinstance(values, list) and len(values) == n and all(
+        isinstance(v, int) and not isinstance(v, bool) and low <= v <= LIMIT for v in values
+    )
+
+
 def _grid_attrs(path: str, doc: dict[str, Any], nd: int, out: Collector) -> tuple[np.ndarray, np.ndarray] | None:
     shape = doc.get("shape")
-    if not isinstance(shape, list) or len(shape) != nd or not all(isinstance(s, int) and s >= 0 for s in shape):
-        out.error("metadata.array", path, f"shape {shape!r} is not a chunk grid of {nd} axes")
+    if not _ints(shape, nd, 0):
+        out.error("metadata.array", path, f"shape {short(shape)} is not a chunk grid of {nd} axes (integers 0 .. 2**62)")
+        return None
+    if math.prod(shape) > LIMIT:
+        out.error("metadata.grid", path, f"the chunk grid {shape} has {math.prod(shape):.3g} cells, more than int64 "
+                  "indexes can number; readers cannot address it")  # fmt: skip
         return None
     if doc.get("data_type") not in VLEN:
         out.error("metadata.array", path, f"data_type is {doc.get('data_type')!r}; per-chunk arrays are variable_length_bytes")
@@ -150,9 +180,10 @@ def _grid_attrs(path: str, doc: dict[str, Any], nd: int, out: Collector) -> tupl
         out.error("metadata.array", path, f"chunk_key_encoding is {enc!r}; cells live at c/i/j/k (default, '/')")
     attrs = doc.get("attributes") or {}
     origin = attrs.get("chunk_grid_origin", [0] * nd)
-    if not isinstance(origin, list) or len(origin) != nd or not all(isinstance(o, int) for o in origin):
-        out.error("metadata.grid", path, f"chunk_grid_origin must be {nd} integers, got {origin!r}")
-        origin = [0] * nd
+    if not _ints(origin, nd, -LIMIT) or any(o + s > LIMIT for o, s in zip(origin, shape)):
+        out.error("metadata.grid", path, f"chunk_grid_origin must be {nd} integers whose grid stays within "
+                  f"+-2**62, got {short(origin)}")  # fmt: skip
+        return None
     return np.asarray(shape, np.int64), np.asarray(origin, np.int64)
 
 
@@ -163,18 +194,20 @@ def _nonempty(arr: CellArray, out: Collector) -> set[tuple[int, ...]] | None:
         out.error("metadata.grid", arr.path, "nonempty_chunks is missing; it must list the occupied chunks as dot keys")
         return None
     chunks: set[tuple[int, ...]] = set()
-    lo, hi = arr.origin, arr.origin + arr.shape - 1
+    lo, hi = arr.origin.tolist(), (arr.origin + arr.shape - 1).tolist()
     for k in keys:
         try:
             c = tuple(int(p) for p in k.split(".")) if isinstance(k, str) else ()
         except ValueError:
             c = ()
         if len(c) != nd:
-            out.error("metadata.grid", arr.path, f"nonempty_chunks entry {k!r} is not a dot key of {nd} integers")
+            out.error("metadata.grid", arr.path, f"nonempty_chunks entry {short(k)} is not a dot key of {nd} integers")
             continue
-        if np.any(np.asarray(c) < lo) or np.any(np.asarray(c) > hi):
-            out.error("metadata.grid", arr.path, f"nonempty_chunks names chunk {k}, outside the grid "
-                      f"{lo.tolist()}..{hi.tolist()}")  # fmt: skip
+        if any(not a <= x <= b for a, x, b in zip(lo, c, hi)):
+            out.error("metadata.grid", arr.path, f"nonempty_chunks names chunk {short(k)}, outside the grid {lo}..{hi}")
+            continue
+        if c in chunks:
+            out.error("metadata.grid", arr.path, f"nonempty_chunks lists chunk {k} more than once")
             continue
         chunks.add(c)
     if len(chunks) != len(keys):

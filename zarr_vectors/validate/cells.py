@@ -8,22 +8,35 @@ count of every chunk of every level is known.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import numcodecs
 import numpy as np
 
-from ..errors import DecodeError
-from ..format.fragments import FragmentIndex, decode_fragments
+from .._pipeline import Pipeline
+from ..errors import ZarrVectorsError
+from ..format.fragments import HEADER, FragmentIndex, decode_fragments
 from ..format.grid import bins_per_chunk
 from ._report import Collector
 from ._store import StoreView, batched
 from .arrays import CellArray, LevelModel
 from .metadata import RootInfo
 
-__all__ = ["LevelCells", "check_vertex_cells", "stored_chunks", "decode_cell"]
+__all__ = ["LevelCells", "check_vertex_cells", "stored_chunks", "decode_cell", "read_fragments", "DECODE_ERRORS"]
 
 Chunk = tuple[int, ...]
+
+#: What the library's decoders raise on corrupt bytes: its own errors, and what the codecs
+#: behind them still let through (gzip's EOFError, BadGzipFile (an OSError) and zlib.error;
+#: MemoryError when a header claims more bytes than memory holds). Each becomes a problem.
+DECODE_ERRORS = (ZarrVectorsError, EOFError, OSError, zlib.error, MemoryError)
+
+
+def describe(exc: BaseException) -> str:
+    """The message of a decoder's exception, with its type when it is not the library's own."""
+    return str(exc) if isinstance(exc, ZarrVectorsError) else f"{type(exc).__name__}: {exc}"
 
 
 @dataclass(eq=False)
@@ -59,10 +72,54 @@ def stored_chunks(view: StoreView, arr: CellArray, out: Collector) -> set[Chunk]
 
 def decode_cell(arr: CellArray, chunk: Chunk, raw: bytes, out: Collector) -> memoryview | None:
     assert arr.pipeline is not None
+    if (why := _frame_problem(arr.pipeline, raw)) is not None:
+        out.error("cells.decode", arr.key(chunk), f"cell does not decode through the codecs: {why}")
+        return None
     try:
         return arr.pipeline.decode(raw)
-    except DecodeError as exc:
-        out.error("cells.decode", arr.key(chunk), f"cell does not decode through the codecs: {exc}")
+    except DECODE_ERRORS as exc:
+        out.error("cells.decode", arr.key(chunk), f"cell does not decode through the codecs: {describe(exc)}")
+        return None
+
+
+def _frame_problem(pipeline: Pipeline, raw: bytes) -> str | None:
+    """Why the outermost compressed frame cannot be whole, when its header says so: a Blosc
+    frame records its own length, which a truncated cell no longer matches."""
+    if pipeline.compressors and isinstance(pipeline.compressors[-1], numcodecs.Blosc):
+        if len(raw) < 16:
+            return f"a Blosc frame has a 16-byte header; the cell holds {len(raw)} bytes"
+        cbytes = int.from_bytes(raw[12:16], "little")
+        if cbytes != len(raw):
+            return f"the Blosc header says the frame is {cbytes} bytes; the cell holds {len(raw)}"
+    return None
+
+
+def read_fragments(data: memoryview, n_rows: int | None) -> FragmentIndex | str:
+    """The fragment index in ``data``, or why it cannot be read. The header's counts are checked
+    against the bytes present before the decoder sizes anything from them."""
+    if len(data) >= HEADER.size:
+        _, _, _, f, r = HEADER.unpack_from(data, 0)
+        if 0 < f and r <= f:
+            need = HEADER.size + ((f + 7) // 8 + 7) // 8 * 8 + 16 * r + 4 * (f - r + 1)
+            if len(data) < need:
+                return f"header claims {f} fragments ({r} ranges), which take at least {need} bytes; the cell holds {len(data)}"
+    try:
+        return decode_fragments(data, n_rows)
+    except DECODE_ERRORS as exc:
+        return describe(exc)
+
+
+def _draco_rows(arr: CellArray, chunk: Chunk, data: memoryview, out: Collector) -> int | None:
+    """Vertex count of a Draco cell (None when it does not decode)."""
+    from .._draco import decode_cell as decode_draco
+
+    if not len(data):
+        out.error("cells.vertices", arr.key(chunk), "Draco cell is empty; a stored cell must hold a Draco blob")
+        return None
+    try:
+        return len(decode_draco(bytes(data))[0])
+    except DECODE_ERRORS as exc:
+        out.error("cells.vertices", arr.key(chunk), f"Draco blob does not decode: {describe(exc)}")
         return None
 
 
@@ -84,6 +141,20 @@ class _Geometry:
     bounds: np.ndarray | None
     bins: np.ndarray | None  # bins per chunk when per-bin fragments are to be checked
     bin_shape: np.ndarray | None
+
+    def chunks(self, arr: CellArray, chunks: set[Chunk], out: Collector) -> None:
+        """Stored chunks must meet the root bounds (Draco cells included, whose positions are
+        quantised and not checked one by one)."""
+        if self.bounds is None or not chunks:
+            return
+        c = np.asarray(sorted(chunks), np.float64)
+        lo, hi = c * self.chunk_shape, (c + 1) * self.chunk_shape
+        tol = 1e-9 * np.maximum(np.abs(self.bounds).max(axis=0), self.chunk_shape)
+        outside = np.any((lo > self.bounds[1] + tol) | (hi < self.bounds[0] - tol), axis=1)
+        for i in np.flatnonzero(outside)[:20].tolist():
+            chunk = tuple(int(x) for x in c[i])
+            out.error("geometry.bounds", arr.key(chunk), f"chunk {'.'.join(map(str, chunk))} spans {lo[i].tolist()}.."
+                      f"{hi[i].tolist()}, wholly outside the root bounds {self.bounds[0].tolist()}..{self.bounds[1].tolist()}")  # fmt: skip
 
     def check(self, arr: CellArray, chunk: Chunk, pos: np.ndarray, frag: FragmentIndex | None, out: Collector) -> None:
         p = pos.astype(np.float64)
@@ -149,18 +220,26 @@ def _fragments(model: LevelModel, chunk: Chunk, raw: Any, n_rows: int | None, ou
     data = decode_cell(arr, chunk, raw, out)
     if data is None:
         return None
-    try:
-        return decode_fragments(data, n_rows)
-    except DecodeError as exc:
-        out.error("cells.fragments", arr.key(chunk), f"fragment index: {exc}")
+    frag = read_fragments(data, n_rows)
+    if isinstance(frag, str):
+        out.error("cells.fragments", arr.key(chunk), f"fragment index: {frag}")
         return None
+    return frag
 
 
 def _tiles(frag: FragmentIndex, n: int) -> bool:
-    if not frag.all_ranges:
+    """Every one of the ``n`` rows lies in exactly one fragment (ranges, or explicit lists as
+    Draco cells have them, whose decoded order is the codec's)."""
+    counts = frag.ranges[:, 1]
+    sizes = np.diff(frag.explicit_offsets) if len(frag.explicit_offsets) else np.zeros(0, np.int64)
+    if int(counts.sum()) + int(sizes.sum()) != n:
         return False
-    starts, counts = frag.ranges[:, 0], frag.ranges[:, 1]
-    return int(counts.sum()) == n and bool(np.all(starts == np.cumsum(counts) - counts))
+    if frag.all_ranges:
+        order = np.argsort(frag.ranges[:, 0], kind="stable")
+        starts, counts = frag.ranges[order, 0], counts[order]
+        return bool(np.all(starts == np.cumsum(counts) - counts))
+    rows = np.sort(frag.rows_of(np.arange(frag.num_fragments)))
+    return bool(np.array_equal(rows, np.arange(n)))
 
 
 def _check_chunk(model: LevelModel, chunk: Chunk, raws: dict[str, Any], cells: LevelCells,
@@ -173,8 +252,7 @@ def _check_chunk(model: LevelModel, chunk: Chunk, raws: dict[str, Any], cells: L
     raw = raws.get(v.path)
     if raw is not None and v.pipeline is not None and (data := decode_cell(v, chunk, raw, out)) is not None:
         if v.draco:
-            if not len(data):
-                out.error("cells.vertices", v.key(chunk), "Draco cell is empty; a stored cell must hold a Draco blob")
+            n = _draco_rows(v, chunk, data, out)
         elif (rows := _rows(v, chunk, data, "cells.vertices", "vertex rows", out)) is not None:
             n, pos = len(rows), rows
     if raw is not None:
@@ -230,6 +308,8 @@ def check_vertex_cells(view: StoreView, root: RootInfo, model: LevelModel, level
             cells.rows = dict.fromkeys(found)  # present, row counts unknown
         chunks |= found
     geo = _geometry(root, model, level)
+    if geo is not None:
+        geo.chunks(v, set(cells.rows) if v.pipeline is None else chunks, out)
     readable = [a for a in arrays if a.pipeline is not None]
     for batch in batched(sorted(chunks), max(1, 1024 // max(1, len(readable)))):
         keys = [(a.path, c, a.key(c)) for c in batch for a in readable]

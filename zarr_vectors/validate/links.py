@@ -10,12 +10,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import DecodeError
-from ..format.fragments import decode_fragments
 from ..format.links import cross_level_anchor, decode_flat_rows, decode_ragged, lehmer_decode, undo_order
 from ._report import Collector
 from ._store import StoreView, batched
 from .arrays import CellArray, LevelModel
-from .cells import Chunk, LevelCells, decode_cell, stored_chunks
+from .cells import Chunk, LevelCells, decode_cell, read_fragments, stored_chunks
 
 __all__ = ["check_link_cells", "LinkContext"]
 
@@ -145,10 +144,9 @@ def _check_cell(model: LevelModel, arr: CellArray, lf: CellArray | None, attrs: 
             out.error("cells.link-fragments", lf.key(c), "link_fragments must have a cell exactly where the intra links "
                       f"array {arr.segment} has one")  # fmt: skip
         elif lraw is not None and (ldata := decode_cell(lf, c, lraw, out)) is not None:
-            try:
-                decode_fragments(ldata, m if found is not None else None)
-            except DecodeError as exc:
-                out.error("cells.link-fragments", lf.key(c), f"fragment index over the {m} link rows: {exc}")
+            frag = read_fragments(ldata, m if found is not None else None)
+            if isinstance(frag, str):
+                out.error("cells.link-fragments", lf.key(c), f"fragment index over the {m} link rows: {frag}")
     for a in attrs:
         araw = raws[(a.path, c)]
         if (araw is None) != (raw is None):

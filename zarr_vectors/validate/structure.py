@@ -36,6 +36,22 @@ def _node_docs(view: StoreView, out: Collector) -> None:
             out.error("structure.node", key, f"node_type is {doc.get('node_type')!r}, expected 'group' or 'array'")
 
 
+def _orphan_arrays(view: StoreView, out: Collector) -> None:
+    """Chunk keys in a folder without ``zarr.json``: an array whose metadata is gone, so readers
+    would skip its data without a word. The folder is the child of the deepest node above the key."""
+    nodes = set(view.docs) | set(view.bad_docs)
+    found: dict[str, int] = {}
+    for key in view.loose:
+        parts = key.split("/")
+        depth = max((i for i in range(len(parts)) if "/".join(parts[:i]) in nodes), default=0)
+        folder = "/".join(parts[: depth + 1])
+        if depth + 2 < len(parts) and parts[depth + 1] == "c" and folder not in nodes:
+            found[folder] = found.get(folder, 0) + 1
+    for folder, n in sorted(found.items()):
+        out.error("structure.node", folder, f"holds {n} chunk key{'s' * (n != 1)} ({folder}/c/...) but no zarr.json: "
+                  "the array's metadata is missing, so readers cannot see its data; restore it or rewrite the store")  # fmt: skip
+
+
 def _expect(view: StoreView, path: str, kind: str, out: Collector) -> bool:
     """Report a node of the wrong type; True when ``path`` is a node of type ``kind``."""
     if path not in view.docs:
@@ -100,6 +116,7 @@ def check_structure(view: StoreView, out: Collector) -> list[int] | None:
     """Run the level-1 rules; return the level indices, or None when nothing more can be checked."""
     _leftovers(view, out)
     _node_docs(view, out)
+    _orphan_arrays(view, out)
     root = view.docs.get("")
     if not isinstance(root, dict) or root.get("node_type") != "group" or root.get("zarr_format") != 3:
         if "" not in view.bad_docs:

@@ -4,21 +4,26 @@ checks of their contents against the fragments of the level."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .._arrays import TableArray
-from ..errors import DecodeError, FormatError
-from ..format.manifests import decode_manifest, decode_manifests_batch
-from ._report import Collector
+from ..errors import ZarrVectorsError
+from ._report import Collector, short
 from ._store import StoreView, batched
+from .arrays import unknown_codecs
+from .cells import DECODE_ERRORS, describe
+from .manifests import check_refs, walk_manifests
 from .metadata import RootInfo
 
 __all__ = ["TableModel", "check_table_meta", "check_table_data"]
 
 LAYOUTS = ("vlen_manifests_v1", "vlen_manifests_v2")
+#: Largest shape or chunk size accepted: the arithmetic on larger ones leaves int64.
+LIMIT = 2**62
 
 
 @dataclass(eq=False)
@@ -44,20 +49,31 @@ def _count(attrs: dict[str, Any], key: str, path: str, out: Collector, rule: str
     return v
 
 
+def _sizes(values: Any, low: int) -> bool:
+    """A list of integers from ``low`` to :data:`LIMIT`."""
+    return isinstance(values, list) and all(
+        isinstance(v, int) and not isinstance(v, bool) and low <= v <= LIMIT for v in values
+    )
+
+
 def _one_d(view: StoreView, path: str, vlen: bool, rule: str, out: Collector) -> TableArray | None:
     if not view.is_array(path):
         return None
     doc = view.docs[path]
-    shape, grid = doc.get("shape"), (doc.get("chunk_grid") or {}).get("configuration", {}).get("chunk_shape")
+    shape, grid = doc.get("shape"), ((doc.get("chunk_grid") or {}).get("configuration") or {}).get("chunk_shape")
     dims = (1,) if vlen else (1, 2)
     if not isinstance(shape, list) or len(shape) not in dims or not isinstance(grid, list) or len(grid) != len(shape):
-        out.error(rule, path, f"shape {shape!r} / chunks {grid!r} are not a {'1-D' if vlen else '1-D or 2-D'} table")
+        out.error(rule, path, f"shape {short(shape)} / chunks {short(grid)} are not a {'1-D' if vlen else '1-D or 2-D'} table")
         return None
-    if not all(isinstance(g, int) and not isinstance(g, bool) and g > 0 for g in grid):
-        out.error(rule, path, f"chunks {grid!r} must be positive integers")
+    if not _sizes(shape, 0) or not _sizes(grid, 1):
+        out.error(rule, path, f"shape {short(shape)} / chunks {short(grid)} must be integers from 0 (chunks: 1) to 2**62")
+        return None
+    codecs = doc.get("codecs")
+    if not isinstance(codecs, list) or not all(isinstance(c, dict) for c in codecs):
+        out.error(rule, path, f"codecs must be a list of codec objects, got {short(codecs)}")
         return None
     if vlen != (doc.get("data_type") in ("variable_length_bytes", "bytes")):
-        out.error(rule, path, f"data_type {doc.get('data_type')!r} is {'not ' * vlen}variable-length bytes")
+        out.error(rule, path, f"data_type {short(doc.get('data_type'))} is {'not ' * vlen}variable-length bytes")
         return None
     if not vlen and doc.get("data_type") == "string":  # names, labels (1-D, vlen-utf8)
         if len(shape) != 1:
@@ -65,10 +81,10 @@ def _one_d(view: StoreView, path: str, vlen: bool, rule: str, out: Collector) ->
             return None
     elif not vlen:
         try:
-            if np.dtype(doc.get("data_type")).kind not in "biuf":
+            if not isinstance(doc.get("data_type"), str) or np.dtype(doc["data_type"]).kind not in "biuf":
                 raise TypeError
         except TypeError:
-            out.error(rule, path, f"data_type {doc.get('data_type')!r} is not a numeric type")
+            out.error(rule, path, f"data_type {short(doc.get('data_type'))} is not a numeric type")
             return None
     return TableArray(path, doc)
 
@@ -150,119 +166,209 @@ def check_table_meta(view: StoreView, lv: int, root: RootInfo, out: Collector) -
 
 
 # ------------------------------------------------------------------ level 3
+#
+# Only stored chunks are read, one batch at a time, and nothing is sized from a shape:
+# a table claiming 2**40 rows costs what its stored chunks cost.
 
 
-def _vlen_rows(arr: TableArray, backend: Any, out: Collector) -> list[memoryview] | None:
-    """Every element of a 1-D vlen table, or None when a chunk cannot be decoded."""
-    n_chunks = -(-arr.length // arr.chunk) if arr.length else 0
-    rows: list[memoryview] = []
-    ok = True
-    for chunks in batched(list(range(n_chunks))):
-        for c, raw in zip(chunks, backend.get_many(arr.chunk_keys(chunks))):
-            try:
-                rows += arr.vlen_items(raw, c)
-            except FormatError as exc:
-                out.error("cells.decode", f"{arr.path}/c/{c}", str(exc))
-                ok = False
-    return rows if ok else None
-
-
-def _dense(arr: TableArray, backend: Any, out: Collector) -> np.ndarray | None:
-    n_chunks = -(-arr.length // arr.chunk) if arr.length else 0
+def _readable(arr: TableArray, out: Collector) -> bool:
+    if unknown := unknown_codecs(arr.doc["codecs"]):
+        out.error("metadata.codecs", arr.path, f"codec {short(unknown[0])} is not one zarr knows, so no reader can "
+                  "decode these chunks")  # fmt: skip
+        return False
     try:
-        return arr.dense(backend.get_many(arr.chunk_keys(list(range(n_chunks)))))
-    except (FormatError, ValueError, TypeError, KeyError) as exc:
-        out.error("cells.decode", arr.path, f"cannot read the table: {exc}")
+        arr.pipeline  # noqa: B018  (built on first use; raises for codec lists it cannot decode)
+    except (ZarrVectorsError, ValueError, TypeError) as exc:
+        out.warn("metadata.codecs", arr.path, f"chunks are not checked: this validator cannot decode its codecs ({exc})")
+        return False
+    return True
+
+
+def _grid(arr: TableArray) -> list[int]:
+    chunks = arr.doc["chunk_grid"]["configuration"]["chunk_shape"]
+    return [-(-s // c) for s, c in zip(arr.doc["shape"], chunks)]
+
+
+def _stored(view: StoreView, arr: TableArray, out: Collector) -> list[tuple[int, ...]]:
+    """Chunk indices of the stored chunks, in order; keys outside the chunk grid are reported."""
+    grid = _grid(arr)
+    found = []
+    for key in view.cells.get(arr.path, []):
+        try:
+            idx = tuple(int(p) for p in key.split("/")[1:])
+        except ValueError:
+            idx = ()
+        if len(idx) != len(grid) or not all(0 <= i < g for i, g in zip(idx, grid)):
+            out.error("cells.table-chunks", f"{arr.path}/{key}", f"stored key is not a chunk of the array's "
+                      f"{grid} chunk grid (shape {arr.doc['shape']})")  # fmt: skip
+            continue
+        found.append(idx)
+    return sorted(found)
+
+
+def _chunks(view: StoreView, arr: TableArray, idx: list[tuple[int, ...]]) -> Iterator[tuple[tuple[int, ...], Any]]:
+    for batch in batched(idx):
+        keys = [f"{arr.path}/c/" + "/".join(map(str, i)) for i in batch]
+        yield from zip(batch, view.backend.get_many(keys))
+
+
+def _complete(view: StoreView, arr: TableArray, what: str, out: Collector) -> list[tuple[int, ...]] | None:
+    """Stored chunks of a table every entry of which must be stored (None when some are missing)."""
+    stored = _stored(view, arr, out)
+    total = _grid(arr)[0]
+    if len(stored) < total:
+        have = {i[0] for i in stored}
+        first = next(c for c in range(total) if c not in have)
+        out.error("cells.table-chunks", f"{arr.path}/c/{first}", f"{total - len(stored)} of the {total} chunks are "
+                  f"missing (the first is c/{first}); every {what} must be stored")  # fmt: skip
         return None
+    return stored
 
 
-def _manifests(t: TableModel, backend: Any, nd: int, frag_counts: dict[tuple[int, ...], int] | None,
-               ids: np.ndarray, out: Collector) -> None:  # fmt: skip
+def _vlen_rows(view: StoreView, arr: TableArray, idx: list[tuple[int, ...]], out: Collector) -> dict[int, list[memoryview]]:
+    """Elements of the given stored chunks of a 1-D vlen table (chunks that do not decode are reported)."""
+    rows = {}
+    for (c,), raw in _chunks(view, arr, idx):
+        try:
+            rows[c] = arr.vlen_items(raw, c)
+        except DECODE_ERRORS as exc:
+            out.error("cells.decode", f"{arr.path}/c/{c}", describe(exc))
+    return rows
+
+
+def _dense_chunks(view: StoreView, arr: TableArray, idx: list[tuple[int, ...]], out: Collector) -> dict[int, np.ndarray]:
+    """Values of the given stored chunks of a dense table; each must decode to a whole chunk."""
+    if arr.doc.get("data_type") == "string":
+        for c, items in _vlen_rows(view, arr, idx, out).items():
+            try:
+                [bytes(v).decode("utf-8") for v in items]
+            except UnicodeDecodeError as exc:
+                out.error("cells.decode", f"{arr.path}/c/{c}", f"an element is not UTF-8 ({exc.reason})")
+        return {}
+    dtype = np.dtype(arr.doc["data_type"]).newbyteorder("<")
+    chunk = [int(c) for c in arr.doc["chunk_grid"]["configuration"]["chunk_shape"]]
+    want = int(np.prod(chunk, dtype=object)) * dtype.itemsize
+    values = {}
+    for i, raw in _chunks(view, arr, idx):
+        key = f"{arr.path}/c/" + "/".join(map(str, i))
+        try:
+            data = arr.pipeline.decode(raw)
+        except DECODE_ERRORS as exc:
+            out.error("cells.decode", key, describe(exc))
+            continue
+        if len(data) != want:
+            out.error("cells.decode", key, f"chunk decodes to {len(data)} bytes; a chunk of {chunk} {dtype.name} "
+                      f"values is {want}")  # fmt: skip
+            continue
+        values[i[0]] = np.frombuffer(data, dtype).reshape(chunk)
+    return values
+
+
+def _manifests(t: TableModel, view: StoreView, nd: int, frag_counts: dict[tuple[int, ...], int] | None,
+               ids: np.ndarray | None, out: Collector) -> None:  # fmt: skip
     arr = t.manifests
     assert arr is not None
-    items = _vlen_rows(arr, backend, out)
-    if items is None:
-        return
+    stored = _complete(view, arr, "object's manifest (4 zero bytes when absent)", out)
+    rows = _vlen_rows(view, arr, stored if stored is not None else _stored(view, arr, out), out)
+    row_of = [c * arr.chunk + k for c, items in sorted(rows.items()) for k in range(len(items))]
+    items = [it for _, chunk_items in sorted(rows.items()) for it in chunk_items]
     present = sum(1 for it in items if len(it) > 4 or (len(it) >= 4 and bytes(it[:4]) != b"\0\0\0\0"))
-    if t.num_present is not None and present != t.num_present:
+    complete = stored is not None and len(rows) == len(stored)
+    if complete and t.num_present is not None and present != t.num_present:
         out.error("consistency.num-present", arr.path, f"{present} manifests are non-empty but num_present is {t.num_present}")
-    padded = [it if len(it) else memoryview(b"\0\0\0\0") for it in items]
-    try:
-        row, chunk, frag = decode_manifests_batch(padded, nd)
-    except DecodeError:
-        for r, it in enumerate(padded):
-            try:
-                decode_manifest(it, nd)
-            except DecodeError as exc:
-                out.error("consistency.manifests", f"{arr.path}[{r}]", f"manifest of object {int(ids[r])}: {exc}")
-        return
+
+    def where(k: int) -> tuple[str, int]:
+        r = row_of[k]
+        return f"{arr.path}[{r}]", int(ids[r]) if ids is not None else r
+
+    blocks, bad = walk_manifests([it if len(it) else memoryview(b"\0\0\0\0") for it in items], nd)
+    for k, why in sorted(bad.items()):
+        path, oid = where(k)
+        out.error("consistency.manifests", path, f"manifest of object {oid} {why}")
     if frag_counts is None:
-        if len(frag):
+        if len(blocks.mode):
             out.error("consistency.manifest-refs", arr.path, "manifests name fragments but the level has no readable "
                       "vertex_fragments array")  # fmt: skip
         return
-    f_of = np.array([frag_counts.get(tuple(c), -1) for c in chunk.tolist()], np.int64) if len(chunk) else np.zeros(0, np.int64)
-    for i in np.flatnonzero((f_of < 0) | (frag >= f_of))[:50].tolist():
-        c = ".".join(map(str, chunk[i].tolist()))
-        what = f"chunk {c}, which has no vertex_fragments cell" if f_of[i] < 0 else \
-            f"fragment {int(frag[i])} of chunk {c}, which has {int(f_of[i])} fragments"
-        out.error("consistency.manifest-refs", f"{arr.path}[{int(row[i])}]", f"object {int(ids[row[i]])} names {what}")
+    for k, why in check_refs(blocks, frag_counts):
+        path, oid = where(k)
+        out.error("consistency.manifest-refs", path, f"object {oid} {why}")
 
 
-def _id_space(t: TableModel, backend: Any, out: Collector) -> tuple[np.ndarray, int] | None:
-    """(object id of each manifest row, size of the id space)."""
-    n = t.manifests.length if t.manifests is not None else 0
+def _id_space(t: TableModel, view: StoreView, out: Collector) -> tuple[np.ndarray | None, int] | None:
+    """(object id of each manifest row, or None when the row is the id; size of the id space).
+
+    A chunk of object_ids that is not stored reads as the fill value; as ids increase
+    strictly, that can hold for one row at most (the reference writes ``[0]`` that way)."""
+    assert t.manifests is not None
     if t.object_ids is None:
-        return np.arange(n, dtype=np.int64), n
-    ids = _dense(t.object_ids, backend, out)
-    if ids is None:
+        return None, t.manifests.length
+    arr = t.object_ids
+    if not _readable(arr, out):
         return None
-    ids = ids.astype(np.int64)
+    stored = _stored(view, arr, out)
+    have = {i[0] for i in stored}
+    rows = {c: min(arr.chunk, arr.length - c * arr.chunk) for c in have}
+    if arr.length - sum(rows.values()) > 1:
+        first = next(c for c in range(_grid(arr)[0]) if c not in have)
+        out.error("cells.table-chunks", f"{arr.path}/c/{first}", f"{arr.length - sum(rows.values())} object ids are "
+                  f"in chunks that are not stored (the first is c/{first}); they read as the fill value, so the ids "
+                  "cannot increase")  # fmt: skip
+        return None
+    chunks = _dense_chunks(view, arr, stored, out)
+    fill = arr.doc.get("fill_value", 0)
+    if len(chunks) != len(stored) or not isinstance(fill, int):
+        return None
+    ids = np.full(arr.length, fill, np.int64)
+    for c, values in chunks.items():
+        ids[c * arr.chunk : c * arr.chunk + rows[c]] = values[: rows[c]]
     if len(ids) and (ids[0] < 0 or np.any(np.diff(ids) <= 0)):
-        out.error("consistency.object-ids", t.object_ids.path, "object ids must be >= 0 and strictly increasing")
+        out.error("consistency.object-ids", arr.path, "object ids must be >= 0 and strictly increasing")
         return None
     return ids, int(ids[-1]) + 1 if len(ids) else 0
 
 
-def _groups(t: TableModel, backend: Any, space: int | None, out: Collector) -> None:
+def _groups(t: TableModel, view: StoreView, space: int | None, out: Collector) -> None:
     arr = t.groups
     assert arr is not None
-    rows = _vlen_rows(arr, backend, out)
-    if rows is None:
-        return
-    for g, item in enumerate(rows):
-        if len(item) % 8:
-            out.error("consistency.groups", f"{arr.path}[{g}]", f"group {g} is {len(item)} bytes, not a list of int64 ids")
-            continue
-        members = np.frombuffer(item, "<i8")
-        if space is not None and len(members) and (members.min() < 0 or members.max() >= space):
-            bad = members[(members < 0) | (members >= space)]
-            out.error("consistency.groups", f"{arr.path}[{g}]", f"group {g} names object {int(bad[0])}, outside the "
-                      f"object ids 0..{space - 1}")  # fmt: skip
+    for c, items in sorted(_vlen_rows(view, arr, _stored(view, arr, out), out).items()):
+        for k, item in enumerate(items):
+            g = c * arr.chunk + k
+            if len(item) % 8:
+                out.error("consistency.groups", f"{arr.path}[{g}]", f"group {g} is {len(item)} bytes, not a list of int64 ids")
+                continue
+            members = np.frombuffer(item, "<i8")
+            if space is not None and len(members) and (members.min() < 0 or members.max() >= space):
+                bad = members[(members < 0) | (members >= space)]
+                out.error("consistency.groups", f"{arr.path}[{g}]", f"group {g} names object {int(bad[0])}, outside the "
+                          f"object ids 0..{space - 1}")  # fmt: skip
     for gid in t.group_ranges:
         if not gid.isdigit() or int(gid) >= arr.length:
-            out.error("consistency.groups", arr.path, f"group_ranges names group {gid!r}, which is not a row of groups")
+            out.error("consistency.groups", arr.path, f"group_ranges names group {short(gid)}, which is not a row of groups")
 
 
-def check_table_data(t: TableModel, backend: Any, nd: int, frag_counts: dict[tuple[int, ...], int] | None,
+def check_table_data(t: TableModel, view: StoreView, nd: int, frag_counts: dict[tuple[int, ...], int] | None,
                      out: Collector) -> int | None:  # fmt: skip
     """Level 3 for the tables; returns the size of the object id space (None when unknown)."""
     space = None
-    if t.manifests is not None:
-        found = _id_space(t, backend, out)
+    if t.manifests is not None and _readable(t.manifests, out):
+        found = _id_space(t, view, out)
         if found is not None:
             ids, space = found
-            _manifests(t, backend, nd, frag_counts, ids, out)
+            _manifests(t, view, nd, frag_counts, ids, out)
     for arr in t.object_attrs:
         if space is not None and arr.length != space:
             out.error("consistency.object-attributes", arr.path, f"has {arr.length} rows but the object ids are "
                       f"0..{space - 1} ({space} rows expected)")  # fmt: skip
-        _dense(arr, backend, out)
+        if _readable(arr, out):
+            _dense_chunks(view, arr, _stored(view, arr, out), out)
     if t.groups is not None:
-        _groups(t, backend, space, out)
+        if _readable(t.groups, out):
+            _groups(t, view, space, out)
         for arr in t.group_attrs:
             if arr.length != t.groups.length:
                 out.error("consistency.group-attributes", arr.path, f"has {arr.length} rows but there are "
                           f"{t.groups.length} groups")  # fmt: skip
-            _dense(arr, backend, out)
+            if _readable(arr, out):
+                _dense_chunks(view, arr, _stored(view, arr, out), out)
     return space
