@@ -132,7 +132,7 @@ class CellArray:
         if self.max_rows is None:
             return DEFAULT_MAX_DECODED
         per_row = self.row_bytes if self.row_bytes is not None else self.dtype.itemsize * self.row_width
-        return BOUND_SLACK + int(self.max_rows) * per_row
+        return min(BOUND_SLACK + int(self.max_rows) * per_row, DEFAULT_MAX_DECODED)
 
     @cached_property
     def origin(self) -> np.ndarray:
@@ -166,9 +166,15 @@ class CellArray:
             raise FormatError(f"array {self.path!r}: nonempty_chunks entries must be strings like '1.0.2'")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # numpy warns when text stops parsing early
-            flat = np.fromstring(text.replace(".", " ").replace("|", " "), dtype=np.int64, sep=" ")
+            try:
+                flat = np.fromstring(text.replace(".", " ").replace("|", " "), dtype=np.int64, sep=" ")
+            except ValueError:  # numpy >= 2.? raises where older ones warned
+                flat = np.zeros(0, np.int64)
         if len(flat) != nd * len(keys):
-            raise FormatError(f"array {self.path!r}: nonempty_chunks entries must have {nd} coordinates each")
+            raise FormatError(
+                f"array {self.path!r}: nonempty_chunks entries must be {nd} integers joined by '.', "
+                f"like {'.'.join(['0'] * nd)!r}"
+            )
         chunks = flat.reshape(-1, nd)
         cell = chunks - self.origin
         outside = np.any((cell < 0) | (cell >= np.asarray(self.shape, np.int64)), axis=1)
@@ -177,6 +183,13 @@ class CellArray:
             raise FormatError(
                 f"array {self.path!r}: nonempty_chunks entry {keys[i]!r} lies outside its grid of "
                 f"{list(self.shape)} cells from origin {self.origin.tolist()}"
+            )
+        lin = np.sort(self._linear(chunks))
+        twice = np.flatnonzero(lin[1:] == lin[:-1])
+        if len(twice):
+            raise FormatError(
+                f"array {self.path!r}: nonempty_chunks lists a chunk twice (cell index {int(lin[twice[0]])}); "
+                "each chunk may be listed once"
             )
         return chunks
 

@@ -183,6 +183,11 @@ class Dataset:
             res = query_lines_box(lv, lo, hi, attributes, object_ids, whole_objects)
         else:
             res = query_box(lv, lo, hi, attributes, object_ids)
+        if bbox is None and len(res.positions) != lv.meta.vertex_count:
+            raise FormatError(
+                f"level {level} of {self._backend.description} holds {len(res.positions)} vertices in its listed "
+                f"cells but its metadata says vertex_count {lv.meta.vertex_count}: a listing or a dtype is corrupt"
+            )
         res.object_ids = _user_ids(lv, res.object_ids)
         res.region = Region(lo, hi)
         res.origin = Origin(self, level, complete=whole_objects and self._is_linked)

@@ -16,7 +16,7 @@ from ._ids import GROUP_ID_ATTRIBUTE, OBJECT_ID_ATTRIBUTE, IdMap, IdTableWarning
 from .errors import CorruptCellError, DecodeError, FormatError
 from .format.grid import Grid
 from .format.manifests import ManifestBlock, decode_manifest, decode_manifests_batch
-from .format.metadata import LevelMeta, RootMeta
+from .format.metadata import MAX_READ_BINS, LevelMeta, RootMeta
 from .format.zarr_json import check_zarr_v3, load_json
 from .storage import Backend
 
@@ -35,7 +35,6 @@ _LAYOUTS = ("vlen_manifests_v1", "vlen_manifests_v2")
 
 
 #: Bins per chunk beyond which a level's bins are not used to prune rows (writers make <= 4096).
-MAX_READ_BINS = 1 << 20
 #: ``arrays_present`` families whose loss would silently change what a read returns (attributes,
 #: edges and faces, objects): a declared one whose ``zarr.json`` is missing is a FormatError. Others
 #: (``link_fragments``, ``fragment_attributes``, ...) are not needed to answer correctly.
@@ -87,7 +86,32 @@ def _level_grid(p: str, root: RootMeta, meta: LevelMeta, index: int, vertices: C
     shape = vertices.shape
     if len(shape) != nd:
         raise FormatError(f"{p}/vertices has {len(shape)} dimensions but the store has {nd} space axes")
-    return Grid(cs, bs, vertices.origin, np.asarray(shape, np.int64))
+    try:
+        grid = Grid(cs, bs, vertices.origin, np.asarray(shape, np.int64))
+    except ValueError as exc:
+        raise FormatError(f"level {p}: {exc}") from exc
+    _check_listed_in_bounds(p, root, cs, vertices)
+    return grid
+
+
+def _check_listed_in_bounds(p: str, root: RootMeta, cs: np.ndarray, vertices: CellArray) -> None:
+    """Every chunk ``vertices`` lists overlaps the store's bounds at chunk shape ``cs``: a
+    chunk shape (or grid origin) that does not match the data is refused, not read wrongly."""
+    chunks = vertices.nonempty
+    if not len(chunks):
+        return
+    lo, hi = (np.asarray(b, np.float64) for b in root.bounds)
+    with np.errstate(over="ignore"):
+        start, stop = chunks * cs, (chunks + 1) * cs
+    slack = 1e-9 * np.maximum(np.abs(lo), np.abs(hi)) + 1e-12
+    outside = np.any((start > hi + slack) | (stop < lo - slack), axis=1)
+    if outside.any():
+        i = int(np.argmax(outside))
+        raise FormatError(
+            f"level {p}: chunk {'.'.join(map(str, chunks[i]))} of {p}/vertices spans {start[i].tolist()} .. "
+            f"{stop[i].tolist()} at chunk_shape {cs.tolist()}, outside the bounds {lo.tolist()} .. {hi.tolist()}; "
+            "the chunk shape or the listing is corrupt"
+        )
 
 
 def _missing_nodes(p: str, meta: LevelMeta, docs: dict[str, bytes | None]) -> None:
@@ -156,6 +180,8 @@ def _tables(
     (objects may share fragments, so the bound is per manifest).
     """
     man, oids, groups = docs["object_index/manifests"], docs["object_index/object_ids"], docs["groups"]
+    if oi is not None and man is None:
+        raise FormatError(f"{p}/object_index has no manifests array ({p}/object_index/manifests/zarr.json is missing)")
     oi_attrs = {} if oi is None else oi.get("attributes") or {}
     layout = oi_attrs.get("layout", "vlen_manifests_v1")
     if oi is not None:

@@ -119,9 +119,16 @@ def _fragments_array(level: Level) -> Any:
 def _decode_frag(level: Level, data: memoryview, chunk: np.ndarray, n_rows: int) -> FragmentIndex:
     _fragments_array(level)
     try:
-        return decode_fragments(data, n_rows)
+        index = decode_fragments(data, n_rows)
     except DecodeError as exc:
         raise CorruptCellError(level.fragments.path, ".".join(map(str, chunk)), str(exc)) from exc
+    if level.meta.fragments_tile and index.all_ranges and int(index.ranges[:, 1].sum()) != n_rows:
+        raise CorruptCellError(
+            level.fragments.path, ".".join(map(str, chunk)),
+            f"its fragments cover {int(index.ranges[:, 1].sum())} rows but the vertex cell has {n_rows} "
+            "(fragments_tile says every row is in one fragment): the cell or the vertices dtype is corrupt",
+        )  # fmt: skip
+    return index
 
 
 def _partial_rows(

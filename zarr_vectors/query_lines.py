@@ -133,6 +133,7 @@ def _link_edges(
             keeps.append(bool(smallest[a]))
             if len(vertices) and smallest[a]:
                 parts.append((arr, chunk, a, vertices, perm, which[a]))
+    _check_record_total(level, plan, sizes)
     edges = _records_to_edges(cells, counts, parts)
     attrs = {}
     for name, segments in level.link_attributes.items():
@@ -154,6 +155,21 @@ def _link_edges(
         flat = np.concatenate(values) if values else np.zeros((0, first.row_width), first.dtype)
         attrs[name] = flat.reshape((-1, *(first.attrs.get("row_shape") or [])))
     return edges, attrs
+
+
+def _check_record_total(level: Level, plan: list[tuple[LinkArray, np.ndarray]], sizes: list[int]) -> None:
+    """When ``plan`` holds every listed link cell of the level, their records must add up to the
+    family's ``num_physical_records`` (a cell left out of a listing would drop edges silently)."""
+    expected = level.links_family.get("num_physical_records")
+    if not isinstance(expected, int) or isinstance(expected, bool):
+        return
+    if sum(len(anchors) for _, anchors in plan) != sum(len(arr.nonempty) for arr in level.links.values()):
+        return
+    if sum(sizes) != expected:
+        raise FormatError(
+            f"the link cells of level {level.index} hold {sum(sizes)} records but links/0 says "
+            f"num_physical_records is {expected}: a links listing (nonempty_chunks) or cell is corrupt"
+        )
 
 
 def _lex_le(a: np.ndarray, b: np.ndarray) -> np.ndarray:

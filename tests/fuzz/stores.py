@@ -15,7 +15,15 @@ from typing import Any
 
 import numpy as np
 
-COMPRESSIONS = ("none", "zstd", "gzip", "blosc")
+#: Codec choices of the base stores; ``-crc`` adds ``checksums=True`` (the crc32c codec), with
+#: which a flipped payload bit must be an error rather than a different answer.
+COMPRESSIONS = ("none", "zstd", "gzip", "blosc", "none-crc", "zstd-crc")
+
+
+def options(comp: str) -> dict[str, Any]:
+    """Writer keywords of a compression choice: ``"zstd-crc"`` -> zstd with checksums."""
+    name, _, crc = comp.partition("-")
+    return {"compression": name, "checksums": crc == "crc"}
 
 
 @dataclass(frozen=True)
@@ -56,8 +64,8 @@ def _points(path: Path, comp: str) -> None:
     zv.write_points(
         path, rng.uniform(10, 290, (n, 3)).astype(np.float32), chunk_shape=150, bin_shape=50,
         object_ids=rng.integers(0, 10, n), object_attributes={"w": rng.random(10), "name": np.array(list("abcdefghij"))},
-        attributes={"a": rng.random(n).astype(np.float32), "c": rng.integers(0, 255, (n, 3)).astype(np.uint8)},
-        groups=[[0, 1], [2, 3, 4]], group_attributes={"s": np.array([1.0, 2.0])}, compression=comp,
+        attributes={"a": rng.random(n).astype(np.float32), "rgb": rng.integers(0, 255, (n, 3)).astype(np.uint8)},
+        groups=[[0, 1], [2, 3, 4]], group_attributes={"s": np.array([1.0, 2.0])}, **options(comp),
     )  # fmt: skip
 
 
@@ -70,7 +78,7 @@ def _lines(path: Path, comp: str) -> None:
 
     rng = np.random.default_rng(2)
     zv.write_lines(path, _walks(rng, 6, 20, 30), chunk_shape=150, attributes={"t": rng.random(120).astype(np.float32)},
-                   object_attributes={"k": np.arange(6.0)}, compression=comp)  # fmt: skip
+                   object_attributes={"k": np.arange(6.0)}, **options(comp))  # fmt: skip
 
 
 def _tree(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -83,7 +91,7 @@ def _skeleton(path: Path, comp: str) -> None:
     import zarr_vectors as zv
 
     pos, parents = _tree(np.random.default_rng(3))
-    zv.write_skeleton(path, pos, parents, chunk_shape=150, compression=comp)
+    zv.write_skeleton(path, pos, parents, chunk_shape=150, **options(comp))
 
 
 def _graph(path: Path, comp: str) -> None:
@@ -93,14 +101,14 @@ def _graph(path: Path, comp: str) -> None:
     pos = rng.uniform(0, 300, (150, 3)).astype(np.float32)
     edges = np.stack([np.arange(150), (np.arange(150) * 7 + 3) % 150], axis=1)
     zv.write_graph(path, pos, edges, chunk_shape=150, edge_attributes={"w": rng.random(150).astype(np.float32)},
-                   object_ids=np.arange(150) % 3, compression=comp)  # fmt: skip
+                   object_ids=np.arange(150) % 3, **options(comp))  # fmt: skip
 
 
 def _meshes(path: Path, comp: str, encoding: str) -> None:
     import zarr_vectors as zv
 
     pair = [_sphere(np.array([100.0, 100, 100]), 60), _sphere(np.array([200.0, 180, 190]), 70)]
-    zv.write_meshes(path, pair, chunk_shape=150, encoding=encoding, compression=comp)
+    zv.write_meshes(path, pair, chunk_shape=150, encoding=encoding, **options(comp))
 
 
 def _polygons(path: Path, comp: str) -> None:
@@ -115,7 +123,7 @@ def _polygons(path: Path, comp: str) -> None:
         shapely.Polygon([(5, 150), (100, 190), (40, 120)]),
         shapely.box(105, 95, 115, 190),
     ]
-    zv.write_geometries(path, shapes, chunk_shape=50, object_attributes={"v": np.arange(5.0)}, compression=comp)
+    zv.write_geometries(path, shapes, chunk_shape=50, object_attributes={"v": np.arange(5.0)}, **options(comp))
 
 
 def _points_pyramid(path: Path, comp: str) -> None:
@@ -124,14 +132,14 @@ def _points_pyramid(path: Path, comp: str) -> None:
     rng = np.random.default_rng(5)
     zv.write_points(path, rng.uniform(10, 290, (300, 3)).astype(np.float32), chunk_shape=100, bin_shape=50,
                     object_ids=rng.integers(0, 6, 300), attributes={"a": rng.random(300).astype(np.float32)},
-                    compression=comp)  # fmt: skip
+                    **options(comp))  # fmt: skip
     zv.open(path, mode="r+").build_pyramid([2])
 
 
 def _lines_pyramid(path: Path, comp: str) -> None:
     import zarr_vectors as zv
 
-    zv.write_lines(path, _walks(np.random.default_rng(6), 5, 25, 20), chunk_shape=100, compression=comp)
+    zv.write_lines(path, _walks(np.random.default_rng(6), 5, 25, 20), chunk_shape=100, **options(comp))
     zv.open(path, mode="r+").build_pyramid([2])
 
 

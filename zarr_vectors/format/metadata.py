@@ -7,6 +7,7 @@ field; unknown keys are kept in ``extra`` and written back unchanged.
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -213,6 +214,8 @@ class RootMeta:
             raise FormatError(f"zarr_vectors.bounds: min corner {lo} exceeds max corner {hi}")
         base = block.get("base_bin_shape")
         base_t = None if base is None else tuple(_float_list(base, "zarr_vectors.base_bin_shape", nd, positive=True))
+        if base_t is not None:
+            _check_tiles(chunk_shape, base_t)
         caps = tuple(block.get("format_capabilities") or ())
         retired = [c for c in caps if c in RETIRED_CAPABILITIES]
         if retired:
@@ -258,6 +261,22 @@ class RootMeta:
         return meta
 
 
+#: Most bins one chunk may hold when read (writers allow far fewer); past it the bin
+#: shape is corrupt, not a choice.
+MAX_READ_BINS = 1 << 20
+
+
+def _check_tiles(chunk_shape: list[float], bin_shape: tuple[float, ...]) -> None:
+    """The base bin shape divides the chunk shape into at most ``MAX_READ_BINS`` bins."""
+    ratio = [c / b for c, b in zip(chunk_shape, bin_shape)]
+    whole = all(abs(r - round(r)) <= 1e-6 * max(1.0, r) and round(r) >= 1 for r in ratio)
+    if not whole or math.prod(round(r) for r in ratio) > MAX_READ_BINS:
+        raise FormatError(
+            f"zarr_vectors.base_bin_shape {list(bin_shape)} must divide chunk_shape {chunk_shape} "
+            f"into whole bins (at most {MAX_READ_BINS} per chunk)"
+        )
+
+
 def _parse_multiscales(
     ms: Any, nd: int, base_bin: tuple[float, ...]
 ) -> tuple[tuple[Axis, ...], tuple[tuple[float, ...], ...]]:
@@ -283,6 +302,8 @@ def _parse_multiscales(
     datasets = entry.get("datasets") or []
     if not isinstance(datasets, list) or not all(isinstance(ds, dict) for ds in datasets):
         raise FormatError(f"multiscales datasets must be a list of objects, got {datasets!r}")
+    if "datasets" in entry and not datasets:
+        raise FormatError("multiscales datasets is empty; it must list level 0 (path '0') at least")
     for i, ds in enumerate(datasets):
         translation = None
         transforms = ds.get("coordinateTransformations") or []

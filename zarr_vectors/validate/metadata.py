@@ -225,11 +225,18 @@ def _multiscales(ms: Any, info: RootInfo, levels: list[int], out: Collector) -> 
         if not isinstance(ds, dict):
             continue
         scale = translation = None
+        broken = False
         for t in ds.get("coordinateTransformations") or []:
             if isinstance(t, dict) and t.get("type") == "scale":
                 scale = _numbers(t.get("scale"), None)
             elif isinstance(t, dict) and t.get("type") == "translation":
                 translation = _numbers(t.get("translation"), None)
+                if translation is None:
+                    out.error(rule, ZV, f"multiscales datasets[{k}]: translation {t.get('translation')!r} must be "
+                              "a list of finite numbers (half the bin shape)")  # fmt: skip
+                    broken = True
+        if broken:
+            continue
         where = f"multiscales datasets[{k}]"
         if scale is None:
             out.error(rule, ZV, f"{where} has no numeric scale transform")
