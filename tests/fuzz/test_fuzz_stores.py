@@ -9,10 +9,8 @@ time; ``-k`` selects cases by id. Replay one with its tracebacks::
 
     .venv/bin/python benchmarks/fuzz_stores.py --case points/zstd/bomb/0
 
-:data:`KNOWN_FAILING` lists the cases that fail today because of reader code being fixed
-elsewhere (bounded decoders, decode failures as CorruptCellError, missing cells as errors,
-checksums); each is a strict xfail, so a case that starts passing fails the suite until it
-is taken off the list.
+:data:`KNOWN_FAILING` lists cases known to fail (empty: none do); each is a strict xfail,
+so a case that starts passing fails the suite until it is taken off the list.
 """
 
 from __future__ import annotations
