@@ -15,6 +15,7 @@ from ._pipeline import DEFAULT_MAX_DECODED
 from ._ids import GROUP_ID_ATTRIBUTE, OBJECT_ID_ATTRIBUTE, IdMap, IdTableWarning
 from .errors import CorruptCellError, DecodeError, FormatError
 from .format.grid import Grid
+from .format.links import STORE_POLICIES, links_has_perm
 from .format.manifests import ManifestBlock, decode_manifest, decode_manifests_batch
 from .format.metadata import MAX_READ_BINS, LevelMeta, RootMeta
 from .format.zarr_json import check_zarr_v3, load_json
@@ -38,7 +39,9 @@ _LAYOUTS = ("vlen_manifests_v1", "vlen_manifests_v2")
 #: ``arrays_present`` families whose loss would silently change what a read returns (attributes,
 #: edges and faces, objects): a declared one whose ``zarr.json`` is missing is a FormatError. Others
 #: (``link_fragments``, ``fragment_attributes``, ...) are not needed to answer correctly.
-_DECLARED = ("vertex_attributes", "links", "object_index", "object_attributes", "groups", "group_attributes")
+_DECLARED = (
+    "vertex_fragments", "vertex_attributes", "links", "object_index", "object_attributes", "groups", "group_attributes",
+)
 
 
 def _parse(raw: bytes | None, where: str) -> dict[str, Any] | None:
@@ -112,6 +115,39 @@ def _check_listed_in_bounds(p: str, root: RootMeta, cs: np.ndarray, vertices: Ce
             f"{stop[i].tolist()} at chunk_shape {cs.tolist()}, outside the bounds {lo.tolist()} .. {hi.tolist()}; "
             "the chunk shape or the listing is corrupt"
         )
+
+
+def _check_family(p: str, family: dict[str, Any]) -> None:
+    """The links family's ``directed`` is a boolean and ``store`` a known policy (they decide
+    how every record is read)."""
+    directed = family.get("directed", False)
+    if not isinstance(directed, bool):
+        raise FormatError(f"{p}/links/0: directed must be true or false, got {directed!r}")
+    store = family.get("store", "canonical")
+    if store not in STORE_POLICIES:
+        raise FormatError(f"{p}/links/0: store must be one of {', '.join(STORE_POLICIES)}, got {store!r}")
+
+
+def _link_arrays(
+    p: str, docs: dict[str, dict[str, Any]], family: dict[str, Any], records: int | None, width: int
+) -> dict[str, LinkArray]:
+    """The ``links/0/<offsets>`` arrays; a declared ``has_perm`` must be what the family's
+    direction and store policy give for the array's offsets (it sets the row width)."""
+    out = {}
+    for name, doc in docs.items():
+        arr = LinkArray(f"{p}/links/0/{name}", doc, records, segment=name, link_width=width, delta=0)
+        declared = arr.attrs.get("has_perm")
+        expected = links_has_perm(
+            arr.offsets, delta=0, directed=family.get("directed", False), store=family.get("store", "canonical")
+        )
+        if declared is not None and declared is not expected:
+            raise FormatError(
+                f"{arr.path}: has_perm is {declared!r} but a {'directed' if family.get('directed') else 'undirected'} "
+                f"{family.get('store', 'canonical')} family stores perm_idx {'with' if expected else 'without'} "
+                "these offsets"
+            )
+        out[name] = arr
+    return out
 
 
 def _missing_nodes(p: str, meta: LevelMeta, docs: dict[str, bytes | None]) -> None:
@@ -305,6 +341,7 @@ class Level:
         if isinstance(width, bool) or not isinstance(width, int) or not 1 <= width <= 20:
             raise FormatError(f"{p}/links/0: link_width must be an integer from 1 to 20, got {width!r}")
         records = _count(family, "num_physical_records", f"{p}/links/0")
+        _check_family(p, family)
         oi = docs["object_index"]
         tables = _tables(p, meta, grid, docs, fams, oi, root.sid_ndim, len(vertices.nonempty))
         fdoc, lf = docs["vertex_fragments"], docs["link_fragments"]
@@ -318,10 +355,7 @@ class Level:
             fragments=None if fdoc is None else CellArray(f"{p}/vertex_fragments", fdoc, per_cell, FRAGMENT_BYTES),
             vertex_attributes={n: CellArray(f"{p}/vertex_attributes/{n}", d, v) for n, d in fams["vertex_attributes"].items()},
             object_index=None if oi is None else oi.get("attributes") or {},
-            links={
-                n: LinkArray(f"{p}/links/0/{n}", d, records, segment=n, link_width=width, delta=0)
-                for n, d in fams["links/0"].items()
-            },
+            links=_link_arrays(p, fams["links/0"], family, records, width),
             links_family=family,
             link_attributes={
                 fam.split("/")[1]: {seg: CellArray(f"{p}/{fam}/{seg}", d, records) for seg, d in docs_.items()}

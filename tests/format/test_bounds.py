@@ -149,7 +149,20 @@ def test_unreadable_json_is_a_format_error_naming_the_node(raw, match):
 
 def _root(**zv) -> dict:
     block = {"zv_version": "0.9.0", "chunk_shape": [1.0, 1.0], "bounds": [[0, 0], [1, 1]]} | zv
-    return {"zarr_vectors": block}
+    ms = [{"axes": [{"name": "x"}, {"name": "y"}], "datasets": [{"path": "0"}]}]
+    return {"zarr_vectors": block, "multiscales": ms}
+
+
+def test_root_without_multiscales_is_a_format_error():
+    attrs = _root()
+    del attrs["multiscales"]
+    with pytest.raises(FormatError, match="no multiscales list"):
+        RootMeta.from_attributes(attrs)
+
+
+def test_empty_geometry_types_is_a_format_error():
+    with pytest.raises(FormatError, match="geometry_types must be a list of strings"):
+        RootMeta.from_attributes(_root(geometry_types=[]))
 
 
 @pytest.mark.parametrize(

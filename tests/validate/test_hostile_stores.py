@@ -172,7 +172,7 @@ CASES: dict[str, tuple[str, Callable[[Path], None], str]] = {
     "nonempty_chunks twice": ("points", _node("0/vertices", lambda d: attrs(d).update(
         nonempty_chunks=attrs(d)["nonempty_chunks"] * 2)), "metadata.grid"),
     "manifests chunk missing": ("points", lambda s: cells(s, "0/object_index/manifests")[0].unlink(), "cells.table-chunks"),
-    "vertex attribute without zarr.json": ("points", lambda s: (s / "0/vertex_attributes/c/zarr.json").unlink(),
+    "vertex attribute without zarr.json": ("points", lambda s: (s / "0/vertex_attributes/rgb/zarr.json").unlink(),
                                            "structure.node"),
     "link attribute array without zarr.json": ("graph", lambda s: (s / "0/link_attributes/w/0/0.0.0/zarr.json").unlink(),
                                                "structure.node"),

@@ -231,8 +231,8 @@ class RootMeta:
             "format_capabilities",
         }  # fmt: skip
         axes, level_bins = _parse_multiscales(attrs.get("multiscales"), nd, base_t or tuple(chunk_shape))
-        gtypes = block.get("geometry_types") or ["point_cloud"]
-        if not isinstance(gtypes, list) or not all(isinstance(g, str) for g in gtypes):
+        gtypes = block.get("geometry_types", ["point_cloud"])
+        if not isinstance(gtypes, list) or not gtypes or not all(isinstance(g, str) for g in gtypes):
             raise FormatError(f"zarr_vectors.geometry_types must be a list of strings, got {gtypes!r}")
         meta = cls(
             chunk_shape=tuple(chunk_shape),
@@ -284,8 +284,10 @@ def _parse_multiscales(
     default_axes = tuple(Axis(n) for n in ("x", "y", "z", "w")[:nd]) if nd <= 4 else tuple(
         Axis(f"dim{i}") for i in range(nd)
     )
+    if ms is None:
+        raise FormatError("the root group has no multiscales list; Zarr Vectors stores list their levels there")
     if not isinstance(ms, list) or not ms or not isinstance(ms[0], dict):
-        return default_axes, ()
+        raise FormatError(f"multiscales must be a list holding one object, got {ms!r}")
     entry = ms[0]
     axes_json = entry.get("axes") or []
     if not isinstance(axes_json, list):

@@ -170,6 +170,8 @@ def _grid_attrs(path: str, doc: dict[str, Any], nd: int, out: Collector) -> tupl
     if doc.get("data_type") not in VLEN:
         out.error("metadata.array", path, f"data_type is {doc.get('data_type')!r}; per-chunk arrays are variable_length_bytes")
     grid = (doc.get("chunk_grid") or {}).get("configuration", {}).get("chunk_shape")
+    if (doc.get("chunk_grid") or {}).get("name") != "regular":
+        out.error("metadata.array", path, f"chunk_grid is {doc.get('chunk_grid')!r}; cell arrays use a regular grid")
     codecs = doc.get("codecs") or []
     sharded = bool(codecs) and isinstance(codecs[0], dict) and codecs[0].get("name") == "sharding_indexed"
     inner = (codecs[0].get("configuration") or {}).get("chunk_shape") if sharded else grid
