@@ -203,6 +203,18 @@ class CellArray:
         strides = np.r_[np.cumprod(shape[::-1])[:-1][::-1], 1].astype(np.int64)
         return (np.asarray(chunks, np.int64).reshape(-1, len(shape)) - self.origin) @ strides
 
+    def listed(self, chunks: np.ndarray) -> np.ndarray:
+        """(K,) whether each absolute chunk of ``chunks`` (K, D) is in ``nonempty_chunks``."""
+        chunks = np.asarray(chunks, np.int64).reshape(-1, len(self.shape))
+        cell = chunks - self.origin
+        inside = np.all((cell >= 0) & (cell < np.asarray(self.shape, np.int64)), axis=1)
+        ids = self._listed_sorted
+        if not len(ids):
+            return np.zeros(len(chunks), bool)
+        lin = np.where(inside, self._linear(chunks), -1)
+        at = np.minimum(np.searchsorted(ids, lin), len(ids) - 1)
+        return inside & (ids[at] == lin)
+
     def is_listed(self, chunk: Sequence[int] | np.ndarray) -> bool:
         """Whether ``chunk`` (absolute) is one of the array's ``nonempty_chunks``."""
         cell = np.asarray(chunk, np.int64) - self.origin

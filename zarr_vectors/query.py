@@ -330,6 +330,13 @@ def fetch_objects(
     cell_of = cell_of.reshape(-1)
     if len(chunks):
         _fragments_array(level)
+        unlisted = ~level.vertices.listed(chunks)
+        if unlisted.any():
+            raise FormatError(
+                f"{level.manifests.path if level.manifests else 'the object index'} names chunk "
+                f"{'.'.join(map(str, chunks[np.argmax(unlisted)]))}, which {level.vertices.path} does not list "
+                "in nonempty_chunks: the listing or the manifest is corrupt"
+            )
     extra = extra_for(chunks) if extra_for is not None else []
     cells, raws = _fetch(level, chunks, names, np.arange(len(chunks)), extra)
     tables = range_tables([cells.fragments[i] for i in range(len(chunks))])
