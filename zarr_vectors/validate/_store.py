@@ -3,7 +3,6 @@ and the stored cell keys of each array, gathered with one listing and one batch 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -11,6 +10,8 @@ from typing import Any
 
 from zarr.core.sync import sync
 
+from ..errors import FormatError
+from ..format.zarr_json import load_json
 from ..storage import Backend, LocalBackend, ZarrStoreBackend
 
 __all__ = ["StoreView", "list_keys", "batched"]
@@ -74,11 +75,9 @@ class StoreView:
                 if raw is None:
                     continue
                 try:
-                    view.docs[node] = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    view.docs[node] = load_json(raw, node or "(root)")
+                except FormatError as exc:  # the reader's own parse: same depth and encoding limits
                     view.bad_docs[node] = str(exc)
-                except RecursionError:
-                    view.bad_docs[node] = "it nests arrays or objects too deeply to parse"
         view.index_cells()
         return view
 

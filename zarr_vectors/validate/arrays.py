@@ -102,7 +102,7 @@ def unknown_codecs(codecs: list[dict[str, Any]]) -> list[Any]:
     for c in codecs:
         try:
             get_codec_class(c.get("name"))  # type: ignore[arg-type]
-        except (KeyError, TypeError):
+        except (KeyError, TypeError, ValueError):  # zarr >= 3.2 raises UnknownCodecError, a ValueError
             bad.append(c.get("name"))
     return bad
 
