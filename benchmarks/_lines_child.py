@@ -79,7 +79,7 @@ def digest(*arrays: np.ndarray) -> str:
 
 
 def as_list(pos: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:
-    return [pos[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
+    return [pos[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
 
 
 # --------------------------------------------------------------------------- adapters
@@ -105,8 +105,14 @@ class Ours:
         return (pos, offsets)
 
     def write(self, path: str, data: Any, variant: str, subcells: int) -> None:
-        self.zv.write_lines(path, data, chunk_shape=CHUNK, kind="polyline",
-                            bounds=([LO] * NDIM, [HI] * NDIM), compression=variant)
+        self.zv.write_lines(
+            path,
+            data,
+            chunk_shape=CHUNK,
+            kind="polyline",
+            bounds=([LO] * NDIM, [HI] * NDIM),
+            compression=variant,
+        )
 
     def open(self, path: str) -> Any:
         return self.zv.open(path)
@@ -178,8 +184,9 @@ class Reference:
         import zarr_vectors as zv
 
         if getattr(zv, "__version__", None) != REFERENCE_VERSION:
-            raise SystemExit(f"--impl reference imported zarr_vectors "
-                             f"{getattr(zv, '__version__', '?')} from {zv.__file__}")
+            raise SystemExit(
+                f"--impl reference imported zarr_vectors {getattr(zv, '__version__', '?')} from {zv.__file__}"
+            )
         self.zv = zv
 
     def prepare(self, pos: np.ndarray, offsets: np.ndarray) -> Any:
@@ -190,7 +197,9 @@ class Reference:
             raise SystemExit("the reference's public api always writes zstd; variant must be zstd")
         zv = self.zv
         schema = zv.Schema(
-            ndim=NDIM, bounds=([LO] * NDIM, [HI] * NDIM), kind="polyline",
+            ndim=NDIM,
+            bounds=([LO] * NDIM, [HI] * NDIM),
+            kind="polyline",
             position_dtype="float32",
             layout=zv.Layout(cell_size=(CHUNK,) * NDIM, subcells=subcells),
         )
@@ -246,8 +255,9 @@ class Truth:
         self.is_first[offsets[:-1]] = True
 
     def inside(self, lo: list[float], hi: list[float]) -> np.ndarray:
-        return np.all((self.pos >= np.asarray(lo, np.float32)) & (self.pos <= np.asarray(hi, np.float32)),
-                      axis=1)
+        return np.all(
+            (self.pos >= np.asarray(lo, np.float32)) & (self.pos <= np.asarray(hi, np.float32)), axis=1
+        )
 
     def runs(self, mask: np.ndarray) -> list[tuple[int, bytes]]:
         """Maximal runs of consecutive in-box vertices of each line: (object id, positions bytes)."""
@@ -259,11 +269,11 @@ class Truth:
         out = []
         for a, b in zip(bounds[:-1], bounds[1:]):
             i0 = idx[a]
-            out.append((int(self.line_of[i0]), self.pos[i0:i0 + (b - a)].tobytes()))
+            out.append((int(self.line_of[i0]), self.pos[i0 : i0 + (b - a)].tobytes()))
         return out
 
     def line(self, oid: int) -> np.ndarray:
-        return self.pos[self.offsets[oid]:self.offsets[oid + 1]]
+        return self.pos[self.offsets[oid] : self.offsets[oid + 1]]
 
 
 def sorted_rows(pos: np.ndarray, oid: np.ndarray | None) -> np.ndarray:
@@ -278,8 +288,9 @@ def sorted_rows(pos: np.ndarray, oid: np.ndarray | None) -> np.ndarray:
     return arr[order]
 
 
-def check_box_ours(truth: Truth, mask: np.ndarray, got: tuple[np.ndarray, np.ndarray, np.ndarray | None],
-                   with_ids: bool) -> dict[str, Any]:
+def check_box_ours(
+    truth: Truth, mask: np.ndarray, got: tuple[np.ndarray, np.ndarray, np.ndarray | None], with_ids: bool
+) -> dict[str, Any]:
     """Exact check: vertex multiset (with object ids) and every piece against brute-force runs."""
     pos, offs, pids = got
     exp_pos = truth.pos[mask]
@@ -293,13 +304,14 @@ def check_box_ours(truth: Truth, mask: np.ndarray, got: tuple[np.ndarray, np.nda
             out["ok"] = False
             return out
         got_oid = np.repeat(pids, np.diff(offs))
-    out["vertices_ok"] = bool(len(pos) == len(exp_pos) and np.array_equal(
-        sorted_rows(pos, got_oid), sorted_rows(exp_pos, exp_oid)))
+    out["vertices_ok"] = bool(
+        len(pos) == len(exp_pos) and np.array_equal(sorted_rows(pos, got_oid), sorted_rows(exp_pos, exp_oid))
+    )
     expected = truth.runs(mask)
     out["expected_pieces"] = len(expected)
     out["got_pieces"] = int(len(offs) - 1)
     if with_ids:
-        got_pieces = [(int(pids[k]), pos[offs[k]:offs[k + 1]].tobytes()) for k in range(len(offs) - 1)]
+        got_pieces = [(int(pids[k]), pos[offs[k] : offs[k + 1]].tobytes()) for k in range(len(offs) - 1)]
         ce, cg = collections.Counter(expected), collections.Counter(got_pieces)
         missing, extra = ce - cg, cg - ce
         out["pieces_ok"] = not missing and not extra
@@ -307,24 +319,33 @@ def check_box_ours(truth: Truth, mask: np.ndarray, got: tuple[np.ndarray, np.nda
             out["pieces_missing"] = sum(missing.values())
             out["pieces_extra"] = sum(extra.values())
             rev = collections.Counter(
-                (o, np.frombuffer(b, np.float32).reshape(-1, NDIM)[::-1].tobytes()) for o, b in extra.elements())
+                (o, np.frombuffer(b, np.float32).reshape(-1, NDIM)[::-1].tobytes())
+                for o, b in extra.elements()
+            )
             out["extra_that_are_reversed_runs"] = sum((rev & missing).values())
     else:
         # without ids: compare the pieces as position sequences only
         exp_b = collections.Counter(b for _, b in expected)
-        got_b = collections.Counter(pos[offs[k]:offs[k + 1]].tobytes() for k in range(len(offs) - 1))
+        got_b = collections.Counter(pos[offs[k] : offs[k + 1]].tobytes() for k in range(len(offs) - 1))
         out["pieces_ok"] = exp_b == got_b
     out["ok"] = bool(out["vertices_ok"] and out["pieces_ok"])
     return out
 
 
-def describe_box_reference(truth: Truth, mask: np.ndarray, lo: list[float], hi: list[float],
-                           got: tuple[np.ndarray, np.ndarray, np.ndarray | None]) -> dict[str, Any]:
+def describe_box_reference(
+    truth: Truth,
+    mask: np.ndarray,
+    lo: list[float],
+    hi: list[float],
+    got: tuple[np.ndarray, np.ndarray, np.ndarray | None],
+) -> dict[str, Any]:
     """What the reference's bbox read returned (whole polylines), against brute force. No verdict."""
     pos, offs, pids = got
     out: dict[str, Any] = {
-        "expected_rows": int(mask.sum()), "got_rows": int(len(pos)),
-        "expected_pieces": len(truth.runs(mask)), "got_lines": int(len(offs) - 1),
+        "expected_rows": int(mask.sum()),
+        "got_rows": int(len(pos)),
+        "expected_pieces": len(truth.runs(mask)),
+        "got_lines": int(len(offs) - 1),
         "lines_with_vertex_inside": int(len(np.unique(truth.line_of[mask]))),
     }
     if len(pos):
@@ -332,9 +353,12 @@ def describe_box_reference(truth: Truth, mask: np.ndarray, lo: list[float], hi: 
         got_oid = None if pids is None else np.repeat(pids, np.diff(offs))
         exp_oid = None if pids is None else truth.line_of[mask]
         out["rows_after_client_filter"] = int(inb.sum())
-        out["client_filter_equals_brute_force"] = bool(np.array_equal(
-            sorted_rows(pos[inb], None if got_oid is None else got_oid[inb]),
-            sorted_rows(truth.pos[mask], exp_oid)))
+        out["client_filter_equals_brute_force"] = bool(
+            np.array_equal(
+                sorted_rows(pos[inb], None if got_oid is None else got_oid[inb]),
+                sorted_rows(truth.pos[mask], exp_oid),
+            )
+        )
     else:
         out["rows_after_client_filter"] = 0
         out["client_filter_equals_brute_force"] = bool(mask.sum() == 0)
@@ -342,8 +366,9 @@ def describe_box_reference(truth: Truth, mask: np.ndarray, lo: list[float], hi: 
     return out
 
 
-def check_lines(truth: Truth, ids: list[int], got: tuple[np.ndarray, np.ndarray, np.ndarray | None],
-                ordered: bool) -> dict[str, Any]:
+def check_lines(
+    truth: Truth, ids: list[int], got: tuple[np.ndarray, np.ndarray, np.ndarray | None], ordered: bool
+) -> dict[str, Any]:
     """Whole lines ``ids`` compared exactly with the input (order of ``ids`` when ``ordered``)."""
     pos, offs, pids = got
     n = len(offs) - 1
@@ -367,7 +392,7 @@ def check_lines(truth: Truth, ids: list[int], got: tuple[np.ndarray, np.ndarray,
         return out
     bad = 0
     for k, oid in enumerate(got_ids):
-        if not np.array_equal(pos[offs[k]:offs[k + 1]], truth.line(oid)):
+        if not np.array_equal(pos[offs[k] : offs[k + 1]], truth.line(oid)):
             bad += 1
     out["lines_differing"] = bad
     out["ok"] = bad == 0 and not out.get("order_differs", False)
@@ -382,8 +407,7 @@ def task_gen(args: argparse.Namespace) -> dict[str, Any]:
     pos, offsets = generate(args.n, args.seed)
     data = impl.prepare(pos, offsets)
     del data
-    return {"peak_rss_mib": peak_rss_mib(), "digest": digest(pos, offsets),
-            "vertices": int(len(pos))}
+    return {"peak_rss_mib": peak_rss_mib(), "digest": digest(pos, offsets), "vertices": int(len(pos))}
 
 
 def task_write(args: argparse.Namespace) -> dict[str, Any]:
@@ -397,10 +421,14 @@ def task_write(args: argparse.Namespace) -> dict[str, Any]:
     c1 = os.times()
     # CPU time of this process (all threads) during the write: steadier than wall time when
     # the file system is busy (creating ~10-16 k files right after deleting as many is slow)
-    return {"write_s": t1 - t0, "write_cpu_s": (c1.user - c0.user) + (c1.system - c0.system),
-            "write_sys_s": c1.system - c0.system,
-            "peak_rss_mib": peak_rss_mib(), "digest": digest(pos, offsets),
-            "vertices": int(len(pos))}
+    return {
+        "write_s": t1 - t0,
+        "write_cpu_s": (c1.user - c0.user) + (c1.system - c0.system),
+        "write_sys_s": c1.system - c0.system,
+        "peak_rss_mib": peak_rss_mib(),
+        "digest": digest(pos, offsets),
+        "vertices": int(len(pos)),
+    }
 
 
 def load_json(path: str) -> Any:
@@ -469,8 +497,7 @@ def task_query(args: argparse.Namespace) -> dict[str, Any]:
             res = check_lines(truth, ids, impl.unpack_objects(r, ids), ordered=True)
             bad += 0 if res["ok"] else 1
             details.append(res)
-        out[label] = {"times_s": times, "mismatches": bad,
-                      "details": [d for d in details if not d["ok"]][:3]}
+        out[label] = {"times_s": times, "mismatches": bad, "details": [d for d in details if not d["ok"]][:3]}
 
     ds = impl.open(args.store)
     t0 = time.perf_counter()
@@ -482,14 +509,19 @@ def task_query(args: argparse.Namespace) -> dict[str, Any]:
         # any order of lines is fine for a full read: compare in object-id order
         got = _reorder(got, np.argsort(got[2], kind="stable"))
     res = check_lines(truth, all_ids, got, ordered=True)
-    out["full"] = {"time_s": t1 - t0, "rows": int(len(got[0])), "mismatches": 0 if res["ok"] else 1,
-                   "details": [] if res["ok"] else [res]}
+    out["full"] = {
+        "time_s": t1 - t0,
+        "rows": int(len(got[0])),
+        "mismatches": 0 if res["ok"] else 1,
+        "details": [] if res["ok"] else [res],
+    }
     out["peak_rss_mib"] = peak_rss_mib()
     return out
 
 
-def _reorder(got: tuple[np.ndarray, np.ndarray, np.ndarray | None], order: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def _reorder(
+    got: tuple[np.ndarray, np.ndarray, np.ndarray | None], order: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Pieces permuted by ``order`` (so a full read can be compared in object-id order)."""
     pos, offs, pids = got
     lens = np.diff(offs)[order]
@@ -569,13 +601,22 @@ def task_io(args: argparse.Namespace) -> dict[str, Any]:
                 parts = rel.split(os.sep)
                 key = os.sep.join(parts[: parts.index("c")]) if "c" in parts else os.path.dirname(rel)
                 arrays[key] = arrays.get(key, 0) + 1
-        return {"metadata_files": meta, "metadata_bytes": meta_bytes, "cell_files": cells,
-                "cell_bytes": cell_bytes, "store_file_bytes": meta_bytes + cell_bytes,
-                "rchar_bytes": rchar, "cell_files_by_array": arrays}
+        return {
+            "metadata_files": meta,
+            "metadata_bytes": meta_bytes,
+            "cell_files": cells,
+            "cell_bytes": cell_bytes,
+            "store_file_bytes": meta_bytes + cell_bytes,
+            "rchar_bytes": rchar,
+            "cell_files_by_array": arrays,
+        }
 
-    return {"box": [lo, hi], "rows": rows,
-            "open": summarise("open", None if r0 is None or r1 is None else r1 - r0),
-            "query": summarise("query", None if r1 is None or r2 is None else r2 - r1)}
+    return {
+        "box": [lo, hi],
+        "rows": rows,
+        "open": summarise("open", None if r0 is None or r1 is None else r1 - r0),
+        "query": summarise("query", None if r1 is None or r2 is None else r2 - r1),
+    }
 
 
 def task_profile(args: argparse.Namespace) -> dict[str, Any]:
@@ -636,8 +677,7 @@ def task_profile(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-TASKS = {"gen": task_gen, "write": task_write, "query": task_query, "io": task_io,
-         "profile": task_profile}
+TASKS = {"gen": task_gen, "write": task_write, "query": task_query, "io": task_io, "profile": task_profile}
 
 
 def main() -> int:
@@ -658,8 +698,7 @@ def main() -> int:
     global _OURS_SOURCE
     _OURS_SOURCE = args.ours_source
     result = TASKS[args.task](args)
-    result.update({"impl": args.impl, "task": args.task, "variant": args.variant,
-                   "python": sys.executable})
+    result.update({"impl": args.impl, "task": args.task, "variant": args.variant, "python": sys.executable})
     sys.stdout.write("\n" + json.dumps(result) + "\n")
     return 0
 

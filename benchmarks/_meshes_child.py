@@ -99,9 +99,17 @@ class Ours:
         enc, comp = split_variant(variant)
         if enc == "draco":
             self.check_draco_source()
-        self.zv.write_mesh(path, verts, faces, chunk_shape=CHUNK, encoding=enc,
-                           quantization_bits=BITS, compression_level=LEVEL,
-                           bounds=([LO] * NDIM, [HI] * NDIM), compression=comp)
+        self.zv.write_mesh(
+            path,
+            verts,
+            faces,
+            chunk_shape=CHUNK,
+            encoding=enc,
+            quantization_bits=BITS,
+            compression_level=LEVEL,
+            bounds=([LO] * NDIM, [HI] * NDIM),
+            compression=comp,
+        )
 
     def open(self, path: str) -> Any:
         return self.zv.open(path)
@@ -117,8 +125,7 @@ class Ours:
 
     @staticmethod
     def unpack(r: Any) -> tuple[np.ndarray, np.ndarray]:
-        return (np.asarray(r.positions).reshape(-1, NDIM),
-                np.asarray(r.faces, dtype=np.int64).reshape(-1, 3))
+        return (np.asarray(r.positions).reshape(-1, NDIM), np.asarray(r.faces, dtype=np.int64).reshape(-1, 3))
 
 
 class Reference:
@@ -136,17 +143,22 @@ class Reference:
         import zarr_vectors as zv
 
         if getattr(zv, "__version__", None) != REFERENCE_VERSION:
-            raise SystemExit(f"--impl reference imported zarr_vectors "
-                             f"{getattr(zv, '__version__', '?')} from {zv.__file__}")
+            raise SystemExit(
+                f"--impl reference imported zarr_vectors {getattr(zv, '__version__', '?')} from {zv.__file__}"
+            )
         self.zv = zv
 
     def write(self, path: str, verts: np.ndarray, faces: np.ndarray, variant: str) -> None:
         enc, comp = split_variant(variant)
         zv = self.zv
         if enc == "raw" and comp == "zstd":
-            schema = zv.Schema(ndim=NDIM, bounds=([LO] * NDIM, [HI] * NDIM), kind="mesh",
-                               position_dtype="float32",
-                               layout=zv.Layout(cell_size=(CHUNK,) * NDIM))
+            schema = zv.Schema(
+                ndim=NDIM,
+                bounds=([LO] * NDIM, [HI] * NDIM),
+                kind="mesh",
+                position_dtype="float32",
+                layout=zv.Layout(cell_size=(CHUNK,) * NDIM),
+            )
             zv.create(path, schema=schema).add_mesh(verts, faces)
             return
         if comp != "none":
@@ -154,8 +166,17 @@ class Reference:
         from zarr_vectors.types.meshes import write_mesh
 
         extra = {"draco_quantization_bits": BITS} if enc == "draco" else {}
-        write_mesh(path, verts, faces, chunk_shape=(CHUNK,) * NDIM, bounds=([LO] * NDIM, [HI] * NDIM),
-                   encoding=enc, dtype="float32", compressor=None, **extra)
+        write_mesh(
+            path,
+            verts,
+            faces,
+            chunk_shape=(CHUNK,) * NDIM,
+            bounds=([LO] * NDIM, [HI] * NDIM),
+            encoding=enc,
+            dtype="float32",
+            compressor=None,
+            **extra,
+        )
 
     def open(self, path: str) -> Any:
         return self.zv.open(path)
@@ -238,9 +259,11 @@ class Truth:
         assert self.bound is not None
         g = 2.0 * float(self.bound.max())  # cell >= bound: the match lies in a neighbouring cell
         n_axis = int(np.ceil((HI - LO) / g)) + 4
+
         def key(c: np.ndarray) -> np.ndarray:
             c = c + 2
             return (c[:, 0] * n_axis + c[:, 1]) * n_axis + c[:, 2]
+
         vkey = key(np.floor((self.verts.astype(np.float64) - LO) / g).astype(np.int64))
         vorder = np.argsort(vkey, kind="stable")
         vsorted = vkey[vorder]
@@ -272,12 +295,21 @@ class Truth:
         return np.all((p >= np.asarray(lo, np.float32)) & (p <= np.asarray(hi, np.float32)), axis=1)
 
 
-def compare(truth: Truth, got: tuple[np.ndarray, np.ndarray], want_vertices: np.ndarray,
-            want_faces: np.ndarray, draco: bool) -> dict[str, Any]:
+def compare(
+    truth: Truth,
+    got: tuple[np.ndarray, np.ndarray],
+    want_vertices: np.ndarray,
+    want_faces: np.ndarray,
+    draco: bool,
+) -> dict[str, Any]:
     """A result against the expected input vertex set and input faces (winding-aware)."""
     pos, faces = got
-    out: dict[str, Any] = {"expected_vertices": int(want_vertices.sum()), "got_vertices": int(len(pos)),
-                           "expected_faces": int(len(want_faces)), "got_faces": int(len(faces))}
+    out: dict[str, Any] = {
+        "expected_vertices": int(want_vertices.sum()),
+        "got_vertices": int(len(pos)),
+        "expected_faces": int(len(want_faces)),
+        "got_faces": int(len(faces)),
+    }
     if draco:
         idx, worst = truth.match_within_bound(pos)
         out["max_error_over_bound"] = worst
@@ -293,8 +325,13 @@ def compare(truth: Truth, got: tuple[np.ndarray, np.ndarray], want_vertices: np.
     out["extra_vertices"] = int((got_mask & ~want_vertices).sum())
     if draco and truth.decoded is not None and not unmatched:
         out["positions_differ_from_full_read"] = int(np.any(pos != truth.decoded[idx], axis=1).sum())
-    vertices_ok = unmatched == 0 and out["duplicate_vertices"] == 0 and not out["missing_vertices"] \
-        and not out["extra_vertices"] and not out.get("positions_differ_from_full_read", 0)
+    vertices_ok = (
+        unmatched == 0
+        and out["duplicate_vertices"] == 0
+        and not out["missing_vertices"]
+        and not out["extra_vertices"]
+        and not out.get("positions_differ_from_full_read", 0)
+    )
     bad_face_index = bool(len(faces)) and (faces.min() < 0 or faces.max() >= len(pos))
     if bad_face_index or unmatched:
         faces_ok = False
@@ -318,8 +355,9 @@ def _common(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a[np.isin(ka, kb)]
 
 
-def expected_box(truth: Truth, lo: list[float], hi: list[float],
-                 touching: bool) -> tuple[np.ndarray, np.ndarray]:
+def expected_box(
+    truth: Truth, lo: list[float], hi: list[float], touching: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """Brute force: vertices inside and the faces with all (or, touching, any) vertices inside;
     touching also returns every vertex of those faces."""
     inside = truth.inside(lo, hi)
@@ -337,8 +375,12 @@ def expected_box(truth: Truth, lo: list[float], hi: list[float],
 def task_gen(args: argparse.Namespace) -> dict[str, Any]:
     adapter(args.impl)  # same imports as the write process
     verts, faces = generate(args.subdivisions)
-    return {"peak_rss_mib": peak_rss_mib(), "digest": digest(verts, faces),
-            "vertices": int(len(verts)), "faces": int(len(faces))}
+    return {
+        "peak_rss_mib": peak_rss_mib(),
+        "digest": digest(verts, faces),
+        "vertices": int(len(verts)),
+        "faces": int(len(faces)),
+    }
 
 
 def task_write(args: argparse.Namespace) -> dict[str, Any]:
@@ -349,9 +391,15 @@ def task_write(args: argparse.Namespace) -> dict[str, Any]:
     impl.write(args.store, verts, faces, args.variant)
     t1 = time.perf_counter()
     c1 = os.times()
-    return {"write_s": t1 - t0, "write_cpu_s": (c1.user - c0.user) + (c1.system - c0.system),
-            "write_sys_s": c1.system - c0.system, "peak_rss_mib": peak_rss_mib(),
-            "digest": digest(verts, faces), "vertices": int(len(verts)), "faces": int(len(faces))}
+    return {
+        "write_s": t1 - t0,
+        "write_cpu_s": (c1.user - c0.user) + (c1.system - c0.system),
+        "write_sys_s": c1.system - c0.system,
+        "peak_rss_mib": peak_rss_mib(),
+        "digest": digest(verts, faces),
+        "vertices": int(len(verts)),
+        "faces": int(len(faces)),
+    }
 
 
 def _timed(fn: Any, impl: Any, store: str, boxes: list) -> tuple[list[float], list[Any]]:
@@ -389,9 +437,10 @@ def task_query(args: argparse.Namespace) -> dict[str, Any]:
         decoded[idx[idx >= 0]] = full[0][idx >= 0]
         truth.decoded = decoded
         moved = [int((truth.inside(lo, hi, verts) != truth.inside(lo, hi)).sum()) for lo, hi in boxes]
-    out: dict[str, Any] = {"peak_rss_mib": peak,
-                           "full": {"time_s": full_s, "mismatches": 0 if full_res["ok"] else 1,
-                                    "detail": full_res}}
+    out: dict[str, Any] = {
+        "peak_rss_mib": peak,
+        "full": {"time_s": full_s, "mismatches": 0 if full_res["ok"] else 1, "detail": full_res},
+    }
     entry: dict[str, Any] = {"times_s": times, "details": []}
     for (lo, hi), got in zip(boxes, results):
         want_v, want_f = expected_box(truth, lo, hi, touching=False)
@@ -452,13 +501,23 @@ def task_io(args: argparse.Namespace) -> dict[str, Any]:
             parts = rel.split(os.sep)
             akey = os.sep.join(parts[: parts.index("c")]) if "c" in parts else os.path.dirname(rel)
             arrays[akey] = arrays.get(akey, 0) + 1
-        return {"metadata_files": meta, "metadata_bytes": meta_bytes, "cell_files": cells,
-                "cell_bytes": cell_bytes, "store_file_bytes": meta_bytes + cell_bytes,
-                "rchar_bytes": rchar, "cell_files_by_array": arrays}
+        return {
+            "metadata_files": meta,
+            "metadata_bytes": meta_bytes,
+            "cell_files": cells,
+            "cell_bytes": cell_bytes,
+            "store_file_bytes": meta_bytes + cell_bytes,
+            "rchar_bytes": rchar,
+            "cell_files_by_array": arrays,
+        }
 
-    return {"box": [lo, hi], "vertices": int(len(pos)), "faces": int(len(faces)),
-            "open": count("open", None if r0 is None or r1 is None else r1 - r0),
-            "query": count("query", None if r1 is None or r2 is None else r2 - r1)}
+    return {
+        "box": [lo, hi],
+        "vertices": int(len(pos)),
+        "faces": int(len(faces)),
+        "open": count("open", None if r0 is None or r1 is None else r1 - r0),
+        "query": count("query", None if r1 is None or r2 is None else r2 - r1),
+    }
 
 
 def task_profile(args: argparse.Namespace) -> dict[str, Any]:
@@ -473,7 +532,7 @@ def task_profile(args: argparse.Namespace) -> dict[str, Any]:
         buf = io.StringIO()
         pstats.Stats(prof, stream=buf).strip_dirs().sort_stats(key).print_stats(args.top)
         text = buf.getvalue()
-        return text[text.find("   ncalls"):] if "   ncalls" in text else text
+        return text[text.find("   ncalls") :] if "   ncalls" in text else text
 
     out: dict[str, Any] = {}
     prof = cProfile.Profile()
@@ -498,8 +557,7 @@ def task_profile(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-TASKS = {"gen": task_gen, "write": task_write, "query": task_query, "io": task_io,
-         "profile": task_profile}
+TASKS = {"gen": task_gen, "write": task_write, "query": task_query, "io": task_io, "profile": task_profile}
 
 
 def main() -> int:
@@ -517,8 +575,15 @@ def main() -> int:
     global _OURS_SOURCE
     _OURS_SOURCE = args.ours_source
     result = TASKS[args.task](args)
-    result.update({"impl": args.impl, "task": args.task, "variant": args.variant,
-                   "subdivisions": args.subdivisions, "python": sys.executable})
+    result.update(
+        {
+            "impl": args.impl,
+            "task": args.task,
+            "variant": args.variant,
+            "subdivisions": args.subdivisions,
+            "python": sys.executable,
+        }
+    )
     sys.stdout.write("\n" + json.dumps(result) + "\n")
     return 0
 

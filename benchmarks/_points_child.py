@@ -83,10 +83,13 @@ class Ours:
 
     def write(self, path: str, pos: np.ndarray, attr: np.ndarray, variant: str) -> None:
         self.zv.write_points(
-            path, pos,
-            chunk_shape=(CHUNK,) * NDIM, bin_shape=(BIN,) * NDIM,
+            path,
+            pos,
+            chunk_shape=(CHUNK,) * NDIM,
+            bin_shape=(BIN,) * NDIM,
             bounds=([LO] * NDIM, [HI] * NDIM),
-            attributes={ATTR: attr}, compression=variant,
+            attributes={ATTR: attr},
+            compression=variant,
         )
 
     def open(self, path: str) -> Any:
@@ -118,14 +121,17 @@ class Reference:
         if getattr(zv, "__version__", None) != REFERENCE_VERSION:
             raise SystemExit(
                 f"--impl reference imported zarr_vectors {getattr(zv, '__version__', '?')} "
-                f"from {zv.__file__}, not the reference {REFERENCE_VERSION}")
+                f"from {zv.__file__}, not the reference {REFERENCE_VERSION}"
+            )
         self.zv = zv
 
     def write(self, path: str, pos: np.ndarray, attr: np.ndarray, variant: str) -> None:
         zv = self.zv
         if variant == "zstd":
             schema = zv.Schema(
-                ndim=NDIM, bounds=([LO] * NDIM, [HI] * NDIM), kind="point_cloud",
+                ndim=NDIM,
+                bounds=([LO] * NDIM, [HI] * NDIM),
+                kind="point_cloud",
                 position_dtype="float32",
                 layout=zv.Layout(cell_size=(CHUNK,) * NDIM, subcells=int(CHUNK // BIN)),
             )
@@ -135,10 +141,14 @@ class Reference:
             from zarr_vectors.types.points import write_points
 
             write_points(
-                path, pos,
-                chunk_shape=(CHUNK,) * NDIM, bin_shape=(BIN,) * NDIM,
+                path,
+                pos,
+                chunk_shape=(CHUNK,) * NDIM,
+                bin_shape=(BIN,) * NDIM,
                 bounds=([LO] * NDIM, [HI] * NDIM),
-                vertex_attributes={ATTR: attr}, dtype="float32", compressor=None,
+                vertex_attributes={ATTR: attr},
+                dtype="float32",
+                compressor=None,
             )
         else:
             raise SystemExit(f"reference has no variant {variant!r} (use zstd or none)")
@@ -180,8 +190,14 @@ def canonical(pos: np.ndarray, attr: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return pos[order], attr[order]
 
 
-def check(pos: np.ndarray, attr: np.ndarray, got_pos: np.ndarray, got_attr: np.ndarray,
-          lo: list[float] | None, hi: list[float] | None) -> dict[str, Any]:
+def check(
+    pos: np.ndarray,
+    attr: np.ndarray,
+    got_pos: np.ndarray,
+    got_attr: np.ndarray,
+    lo: list[float] | None,
+    hi: list[float] | None,
+) -> dict[str, Any]:
     """Compare a result with numpy brute force (``lo <= p <= hi`` on every axis)."""
     if lo is None:
         exp_pos, exp_attr = pos, attr
@@ -241,15 +257,18 @@ def task_query(args: argparse.Namespace) -> dict[str, Any]:
             if not res["ok"]:
                 bad += 1
                 errors.append(res)
-        out[label] = {"times_s": times, "counts": counts, "mismatches": bad,
-                      "mismatch_details": errors[:3]}
+        out[label] = {"times_s": times, "counts": counts, "mismatches": bad, "mismatch_details": errors[:3]}
     ds = impl.open(args.store)
     t0 = time.perf_counter()
     got_pos, got_attr = impl.read_all(ds)
     t1 = time.perf_counter()
     res = check(pos, attr, got_pos, got_attr, None, None)
-    out["full"] = {"time_s": t1 - t0, "count": res["got"], "mismatches": 0 if res["ok"] else 1,
-                   "mismatch_details": [] if res["ok"] else [res]}
+    out["full"] = {
+        "time_s": t1 - t0,
+        "count": res["got"],
+        "mismatches": 0 if res["ok"] else 1,
+        "mismatch_details": [] if res["ok"] else [res],
+    }
     out["peak_rss_mib"] = peak_rss_mib()
     return out
 
@@ -290,7 +309,8 @@ def task_io(args: argparse.Namespace) -> dict[str, Any]:
         mode = eargs[1] if len(eargs) > 1 else None
         flags = eargs[2] if len(eargs) > 2 else 0
         writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-            isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR))
+            isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR)
+        )
         events.append((phase["name"], os.fsdecode(path), "w" if writing else "r"))
 
     # Warm the imports the query path may pull in lazily, so the counted query does not
@@ -339,15 +359,19 @@ def task_io(args: argparse.Namespace) -> dict[str, Any]:
                 key = os.sep.join(parts[: parts.index("c")]) if "c" in parts else os.path.dirname(rel)
                 arrays[key] = arrays.get(key, 0) + 1
         return {
-            "metadata_files": meta, "metadata_bytes": meta_bytes,
-            "cell_files": cells, "cell_bytes": cell_bytes,
+            "metadata_files": meta,
+            "metadata_bytes": meta_bytes,
+            "cell_files": cells,
+            "cell_bytes": cell_bytes,
             "store_file_bytes": meta_bytes + cell_bytes,
-            "other_files": other, "rchar_bytes": rchar,
+            "other_files": other,
+            "rchar_bytes": rchar,
             "cell_files_by_array": arrays,
         }
 
     return {
-        "box": [lo, hi], "rows": int(len(got_pos)),
+        "box": [lo, hi],
+        "rows": int(len(got_pos)),
         "open": summarise("open", None if r0 is None or r1 is None else r1 - r0),
         "query": summarise("query", None if r1 is None or r2 is None else r2 - r1),
         "method": "sys.addaudithook('open' events, all threads) + /proc/self/io rchar delta",
@@ -398,8 +422,7 @@ def task_profile(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-TASKS = {"gen": task_gen, "write": task_write, "query": task_query, "io": task_io,
-         "profile": task_profile}
+TASKS = {"gen": task_gen, "write": task_write, "query": task_query, "io": task_io, "profile": task_profile}
 
 
 def main() -> int:
@@ -414,14 +437,14 @@ def main() -> int:
     p.add_argument("--io-label", default="q1")
     p.add_argument("--io-index", type=int, default=0)
     p.add_argument("--top", type=int, default=10)
-    p.add_argument("--ours-source", default=None,
-                   help="directory holding a copy of our zarr_vectors package to import")
+    p.add_argument(
+        "--ours-source", default=None, help="directory holding a copy of our zarr_vectors package to import"
+    )
     args = p.parse_args()
     global _OURS_SOURCE
     _OURS_SOURCE = args.ours_source
     result = TASKS[args.task](args)
-    result.update({"impl": args.impl, "task": args.task, "variant": args.variant,
-                   "python": sys.executable})
+    result.update({"impl": args.impl, "task": args.task, "variant": args.variant, "python": sys.executable})
     sys.stdout.write("\n" + json.dumps(result) + "\n")
     return 0
 

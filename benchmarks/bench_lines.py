@@ -36,8 +36,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 # setup helpers shared with the points benchmark (finding the reference venv, store stats...)
 from bench_points import (  # noqa: E402
-    REFERENCE_VERSION, child_env, describe_source, find_reference_python, fmt, python_version_of_zv,
-    ratio, store_stats, warm_cache,
+    REFERENCE_VERSION,
+    child_env,
+    describe_source,
+    find_reference_python,
+    fmt,
+    python_version_of_zv,
+    ratio,
+    store_stats,
+    warm_cache,
 )
 
 REPO = HERE.parent
@@ -60,8 +67,11 @@ def snapshot_ours(work: str) -> dict[str, Any]:
     """Copy our package so every child of this run imports the same code."""
     global OURS_SOURCE
     dest = os.path.join(work, "ours-src")
-    shutil.copytree(REPO / "zarr_vectors", os.path.join(dest, "zarr_vectors"),
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        REPO / "zarr_vectors",
+        os.path.join(dest, "zarr_vectors"),
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
     OURS_SOURCE = dest
     return describe_source(snapshot=True)
 
@@ -77,8 +87,9 @@ def run_child(python: str, impl: str, task: str, *, cwd: str, **kw: Any) -> dict
     for key, value in kw.items():
         if value is not None:
             cmd += [f"--{key.replace('_', '-')}", str(value)]
-    proc = subprocess.run(cmd, cwd=cwd, env=child_env(), capture_output=True, text=True,
-                          timeout=CHILD_TIMEOUT_S)
+    proc = subprocess.run(
+        cmd, cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=CHILD_TIMEOUT_S
+    )
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
         raise ChildError(f"{impl} {task} exited {proc.returncode}: {tail}")
@@ -115,8 +126,9 @@ def configs(args: argparse.Namespace, pythons: dict[str, str]) -> list[tuple[str
     return out
 
 
-def measure(args: argparse.Namespace, pythons: dict[str, str], work: str,
-            plan_file: str) -> dict[tuple[str, str], dict[str, Any]]:
+def measure(
+    args: argparse.Namespace, pythons: dict[str, str], work: str, plan_file: str
+) -> dict[tuple[str, str], dict[str, Any]]:
     cfgs = configs(args, pythons)
     raw = {c: {"runs": [], "error": None, "io": None, "store": None} for c in cfgs}
     common = {"n": args.n, "seed": args.seed, "subcells": args.ref_subcells}
@@ -142,12 +154,22 @@ def measure(args: argparse.Namespace, pythons: dict[str, str], work: str,
                 stats = store_stats(store)
                 warm_cache(store)
                 log(f"{tag}: queries ({wr['write_s']:.3f} s write)")
-                qr = run_child(py, impl, "query", cwd=work, variant=variant, store=store,
-                               boxes=plan_file, **common)
+                qr = run_child(
+                    py, impl, "query", cwd=work, variant=variant, store=store, boxes=plan_file, **common
+                )
                 if rec["io"] is None:
-                    rec["io"] = run_child(py, impl, "io", cwd=work, variant=variant, store=store,
-                                          boxes=plan_file, io_label="q1", io_index=args.io_box,
-                                          **common)
+                    rec["io"] = run_child(
+                        py,
+                        impl,
+                        "io",
+                        cwd=work,
+                        variant=variant,
+                        store=store,
+                        boxes=plan_file,
+                        io_label="q1",
+                        io_index=args.io_box,
+                        **common,
+                    )
             except (ChildError, subprocess.TimeoutExpired) as exc:
                 log(f"FAILED: {exc}")
                 rec["error"] = str(exc)
@@ -175,7 +197,8 @@ def summarise(rec: dict[str, Any], impl: str) -> dict[str, Any]:
     out["peak_rss_gen_write_mib"] = med([r["write"]["peak_rss_mib"] for r in runs])
     out["peak_rss_gen_only_mib"] = med([r["gen"]["peak_rss_mib"] for r in runs])
     out["peak_rss_added_by_write_mib"] = med(
-        [r["write"]["peak_rss_mib"] - r["gen"]["peak_rss_mib"] for r in runs])
+        [r["write"]["peak_rss_mib"] - r["gen"]["peak_rss_mib"] for r in runs]
+    )
     out.update(rec["store"])
     for label in BOX_SIDES:
         per_run = [statistics.median(r["query"][label]["times_s"]) for r in runs]
@@ -200,11 +223,14 @@ def summarise(rec: dict[str, Any], impl: str) -> dict[str, Any]:
         else:
             out[f"{label}_mean_lines_returned"] = statistics.mean(d["got_lines"] for d in det)
             out[f"{label}_mean_lines_with_vertex_inside"] = statistics.mean(
-                d["lines_with_vertex_inside"] for d in det)
-            out[f"{label}_rows_returned_over_brute_force"] = (
-                sum(d["got_rows"] for d in det) / max(1, sum(d["expected_rows"] for d in det)))
+                d["lines_with_vertex_inside"] for d in det
+            )
+            out[f"{label}_rows_returned_over_brute_force"] = sum(d["got_rows"] for d in det) / max(
+                1, sum(d["expected_rows"] for d in det)
+            )
             out[f"{label}_client_filter_equals_brute_force"] = sum(
-                bool(d["client_filter_equals_brute_force"]) for d in det)
+                bool(d["client_filter_equals_brute_force"]) for d in det
+            )
             out[f"{label}_exact"] = False
     for label in ("obj1", "obj100"):
         per_run = [statistics.median(r["query"][label]["times_s"]) for r in runs]
@@ -223,10 +249,13 @@ def summarise(rec: dict[str, Any], impl: str) -> dict[str, Any]:
     if rec["io"]:
         q = rec["io"]["query"]
         out["io_q1"] = {
-            "box": rec["io"]["box"], "rows": rec["io"]["rows"],
-            "cell_files": q["cell_files"], "metadata_files": q["metadata_files"],
+            "box": rec["io"]["box"],
+            "rows": rec["io"]["rows"],
+            "cell_files": q["cell_files"],
+            "metadata_files": q["metadata_files"],
             "files": q["cell_files"] + q["metadata_files"],
-            "store_file_bytes": q["store_file_bytes"], "rchar_bytes": q["rchar_bytes"],
+            "store_file_bytes": q["store_file_bytes"],
+            "rchar_bytes": q["rchar_bytes"],
             "cell_files_by_array": q["cell_files_by_array"],
         }
     if rec["error"]:
@@ -235,8 +264,17 @@ def summarise(rec: dict[str, Any], impl: str) -> dict[str, Any]:
 
 
 RATIO_KEYS = [
-    "write_s", "write_cpu_s", "peak_rss_gen_write_mib", "peak_rss_added_by_write_mib", "store_bytes", "store_files",
-    "q1_median_ms", "q10_median_ms", "obj1_median_ms", "obj100_median_ms", "full_read_s",
+    "write_s",
+    "write_cpu_s",
+    "peak_rss_gen_write_mib",
+    "peak_rss_added_by_write_mib",
+    "store_bytes",
+    "store_files",
+    "q1_median_ms",
+    "q10_median_ms",
+    "obj1_median_ms",
+    "obj100_median_ms",
+    "full_read_s",
 ]
 
 
@@ -263,8 +301,10 @@ def _kb_io(key: str):
 
 def _exact(s: dict[str, Any]) -> str | None:
     if "q1_mismatches" in s:
-        return (f"{s['q1_mismatches']}/{s['q10_mismatches']}/{s['obj1_mismatches']}/"
-                f"{s['obj100_mismatches']}/{s['full_read_mismatches']}")
+        return (
+            f"{s['q1_mismatches']}/{s['q10_mismatches']}/{s['obj1_mismatches']}/"
+            f"{s['obj100_mismatches']}/{s['full_read_mismatches']}"
+        )
     if "obj1_mismatches" in s:
         return f"n.a./n.a./{s['obj1_mismatches']}/{s['obj100_mismatches']}/{s['full_read_mismatches']}"
     return None
@@ -332,12 +372,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--plan-seed", type=int, default=11, help="boxes and ids seed")
     p.add_argument("--io-box", type=int, default=0, help="which 1 %% box the io count uses")
     p.add_argument("--variants", default="zstd,none", help="our compression variants")
-    p.add_argument("--ref-subcells", type=int, default=4,
-                   help="reference Layout(subcells=...) (its default, 4)")
+    p.add_argument(
+        "--ref-subcells", type=int, default=4, help="reference Layout(subcells=...) (its default, 4)"
+    )
     p.add_argument("--reference-python", default=None)
     p.add_argument("--no-reference", action="store_true")
-    p.add_argument("--profile", action="store_true",
-                   help="also cProfile our write, 1 %% queries and 100-id reads (each variant)")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="also cProfile our write, 1 %% queries and 100-id reads (each variant)",
+    )
     p.add_argument("--profile-top", type=int, default=10)
     p.add_argument("--no-snapshot", action="store_true")
     p.add_argument("--workdir", default=None)
@@ -370,9 +414,11 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{sys.executable} imports zarr_vectors {ours_ver}; use the project's venv")
         if not args.no_reference:
             pythons["reference"] = find_reference_python(args.reference_python, work)
-        log(f"ours: zarr_vectors {ours_ver}, commit {source['commit']}, "
+        log(
+            f"ours: zarr_vectors {ours_ver}, commit {source['commit']}, "
             f"{len(source['uncommitted_package_files'])} uncommitted package files"
-            + (", snapshot copied" if source["snapshot"] else ""))
+            + (", snapshot copied" if source["snapshot"] else "")
+        )
         if "reference" in pythons:
             log(f"reference: {pythons['reference']}")
 
@@ -389,21 +435,28 @@ def main(argv: list[str] | None = None) -> int:
         for variant in args.variants:
             ours = summ[("ours", variant)]
             obj: dict[str, Any] = {
-                "workload": "polylines", "variant": variant, "n_lines": args.n,
-                "vertices": ours.get("vertices"), "runs": args.runs, "boxes_per_size": args.boxes,
-                "box_sides": BOX_SIDES, "chunk": 100, "bounds": [[0, 0, 0], [1000, 1000, 1000]],
+                "workload": "polylines",
+                "variant": variant,
+                "n_lines": args.n,
+                "vertices": ours.get("vertices"),
+                "runs": args.runs,
+                "boxes_per_size": args.boxes,
+                "box_sides": BOX_SIDES,
+                "chunk": 100,
+                "bounds": [[0, 0, 0], [1000, 1000, 1000]],
                 "writers": {
                     "ours": f"zarr_vectors.write_lines((positions, offsets), chunk_shape=100, "
-                            f"kind='polyline', compression={variant!r})",
+                    f"kind='polyline', compression={variant!r})",
                     "reference": "zarr_vectors.create(Schema(kind='polyline', Layout(cell_size=100, "
-                                 f"subcells={args.ref_subcells}))) + Dataset.add_polylines "
-                                 "(zstd on every array)",
+                    f"subcells={args.ref_subcells}))) + Dataset.add_polylines "
+                    "(zstd on every array)",
                 },
                 "readers": {
                     "ours": "open(p).query(bbox=...) (pieces cut at the box), .objects(ids), .read()",
                     "reference": "open(p).select(bbox=... | objects=...).read() (bbox: whole polylines)",
                 },
-                "ours_source": source, "ours": ours,
+                "ours_source": source,
+                "ours": ours,
             }
             if ref is not None:
                 obj["reference"] = ref
@@ -424,60 +477,98 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"profiling ours {variant}")
                 try:
                     profile[variant] = run_child(
-                        pythons["ours"], "ours", "profile", cwd=work, variant=variant, store=store,
-                        boxes=plan_file, io_label="q1", top=args.profile_top, n=args.n, seed=args.seed)
+                        pythons["ours"],
+                        "ours",
+                        "profile",
+                        cwd=work,
+                        variant=variant,
+                        store=store,
+                        boxes=plan_file,
+                        io_label="q1",
+                        top=args.profile_top,
+                        n=args.n,
+                        seed=args.seed,
+                    )
                 except ChildError as exc:
                     profile[variant] = {"error": str(exc)}
 
         print()
         nv = summ[("ours", args.variants[0])].get("vertices")
-        print(f"polylines: {args.n:,} random walks ({nv:,} vertices; 50-200 vertices, step sigma 10) "
-              f"in [0,1000]^3, chunk 100; median of {args.runs} fresh process(es); {args.boxes} boxes "
-              "per size; ratio = ours / reference zstd (< 1: ours faster / smaller)")
+        print(
+            f"polylines: {args.n:,} random walks ({nv:,} vertices; 50-200 vertices, step sigma 10) "
+            f"in [0,1000]^3, chunk 100; median of {args.runs} fresh process(es); {args.boxes} boxes "
+            "per size; ratio = ours / reference zstd (< 1: ours faster / smaller)"
+        )
         cols = [(f"ours {v}", summ[("ours", v)]) for v in args.variants]
         if ref is not None:
             cols.append(("ref zstd", ref))
         print_table(cols, ref)
-        print("ours: pieces cut at the box, exact; reference: whole polylines touching the box's "
-              "chunks (not exact; rows counted, not judged)")
-        total_bad = sum(summ[("ours", v)].get(k, 0) or 0 for v in args.variants
-                        for k in ("q1_mismatches", "q10_mismatches", "q1_noids_mismatches",
-                                  "q10_noids_mismatches", "obj1_mismatches", "obj100_mismatches",
-                                  "full_read_mismatches"))
-        print(f"ours: commit {source['commit']}"
-              + (f" + {len(source['uncommitted_package_files'])} uncommitted package files"
-                 if source["uncommitted_package_files"] else "")
-              + (" (snapshot taken at start)" if source["snapshot"] else " (live)"))
+        print(
+            "ours: pieces cut at the box, exact; reference: whole polylines touching the box's "
+            "chunks (not exact; rows counted, not judged)"
+        )
+        total_bad = sum(
+            summ[("ours", v)].get(k, 0) or 0
+            for v in args.variants
+            for k in (
+                "q1_mismatches",
+                "q10_mismatches",
+                "q1_noids_mismatches",
+                "q10_noids_mismatches",
+                "obj1_mismatches",
+                "obj100_mismatches",
+                "full_read_mismatches",
+            )
+        )
+        print(
+            f"ours: commit {source['commit']}"
+            + (
+                f" + {len(source['uncommitted_package_files'])} uncommitted package files"
+                if source["uncommitted_package_files"]
+                else ""
+            )
+            + (" (snapshot taken at start)" if source["snapshot"] else " (live)")
+        )
         print(f"our correctness: {total_bad} mismatching results against numpy brute force")
         if ref is not None and "error" not in ref:
             for label in BOX_SIDES:
-                print(f"reference {label}: returned {ref[f'{label}_rows_returned_over_brute_force']:.1f}x the "
-                      f"in-box rows ({ref[f'{label}_mean_lines_returned']:.0f} whole lines vs "
-                      f"{ref[f'{label}_mean_lines_with_vertex_inside']:.0f} with a vertex inside); "
-                      f"filtered to the box it equals brute force in "
-                      f"{ref[f'{label}_client_filter_equals_brute_force']}/{args.boxes} boxes")
-            print(f"reference object reads: {ref['obj1_mismatches']} + {ref['obj100_mismatches']} "
-                  f"mismatches, full read {ref['full_read_mismatches']}")
+                print(
+                    f"reference {label}: returned {ref[f'{label}_rows_returned_over_brute_force']:.1f}x the "
+                    f"in-box rows ({ref[f'{label}_mean_lines_returned']:.0f} whole lines vs "
+                    f"{ref[f'{label}_mean_lines_with_vertex_inside']:.0f} with a vertex inside); "
+                    f"filtered to the box it equals brute force in "
+                    f"{ref[f'{label}_client_filter_equals_brute_force']}/{args.boxes} boxes"
+                )
+            print(
+                f"reference object reads: {ref['obj1_mismatches']} + {ref['obj100_mismatches']} "
+                f"mismatches, full read {ref['full_read_mismatches']}"
+            )
         if profile:
             for variant, prof in profile.items():
                 print(f"\n== cProfile, ours, compression={variant} ==")
                 if "error" in prof:
                     print(prof["error"])
                     continue
-                print(f"-- write ({prof['write_wall_s_under_profiler']:.3f} s under the profiler), "
-                      f"top {args.profile_top} by tottime --")
+                print(
+                    f"-- write ({prof['write_wall_s_under_profiler']:.3f} s under the profiler), "
+                    f"top {args.profile_top} by tottime --"
+                )
                 print(prof["write_tottime"].rstrip())
                 print(f"-- write, top {args.profile_top} by cumulative --")
                 print(prof["write_cumtime"].rstrip())
-                print(f"-- {prof['query_boxes']} x 1 % box query "
-                      f"({prof['query_wall_s_under_profiler'] * 1e3:.1f} ms total under the profiler), "
-                      f"top {args.profile_top} by tottime --")
+                print(
+                    f"-- {prof['query_boxes']} x 1 % box query "
+                    f"({prof['query_wall_s_under_profiler'] * 1e3:.1f} ms total under the profiler), "
+                    f"top {args.profile_top} by tottime --"
+                )
                 print(prof["query_tottime"].rstrip())
                 print(f"-- 1 % box query, top {args.profile_top} by cumulative --")
                 print(prof["query_cumtime"].rstrip())
-                print(f"-- {prof['objects_reads']} x 100-id object read "
-                      f"({prof['objects_wall_s_under_profiler'] * 1e3:.1f} ms total under the "
-                      f"profiler), top {args.profile_top} by tottime --")
+                print(
+                    f"-- {prof['objects_reads']} x 100-id object read "
+                    f"({prof['objects_wall_s_under_profiler'] * 1e3:.1f} ms total under the "
+                    f"profiler), top {args.profile_top} by tottime --"
+                )
                 print(prof["objects_tottime"].rstrip())
                 print(f"-- 100-id object read, top {args.profile_top} by cumulative --")
                 print(prof["objects_cumtime"].rstrip())

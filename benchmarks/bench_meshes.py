@@ -38,8 +38,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 # setup helpers shared with the points benchmark (finding the reference venv, store stats...)
 from bench_points import (  # noqa: E402
-    REFERENCE_VERSION, child_env, describe_source, find_reference_python, fmt, python_version_of_zv,
-    ratio, store_stats, warm_cache,
+    REFERENCE_VERSION,
+    child_env,
+    describe_source,
+    find_reference_python,
+    fmt,
+    python_version_of_zv,
+    ratio,
+    store_stats,
+    warm_cache,
 )
 
 REPO = HERE.parent
@@ -50,8 +57,10 @@ SIDE = 215.4  # a cube covering 1 % of [0, 1000]^3
 CHILD_TIMEOUT_S = 1800
 OURS_VARIANTS = ("raw-none", "raw-zstd", "draco-none", "draco-zstd")
 REF_VARIANTS = ("raw-none", "raw-zstd", "draco-none")
-PACKAGES = {"zarr_vectors": REPO / "zarr_vectors",
-            "zarr_vectors_draco": REPO / "codecs" / "zarr_vectors_draco"}
+PACKAGES = {
+    "zarr_vectors": REPO / "zarr_vectors",
+    "zarr_vectors_draco": REPO / "codecs" / "zarr_vectors_draco",
+}
 TARGETS = {"raw_write": 0.5, "raw_q1": 0.1, "draco_bytes": 0.2, "draco_q1": 0.2}
 
 
@@ -78,7 +87,10 @@ def codec_dirty() -> list[str]:
     try:
         out = subprocess.run(
             ["git", "-C", str(REPO), "status", "--porcelain", "--", "codecs/zarr_vectors_draco"],
-            capture_output=True, text=True, timeout=30)
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [ln[3:] for ln in out.stdout.splitlines() if ln.strip()] if out.returncode == 0 else []
@@ -95,8 +107,9 @@ def run_child(python: str, impl: str, task: str, *, cwd: str, **kw: Any) -> dict
     for key, value in kw.items():
         if value is not None:
             cmd += [f"--{key.replace('_', '-')}", str(value)]
-    proc = subprocess.run(cmd, cwd=cwd, env=child_env(), capture_output=True, text=True,
-                          timeout=CHILD_TIMEOUT_S)
+    proc = subprocess.run(
+        cmd, cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=CHILD_TIMEOUT_S
+    )
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
         raise ChildError(f"{impl} {task} exited {proc.returncode}: {tail}")
@@ -135,8 +148,17 @@ def configs(args: argparse.Namespace, pythons: dict[str, str]) -> list[tuple[str
     return out
 
 
-def measure_one(args: argparse.Namespace, py: str, impl: str, variant: str, sub: int, work: str,
-                plan_file: str, rec: dict[str, Any], tag: str) -> None:
+def measure_one(
+    args: argparse.Namespace,
+    py: str,
+    impl: str,
+    variant: str,
+    sub: int,
+    work: str,
+    plan_file: str,
+    rec: dict[str, Any],
+    tag: str,
+) -> None:
     store = os.path.join(work, f"store-s{sub}-{impl}-{variant}.zarr")
     # delete the previous store first and sync, so the file system settles (during the gen
     # child) before the timed write creates as many files again
@@ -155,16 +177,19 @@ def measure_one(args: argparse.Namespace, py: str, impl: str, variant: str, sub:
         log(f"{tag}: queries ({wr['write_s']:.3f} s write)")
         run["query"] = run_child(py, impl, "query", cwd=work, store=store, boxes=plan_file, **common)
         if rec["io"] is None:
-            rec["io"] = run_child(py, impl, "io", cwd=work, store=store, boxes=plan_file,
-                                  io_index=args.io_box, **common)
+            rec["io"] = run_child(
+                py, impl, "io", cwd=work, store=store, boxes=plan_file, io_index=args.io_box, **common
+            )
     rec["runs"].append(run)
 
 
-def measure(args: argparse.Namespace, pythons: dict[str, str], work: str,
-            plan_file: str) -> dict[Config, dict[str, Any]]:
+def measure(
+    args: argparse.Namespace, pythons: dict[str, str], work: str, plan_file: str
+) -> dict[Config, dict[str, Any]]:
     cfgs = configs(args, pythons)
     raw: dict[Config, dict[str, Any]] = {
-        (s, i, v): {"runs": [], "error": None, "io": None} for s in args.subdivisions for i, v in cfgs}
+        (s, i, v): {"runs": [], "error": None, "io": None} for s in args.subdivisions for i, v in cfgs
+    }
     for run in range(args.runs):
         order = cfgs if run % 2 == 0 else list(reversed(cfgs))
         for sub in args.subdivisions:
@@ -208,7 +233,8 @@ def _query_figures(runs: list[dict[str, Any]], impl: str, variant: str) -> dict[
                 out[f"{label}_differences_example"] = bad[:1]
     if variant.startswith("draco"):
         out["q1_vertices_moved_across_box_by_quantization"] = runs[0]["query"]["q1"][
-            "vertices_moved_across_box_by_quantization"]
+            "vertices_moved_across_box_by_quantization"
+        ]
         out["full_read_max_error_over_bound"] = runs[0]["query"]["full"]["detail"].get("max_error_over_bound")
     out["full_read_s"] = med([r["query"]["full"]["time_s"] for r in runs])
     full_bad = [r["query"]["full"]["detail"] for r in runs if r["query"]["full"]["mismatches"]]
@@ -231,11 +257,13 @@ def summarise(rec: dict[str, Any], impl: str, variant: str) -> dict[str, Any]:
         "write_s_runs": [r["write"]["write_s"] for r in runs],
         "write_cpu_s": med([r["write"]["write_cpu_s"] for r in runs]),
         "write_sys_s": med([r["write"]["write_sys_s"] for r in runs]),
-        "vertices": runs[0]["write"]["vertices"], "faces": runs[0]["write"]["faces"],
+        "vertices": runs[0]["write"]["vertices"],
+        "faces": runs[0]["write"]["faces"],
         "peak_rss_gen_write_mib": med([r["write"]["peak_rss_mib"] for r in runs]),
         "peak_rss_gen_only_mib": med([r["gen"]["peak_rss_mib"] for r in runs]),
         "peak_rss_added_by_write_mib": med(
-            [r["write"]["peak_rss_mib"] - r["gen"]["peak_rss_mib"] for r in runs]),
+            [r["write"]["peak_rss_mib"] - r["gen"]["peak_rss_mib"] for r in runs]
+        ),
         "data_digest": runs[0]["write"]["digest"],
     }
     out.update(runs[-1]["store"])
@@ -244,19 +272,33 @@ def summarise(rec: dict[str, Any], impl: str, variant: str) -> dict[str, Any]:
     if rec["io"]:
         q = rec["io"]["query"]
         out["io_q1"] = {
-            "box": rec["io"]["box"], "vertices": rec["io"]["vertices"], "faces": rec["io"]["faces"],
-            "cell_files": q["cell_files"], "metadata_files": q["metadata_files"],
-            "files": q["cell_files"] + q["metadata_files"], "cell_bytes": q["cell_bytes"],
-            "metadata_bytes": q["metadata_bytes"], "store_file_bytes": q["store_file_bytes"],
-            "rchar_bytes": q["rchar_bytes"], "cell_files_by_array": q["cell_files_by_array"],
+            "box": rec["io"]["box"],
+            "vertices": rec["io"]["vertices"],
+            "faces": rec["io"]["faces"],
+            "cell_files": q["cell_files"],
+            "metadata_files": q["metadata_files"],
+            "files": q["cell_files"] + q["metadata_files"],
+            "cell_bytes": q["cell_bytes"],
+            "metadata_bytes": q["metadata_bytes"],
+            "store_file_bytes": q["store_file_bytes"],
+            "rchar_bytes": q["rchar_bytes"],
+            "cell_files_by_array": q["cell_files_by_array"],
         }
     if rec["error"]:
         out["error_after_some_runs"] = rec["error"]
     return out
 
 
-RATIO_KEYS = ["write_s", "write_cpu_s", "peak_rss_gen_write_mib", "peak_rss_added_by_write_mib",
-              "store_bytes", "store_files", "q1_median_ms", "full_read_s"]
+RATIO_KEYS = [
+    "write_s",
+    "write_cpu_s",
+    "peak_rss_gen_write_mib",
+    "peak_rss_added_by_write_mib",
+    "store_bytes",
+    "store_files",
+    "q1_median_ms",
+    "full_read_s",
+]
 
 
 def ratios(ours: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
@@ -279,6 +321,7 @@ def _io(key: str, scale: float | None = None):
     def get(s: dict[str, Any]) -> Any:
         v = s.get("io_q1", {}).get(key)
         return v if v is None or scale is None else v / scale
+
     return get
 
 
@@ -301,10 +344,24 @@ TABLE_ROWS = [
     ("bbox 1 % median (ms)", lambda s: s.get("q1_median_ms"), ".1f"),
     ("bbox 1 % faces=touching (ms)", lambda s: s.get("q1_touching_median_ms"), ".1f"),
     ("full read (s)", lambda s: s.get("full_read_s"), ".3f"),
-    ("1 % box: vertices / faces returned", lambda s: None if s.get("q1_mean_got_vertices") is None
-     else f"{s['q1_mean_got_vertices']:.0f} / {s['q1_mean_got_faces']:.0f}", "s"),
-    ("1 % box: brute force vertices / faces", lambda s: None if s.get("q1_mean_expected_vertices") is None
-     else f"{s['q1_mean_expected_vertices']:.0f} / {s['q1_mean_expected_faces']:.0f}", "s"),
+    (
+        "1 % box: vertices / faces returned",
+        lambda s: (
+            None
+            if s.get("q1_mean_got_vertices") is None
+            else f"{s['q1_mean_got_vertices']:.0f} / {s['q1_mean_got_faces']:.0f}"
+        ),
+        "s",
+    ),
+    (
+        "1 % box: brute force vertices / faces",
+        lambda s: (
+            None
+            if s.get("q1_mean_expected_vertices") is None
+            else f"{s['q1_mean_expected_vertices']:.0f} / {s['q1_mean_expected_faces']:.0f}"
+        ),
+        "s",
+    ),
     ("1 % box: cell files read", _io("cell_files"), "d"),
     ("1 % box: metadata files read", _io("metadata_files"), "d"),
     ("1 % box: cell KB read", _io("cell_bytes", 1e3), ".1f"),
@@ -312,11 +369,17 @@ TABLE_ROWS = [
     ("checks: ours q1/touching/full bad", _checks, "s"),
 ]
 
-RATIO_ROWS = [("write", "write_s"), ("write CPU", "write_cpu_s"),
-              ("peak RSS gen+write", "peak_rss_gen_write_mib"), ("store bytes", "store_bytes"),
-              ("store files", "store_files"), ("bbox 1 %", "q1_median_ms"),
-              ("full read", "full_read_s"), ("1 % box: files read", "io_q1_files"),
-              ("1 % box: store bytes read", "io_q1_store_file_bytes")]
+RATIO_ROWS = [
+    ("write", "write_s"),
+    ("write CPU", "write_cpu_s"),
+    ("peak RSS gen+write", "peak_rss_gen_write_mib"),
+    ("store bytes", "store_bytes"),
+    ("store files", "store_files"),
+    ("bbox 1 %", "q1_median_ms"),
+    ("full read", "full_read_s"),
+    ("1 % box: files read", "io_q1_files"),
+    ("1 % box: store bytes read", "io_q1_store_file_bytes"),
+]
 
 
 def print_rows(rows: list[list[str]]) -> None:
@@ -348,6 +411,7 @@ def print_tables(sub: int, summ: dict[Config, dict[str, Any]], lines: list[dict[
 
 def target_lines(sub: int, summ: dict[Config, dict[str, Any]]) -> list[str]:
     """The issue's targets, each as ``value (target) verdict`` from this run's figures."""
+
     def get(impl: str, variant: str, key: str) -> Any:
         return summ.get((sub, impl, variant), {}).get(key)
 
@@ -362,33 +426,43 @@ def target_lines(sub: int, summ: dict[Config, dict[str, Any]]) -> list[str]:
         r = ratio(get("ours", raw, "write_s"), get("reference", ref, "write_s"))
         rc = ratio(get("ours", raw, "write_cpu_s"), get("reference", ref, "write_cpu_s"))
         if r is not None:
-            out.append(f"s{sub} raw write, ours {raw} / ref {ref}: {fmt(r, '.3f')} wall, "
-                       f"{fmt(rc, '.3f')} CPU (target <= {TARGETS['raw_write']}): "
-                       f"{verdict(r, TARGETS['raw_write'])}")
+            out.append(
+                f"s{sub} raw write, ours {raw} / ref {ref}: {fmt(r, '.3f')} wall, "
+                f"{fmt(rc, '.3f')} CPU (target <= {TARGETS['raw_write']}): "
+                f"{verdict(r, TARGETS['raw_write'])}"
+            )
         exact = get("ours", raw, "q1_mismatches") == 0
         r = ratio(get("ours", raw, "q1_median_ms"), get("reference", ref, "q1_median_ms"))
         if r is not None:
-            out.append(f"s{sub} 1 % bbox, ours {raw} / ref {ref}: {fmt(r, '.3f')} with "
-                       f"{get('ours', raw, 'q1_mismatches')} mismatching results "
-                       f"(target <= {TARGETS['raw_q1']}, identical faces): "
-                       f"{verdict(r, TARGETS['raw_q1'], exact)}")
+            out.append(
+                f"s{sub} 1 % bbox, ours {raw} / ref {ref}: {fmt(r, '.3f')} with "
+                f"{get('ours', raw, 'q1_mismatches')} mismatching results "
+                f"(target <= {TARGETS['raw_q1']}, identical faces): "
+                f"{verdict(r, TARGETS['raw_q1'], exact)}"
+            )
         exact = get("ours", draco, "q1_mismatches") == 0
         r = ratio(get("ours", draco, "q1_median_ms"), get("reference", ref, "q1_median_ms"))
         if r is not None:
-            out.append(f"s{sub} 1 % bbox, ours {draco} / ref {ref}: {fmt(r, '.3f')} with "
-                       f"{get('ours', draco, 'q1_mismatches')} mismatching results "
-                       f"(target <= {TARGETS['draco_q1']}): "
-                       f"{verdict(r, TARGETS['draco_q1'], exact)}")
+            out.append(
+                f"s{sub} 1 % bbox, ours {draco} / ref {ref}: {fmt(r, '.3f')} with "
+                f"{get('ours', draco, 'q1_mismatches')} mismatching results "
+                f"(target <= {TARGETS['draco_q1']}): "
+                f"{verdict(r, TARGETS['draco_q1'], exact)}"
+            )
         r = ratio(get("ours", draco, "store_bytes"), get("ours", raw, "store_bytes"))
         if r is not None:
-            out.append(f"s{sub} store bytes, ours {draco} / ours {raw}: {fmt(r, '.3f')} "
-                       f"(target <= {TARGETS['draco_bytes']}{', judged on s7' if sub != 7 else ''}): "
-                       f"{verdict(r, TARGETS['draco_bytes']) if sub == 7 else 'info'}")
+            out.append(
+                f"s{sub} store bytes, ours {draco} / ours {raw}: {fmt(r, '.3f')} "
+                f"(target <= {TARGETS['draco_bytes']}{', judged on s7' if sub != 7 else ''}): "
+                f"{verdict(r, TARGETS['draco_bytes']) if sub == 7 else 'info'}"
+            )
         r = ratio(get("ours", draco, "store_bytes"), get("reference", "draco-none", "store_bytes"))
         rw = ratio(get("ours", draco, "write_s"), get("reference", "draco-none", "write_s"))
         if r is not None:
-            out.append(f"s{sub} Draco vs the reference's Draco (write only there), "
-                       f"ours {draco} / ref draco-none: store bytes {fmt(r, '.3f')}, write {fmt(rw, '.3f')}")
+            out.append(
+                f"s{sub} Draco vs the reference's Draco (write only there), "
+                f"ours {draco} / ref draco-none: store bytes {fmt(r, '.3f')}, write {fmt(rw, '.3f')}"
+            )
     return out
 
 
@@ -403,10 +477,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--boxes", type=int, default=None, help="1 %% boxes (default 10)")
     p.add_argument("--plan-seed", type=int, default=11, help="box placement seed")
     p.add_argument("--io-box", type=int, default=0, help="which box the io count uses")
-    p.add_argument("--variants", default=",".join(OURS_VARIANTS),
-                   help="ours: (raw|draco)-(none|zstd), comma-separated")
-    p.add_argument("--ref-variants", default=",".join(REF_VARIANTS),
-                   help="reference: raw-none, raw-zstd, draco-none")
+    p.add_argument(
+        "--variants", default=",".join(OURS_VARIANTS), help="ours: (raw|draco)-(none|zstd), comma-separated"
+    )
+    p.add_argument(
+        "--ref-variants", default=",".join(REF_VARIANTS), help="reference: raw-none, raw-zstd, draco-none"
+    )
     p.add_argument("--reference-python", default=None)
     p.add_argument("--no-reference", action="store_true")
     p.add_argument("--profile", action="store_true", help="also cProfile our write and 1 %% queries")
@@ -430,23 +506,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def result_lines(args: argparse.Namespace, summ: dict[Config, dict[str, Any]],
-                 source: dict[str, Any], plan: dict[str, Any]) -> list[dict[str, Any]]:
+def result_lines(
+    args: argparse.Namespace, summ: dict[Config, dict[str, Any]], source: dict[str, Any], plan: dict[str, Any]
+) -> list[dict[str, Any]]:
     lines = []
     for sub in args.subdivisions:
         for variant in args.variants:
             ours = summ[(sub, "ours", variant)]
             enc, comp = variant.split("-")
             obj: dict[str, Any] = {
-                "workload": "mesh", "mesh": f"icosphere(subdivisions={sub}) * 499 + 500, float32",
-                "subdivisions": sub, "variant": variant, "vertices": ours.get("vertices"),
-                "faces": ours.get("faces"), "runs": args.runs, "boxes": args.boxes, "box_side": SIDE,
+                "workload": "mesh",
+                "mesh": f"icosphere(subdivisions={sub}) * 499 + 500, float32",
+                "subdivisions": sub,
+                "variant": variant,
+                "vertices": ours.get("vertices"),
+                "faces": ours.get("faces"),
+                "runs": args.runs,
+                "boxes": args.boxes,
+                "box_side": SIDE,
                 "box_placement": "centred on uniform surface points, shifted inside the volume",
-                "chunk": 100, "bounds": [[0, 0, 0], [1000, 1000, 1000]],
+                "chunk": 100,
+                "bounds": [[0, 0, 0], [1000, 1000, 1000]],
                 "writer": f"zarr_vectors.write_mesh(p, v, f, chunk_shape=100, encoding={enc!r}, "
-                          f"quantization_bits=11, compression_level=7, compression={comp!r})",
+                f"quantization_bits=11, compression_level=7, compression={comp!r})",
                 "reader": "open(p).query(bbox=(lo, hi)) (faces='inside'); also faces='touching'; read()",
-                "ours_source": source, "ours": ours,
+                "ours_source": source,
+                "ours": ours,
             }
             ref = summ.get((sub, "reference", ref_raw_for(variant)))
             if ref is not None:
@@ -461,19 +546,22 @@ def result_lines(args: argparse.Namespace, summ: dict[Config, dict[str, Any]],
                 obj["reference_draco_write_only"] = ref_d
                 obj["ratio_ours_over_reference_draco"] = {
                     k: ratio(ours.get(k), ref_d.get(k))
-                    for k in ("write_s", "write_cpu_s", "store_bytes", "store_files")}
+                    for k in ("write_s", "write_cpu_s", "store_bytes", "store_files")
+                }
             raw_ours = summ.get((sub, "ours", f"raw-{comp}"))
             if enc == "draco" and raw_ours is not None:
                 obj["store_bytes_over_ours_raw_same_compression"] = ratio(
-                    ours.get("store_bytes"), raw_ours.get("store_bytes"))
+                    ours.get("store_bytes"), raw_ours.get("store_bytes")
+                )
             if sub == args.subdivisions[0] and variant == args.variants[0]:
                 obj["plan"] = plan["boxes"]
             lines.append(obj)
     return lines
 
 
-def run_profiles(args: argparse.Namespace, pythons: dict[str, str], work: str,
-                 plan_file: str) -> dict[str, Any]:
+def run_profiles(
+    args: argparse.Namespace, pythons: dict[str, str], work: str, plan_file: str
+) -> dict[str, Any]:
     profile: dict[str, Any] = {}
     sub = args.subdivisions[-1]
     for variant in args.variants:
@@ -482,8 +570,17 @@ def run_profiles(args: argparse.Namespace, pythons: dict[str, str], work: str,
             shutil.rmtree(store)
         log(f"profiling ours s{sub} {variant}")
         try:
-            profile[variant] = run_child(pythons["ours"], "ours", "profile", cwd=work, variant=variant,
-                                         subdivisions=sub, store=store, boxes=plan_file, top=args.profile_top)
+            profile[variant] = run_child(
+                pythons["ours"],
+                "ours",
+                "profile",
+                cwd=work,
+                variant=variant,
+                subdivisions=sub,
+                store=store,
+                boxes=plan_file,
+                top=args.profile_top,
+            )
         except ChildError as exc:
             profile[variant] = {"error": str(exc)}
     return profile
@@ -495,13 +592,17 @@ def print_profiles(profile: dict[str, Any], top: int) -> None:
         if "error" in prof:
             print(prof["error"])
             continue
-        print(f"-- write ({prof['write_wall_s_under_profiler']:.3f} s under the profiler), "
-              f"top {top} by tottime --")
+        print(
+            f"-- write ({prof['write_wall_s_under_profiler']:.3f} s under the profiler), "
+            f"top {top} by tottime --"
+        )
         print(prof["write_tottime"].rstrip())
         print(f"-- write, top {top} by cumulative --")
         print(prof["write_cumtime"].rstrip())
-        print(f"-- {prof['query_boxes']} x 1 % box ({prof['query_wall_s_under_profiler'] * 1e3:.1f} ms total "
-              f"under the profiler), top {top} by tottime --")
+        print(
+            f"-- {prof['query_boxes']} x 1 % box ({prof['query_wall_s_under_profiler'] * 1e3:.1f} ms total "
+            f"under the profiler), top {top} by tottime --"
+        )
         print(prof["query_tottime"].rstrip())
         print(f"-- 1 % box, top {top} by cumulative --")
         print(prof["query_cumtime"].rstrip())
@@ -521,10 +622,12 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{sys.executable} imports zarr_vectors {ours_ver}; use the project's venv")
         if not args.no_reference:
             pythons["reference"] = find_reference_python(args.reference_python, work)
-        log(f"ours: zarr_vectors {ours_ver}, commit {source['commit']}, "
+        log(
+            f"ours: zarr_vectors {ours_ver}, commit {source['commit']}, "
             f"{len(source['uncommitted_package_files'])} uncommitted package files, "
             f"{len(source['uncommitted_codec_files'])} uncommitted codec files"
-            + (", snapshot copied" if source["snapshot"] else ""))
+            + (", snapshot copied" if source["snapshot"] else "")
+        )
         plan = make_plan(args.boxes, args.plan_seed)
         plan_file = os.path.join(work, "plan.json")
         with open(plan_file, "w") as fh:
@@ -539,29 +642,47 @@ def main(argv: list[str] | None = None) -> int:
 
         for sub in args.subdivisions:
             ours0 = summ[(sub, "ours", args.variants[0])]
-            print(f"\nmesh: icosphere(subdivisions={sub}) * 499 + 500, float32 "
-                  f"({ours0.get('vertices', 0):,} vertices, {ours0.get('faces', 0):,} faces); chunk 100, "
-                  f"bounds [0,1000]^3; median of {args.runs} fresh process(es); {args.boxes} boxes of side "
-                  f"{SIDE} centred on the surface")
+            print(
+                f"\nmesh: icosphere(subdivisions={sub}) * 499 + 500, float32 "
+                f"({ours0.get('vertices', 0):,} vertices, {ours0.get('faces', 0):,} faces); chunk 100, "
+                f"bounds [0,1000]^3; median of {args.runs} fresh process(es); {args.boxes} boxes of side "
+                f"{SIDE} centred on the surface"
+            )
             print_tables(sub, summ, lines)
-        print("\nchecks: ours = mismatching results against numpy brute force (1 % boxes / touching / "
-              "full read; Draco: positions within quantization_bound, boxes exact on the decoded "
-              "positions, faces exact); ref = boxes whose result equals brute force (described, not judged)")
+        print(
+            "\nchecks: ours = mismatching results against numpy brute force (1 % boxes / touching / "
+            "full read; Draco: positions within quantization_bound, boxes exact on the decoded "
+            "positions, faces exact); ref = boxes whose result equals brute force (described, not judged)"
+        )
         print("\ntargets (issue 4), ratios from this run:")
         for sub in args.subdivisions:
             for line in target_lines(sub, summ):
                 print("  " + line)
-        total_bad = sum(s.get(k, 0) or 0 for (sb, impl, v), s in summ.items() if impl == "ours"
-                        for k in ("q1_mismatches", "q1_touching_mismatches", "full_read_mismatches"))
+        total_bad = sum(
+            s.get(k, 0) or 0
+            for (sb, impl, v), s in summ.items()
+            if impl == "ours"
+            for k in ("q1_mismatches", "q1_touching_mismatches", "full_read_mismatches")
+        )
         failed = [f"s{sb} {impl} {v}" for (sb, impl, v), s in summ.items() if "error" in s]
-        print(f"ours: commit {source['commit']}"
-              + (f" + {len(source['uncommitted_package_files'])} uncommitted package files"
-                 if source["uncommitted_package_files"] else "")
-              + (f" + {len(source['uncommitted_codec_files'])} uncommitted codec files"
-                 if source["uncommitted_codec_files"] else "")
-              + (" (snapshot taken at start)" if source["snapshot"] else " (live)"))
-        print(f"our correctness: {total_bad} mismatching results against numpy brute force"
-              + (f"; FAILED configurations: {', '.join(failed)}" if failed else ""))
+        print(
+            f"ours: commit {source['commit']}"
+            + (
+                f" + {len(source['uncommitted_package_files'])} uncommitted package files"
+                if source["uncommitted_package_files"]
+                else ""
+            )
+            + (
+                f" + {len(source['uncommitted_codec_files'])} uncommitted codec files"
+                if source["uncommitted_codec_files"]
+                else ""
+            )
+            + (" (snapshot taken at start)" if source["snapshot"] else " (live)")
+        )
+        print(
+            f"our correctness: {total_bad} mismatching results against numpy brute force"
+            + (f"; FAILED configurations: {', '.join(failed)}" if failed else "")
+        )
         if profile:
             print_profiles(profile, args.profile_top)
         kept = args.keep or args.workdir is not None

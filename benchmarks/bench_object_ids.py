@@ -31,7 +31,9 @@ import zarr_vectors as zv
 
 def id_sets(k: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(1)
-    segment = np.uint64(720575940621039145) + np.sort(rng.choice(np.arange(10**9, dtype=np.uint64), k, replace=False))
+    segment = np.uint64(720575940621039145) + np.sort(
+        rng.choice(np.arange(10**9, dtype=np.uint64), k, replace=False)
+    )
     return {
         "dense": np.arange(k, dtype=np.int64),
         "segment": rng.permutation(segment),
@@ -54,8 +56,15 @@ def one_run(root: Path, name: str, pos: np.ndarray, ids: np.ndarray, label: np.n
     store = root / f"{name}.zarr"
     t: dict[str, float] = {}
     t0 = time.perf_counter()
-    ds = zv.write_points(store, pos, chunk_shape=100, bin_shape=50, object_ids=oid,
-                         attributes={"row": np.arange(len(pos), dtype=np.int64)}, overwrite=True)  # fmt: skip
+    ds = zv.write_points(
+        store,
+        pos,
+        chunk_shape=100,
+        bin_shape=50,
+        object_ids=oid,
+        attributes={"row": np.arange(len(pos), dtype=np.int64)},
+        overwrite=True,
+    )
     t["write"] = time.perf_counter() - t0
     want = rows_by_object(oid)
     every = ids.tolist()
@@ -99,7 +108,9 @@ def main() -> None:
             for name, ids in sets.items():  # interleaved, so load drifts hit all alike
                 runs[name].append(one_run(Path(tmp), name, pos, ids, label))
     med = {k: {m: statistics.median(r[m] for r in rs) for m in rs[0]} for k, rs in runs.items()}
-    print(f"{args.points:,} points, {args.objects:,} objects, median of {args.runs} runs (seconds; ratio to dense)")
+    print(
+        f"{args.points:,} points, {args.objects:,} objects, median of {args.runs} runs (seconds; ratio to dense)"
+    )
     metrics = list(med["dense"])
     print(f"{'ids':<9}" + "".join(f"{m:>26}" for m in metrics))
     for name, row in med.items():

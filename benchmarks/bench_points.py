@@ -59,7 +59,11 @@ def python_version_of_zv(python: str, cwd: str) -> str | None:
     try:
         out = subprocess.run(
             [python, "-I", "-c", "import zarr_vectors; print(zarr_vectors.__version__)"],
-            cwd=cwd, capture_output=True, text=True, timeout=120, env=child_env(),
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=child_env(),
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -70,19 +74,24 @@ def find_reference_python(explicit: str | None, cwd: str) -> str:
     if explicit:
         ver = python_version_of_zv(explicit, cwd)
         if ver != REFERENCE_VERSION:
-            raise SystemExit(f"--reference-python {explicit} imports zarr_vectors {ver}, "
-                             f"not the reference {REFERENCE_VERSION}")
+            raise SystemExit(
+                f"--reference-python {explicit} imports zarr_vectors {ver}, "
+                f"not the reference {REFERENCE_VERSION}"
+            )
         return explicit
     candidate = DEFAULT_REF_VENV / "bin" / "python"
     if candidate.exists() and python_version_of_zv(str(candidate), cwd) == REFERENCE_VERSION:
         return str(candidate)
     if not REF_VENV_SCRIPT.exists():
-        raise SystemExit(f"no reference venv at {DEFAULT_REF_VENV} and no {REF_VENV_SCRIPT} to "
-                         "make one; pass --reference-python")
+        raise SystemExit(
+            f"no reference venv at {DEFAULT_REF_VENV} and no {REF_VENV_SCRIPT} to "
+            "make one; pass --reference-python"
+        )
     log(f"making the reference venv with {REF_VENV_SCRIPT} (this downloads from PyPI)")
     # from the neutral cwd: the script's import check must not find this checkout's package
-    out = subprocess.run(["bash", str(REF_VENV_SCRIPT), str(DEFAULT_REF_VENV)],
-                         capture_output=True, text=True, cwd=cwd)
+    out = subprocess.run(
+        ["bash", str(REF_VENV_SCRIPT), str(DEFAULT_REF_VENV)], capture_output=True, text=True, cwd=cwd
+    )
     if out.returncode != 0:
         raise SystemExit(f"reference-venv.sh failed:\n{out.stderr}")
     py = out.stdout.strip().splitlines()[-1]
@@ -146,8 +155,11 @@ def snapshot_ours(work: str) -> dict[str, Any]:
     """
     global OURS_SOURCE
     dest = os.path.join(work, "ours-src")
-    shutil.copytree(REPO / "zarr_vectors", os.path.join(dest, "zarr_vectors"),
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        REPO / "zarr_vectors",
+        os.path.join(dest, "zarr_vectors"),
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
     OURS_SOURCE = dest
     return describe_source(snapshot=True)
 
@@ -155,16 +167,18 @@ def snapshot_ours(work: str) -> dict[str, Any]:
 def describe_source(snapshot: bool) -> dict[str, Any]:
     def git(*a: str) -> str | None:
         try:
-            out = subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True,
-                                 timeout=30)
+            out = subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             return None
         return out.stdout if out.returncode == 0 else None
 
     dirty = git("status", "--porcelain", "--", "zarr_vectors") or ""
     commit = (git("rev-parse", "--short", "HEAD") or "").strip() or None
-    return {"commit": commit, "snapshot": snapshot,
-            "uncommitted_package_files": [ln[3:] for ln in dirty.splitlines() if ln.strip()]}
+    return {
+        "commit": commit,
+        "snapshot": snapshot,
+        "uncommitted_package_files": [ln[3:] for ln in dirty.splitlines() if ln.strip()],
+    }
 
 
 def run_child(python: str, impl: str, task: str, *, cwd: str, **kw: Any) -> dict[str, Any]:
@@ -174,8 +188,9 @@ def run_child(python: str, impl: str, task: str, *, cwd: str, **kw: Any) -> dict
     for key, value in kw.items():
         if value is not None:
             cmd += [f"--{key.replace('_', '-')}", str(value)]
-    proc = subprocess.run(cmd, cwd=cwd, env=child_env(), capture_output=True, text=True,
-                          timeout=CHILD_TIMEOUT_S)
+    proc = subprocess.run(
+        cmd, cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=CHILD_TIMEOUT_S
+    )
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
         raise ChildError(f"{impl} {task} exited {proc.returncode}: {tail}")
@@ -194,8 +209,9 @@ def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def measure(args: argparse.Namespace, pythons: dict[str, str], work: str,
-            boxes_file: str) -> dict[tuple[str, str], dict[str, Any]]:
+def measure(
+    args: argparse.Namespace, pythons: dict[str, str], work: str, boxes_file: str
+) -> dict[tuple[str, str], dict[str, Any]]:
     """All runs. Returns raw per-(variant, impl) records."""
     raw: dict[tuple[str, str], dict[str, Any]] = {}
     for variant in args.variants:
@@ -218,18 +234,29 @@ def measure(args: argparse.Namespace, pythons: dict[str, str], work: str,
                     if os.path.exists(store):
                         shutil.rmtree(store)
                     log(f"run {run + 1}/{args.runs} {impl:9s} {variant:4s}: write")
-                    wr = run_child(py, impl, "write", cwd=work, variant=variant, store=store,
-                                   **common)
+                    wr = run_child(py, impl, "write", cwd=work, variant=variant, store=store, **common)
                     stats = store_stats(store)
                     warm_cache(store)
-                    log(f"run {run + 1}/{args.runs} {impl:9s} {variant:4s}: queries "
-                        f"({wr['write_s']:.3f} s write)")
-                    qr = run_child(py, impl, "query", cwd=work, variant=variant, store=store,
-                                   boxes=boxes_file, **common)
+                    log(
+                        f"run {run + 1}/{args.runs} {impl:9s} {variant:4s}: queries "
+                        f"({wr['write_s']:.3f} s write)"
+                    )
+                    qr = run_child(
+                        py, impl, "query", cwd=work, variant=variant, store=store, boxes=boxes_file, **common
+                    )
                     if rec["io"] is None:
-                        rec["io"] = run_child(py, impl, "io", cwd=work, variant=variant,
-                                              store=store, boxes=boxes_file,
-                                              io_label="q1", io_index=args.io_box, **common)
+                        rec["io"] = run_child(
+                            py,
+                            impl,
+                            "io",
+                            cwd=work,
+                            variant=variant,
+                            store=store,
+                            boxes=boxes_file,
+                            io_label="q1",
+                            io_index=args.io_box,
+                            **common,
+                        )
                 except (ChildError, subprocess.TimeoutExpired) as exc:
                     log(f"FAILED: {exc}")
                     rec["error"] = str(exc)
@@ -249,7 +276,8 @@ def summarise(rec: dict[str, Any]) -> dict[str, Any]:
     out["peak_rss_gen_write_mib"] = median([r["write"]["peak_rss_mib"] for r in runs])
     out["peak_rss_gen_only_mib"] = median([r["gen"]["peak_rss_mib"] for r in runs])
     out["peak_rss_added_by_write_mib"] = median(
-        [r["write"]["peak_rss_mib"] - r["gen"]["peak_rss_mib"] for r in runs])
+        [r["write"]["peak_rss_mib"] - r["gen"]["peak_rss_mib"] for r in runs]
+    )
     out.update(rec["store"])
     for label in BOX_SIDES:
         per_run = [statistics.median(r["query"][label]["times_s"]) for r in runs]
@@ -267,11 +295,15 @@ def summarise(rec: dict[str, Any]) -> dict[str, Any]:
     if rec["io"]:
         q = rec["io"]["query"]
         out["io_q1"] = {
-            "box": rec["io"]["box"], "rows": rec["io"]["rows"],
-            "cell_files": q["cell_files"], "metadata_files": q["metadata_files"],
+            "box": rec["io"]["box"],
+            "rows": rec["io"]["rows"],
+            "cell_files": q["cell_files"],
+            "metadata_files": q["metadata_files"],
             "files": q["cell_files"] + q["metadata_files"],
-            "cell_bytes": q["cell_bytes"], "metadata_bytes": q["metadata_bytes"],
-            "store_file_bytes": q["store_file_bytes"], "rchar_bytes": q["rchar_bytes"],
+            "cell_bytes": q["cell_bytes"],
+            "metadata_bytes": q["metadata_bytes"],
+            "store_file_bytes": q["store_file_bytes"],
+            "rchar_bytes": q["rchar_bytes"],
             "cell_files_by_array": q["cell_files_by_array"],
             "open_files": rec["io"]["open"]["metadata_files"] + rec["io"]["open"]["cell_files"],
             "open_bytes": rec["io"]["open"]["store_file_bytes"],
@@ -282,8 +314,14 @@ def summarise(rec: dict[str, Any]) -> dict[str, Any]:
 
 
 RATIO_KEYS = [
-    "write_s", "peak_rss_gen_write_mib", "peak_rss_added_by_write_mib", "store_bytes",
-    "store_files", "q1_median_ms", "q10_median_ms", "full_read_s",
+    "write_s",
+    "peak_rss_gen_write_mib",
+    "peak_rss_added_by_write_mib",
+    "store_bytes",
+    "store_files",
+    "q1_median_ms",
+    "q10_median_ms",
+    "full_read_s",
 ]
 IO_RATIO_KEYS = ["files", "cell_files", "store_file_bytes", "rchar_bytes"]
 
@@ -320,21 +358,35 @@ TABLE_ROWS = [
     ("peak RSS gen+write (MiB)", lambda s: s.get("peak_rss_gen_write_mib"), ".0f", True),
     ("peak RSS gen only (MiB)", lambda s: s.get("peak_rss_gen_only_mib"), ".0f", False),
     ("RSS added by write (MiB)", lambda s: s.get("peak_rss_added_by_write_mib"), ".0f", True),
-    ("store (MB)", lambda s: None if s.get("store_bytes") is None else s["store_bytes"] / 1e6,
-     ".2f", True),
+    ("store (MB)", lambda s: None if s.get("store_bytes") is None else s["store_bytes"] / 1e6, ".2f", True),
     ("store files", lambda s: s.get("store_files"), "d", True),
     ("bbox 1 % median (ms)", lambda s: s.get("q1_median_ms"), ".1f", True),
     ("bbox 10 % median (ms)", lambda s: s.get("q10_median_ms"), ".1f", True),
     ("full read (s)", lambda s: s.get("full_read_s"), ".3f", True),
     ("1 % box: cell files read", lambda s: s.get("io_q1", {}).get("cell_files"), "d", True),
-    ("1 % box: metadata files read", lambda s: s.get("io_q1", {}).get("metadata_files"), "d",
-     True),
-    ("1 % box: store bytes read (KB)",
-     lambda s: None if "io_q1" not in s else s["io_q1"]["store_file_bytes"] / 1e3, ".1f", True),
-    ("1 % box: rchar (KB)", lambda s: None if not s.get("io_q1", {}).get("rchar_bytes") else
-     s["io_q1"]["rchar_bytes"] / 1e3, ".1f", True),
-    ("mismatches 1 % / 10 % / full", lambda s: None if "q1_mismatches" not in s else
-     f"{s['q1_mismatches']}/{s['q10_mismatches']}/{s['full_read_mismatches']}", "s", False),
+    ("1 % box: metadata files read", lambda s: s.get("io_q1", {}).get("metadata_files"), "d", True),
+    (
+        "1 % box: store bytes read (KB)",
+        lambda s: None if "io_q1" not in s else s["io_q1"]["store_file_bytes"] / 1e3,
+        ".1f",
+        True,
+    ),
+    (
+        "1 % box: rchar (KB)",
+        lambda s: None if not s.get("io_q1", {}).get("rchar_bytes") else s["io_q1"]["rchar_bytes"] / 1e3,
+        ".1f",
+        True,
+    ),
+    (
+        "mismatches 1 % / 10 % / full",
+        lambda s: (
+            None
+            if "q1_mismatches" not in s
+            else f"{s['q1_mismatches']}/{s['q10_mismatches']}/{s['full_read_mismatches']}"
+        ),
+        "s",
+        False,
+    ),
 ]
 
 
@@ -356,8 +408,7 @@ def print_table(results: dict[str, dict[str, Any]], variants: list[str]) -> None
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = []
     for k, r in enumerate(rows):
-        lines.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i])
-                               for i, c in enumerate(r)))
+        lines.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)))
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
     print("\n".join(lines))
@@ -369,24 +420,37 @@ def print_table(results: dict[str, dict[str, Any]], variants: list[str]) -> None
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--n", type=int, default=None, help="number of points (default 1,000,000)")
-    p.add_argument("--runs", type=int, default=None,
-                   help="fresh-process repetitions per measurement (median is reported; default 3)")
+    p.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        help="fresh-process repetitions per measurement (median is reported; default 3)",
+    )
     p.add_argument("--quick", action="store_true", help="smoke run: 100,000 points, 1 run")
     p.add_argument("--boxes", type=int, default=20, help="boxes per size (1 %% and 10 %%)")
     p.add_argument("--seed", type=int, default=20240601, help="data seed")
     p.add_argument("--box-seed", type=int, default=7, help="query box seed")
     p.add_argument("--io-box", type=int, default=0, help="which 1 %% box the io count uses")
-    p.add_argument("--variants", default="none,zstd",
-                   help="comma-separated compression variants (none, zstd)")
-    p.add_argument("--reference-python", default=None,
-                   help="python of a venv holding zarr-vectors 0.9.2 (default: find or make "
-                        ".cache/reference-venv)")
+    p.add_argument(
+        "--variants", default="none,zstd", help="comma-separated compression variants (none, zstd)"
+    )
+    p.add_argument(
+        "--reference-python",
+        default=None,
+        help="python of a venv holding zarr-vectors 0.9.2 (default: find or make .cache/reference-venv)",
+    )
     p.add_argument("--no-reference", action="store_true", help="measure ours only")
-    p.add_argument("--profile", action="store_true",
-                   help="also cProfile our write and 1 %% queries in a child (top entries)")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="also cProfile our write and 1 %% queries in a child (top entries)",
+    )
     p.add_argument("--profile-top", type=int, default=10)
-    p.add_argument("--no-snapshot", action="store_true",
-                   help="import our installed package live instead of a copy taken at start")
+    p.add_argument(
+        "--no-snapshot",
+        action="store_true",
+        help="import our installed package live instead of a copy taken at start",
+    )
     p.add_argument("--workdir", default=None, help="where stores go (default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the stores afterwards")
     p.add_argument("--json-out", default=None, help="also write all results to this file")
@@ -413,13 +477,17 @@ def main(argv: list[str] | None = None) -> int:
         source = describe_source(False) if args.no_snapshot else snapshot_ours(work)
         ours_ver = python_version_of_zv(sys.executable, work)
         if ours_ver is None or ours_ver == REFERENCE_VERSION:
-            raise SystemExit(f"{sys.executable} imports zarr_vectors {ours_ver}; run this with "
-                             "the project's venv")
+            raise SystemExit(
+                f"{sys.executable} imports zarr_vectors {ours_ver}; run this with the project's venv"
+            )
         if not args.no_reference:
             pythons["reference"] = find_reference_python(args.reference_python, work)
-        log(f"ours: {pythons['ours']} (zarr_vectors {ours_ver}; commit {source['commit']}, "
+        log(
+            f"ours: {pythons['ours']} (zarr_vectors {ours_ver}; commit {source['commit']}, "
             f"{len(source['uncommitted_package_files'])} uncommitted package files"
-            + (", snapshot copied" if source["snapshot"] else "") + ")")
+            + (", snapshot copied" if source["snapshot"] else "")
+            + ")"
+        )
         if "reference" in pythons:
             log(f"reference: {pythons['reference']}")
 
@@ -442,12 +510,16 @@ def main(argv: list[str] | None = None) -> int:
                 "runs": args.runs,
                 "boxes_per_size": args.boxes,
                 "box_sides": BOX_SIDES,
-                "chunk": 100, "bin": 25, "bounds": [[0, 0, 0], [1000, 1000, 1000]],
+                "chunk": 100,
+                "bin": 25,
+                "bounds": [[0, 0, 0], [1000, 1000, 1000]],
                 "writers": {
                     "ours": f"zarr_vectors.write_points(compression={variant!r})",
-                    "reference": ("zarr_vectors.create + Dataset.add_points (zstd on every array)"
-                                  if variant == "zstd" else
-                                  "zarr_vectors.types.points.write_points(compressor=None)"),
+                    "reference": (
+                        "zarr_vectors.create + Dataset.add_points (zstd on every array)"
+                        if variant == "zstd"
+                        else "zarr_vectors.types.points.write_points(compressor=None)"
+                    ),
                 },
                 "ours_source": source,
                 "ours": per["ours"],
@@ -473,23 +545,42 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"profiling ours {variant}")
                 try:
                     profile[variant] = run_child(
-                        pythons["ours"], "ours", "profile", cwd=work, variant=variant, store=store,
-                        boxes=boxes_file, io_label="q1", top=args.profile_top,
-                        n=args.n, seed=args.seed)
+                        pythons["ours"],
+                        "ours",
+                        "profile",
+                        cwd=work,
+                        variant=variant,
+                        store=store,
+                        boxes=boxes_file,
+                        io_label="q1",
+                        top=args.profile_top,
+                        n=args.n,
+                        seed=args.seed,
+                    )
                 except ChildError as exc:
                     profile[variant] = {"error": str(exc)}
 
         print()
-        print(f"points: {args.n:,} float32 points + 1 float32 attribute, chunk 100, bins 25; "
-              f"median of {args.runs} fresh process(es); {args.boxes} boxes per size; "
-              "ratio = ours / reference (< 1: ours faster / smaller)")
+        print(
+            f"points: {args.n:,} float32 points + 1 float32 attribute, chunk 100, bins 25; "
+            f"median of {args.runs} fresh process(es); {args.boxes} boxes per size; "
+            "ratio = ours / reference (< 1: ours faster / smaller)"
+        )
         print_table(results, args.variants)
-        total_bad = sum(results[v]["ours"].get(k, 0) or 0 for v in args.variants
-                        for k in ("q1_mismatches", "q10_mismatches", "full_read_mismatches"))
-        print(f"ours: commit {source['commit']}"
-              + (f" + {len(source['uncommitted_package_files'])} uncommitted package files"
-                 if source["uncommitted_package_files"] else "")
-              + (" (snapshot taken at start)" if source["snapshot"] else " (live)"))
+        total_bad = sum(
+            results[v]["ours"].get(k, 0) or 0
+            for v in args.variants
+            for k in ("q1_mismatches", "q10_mismatches", "full_read_mismatches")
+        )
+        print(
+            f"ours: commit {source['commit']}"
+            + (
+                f" + {len(source['uncommitted_package_files'])} uncommitted package files"
+                if source["uncommitted_package_files"]
+                else ""
+            )
+            + (" (snapshot taken at start)" if source["snapshot"] else " (live)")
+        )
         print(f"our correctness: {total_bad} mismatching results against numpy brute force")
         if profile:
             for variant, prof in profile.items():
@@ -497,14 +588,18 @@ def main(argv: list[str] | None = None) -> int:
                 if "error" in prof:
                     print(prof["error"])
                     continue
-                print(f"-- write ({prof['write_wall_s_under_profiler']:.3f} s under the profiler), "
-                      f"top {args.profile_top} by tottime --")
+                print(
+                    f"-- write ({prof['write_wall_s_under_profiler']:.3f} s under the profiler), "
+                    f"top {args.profile_top} by tottime --"
+                )
                 print(prof["write_tottime"].rstrip())
                 print(f"-- write, top {args.profile_top} by cumulative --")
                 print(prof["write_cumtime"].rstrip())
-                print(f"-- {prof['query_boxes']} x 1 % box query "
-                      f"({prof['query_wall_s_under_profiler'] * 1e3:.1f} ms total under the "
-                      f"profiler), top {args.profile_top} by tottime --")
+                print(
+                    f"-- {prof['query_boxes']} x 1 % box query "
+                    f"({prof['query_wall_s_under_profiler'] * 1e3:.1f} ms total under the "
+                    f"profiler), top {args.profile_top} by tottime --"
+                )
                 print(prof["query_tottime"].rstrip())
                 print(f"-- 1 % box query, top {args.profile_top} by cumulative --")
                 print(prof["query_cumtime"].rstrip())

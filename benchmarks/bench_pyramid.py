@@ -80,15 +80,24 @@ def child_ours(task: str, store: str, data: str | None) -> dict[str, Any]:
 
     if task == "write":
         with np.load(data) as z:  # type: ignore[arg-type]
-            zv.write_points(store, z["positions"], chunk_shape=100, bin_shape=25, bounds=([0.0] * 3, [EXTENT] * 3),
-                            attributes={"intensity": z["intensity"]})  # fmt: skip
+            zv.write_points(
+                store,
+                z["positions"],
+                chunk_shape=100,
+                bin_shape=25,
+                bounds=([0.0] * 3, [EXTENT] * 3),
+                attributes={"intensity": z["intensity"]},
+            )
         return {}
     if task == "build":
         ds = zv.open(store, mode="r+")
         t = time.perf_counter()
         ds.build_pyramid([2, 2, 2])
-        return {"build_s": time.perf_counter() - t, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                "vertex_counts": [ds.vertex_count(k) for k in ds.levels]}  # fmt: skip
+        return {
+            "build_s": time.perf_counter() - t,
+            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "vertex_counts": [ds.vertex_count(k) for k in ds.levels],
+        }
     if task == "check":
         ds = zv.open(store)
         return {
@@ -109,8 +118,13 @@ def child_reference(task: str, store: str, data: str | None) -> dict[str, Any]:
     if task == "write":
         with np.load(data) as z:  # type: ignore[arg-type]
             layout = zv.Layout(cell_size=(100.0, 100.0, 100.0), subcells=4)
-            schema = zv.Schema(ndim=3, bounds=([0.0] * 3, [EXTENT] * 3), kind="point_cloud",
-                               position_dtype="float32", layout=layout)  # fmt: skip
+            schema = zv.Schema(
+                ndim=3,
+                bounds=([0.0] * 3, [EXTENT] * 3),
+                kind="point_cloud",
+                position_dtype="float32",
+                layout=layout,
+            )
             zv.create(store, schema=schema).add_points(
                 z["positions"], attributes={"intensity": z["intensity"]}
             )
@@ -120,8 +134,11 @@ def child_reference(task: str, store: str, data: str | None) -> dict[str, Any]:
         t = time.perf_counter()
         ds.build_pyramid(factors=[(2, 1)] * 3)
         ds = zv.open(store)
-        return {"build_s": time.perf_counter() - t, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                "vertex_counts": [ds.level(k).vertex_count for k in ds.levels]}  # fmt: skip
+        return {
+            "build_s": time.perf_counter() - t,
+            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "vertex_counts": [ds.level(k).vertex_count for k in ds.levels],
+        }
     if task == "check":
         ds = zv.open(store)
 
@@ -169,8 +186,11 @@ def points_workload(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     n = args.n
     data = work / "points.npz"
-    np.savez(data, positions=rng.uniform(0, EXTENT, (n, 3)).astype(np.float32),
-             intensity=rng.random(n).astype(np.float32))  # fmt: skip
+    np.savez(
+        data,
+        positions=rng.uniform(0, EXTENT, (n, 3)).astype(np.float32),
+        intensity=rng.random(n).astype(np.float32),
+    )
     sides = {"ours": ours_python()}
     if not args.no_reference:
         sides["reference"] = str(args.reference_python)
@@ -190,11 +210,17 @@ def points_workload(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         size1 = store_size(store)
         check = run_child(python, side, "check", store, None, str(work))
         result[side] = {
-            "build_s": statistics.median(builds), "build_runs_s": builds, "rss_mib": last["rss_mib"],
-            "vertex_counts": last["vertex_counts"], "level0_bytes": size0[0], "level0_files": size0[1],
-            "pyramid_bytes": size1[0], "pyramid_files": size1[1], "growth": size1[0] / size0[0],
+            "build_s": statistics.median(builds),
+            "build_runs_s": builds,
+            "rss_mib": last["rss_mib"],
+            "vertex_counts": last["vertex_counts"],
+            "level0_bytes": size0[0],
+            "level0_files": size0[1],
+            "pyramid_bytes": size1[0],
+            "pyramid_files": size1[1],
+            "growth": size1[0] / size0[0],
             "levels": check["levels"],
-        }  # fmt: skip
+        }
         log(f"{side}: build {result[side]['build_s']:.2f} s, growth {result[side]['growth']:.2f}x")
     if "reference" in result:
         result["ratio_build"] = result["ours"]["build_s"] / result["reference"]["build_s"]
@@ -243,16 +269,24 @@ def mesh_workload(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     m0, m1 = ds.objects([0], level=0), ds.objects([0], level=1)
     t0, t1 = m0.to_trimesh(), m1.to_trimesh()
     bin1 = float(np.max(ds.level(1).grid.bin_shape))
-    hd = max(_nearest(m1.positions.astype(np.float64), m0.positions.astype(np.float64), 5.0).max(),
-             _nearest(m0.positions.astype(np.float64), m1.positions.astype(np.float64), 5.0).max())  # fmt: skip
+    hd = max(
+        _nearest(m1.positions.astype(np.float64), m0.positions.astype(np.float64), 5.0).max(),
+        _nearest(m0.positions.astype(np.float64), m1.positions.astype(np.float64), 5.0).max(),
+    )
     radial = np.abs(np.linalg.norm(m1.positions - 500.0, axis=1) - 499.0).max()
     frac = len(t1.faces) / len(t0.faces)
     out = {
-        "workload": "pyramid-mesh", "subdivisions": args.subdivisions, "build_s": build,
-        "faces": [len(t0.faces), len(t1.faces)], "face_fraction": frac, "watertight_level1": bool(t1.is_watertight),
-        "hausdorff_vertex_bound": float(hd), "radial_error_max": float(radial), "level1_bin": bin1,
+        "workload": "pyramid-mesh",
+        "subdivisions": args.subdivisions,
+        "build_s": build,
+        "faces": [len(t0.faces), len(t1.faces)],
+        "face_fraction": frac,
+        "watertight_level1": bool(t1.is_watertight),
+        "hausdorff_vertex_bound": float(hd),
+        "radial_error_max": float(radial),
+        "level1_bin": bin1,
         "targets_met": bool(t1.is_watertight and 0.2 <= frac <= 0.3 and hd <= 2 * bin1),
-    }  # fmt: skip
+    }
     log(
         f"mesh: {frac:.3f} of faces, watertight {t1.is_watertight}, Hausdorff <= {hd:.2f} (2 bins = {2 * bin1})"
     )
@@ -280,8 +314,10 @@ def main() -> int:
     args.runs = args.runs or (1 if args.quick else 3)
     args.subdivisions = args.subdivisions or (5 if args.quick else 7)
     if not args.no_reference and not Path(args.reference_python).exists():
-        raise SystemExit(f"no reference interpreter at {args.reference_python} (make it with "
-                         "../shared/tools/reference-venv.sh, or pass --no-reference)")  # fmt: skip
+        raise SystemExit(
+            f"no reference interpreter at {args.reference_python} (make it with "
+            "../shared/tools/reference-venv.sh, or pass --no-reference)"
+        )
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-pyramid-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
@@ -299,9 +335,11 @@ def main() -> int:
             s = points[side]
             exact = sum(lv["exact"] for lv in s["levels"])
             total = sum(lv["boxes"] for lv in s["levels"])
-            print(f"  {side:9s} build {s['build_s']:.2f} s  growth {s['growth']:.2f}x  "
-                  f"({s['level0_bytes'] / 1e6:.1f} -> {s['pyramid_bytes'] / 1e6:.1f} MB)  exact boxes {exact}/{total}  "
-                  f"rss {s['rss_mib']:.0f} MiB")  # fmt: skip
+            print(
+                f"  {side:9s} build {s['build_s']:.2f} s  growth {s['growth']:.2f}x  "
+                f"({s['level0_bytes'] / 1e6:.1f} -> {s['pyramid_bytes'] / 1e6:.1f} MB)  exact boxes {exact}/{total}  "
+                f"rss {s['rss_mib']:.0f} MiB"
+            )
     if "ratio_build" in points:
         print(f"  ours/reference: build {points['ratio_build']:.2f}, growth {points['ratio_growth']:.2f}")
     print(

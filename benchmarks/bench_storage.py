@@ -52,14 +52,22 @@ def measure(source: Path, n: int, k: int, runs: int) -> dict[str, float]:
     for _ in range(runs):
         with tempfile.TemporaryDirectory(prefix="zv-bench-storage-") as tmp:
             env = {**os.environ, "PYTHONPATH": str(source)}
-            proc = subprocess.run([sys.executable, "-c", CHILD, f"{tmp}/s.zarr", str(n), str(k)], env=env,
-                                  capture_output=True, text=True, check=True, cwd=tmp)  # fmt: skip
+            proc = subprocess.run(
+                [sys.executable, "-c", CHILD, f"{tmp}/s.zarr", str(n), str(k)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=tmp,
+            )
             results.append(json.loads(proc.stdout))
     return {key: statistics.median(r[key] for r in results) for key in results[0]}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n", type=int, default=200_000, help="points (default 200,000)")
     parser.add_argument("--boxes", type=int, default=200, help="box queries (default 200)")
     parser.add_argument("--runs", type=int, default=3, help="fresh-process runs per version (default 3)")
@@ -67,7 +75,9 @@ def main() -> None:
     args = parser.parse_args()
     here = Path(__file__).resolve().parents[1]
     versions = {"this checkout": here} | ({"compared": args.compare.resolve()} if args.compare else {})
-    print(f"{args.n:,} points, chunk 100 in [0, 1000)^3, {args.boxes} boxes of 1 %, median of {args.runs} runs")
+    print(
+        f"{args.n:,} points, chunk 100 in [0, 1000)^3, {args.boxes} boxes of 1 %, median of {args.runs} runs"
+    )
     print(f"{'version':<16}{'write s':>10}{'open+read s':>13}{'boxes s':>10}{'ms/box':>9}{'overwrite s':>13}")
     rows = None
     for name, source in versions.items():
@@ -75,8 +85,10 @@ def main() -> None:
         if rows is not None and m["rows"] != rows:
             sys.exit(f"{name}: the box queries returned {m['rows']} rows, the first version {rows}")
         rows = m["rows"]
-        print(f"{name:<16}{m['write']:>10.3f}{m['open+read']:>13.3f}{m['boxes']:>10.3f}"
-              f"{1000 * m['boxes'] / args.boxes:>9.2f}{m['overwrite']:>13.3f}")  # fmt: skip
+        print(
+            f"{name:<16}{m['write']:>10.3f}{m['open+read']:>13.3f}{m['boxes']:>10.3f}"
+            f"{1000 * m['boxes'] / args.boxes:>9.2f}{m['overwrite']:>13.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -44,21 +44,32 @@ def _list(text: str | None, allowed: list[str]) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeds", type=int, default=10, help="seeds per kind x compression x mutation (default 10)")
+    ap.add_argument(
+        "--seeds", type=int, default=10, help="seeds per kind x compression x mutation (default 10)"
+    )
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--kinds", help=f"comma-separated subset of {','.join(KINDS)}")
     ap.add_argument("--comps", help=f"comma-separated subset of {','.join(COMPRESSIONS)}")
     ap.add_argument("--mutations", help=f"comma-separated subset of {','.join(MUTATIONS)}")
-    ap.add_argument("--exclude", action="append", default=[], help="skip case ids matching this glob "
-                    "(repeatable), e.g. '*/gzip/bomb/*'")
+    ap.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        help="skip case ids matching this glob (repeatable), e.g. '*/gzip/bomb/*'",
+    )
     ap.add_argument("--case", action="append", help="run only this case id (repeatable); prints tracebacks")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds per case (default 20)")
-    ap.add_argument("--mem-gib", type=float, default=1.5, help="address-space limit per child (default 1.5 GiB)")
+    ap.add_argument(
+        "--mem-gib", type=float, default=1.5, help="address-space limit per child (default 1.5 GiB)"
+    )
     ap.add_argument("--workdir", type=Path, help="keep base stores here (reused when present)")
     ap.add_argument("--findings", type=Path, help="write the failing cases as Markdown to this file")
-    ap.add_argument("--print-known", action="store_true", help="print the failing cases as the KNOWN_FAILING "
-                    "dict of tests/fuzz/test_fuzz_stores.py")
+    ap.add_argument(
+        "--print-known",
+        action="store_true",
+        help="print the failing cases as the KNOWN_FAILING dict of tests/fuzz/test_fuzz_stores.py",
+    )
     ap.add_argument("--json-out", type=Path, help="write every case's raw result to this file")
     args = ap.parse_args()
 
@@ -77,18 +88,28 @@ def main() -> int:
     for kind, comp in used:
         bases.update(build(work / "bases", [kind], [comp]))
     built = time.perf_counter() - t0
-    stats = runner.run(cases, bases, work / "run", workers=args.workers, timeout=args.timeout,
-                       mem=int(args.mem_gib * (1 << 30)))  # fmt: skip
+    stats = runner.run(
+        cases,
+        bases,
+        work / "run",
+        workers=args.workers,
+        timeout=args.timeout,
+        mem=int(args.mem_gib * (1 << 30)),
+    )
     res = stats.results
     failing = [c for c in cases if runner.failures(c, res)]
     print(runner.table(cases, res))
     print()
     print(runner.op_table(cases, res))
-    print(f"\n{len(cases)} cases ({sum(1 for c in cases if not runner.classify(c, res))} not applicable), "
-          f"{stats.children} child processes, {stats.seconds:.0f} s (+{built:.0f} s building {len(bases)} base stores), "
-          f"{args.workers} workers")  # fmt: skip
-    print(f"worst peak memory of a child: {stats.peak_kib / 1024:.0f} MiB (case {stats.peak_case}); "
-          f"limit {args.mem_gib} GiB of address space")  # fmt: skip
+    print(
+        f"\n{len(cases)} cases ({sum(1 for c in cases if not runner.classify(c, res))} not applicable), "
+        f"{stats.children} child processes, {stats.seconds:.0f} s (+{built:.0f} s building {len(bases)} base stores), "
+        f"{args.workers} workers"
+    )
+    print(
+        f"worst peak memory of a child: {stats.peak_kib / 1024:.0f} MiB (case {stats.peak_case}); "
+        f"limit {args.mem_gib} GiB of address space"
+    )
     bad_pristine = [p for p in {runner._pristine(c) for c in cases} if runner.failures(p, res)]
     for p in bad_pristine:
         print("PRISTINE STORE FAILS:", runner.explain(p, res))
@@ -123,9 +144,19 @@ def known_literal(failing: list[str], res: dict) -> str:
 
 
 def _markdown(cases: list[str], failing: list[str], res: dict, stats: runner.RunStats) -> str:
-    lines = ["# Fuzz findings", "", f"{len(cases)} cases, {len(failing)} failing; worst child peak "
-             f"{stats.peak_kib / 1024:.0f} MiB ({stats.peak_case}).", "", "```", runner.table(cases, res), "```", "",
-             "| case | operation | outcome | exception at | message |", "|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "# Fuzz findings",
+        "",
+        f"{len(cases)} cases, {len(failing)} failing; worst child peak "
+        f"{stats.peak_kib / 1024:.0f} MiB ({stats.peak_case}).",
+        "",
+        "```",
+        runner.table(cases, res),
+        "```",
+        "",
+        "| case | operation | outcome | exception at | message |",
+        "|---|---|---|---|---|",
+    ]
     for c in failing:
         r = res[c]
         for op, outcome in runner.failures(c, res).items():

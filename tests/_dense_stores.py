@@ -20,7 +20,10 @@ from zarr_vectors.storage import GENERATION_KEY
 
 
 def _swc(path: Path, n: int, offset: float) -> None:
-    lines = [f"{i + 1} 3 {offset + i} {offset + 2 * i} {offset - i} {1 + i / 10} {i if i else -1}" for i in range(n)]
+    lines = [
+        f"{i + 1} 3 {offset + i} {offset + 2 * i} {offset - i} {1 + i / 10} {i if i else -1}"
+        for i in range(n)
+    ]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -37,50 +40,97 @@ def write_dense_stores(root: Path) -> list[Path]:
     pts = rng.uniform(0, 100, (400, 3)).astype(np.float32)
     oids = rng.integers(0, 12, 400)
     oids[:12] = np.arange(12)  # every id 0..11 present
-    zv.write_points(root / "points.zarr", pts, chunk_shape=50, bin_shape=25, object_ids=oids,
-                    attributes={"w": np.arange(400, dtype=np.float32)},
-                    object_attributes={"size": np.arange(12) * 2.0, "label": [f"o{i}" for i in range(12)],
-                                       "short": np.arange(5, dtype=np.int32)},
-                    groups=[[0, 1, 2], [5], [3, 11]], group_attributes={"g": np.array([1.5, 2.5, 3.5])})  # fmt: skip
+    zv.write_points(
+        root / "points.zarr",
+        pts,
+        chunk_shape=50,
+        bin_shape=25,
+        object_ids=oids,
+        attributes={"w": np.arange(400, dtype=np.float32)},
+        object_attributes={
+            "size": np.arange(12) * 2.0,
+            "label": [f"o{i}" for i in range(12)],
+            "short": np.arange(5, dtype=np.int32),
+        },
+        groups=[[0, 1, 2], [5], [3, 11]],
+        group_attributes={"g": np.array([1.5, 2.5, 3.5])},
+    )
     out.append(root / "points.zarr")
-    zv.write_points(root / "points_grow.zarr", pts, chunk_shape=50, object_ids=oids,
-                    object_attributes={"score": np.arange(20, dtype=np.float64)},
-                    groups={0: [1, 2], 1: [15], 2: []})  # fmt: skip
+    zv.write_points(
+        root / "points_grow.zarr",
+        pts,
+        chunk_shape=50,
+        object_ids=oids,
+        object_attributes={"score": np.arange(20, dtype=np.float64)},
+        groups={0: [1, 2], 1: [15], 2: []},
+    )
     out.append(root / "points_grow.zarr")
     zv.write_points(root / "points_plain.zarr", pts, chunk_shape=50)
     out.append(root / "points_plain.zarr")
-    zv.write_points(root / "points_pyr.zarr", pts, chunk_shape=50, object_ids=oids,
-                    object_attributes={"size": np.arange(12) * 1.0})
+    zv.write_points(
+        root / "points_pyr.zarr",
+        pts,
+        chunk_shape=50,
+        object_ids=oids,
+        object_attributes={"size": np.arange(12) * 1.0},
+    )
     zv.open(root / "points_pyr.zarr", mode="r+").build_pyramid([2])
     out.append(root / "points_pyr.zarr")
     lines = [rng.uniform(0, 60, (k, 2)).cumsum(axis=0) / k for k in (5, 9, 3, 14)]
-    zv.write_lines(root / "lines.zarr", lines, chunk_shape=8, object_attributes={"len": np.array([5, 9, 3, 14])},
-                   groups=[[0, 3], [1, 2]], group_names=["a", "b"])  # fmt: skip
+    zv.write_lines(
+        root / "lines.zarr",
+        lines,
+        chunk_shape=8,
+        object_attributes={"len": np.array([5, 9, 3, 14])},
+        groups=[[0, 3], [1, 2]],
+        group_names=["a", "b"],
+    )
     out.append(root / "lines.zarr")
     gpos = rng.uniform(0, 50, (60, 3))
     edges = np.stack([np.arange(59), np.arange(1, 60)], axis=1)
-    zv.write_graph(root / "graph.zarr", gpos, edges, chunk_shape=25, object_ids=np.repeat(np.arange(3), 20),
-                   object_attributes={"k": np.arange(3)})  # fmt: skip
+    zv.write_graph(
+        root / "graph.zarr",
+        gpos,
+        edges,
+        chunk_shape=25,
+        object_ids=np.repeat(np.arange(3), 20),
+        object_attributes={"k": np.arange(3)},
+    )
     out.append(root / "graph.zarr")
     par = np.r_[-1, np.arange(29), -1, np.arange(30, 49)]
     spos = np.cumsum(rng.normal(0, 4, (50, 3)), axis=0)
     zv.write_skeleton(root / "skeleton.zarr", spos, par, chunk_shape=10)
     out.append(root / "skeleton.zarr")
-    zv.write_skeleton(root / "skeleton_ids.zarr", spos, par, chunk_shape=10, object_ids=np.repeat([1, 0], [30, 20]),
-                      object_attributes={"r": np.array([0.5, 1.5])})  # fmt: skip
+    zv.write_skeleton(
+        root / "skeleton_ids.zarr",
+        spos,
+        par,
+        chunk_shape=10,
+        object_ids=np.repeat([1, 0], [30, 20]),
+        object_attributes={"r": np.array([0.5, 1.5])},
+    )
     zv.open(root / "skeleton_ids.zarr", mode="r+").build_pyramid([2])
     out.append(root / "skeleton_ids.zarr")
     import trimesh
 
-    meshes = [trimesh.creation.icosphere(subdivisions=2, radius=r).apply_translation([3 * r, 0, 0]) for r in (1, 2)]
-    zv.write_meshes(root / "meshes.zarr", meshes, chunk_shape=3, object_attributes={"r": np.array([1.0, 2.0])})
+    meshes = [
+        trimesh.creation.icosphere(subdivisions=2, radius=r).apply_translation([3 * r, 0, 0]) for r in (1, 2)
+    ]
+    zv.write_meshes(
+        root / "meshes.zarr", meshes, chunk_shape=3, object_attributes={"r": np.array([1.0, 2.0])}
+    )
     out.append(root / "meshes.zarr")
     square = shapely.Polygon([(0, 0), (4, 0), (4, 4), (0, 4)], [[(1, 1), (2, 1), (2, 2), (1, 1)]])
-    zv.write_geometries(root / "shapes.zarr", [square, shapely.LineString([(5, 5), (7, 9)]), shapely.Point(1, 8)],
-                        chunk_shape=3, object_attributes={"v": np.array([1, 2, 3])})  # fmt: skip
+    zv.write_geometries(
+        root / "shapes.zarr",
+        [square, shapely.LineString([(5, 5), (7, 9)]), shapely.Point(1, 8)],
+        chunk_shape=3,
+        object_attributes={"v": np.array([1, 2, 3])},
+    )
     out.append(root / "shapes.zarr")
-    zv.write_geometries(root / "mpoints.zarr", [shapely.MultiPoint([(0, 0), (1, 2)]), shapely.Point(3, 3)],
-                        chunk_shape=2)  # fmt: skip
+    zv.write_geometries(
+        root / "mpoints.zarr", [shapely.MultiPoint([(0, 0), (1, 2)]), shapely.Point(3, 3)], chunk_shape=2
+    )
     out.append(root / "mpoints.zarr")
     swc_dir = root / "swc"
     swc_dir.mkdir()

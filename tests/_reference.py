@@ -35,10 +35,15 @@ def _neutral_cwd() -> Path:
 def _imports_reference(python: str) -> bool:
     probe = subprocess.run(
         [python, "-I", "-c", "import zarr_vectors; print(zarr_vectors.__version__)"],
-        capture_output=True, text=True, timeout=300, cwd=_neutral_cwd(),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=_neutral_cwd(),
+    )
     if probe.returncode != 0 or probe.stdout.strip() != REFERENCE_VERSION:
-        sys.stderr.write(f"{python} does not import zarr-vectors {REFERENCE_VERSION}:\n{probe.stdout}{probe.stderr}")
+        sys.stderr.write(
+            f"{python} does not import zarr-vectors {REFERENCE_VERSION}:\n{probe.stdout}{probe.stderr}"
+        )
         return False
     return True
 
@@ -52,8 +57,11 @@ def _find_reference_python() -> str | None:
         return None
     proc = subprocess.run(
         ["bash", str(script), str(ROOT / ".cache" / "reference-venv")],
-        capture_output=True, text=True, timeout=900, cwd=_neutral_cwd(),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=_neutral_cwd(),
+    )
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr)
         return None
@@ -76,8 +84,13 @@ class Reference:
             return {int(oid): p[o[k] : o[k + 1]] for k, oid in enumerate(ids)}
 
     def run(self, *args: str) -> str:
-        proc = subprocess.run([self.python, "-I", str(DRIVER), *args],
-                              capture_output=True, text=True, timeout=600, cwd=_neutral_cwd())  # fmt: skip
+        proc = subprocess.run(
+            [self.python, "-I", str(DRIVER), *args],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=_neutral_cwd(),
+        )
         if proc.returncode != 0:
             raise AssertionError(f"reference driver {args[0]} failed ({proc.returncode}):\n{proc.stderr}")
         return proc.stdout
@@ -87,12 +100,17 @@ class Reference:
         np.savez(npz, **arrays)
         self.run("write-points", str(npz), str(store))
 
-    def read_points(self, tmp: Path, store: Path, bbox: tuple[Any, Any] | None = None) -> dict[str, np.ndarray]:
+    def read_points(
+        self, tmp: Path, store: Path, bbox: tuple[Any, Any] | None = None
+    ) -> dict[str, np.ndarray]:
         out = tmp / f"{store.name}-out-{np.random.default_rng().integers(1 << 30)}.npz"
         args = ["read-points", str(store), str(out)]
         if bbox is not None:
             lo, hi = bbox
-            args += ["--bbox", ",".join(map(repr, map(float, lo))) + ":" + ",".join(map(repr, map(float, hi)))]
+            args += [
+                "--bbox",
+                ",".join(map(repr, map(float, lo))) + ":" + ",".join(map(repr, map(float, hi))),
+            ]
         self.run(*args)
         with np.load(out) as data:
             return {k: data[k] for k in data.files}
@@ -113,12 +131,17 @@ class Reference:
         np.savez(npz, **arrays)
         self.run("write-graph", str(npz), str(store))
 
-    def read_graph(self, tmp: Path, store: Path, bbox: tuple[Any, Any] | None = None) -> dict[str, np.ndarray]:
+    def read_graph(
+        self, tmp: Path, store: Path, bbox: tuple[Any, Any] | None = None
+    ) -> dict[str, np.ndarray]:
         out = tmp / f"{store.name}-graph-{np.random.default_rng().integers(1 << 30)}.npz"
         args = ["read-graph", str(store), str(out)]
         if bbox is not None:
             lo, hi = bbox
-            args += ["--bbox", ",".join(map(repr, map(float, lo))) + ":" + ",".join(map(repr, map(float, hi)))]
+            args += [
+                "--bbox",
+                ",".join(map(repr, map(float, lo))) + ":" + ",".join(map(repr, map(float, hi))),
+            ]
         self.run(*args)
         with np.load(out) as data:
             return {k: data[k] for k in data.files}
@@ -135,7 +158,10 @@ class Reference:
         args = ["read-mesh", str(store), str(out)]
         if bbox is not None:
             lo, hi = bbox
-            args += ["--bbox", ",".join(map(repr, map(float, lo))) + ":" + ",".join(map(repr, map(float, hi)))]
+            args += [
+                "--bbox",
+                ",".join(map(repr, map(float, lo))) + ":" + ",".join(map(repr, map(float, hi))),
+            ]
         if objects:
             args += ["--objects", "all"]
         self.run(*args)
@@ -145,19 +171,33 @@ class Reference:
     def info(self, store: Path) -> dict[str, Any]:
         return json.loads(self.run("info", str(store)))
 
-    def build_pyramid(self, store: Path, factors: list[float], cross_level: str = "explicit") -> dict[str, Any]:
+    def build_pyramid(
+        self, store: Path, factors: list[float], cross_level: str = "explicit"
+    ) -> dict[str, Any]:
         """The reference's ``build_pyramid`` on ``store`` (one coarsen factor per new level)."""
-        return json.loads(self.run("build-pyramid", str(store), "--factors", ",".join(map(str, factors)),
-                                   "--cross-level", cross_level))  # fmt: skip
+        return json.loads(
+            self.run(
+                "build-pyramid",
+                str(store),
+                "--factors",
+                ",".join(map(str, factors)),
+                "--cross-level",
+                cross_level,
+            )
+        )
 
-    def read_level(self, tmp: Path, store: Path, kind: str, level: int, bbox: tuple[Any, Any] | None = None,
-                   *extra: str) -> dict[str, np.ndarray]:
+    def read_level(
+        self, tmp: Path, store: Path, kind: str, level: int, bbox: tuple[Any, Any] | None = None, *extra: str
+    ) -> dict[str, np.ndarray]:
         """``read-<kind> --level L`` (kind: points, lines, graph, mesh) into arrays."""
         out = tmp / f"{store.name}-{kind}{level}-{np.random.default_rng().integers(1 << 30)}.npz"
         args = [f"read-{kind}", str(store), str(out), "--level", str(level), *extra]
         if bbox is not None:
             lo, hi = bbox
-            args += ["--bbox", ",".join(map(repr, map(float, lo))) + ":" + ",".join(map(repr, map(float, hi)))]
+            args += [
+                "--bbox",
+                ",".join(map(repr, map(float, lo))) + ":" + ",".join(map(repr, map(float, hi))),
+            ]
         self.run(*args)
         with np.load(out) as data:
             return {k: data[k] for k in data.files}
@@ -168,6 +208,8 @@ def reference() -> Reference:
     python = _find_reference_python()
     if python is None:
         if os.environ.get("ZV_REQUIRE_INTEROP") == "1":
-            pytest.fail("the reference implementation is required (ZV_REQUIRE_INTEROP=1) but could not be set up")
+            pytest.fail(
+                "the reference implementation is required (ZV_REQUIRE_INTEROP=1) but could not be set up"
+            )
         pytest.skip("reference implementation not available (set ZV_REFERENCE_PYTHON or provide ../shared)")
     return Reference(python)

@@ -36,16 +36,31 @@ def _swc_folder(folder: Path, n: int = 3) -> list[Path]:
 # ------------------------------------------------------------------ one line, exit 2, for every error
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["ingest", "swc", "a.swc"], "the following arguments are required: -o/--output, --chunk-size"),
-    (["ingest", "swc", "a.swc", "-o", "x.zarr", "--chunk-size", "-5"], "argument --chunk-size: '-5' is not a positive"),
-    (["ingest", "swc", "a.swc", "-o", "x.zarr", "--chunk-size", "nan"], "argument --chunk-size: 'nan' is not a positive"),
-    (["ingest", "psd", "a.swc", "-o", "x.zarr", "--chunk-size", "5"], "argument format: invalid choice: 'psd'"),
-    (["pyramid", "s.zarr", "--factors", "2", "--face-fraction", "1.5"], "'1.5' is not a fraction in (0, 1]"),
-    (["pyramid", "s.zarr", "--factors", "2", "--tolerance", "-1"], "'-1' is not a number >= 0"),
-    (["render", "s.zarr", "-o", "a.png", "--dpi", "0"], "argument --dpi: '0' is not a positive number"),
-    (["nonsense"], "invalid choice: 'nonsense'"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["ingest", "swc", "a.swc"], "the following arguments are required: -o/--output, --chunk-size"),
+        (
+            ["ingest", "swc", "a.swc", "-o", "x.zarr", "--chunk-size", "-5"],
+            "argument --chunk-size: '-5' is not a positive",
+        ),
+        (
+            ["ingest", "swc", "a.swc", "-o", "x.zarr", "--chunk-size", "nan"],
+            "argument --chunk-size: 'nan' is not a positive",
+        ),
+        (
+            ["ingest", "psd", "a.swc", "-o", "x.zarr", "--chunk-size", "5"],
+            "argument format: invalid choice: 'psd'",
+        ),
+        (
+            ["pyramid", "s.zarr", "--factors", "2", "--face-fraction", "1.5"],
+            "'1.5' is not a fraction in (0, 1]",
+        ),
+        (["pyramid", "s.zarr", "--factors", "2", "--tolerance", "-1"], "'-1' is not a number >= 0"),
+        (["render", "s.zarr", "-o", "a.png", "--dpi", "0"], "argument --dpi: '0' is not a positive number"),
+        (["nonsense"], "invalid choice: 'nonsense'"),
+    ],
+)
 def test_bad_options_are_one_line_and_exit_2(tmp_path, args, fragment):
     proc = _run(*args, cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -82,13 +97,18 @@ def test_box_with_lo_above_hi_is_one_line(tmp_path):
 # ------------------------------------------------------------------ a closed stdout
 
 
-@pytest.mark.parametrize("args", [["info", "cells.zarr"], ["info", "cells.zarr", "--json"],
-                                  ["query", "cells.zarr", "--count"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "args", [["info", "cells.zarr"], ["info", "cells.zarr", "--json"], ["query", "cells.zarr", "--count"]]
+)
 def test_closed_stdout_ends_quietly(tmp_path, args):
     """`zarr-vectors info ... | head`: the reader is gone before the command writes."""
     _points_store(tmp_path / "cells.zarr")
-    proc = subprocess.Popen([sys.executable, "-m", "zarr_vectors", *args], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zarr_vectors", *args],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     proc.stdout.close()  # type: ignore[union-attr]
     err = proc.stderr.read().decode()  # type: ignore[union-attr]
     assert proc.wait(timeout=300) == 141
@@ -123,14 +143,39 @@ def test_existing_remote_target_is_refused_before_any_input_is_read(tmp_path):
         url = f"{server.url_prefix}/taken.zarr"
         env = {**os.environ, **DUMMY_AWS_ENV}
         options = json.dumps(server.storage_options)
-        proc = _run("ingest", "swc", "broken.swc", "-o", url, "--chunk-size", "10", "--storage-options", options,
-                    "--no-progress", cwd=tmp_path, env=env)  # fmt: skip
+        proc = _run(
+            "ingest",
+            "swc",
+            "broken.swc",
+            "-o",
+            url,
+            "--chunk-size",
+            "10",
+            "--storage-options",
+            options,
+            "--no-progress",
+            cwd=tmp_path,
+            env=env,
+        )
         assert "broken.swc" in _one_error_line(proc.stderr, "ingest")  # empty target: the input is read
         zv.write_points(url, np.zeros((3, 3)), chunk_shape=1, storage_options=server.storage_options)
-        proc = _run("ingest", "swc", "broken.swc", "-o", url, "--chunk-size", "10", "--storage-options", options,
-                    cwd=tmp_path, env=env)  # fmt: skip
+        proc = _run(
+            "ingest",
+            "swc",
+            "broken.swc",
+            "-o",
+            url,
+            "--chunk-size",
+            "10",
+            "--storage-options",
+            options,
+            cwd=tmp_path,
+            env=env,
+        )
         assert proc.returncode == 2
-        assert _one_error_line(proc.stderr, "ingest").endswith(f"{url} already exists; add --overwrite to replace it")
+        assert _one_error_line(proc.stderr, "ingest").endswith(
+            f"{url} already exists; add --overwrite to replace it"
+        )
         assert zv.open(url, storage_options=server.storage_options).vertex_count() == 3
     finally:
         server.stop()
@@ -159,8 +204,18 @@ def test_ingest_api_checks_chunk_shape_before_reading(tmp_path):
 def test_overwrite_replaces_an_existing_target(tmp_path):
     _swc_folder(tmp_path / "swc")
     _points_store(tmp_path / "out.zarr")
-    proc = _run("ingest", "swc", "swc", "-o", "out.zarr", "--chunk-size", "10", "--overwrite", "--no-progress",
-                cwd=tmp_path)  # fmt: skip
+    proc = _run(
+        "ingest",
+        "swc",
+        "swc",
+        "-o",
+        "out.zarr",
+        "--chunk-size",
+        "10",
+        "--overwrite",
+        "--no-progress",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert zv.open(tmp_path / "out.zarr").geometry_types == ("skeleton",)
 
@@ -172,14 +227,27 @@ def test_subfolders_are_named_when_skipped_and_read_with_recursive(tmp_path):
     top = _swc_folder(tmp_path / "swc", 2)
     deep = _swc_folder(tmp_path / "swc" / "b" / "deeper", 1) + _swc_folder(tmp_path / "swc" / "a", 2)
     (tmp_path / "swc" / "empty").mkdir()
-    proc = _run("ingest", "swc", "swc", "-o", "flat.zarr", "--chunk-size", "10", "--no-progress", cwd=tmp_path)
+    proc = _run(
+        "ingest", "swc", "swc", "-o", "flat.zarr", "--chunk-size", "10", "--no-progress", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.strip() == ("note: skipped 2 subfolder(s) with SWC files: swc/a, swc/b "
-                                   "(add --recursive to read them)")  # fmt: skip
+    assert proc.stderr.strip() == (
+        "note: skipped 2 subfolder(s) with SWC files: swc/a, swc/b (add --recursive to read them)"
+    )
     assert zv.open(tmp_path / "flat.zarr").num_objects() == len(top)
 
-    proc = _run("ingest", "swc", "swc", "-o", "all.zarr", "--chunk-size", "10", "--recursive", "--no-progress",
-                cwd=tmp_path)  # fmt: skip
+    proc = _run(
+        "ingest",
+        "swc",
+        "swc",
+        "-o",
+        "all.zarr",
+        "--chunk-size",
+        "10",
+        "--recursive",
+        "--no-progress",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     names = zv.open(tmp_path / "all.zarr").object_attributes("name").tolist()
@@ -207,11 +275,14 @@ def test_nan_in_one_of_many_swc_files_names_the_file_and_line(tmp_path):
     assert not (tmp_path / "x.zarr").exists()
 
 
-@pytest.mark.parametrize("text, message", [
-    ("1 1 0 0 0 inf -1\n", "bad.swc:1: sample 1 has a NaN or infinite coordinate or radius"),
-    ("1 1 0 0 0 1 -1\n2 1 0 0 0 1 2\n", "bad.swc:2: sample 2 is its own parent"),
-    ("1 1 0 0 0 1 -1\n2 1 0 0 0 1 9\n", "bad.swc:2: sample 2 names parent 9"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("1 1 0 0 0 inf -1\n", "bad.swc:1: sample 1 has a NaN or infinite coordinate or radius"),
+        ("1 1 0 0 0 1 -1\n2 1 0 0 0 1 2\n", "bad.swc:2: sample 2 is its own parent"),
+        ("1 1 0 0 0 1 -1\n2 1 0 0 0 1 9\n", "bad.swc:2: sample 2 names parent 9"),
+    ],
+)
 def test_swc_errors_name_file_and_line(tmp_path, text, message):
     from zarr_vectors.io.swc import read_swc
 
@@ -227,18 +298,29 @@ def test_mesh_with_nan_names_the_file(tmp_path):
     v = trimesh.creation.box().vertices.copy()
     v[2, 1] = np.nan
     (folder / "b.obj").write_text("".join(f"v {x} {y} {z}\n" for x, y, z in v) + "f 1 2 3\nf 3 4 5\n")
-    proc = _run("ingest", "mesh", "meshes", "-o", "m.zarr", "--chunk-size", "1", "--no-progress", cwd=tmp_path)
+    proc = _run(
+        "ingest", "mesh", "meshes", "-o", "m.zarr", "--chunk-size", "1", "--no-progress", cwd=tmp_path
+    )
     assert proc.returncode == 2
-    assert "meshes/b.obj: the mesh has NaN or infinite vertex coordinates" in _one_error_line(proc.stderr, "ingest")
+    assert "meshes/b.obj: the mesh has NaN or infinite vertex coordinates" in _one_error_line(
+        proc.stderr, "ingest"
+    )
 
 
 def test_geojson_errors_name_the_file_and_feature(tmp_path):
     from zarr_vectors.io.geojson import ingest_vector
 
     def feature(coords):
-        return {"type": "Feature", "properties": {}, "geometry": {"type": "LineString", "coordinates": coords}}
+        return {
+            "type": "Feature",
+            "properties": {},
+            "geometry": {"type": "LineString", "coordinates": coords},
+        }
 
-    doc = {"type": "FeatureCollection", "features": [feature([[0, 0], [1, 1]]), feature([[0, 0], [float("nan"), 1]])]}
+    doc = {
+        "type": "FeatureCollection",
+        "features": [feature([[0, 0], [1, 1]]), feature([[0, 0], [float("nan"), 1]])],
+    }
     (tmp_path / "nan.geojson").write_text(json.dumps(doc))
     proc = _run("ingest", "geojson", "nan.geojson", "-o", "g.zarr", "--chunk-size", "1", cwd=tmp_path)
     assert proc.returncode == 2
@@ -260,11 +342,16 @@ def test_tractogram_with_nan_names_the_file_and_streamline(tmp_path):
     nib = pytest.importorskip("nibabel")
     from nibabel.streamlines import Tractogram
 
-    lines = [np.array([[0, 0, 0], [1, 1, 1]], np.float32), np.array([[2, 2, 2], [np.nan, 3, 3], [4, 4, 4]], np.float32)]
+    lines = [
+        np.array([[0, 0, 0], [1, 1, 1]], np.float32),
+        np.array([[2, 2, 2], [np.nan, 3, 3], [4, 4, 4]], np.float32),
+    ]
     nib.streamlines.save(Tractogram(lines, affine_to_rasmm=np.eye(4)), str(tmp_path / "t.tck"))
     proc = _run("ingest", "tck", "t.tck", "-o", "t.zarr", "--chunk-size", "2", cwd=tmp_path)
     assert proc.returncode == 2
-    assert "t.tck: streamline 1 has NaN or infinite coordinates (point 1)" in _one_error_line(proc.stderr, "ingest")
+    assert "t.tck: streamline 1 has NaN or infinite coordinates (point 1)" in _one_error_line(
+        proc.stderr, "ingest"
+    )
 
 
 # ------------------------------------------------------------------ install hints
@@ -273,7 +360,9 @@ def test_tractogram_with_nan_names_the_file_and_streamline(tmp_path):
 def _both_ways(text: str, extra: str | None) -> bool:
     if extra is None:
         return "pip install zarrvec," in text and "pip install -e . from a checkout" in text
-    return f"pip install 'zarrvec[{extra}]'" in text and f'pip install -e ".[{extra}]" from a checkout' in text
+    return (
+        f"pip install 'zarrvec[{extra}]'" in text and f'pip install -e ".[{extra}]" from a checkout' in text
+    )
 
 
 @pytest.mark.parametrize("extra", ["plot", "geo", "tractography", "pyramid", "s3", None])
@@ -310,10 +399,14 @@ def test_every_hint_site_uses_the_wording(monkeypatch, tmp_path):
 
 def test_render_without_matplotlib_is_one_line_with_the_hint(tmp_path):
     _points_store(tmp_path / "cells.zarr")
-    code = ("import sys; sys.modules['matplotlib'] = None\n"
-            "from zarr_vectors.cli import main\n"
-            "sys.exit(main(['render', 'cells.zarr', '-o', 'view.png']))\n")  # fmt: skip
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "from zarr_vectors.cli import main\n"
+        "sys.exit(main(['render', 'cells.zarr', '-o', 'view.png']))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = _one_error_line(proc.stderr, "render")
     assert "drawing needs matplotlib" in line and _both_ways(line, "plot")

@@ -26,13 +26,27 @@ from zarr_vectors.io.export import export_result, read_npz
 from zarr_vectors.io.swc import read_swc
 from zarr_vectors.result import Result
 
-PLY_DTYPES = {"char": "i1", "uchar": "u1", "short": "<i2", "ushort": "<u2", "int": "<i4", "uint": "<u4",
-              "float": "<f4", "double": "<f8"}  # fmt: skip
+PLY_DTYPES = {
+    "char": "i1",
+    "uchar": "u1",
+    "short": "<i2",
+    "ushort": "<u2",
+    "int": "<i4",
+    "uint": "<u4",
+    "float": "<f4",
+    "double": "<f8",
+}
 
 
 def _run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zarr_vectors", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env=env)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "zarr_vectors", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
 def read_ply(path: Path) -> dict[str, np.ndarray]:
@@ -78,22 +92,39 @@ def stores(tmp_path_factory) -> dict[str, Path]:
     rng = np.random.default_rng(7)
     root = tmp_path_factory.mktemp("cli_query")
     n = 3000
-    zv.write_points(root / "pts.zarr", rng.uniform(-100, 100, (n, 3)).astype(np.float32), chunk_shape=50,
-                    attributes={"size": rng.random(n).astype(np.float32),
-                                "rgb": rng.integers(0, 255, (n, 3)).astype(np.uint8)},
-                    object_ids=rng.integers(0, 40, n))  # fmt: skip
+    zv.write_points(
+        root / "pts.zarr",
+        rng.uniform(-100, 100, (n, 3)).astype(np.float32),
+        chunk_shape=50,
+        attributes={
+            "size": rng.random(n).astype(np.float32),
+            "rgb": rng.integers(0, 255, (n, 3)).astype(np.uint8),
+        },
+        object_ids=rng.integers(0, 40, n),
+    )
     lines = [np.cumsum(rng.normal(0, 6, (60, 3)), axis=0) + 50 for _ in range(8)]
-    zv.write_lines(root / "lines.zarr", lines, chunk_shape=20,
-                   attributes={"fa": rng.random(480).astype(np.float32)})  # fmt: skip
+    zv.write_lines(
+        root / "lines.zarr", lines, chunk_shape=20, attributes={"fa": rng.random(480).astype(np.float32)}
+    )
     parents = np.array([-1, 0, 1, 2, 1, 4, -1, 6, 7, 7])
-    zv.write_skeleton(root / "skel.zarr", rng.uniform(0, 100, (10, 3)), parents, chunk_shape=40,
-                      object_ids=np.repeat([0, 1], [6, 4]),
-                      attributes={"radius": rng.random(10).astype(np.float32)})  # fmt: skip
+    zv.write_skeleton(
+        root / "skel.zarr",
+        rng.uniform(0, 100, (10, 3)),
+        parents,
+        chunk_shape=40,
+        object_ids=np.repeat([0, 1], [6, 4]),
+        attributes={"radius": rng.random(10).astype(np.float32)},
+    )
     pos2 = rng.uniform(0, 10, (50, 2))
     edges = rng.integers(0, 50, (80, 2))
     edges = edges[edges[:, 0] != edges[:, 1]]
-    zv.write_graph(root / "graph.zarr", pos2, edges, chunk_shape=3,
-                   edge_attributes={"w": rng.random(len(edges)).astype(np.float32)})  # fmt: skip
+    zv.write_graph(
+        root / "graph.zarr",
+        pos2,
+        edges,
+        chunk_shape=3,
+        edge_attributes={"w": rng.random(len(edges)).astype(np.float32)},
+    )
     return {"root": root, **{p.stem: p for p in root.glob("*.zarr")}}
 
 
@@ -108,13 +139,24 @@ def test_every_subcommand_has_examples_in_its_help():
 
 def test_query_box_to_csv_equals_the_library_result(stores):
     box = ([-40, -30, -60], [55, 45, 20])
-    out = _run("query", str(stores["pts"]), "--bbox", "-40,-30,-60,55,45,20", "-o", "box.csv", cwd=stores["root"])
+    out = _run(
+        "query", str(stores["pts"]), "--bbox", "-40,-30,-60,55,45,20", "-o", "box.csv", cwd=stores["root"]
+    )
     assert out.returncode == 0, out.stderr
     res = zv.open(stores["pts"]).query(box)
     assert f"wrote {len(res):,} vertices" in out.stdout
     header, rows = read_csv(stores["root"] / "box.csv")
-    assert header == ["x", "y", "z", "object_id", *(["size", "rgb_0", "rgb_1", "rgb_2"] if list(res.attributes)[0] == "size"
-                                                     else ["rgb_0", "rgb_1", "rgb_2", "size"])]
+    assert header == [
+        "x",
+        "y",
+        "z",
+        "object_id",
+        *(
+            ["size", "rgb_0", "rgb_1", "rgb_2"]
+            if list(res.attributes)[0] == "size"
+            else ["rgb_0", "rgb_1", "rgb_2", "size"]
+        ),
+    ]
     assert len(rows) == len(res) > 100
     got = np.column_stack([column(header, rows, a, np.dtype(np.float32)) for a in "xyz"])
     np.testing.assert_array_equal(got, res.positions)  # bit for bit
@@ -130,8 +172,16 @@ def test_query_count_and_attribute_selection(stores):
     out = _run("query", str(stores["pts"]), "--bbox", "0 0 0 100 100 100", "--count", cwd=stores["root"])
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"{len(res):,} vertices, {len(np.unique(res.object_ids))} objects"
-    out = _run("query", str(stores["pts"]), "--bbox=-100,-100,-100,0,0,0", "--attributes", "size", "-o", "s.npz",
-               cwd=stores["root"])  # fmt: skip
+    out = _run(
+        "query",
+        str(stores["pts"]),
+        "--bbox=-100,-100,-100,0,0,0",
+        "--attributes",
+        "size",
+        "-o",
+        "s.npz",
+        cwd=stores["root"],
+    )
     assert out.returncode == 0, out.stderr
     back = read_npz(stores["root"] / "s.npz")
     ref = ds.query(([-100] * 3, [0] * 3), attributes=["size"])
@@ -181,7 +231,9 @@ def test_query_graph_box_to_ply_with_edge_attributes(stores):
 
 def test_query_line_box_pieces_to_obj(stores):
     box = ([40, 40, 40], [70, 70, 70])
-    out = _run("query", str(stores["lines"]), "--bbox", "40,40,40,70,70,70", "-o", "p.obj", cwd=stores["root"])
+    out = _run(
+        "query", str(stores["lines"]), "--bbox", "40,40,40,70,70,70", "-o", "p.obj", cwd=stores["root"]
+    )
     assert out.returncode == 0, out.stderr
     ref = zv.open(stores["lines"]).query(box)
     text = (stores["root"] / "p.obj").read_text().splitlines()
@@ -206,7 +258,11 @@ def test_query_errors_exit_2_with_one_line(stores, monkeypatch, capsys):
         (["--attributes", "nope", "--count"], "nope"),
     ]
     out = _run("query", str(stores["pts"]), *cases[0][0], cwd=stores["root"])  # once as a process
-    assert out.returncode == 2 and out.stderr.startswith("zarr-vectors query: error:") and cases[0][1] in out.stderr
+    assert (
+        out.returncode == 2
+        and out.stderr.startswith("zarr-vectors query: error:")
+        and cases[0][1] in out.stderr
+    )
     monkeypatch.chdir(stores["root"])
     for extra, message in cases[1:]:
         capsys.readouterr()
@@ -221,8 +277,11 @@ def test_info_lists_arrays_sizes_and_crs(stores, tmp_path):
     out = _run("info", "geo.zarr", "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    on_disk = {str(p.relative_to(tmp_path / "geo.zarr")).replace(os.sep, "/"): p.stat().st_size
-               for p in (tmp_path / "geo.zarr").rglob("*") if p.is_file()}  # fmt: skip
+    on_disk = {
+        str(p.relative_to(tmp_path / "geo.zarr")).replace(os.sep, "/"): p.stat().st_size
+        for p in (tmp_path / "geo.zarr").rglob("*")
+        if p.is_file()
+    }
     assert doc["bytes_on_disk"] == sum(on_disk.values())
     assert doc["crs"] == zv.open(tmp_path / "geo.zarr").crs is not None
     vertices = next(a for a in doc["arrays"] if a["path"] == "0/vertices")
@@ -237,12 +296,25 @@ def test_info_lists_arrays_sizes_and_crs(stores, tmp_path):
 
 def test_file_url_with_storage_options_and_render(stores):
     url = "file://" + str(stores["pts"])
-    out = _run("query", url, "--storage-options", "{}", "--bbox", "0,0,0,50,50,50", "--count", cwd=stores["root"])
+    out = _run(
+        "query", url, "--storage-options", "{}", "--bbox", "0,0,0,50,50,50", "--count", cwd=stores["root"]
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"{len(zv.open(stores['pts']).query(([0] * 3, [50] * 3))):,} vertices")
     pytest.importorskip("matplotlib")
-    out = _run("render", url, "--bbox", "0,0,0,50,50,50", "--color-by", "size", "--size", "300x200",
-               "-o", "view.png", cwd=stores["root"])  # fmt: skip
+    out = _run(
+        "render",
+        url,
+        "--bbox",
+        "0,0,0,50,50,50",
+        "--color-by",
+        "size",
+        "--size",
+        "300x200",
+        "-o",
+        "view.png",
+        cwd=stores["root"],
+    )
     assert out.returncode == 0, out.stderr
     from matplotlib.image import imread
 
@@ -265,10 +337,22 @@ def test_query_reads_s3_urls_with_storage_options(tmp_path, capsys):
             pts = np.random.default_rng(2).uniform(0, 10, (200, 3)).astype(np.float32)
             ds = zv.write_points(url, pts, chunk_shape=5, storage_options=server.storage_options)
             opts = json.dumps(server.storage_options)
-            out = _run("query", url, "--storage-options", opts, "--bbox", "0,0,0,5,5,5", "-o", "s3.npz", cwd=tmp_path,
-                       env=env)  # fmt: skip
+            out = _run(
+                "query",
+                url,
+                "--storage-options",
+                opts,
+                "--bbox",
+                "0,0,0,5,5,5",
+                "-o",
+                "s3.npz",
+                cwd=tmp_path,
+                env=env,
+            )
             assert out.returncode == 0, out.stderr
-            np.testing.assert_array_equal(read_npz(tmp_path / "s3.npz").positions, ds.query(([0] * 3, [5] * 3)).positions)
+            np.testing.assert_array_equal(
+                read_npz(tmp_path / "s3.npz").positions, ds.query(([0] * 3, [5] * 3)).positions
+            )
             assert main(["info", url, "--storage-options", opts, "--json"]) == 0
             doc = json.loads(capsys.readouterr().out)
             assert doc["levels"][0]["vertices"] == 200 and doc["bytes_on_disk"] > 200 * 12
@@ -287,10 +371,15 @@ def results(draw) -> Result:
     pos = draw(hnp.arrays(draw(FLOATS), (n, d), elements={"allow_nan": False, "allow_infinity": False}))
     attrs = {
         "a": draw(hnp.arrays(draw(FLOATS), (n,))),
-        "i": draw(hnp.arrays(draw(st.sampled_from([np.int8, np.uint16, np.int32, np.int64])), (n,),
-                             elements={"min_value": 0, "max_value": 100})),
+        "i": draw(
+            hnp.arrays(
+                draw(st.sampled_from([np.int8, np.uint16, np.int32, np.int64])),
+                (n,),
+                elements={"min_value": 0, "max_value": 100},
+            )
+        ),
         "m": draw(hnp.arrays(np.uint8, (n, 2))),
-    }  # fmt: skip
+    }
     ids = draw(hnp.arrays(np.int64, (n,), elements=st.integers(0, 2**31 - 1)))
     return Result(positions=pos, attributes=attrs, object_ids=ids, axes=tuple("xyz"[:d]))
 
@@ -324,8 +413,12 @@ def _mesh() -> Result:
     import trimesh
 
     m = trimesh.creation.icosphere(1)
-    return Result(positions=np.asarray(m.vertices, np.float32), faces=np.asarray(m.faces, np.int64),
-                  attributes={"h": np.asarray(m.vertices[:, 2], np.float32)}, axes=("x", "y", "z"))  # fmt: skip
+    return Result(
+        positions=np.asarray(m.vertices, np.float32),
+        faces=np.asarray(m.faces, np.int64),
+        attributes={"h": np.asarray(m.vertices[:, 2], np.float32)},
+        axes=("x", "y", "z"),
+    )
 
 
 def test_mesh_exports_faces_to_ply_obj_and_npz(tmp_path):
@@ -346,8 +439,11 @@ def test_mesh_exports_faces_to_ply_obj_and_npz(tmp_path):
 
 
 def test_two_dimensional_obj_is_padded_and_swc_of_lines_is_chains(tmp_path):
-    res = Result(positions=np.array([[0, 0], [1, 0], [1, 1], [5, 5]], np.float64),
-                 line_offsets=np.array([0, 3, 4]), axes=("x", "y"))  # fmt: skip
+    res = Result(
+        positions=np.array([[0, 0], [1, 0], [1, 1], [5, 5]], np.float64),
+        line_offsets=np.array([0, 3, 4]),
+        axes=("x", "y"),
+    )
     export_result(res, tmp_path / "l.obj")
     lines = (tmp_path / "l.obj").read_text().splitlines()
     assert lines[1:] == ["v 0.0 0.0 0.0", "v 1.0 0.0 0.0", "v 1.0 1.0 0.0", "v 5.0 5.0 0.0", "l 1 2 3", "p 4"]
@@ -363,7 +459,11 @@ def test_two_dimensional_obj_is_padded_and_swc_of_lines_is_chains(tmp_path):
         (Result(positions=np.zeros((2, 4))), "r.obj", "OBJ holds 3-D coordinates and this result has 4 axes"),
         (Result(positions=np.zeros((2, 3))), "r.swc", "SWC holds trees"),
         (Result(positions=np.zeros((1, 3)), object_ids=np.array([2**40])), "r.ply", "outside 32-bit range"),
-        (Result(positions=np.zeros((1, 2)), attributes={"x": np.zeros(1)}, axes=("x", "y")), "r.csv", "occur twice"),
+        (
+            Result(positions=np.zeros((1, 2)), attributes={"x": np.zeros(1)}, axes=("x", "y")),
+            "r.csv",
+            "occur twice",
+        ),
         (Result(positions=np.zeros((1, 2)), attributes={"a b": np.zeros(1)}), "r.ply", "contain spaces"),
         (Result(positions=np.zeros((1, 2))), "r.las", "cannot tell the output format from 'r.las'"),
     ],

@@ -101,8 +101,16 @@ def test_zstd_frame_claiming_a_terabyte_is_a_corrupt_cell_not_a_memory_error(tmp
     cell = _cells(store, "0/vertices")[0]
     cell.write_bytes(_zstd_frame_claiming(1 << 40))
     ds = zv.open(store)
-    for read in (lambda: ds.query(([0, 0, 0], [100, 100, 100])), ds.read, lambda: ds.query(BOX, object_ids=False)):
-        _fails_fast(read, CorruptCellError, r"'0/vertices', chunk 0\.0\.0: zstd data claims 1099511627776 decoded bytes")
+    for read in (
+        lambda: ds.query(([0, 0, 0], [100, 100, 100])),
+        ds.read,
+        lambda: ds.query(BOX, object_ids=False),
+    ):
+        _fails_fast(
+            read,
+            CorruptCellError,
+            r"'0/vertices', chunk 0\.0\.0: zstd data claims 1099511627776 decoded bytes",
+        )
     report = validate(store)
     assert [p.path for p in report.problems if "1099511627776" in p.message] == ["0/vertices/c/0/0/0"]
 
@@ -113,7 +121,10 @@ def test_gzip_stream_larger_than_the_level_allows_is_refused(tmp_path):
     n = 6_000_000  # 72 MB of zero rows in one cell of a 3,000-vertex level
     cell.write_bytes(_gzip(struct.pack("<II", 1, 12 * n) + bytes(12 * n)))
     assert cell.stat().st_size < 200_000
-    with pytest.raises(CorruptCellError, match=r"chunk 0\.0\.0: gzip data decodes to more than the 1084576 bytes this array.s metadata allows"):
+    with pytest.raises(
+        CorruptCellError,
+        match=r"chunk 0\.0\.0: gzip data decodes to more than the 1084576 bytes this array.s metadata allows",
+    ):
         zv.open(store).read()
 
 
@@ -143,7 +154,9 @@ def test_truncated_blosc_cell_is_refused_not_decoded_to_other_bytes(tmp_path):
     cell = _cells(store, "0/vertices")[0]
     full = cell.read_bytes()
     cell.write_bytes(full[:-16])
-    with pytest.raises(CorruptCellError, match=r"chunk 0\.0\.0: blosc header says the buffer is \d+ bytes but it holds"):
+    with pytest.raises(
+        CorruptCellError, match=r"chunk 0\.0\.0: blosc header says the buffer is \d+ bytes but it holds"
+    ):
         zv.open(store).read()
     claim = bytearray(full)
     claim[4:8] = struct.pack("<I", 0xFFFFFFF0)  # nbytes: 4 GiB
@@ -167,7 +180,10 @@ def test_draco_blob_claiming_more_points_than_the_level_has_is_refused(tmp_path)
     zv.write_mesh(store, sphere.vertices * 499 + 500, sphere.faces, chunk_shape=1000, encoding="draco")
     assert len(zv.open(store).read()) == 10242
     _edit(store, "0", lambda d: d["attributes"]["zarr_vectors_level"].update(vertex_count=100))
-    with pytest.raises(CorruptCellError, match=r"'0/vertices', chunk 0\.0\.0: the Draco blob claims 10242 points; a cell holds at most 1824"):
+    with pytest.raises(
+        CorruptCellError,
+        match=r"'0/vertices', chunk 0\.0\.0: the Draco blob claims 10242 points; a cell holds at most 1824",
+    ):
         zv.open(store).read()
 
 
@@ -177,10 +193,18 @@ def test_draco_blob_claiming_more_points_than_the_level_has_is_refused(tmp_path)
 def test_fragment_index_claiming_four_billion_fragments_fails_fast(tmp_path):
     store = _points(tmp_path)
     cell = _cells(store, "0/vertex_fragments")[0]
-    _set_payload(store, "0/vertex_fragments", cell, HEADER.pack(MAGIC, 1, 0, 2**32 - 1, 2**32 - 1) + bytes(64))
+    _set_payload(
+        store, "0/vertex_fragments", cell, HEADER.pack(MAGIC, 1, 0, 2**32 - 1, 2**32 - 1) + bytes(64)
+    )
     ds = zv.open(store)
-    _fails_fast(lambda: ds.objects([0, 1, 2]), CorruptCellError, r"'0/vertex_fragments', chunk 0\.0\.0: fragment index")
-    _fails_fast(lambda: ds.query(BOX), CorruptCellError, r"'0/vertex_fragments', chunk 0\.0\.0: fragment index")
+    _fails_fast(
+        lambda: ds.objects([0, 1, 2]),
+        CorruptCellError,
+        r"'0/vertex_fragments', chunk 0\.0\.0: fragment index",
+    )
+    _fails_fast(
+        lambda: ds.query(BOX), CorruptCellError, r"'0/vertex_fragments', chunk 0\.0\.0: fragment index"
+    )
 
 
 def test_range_fragment_whose_end_overflows_int64_is_a_corrupt_cell(tmp_path):
@@ -190,7 +214,9 @@ def test_range_fragment_whose_end_overflows_int64_is_a_corrupt_cell(tmp_path):
     starts = np.full(f, 2**62, np.int64)
     bad = encode_fragments(FragmentIndex.from_ranges(starts, starts))
     _set_payload(store, "0/vertex_fragments", cell, bad)
-    with pytest.raises(CorruptCellError, match=r"'0/vertex_fragments', chunk 0\.0\.0: a range fragment lies outside"):
+    with pytest.raises(
+        CorruptCellError, match=r"'0/vertex_fragments', chunk 0\.0\.0: a range fragment lies outside"
+    ):
         zv.open(store).query(([0, 0, 0], [20, 20, 20]))
 
 
@@ -202,10 +228,20 @@ def test_manifest_block_claiming_2_pow_33_fragments_is_refused_before_expanding(
     items = [crafted] + [bytes(it) for it in items[1:]]
     (store / "0/object_index/manifests/c/0").write_bytes(pipe.encode_items(items))
     ds = zv.open(store)
-    _fails_fast(lambda: ds.objects([0]), CorruptCellError, r"object_index/manifests', chunk 0: .*names fragments 0")
+    _fails_fast(
+        lambda: ds.objects([0]), CorruptCellError, r"object_index/manifests', chunk 0: .*names fragments 0"
+    )
     shutil.rmtree(store / "0/fragment_attributes")  # owners of a box's rows now come from the manifests
-    _edit(store, "0", lambda d: d["attributes"]["zarr_vectors_level"]["arrays_present"].remove("fragment_attributes"))
-    _fails_fast(lambda: zv.open(store).query(BOX), CorruptCellError, r"object_index/manifests', chunk 0: .*a chunk holds at most")
+    _edit(
+        store,
+        "0",
+        lambda d: d["attributes"]["zarr_vectors_level"]["arrays_present"].remove("fragment_attributes"),
+    )
+    _fails_fast(
+        lambda: zv.open(store).query(BOX),
+        CorruptCellError,
+        r"object_index/manifests', chunk 0: .*a chunk holds at most",
+    )
     report = validate(store)
     assert not report.ok
 
@@ -216,15 +252,25 @@ def test_manifest_block_claiming_2_pow_33_fragments_is_refused_before_expanding(
 def test_object_attribute_shape_disagreeing_with_the_object_index_is_a_format_error(tmp_path):
     store = _points(tmp_path, object_attributes={"w": np.arange(40, dtype=np.float64)})
     _edit(store, "0/object_attributes/w", lambda d: d.update(shape=[2**40]))
-    _fails_fast(lambda: zv.open(store).object_attributes("w"), FormatError,
-                r"0/object_attributes/w has 1099511627776 rows but the level has 40 object index rows")  # fmt: skip
+    _fails_fast(
+        lambda: zv.open(store).object_attributes("w"),
+        FormatError,
+        r"0/object_attributes/w has 1099511627776 rows but the level has 40 object index rows",
+    )
 
 
 def test_chunk_grid_too_large_to_index_is_a_format_error(tmp_path):
     store = _points(tmp_path)
-    for node in ("0/vertices", "0/vertex_fragments", "0/vertex_attributes/a", "0/fragment_attributes/object_id"):
+    for node in (
+        "0/vertices",
+        "0/vertex_fragments",
+        "0/vertex_attributes/a",
+        "0/fragment_attributes/object_id",
+    ):
         _edit(store, node, lambda d: d.update(shape=[2**21, 2**21, 2**22]))
-    with pytest.raises(FormatError, match=r"'0/vertices': a grid of \[2097152, 2097152, 4194304\] cells is too large"):
+    with pytest.raises(
+        FormatError, match=r"'0/vertices': a grid of \[2097152, 2097152, 4194304\] cells is too large"
+    ):
         zv.open(store).read()
 
 
@@ -252,7 +298,9 @@ def test_root_chunk_shape_is_validated(tmp_path, chunk_shape, match):
 def test_level_chunk_shape_of_the_wrong_rank_is_a_format_error(tmp_path):
     store = _points(tmp_path)
     _edit(store, "0", lambda d: d["attributes"]["zarr_vectors_level"].update(chunk_shape=[25.0, 25.0]))
-    with pytest.raises(FormatError, match=r"level 0: chunk_shape \[25.0, 25.0\] has 2 entries for 3 space axes"):
+    with pytest.raises(
+        FormatError, match=r"level 0: chunk_shape \[25.0, 25.0\] has 2 entries for 3 space axes"
+    ):
         zv.open(store).read()
 
 
@@ -285,7 +333,9 @@ def test_unusable_row_shape_is_a_format_error(tmp_path, row_shape):
 def test_non_numeric_cell_dtype_is_a_format_error(tmp_path):
     store = _points(tmp_path)
     _edit(store, "0/vertex_attributes/a", lambda d: d["attributes"].update(dtype="object"))
-    with pytest.raises(FormatError, match=r"'0/vertex_attributes/a' has dtype 'object'; cell data must be a numeric"):
+    with pytest.raises(
+        FormatError, match=r"'0/vertex_attributes/a' has dtype 'object'; cell data must be a numeric"
+    ):
         zv.open(store).read()
 
 
@@ -302,7 +352,9 @@ def test_lines_store_without_vertex_fragments_is_a_format_error(tmp_path):
 def test_nonempty_chunk_outside_the_grid_is_a_format_error(tmp_path):
     store = _points(tmp_path)
     _edit(store, "0/vertices", lambda d: d["attributes"]["nonempty_chunks"].append("9.0.0"))
-    with pytest.raises(FormatError, match=r"'0/vertices': nonempty_chunks entry '9.0.0' lies outside its grid"):
+    with pytest.raises(
+        FormatError, match=r"'0/vertices': nonempty_chunks entry '9.0.0' lies outside its grid"
+    ):
         zv.open(store).read()
 
 
@@ -318,7 +370,10 @@ def test_missing_cross_chunk_face_cell_of_a_mesh_is_a_corrupt_cell(tmp_path):
     chunk = arr.nonempty[0]
     (store / arr.key(chunk)).unlink()
     key = ".".join(map(str, chunk))
-    with pytest.raises(CorruptCellError, match=rf"'0/links/0/{re.escape(cross)}', chunk {key}: the chunk is listed in nonempty"):
+    with pytest.raises(
+        CorruptCellError,
+        match=rf"'0/links/0/{re.escape(cross)}', chunk {key}: the chunk is listed in nonempty",
+    ):
         zv.open(store).read()
     assert len(full.faces) == 1280
 
@@ -328,7 +383,9 @@ def test_missing_vertex_cell_is_a_corrupt_cell(tmp_path):
     cell = _cells(store, "0/vertices")[5]
     cell.unlink()
     key = ".".join(cell.relative_to(store / "0/vertices/c").parts)  # the grid origin is 0
-    with pytest.raises(CorruptCellError, match=rf"'0/vertices', chunk {key}: the chunk is listed in nonempty_chunks"):
+    with pytest.raises(
+        CorruptCellError, match=rf"'0/vertices', chunk {key}: the chunk is listed in nonempty_chunks"
+    ):
         zv.open(store).read()
 
 
@@ -371,7 +428,9 @@ def test_vertex_attribute_folder_without_zarr_json_is_a_format_error(tmp_path):
 def test_declared_attribute_family_that_is_gone_is_a_format_error(tmp_path):
     store = _points(tmp_path)
     shutil.rmtree(store / "0/vertex_attributes")
-    with pytest.raises(FormatError, match=r"declares 'vertex_attributes' in arrays_present but 0/vertex_attributes/zarr"):
+    with pytest.raises(
+        FormatError, match=r"declares 'vertex_attributes' in arrays_present but 0/vertex_attributes/zarr"
+    ):
         zv.open(store).read()
 
 
@@ -380,10 +439,20 @@ def test_declared_attribute_family_that_is_gone_is_a_format_error(tmp_path):
 
 @pytest.mark.parametrize("compression", ["none", "zstd"])
 def test_checksums_catch_a_flipped_bit_anywhere(tmp_path, compression):
-    store = _points(tmp_path, compression=compression, checksums=True,
-                    object_attributes={"w": np.arange(40, dtype=np.float64)})  # fmt: skip
-    for node in ("0/vertices", "0/vertex_fragments", "0/vertex_attributes/a", "0/object_index/manifests",
-                 "0/object_attributes/w", "0/fragment_attributes/object_id"):  # fmt: skip
+    store = _points(
+        tmp_path,
+        compression=compression,
+        checksums=True,
+        object_attributes={"w": np.arange(40, dtype=np.float64)},
+    )
+    for node in (
+        "0/vertices",
+        "0/vertex_fragments",
+        "0/vertex_attributes/a",
+        "0/object_index/manifests",
+        "0/object_attributes/w",
+        "0/fragment_attributes/object_id",
+    ):
         assert _doc(store, node)["codecs"][-1] == {"name": "crc32c"}, node
     ds = zv.open(store)
     expected = ds.read()
@@ -392,10 +461,12 @@ def test_checksums_catch_a_flipped_bit_anywhere(tmp_path, compression):
     flipped = bytearray(good)
     flipped[len(flipped) // 2] ^= 0x10
     cell.write_bytes(bytes(flipped))
-    with pytest.raises(CorruptCellError, match=r"'0/vertex_attributes/a', chunk 0\.0\.3: crc32c checksum mismatch"):
+    with pytest.raises(
+        CorruptCellError, match=r"'0/vertex_attributes/a', chunk 0\.0\.3: crc32c checksum mismatch"
+    ):
         zv.open(store).read()
     report = validate(store)
-    assert [p.path for p in report.problems] == [f"0/vertex_attributes/a/c/0/0/3"]
+    assert [p.path for p in report.problems] == ["0/vertex_attributes/a/c/0/0/3"]
     assert "crc32c" in report.problems[0].message
     cell.write_bytes(good)
     table = store / "0/object_attributes/w/c/0"
@@ -411,10 +482,16 @@ def test_checksums_catch_a_flipped_bit_anywhere(tmp_path, compression):
 def test_zarr_python_reads_checksummed_arrays(tmp_path):
     import zarr
 
-    store = _points(tmp_path, compression="zstd", checksums=True,
-                    object_attributes={"w": np.arange(40, dtype=np.float64) * 1.5})  # fmt: skip
+    store = _points(
+        tmp_path,
+        compression="zstd",
+        checksums=True,
+        object_attributes={"w": np.arange(40, dtype=np.float64) * 1.5},
+    )
     ds = zv.open(store)
-    assert np.array_equal(zarr.open_array(str(store / "0/object_attributes/w"), mode="r")[:], ds.object_attributes("w"))
+    assert np.array_equal(
+        zarr.open_array(str(store / "0/object_attributes/w"), mode="r")[:], ds.object_attributes("w")
+    )
     verts = zarr.open_array(str(store / "0/vertices"), mode="r")
     level = ds.level(0)
     total = 0

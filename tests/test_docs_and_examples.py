@@ -51,8 +51,11 @@ def code_blocks(text: str) -> list[tuple[str, str, bool, int]]:
 def run_blocks(doc: str, languages: tuple[str, ...]) -> int:
     """Run the page's runnable blocks of ``languages`` in the current folder; returns how many ran."""
     namespace: dict[str, object] = {"__name__": "__doc__"}
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-           "MPLBACKEND": "Agg"}  # fmt: skip
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "MPLBACKEND": "Agg",
+    }
     ran = 0
     for lang, code, runs, line in code_blocks((ROOT / doc).read_text(encoding="utf-8")):
         if not runs or lang not in languages:
@@ -60,8 +63,13 @@ def run_blocks(doc: str, languages: tuple[str, ...]) -> int:
         if lang == "python":
             exec(compile("\n" * line + code, doc, "exec"), namespace)
         else:
-            proc = subprocess.run(["bash", "-c", "set -euo pipefail\n" + code], capture_output=True, text=True,
-                                  env=env, timeout=300)  # fmt: skip
+            proc = subprocess.run(
+                ["bash", "-c", "set -euo pipefail\n" + code],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=300,
+            )
             assert proc.returncode == 0, f"{doc}:{line}: bash block failed\n{proc.stdout}\n{proc.stderr}"
         ran += 1
     return ran
@@ -69,8 +77,11 @@ def run_blocks(doc: str, languages: tuple[str, ...]) -> int:
 
 def test_code_block_parser_honours_the_no_run_marker():
     text = "x\n```python\na = 1\n```\n<!-- no-run -->\n```python\nf(*, b) -> c\n```\n  ```bash\n  ls\n  ```\n"
-    assert code_blocks(text) == [("python", "a = 1\n", True, 2), ("python", "f(*, b) -> c\n", False, 6),
-                                 ("bash", "ls\n", True, 9)]  # fmt: skip
+    assert code_blocks(text) == [
+        ("python", "a = 1\n", True, 2),
+        ("python", "f(*, b) -> c\n", False, 6),
+        ("bash", "ls\n", True, 9),
+    ]
 
 
 def test_readme_python_blocks_run(tmp_path, monkeypatch):
@@ -110,9 +121,14 @@ def test_every_docs_page_is_in_the_site_navigation():
 
 def test_site_builds_without_warnings(tmp_path):
     pytest.importorskip("mkdocs")
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "site" / "api" / "index.html").is_file()
     api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")
@@ -121,14 +137,22 @@ def test_site_builds_without_warnings(tmp_path):
 
 @pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "examples").glob("*.py")))
 def test_examples_run(script, tmp_path):
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / script), str(tmp_path / "store.zarr")],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / script), str(tmp_path / "store.zarr")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
 
 
 def test_demo_runs_as_a_module(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "zarr_vectors.demo", str(tmp_path / "demo.zarr"), "--points", "20000"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "zarr_vectors.demo", str(tmp_path / "demo.zarr"), "--points", "20000"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "numpy brute force" in proc.stdout
     assert zv.open(tmp_path / "demo.zarr").vertex_count() == 20000
@@ -136,6 +160,12 @@ def test_demo_runs_as_a_module(tmp_path):
 
 def test_masked_object_attributes_read_back_absent(tmp_path):
     values = np.ma.masked_array(np.array([1, 2, 3], np.int16), mask=[False, True, False])
-    ds = zv.write_points(tmp_path / "s.zarr", np.zeros((3, 2)), chunk_shape=1, object_ids=[0, 1, 2],
-                         object_attributes={"v": values}, bounds=([0, 0], [1, 1]))
+    ds = zv.write_points(
+        tmp_path / "s.zarr",
+        np.zeros((3, 2)),
+        chunk_shape=1,
+        object_ids=[0, 1, 2],
+        object_attributes={"v": values},
+        bounds=([0, 0], [1, 1]),
+    )
     assert ds.object_attributes("v").tolist() == [1, np.iinfo(np.int16).min, 3]

@@ -29,21 +29,40 @@ def pts(rng):
         (None, {"attributes": {"s": np.array(["x"] * 500)}}, "dtype <U1"),
         (None, {"object_ids": np.full(500, 1.5)}, "object_ids must be integers"),
         (None, {"object_ids": np.arange(499)}, r"object_ids must have shape \(500,\)"),
-        (None, {"object_ids": [-1] * 250 + [2**64 - 1] * 250}, "object_ids mix negative ids with ids above 2"),
+        (
+            None,
+            {"object_ids": [-1] * 250 + [2**64 - 1] * 250},
+            "object_ids mix negative ids with ids above 2",
+        ),
         (None, {"object_ids": [2**64] * 500}, "object_ids must fit in 64 bits"),
-        (None, {"object_ids": np.arange(500), "object_attributes": {"object_id": np.arange(500)}},
-         "object attribute name 'object_id' is reserved"),
+        (
+            None,
+            {"object_ids": np.arange(500), "object_attributes": {"object_id": np.arange(500)}},
+            "object attribute name 'object_id' is reserved",
+        ),
         (None, {"bin_shape": 30}, "whole multiple of bin_shape"),
         (None, {"chunk_shape": -1}, "chunk_shape must be positive"),
         (None, {"groups": [[0, 1]]}, "groups need object_ids"),
-        (None, {"object_ids": np.zeros(500, int), "groups": [[0, 3]]},
-         r"group 0 names object id 3, which no vertex has \(its 1 objects have ids 0 \.\. 0\)"),
-        (None, {"object_ids": np.repeat([5, 10**8], 250), "groups": {7: [5, 6]}},
-         r"group 7 names object id 6, which no vertex has \(its 2 objects have ids 5 \.\. 100000000\)"),
-        (None, {"object_ids": np.repeat([5, 10**8], 250), "object_attributes": {"v": [1.0, 2.0, 3.0]}},
-         r"object attribute 'v' has 3 rows for 2 distinct object ids \(5 \.\. 100000000\)"),
-        (None, {"object_ids": np.repeat([5, 10**8], 250), "object_attributes": {"v": {5: 1.0, 6: 2.0}}},
-         r"object attribute 'v' names object id 6, which no vertex has"),
+        (
+            None,
+            {"object_ids": np.zeros(500, int), "groups": [[0, 3]]},
+            r"group 0 names object id 3, which no vertex has \(its 1 objects have ids 0 \.\. 0\)",
+        ),
+        (
+            None,
+            {"object_ids": np.repeat([5, 10**8], 250), "groups": {7: [5, 6]}},
+            r"group 7 names object id 6, which no vertex has \(its 2 objects have ids 5 \.\. 100000000\)",
+        ),
+        (
+            None,
+            {"object_ids": np.repeat([5, 10**8], 250), "object_attributes": {"v": [1.0, 2.0, 3.0]}},
+            r"object attribute 'v' has 3 rows for 2 distinct object ids \(5 \.\. 100000000\)",
+        ),
+        (
+            None,
+            {"object_ids": np.repeat([5, 10**8], 250), "object_attributes": {"v": {5: 1.0, 6: 2.0}}},
+            r"object attribute 'v' names object id 6, which no vertex has",
+        ),
         (None, {"channel_names": {"a": ["x"]}}, "unknown attributes"),
         (None, {"bin_shape": 0.5}, "bins per chunk"),
     ],
@@ -79,8 +98,13 @@ def _store(tmp_path, pts, **kw):
     kw.setdefault("chunk_shape", 50)
     kw.setdefault("bin_shape", 25)
     path = tmp_path / "s.zarr"
-    zv.write_points(path, pts, attributes={"a": np.arange(len(pts), dtype=np.float32)},
-                    object_ids=np.arange(len(pts)) % 7, **kw)
+    zv.write_points(
+        path,
+        pts,
+        attributes={"a": np.arange(len(pts), dtype=np.float32)},
+        object_ids=np.arange(len(pts)) % 7,
+        **kw,
+    )
     return path
 
 
@@ -101,7 +125,11 @@ def _chunk_of(path, array, cell):
         ("vertices", lambda b: b"\x02" + b[1:], "holds 2 items"),
         ("vertex_fragments", lambda b: b[:8] + b"XXXX" + b[12:], "magic"),
         ("vertex_fragments", lambda b: b[:-4] + b"\1\0\0\0", "explicit offsets|past the cell"),
-        ("vertex_attributes/a", lambda b: struct.pack("<II", 1, len(b) - 12) + b[8:-4], "rows but vertices has"),
+        (
+            "vertex_attributes/a",
+            lambda b: struct.pack("<II", 1, len(b) - 12) + b[8:-4],
+            "rows but vertices has",
+        ),
     ],
 )
 def test_corrupt_cells_name_the_array_and_chunk(tmp_path, pts, array, mangle, message):
@@ -147,7 +175,10 @@ def _edit_root(path, fn):
     [
         (lambda a: a["zarr_vectors"].update(zv_version="0.8.1"), "0.8.1.*pre-0.9"),
         (lambda a: a["zarr_vectors"].update(zv_version="1.0.0"), "reads 0.9.x only"),
-        (lambda a: a["zarr_vectors"].update(format_capabilities=["partitioned_cross_chunk_links"]), "pre-0.9 capability"),
+        (
+            lambda a: a["zarr_vectors"].update(format_capabilities=["partitioned_cross_chunk_links"]),
+            "pre-0.9 capability",
+        ),
         (lambda a: a.pop("zarr_vectors"), "not a Zarr Vectors store"),
         (lambda a: a["zarr_vectors"].update(chunk_shape=[1, 2]), "bounds"),
         (lambda a: a["zarr_vectors"].update(links_convention="zigzag"), "links_convention is 'zigzag'"),
@@ -162,7 +193,9 @@ def test_bad_root_metadata(tmp_path, pts, edit, message):
 
 def test_unknown_capability_is_a_warning_and_unknown_keys_pass(tmp_path, pts):
     path = _store(tmp_path, pts)
-    _edit_root(path, lambda a: a["zarr_vectors"].update(format_capabilities=["fragment_index", "future"], novel=1))
+    _edit_root(
+        path, lambda a: a["zarr_vectors"].update(format_capabilities=["fragment_index", "future"], novel=1)
+    )
     with pytest.warns(UserWarning, match="future"):
         ds = zv.open(path)
     assert len(ds.read()) == len(pts)
@@ -171,7 +204,9 @@ def test_unknown_capability_is_a_warning_and_unknown_keys_pass(tmp_path, pts):
 def test_pre_09_layouts_and_unknown_index_layouts_are_refused(tmp_path, pts):
     path = _store(tmp_path, pts)
     (path / "0/cross_chunk_links").mkdir()
-    (path / "0/cross_chunk_links/zarr.json").write_text('{"zarr_format": 3, "node_type": "group", "attributes": {}}')
+    (path / "0/cross_chunk_links/zarr.json").write_text(
+        '{"zarr_format": 3, "node_type": "group", "attributes": {}}'
+    )
     with pytest.raises(FormatError, match="cross_chunk_links.*pre-0.9"):
         zv.open(path).read()
     shutil.rmtree(path / "0/cross_chunk_links")
@@ -229,16 +264,26 @@ def _writers(pos):
 
 
 @pytest.mark.parametrize("writer", sorted(_writers(np.zeros((3, 3)))))
-@pytest.mark.parametrize("n, hint", [(50, {}), (8, {"chunk_shape": [25, 25, 25]}), (8, {"axes": ["x", "y", "z"]}),
-                                     (8, {"bounds": ([0, 0, 0], [100, 100, 100])})])  # fmt: skip
+@pytest.mark.parametrize(
+    "n, hint",
+    [
+        (50, {}),
+        (8, {"chunk_shape": [25, 25, 25]}),
+        (8, {"axes": ["x", "y", "z"]}),
+        (8, {"bounds": ([0, 0, 0], [100, 100, 100])}),
+    ],
+)
 def test_transposed_positions_are_refused_with_the_fix(tmp_path, rng, writer, n, hint):
     """(3, N) input: refused, suggesting positions.T, whether N is large or the call says D = 3."""
     pos = rng.uniform(0, 100, (n, 3))
     hint = {"chunk_shape": 25, **hint}
     for_t = _writers(pos.T)[writer]
-    message = (rf"line 0 has shape \(3, {n}\), one row per axis.*pass \[line\.T for line in lines\]"
-               if writer == "lines" else rf"shape \(3, {n}\), which reads as 3 points in {n} dimensions.*"
-               rf"look transposed.*pass positions\.T, of shape \({n}, 3\)")  # fmt: skip
+    message = (
+        rf"line 0 has shape \(3, {n}\), one row per axis.*pass \[line\.T for line in lines\]"
+        if writer == "lines"
+        else rf"shape \(3, {n}\), which reads as 3 points in {n} dimensions.*"
+        rf"look transposed.*pass positions\.T, of shape \({n}, 3\)"
+    )
     with pytest.raises(InputError, match=message):
         for_t(tmp_path / "s.zarr", **hint)
     assert list(tmp_path.iterdir()) == []
@@ -254,7 +299,9 @@ def test_transposed_lines_and_meshes_are_refused_with_the_fix(tmp_path, rng):
     faces = np.array([[0, 1, 2], [3, 4, 5]])
     with pytest.raises(InputError, match=r"vertices have shape \(3, 6\).*pass vertices\.T"):
         zv.write_mesh(tmp_path / "m.zarr", v.T, faces, chunk_shape=5)
-    with pytest.raises(InputError, match=r"mesh 0: vertices must be \(N, 3\), got \(3, 6\).*pass vertices\.T"):
+    with pytest.raises(
+        InputError, match=r"mesh 0: vertices must be \(N, 3\), got \(3, 6\).*pass vertices\.T"
+    ):
         zv.write_meshes(tmp_path / "m.zarr", [(v.T, faces)], chunk_shape=5)
     assert list(tmp_path.iterdir()) == []
 

@@ -84,29 +84,41 @@ def test_country_layer_round_trips_exactly(tmp_path, rng):
     assert holes > 10 and ds.attribute_names() == ["geom_part", "geom_ring"]
 
 
-
 def test_natural_earth_countries_round_trip_exactly(tmp_path):
     """A real layer: Natural Earth's low-resolution countries (177 polygons and multipolygons,
     Lesotho a hole in South Africa), the copy that ships inside pyogrio's test fixtures."""
     pyogrio = pytest.importorskip("pyogrio")
     from pathlib import Path
 
-    shp = Path(pyogrio.__file__).parent / "tests" / "fixtures" / "naturalearth_lowres" / "naturalearth_lowres.shp"
+    shp = (
+        Path(pyogrio.__file__).parent
+        / "tests"
+        / "fixtures"
+        / "naturalearth_lowres"
+        / "naturalearth_lowres.shp"
+    )
     if not shp.exists():
         pytest.skip(f"this pyogrio build has no {shp.name}")
     meta, _, wkb, fields = pyogrio.raw.read(shp)
     layer = shapely.from_wkb(wkb)
     names = fields[meta["fields"].tolist().index("name")].astype(str)
-    ds = zv.write_geometries(tmp_path / "ne.zarr", layer, chunk_shape=30, crs="EPSG:4326",
-                             object_attributes={"pop_est": fields[meta["fields"].tolist().index("pop_est")]})
+    ds = zv.write_geometries(
+        tmp_path / "ne.zarr",
+        layer,
+        chunk_shape=30,
+        crs="EPSG:4326",
+        object_attributes={"pop_est": fields[meta["fields"].tolist().index("pop_est")]},
+    )
     ids, geoms = ds.read().to_shapely()
     assert ids.tolist() == list(range(len(layer))) and _exact(geoms, layer)
     assert sum(len(p.interiors) for g in layer for p in getattr(g, "geoms", [g])) >= 1
     assert {g.geom_type for g in layer} == {"Polygon", "MultiPolygon"}
     south_africa = int(np.flatnonzero(names == "South Africa")[0])
-    _, box_geoms = ds.query(bbox=(list(layer[south_africa].bounds[:2]), list(layer[south_africa].bounds[2:])),
-                            whole_objects=True).to_shapely()
+    _, box_geoms = ds.query(
+        bbox=(list(layer[south_africa].bounds[:2]), list(layer[south_africa].bounds[2:])), whole_objects=True
+    ).to_shapely()
     assert any(shapely.equals_exact(g, layer[south_africa], tolerance=0) for g in box_geoms)
+
 
 MIXED_2D = [
     shapely.Point(1.5, 2.25),
@@ -420,7 +432,9 @@ def test_vector_files_through_pyogrio_and_geopandas(tmp_path, rng):
     as_read = gpd.read_file(tmp_path / "c.gpkg", engine="pyogrio").geometry.values  # GPKG promotes to multi
     assert _exact(ds.read().to_shapely()[1], as_read) and shapely.equals(as_read, np.array(layer)).all()
     ds = ingest_vector(tmp_path / "f.zarr", frame, chunk_shape=10, crs="EPSG:3035")
-    assert _exact(ds.read().to_shapely()[1], layer) and ds.object_attributes("label").tolist() == list("abcdef")
+    assert _exact(ds.read().to_shapely()[1], layer) and ds.object_attributes("label").tolist() == list(
+        "abcdef"
+    )
     with pytest.raises(InputError, match="cannot read"):
         ingest_vector(tmp_path / "x.zarr", tmp_path / "missing.gpkg", chunk_shape=1)
 
@@ -440,7 +454,10 @@ def test_cli_ingest_geojson_and_query_to_geojson(tmp_path, rng, capsys):
         )
     captured = capsys.readouterr()
     assert "wrote 5 features (polygon)" in captured.out and "CRS EPSG:4326" in captured.out
-    assert "warning: feature properties not stored as given: 'tags' (neither numbers nor strings)" in captured.err
+    assert (
+        "warning: feature properties not stored as given: 'tags' (neither numbers nor strings)"
+        in captured.err
+    )
     assert zv.open(store).object_attributes("name").tolist() == list("abcde")
     out = tmp_path / "q.geojson"
     assert main(["query", str(store), "-o", str(out)]) == 0

@@ -27,8 +27,15 @@ def _graph(rng, n=500, e=1200, d=3):
 def test_edges_round_trip_with_their_direction(tmp_path, rng, directed, d):
     pos, edges = _graph(rng, d=d)
     oid = (pos[:, 0] // 150).astype(int)
-    ds = zv.write_graph(tmp_path / "g.zarr", pos, edges, chunk_shape=100, directed=directed, object_ids=oid,
-                        attributes={"w": np.arange(len(pos), dtype=np.float32)})
+    ds = zv.write_graph(
+        tmp_path / "g.zarr",
+        pos,
+        edges,
+        chunk_shape=100,
+        directed=directed,
+        object_ids=oid,
+        attributes={"w": np.arange(len(pos), dtype=np.float32)},
+    )
     assert ds.geometry_types == ("graph",)
     full = ds.query()
     assert sorted(map(tuple, full.positions)) == sorted(map(tuple, pos))
@@ -146,11 +153,21 @@ def test_edge_attributes_follow_their_edges(tmp_path, rng):
     edges = np.unique(edges, axis=0)[:700]  # distinct edges, so each one's values are known
     weight = rng.random(len(edges)).astype(np.float32)
     rgb = rng.integers(0, 255, (len(edges), 3)).astype(np.uint8)
-    ds = zv.write_graph(tmp_path / "g.zarr", pos, edges, chunk_shape=100, edge_attributes={"w": weight, "rgb": rgb})
-    want = {(tuple(pos[a]), tuple(pos[b])): (w, tuple(c)) for (a, b), w, c in zip(edges.tolist(), weight.tolist(), rgb.tolist())}
+    ds = zv.write_graph(
+        tmp_path / "g.zarr", pos, edges, chunk_shape=100, edge_attributes={"w": weight, "rgb": rgb}
+    )
+    want = {
+        (tuple(pos[a]), tuple(pos[b])): (w, tuple(c))
+        for (a, b), w, c in zip(edges.tolist(), weight.tolist(), rgb.tolist())
+    }
     for res in (ds.query(), ds.query(bbox=([50, 50, 50], [400, 500, 450])), ds.objects([0])):
-        assert len(res.edge_attributes["w"]) == len(res.edges) and res.edge_attributes["rgb"].shape == (len(res.edges), 3)
-        for (a, b), w, c in zip(res.edges.tolist(), res.edge_attributes["w"].tolist(), res.edge_attributes["rgb"].tolist()):
+        assert len(res.edge_attributes["w"]) == len(res.edges) and res.edge_attributes["rgb"].shape == (
+            len(res.edges),
+            3,
+        )
+        for (a, b), w, c in zip(
+            res.edges.tolist(), res.edge_attributes["w"].tolist(), res.edge_attributes["rgb"].tolist()
+        ):
             assert want[(tuple(res.positions[a]), tuple(res.positions[b]))] == (w, tuple(c))
     with pytest.raises(InputError, match=r"edge attribute 'w' must have shape \(700,\)"):
         zv.write_graph(tmp_path / "x.zarr", pos, edges, chunk_shape=100, edge_attributes={"w": weight[:5]})
@@ -183,8 +200,12 @@ def test_duplicate_store_policy_reads_each_edge_once(tmp_path, rng):
     for name in list(lv.links):
         if name != "0.0.0":
             shutil.rmtree(path / "0/links/0" / name)
-    placed = place_links(np.stack([chunk_of[cross[:, 0]], chunk_of[cross[:, 1]]], axis=1), local[cross],
-                         directed=False, store="duplicate")
+    placed = place_links(
+        np.stack([chunk_of[cross[:, 0]], chunk_of[cross[:, 1]]], axis=1),
+        local[cross],
+        directed=False,
+        store="duplicate",
+    )
     builder = StoreBuilder(LocalBackend(path))
     by_seg: dict = {}
     for lc in placed.cells():
@@ -194,17 +215,31 @@ def test_duplicate_store_policy_reads_each_edge_once(tmp_path, rng):
     for seg, (cells, payloads, has_perm) in by_seg.items():
         from zarr_vectors.format.links import parse_offsets
 
-        builder.cell_array(f"0/links/0/{seg}", grid, np.asarray(cells), payloads,
-                           {"zv_array": "links", "dtype": "uint16", "link_width": 2, "level_delta": 0,
-                            "offsets": parse_offsets(seg, 2, 3).tolist(), "has_perm": has_perm}, kind="links")
+        builder.cell_array(
+            f"0/links/0/{seg}",
+            grid,
+            np.asarray(cells),
+            payloads,
+            {
+                "zv_array": "links",
+                "dtype": "uint16",
+                "link_width": 2,
+                "level_delta": 0,
+                "offsets": parse_offsets(seg, 2, 3).tolist(),
+                "has_perm": has_perm,
+            },
+            kind="links",
+        )
     builder.flush()
     for p, doc in builder.arrays.items():
         (path / p / "zarr.json").write_text(json.dumps(doc))
     fam = json.loads((path / "0/links/0/zarr.json").read_text())
     fam["attributes"]["store"] = "duplicate"
     intra = zv.open(path).level(0).links["0.0.0"]  # the intra-chunk records stay as written
-    stored = sum(len(intra.records(raw, c)[0]) for c, raw in
-                 zip(intra.nonempty, lv.backend.get_many(intra.keys(intra.nonempty))))
+    stored = sum(
+        len(intra.records(raw, c)[0])
+        for c, raw in zip(intra.nonempty, lv.backend.get_many(intra.keys(intra.nonempty)))
+    )
     fam["attributes"]["num_physical_records"] = stored + sum(len(lc.rows) for lc in placed.cells())
     (path / "0/links/0/zarr.json").write_text(json.dumps(fam))
     again = zv.open(path).query()

@@ -35,8 +35,13 @@ def _open_counting(path):
 def test_small_box_reads_only_its_chunks_in_one_batch(tmp_path, rng):
     pos = rng.uniform(0, 1000, (50_000, 3)).astype(np.float32)
     path = tmp_path / "s.zarr"
-    zv.write_points(path, pos, chunk_shape=100, bin_shape=25,
-                    attributes={"a": rng.random(len(pos)), "b": rng.random(len(pos))})
+    zv.write_points(
+        path,
+        pos,
+        chunk_shape=100,
+        bin_shape=25,
+        attributes={"a": rng.random(len(pos)), "b": rng.random(len(pos))},
+    )
     ds, counter = _open_counting(path)
     lo, hi = np.array([120.0, 330.0, 510.0]), np.array([260.0, 390.0, 540.0])
     res = ds.query(bbox=(lo, hi), attributes=["a"])

@@ -10,8 +10,10 @@ from zarr_vectors.errors import InputError
 
 
 def _walks(rng, n=60, d=3, lo=100.0, hi=900.0, step=15.0):
-    return [np.cumsum(rng.normal(0, step, (int(rng.integers(2, 120)), d)), axis=0) + rng.uniform(lo, hi, d)
-            for _ in range(n)]
+    return [
+        np.cumsum(rng.normal(0, step, (int(rng.integers(2, 120)), d)), axis=0) + rng.uniform(lo, hi, d)
+        for _ in range(n)
+    ]
 
 
 def _brute_pieces(lines, lo, hi):
@@ -33,16 +35,21 @@ def _brute_pieces(lines, lo, hi):
 def test_objects_come_back_whole_and_in_order(tmp_path, rng, kind):
     lines = _walks(rng)
     t = [np.arange(len(x), dtype=np.float32) for x in lines]
-    ds = zv.write_lines(tmp_path / "l.zarr", lines, chunk_shape=100, kind=kind,
-                        attributes={"t": np.concatenate(t)},
-                        object_attributes={"length": np.array([len(x) for x in lines], np.int32)})
+    ds = zv.write_lines(
+        tmp_path / "l.zarr",
+        lines,
+        chunk_shape=100,
+        kind=kind,
+        attributes={"t": np.concatenate(t)},
+        object_attributes={"length": np.array([len(x) for x in lines], np.int32)},
+    )
     assert ds.geometry_types == (kind,)
     res = ds.objects([5, 2, 5])  # a repeated id is read once
     assert [len(x) for x in res.lines] == [len(lines[5]), len(lines[2])]
     for got, want in zip(res.lines, [lines[5], lines[2]]):
         assert np.array_equal(got, want)
     o = res.line_offsets
-    assert np.array_equal(res.attributes["t"][o[0]:o[1]], t[5])
+    assert np.array_equal(res.attributes["t"][o[0] : o[1]], t[5])
     assert np.array_equal(ds.object_attributes("length"), [len(x) for x in lines])
     assert len(res.edges) == sum(len(x) - 1 for x in res.lines)
 
@@ -74,8 +81,9 @@ def test_tuple_input_and_single_vertex_lines(tmp_path):
     res = ds.objects([0, 1, 2])
     assert [x.tolist() for x in res.lines] == [pos[:2].tolist(), pos[2:3].tolist(), pos[3:].tolist()]
     box = ds.query(bbox=([0, 0], [160, 10]))
-    assert [p.tolist() for p in box.lines] == [pos[:2].tolist(), pos[2:3].tolist()] or \
-           sorted(p.tolist() for p in box.lines) == sorted([pos[:2].tolist(), pos[2:3].tolist()])
+    assert [p.tolist() for p in box.lines] == [pos[:2].tolist(), pos[2:3].tolist()] or sorted(
+        p.tolist() for p in box.lines
+    ) == sorted([pos[:2].tolist(), pos[2:3].tolist()])
 
 
 def test_bad_lines_are_refused(tmp_path):
@@ -84,8 +92,12 @@ def test_bad_lines_are_refused(tmp_path):
     with pytest.raises(InputError, match="same D"):
         zv.write_lines(tmp_path / "l.zarr", [np.zeros((2, 3)), np.zeros((2, 2))], chunk_shape=1)
     with pytest.raises(InputError, match=r"must have shape \(4,\)"):
-        zv.write_lines(tmp_path / "l.zarr", [np.zeros((2, 3)), np.ones((2, 3))], chunk_shape=1,
-                       attributes={"a": np.zeros(3)})
+        zv.write_lines(
+            tmp_path / "l.zarr",
+            [np.zeros((2, 3)), np.ones((2, 3))],
+            chunk_shape=1,
+            attributes={"a": np.zeros(3)},
+        )
     with pytest.raises(InputError, match="kind must be"):
         zv.write_lines(tmp_path / "l.zarr", [np.zeros((2, 3))], chunk_shape=1, kind="zigzag")
     assert not (tmp_path / "l.zarr").exists()
@@ -121,6 +133,7 @@ def _expected_box_keys(path, lo, hi, chunk, families, with_ids, outside_parents=
     level = path / "0"
     keys = set()
     arrays = ["vertices", "vertex_fragments"] + (["fragment_attributes/object_id"] if with_ids else [])
+
     def cell_key(prefix, attrs, chunk):  # cells are chunk coordinates minus the grid origin
         return f"{prefix}/c/" + "/".join(map(str, chunk - np.array(attrs.get("chunk_grid_origin", [0] * 3))))
 
@@ -162,8 +175,13 @@ def test_box_reads_exactly_the_cells_it_needs(tmp_path, rng, kind):
         par = np.arange(len(pos)) - 1
         par[starts] = -1
         if kind == "graph":
-            zv.write_graph(path, pos, np.stack([par[par >= 0], np.flatnonzero(par >= 0)], axis=1), chunk_shape=100,
-                           object_ids=np.repeat(np.arange(len(lines)), [len(x) for x in lines]))  # fmt: skip
+            zv.write_graph(
+                path,
+                pos,
+                np.stack([par[par >= 0], np.flatnonzero(par >= 0)], axis=1),
+                chunk_shape=100,
+                object_ids=np.repeat(np.arange(len(lines)), [len(x) for x in lines]),
+            )
         else:
             zv.write_skeleton(path, pos, par, chunk_shape=100)
     lo, hi = np.array([310.0, 420.0, 150.0]), np.array([480.0, 590.0, 260.0])
@@ -171,8 +189,9 @@ def test_box_reads_exactly_the_cells_it_needs(tmp_path, rng, kind):
     res = ds.query(bbox=(lo, hi))
     assert len(counter.batches) == 1
     got = set(counter.batches[0])
-    want, touched = _expected_box_keys(path, lo, hi, 100.0, ["links/0"], with_ids=True,
-                                       outside_parents=kind == "skeleton")
+    want, touched = _expected_box_keys(
+        path, lo, hi, 100.0, ["links/0"], with_ids=True, outside_parents=kind == "skeleton"
+    )
     assert len(touched) == 8 and got == want
     total = sum(1 for f in (path / "0").rglob("c/*/*/*") if f.is_file())
     assert len(got) < 0.05 * total
@@ -208,13 +227,19 @@ def test_attributes_given_per_line(tmp_path, rng):
     lines = [rng.random((n, 3)) * 100 for n in (3, 5, 2)]
     per_line = [np.arange(len(x), dtype=np.int32) for x in lines]
     rgb_rows = [[k, 2 * k, 3 * k] for k in range(10)]  # one row per vertex, as a plain list
-    ds = zv.write_lines(tmp_path / "l.zarr", lines, chunk_shape=50, attributes={"i": per_line, "rgb": rgb_rows})
+    ds = zv.write_lines(
+        tmp_path / "l.zarr", lines, chunk_shape=50, attributes={"i": per_line, "rgb": rgb_rows}
+    )
     res = ds.objects([1])
     assert res.attributes["i"].tolist() == [0, 1, 2, 3, 4]
     assert res.attributes["rgb"].tolist() == rgb_rows[3:8]
     with pytest.raises(InputError, match="line 1 has 5 vertices but 4 values"):
-        zv.write_lines(tmp_path / "x.zarr", lines, chunk_shape=50,
-                       attributes={"i": [np.zeros(3), np.zeros(4), np.zeros(2)]})
+        zv.write_lines(
+            tmp_path / "x.zarr",
+            lines,
+            chunk_shape=50,
+            attributes={"i": [np.zeros(3), np.zeros(4), np.zeros(2)]},
+        )
 
 
 def test_box_object_ids_come_from_the_owner_table_not_the_manifests(tmp_path, rng):
@@ -231,8 +256,11 @@ def test_box_object_ids_come_from_the_owner_table_not_the_manifests(tmp_path, rn
     owners = [k for k in keys if "/fragment_attributes/object_id/" in k]
     assert len(owners) == len([k for k in keys if "/vertex_fragments/" in k]) > 0
     # ids agree with brute force: each returned vertex belongs to the line it says
-    expect = sorted((i, *map(float, p)) for i, line in enumerate(lines)
-                    for p in line[np.all((line >= lo) & (line <= hi), axis=1)])
+    expect = sorted(
+        (i, *map(float, p))
+        for i, line in enumerate(lines)
+        for p in line[np.all((line >= lo) & (line <= hi), axis=1)]
+    )
     got = sorted((int(i), *map(float, p)) for i, p in zip(res.object_ids, res.positions))
     assert got == expect
 

@@ -15,8 +15,13 @@ from zarr_vectors.io.meshes import export_mesh, ingest_meshes
 
 
 def _cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "zarr_vectors", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "zarr_vectors", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
 
 
 def _canon(v: np.ndarray, f: np.ndarray) -> set:
@@ -65,8 +70,9 @@ def test_ingest_folder_and_export_objects_by_command(tmp_path, mesh_dir):
 
 def test_export_a_box_through_the_api(tmp_path, mesh_dir):
     d, meshes = mesh_dir
-    ds = ingest_meshes(tmp_path / "m.zarr", sorted(d.glob("*.ply")) + sorted(d.glob("*.obj")), chunk_shape=32,
-                       progress=False)
+    ds = ingest_meshes(
+        tmp_path / "m.zarr", sorted(d.glob("*.ply")) + sorted(d.glob("*.obj")), chunk_shape=32, progress=False
+    )
     lo, hi = np.array([0.0, 0.0, 0.0]), np.array([60.0, 100.0, 100.0])
     nv, nf = export_mesh(ds, tmp_path / "box.obj", bbox=(lo, hi))
     v, f = np.asarray(meshes[0].vertices), meshes[0].faces

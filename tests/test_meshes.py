@@ -39,8 +39,12 @@ def two_meshes():
 
 def test_objects_come_back_whole_with_winding(tmp_path, two_meshes):
     names = np.array([11, 22], np.int64)
-    ds = zv.write_meshes(tmp_path / "m.zarr", [trimesh.Trimesh(*two_meshes[0], process=False), two_meshes[1]],
-                         chunk_shape=100, object_attributes={"segment": names})
+    ds = zv.write_meshes(
+        tmp_path / "m.zarr",
+        [trimesh.Trimesh(*two_meshes[0], process=False), two_meshes[1]],
+        chunk_shape=100,
+        object_attributes={"segment": names},
+    )
     assert ds.geometry_types == ("mesh",)
     for oid, (v, f) in enumerate(two_meshes):
         r = ds.objects([oid])
@@ -51,7 +55,6 @@ def test_objects_come_back_whole_with_winding(tmp_path, two_meshes):
     assert ds.object_attributes("segment").tolist() == [11, 22]
     both = ds.objects([1, 0])
     assert both.object_ids[0] == 1 and len(both.faces) == len(two_meshes[0][1]) + len(two_meshes[1][1])
-
 
 
 @pytest.mark.parametrize("directed", [False, True])
@@ -68,7 +71,10 @@ def test_both_face_families_keep_winding(tmp_path, monkeypatch, directed):
     ds = zv.write_mesh(tmp_path / "m.zarr", v, f, chunk_shape=150)
     family = json.loads((tmp_path / "m.zarr" / "0" / "links" / "0" / "zarr.json").read_text())["attributes"]
     assert family["directed"] is directed and family["store"] == "canonical"
-    arrays = [json.loads(z.read_text())["attributes"] for z in (tmp_path / "m.zarr" / "0" / "links" / "0").glob("*/zarr.json")]
+    arrays = [
+        json.loads(z.read_text())["attributes"]
+        for z in (tmp_path / "m.zarr" / "0" / "links" / "0").glob("*/zarr.json")
+    ]
     assert any(a["has_perm"] for a in arrays) is not directed
     r = ds.objects([0])
     idx = _input_index(v, r.positions)
@@ -78,12 +84,15 @@ def test_both_face_families_keep_winding(tmp_path, monkeypatch, directed):
     inside = np.all((v >= lo) & (v <= hi), axis=1)
     assert _canon(_input_index(v, box.positions)[box.faces]) == _canon(f[inside[f].all(axis=1)])
 
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_box_sub_mesh_inside_and_touching_match_brute_force(tmp_path, seed):
     rng = np.random.default_rng(seed)
     v, f = _sphere(4)
     attr = rng.random(len(v)).astype(np.float32)
-    ds = zv.write_mesh(tmp_path / "m.zarr", v, f, chunk_shape=rng.choice([100, 137, 250]), attributes={"a": attr})
+    ds = zv.write_mesh(
+        tmp_path / "m.zarr", v, f, chunk_shape=rng.choice([100, 137, 250]), attributes={"a": attr}
+    )
     for _ in range(4):
         lo = rng.uniform(0, 800, 3)
         hi = lo + rng.uniform(50, 400, 3)
@@ -96,7 +105,9 @@ def test_box_sub_mesh_inside_and_touching_match_brute_force(tmp_path, seed):
         t = ds.query(bbox=(lo, hi), faces="touching")
         touch = f[inside[f].any(axis=1)]
         tidx = _input_index(v, t.positions)
-        assert sorted(tidx.tolist()) == sorted(set(np.flatnonzero(inside).tolist()) | set(touch.ravel().tolist()))
+        assert sorted(tidx.tolist()) == sorted(
+            set(np.flatnonzero(inside).tolist()) | set(touch.ravel().tolist())
+        )
         assert _canon(tidx[t.faces]) == _canon(touch)
 
 
@@ -121,8 +132,11 @@ def test_small_box_reads_only_cells_anchored_in_touched_chunks(tmp_path):
     keys = [k for b in counter.batches for k in b]
     assert len(counter.batches) == 1
     level = ds.level(0)
-    touched = {tuple(c) for c in np.concatenate([p for p in (level.vertices.nonempty,)]).tolist()
-               if all(np.floor(lo / 100) <= c) and all(c <= np.floor(hi / 100))}
+    touched = {
+        tuple(c)
+        for c in np.concatenate([p for p in (level.vertices.nonempty,)]).tolist()
+        if all(np.floor(lo / 100) <= c) and all(c <= np.floor(hi / 100))
+    }
     origin = level.grid.origin
     cells = {"/".join(map(str, np.array(c) - origin)) for c in touched}
     assert all(k.rsplit("/c/", 1)[1] in cells for k in keys), "a key outside the touched chunks was read"
@@ -143,12 +157,17 @@ def test_draco_box_decodes_only_the_blobs_it_needs(tmp_path, monkeypatch, mode):
     full = ds.read()
     decoded = []
     real = _draco.decode_cell
-    monkeypatch.setattr(_draco, "decode_cell", lambda blob, **limits: decoded.append(blob) or real(blob, **limits))
+    monkeypatch.setattr(
+        _draco, "decode_cell", lambda blob, **limits: decoded.append(blob) or real(blob, **limits)
+    )
     lo, hi = np.array([0.0, 400.0, 400.0]), np.array([60.0, 560.0, 560.0])
     box = ds.query(bbox=(lo, hi), faces=mode)
     n_blobs = len(ds.level(0).vertices.nonempty)
-    touched = [c for c in ds.level(0).vertices.nonempty.tolist()
-               if all(np.floor(lo / 100) <= c) and all(c <= np.floor(hi / 100))]  # fmt: skip
+    touched = [
+        c
+        for c in ds.level(0).vertices.nonempty.tolist()
+        if all(np.floor(lo / 100) <= c) and all(c <= np.floor(hi / 100))
+    ]
     if mode == "inside":
         assert len(decoded) == len(touched)
     else:
@@ -185,7 +204,9 @@ def test_nan_vertices_and_faces_across_objects_are_refused(tmp_path):
     with pytest.raises(InputError, match="NaN|finite"):
         zv.write_mesh(tmp_path / "a.zarr", bad, f, chunk_shape=5)
     with pytest.raises(InputError, match="joins vertices of objects"):
-        zv.write_mesh(tmp_path / "b.zarr", v, np.array([[0, 1, 3]]), chunk_shape=5, object_ids=[0, 0, 0, 1, 1, 1])
+        zv.write_mesh(
+            tmp_path / "b.zarr", v, np.array([[0, 1, 3]]), chunk_shape=5, object_ids=[0, 0, 0, 1, 1, 1]
+        )
     with pytest.raises(InputError, match="mesh 1"):
         zv.write_meshes(tmp_path / "c.zarr", [(v, f), (v, np.array([[0, 0, 1]]))], chunk_shape=5)
 
@@ -261,13 +282,17 @@ def test_zarr_python_decodes_a_draco_cell_to_raw_rows(tmp_path):
     v, f = _sphere(2)
     ds = zv.write_mesh(tmp_path / "d.zarr", v, f, chunk_shape=500, encoding="draco")
     arr = zarr.open_array(str(tmp_path / "d.zarr"), path="0/vertices", mode="r")
-    cell = tuple(slice(int(c), int(c) + 1) for c in ds.level(0).vertices.nonempty[0] - ds.level(0).grid.origin)
+    cell = tuple(
+        slice(int(c), int(c) + 1) for c in ds.level(0).vertices.nonempty[0] - ds.level(0).grid.origin
+    )
     # a slice, not integer indexing: zarr-python returns a scalar vlen-bytes read as a 0-d
     # array holding a fixed-width ``S`` array, whose .item() would drop trailing zero bytes
     element = arr[cell].reshape(-1)[0]
     assert isinstance(element, bytes)  # raw vertex rows, like any vlen-bytes element
     rows = np.frombuffer(element, "<f4").reshape(-1, 3)
-    full = ds.query(bbox=(ds.level(0).vertices.nonempty[0] * 500.0, ds.level(0).vertices.nonempty[0] * 500.0 + 499.999))
+    full = ds.query(
+        bbox=(ds.level(0).vertices.nonempty[0] * 500.0, ds.level(0).vertices.nonempty[0] * 500.0 + 499.999)
+    )
     assert rows.shape == full.positions.shape
     assert sorted(map(tuple, rows.tolist())) == sorted(map(tuple, full.positions.tolist()))
     # A fresh interpreter that imports only zarr finds the codec by its entry point.
@@ -291,15 +316,28 @@ def test_object_names_are_string_attributes(tmp_path, two_meshes):
     import zarr
 
     path = tmp_path / "m.zarr"
-    ds = zv.write_meshes(path, two_meshes, chunk_shape=100,
-                         object_attributes={"name": ["soma A", "noyau é"], "segment": [17, 42]})
+    ds = zv.write_meshes(
+        path,
+        two_meshes,
+        chunk_shape=100,
+        object_attributes={"name": ["soma A", "noyau é"], "segment": [17, 42]},
+    )
     assert zv.open(path).object_attributes("name").tolist() == ["soma A", "noyau é"]
     assert ds.object_attributes("segment").tolist() == [17, 42]
-    assert zarr.open_array(str(path / "0/object_attributes/name"), mode="r")[:].tolist() == ["soma A", "noyau é"]
+    assert zarr.open_array(str(path / "0/object_attributes/name"), mode="r")[:].tolist() == [
+        "soma A",
+        "noyau é",
+    ]
     assert zv.validate(path).ok
-    short = zv.write_meshes(tmp_path / "s.zarr", [*two_meshes, two_meshes[0]], chunk_shape=100,
-                            object_attributes={"name": ["only the first"]})
+    short = zv.write_meshes(
+        tmp_path / "s.zarr",
+        [*two_meshes, two_meshes[0]],
+        chunk_shape=100,
+        object_attributes={"name": ["only the first"]},
+    )
     assert short.object_attributes("name").tolist() == ["only the first", "", ""]
     with pytest.raises(InputError, match="mixes strings with other values"):
-        zv.write_meshes(tmp_path / "x.zarr", two_meshes, chunk_shape=100, object_attributes={"name": ["a", 3]})
+        zv.write_meshes(
+            tmp_path / "x.zarr", two_meshes, chunk_shape=100, object_attributes={"name": ["a", 3]}
+        )
     assert not (tmp_path / "x.zarr").exists()

@@ -86,14 +86,26 @@ def test_names_equal_but_for_case_are_refused(tmp_path, kind):
     values = np.arange(N, dtype=np.int32)
     kwargs = {
         "attribute": {"attributes": {"Radius": values, "radius": values}},
-        "object attribute": {"object_ids": OIDS, "object_attributes": {"Radius": np.zeros(4), "radius": np.zeros(4)}},
-        "group attribute": {"object_ids": OIDS, "groups": [[0]], "group_attributes": {"Radius": [1], "radius": [2]}},
+        "object attribute": {
+            "object_ids": OIDS,
+            "object_attributes": {"Radius": np.zeros(4), "radius": np.zeros(4)},
+        },
+        "group attribute": {
+            "object_ids": OIDS,
+            "groups": [[0]],
+            "group_attributes": {"Radius": [1], "radius": [2]},
+        },
     }.get(kind)
     with pytest.raises(InputError, match="'Radius' and 'radius' differ only in case"):
         if kind == "edge attribute":
             edges = np.array([[0, 1]])
-            zv.write_graph(tmp_path / "s.zarr", POS, edges, chunk_shape=25,
-                           edge_attributes={"Radius": [1.0], "radius": [2.0]})  # fmt: skip
+            zv.write_graph(
+                tmp_path / "s.zarr",
+                POS,
+                edges,
+                chunk_shape=25,
+                edge_attributes={"Radius": [1.0], "radius": [2.0]},
+            )
         else:
             zv.write_points(tmp_path / "s.zarr", POS, chunk_shape=25, **kwargs)  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
@@ -122,9 +134,16 @@ def _round_trip(name: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "s.zarr"
         vertex = np.arange(N, dtype=np.int32) * 3
-        zv.write_points(path, POS, chunk_shape=25, object_ids=OIDS, attributes={name: vertex},
-                        object_attributes={name: np.arange(4.0) + 0.5}, groups=[[0, 3], [1]],
-                        group_attributes={name: np.array([5, 6], np.int16)})  # fmt: skip
+        zv.write_points(
+            path,
+            POS,
+            chunk_shape=25,
+            object_ids=OIDS,
+            attributes={name: vertex},
+            object_attributes={name: np.arange(4.0) + 0.5},
+            groups=[[0, 3], [1]],
+            group_attributes={name: np.array([5, 6], np.int16)},
+        )
         ds = zv.open(path)
         assert ds.attribute_names() == [name] and ds.object_attribute_names() == [name]
         got = ds.read()
@@ -161,10 +180,13 @@ def test_geojson_properties_get_allowed_names(tmp_path):
     from zarr_vectors.io.geojson import PropertiesSkippedWarning, ingest_vector
 
     props = {"c": 1, "a.json": 2, "Name": 3, "name": 4, "CON": 5, "ok": 6}
-    doc = {"type": "FeatureCollection", "features": [
-        {"type": "Feature", "properties": props, "geometry": {"type": "Point", "coordinates": [0, 0]}},
-        {"type": "Feature", "properties": props, "geometry": {"type": "Point", "coordinates": [1, 1]}},
-    ]}  # fmt: skip
+    doc = {
+        "type": "FeatureCollection",
+        "features": [
+            {"type": "Feature", "properties": props, "geometry": {"type": "Point", "coordinates": [0, 0]}},
+            {"type": "Feature", "properties": props, "geometry": {"type": "Point", "coordinates": [1, 1]}},
+        ],
+    }
     (tmp_path / "p.geojson").write_text(json.dumps(doc))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -173,5 +195,9 @@ def test_geojson_properties_get_allowed_names(tmp_path):
     for old, new in [("c", "c_"), ("a.json", "a.json_"), ("name", "name_"), ("CON", "CON_")]:
         assert f"{old!r} stored as {new!r}" in str(w.message)
     names = ["CON_", "Name", "a.json_", "c_", "geom_type", "name_", "ok"]
-    assert sorted(zv.open(tmp_path / "p.zarr").object_attribute_names()) == names == sorted(ds.object_attribute_names())
+    assert (
+        sorted(zv.open(tmp_path / "p.zarr").object_attribute_names())
+        == names
+        == sorted(ds.object_attribute_names())
+    )
     assert zv.open(tmp_path / "p.zarr").object_attributes("name_").tolist() == [4, 4]

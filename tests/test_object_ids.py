@@ -69,9 +69,15 @@ def test_segment_ids_round_trip_on_points(tmp_path, rng):
     oid = ids[rng.integers(0, 40, len(pos))]
     users = np.unique(oid)
     volume = rng.random(len(users))
-    ds = zv.write_points(tmp_path / "s.zarr", pos, chunk_shape=100, bin_shape=50, object_ids=oid,
-                         attributes={"row": np.arange(len(pos))},
-                         object_attributes={"volume": volume, "name": {int(users[3]): "three", int(users[0]): "zero"}})
+    ds = zv.write_points(
+        tmp_path / "s.zarr",
+        pos,
+        chunk_shape=100,
+        bin_shape=50,
+        object_ids=oid,
+        attributes={"row": np.arange(len(pos))},
+        object_attributes={"volume": volume, "name": {int(users[3]): "three", int(users[0]): "zero"}},
+    )
     assert ds.num_objects() == len(users)
     assert ds.object_ids().dtype == np.uint64 and np.array_equal(ds.object_ids(), users)
     assert ds.object_attribute_names() == ["name", "volume"]
@@ -84,7 +90,9 @@ def test_segment_ids_round_trip_on_points(tmp_path, rng):
     assert meta["data_type"] == "uint64" and meta["shape"] == [len(users)]
 
     want_rows = np.flatnonzero(np.isin(oid, users[[5, 0]]))
-    got = ds.objects([int(users[5]), users[0], users[5]])  # Python int and numpy uint64 alike; repeats read once
+    got = ds.objects(
+        [int(users[5]), users[0], users[5]]
+    )  # Python int and numpy uint64 alike; repeats read once
     assert got.object_ids.dtype == np.uint64
     assert sorted(got.attributes["row"].tolist()) == want_rows.tolist()
     assert np.array_equal(got.object_ids, oid[got.attributes["row"]])
@@ -101,10 +109,15 @@ def test_segment_ids_round_trip_on_points(tmp_path, rng):
 @pytest.mark.parametrize("bad", [SEG + np.uint64(1), -3, 2**64 - 1])
 def test_unknown_id_is_a_key_error_naming_it(tmp_path, rng, bad):
     ids = np.array([SEG, SEG + np.uint64(7)], np.uint64)
-    ds = zv.write_points(tmp_path / "s.zarr", rng.uniform(0, 10, (20, 2)), chunk_shape=5, object_ids=np.repeat(ids, 10))
+    ds = zv.write_points(
+        tmp_path / "s.zarr", rng.uniform(0, 10, (20, 2)), chunk_shape=5, object_ids=np.repeat(ids, 10)
+    )
     for call in (lambda: ds.objects([ids[0], bad]), lambda: ds.object_attributes("object_id", [bad])):
-        with pytest.raises(UnknownIdError, match=rf"object id {int(bad)} is not in level 0: its 2 objects have ids "
-                                                 rf"{int(ids[0])} \.\. {int(ids[1])}") as info:  # fmt: skip
+        with pytest.raises(
+            UnknownIdError,
+            match=rf"object id {int(bad)} is not in level 0: its 2 objects have ids "
+            rf"{int(ids[0])} \.\. {int(ids[1])}",
+        ) as info:
             call()
         assert isinstance(info.value, KeyError) and isinstance(info.value, ZarrVectorsError)
 
@@ -113,7 +126,9 @@ def test_negative_int64_ids_and_dense_stores_keep_int64(tmp_path, rng):
     pos = rng.uniform(0, 10, (300, 2))
     oid = rng.choice(np.array([-(2**62), -1, 0, 3, 2**62]), 300)
     oid[:5] = [-(2**62), -1, 0, 3, 2**62]
-    ds = zv.write_points(tmp_path / "s.zarr", pos, chunk_shape=2.5, object_ids=oid, attributes={"row": np.arange(300)})
+    ds = zv.write_points(
+        tmp_path / "s.zarr", pos, chunk_shape=2.5, object_ids=oid, attributes={"row": np.arange(300)}
+    )
     assert ds.object_ids().dtype == np.int64 and ds.object_ids().tolist() == [-(2**62), -1, 0, 3, 2**62]
     r = ds.objects([-1])
     assert sorted(r.attributes["row"].tolist()) == np.flatnonzero(oid == -1).tolist()
@@ -129,13 +144,19 @@ def test_rows_indexed_by_id_keep_objects_without_vertices(tmp_path, rng):
     pos = rng.uniform(0, 100, (2000, 3))
     oid = rng.integers(0, 40, 2000)
     oid[oid == 13] = 14
-    ds = zv.write_points(tmp_path / "a.zarr", pos, chunk_shape=50, object_ids=oid,
-                         object_attributes={"v": np.arange(45.0), "w": np.arange(30)})
+    ds = zv.write_points(
+        tmp_path / "a.zarr",
+        pos,
+        chunk_shape=50,
+        object_ids=oid,
+        object_attributes={"v": np.arange(45.0), "w": np.arange(30)},
+    )
     assert ds.num_objects() == 45 and ds.object_ids().tolist() == list(range(45))
     assert len(ds.objects([13])) == 0 and len(ds.objects([44])) == 0
     assert "object_id" not in ds.level(0).object_attributes
-    sparse = zv.write_points(tmp_path / "b.zarr", pos, chunk_shape=50, object_ids=oid,
-                             object_attributes={"v": np.arange(39.0)})
+    sparse = zv.write_points(
+        tmp_path / "b.zarr", pos, chunk_shape=50, object_ids=oid, object_attributes={"v": np.arange(39.0)}
+    )
     assert sparse.num_objects() == 39 and 13 not in sparse.object_ids().tolist()
     assert sparse.object_attributes("v", [14]).tolist() == [13.0]
     with pytest.raises(UnknownIdError, match="object id 13 is not in level 0"):
@@ -148,8 +169,15 @@ def test_groups_with_sparse_member_and_group_ids(tmp_path, rng):
     oid = np.repeat(ids, 100)
     gkeys = [2**63 + 5, 17, 900]
     groups = {gkeys[0]: [ids[0], ids[3]], gkeys[1]: [ids[5]], gkeys[2]: []}
-    ds = zv.write_points(tmp_path / "s.zarr", pos, chunk_shape=10, object_ids=oid, attributes={"row": np.arange(600)},
-                         groups=groups, group_attributes={"size": {gkeys[0]: 2, gkeys[1]: 1}})  # fmt: skip
+    ds = zv.write_points(
+        tmp_path / "s.zarr",
+        pos,
+        chunk_shape=10,
+        object_ids=oid,
+        attributes={"row": np.arange(600)},
+        groups=groups,
+        group_attributes={"size": {gkeys[0]: 2, gkeys[1]: 1}},
+    )
     assert ds.group_ids().dtype == np.uint64 and ds.group_ids().tolist() == sorted(gkeys)
     members = ds.groups()
     assert [m.tolist() for m in members] == [[int(ids[5])], [], [int(ids[0]), int(ids[3])]]
@@ -159,11 +187,19 @@ def test_groups_with_sparse_member_and_group_ids(tmp_path, rng):
     assert sorted(g.attributes["row"].tolist()) == np.flatnonzero(np.isin(oid, ids[[0, 3]])).tolist()
     with pytest.raises(UnknownIdError, match="group id 18 is not in level 0: its 3 groups have ids"):
         ds.group(18)
-    dense = zv.write_points(tmp_path / "d.zarr", pos, chunk_shape=10, object_ids=oid, groups={1: [ids[1]], 0: []})
+    dense = zv.write_points(
+        tmp_path / "d.zarr", pos, chunk_shape=10, object_ids=oid, groups={1: [ids[1]], 0: []}
+    )
     assert dense.group_ids().tolist() == [0, 1] and "group_id" not in dense.level(0).group_attributes
     with pytest.raises(InputError, match="group attribute name 'group_id' is reserved"):
-        zv.write_points(tmp_path / "e.zarr", pos, chunk_shape=10, object_ids=oid, groups=[[ids[0]]],
-                        group_attributes={"group_id": [3]})  # fmt: skip
+        zv.write_points(
+            tmp_path / "e.zarr",
+            pos,
+            chunk_shape=10,
+            object_ids=oid,
+            groups=[[ids[0]]],
+            group_attributes={"group_id": [3]},
+        )
 
 
 def _lines(rng, k):
@@ -173,8 +209,14 @@ def _lines(rng, k):
 def test_lines_take_one_id_per_line_and_rows_per_line(tmp_path, rng):
     lines = _lines(rng, 12)
     ids = _segment_ids(rng, 12)
-    ds = zv.write_lines(tmp_path / "l.zarr", lines, chunk_shape=8, object_ids=ids,
-                        object_attributes={"n": np.array([len(x) for x in lines])}, groups=[[ids[4], ids[0]]])
+    ds = zv.write_lines(
+        tmp_path / "l.zarr",
+        lines,
+        chunk_shape=8,
+        object_ids=ids,
+        object_attributes={"n": np.array([len(x) for x in lines])},
+        groups=[[ids[4], ids[0]]],
+    )
     order = np.argsort(ids)
     assert np.array_equal(ds.object_ids(), ids[order])
     assert np.array_equal(ds.object_attributes("n"), np.array([len(x) for x in lines])[order])
@@ -195,21 +237,38 @@ def test_skeletons_graphs_and_meshes_with_segment_ids(tmp_path, rng):
     n = 40
     par = np.r_[-1, np.arange(n - 1)]
     pos = [np.cumsum(rng.normal(0, 4, (n, 3)), axis=0) + 40 * k for k in range(3)]
-    sk = zv.write_skeleton(tmp_path / "s.zarr", np.concatenate(pos), np.concatenate([np.where(par >= 0, par + n * k, -1)
-                           for k in range(3)]), chunk_shape=10, object_ids=np.repeat(ids, n),
-                           object_attributes={"soma": {int(ids[1]): 1.5}})  # fmt: skip
+    sk = zv.write_skeleton(
+        tmp_path / "s.zarr",
+        np.concatenate(pos),
+        np.concatenate([np.where(par >= 0, par + n * k, -1) for k in range(3)]),
+        chunk_shape=10,
+        object_ids=np.repeat(ids, n),
+        object_attributes={"soma": {int(ids[1]): 1.5}},
+    )
     for k in range(3):
         got = sk.objects([ids[k]])
         assert np.array_equal(got.positions, pos[k]) and got.parents.tolist() == par.tolist()
-    assert np.isnan(sk.object_attributes("soma", [ids[0]])[0]) and sk.object_attributes("soma", [ids[1]])[0] == 1.5
+    assert (
+        np.isnan(sk.object_attributes("soma", [ids[0]])[0])
+        and sk.object_attributes("soma", [ids[1]])[0] == 1.5
+    )
     edges = np.stack([np.arange(n - 1), np.arange(1, n)], axis=1)
-    gr = zv.write_graph(tmp_path / "g.zarr", pos[0], edges, chunk_shape=10, object_ids=np.repeat(ids[:2], n // 2))
+    gr = zv.write_graph(
+        tmp_path / "g.zarr", pos[0], edges, chunk_shape=10, object_ids=np.repeat(ids[:2], n // 2)
+    )
     half = gr.objects([ids[1]])
     assert sorted(map(tuple, half.positions.tolist())) == sorted(map(tuple, pos[0][n // 2 :].tolist()))
-    meshes = [trimesh.creation.icosphere(subdivisions=1, radius=1 + k).apply_translation([5 * k, 0, 0])
-              for k in range(3)]  # fmt: skip
-    me = zv.write_meshes(tmp_path / "m.zarr", meshes, chunk_shape=2, object_ids=ids,
-                         object_attributes={"r": np.array([1.0, 2.0, 3.0])})  # fmt: skip
+    meshes = [
+        trimesh.creation.icosphere(subdivisions=1, radius=1 + k).apply_translation([5 * k, 0, 0])
+        for k in range(3)
+    ]
+    me = zv.write_meshes(
+        tmp_path / "m.zarr",
+        meshes,
+        chunk_shape=2,
+        object_ids=ids,
+        object_attributes={"r": np.array([1.0, 2.0, 3.0])},
+    )
     order = np.argsort(ids)
     assert np.array_equal(me.object_attributes("r"), np.array([1.0, 2.0, 3.0])[order])
     for k in range(3):
@@ -222,8 +281,13 @@ def test_skeletons_graphs_and_meshes_with_segment_ids(tmp_path, rng):
 def test_geometries_with_feature_ids_and_polygon_queries(tmp_path):
     sq = [shapely.box(3 * k, 0, 3 * k + 2, 2) for k in range(4)]
     feature_ids = [90210, -7, 2**40, 5]
-    ds = zv.write_geometries(tmp_path / "g.zarr", sq, chunk_shape=2.5, object_ids=feature_ids,
-                             object_attributes={"k": np.arange(4)})
+    ds = zv.write_geometries(
+        tmp_path / "g.zarr",
+        sq,
+        chunk_shape=2.5,
+        object_ids=feature_ids,
+        object_attributes={"k": np.arange(4)},
+    )
     assert ds.object_ids().tolist() == sorted(feature_ids)
     assert ds.object_attributes("k", feature_ids).tolist() == [0, 1, 2, 3]
     ids, geoms = ds.objects([2**40, -7]).to_shapely()
@@ -231,8 +295,12 @@ def test_geometries_with_feature_ids_and_polygon_queries(tmp_path):
     assert geoms[0].equals(sq[1]) and geoms[1].equals(sq[2])
     hit = ds.query(polygon=shapely.box(2.5, -1, 6.5, 3), whole_objects=True)
     assert sorted(set(hit.object_ids.tolist())) == [-7, 2**40]
-    pts = zv.write_geometries(tmp_path / "p.zarr", [shapely.Point(1, 1), shapely.MultiPoint([(4, 4), (5, 5)])],
-                              chunk_shape=2, object_ids=np.array([2**64 - 1, 3], np.uint64))  # fmt: skip
+    pts = zv.write_geometries(
+        tmp_path / "p.zarr",
+        [shapely.Point(1, 1), shapely.MultiPoint([(4, 4), (5, 5)])],
+        chunk_shape=2,
+        object_ids=np.array([2**64 - 1, 3], np.uint64),
+    )
     ids, geoms = pts.query(polygon=shapely.box(0, 0, 6, 6)).to_shapely()
     assert ids.tolist() == [3, 2**64 - 1] and geoms[0].equals(shapely.MultiPoint([(4, 4), (5, 5)]))
 
@@ -277,8 +345,13 @@ def test_cli_ingest_uses_integer_file_names_as_ids(tmp_path, rng):
         (folder / f"{name}.swc").write_text("\n".join(rows) + "\n")
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "zarr_vectors", *args], capture_output=True, text=True,
-                              timeout=300, cwd=tmp_path)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "zarr_vectors", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
 
     out = run("ingest", "swc", str(folder), "-o", "n.zarr", "--chunk-size", "20", "--no-progress")
     assert out.returncode == 0, out.stderr
@@ -287,15 +360,30 @@ def test_cli_ingest_uses_integer_file_names_as_ids(tmp_path, rng):
     assert ds.object_attributes("name", [int(names[0])]).tolist() == [f"{names[0]}.swc"]
     out = run("export", "swc", "n.zarr", "--object", "18446744073709551615", "-o", "top.swc")
     assert out.returncode == 0, out.stderr
-    assert [float(line.split()[2]) for line in (tmp_path / "top.swc").read_text().splitlines()
-            if not line.startswith("#")] == [20.0, 21.0, 22.0, 23.0, 24.0]  # fmt: skip
+    assert [
+        float(line.split()[2])
+        for line in (tmp_path / "top.swc").read_text().splitlines()
+        if not line.startswith("#")
+    ] == [20.0, 21.0, 22.0, 23.0, 24.0]
     out = run("query", "n.zarr", "--objects", names[1], "--count")
-    assert out.returncode == 0 and out.stdout.strip() == "5 vertices, 1 objects, 4 edges", out.stdout + out.stderr
+    assert out.returncode == 0 and out.stdout.strip() == "5 vertices, 1 objects, 4 edges", (
+        out.stdout + out.stderr
+    )
     out = run("export", "swc", "n.zarr", "--object", "18446744073709551616", "-o", "x.swc")
     assert out.returncode == 2 and "outside the 64-bit id range" in out.stderr
     out = run("export", "swc", "n.zarr", "--object", "5", "-o", "x.swc")
     assert out.returncode == 2 and "object id 5 is not in level 0: its 3 objects have ids" in out.stderr
-    out = run("ingest", "swc", str(folder), "-o", "s.zarr", "--chunk-size", "20", "--no-progress", "--sequential-ids")
+    out = run(
+        "ingest",
+        "swc",
+        str(folder),
+        "-o",
+        "s.zarr",
+        "--chunk-size",
+        "20",
+        "--no-progress",
+        "--sequential-ids",
+    )
     assert out.returncode == 0, out.stderr
     assert zv.open(tmp_path / "s.zarr").object_ids().tolist() == [0, 1, 2]
     (folder / "0011.swc").write_text((folder / f"{names[1]}.swc").read_text())
@@ -311,14 +399,23 @@ def test_mesh_ingest_uses_integer_file_names_as_ids(tmp_path):
 
     names = ["720575940621039145.ply", "9.ply", "10.ply"]
     for k, name in enumerate(names):
-        trimesh.creation.icosphere(subdivisions=1, radius=1 + k).apply_translation([5 * k, 0, 0]).export(tmp_path / name)
+        trimesh.creation.icosphere(subdivisions=1, radius=1 + k).apply_translation([5 * k, 0, 0]).export(
+            tmp_path / name
+        )
     ds = ingest_meshes(tmp_path / "m.zarr", [tmp_path / n for n in names], chunk_shape=3, progress=False)
     assert ds.object_ids().tolist() == [9, 10, 720575940621039145]
     assert ds.object_attributes("name").tolist() == ["9.ply", "10.ply", "720575940621039145.ply"]
-    assert np.isclose(ds.objects([720575940621039145]).to_trimesh().volume,
-                      trimesh.creation.icosphere(subdivisions=1, radius=1).volume)  # fmt: skip
-    seq = ingest_meshes(tmp_path / "s.zarr", [tmp_path / n for n in names], chunk_shape=3, progress=False,
-                        ids_from_names=False)  # fmt: skip
+    assert np.isclose(
+        ds.objects([720575940621039145]).to_trimesh().volume,
+        trimesh.creation.icosphere(subdivisions=1, radius=1).volume,
+    )
+    seq = ingest_meshes(
+        tmp_path / "s.zarr",
+        [tmp_path / n for n in names],
+        chunk_shape=3,
+        progress=False,
+        ids_from_names=False,
+    )
     assert seq.object_ids().tolist() == [0, 1, 2] and seq.object_attributes("name").tolist() == names
 
 
@@ -335,8 +432,10 @@ def test_an_id_table_that_is_not_one_is_read_as_an_attribute(tmp_path, rng):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=50),
-       st.sampled_from(["small", "wide", "unsigned"]))  # fmt: skip
+@given(
+    st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=50),
+    st.sampled_from(["small", "wide", "unsigned"]),
+)
 def test_dense_numbering_is_ascending_and_invertible(values, kind):
     if kind == "small":
         arr = np.abs(np.asarray(values, np.int64) % 60)
@@ -366,8 +465,9 @@ def test_geojson_round_trip_keeps_feature_ids(tmp_path):
 
     sq = [shapely.box(3 * k, 0, 3 * k + 2, 2) for k in range(3)]
     ids = np.array([2**64 - 1, int(SEG), 7], np.uint64)
-    ds = zv.write_geometries(tmp_path / "a.zarr", sq, chunk_shape=2.5, object_ids=ids,
-                             object_attributes={"k": [1, 2, 3]})  # fmt: skip
+    ds = zv.write_geometries(
+        tmp_path / "a.zarr", sq, chunk_shape=2.5, object_ids=ids, object_attributes={"k": [1, 2, 3]}
+    )
     export_geojson(ds.read(), tmp_path / "a.geojson")
     back = ingest_vector(tmp_path / "b.zarr", tmp_path / "a.geojson", chunk_shape=2.5)
     assert back.object_ids().dtype == np.uint64 and np.array_equal(back.object_ids(), np.sort(ids))
@@ -375,10 +475,21 @@ def test_geojson_round_trip_keeps_feature_ids(tmp_path):
     assert back.object_attributes("k", ids).tolist() == [1, 2, 3]
     got_ids, geoms = back.objects([2**64 - 1]).to_shapely()
     assert got_ids.tolist() == [2**64 - 1] and geoms[0].equals(sq[0])
-    doc = {"type": "FeatureCollection", "features": [
-        {"type": "Feature", "geometry": {"type": "Point", "coordinates": [k, k]}, "properties": {"object_id": "a"}}
-        for k in range(2)]}  # fmt: skip
+    doc = {
+        "type": "FeatureCollection",
+        "features": [
+            {
+                "type": "Feature",
+                "geometry": {"type": "Point", "coordinates": [k, k]},
+                "properties": {"object_id": "a"},
+            }
+            for k in range(2)
+        ],
+    }
     (tmp_path / "c.geojson").write_text(json.dumps(doc))
     with pytest.warns(PropertiesSkippedWarning, match="'object_id' stored as 'object_id_'"):
         other = ingest_vector(tmp_path / "c.zarr", tmp_path / "c.geojson", chunk_shape=2.5)
-    assert other.object_ids().tolist() == [0, 1] and other.object_attributes("object_id_").tolist() == ["a", "a"]
+    assert other.object_ids().tolist() == [0, 1] and other.object_attributes("object_id_").tolist() == [
+        "a",
+        "a",
+    ]

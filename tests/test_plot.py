@@ -25,10 +25,16 @@ def _axes(three: bool = False):
 
 def _points(n: int = 200, d: int = 3, seed: int = 0) -> Result:
     rng = np.random.default_rng(seed)
-    return Result(positions=rng.uniform(0, 100, (n, d)).astype(np.float32),
-                  attributes={"v": rng.random(n).astype(np.float32), "rgb": rng.integers(0, 256, (n, 3)).astype(np.uint8),
-                              "two": rng.random((n, 2))},
-                  object_ids=rng.integers(0, 5, n), axes=tuple("xyz"[:d]))  # fmt: skip
+    return Result(
+        positions=rng.uniform(0, 100, (n, d)).astype(np.float32),
+        attributes={
+            "v": rng.random(n).astype(np.float32),
+            "rgb": rng.integers(0, 256, (n, 3)).astype(np.uint8),
+            "two": rng.random((n, 2)),
+        },
+        object_ids=rng.integers(0, 5, n),
+        axes=tuple("xyz"[:d]),
+    )
 
 
 def _only(ax, kind):
@@ -67,8 +73,12 @@ def test_points_in_3d_by_object_and_by_rgb():
 
 def test_line_pieces_drawn_as_segments_and_lone_vertices_as_dots():
     pos = np.array([[0, 0], [1, 0], [1, 1], [5, 5], [6, 6], [7, 6]], np.float64)
-    res = Result(positions=pos, line_offsets=np.array([0, 3, 4, 6]), object_ids=np.array([0, 0, 0, 1, 2, 2]),
-                 axes=("x", "y"))  # fmt: skip
+    res = Result(
+        positions=pos,
+        line_offsets=np.array([0, 3, 4, 6]),
+        object_ids=np.array([0, 0, 0, 1, 2, 2]),
+        axes=("x", "y"),
+    )
     ax = plot(res, ax=_axes(), color_by="object")
     lc = _only(ax, LineCollection)
     segs = np.array(lc.get_segments())
@@ -127,7 +137,9 @@ def test_result_plot_delegates_and_render_writes_an_image_of_the_size(tmp_path):
 
 def test_store_results_draw_without_error(tmp_path):
     rng = np.random.default_rng(1)
-    ds = zv.write_skeleton(tmp_path / "s.zarr", rng.uniform(0, 100, (30, 3)), np.arange(-1, 29), chunk_shape=40)
+    ds = zv.write_skeleton(
+        tmp_path / "s.zarr", rng.uniform(0, 100, (30, 3)), np.arange(-1, 29), chunk_shape=40
+    )
     ax = ds.query(([0, 0, 0], [60, 60, 60])).plot(ax=_axes(True), color_by="object")
     assert len(ax.collections) >= 1
     render(Result(positions=np.zeros((0, 3))), tmp_path / "empty.png")  # an empty result still renders
@@ -137,21 +149,30 @@ def test_store_results_draw_without_error(tmp_path):
 
 @pytest.mark.parametrize(
     "view, names, expected",
-    [(None, "xyz", (0, 1, 2)), (None, "xy", (0, 1)), ("2d", "xyz", (0, 1)), ("yz", "xyz", (1, 2)),
-     ("x,z", "xyz", (0, 2)), (("z", 0), "xyz", (2, 0)), ("zyx", "xyz", (2, 1, 0))],
-)  # fmt: skip
+    [
+        (None, "xyz", (0, 1, 2)),
+        (None, "xy", (0, 1)),
+        ("2d", "xyz", (0, 1)),
+        ("yz", "xyz", (1, 2)),
+        ("x,z", "xyz", (0, 2)),
+        (("z", 0), "xyz", (2, 0)),
+        ("zyx", "xyz", (2, 1, 0)),
+    ],
+)
 def test_resolve_view(view, names, expected):
     assert resolve_view(view, list(names)) == expected
 
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"color_by": "nope"}, r"cannot colour by 'nope': this result has \['object', 'v', 'rgb', 'two'\]"),
-     ({"color_by": "two"}, "has 2 channels"),
-     ({"view": "xq"}, "'q' is not an axis"),
-     ({"view": "xx"}, "two or three different axes"),
-     ({"view": "3d", "ax": "2d"}, "needs axes made with projection='3d'")],
-)  # fmt: skip
+    [
+        ({"color_by": "nope"}, r"cannot colour by 'nope': this result has \['object', 'v', 'rgb', 'two'\]"),
+        ({"color_by": "two"}, "has 2 channels"),
+        ({"view": "xq"}, "'q' is not an axis"),
+        ({"view": "xx"}, "two or three different axes"),
+        ({"view": "3d", "ax": "2d"}, "needs axes made with projection='3d'"),
+    ],
+)
 def test_plot_errors(kwargs, message):
     if kwargs.get("ax") == "2d":
         kwargs["ax"] = _axes()

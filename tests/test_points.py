@@ -21,14 +21,21 @@ def test_full_read_returns_every_point_and_attribute(tmp_path, rng):
     pos = _cloud(rng)
     a = rng.random(len(pos)).astype(np.float32)
     rgb = rng.integers(0, 255, (len(pos), 3)).astype(np.uint8)
-    ds = zv.write_points(tmp_path / "s.zarr", pos, chunk_shape=100, bin_shape=25,
-                         attributes={"a": a, "rgb": rgb}, channel_names={"rgb": ["r", "g", "b"]})
+    ds = zv.write_points(
+        tmp_path / "s.zarr",
+        pos,
+        chunk_shape=100,
+        bin_shape=25,
+        attributes={"a": a, "rgb": rgb},
+        channel_names={"rgb": ["r", "g", "b"]},
+    )
     res = ds.read()
     assert res.positions.dtype == np.float32
     assert res.attributes["rgb"].shape == (len(pos), 3)
     assert res.object_ids is None
-    assert np.array_equal(sorted_rows(res.positions, res.attributes["a"], res.attributes["rgb"]),
-                          sorted_rows(pos, a, rgb))
+    assert np.array_equal(
+        sorted_rows(res.positions, res.attributes["a"], res.attributes["rgb"]), sorted_rows(pos, a, rgb)
+    )
     assert ds.vertex_count() == len(pos)
     assert ds.attribute_names() == ["a", "rgb"]
 
@@ -71,8 +78,14 @@ def test_random_stores_and_boxes_match_brute_force(tmp_path_factory, seed, d, n,
     pos = rng.uniform(-300, 300, (n, d)).round(0 if integer else 3).astype(dtype)
     cs = rng.choice([7.0, 50.0, 128.0])
     target = tmp_path_factory.mktemp("h") / "s.zarr"
-    ds = zv.write_points(target, pos, chunk_shape=cs, bin_shape=cs / bins,
-                         bounds=([-300] * d, [300] * d), attributes={"i": np.arange(n)})
+    ds = zv.write_points(
+        target,
+        pos,
+        chunk_shape=cs,
+        bin_shape=cs / bins,
+        bounds=([-300] * d, [300] * d),
+        attributes={"i": np.arange(n)},
+    )
     for _ in range(5):
         lo = rng.uniform(-350, 300, d).round(1)
         hi = lo + rng.uniform(0, 300, d).round(1)
@@ -107,10 +120,17 @@ def test_objects_groups_and_their_attributes(tmp_path, rng):
     volume = rng.random(45).astype(np.float32)
     label = np.arange(45, dtype=np.int32)
     groups = [[0, 1, 2], [5, 13], list(range(20, 40))]
-    ds = zv.write_points(tmp_path / "s.zarr", pos, chunk_shape=100, bin_shape=25, object_ids=oid,
-                         attributes={"row": np.arange(len(pos))},
-                         object_attributes={"volume": volume, "label": label[:30]},
-                         groups=groups, group_attributes={"gsize": np.array([3, 2, 20], np.int16)})
+    ds = zv.write_points(
+        tmp_path / "s.zarr",
+        pos,
+        chunk_shape=100,
+        bin_shape=25,
+        object_ids=oid,
+        attributes={"row": np.arange(len(pos))},
+        object_attributes={"volume": volume, "label": label[:30]},
+        groups=groups,
+        group_attributes={"gsize": np.array([3, 2, 20], np.int16)},
+    )
     assert ds.num_objects() == 45
     one = ds.objects([7])
     assert sorted(one.attributes["row"].tolist()) == np.flatnonzero(oid == 7).tolist()
@@ -145,15 +165,23 @@ def test_position_dtypes_round_trip(tmp_path, rng, dtype):
 
 
 def test_empty_point_cloud_with_bounds(tmp_path):
-    ds = zv.write_points(tmp_path / "s.zarr", np.zeros((0, 3), np.float32), chunk_shape=10,
-                         bounds=([0, 0, 0], [100, 100, 100]))
+    ds = zv.write_points(
+        tmp_path / "s.zarr", np.zeros((0, 3), np.float32), chunk_shape=10, bounds=([0, 0, 0], [100, 100, 100])
+    )
     assert len(ds.read()) == 0
     assert ds.read().positions.shape == (0, 3)
 
 
 def test_metadata_blocks(tmp_path, rng):
-    ds = zv.write_points(tmp_path / "s.zarr", _cloud(rng, 100), chunk_shape=[100, 200, 250], bin_shape=[50, 100, 125],
-                         axes=["x", "y", "z"], units="micrometer", crs={"name": "my-frame"})
+    ds = zv.write_points(
+        tmp_path / "s.zarr",
+        _cloud(rng, 100),
+        chunk_shape=[100, 200, 250],
+        bin_shape=[50, 100, 125],
+        axes=["x", "y", "z"],
+        units="micrometer",
+        crs={"name": "my-frame"},
+    )
     root = json.loads((tmp_path / "s.zarr/zarr.json").read_text())["attributes"]
     zvb = root["zarr_vectors"]
     assert zvb["zv_version"].startswith("0.9.")
@@ -182,7 +210,9 @@ def test_explicit_fragments_written_by_others_read_the_same(tmp_path, rng):
     pos = rng.uniform(0, 200, (3000, 3)).astype(np.float32)
     oid = rng.integers(0, 25, len(pos))
     path = tmp_path / "s.zarr"
-    zv.write_points(path, pos, chunk_shape=100, bin_shape=50, object_ids=oid, attributes={"row": np.arange(len(pos))})
+    zv.write_points(
+        path, pos, chunk_shape=100, bin_shape=50, object_ids=oid, attributes={"row": np.arange(len(pos))}
+    )
     pipe = Pipeline.from_codecs([{"name": "vlen-bytes"}])
     for cell in (path / "0/vertex_fragments/c").rglob("*"):
         if cell.is_file():
@@ -194,5 +224,8 @@ def test_explicit_fragments_written_by_others_read_the_same(tmp_path, rng):
     assert np.array_equal(full.object_ids, oid[full.attributes["row"]])
     box = ds.query(bbox=([20, 30, 40], [150, 160, 170]))
     assert np.array_equal(box.object_ids, oid[box.attributes["row"]])
-    assert sorted(box.attributes["row"].tolist()) == np.flatnonzero(brute_force_box(pos, [20, 30, 40], [150, 160, 170])).tolist()
+    assert (
+        sorted(box.attributes["row"].tolist())
+        == np.flatnonzero(brute_force_box(pos, [20, 30, 40], [150, 160, 170])).tolist()
+    )
     assert sorted(ds.objects([4]).attributes["row"].tolist()) == np.flatnonzero(oid == 4).tolist()

@@ -12,11 +12,37 @@ from zarr_vectors.cli import main
 
 def test_pyramid_command(tmp_path, rng, capsys):
     pos = rng.uniform(0, 100, (3000, 3))
-    zv.write_points(tmp_path / "c.zarr", pos, chunk_shape=25, bin_shape=12.5, bounds=([0] * 3, [100] * 3),
-                    attributes={"i": rng.random(3000)}, object_ids=rng.integers(0, 9, 3000))  # fmt: skip
+    zv.write_points(
+        tmp_path / "c.zarr",
+        pos,
+        chunk_shape=25,
+        bin_shape=12.5,
+        bounds=([0] * 3, [100] * 3),
+        attributes={"i": rng.random(3000)},
+        object_ids=rng.integers(0, 9, 3000),
+    )
     store = str(tmp_path / "c.zarr")
-    assert main(["pyramid", store, "--factors", "2", "2,2,1", "--reduce", "i=max", "--keep", "0.5",
-                 "--keep-by", "size", "--cross-level", "explicit", "--no-progress"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "pyramid",
+                store,
+                "--factors",
+                "2",
+                "2,2,1",
+                "--reduce",
+                "i=max",
+                "--keep",
+                "0.5",
+                "--keep-by",
+                "size",
+                "--cross-level",
+                "explicit",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "level 2: " in out and "chunk [100.0, 100.0, 50.0], bin [50.0, 50.0, 25.0]" in out
     ds = zv.open(store)

@@ -15,8 +15,10 @@ from zarr_vectors.pyramid import Sparsity
 
 
 def _walks(rng, n_lines=40):
-    lines = [np.cumsum(rng.normal(0, 6, (int(rng.integers(20, 80)), 3)), axis=0) + rng.uniform(100, 300, 3)
-             for _ in range(n_lines)]  # fmt: skip
+    lines = [
+        np.cumsum(rng.normal(0, 6, (int(rng.integers(20, 80)), 3)), axis=0) + rng.uniform(100, 300, 3)
+        for _ in range(n_lines)
+    ]
     return [np.clip(line, 0, 400).astype(np.float32) for line in lines]
 
 
@@ -45,8 +47,15 @@ def _max_deviation(fine: np.ndarray, coarse: np.ndarray) -> float:
 def test_lines_are_simplified_within_tolerance(tmp_path, rng, kind):
     lines = _walks(rng)
     radius = [rng.random(len(line)).astype(np.float32) for line in lines]
-    zv.write_lines(tmp_path / "l.zarr", lines, kind=kind, chunk_shape=50, bounds=([0] * 3, [400] * 3),
-                   attributes={"radius": radius}, object_attributes={"length": np.arange(40.0)})  # fmt: skip
+    zv.write_lines(
+        tmp_path / "l.zarr",
+        lines,
+        kind=kind,
+        chunk_shape=50,
+        bounds=([0] * 3, [400] * 3),
+        attributes={"radius": radius},
+        object_attributes={"length": np.arange(40.0)},
+    )
     zv.open(tmp_path / "l.zarr", mode="r+").build_pyramid([2, 2])
     ds = zv.open(tmp_path / "l.zarr")
     assert ds.levels == [0, 1, 2]
@@ -149,16 +158,26 @@ def test_graph_edges_and_edge_attributes(tmp_path, rng):
     edges = np.concatenate([e1, e2, e3])
     weight = np.arange(len(edges), dtype=np.float64)
     oids = np.r_[np.zeros(59, np.int64), np.ones(20, np.int64)]
-    zv.write_graph(tmp_path / "g.zarr", pos, edges, chunk_shape=100, bounds=([0] * 3, [400] * 3), object_ids=oids,
-                   edge_attributes={"weight": weight}, directed=True)  # fmt: skip
+    zv.write_graph(
+        tmp_path / "g.zarr",
+        pos,
+        edges,
+        chunk_shape=100,
+        bounds=([0] * 3, [400] * 3),
+        object_ids=oids,
+        edge_attributes={"weight": weight},
+        directed=True,
+    )
     zv.open(tmp_path / "g.zarr", mode="r+").build_pyramid([2], tolerance=5.0)
     ds = zv.open(tmp_path / "g.zarr")
     g0 = ds.objects([0], level=1)
     ends = sorted_rows(g0.positions)
     assert np.array_equal(ends, sorted_rows(pos[[0, 29, 58]]))  # straight chains: only the hub and ends
     lookup = {tuple(p): i for i, p in enumerate(pos.tolist())}
-    coarse_edges = sorted((lookup[tuple(g0.positions[a])], lookup[tuple(g0.positions[b])], w)
-                          for (a, b), w in zip(g0.edges.tolist(), g0.edge_attributes["weight"].tolist()))  # fmt: skip
+    coarse_edges = sorted(
+        (lookup[tuple(g0.positions[a])], lookup[tuple(g0.positions[b])], w)
+        for (a, b), w in zip(g0.edges.tolist(), g0.edge_attributes["weight"].tolist())
+    )
     assert coarse_edges == [(0, 29, weight[:29].mean()), (0, 58, weight[29:58].mean())]
     ring1 = ds.objects([1], level=1)
     assert 2 <= len(ring1) < 20 and len(ring1.edges) == len(ring1)
@@ -194,17 +213,30 @@ def _shapes(rng):
     for i in range(3):
         for j in range(3):
             c = np.array([70.0 + 130 * i, 70.0 + 130 * j])
-            out.append(shapely.Polygon(_ring(rng, c, 55, 80, 3),
-                                       [_ring(rng, c, 18, 40, 1, True), _ring(rng, c + [30, 0], 6, 12)]))  # fmt: skip
+            out.append(
+                shapely.Polygon(
+                    _ring(rng, c, 55, 80, 3), [_ring(rng, c, 18, 40, 1, True), _ring(rng, c + [30, 0], 6, 12)]
+                )
+            )
     c = np.array([200.0, 430.0])
     out.append(shapely.Polygon(_ring(rng, c, 55, 200), [_ring(rng, c + 44 * np.sqrt(0.5), 6, 30)]))
     out.append(shapely.Polygon(_ring(rng, (60, 440), 30, 50), [_ring(rng, (60, 440), 1.5, 10)]))
-    out.append(shapely.MultiPolygon([
-        shapely.Polygon(_ring(rng, (350, 420), 25, 40), [_ring(rng, (350, 420), 8, 20)]),
-        shapely.Polygon(_ring(rng, (430, 420), 25, 40)),
-    ]))  # fmt: skip
-    out.append(shapely.MultiLineString([np.c_[np.linspace(10, 480, 60), 490 + rng.normal(0, 2, 60)],
-                                        [(480.0, 10.0), (440.0, 200.0), (475.0, 400.0)]]))  # fmt: skip
+    out.append(
+        shapely.MultiPolygon(
+            [
+                shapely.Polygon(_ring(rng, (350, 420), 25, 40), [_ring(rng, (350, 420), 8, 20)]),
+                shapely.Polygon(_ring(rng, (430, 420), 25, 40)),
+            ]
+        )
+    )
+    out.append(
+        shapely.MultiLineString(
+            [
+                np.c_[np.linspace(10, 480, 60), 490 + rng.normal(0, 2, 60)],
+                [(480.0, 10.0), (440.0, 200.0), (475.0, 400.0)],
+            ]
+        )
+    )
     return np.array(out, dtype=object)
 
 
@@ -245,8 +277,13 @@ def test_polygon_pyramid_stays_valid_within_tolerance(tmp_path, rng):
 
     shapes = _shapes(rng)
     area = shapely.area(shapes)
-    zv.write_geometries(tmp_path / "p.zarr", shapes, chunk_shape=20, bounds=([0, 0], [500, 500]),
-                        object_attributes={"area": area})  # fmt: skip
+    zv.write_geometries(
+        tmp_path / "p.zarr",
+        shapes,
+        chunk_shape=20,
+        bounds=([0, 0], [500, 500]),
+        object_attributes={"area": area},
+    )
     ds = zv.open(tmp_path / "p.zarr", mode="r+")
     assert tuple(ds.geometry_types) == ("polygon",)
     ds.build_pyramid([2])
@@ -276,8 +313,15 @@ def test_polygon_pyramid_stays_valid_within_tolerance(tmp_path, rng):
     np.testing.assert_array_equal(ds.object_attributes("geom_type", level=1), shapely.get_type_id(shapes))
     # kept vertices carry their part / ring attributes
     fine, cur = ds.read(level=0), ds.read(level=1)
-    lookup = {(int(o), *p): (int(a), int(b)) for o, p, a, b in zip(
-        fine.object_ids, fine.positions.tolist(), fine.attributes["geom_part"], fine.attributes["geom_ring"])}  # fmt: skip
+    lookup = {
+        (int(o), *p): (int(a), int(b))
+        for o, p, a, b in zip(
+            fine.object_ids,
+            fine.positions.tolist(),
+            fine.attributes["geom_part"],
+            fine.attributes["geom_ring"],
+        )
+    }
     got = [(int(a), int(b)) for a, b in zip(cur.attributes["geom_part"], cur.attributes["geom_ring"])]
     assert got == [lookup[(int(o), *p)] for o, p in zip(cur.object_ids, cur.positions.tolist())]
 
@@ -289,8 +333,12 @@ def test_polygon_pyramid_box_queries_are_exact(tmp_path, rng):
     assert ds.vertex_count(0) > ds.vertex_count(1) >= ds.vertex_count(2) > 0
     for k in (1, 2):
         full = ds.read(level=k)
-        cols = lambda r, m=slice(None): (r.object_ids[m], r.positions[m], r.attributes["geom_part"][m],
-                                         r.attributes["geom_ring"][m])  # fmt: skip
+        cols = lambda r, m=slice(None): (
+            r.object_ids[m],
+            r.positions[m],
+            r.attributes["geom_part"][m],
+            r.attributes["geom_ring"][m],
+        )
         for _ in range(8):
             lo = rng.uniform(0, 350, 2)
             hi = lo + rng.uniform(30, 200, 2)

@@ -64,8 +64,14 @@ def test_mesh_pyramid(tmp_path, rng):
 def test_mesh_attributes_are_reduced_over_collapsed_vertices(tmp_path):
     (v, f), _ = _spheres(2)
     height = v[:, 2].astype(np.float32)
-    zv.write_mesh(tmp_path / "m.zarr", v, f, chunk_shape=400, bounds=([0] * 3, [400] * 3),
-                  attributes={"height": height, "part": (v[:, 0] > 110).astype(np.int32)})  # fmt: skip
+    zv.write_mesh(
+        tmp_path / "m.zarr",
+        v,
+        f,
+        chunk_shape=400,
+        bounds=([0] * 3, [400] * 3),
+        attributes={"height": height, "part": (v[:, 0] > 110).astype(np.int32)},
+    )
     zv.open(tmp_path / "m.zarr", mode="r+").build_pyramid([2], face_fraction=0.5)
     coarse = zv.open(tmp_path / "m.zarr").read(level=1)
     assert coarse.attributes["height"].dtype == np.float32 and coarse.attributes["part"].dtype == np.int32

@@ -212,7 +212,10 @@ def test_reductions_can_be_chosen(tmp_path, rng):
     np.testing.assert_array_equal(got.attributes["label"][order], lsum)
     with pytest.raises(InputError, match="reduction 'median'"):
         zv.open(tmp_path / "p.zarr", mode="r+").build_pyramid([2], reductions={"v": "median"}, overwrite=True)
-    with pytest.raises(InputError, match=r"reductions name 'vv', which level 0 does not have; its attributes are \['label', 'v'\]"):
+    with pytest.raises(
+        InputError,
+        match=r"reductions name 'vv', which level 0 does not have; its attributes are \['label', 'v'\]",
+    ):
         zv.open(tmp_path / "p.zarr", mode="r+").build_pyramid([2], reductions={"vv": "max"}, overwrite=True)
     assert zv.open(tmp_path / "p.zarr").levels == [0, 1]  # refused rebuilds keep the old level
 

@@ -119,12 +119,23 @@ def test_sparsity_selection():
 
 
 def test_plans():
-    plans = plan_levels(root_chunk_shape=np.array([100.0, 100.0]), bounds=np.array([[0, 0], [1000, 1000]]),
-                        first_bin=np.array([25.0, 25.0]), first_scale=np.array([1, 1]), first_index=0,
-                        factors=[2, 3, (2, 1)])  # fmt: skip
+    plans = plan_levels(
+        root_chunk_shape=np.array([100.0, 100.0]),
+        bounds=np.array([[0, 0], [1000, 1000]]),
+        first_bin=np.array([25.0, 25.0]),
+        first_scale=np.array([1, 1]),
+        first_index=0,
+        factors=[2, 3, (2, 1)],
+    )
     assert [p.bin_shape.tolist() for p in plans] == [[50, 50], [150, 150], [300, 150]]
     assert [p.chunk_shape.tolist() for p in plans] == [[200, 200], [600, 600], [1200, 600]]
     assert [p.grid.shape.tolist() for p in plans] == [[6, 6], [2, 2], [1, 2]]
     with pytest.raises(InputError, match="bins per chunk"):
-        plan_levels(root_chunk_shape=np.array([100.0]), bounds=np.array([[0], [1000]]), first_bin=np.array([0.01]),
-                    first_scale=np.array([1]), first_index=0, factors=[2])  # fmt: skip
+        plan_levels(
+            root_chunk_shape=np.array([100.0]),
+            bounds=np.array([[0], [1000]]),
+            first_bin=np.array([0.01]),
+            first_scale=np.array([1]),
+            first_index=0,
+            factors=[2],
+        )

@@ -48,7 +48,9 @@ def test_a_merged_mesh_decimates_as_before():
 
     s = trimesh.creation.icosphere(3)
     coarse, tri, _ = decimate(s.vertices, s.faces, 0.25)
-    pts, faces = fast_simplification.simplify(s.vertices, s.faces.astype(np.int32), target_count=len(s.faces) // 4)
+    pts, faces = fast_simplification.simplify(
+        s.vertices, s.faces.astype(np.int32), target_count=len(s.faces) // 4
+    )
     np.testing.assert_array_equal(coarse, pts)
     np.testing.assert_array_equal(tri, faces)
 
@@ -91,7 +93,9 @@ def test_soup_stl_through_the_command(tmp_path):
     """The user's path: an STL file ingested, then a pyramid built, by the command."""
     v, f = _soup(4, 50, 100)
     trimesh.Trimesh(v, f, process=False).export(tmp_path / "ball.stl")
-    ingest = _run("ingest", "mesh", "ball.stl", "-o", "b.zarr", "--chunk-size", "40", "--no-progress", cwd=tmp_path)
+    ingest = _run(
+        "ingest", "mesh", "ball.stl", "-o", "b.zarr", "--chunk-size", "40", "--no-progress", cwd=tmp_path
+    )
     assert ingest.returncode == 0, ingest.stderr
     assert zv.open(tmp_path / "b.zarr").vertex_count() == len(v)  # process=False: the soup as it is
     proc = _run("pyramid", "b.zarr", "--factors", "2", "--no-progress", cwd=tmp_path)
@@ -113,10 +117,15 @@ def test_an_undecimatable_mesh_says_which_object_why_and_what_to_do(tmp_path, mo
             return pts, tri[:-1], collapses
 
     store = tmp_path / "m.zarr"
-    zv.write_meshes(store, [_soup(2, 50, 100), _soup(3, 50, 250)], chunk_shape=100, bounds=([0] * 3, [400] * 3))
+    zv.write_meshes(
+        store, [_soup(2, 50, 100), _soup(3, 50, 250)], chunk_shape=100, bounds=([0] * 3, [400] * 3)
+    )
     monkeypatch.setattr(pyramid_meshes, "_simplifier", lambda: Dropping)
-    with pytest.raises(InputError, match=r"^object 0: cannot decimate a mesh of 960 vertices and 320 faces: "
-                                         r".*does not follow its collapse history.*Repair the mesh.*"
-                                         r"face_fraction=1 \(--face-fraction 1\)"):  # fmt: skip
+    with pytest.raises(
+        InputError,
+        match=r"^object 0: cannot decimate a mesh of 960 vertices and 320 faces: "
+        r".*does not follow its collapse history.*Repair the mesh.*"
+        r"face_fraction=1 \(--face-fraction 1\)",
+    ):
         zv.open(store, mode="r+").build_pyramid([2])
     assert zv.open(store).levels == [0]

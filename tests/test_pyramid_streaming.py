@@ -32,8 +32,13 @@ def _files(root) -> dict[str, bytes]:
 def _lines(tmp_path, rng):
     walks = [np.cumsum(rng.normal(0, 6, (int(rng.integers(20, 80)), 3)), axis=0) for _ in range(120)]
     lines = [np.clip(w + rng.uniform(0, 400, 3), 0, 400).astype(np.float32) for w in walks]
-    zv.write_lines(tmp_path / "src.zarr", lines, chunk_shape=50, bounds=([0] * 3, [400] * 3),
-                   attributes={"radius": [rng.random(len(x)).astype(np.float32) for x in lines]})  # fmt: skip
+    zv.write_lines(
+        tmp_path / "src.zarr",
+        lines,
+        chunk_shape=50,
+        bounds=([0] * 3, [400] * 3),
+        attributes={"radius": [rng.random(len(x)).astype(np.float32) for x in lines]},
+    )
     return [2, 2]
 
 
@@ -41,8 +46,10 @@ def _meshes(tmp_path, rng):
     trimesh = pytest.importorskip("trimesh")
     pytest.importorskip("fast_simplification")
     s = trimesh.creation.icosphere(subdivisions=3)
-    meshes = [((s.vertices * rng.uniform(20, 50) + rng.uniform(60, 340, 3)).astype(np.float32), s.faces)
-              for _ in range(8)]  # fmt: skip
+    meshes = [
+        ((s.vertices * rng.uniform(20, 50) + rng.uniform(60, 340, 3)).astype(np.float32), s.faces)
+        for _ in range(8)
+    ]
     zv.write_meshes(tmp_path / "src.zarr", meshes, chunk_shape=60, bounds=([0] * 3, [400] * 3))
     return [2]
 
@@ -96,7 +103,9 @@ def test_parent_runs_are_compact_and_emit_every_record_in_order(rng, monkeypatch
     from types import SimpleNamespace
 
     monkeypatch.setattr(parents, "EMIT_VERTICES", 7)
-    grid = Grid(chunk_shape=np.ones(2), bin_shape=np.ones(2), origin=np.array([-1, 0]), shape=np.array([4, 3]))
+    grid = Grid(
+        chunk_shape=np.ones(2), bin_shape=np.ones(2), origin=np.array([-1, 0]), shape=np.array([4, 3])
+    )
     runs = ParentRuns(grid, per_vertex=per_vertex)
     expected = []
     count = 0
@@ -112,8 +121,9 @@ def test_parent_runs_are_compact_and_emit_every_record_in_order(rng, monkeypatch
     assert n_runs <= 24 + (0 if per_vertex else 12)  # breaks: chunk changes (+ parent changes)
     assert n_parents == (120 if per_vertex else n_runs)
     final = np.where(np.arange(count) % 3 == 0, -1, np.arange(count))  # some coarse vertices dropped
-    out = SimpleNamespace(chunks=np.zeros((1, 2), np.int64), cell=np.zeros(count, np.int64),
-                          local=np.arange(count))  # one coarse chunk; coarse row = vertex number
+    out = SimpleNamespace(
+        chunks=np.zeros((1, 2), np.int64), cell=np.zeros(count, np.int64), local=np.arange(count)
+    )  # one coarse chunk; coarse row = vertex number
     rec = _Recorder()
     runs.emit(rec, out, final)
     want = sorted((c, lr, 0, int(final[p])) for c, lr, p in expected if final[p] >= 0)

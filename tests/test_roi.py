@@ -250,8 +250,12 @@ def test_grid_shortcut_with_rows_flat_on_one_axis(spread):
     x = rng.uniform(0, 1000, 30_000)
     y = 500 + rng.uniform(0, spread, len(x))
     a = np.linspace(0, 2 * np.pi, 60, endpoint=False)
-    star = shapely.Polygon(np.c_[500 + np.where(np.arange(60) % 2, 200, 450) * np.cos(a),
-                                 500 + np.where(np.arange(60) % 2, 200, 450) * np.sin(a)])  # fmt: skip
+    star = shapely.Polygon(
+        np.c_[
+            500 + np.where(np.arange(60) % 2, 200, 450) * np.cos(a),
+            500 + np.where(np.arange(60) % 2, 200, 450) * np.sin(a),
+        ]
+    )
     for shape in (star, shapely.box(-1e6, -1e6, 1e6, 1e6).difference(star)):
         poly = as_polygon(shape)
         got = contains(poly, x, y)

@@ -34,8 +34,14 @@ def test_trees_round_trip(tmp_path, rng):
     pos, par = _forest(rng)
     oid = np.repeat(np.arange(4), 300)
     radius = rng.random(len(pos)).astype(np.float32)
-    ds = zv.write_skeleton(tmp_path / "s.zarr", pos, par, chunk_shape=100, object_ids=oid,
-                           attributes={"radius": radius, "type": np.full(len(pos), 3, np.uint8)})
+    ds = zv.write_skeleton(
+        tmp_path / "s.zarr",
+        pos,
+        par,
+        chunk_shape=100,
+        object_ids=oid,
+        attributes={"radius": radius, "type": np.full(len(pos), 3, np.uint8)},
+    )
     assert ds.geometry_types == ("skeleton",) and ds.num_objects() == 4
     want = [(tuple(pos[par[i]]), tuple(pos[i])) for i in range(len(pos)) if par[i] >= 0]
     full = ds.query()
@@ -46,14 +52,20 @@ def test_trees_round_trip(tmp_path, rng):
     one = ds.objects([2])
     sel = oid == 2
     assert sorted(map(tuple, one.positions.tolist())) == sorted(map(tuple, pos[sel].tolist()))
-    assert _parent_pairs(one.positions, one.edges) == sorted(w for w, i in zip(want, np.flatnonzero(par >= 0)) if sel[i])
+    assert _parent_pairs(one.positions, one.edges) == sorted(
+        w for w, i in zip(want, np.flatnonzero(par >= 0)) if sel[i]
+    )
     for _ in range(5):
         lo = rng.uniform(100, 600, 3)
         hi = lo + 250
         box = ds.query(bbox=(lo, hi))
         inside = np.all((pos >= lo) & (pos <= hi), axis=1)
         assert sorted(map(tuple, box.positions.tolist())) == sorted(map(tuple, pos[inside].tolist()))
-        keep = [(tuple(pos[par[i]]), tuple(pos[i])) for i in range(len(pos)) if par[i] >= 0 and inside[i] and inside[par[i]]]
+        keep = [
+            (tuple(pos[par[i]]), tuple(pos[i]))
+            for i in range(len(pos))
+            if par[i] >= 0 and inside[i] and inside[par[i]]
+        ]
         assert _parent_pairs(box.positions, box.edges) == sorted(keep)
 
 
@@ -126,14 +138,17 @@ def test_objects_come_back_in_input_order(tmp_path, rng):
     for i in range(n):
         pos[i] = (pos[par[i]] if par[i] >= 0 else rng.uniform(300, 700, 3)) + rng.normal(0, 15, 3)
     radius = rng.random(n).astype(np.float32)
-    ds = zv.write_skeleton(tmp_path / "s.zarr", pos, par, object_ids=oid, chunk_shape=60,
-                           attributes={"radius": radius})
+    ds = zv.write_skeleton(
+        tmp_path / "s.zarr", pos, par, object_ids=oid, chunk_shape=60, attributes={"radius": radius}
+    )
     for ids in ([1], [2, 0]):
         got = ds.objects(ids)
         members = np.concatenate([np.flatnonzero(oid == o) for o in ids])
         local = np.full(n, -1)
         local[members] = np.arange(len(members))
         assert np.array_equal(got.positions, pos[members])
-        assert np.array_equal(got.parents, np.where(par[members] >= 0, local[np.maximum(par[members], 0)], -1))
+        assert np.array_equal(
+            got.parents, np.where(par[members] >= 0, local[np.maximum(par[members], 0)], -1)
+        )
         assert np.array_equal(got.attributes["radius"], radius[members])
         assert np.array_equal(got.object_ids, oid[members])

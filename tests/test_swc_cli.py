@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import zarr_vectors as zv
@@ -25,7 +24,9 @@ SWC = """# a small neuron
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zarr_vectors", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "zarr_vectors", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def _neurons(folder: Path, rng, n: int = 3) -> list[Path]:
@@ -34,7 +35,9 @@ def _neurons(folder: Path, rng, n: int = 3) -> list[Path]:
     for k in range(n):
         lines = [SWC]
         for i in range(20):  # a long branch leaving the first chunk
-            lines.append(f"{100 + i} 3 {140.0 + 30 * i + k} {110.0 + rng.normal():.3f} 100.0 0.5 {99 + i if i else 5}\n")
+            lines.append(
+                f"{100 + i} 3 {140.0 + 30 * i + k} {110.0 + rng.normal():.3f} 100.0 0.5 {99 + i if i else 5}\n"
+            )
         path = folder / f"n{k}.swc"
         path.write_text("".join(lines))
         paths.append(path)
@@ -51,8 +54,13 @@ def test_read_swc_resolves_parent_ids(tmp_path):
 
 @pytest.mark.parametrize(
     "text, message",
-    [("1 1 0 0 0 1\n", "needs 7 fields"), ("1 1 0 0 0 1 9\n", "parent 9, which is not in the file"),
-     ("1 1 0 0 0 1 -1\n1 1 0 0 0 1 -1\n", "appears twice"), ("1 1 x 0 0 1 -1\n", "cannot parse"), ("# empty\n", "no SWC samples")],
+    [
+        ("1 1 0 0 0 1\n", "needs 7 fields"),
+        ("1 1 0 0 0 1 9\n", "parent 9, which is not in the file"),
+        ("1 1 0 0 0 1 -1\n1 1 0 0 0 1 -1\n", "appears twice"),
+        ("1 1 x 0 0 1 -1\n", "cannot parse"),
+        ("# empty\n", "no SWC samples"),
+    ],
 )
 def test_bad_swc_files(tmp_path, text, message):
     path = tmp_path / "bad.swc"
@@ -76,11 +84,22 @@ def test_cli_ingest_info_export_round_trip(tmp_path, rng):
     out = _run("export", "swc", "n.zarr", "--object", "1", "-o", "back.swc", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     orig, back = read_swc(files[1]), read_swc(tmp_path / "back.swc")
+
     def edges(s):
-        return sorted((tuple(s.positions[s.parents[i]]), tuple(s.positions[i])) for i in range(len(s.ids)) if s.parents[i] >= 0)
+        return sorted(
+            (tuple(s.positions[s.parents[i]]), tuple(s.positions[i]))
+            for i in range(len(s.ids))
+            if s.parents[i] >= 0
+        )
+
     assert edges(back) == edges(orig)
-    lookup = {tuple(p): (r, t) for p, r, t in zip(orig.positions.tolist(), orig.radius.tolist(), orig.type.tolist())}
-    assert all(lookup[tuple(p)] == (r, t) for p, r, t in zip(back.positions.tolist(), back.radius.tolist(), back.type.tolist()))
+    lookup = {
+        tuple(p): (r, t) for p, r, t in zip(orig.positions.tolist(), orig.radius.tolist(), orig.type.tolist())
+    }
+    assert all(
+        lookup[tuple(p)] == (r, t)
+        for p, r, t in zip(back.positions.tolist(), back.radius.tolist(), back.type.tolist())
+    )
 
 
 def test_cli_errors_are_one_line_and_exit_2(tmp_path):

@@ -76,6 +76,8 @@ SCRIPT = textwrap.dedent(
 
 
 def test_eight_threads_read_zstd_gzip_blosc_and_draco_stores_exactly(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=900
+    )
     assert proc.returncode == 0, f"child exited with {proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}"
     assert proc.stdout.split() == ["zstd", "ok", "gzip", "ok", "blosc", "ok", "draco", "ok"]

@@ -21,9 +21,17 @@ def _as_bytes(value) -> bytes:
 def test_zarr_python_decodes_every_cell_we_write(tmp_path, rng, compression):
     pos = rng.uniform(-100, 100, (800, 3)).astype(np.float32)
     path = tmp_path / "s.zarr"
-    zv.write_points(path, pos, chunk_shape=50, bin_shape=25, compression=compression,
-                    attributes={"v": rng.random((800, 2))}, object_ids=np.arange(800) % 11,
-                    object_attributes={"w": rng.random(11)}, groups=[[1, 2], [3]])
+    zv.write_points(
+        path,
+        pos,
+        chunk_shape=50,
+        bin_shape=25,
+        compression=compression,
+        attributes={"v": rng.random((800, 2))},
+        object_ids=np.arange(800) % 11,
+        object_attributes={"w": rng.random(11)},
+        groups=[[1, 2], [3]],
+    )
     group = zarr.open_group(str(path), mode="r")
     ours = zv.open(path)
     vertices = group["0/vertices"]
@@ -31,8 +39,11 @@ def test_zarr_python_decodes_every_cell_we_write(tmp_path, rng, compression):
     seen = 0
     for key in vertices.attrs["nonempty_chunks"]:
         chunk = np.asarray(parse_chunk_key(key))
-        ours_raw = bytes(ours.level(0).vertices.payload((path / "0/vertices" / "c").joinpath(
-            *map(str, chunk - origin)).read_bytes(), chunk))
+        ours_raw = bytes(
+            ours.level(0).vertices.payload(
+                (path / "0/vertices" / "c").joinpath(*map(str, chunk - origin)).read_bytes(), chunk
+            )
+        )
         # zarr-python hands vlen bytes back as fixed-width numpy bytes, which drop trailing NULs.
         assert _as_bytes(vertices[tuple(chunk - origin)]) == ours_raw.rstrip(b"\0")
         rows = np.frombuffer(ours_raw, np.float32).reshape(-1, 3)
@@ -42,8 +53,10 @@ def test_zarr_python_decodes_every_cell_we_write(tmp_path, rng, compression):
     assert np.array_equal(group["0/object_attributes/w"][:], ours.object_attributes("w"))
     manifests = group["0/object_index/manifests"][:]
     assert len(manifests) == 11 and all(len(m) > 4 for m in manifests)
-    assert [np.frombuffer(_as_bytes(g).ljust(8 * n, b"\0"), "<i8").tolist()
-            for g, n in zip(group["0/groups"][:], [2, 1])] == [[1, 2], [3]]
+    assert [
+        np.frombuffer(_as_bytes(g).ljust(8 * n, b"\0"), "<i8").tolist()
+        for g, n in zip(group["0/groups"][:], [2, 1])
+    ] == [[1, 2], [3]]
 
 
 @pytest.mark.parametrize("compression", ["none", "zstd", "gzip", "blosc"])
@@ -51,8 +64,14 @@ def test_our_cell_encoding_equals_zarr_pythons(tmp_path, compression):
     from zarr.core.dtype import VariableLengthBytes
 
     codecs = compressor_json(compression)
-    arr = zarr.create_array(str(tmp_path / "a"), shape=(2,), chunks=(1,), dtype=VariableLengthBytes(),
-                            fill_value=b"", compressors=codecs or None)
+    arr = zarr.create_array(
+        str(tmp_path / "a"),
+        shape=(2,),
+        chunks=(1,),
+        dtype=VariableLengthBytes(),
+        fill_value=b"",
+        compressors=codecs or None,
+    )
     value = np.empty(1, object)
     value[0] = b"some payload bytes" * 20
     arr[0:1] = value

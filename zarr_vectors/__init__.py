@@ -24,8 +24,8 @@ from .geometry.points import write_points
 from .geometry.shapes import GeometryRepairedWarning, write_geometries
 from .geometry.skeletons import write_skeleton
 from .result import Result
-from .validate import validate
 from .storage import ZarrV2StoreError
+from .validate import validate
 
 __version__ = "0.1.0"
 

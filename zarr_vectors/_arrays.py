@@ -59,7 +59,9 @@ def _pipeline(path: str, doc: dict[str, Any]) -> Pipeline:
         codecs = doc.get("codecs")
         listed = isinstance(codecs, list) and all(isinstance(c, dict) for c in codecs)
         names = [c.get("name") for c in codecs] if listed else codecs
-        raise FormatError(f"array {path!r} uses codecs {names}, which this library cannot decode yet ({exc})") from exc
+        raise FormatError(
+            f"array {path!r} uses codecs {names}, which this library cannot decode yet ({exc})"
+        ) from exc
     except ImportError as exc:
         raise FormatError(f"array {path!r}: {exc}") from exc
 
@@ -77,10 +79,14 @@ def _chunk_shape(path: str, doc: dict[str, Any], ndim: int) -> tuple[int, ...]:
     grid = doc.get("chunk_grid")
     conf = grid.get("configuration") if isinstance(grid, dict) else None
     if not isinstance(conf, dict) or (isinstance(grid, dict) and grid.get("name", "regular") != "regular"):
-        raise FormatError(f"array {path!r}: chunk_grid must be a regular grid with a configuration, got {grid!r}")
+        raise FormatError(
+            f"array {path!r}: chunk_grid must be a regular grid with a configuration, got {grid!r}"
+        )
     shape = _ints(conf.get("chunk_shape"), f"array {path!r}: chunk_shape", minimum=1)
     if len(shape) != ndim:
-        raise FormatError(f"array {path!r}: chunk_shape {list(shape)} has {len(shape)} dimensions, shape has {ndim}")
+        raise FormatError(
+            f"array {path!r}: chunk_shape {list(shape)} has {len(shape)} dimensions, shape has {ndim}"
+        )
     return shape
 
 
@@ -112,12 +118,16 @@ class CellArray:
 
     def __post_init__(self) -> None:
         if self.doc.get("node_type") != "array":
-            raise FormatError(f"{self.path!r} should be an array but its zarr.json says {self.doc.get('node_type')!r}")
+            raise FormatError(
+                f"{self.path!r} should be an array but its zarr.json says {self.doc.get('node_type')!r}"
+            )
         if not isinstance(self.attrs, dict):
             raise FormatError(f"array {self.path!r}: attributes must be an object")
         self.shape = _ints(self.doc.get("shape"), f"array {self.path!r}: shape", minimum=0)
         if math.prod(self.shape) >= MAX_CELLS:
-            raise FormatError(f"array {self.path!r}: a grid of {list(self.shape)} cells is too large to index")
+            raise FormatError(
+                f"array {self.path!r}: a grid of {list(self.shape)} cells is too large to index"
+            )
         if _chunk_shape(self.path, self.doc, len(self.shape)) != (1,) * len(self.shape):
             raise FormatError(f"array {self.path!r}: a per-chunk array has chunk_shape [1, ..., 1]")
         self.pipeline = _pipeline(self.path, self.doc).bounded(self.max_bytes)
@@ -139,8 +149,12 @@ class CellArray:
         value = self.attrs.get("chunk_grid_origin")
         if value is None:
             return np.zeros(len(self.shape), np.int64)
-        if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            raise FormatError(f"array {self.path!r}: chunk_grid_origin must be a list of integers, got {value!r}")
+        if not isinstance(value, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        ):
+            raise FormatError(
+                f"array {self.path!r}: chunk_grid_origin must be a list of integers, got {value!r}"
+            )
         if len(value) != len(self.shape) or any(abs(v) >= MAX_CELLS for v in value):
             raise FormatError(
                 f"array {self.path!r}: chunk_grid_origin {value} must have {len(self.shape)} integers below 2**62"
@@ -254,9 +268,10 @@ class CellArray:
         if raw is None:
             if self.is_listed(chunk):
                 raise CorruptCellError(
-                    self.path, ".".join(map(str, chunk)),
+                    self.path,
+                    ".".join(map(str, chunk)),
                     "the chunk is listed in nonempty_chunks but its cell is missing from the store",
-                )  # fmt: skip
+                )
             return memoryview(b"")
         try:
             return self.pipeline.decode(raw)
@@ -280,9 +295,14 @@ class CellArray:
         data = self.payload(raw, chunk)
         if len(data) == 0:
             return np.zeros((0, 3), np.float32), np.zeros((0, 3), np.int64)
-        limits = {} if self.max_rows is None else {
-            "max_points": 8 * int(self.max_rows) + 1024, "max_faces": 64 * int(self.max_rows) + 1024,
-        }  # fmt: skip
+        limits = (
+            {}
+            if self.max_rows is None
+            else {
+                "max_points": 8 * int(self.max_rows) + 1024,
+                "max_faces": 64 * int(self.max_rows) + 1024,
+            }
+        )
         try:
             return decode_cell(bytes(data), **limits)
         except DecodeError as exc:
@@ -295,9 +315,10 @@ class CellArray:
         stride = self.dtype.itemsize * width
         if len(data) % stride:
             raise CorruptCellError(
-                self.path, ".".join(map(str, chunk)),
+                self.path,
+                ".".join(map(str, chunk)),
                 f"{len(data)} bytes is not a whole number of {stride}-byte rows",
-            )  # fmt: skip
+            )
         return np.frombuffer(data, dtype=self.dtype).reshape(-1, width)
 
 
@@ -318,7 +339,9 @@ class TableArray:
 
     def __post_init__(self) -> None:
         if self.doc.get("node_type") != "array":
-            raise FormatError(f"{self.path!r} should be an array but its zarr.json says {self.doc.get('node_type')!r}")
+            raise FormatError(
+                f"{self.path!r} should be an array but its zarr.json says {self.doc.get('node_type')!r}"
+            )
         self.shape = _ints(self.doc.get("shape"), f"array {self.path!r}: shape", minimum=0)
         if len(self.shape) not in (1, 2):
             raise FormatError(f"table {self.path!r} must be 1-D or 2-D, got shape {list(self.shape)}")
@@ -366,10 +389,11 @@ class TableArray:
         elements may be empty."""
         if self.max_absent is not None and n > self.max_absent:
             raise CorruptCellError(
-                self.path, str(c),
+                self.path,
+                str(c),
                 f"the chunk is missing from the store, but at most {self.max_absent} of its elements may be empty "
                 f"and it holds {n}",
-            )  # fmt: skip
+            )
 
     def vlen_items(self, raw: bytes | None, c: int) -> list[memoryview]:
         """Elements of vlen chunk ``c`` that lie inside the array (all empty when the chunk
@@ -406,7 +430,9 @@ class TableArray:
                 try:
                     values += [bytes(v).decode("utf-8") for v in self.vlen_items(raw, c)]
                 except UnicodeDecodeError as exc:
-                    raise CorruptCellError(self.path, str(c), f"an element is not UTF-8 ({exc.reason})") from exc
+                    raise CorruptCellError(
+                        self.path, str(c), f"an element is not UTF-8 ({exc.reason})"
+                    ) from exc
             return np.array(values, dtype=str) if values else np.zeros(self.length, dtype="<U1")
         dtype = self.dense_dtype
         fill = self.doc.get("fill_value")
@@ -499,13 +525,17 @@ class LinkArray(CellArray):
         where = ".".join(map(str, chunk))
         if (vertices < 0).any():
             r, k = np.argwhere(vertices < 0)[0]
-            raise CorruptCellError(self.path, where, f"record {r} names vertex {vertices[r, k]}; indices must be >= 0")
+            raise CorruptCellError(
+                self.path, where, f"record {r} names vertex {vertices[r, k]}; indices must be >= 0"
+            )
         if perm is not None:
             limit = math.factorial(vertices.shape[1])
             bad = np.flatnonzero((perm < 0) | (perm >= limit))
             if len(bad):
                 r = int(bad[0])
                 raise CorruptCellError(
-                    self.path, where, f"perm_idx {perm[r]} of record {r} is outside [0, {limit}) for {vertices.shape[1]} endpoints"
+                    self.path,
+                    where,
+                    f"perm_idx {perm[r]} of record {r} is outside [0, {limit}) for {vertices.shape[1]} endpoints",
                 )
         return vertices, perm

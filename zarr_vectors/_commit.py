@@ -97,8 +97,11 @@ def staging(parent: Path, prefix: str) -> Iterator[Path]:
         try:
             _remove_unlocked(str(stage))  # after a swap this is the old store
         except OSError as exc:
-            warnings.warn(f"could not remove the staging folder {stage}: {exc}; remove it by hand",
-                          RuntimeWarning, stacklevel=3)  # fmt: skip
+            warnings.warn(
+                f"could not remove the staging folder {stage}: {exc}; remove it by hand",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
 
 def _remove_unlocked(path: str) -> bool:
@@ -132,9 +135,10 @@ def _candidates(parent: Path, match: Callable[[str], bool]) -> list[Path]:
     except (FileNotFoundError, NotADirectoryError):
         return []
     return sorted(
-        Path(e.path) for e in entries
+        Path(e.path)
+        for e in entries
         if match(e.name) and (e.is_dir(follow_symlinks=False) or e.is_file(follow_symlinks=False))
-    )  # fmt: skip
+    )
 
 
 def _is_dead(path: Path) -> bool:

@@ -44,7 +44,6 @@ GROUP_ID_ATTRIBUTE = "group_id"
 NO_OBJECT = -1
 
 
-
 class IdTableWarning(UserWarning):
     """An ``object_id`` / ``group_id`` table that cannot be an id map is read as an ordinary attribute."""
 
@@ -72,8 +71,11 @@ def as_id_array(values: Any, what: str) -> np.ndarray:
     if isinstance(values, (int, np.integer)):
         values = [values]
     arr = np.asarray(values)
-    if (arr.dtype.kind == "f" and isinstance(values, (list, tuple))
-            and all(isinstance(v, (int, np.integer)) for v in values)):  # fmt: skip
+    if (
+        arr.dtype.kind == "f"
+        and isinstance(values, (list, tuple))
+        and all(isinstance(v, (int, np.integer)) for v in values)
+    ):
         arr = np.asarray(values, dtype=object)  # numpy took ints beyond int64 as floats
     if arr.dtype.kind == "O":  # Python ints beyond int64 mixed with others
         try:
@@ -94,8 +96,10 @@ def as_id_array(values: Any, what: str) -> np.ndarray:
         if arr.size and (not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr))):
             raise InputError(f"{what} must be integers; got non-integer floating-point values")
         if arr.size and np.abs(arr).max() >= 2.0**53:
-            raise InputError(f"{what} are floats of 2**53 or more, which cannot hold every integer: "
-                             "give them as int64 or uint64")  # fmt: skip
+            raise InputError(
+                f"{what} are floats of 2**53 or more, which cannot hold every integer: "
+                "give them as int64 or uint64"
+            )
         arr = arr.astype(np.int64)
     elif arr.dtype.kind not in "iu":
         raise InputError(f"{what} must be integers, got dtype {arr.dtype}")
@@ -175,7 +179,11 @@ class IdMap:
         if self.user is None:
             return oids
         oids = np.asarray(oids, np.int64)
-        out = self.user[np.clip(oids, 0, max(self.size - 1, 0))] if self.size else np.zeros(len(oids), self.dtype)
+        out = (
+            self.user[np.clip(oids, 0, max(self.size - 1, 0))]
+            if self.size
+            else np.zeros(len(oids), self.dtype)
+        )
         missing = oids < 0
         if missing.any():
             out[missing] = np.array(NO_OBJECT).astype(self.dtype)
@@ -234,14 +242,18 @@ def table_rows(values: Any, ids: DenseIds, name: str, what: str, item_order: boo
         oids, found = ids.id_map().lookup(keys) if keys else (np.zeros(0, np.int64), np.zeros(0, bool))
         if not found.all():
             bad = keys[int(np.argmin(found))]
-            raise InputError(f"{what} {name!r} names {what.split()[0]} id {bad!r}, which no vertex has "
-                             f"({ids.id_map().describe()})")  # fmt: skip
+            raise InputError(
+                f"{what} {name!r} names {what.split()[0]} id {bad!r}, which no vertex has "
+                f"({ids.id_map().describe()})"
+            )
         rows = np.asarray([values[k] for k in keys])
         if rows.dtype.kind == "U" or rows.dtype.kind == "O":
             out = np.full(ids.count, "", dtype=object)
             out[oids] = rows
             return [str(v) for v in out]
-        out = np.ma.masked_all((ids.count, *rows.shape[1:]), dtype=rows.dtype if rows.dtype.kind != "b" else np.uint8)
+        out = np.ma.masked_all(
+            (ids.count, *rows.shape[1:]), dtype=rows.dtype if rows.dtype.kind != "b" else np.uint8
+        )
         out[oids] = rows
         return out
     if not item_order and ids.user is None:

@@ -67,7 +67,9 @@ _METADATA_KINDS = frozenset({"axis"})
 _ALLOWED = (
     f"use 1 to {MAX_NAME_BYTES} ASCII letters, digits, '_', '-' and '.', starting with a letter, digit or '_'"
 )
-_NOT_PATHS = ", not ending in '.' or '.json', and not zarr.json, c or a Windows device name (CON, NUL, COM1, ...)"
+_NOT_PATHS = (
+    ", not ending in '.' or '.json', and not zarr.json, c or a Windows device name (CON, NUL, COM1, ...)"
+)
 
 
 @dataclass(frozen=True)
@@ -320,7 +322,9 @@ def table_attributes(attributes: Mapping[str, Any] | None, n: int, what: str) ->
         if arr.dtype.kind in "UO" and arr.ndim == 1:  # names, labels: UTF-8 strings
             items = values if isinstance(values, (list, tuple)) or arr.dtype.kind == "O" else ()
             if not all(isinstance(v, (str, np.str_)) for v in items):
-                raise InputError(f"{what} {name!r} mixes strings with other values; give all strings or all numbers")
+                raise InputError(
+                    f"{what} {name!r} mixes strings with other values; give all strings or all numbers"
+                )
             arr = arr.astype(str)
         else:
             arr = _numeric(values, f"{what} {name!r}")
@@ -362,6 +366,8 @@ def group_lists(groups: Any, objects: IdMap) -> tuple[list[np.ndarray], DenseIds
         oids, found = objects.lookup(as_id_array(arr.reshape(-1), f"group {label}"))
         if not found.all():
             bad = int(arr.reshape(-1)[np.argmin(found)])
-            raise InputError(f"group {label} names object id {bad}, which no vertex has ({objects.describe()})")
+            raise InputError(
+                f"group {label} names object id {bad}, which no vertex has ({objects.describe()})"
+            )
         out.append(oids)
     return out, gids

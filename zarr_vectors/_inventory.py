@@ -94,5 +94,5 @@ def inventory(target: Any, *, storage_options: dict[str, Any] | None = None) -> 
     arrays = [
         ArrayUsage(p, str(d.get("data_type")), tuple(d.get("shape", ())), chunks[p], used[p])
         for p, d in sorted(docs.items())
-    ]  # fmt: skip
+    ]
     return arrays, sum(sizes.values())

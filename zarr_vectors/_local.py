@@ -40,8 +40,12 @@ _READ = os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY | _O_CLOEXEC
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY | _O_CLOEXEC
 #: errno of ``open(O_NOFOLLOW)`` on a symbolic link (Linux ELOOP; FreeBSD EMLINK).
 _LINK_ERRNOS = (errno.ELOOP, errno.EMLINK)
-_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-          stat.S_IFSOCK: "a socket"}  # fmt: skip
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 def _inside(real: str, root: str) -> bool:
@@ -126,10 +130,11 @@ class LocalBackend:
         real = os.path.realpath(path)
         if not self.follow_symlinks and not _inside(real, self.real_root):
             raise StoreError(
-                self.description, key,
+                self.description,
+                key,
                 f"is a symbolic link to {real}, outside the store; refusing to read it "
                 "(pass storage_options={'zv_follow_symlinks': True} to read links out of the store)",
-            )  # fmt: skip
+            )
         try:
             return os.open(real, _READ)
         except (FileNotFoundError, NotADirectoryError):
@@ -149,10 +154,11 @@ class LocalBackend:
             real = os.path.realpath(f"{self.root}/{rel}")
             if not _inside(real, self.real_root):
                 raise StoreError(
-                    self.description, key,
+                    self.description,
+                    key,
                     f"directory {rel!r} is a symbolic link to {real}, outside the store; refusing to read "
                     "through it (pass storage_options={'zv_follow_symlinks': True} to allow it)",
-                )  # fmt: skip
+                )
         self._dirs_ok.add(rel)
         return True
 
@@ -211,10 +217,11 @@ class LocalBackend:
                 real = os.path.realpath(path)
                 if not _inside(real, self.real_root) or not os.path.isdir(real):
                     raise StoreError(
-                        self.description, key,
+                        self.description,
+                        key,
                         f"directory {rel!r} is a symbolic link to {real}, outside the store; "
                         "refusing to write through it",
-                    ) from None  # fmt: skip
+                    ) from None
             elif not stat.S_ISDIR(st.st_mode):
                 raise StoreError(self.description, key, f"{rel!r} exists and is not a directory") from None
         self._made.add(rel)

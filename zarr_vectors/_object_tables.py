@@ -93,15 +93,23 @@ def write_object_tables(
             f"{level_path}/groups",
             items,
             max(len(items), 1),
-            {"zv_array": "groups", "num_groups": len(items), **({"group_names": list(group_names)} if group_names else {})},
+            {
+                "zv_array": "groups",
+                "num_groups": len(items),
+                **({"group_names": list(group_names)} if group_names else {}),
+            },
         )
         present.append("groups")
     if group_attributes:
         builder.group(f"{level_path}/group_attributes")
         for attr in group_attributes:
             values, fill = _padded(attr, len(groups))
-            meta = {"zv_array": "groupings_attribute", "name": attr.name, "dtype": _dtype_name(values),
-                    "shape": list(values.shape)}  # fmt: skip
+            meta = {
+                "zv_array": "groupings_attribute",
+                "name": attr.name,
+                "dtype": _dtype_name(values),
+                "shape": list(values.shape),
+            }
             builder.dense_array(
                 f"{level_path}/group_attributes/{attr.name}", values, max(len(values), 1), fill, meta
             )

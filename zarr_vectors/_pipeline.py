@@ -126,7 +126,9 @@ class _Gzip:
                 out = member.decompress(rest, bound - total + 1)
                 total += len(out)
                 if total > bound:
-                    raise DecodeError(f"gzip data decodes to more than the {bound} bytes this array's metadata allows")
+                    raise DecodeError(
+                        f"gzip data decodes to more than the {bound} bytes this array's metadata allows"
+                    )
                 if not member.eof:
                     raise DecodeError("gzip stream is truncated")
                 parts.append(out)
@@ -152,13 +154,17 @@ class _Blosc:
     codec_id = "blosc"
 
     def encode(self, data: Any) -> Any:
-        codec = numcodecs.Blosc(cname=self.cname, clevel=self.clevel, shuffle=self.shuffle, blocksize=self.blocksize)
+        codec = numcodecs.Blosc(
+            cname=self.cname, clevel=self.clevel, shuffle=self.shuffle, blocksize=self.blocksize
+        )
         return codec.encode(data)
 
     def decode(self, data: Any, bound: int) -> Any:
         view = memoryview(data).cast("B")
         if len(view) < _BLOSC_HEAD.size:
-            raise DecodeError(f"blosc buffer is {len(view)} bytes, shorter than its {_BLOSC_HEAD.size}-byte header")
+            raise DecodeError(
+                f"blosc buffer is {len(view)} bytes, shorter than its {_BLOSC_HEAD.size}-byte header"
+            )
         nbytes, cbytes = _BLOSC_HEAD.unpack_from(view)[4], _BLOSC_HEAD.unpack_from(view)[6]
         if cbytes != len(view):
             raise DecodeError(
@@ -203,7 +209,9 @@ Compression = Literal["none", "zstd", "gzip", "blosc", "blosc-bitshuffle"]
 def _check_count(count: int, size: int) -> None:
     """A vlen chunk of ``size`` bytes holds at most ``(size - 4) // 4`` items (4 bytes of length each)."""
     if count > (size - 4) // 4:
-        raise DecodeError(f"vlen-bytes chunk claims {count} items but its {size} bytes hold at most {(size - 4) // 4}")
+        raise DecodeError(
+            f"vlen-bytes chunk claims {count} items but its {size} bytes hold at most {(size - 4) // 4}"
+        )
 
 
 class UnsupportedPipeline(Exception):
@@ -230,10 +238,14 @@ def compressor_json(compression: str | None, *, level: int | None = None) -> lis
             {
                 "name": "blosc",
                 "configuration": {
-                    "typesize": 1, "cname": "zstd", "clevel": lvl, "shuffle": shuffle, "blocksize": 0,
+                    "typesize": 1,
+                    "cname": "zstd",
+                    "clevel": lvl,
+                    "shuffle": shuffle,
+                    "blocksize": 0,
                 },
             }
-        ]  # fmt: skip
+        ]
     raise ValueError(
         f"unknown compression {compression!r}: use 'none', 'zstd', 'gzip', 'blosc' or 'blosc-bitshuffle'"
     )
@@ -341,7 +353,9 @@ class Pipeline:
         except struct.error:
             raise DecodeError(f"vlen-bytes chunk truncated at item {len(out)} of {count}") from None
         if pos > size:
-            raise DecodeError(f"vlen-bytes item {len(out) - 1} claims {len(out[-1])} bytes or more, past the chunk's end")
+            raise DecodeError(
+                f"vlen-bytes item {len(out) - 1} claims {len(out[-1])} bytes or more, past the chunk's end"
+            )
         if wanted == count and pos != size:
             raise DecodeError(f"vlen-bytes chunk has {size - pos} trailing bytes")
         return out
@@ -387,7 +401,9 @@ class Pipeline:
         else:
             view = memoryview(data).cast("B")
         if len(view) > bound:
-            raise DecodeError(f"chunk holds {len(view)} bytes, more than the {bound} this array's metadata allows")
+            raise DecodeError(
+                f"chunk holds {len(view)} bytes, more than the {bound} this array's metadata allows"
+            )
         return view
 
     def decode(self, chunk: bytes) -> memoryview:

@@ -37,7 +37,12 @@ class StoreBuilder:
     """Collects one store's keys; :meth:`commit` writes them data first, root last."""
 
     def __init__(
-        self, backend: Backend, compression: str | None = "none", level: int | None = None, *, checksums: bool = False
+        self,
+        backend: Backend,
+        compression: str | None = "none",
+        level: int | None = None,
+        *,
+        checksums: bool = False,
     ) -> None:
         self.backend = backend
         self.compression = compression
@@ -104,10 +109,16 @@ class StoreBuilder:
             attrs["chunk_grid_origin"] = [int(o) for o in grid.origin]
         attrs["nonempty_chunks"] = nonempty
         shape = tuple(int(s) for s in grid.shape)
-        self.arrays[path] = zarr_json.vlen_array_doc(shape, (1,) * len(shape), compressors, attrs, array_codecs)
+        self.arrays[path] = zarr_json.vlen_array_doc(
+            shape, (1,) * len(shape), compressors, attrs, array_codecs
+        )
 
     def cell_stream(
-        self, path: str, grid: Grid, attributes: dict[str, Any], kind: str = "data",
+        self,
+        path: str,
+        grid: Grid,
+        attributes: dict[str, Any],
+        kind: str = "data",
         array_codecs: list[dict[str, Any]] | None = None,
     ) -> CellStream:
         """A per-chunk vlen array filled cell by cell (:meth:`CellStream.add`), for writers
@@ -178,7 +189,12 @@ class CellStream:
     and ``chunk_grid_origin`` like :meth:`StoreBuilder.cell_array`."""
 
     def __init__(
-        self, builder: StoreBuilder, path: str, grid: Grid, attributes: dict[str, Any], kind: str,
+        self,
+        builder: StoreBuilder,
+        path: str,
+        grid: Grid,
+        attributes: dict[str, Any],
+        kind: str,
         array_codecs: list[dict[str, Any]] | None,
     ) -> None:
         self.builder, self.path, self.grid = builder, path, grid

@@ -36,36 +36,36 @@ EXIT_BROKEN_PIPE = 141
 
 EXAMPLES = {
     "ingest": "examples:\n  zarr-vectors ingest swc neurons/ -o neurons.zarr --chunk-size 200\n"
-              "  zarr-vectors ingest mesh cells/ -o cells.zarr --chunk-size 1000 --draco\n"
-              "  zarr-vectors ingest swc a.swc b.swc -o two.zarr --chunk-size 50 --overwrite\n"
-              "  zarr-vectors ingest mesh scans/ -o scans.zarr --chunk-size 500 --recursive\n"
-              "  zarr-vectors ingest trx tracts.trx -o tracts.zarr --chunk-size 20\n"
-              "  zarr-vectors ingest geojson countries.geojson -o countries.zarr --chunk-size 10\n"
-              "  zarr-vectors ingest vector parcels.gpkg -o parcels.zarr --chunk-size 500 --repair",
+    "  zarr-vectors ingest mesh cells/ -o cells.zarr --chunk-size 1000 --draco\n"
+    "  zarr-vectors ingest swc a.swc b.swc -o two.zarr --chunk-size 50 --overwrite\n"
+    "  zarr-vectors ingest mesh scans/ -o scans.zarr --chunk-size 500 --recursive\n"
+    "  zarr-vectors ingest trx tracts.trx -o tracts.zarr --chunk-size 20\n"
+    "  zarr-vectors ingest geojson countries.geojson -o countries.zarr --chunk-size 10\n"
+    "  zarr-vectors ingest vector parcels.gpkg -o parcels.zarr --chunk-size 500 --repair",
     "export": "examples:\n  zarr-vectors export swc neurons.zarr --object 3 -o neuron3.swc\n"
-              "  zarr-vectors export mesh cells.zarr --object 2 -o cell2.ply\n"
-              "  zarr-vectors export mesh cells.zarr --bbox 0,0,0,500,500,500 -o part.obj\n"
-              "  zarr-vectors export swc s3://bucket/neurons.zarr --object 3 -o neuron3.swc \\\n"
-              "      --storage-options '{\"anon\": true}'",
+    "  zarr-vectors export mesh cells.zarr --object 2 -o cell2.ply\n"
+    "  zarr-vectors export mesh cells.zarr --bbox 0,0,0,500,500,500 -o part.obj\n"
+    "  zarr-vectors export swc s3://bucket/neurons.zarr --object 3 -o neuron3.swc \\\n"
+    "      --storage-options '{\"anon\": true}'",
     "info": "examples:\n  zarr-vectors info neurons.zarr\n  zarr-vectors info s3://bucket/cells.zarr --json\n"
-            "  zarr-vectors info s3://bucket/cells.zarr --storage-options '{\"anon\": true}'",
+    "  zarr-vectors info s3://bucket/cells.zarr --storage-options '{\"anon\": true}'",
     "query": "examples:\n  zarr-vectors query cells.zarr --bbox 0,0,0,100,100,100 -o box.csv\n"
-             "  zarr-vectors query cells.zarr --bbox -50,-50,0,50,50,20 --count\n"
-             "  zarr-vectors query neurons.zarr --objects 3 7 -o two.swc\n"
-             "  zarr-vectors query tracts.zarr --bbox 0,0,0,40,40,40 --whole-objects -o tracts.ply\n"
-             "  zarr-vectors query s3://bucket/cells.zarr --level 1 --attributes size -o level1.npz \\\n"
-             "      --storage-options '{\"anon\": true}'\n"
-             "formats by extension: .csv .ply .obj .npz .swc .geojson (see docs/cli.md)",
+    "  zarr-vectors query cells.zarr --bbox -50,-50,0,50,50,20 --count\n"
+    "  zarr-vectors query neurons.zarr --objects 3 7 -o two.swc\n"
+    "  zarr-vectors query tracts.zarr --bbox 0,0,0,40,40,40 --whole-objects -o tracts.ply\n"
+    "  zarr-vectors query s3://bucket/cells.zarr --level 1 --attributes size -o level1.npz \\\n"
+    "      --storage-options '{\"anon\": true}'\n"
+    "formats by extension: .csv .ply .obj .npz .swc .geojson (see docs/cli.md)",
     "render": "examples:\n  zarr-vectors render cells.zarr --bbox 0,0,0,200,200,200 -o view.png\n"
-              "  zarr-vectors render cells.zarr --color-by intensity --view xy -o top.png\n"
-              "  zarr-vectors render neurons.zarr --objects 3 7 --color-by object -o two.svg --size 1600x1200\n"
-              + needs("render", "matplotlib", "plot"),
+    "  zarr-vectors render cells.zarr --color-by intensity --view xy -o top.png\n"
+    "  zarr-vectors render neurons.zarr --objects 3 7 --color-by object -o two.svg --size 1600x1200\n"
+    + needs("render", "matplotlib", "plot"),
     "demo": "examples:\n  zarr-vectors demo\n  zarr-vectors demo /tmp/demo.zarr\n"
-            "  zarr-vectors demo /tmp/small.zarr --points 20000",
+    "  zarr-vectors demo /tmp/small.zarr --points 20000",
     "validate": "examples:\n  zarr-vectors validate cells.zarr\n  zarr-vectors validate cells.zarr --level 2\n"
-                "  zarr-vectors validate s3://bucket/cells.zarr --json --storage-options '{\"anon\": true}'\n"
-                "levels: 1 structure, 2 metadata, 3 consistency of every cell, 4 geometry, 5 multi-resolution\n"
-                "exit status: 0 valid, 1 problems found, 2 the store could not be read",
+    "  zarr-vectors validate s3://bucket/cells.zarr --json --storage-options '{\"anon\": true}'\n"
+    "levels: 1 structure, 2 metadata, 3 consistency of every cell, 4 geometry, 5 multi-resolution\n"
+    "exit status: 0 valid, 1 problems found, 2 the store could not be read",
 }
 
 
@@ -76,16 +76,20 @@ def _storage_options(text: str | None) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ZarrVectorsError(f"--storage-options is not valid JSON ({exc}); give an object such as "
-                               "'{\"anon\": true}'") from exc  # fmt: skip
+        raise ZarrVectorsError(
+            f"--storage-options is not valid JSON ({exc}); give an object such as '{{\"anon\": true}}'"
+        ) from exc
     if not isinstance(value, dict):
         raise ZarrVectorsError(f"--storage-options must be a JSON object, got {type(value).__name__}")
     return value
 
 
 def _add_storage_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--storage-options", metavar="JSON",
-                   help="options for the URL's filesystem, as a JSON object (e.g. credentials, endpoint)")
+    p.add_argument(
+        "--storage-options",
+        metavar="JSON",
+        help="options for the URL's filesystem, as a JSON object (e.g. credentials, endpoint)",
+    )
 
 
 def object_id(text: str) -> int:
@@ -140,8 +144,11 @@ def _input_files(args: argparse.Namespace, suffixes: tuple[str, ...], what: str)
 
     files, skipped = collect_files(args.inputs, suffixes, what, recursive=args.recursive)
     if skipped:
-        print(f"note: skipped {len(skipped)} subfolder(s) with {what} files: "
-              f"{', '.join(str(q) for q in skipped)} (add --recursive to read them)", file=sys.stderr)  # fmt: skip
+        print(
+            f"note: skipped {len(skipped)} subfolder(s) with {what} files: "
+            f"{', '.join(str(q) for q in skipped)} (add --recursive to read them)",
+            file=sys.stderr,
+        )
     return files
 
 
@@ -149,9 +156,12 @@ def _one_input(args: argparse.Namespace) -> str:
     if len(args.inputs) != 1:
         raise ZarrVectorsError(f"{args.format} ingestion takes one file, got {len(args.inputs)}")
     if args.format == "geojson" and Path(args.inputs[0]).suffix.lower() not in (".geojson", ".json"):
-        raise ZarrVectorsError(f"{args.inputs[0]} is not a .geojson or .json file; use 'ingest vector' for "
-                               "other formats")  # fmt: skip
-    if args.format != "vector" and not Path(args.inputs[0]).is_file():  # GDAL also reads folders and /vsi paths
+        raise ZarrVectorsError(
+            f"{args.inputs[0]} is not a .geojson or .json file; use 'ingest vector' for other formats"
+        )
+    if (
+        args.format != "vector" and not Path(args.inputs[0]).is_file()
+    ):  # GDAL also reads folders and /vsi paths
         raise ZarrVectorsError(f"{args.inputs[0]} is not a file (check the path)")
     return str(args.inputs[0])
 
@@ -185,9 +195,14 @@ def _ingest(args: argparse.Namespace, inputs: Any, options: dict[str, Any] | Non
     if args.format == "mesh":
         from .io.meshes import ingest_meshes
 
-        ds = ingest_meshes(args.output, inputs, progress=not args.no_progress,
-                           encoding="draco" if args.draco else "raw", ids_from_names=not args.sequential_ids,
-                           **common)  # fmt: skip
+        ds = ingest_meshes(
+            args.output,
+            inputs,
+            progress=not args.no_progress,
+            encoding="draco" if args.draco else "raw",
+            ids_from_names=not args.sequential_ids,
+            **common,
+        )
         from ._ids import file_ids
 
         for oid, f in zip(file_ids(inputs, None, not args.sequential_ids, "").tolist(), inputs):
@@ -204,8 +219,9 @@ def _ingest(args: argparse.Namespace, inputs: Any, options: dict[str, Any] | Non
         return 0
     from .io.swc import ingest_swc
 
-    ds = ingest_swc(args.output, inputs, progress=not args.no_progress, ids_from_names=not args.sequential_ids,
-                    **common)  # fmt: skip
+    ds = ingest_swc(
+        args.output, inputs, progress=not args.no_progress, ids_from_names=not args.sequential_ids, **common
+    )
     print(f"wrote {ds.num_objects()} skeletons, {ds.vertex_count()} samples to {args.output}")
     return 0
 
@@ -222,8 +238,10 @@ def _ingest_vector(args: argparse.Namespace, source: str, common: dict[str, Any]
     for w in caught:  # properties left out, polygons repaired: said on stderr, once
         print(f"warning: {w.message}", file=sys.stderr)
     code = getattr(ds.crs, "code", None) or ("-" if ds.crs is None else "custom")
-    print(f"wrote {ds.num_objects()} features ({', '.join(ds.geometry_types)}), {ds.vertex_count()} vertices, "
-          f"CRS {code} to {args.output}")  # fmt: skip
+    print(
+        f"wrote {ds.num_objects()} features ({', '.join(ds.geometry_types)}), {ds.vertex_count()} vertices, "
+        f"CRS {code} to {args.output}"
+    )
     return 0
 
 
@@ -244,8 +262,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.object is None or len(args.object) != 1:
         raise ZarrVectorsError("export swc needs exactly one --object ID (an SWC file holds one skeleton)")
     (oid,) = args.object
-    n = export_swc(open_store(args.store, storage_options=_storage_options(args.storage_options)), oid,
-                   args.output)  # fmt: skip
+    n = export_swc(
+        open_store(args.store, storage_options=_storage_options(args.storage_options)), oid, args.output
+    )
     print(f"wrote object {oid} ({n} samples) to {args.output}")
     return 0
 
@@ -264,10 +283,15 @@ def info_dict(target: str, storage_options: dict[str, Any] | None = None) -> dic
         "bounds": [lo.tolist(), hi.tolist()],
         "chunk_shape": ds.chunk_shape.tolist(),
         "levels": [
-            {"level": k, "vertices": ds.vertex_count(k), "objects": ds.num_objects(k),
-             "attributes": ds.attribute_names(k), "object_attributes": ds.object_attribute_names(k)}
+            {
+                "level": k,
+                "vertices": ds.vertex_count(k),
+                "objects": ds.num_objects(k),
+                "attributes": ds.attribute_names(k),
+                "object_attributes": ds.object_attribute_names(k),
+            }
             for k in ds.levels
-        ],  # fmt: skip
+        ],
         "crs": ds.crs,
         "arrays": [a.to_dict() for a in arrays],
         "bytes_on_disk": total,
@@ -291,11 +315,15 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"  bounds {info['bounds'][0]} .. {info['bounds'][1]}, chunk {info['chunk_shape']}")
     print(f"  CRS {json.dumps(info['crs']) if info['crs'] is not None else '-'}")
     for lv in info["levels"]:
-        print(f"  level {lv['level']}: {lv['vertices']:,} vertices, {lv['objects']:,} objects, "
-              f"attributes {lv['attributes'] or '-'}, object attributes {lv['object_attributes'] or '-'}")  # fmt: skip
+        print(
+            f"  level {lv['level']}: {lv['vertices']:,} vertices, {lv['objects']:,} objects, "
+            f"attributes {lv['attributes'] or '-'}, object attributes {lv['object_attributes'] or '-'}"
+        )
         for a in info["arrays"]:
             if a["path"].split("/", 1)[0] == str(lv["level"]):
-                print(f"    {a['path']:<36} {a['data_type']:<21} {a['stored_chunks']:>7,} chunks {_size(a['bytes']):>10}")
+                print(
+                    f"    {a['path']:<36} {a['data_type']:<21} {a['stored_chunks']:>7,} chunks {_size(a['bytes']):>10}"
+                )
     print(f"  on disk: {_size(info['bytes_on_disk'])} in {len(info['arrays'])} arrays")
     return 0
 
@@ -307,8 +335,10 @@ def _bbox(text: str) -> tuple[list[float], list[float]]:
     except ValueError as exc:
         raise ZarrVectorsError(f"--bbox {text!r}: {exc}; give lo then hi, e.g. 0,0,0,100,100,100") from exc
     if not values or len(values) % 2:
-        raise ZarrVectorsError(f"--bbox {text!r} has {len(values)} numbers; give lo then hi (2 x axes numbers), "
-                               "e.g. 0,0,0,100,100,100")  # fmt: skip
+        raise ZarrVectorsError(
+            f"--bbox {text!r} has {len(values)} numbers; give lo then hi (2 x axes numbers), "
+            "e.g. 0,0,0,100,100,100"
+        )
     return values[: len(values) // 2], values[len(values) // 2 :]
 
 
@@ -366,8 +396,16 @@ def cmd_render(args: argparse.Namespace) -> int:
     w, h = _pixels(args.size)
     image_format(args.output)  # before anything is read
     res = _select(args)
-    render(res, args.output, size=(w / args.dpi, h / args.dpi), dpi=args.dpi, view=args.view,
-           color_by=args.color_by, point_size=args.point_size, title=args.title)  # fmt: skip
+    render(
+        res,
+        args.output,
+        size=(w / args.dpi, h / args.dpi),
+        dpi=args.dpi,
+        view=args.view,
+        color_by=args.color_by,
+        point_size=args.point_size,
+        title=args.title,
+    )
     print(f"drew {_counts(res)} to {args.output}")
     return 0
 
@@ -376,24 +414,37 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     """Arguments shared by ``query`` and ``render``: what to read."""
     p.add_argument("store", help="store to read (path or URL)")
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--bbox", help="inclusive box: lo then hi, comma-separated (x0,y0,z0,x1,y1,z1); "
-                       "default: everything")  # fmt: skip
-    which.add_argument("--objects", type=object_id, nargs="+", metavar="ID",
-                       help="object ids to read whole (any int64 or uint64 id, e.g. a segment id)")  # fmt: skip
+    which.add_argument(
+        "--bbox", help="inclusive box: lo then hi, comma-separated (x0,y0,z0,x1,y1,z1); default: everything"
+    )
+    which.add_argument(
+        "--objects",
+        type=object_id,
+        nargs="+",
+        metavar="ID",
+        help="object ids to read whole (any int64 or uint64 id, e.g. a segment id)",
+    )
     p.add_argument("--level", type=int, default=0, help="resolution level (default 0, the finest)")
     attrs = p.add_mutually_exclusive_group()
     attrs.add_argument("--attributes", metavar="A,B", help="vertex attributes to read (default: all)")
     attrs.add_argument("--no-attributes", action="store_true", help="read no attributes")
-    p.add_argument("--whole-objects", action="store_true", help="with --bbox: every whole line or object "
-                   "with a vertex inside, instead of the pieces inside")  # fmt: skip
+    p.add_argument(
+        "--whole-objects",
+        action="store_true",
+        help="with --bbox: every whole line or object with a vertex inside, instead of the pieces inside",
+    )
     _add_storage_options(p)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from .validate import validate
 
-    report = validate(args.store, level=args.level, storage_options=_storage_options(args.storage_options),
-                      progress=not args.no_progress and not args.json)  # fmt: skip
+    report = validate(
+        args.store,
+        level=args.level,
+        storage_options=_storage_options(args.storage_options),
+        progress=not args.no_progress and not args.json,
+    )
     print(report.to_json() if args.json else report)
     return 0 if report.ok else 1
 
@@ -429,7 +480,9 @@ def cmd_pyramid(args: argparse.Namespace) -> int:
     for item in args.reduce or []:
         name, sep, how = item.partition("=")
         if not sep:
-            raise ZarrVectorsError(f"--reduce takes NAME=HOW (mean, mode, sum, min, max, first), got {item!r}")
+            raise ZarrVectorsError(
+                f"--reduce takes NAME=HOW (mean, mode, sum, min, max, first), got {item!r}"
+            )
         reductions[name] = how
     sparsity = None
     if args.keep is not None:
@@ -438,32 +491,66 @@ def cmd_pyramid(args: argparse.Namespace) -> int:
     scale: Any = {"auto": "auto", "keep": None}.get(args.chunk_scale)
     if scale is None and args.chunk_scale != "keep":
         if not args.chunk_scale.isdigit() or int(args.chunk_scale) < 1:
-            raise ZarrVectorsError(f"--chunk-scale takes auto, keep or a whole number >= 1, got {args.chunk_scale!r}")
+            raise ZarrVectorsError(
+                f"--chunk-scale takes auto, keep or a whole number >= 1, got {args.chunk_scale!r}"
+            )
         scale = [int(args.chunk_scale)] * len(args.factors)
     ds = open_store(args.store, mode="r+", storage_options=_storage_options(args.storage_options))
-    new = ds.build_pyramid(args.factors, chunk_scale=scale, reductions=reductions or None, cross_level=args.cross_level,
-                           object_sparsity=sparsity, tolerance=args.tolerance, face_fraction=args.face_fraction,
-                           overwrite=args.overwrite, progress=not args.no_progress)  # fmt: skip
+    new = ds.build_pyramid(
+        args.factors,
+        chunk_scale=scale,
+        reductions=reductions or None,
+        cross_level=args.cross_level,
+        object_sparsity=sparsity,
+        tolerance=args.tolerance,
+        face_fraction=args.face_fraction,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+    )
     for k in [0, *new]:
         lv = ds.level(k)
-        print(f"level {k}: {lv.meta.vertex_count} vertices, chunk {lv.grid.chunk_shape.tolist()}, "
-              f"bin {list(ds.root.level_bin_shapes[k])}")  # fmt: skip
+        print(
+            f"level {k}: {lv.meta.vertex_count} vertices, chunk {lv.grid.chunk_shape.tolist()}, "
+            f"bin {list(ds.root.level_bin_shapes[k])}"
+        )
     return 0
 
 
 def _add_pyramid_parser(sub: Any, fmt: Any) -> None:
-    p = sub.add_parser("pyramid", help="add coarser levels of detail to a store", epilog=PYRAMID_EXAMPLES,
-                       formatter_class=fmt)  # fmt: skip
+    p = sub.add_parser(
+        "pyramid",
+        help="add coarser levels of detail to a store",
+        epilog=PYRAMID_EXAMPLES,
+        formatter_class=fmt,
+    )
     p.add_argument("store", help="store to extend in place (path or URL)")
-    p.add_argument("--factors", nargs="+", type=_factor, required=True, metavar="F",
-                   help="bin growth per new level: a number, or one per axis as 2,2,1")
-    p.add_argument("--cross-level", choices=["none", "implicit", "explicit"], default="implicit",
-                   help="links between levels: implicit = links/+1 (default), explicit = also links/-1")
-    p.add_argument("--chunk-scale", default="auto", help="auto (chunks grow with the bins), keep, or an integer step")
-    p.add_argument("--reduce", action="append", metavar="NAME=HOW",
-                   help="point attribute reduction: mean, mode, sum, min, max or first (repeatable)")
+    p.add_argument(
+        "--factors",
+        nargs="+",
+        type=_factor,
+        required=True,
+        metavar="F",
+        help="bin growth per new level: a number, or one per axis as 2,2,1",
+    )
+    p.add_argument(
+        "--cross-level",
+        choices=["none", "implicit", "explicit"],
+        default="implicit",
+        help="links between levels: implicit = links/+1 (default), explicit = also links/-1",
+    )
+    p.add_argument(
+        "--chunk-scale", default="auto", help="auto (chunks grow with the bins), keep, or an integer step"
+    )
+    p.add_argument(
+        "--reduce",
+        action="append",
+        metavar="NAME=HOW",
+        help="point attribute reduction: mean, mode, sum, min, max or first (repeatable)",
+    )
     p.add_argument("--keep", type=_fraction, help="fraction of objects each level keeps (object sparsity)")
-    p.add_argument("--keep-by", default="random", help="random, size, length or attribute:NAME (default random)")
+    p.add_argument(
+        "--keep-by", default="random", help="random, size, length or attribute:NAME (default random)"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of --keep-by random")
     p.add_argument("--tolerance", type=_non_negative, help="lines and skeletons: Douglas-Peucker tolerance")
     p.add_argument("--face-fraction", type=_fraction, help="meshes: fraction of faces each level keeps")
@@ -485,36 +572,69 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     fmt = argparse.RawDescriptionHelpFormatter
 
-    p = sub.add_parser("ingest", help="write files into a new store", epilog=EXAMPLES["ingest"], formatter_class=fmt)
-    p.add_argument("format", choices=["swc", "trk", "tck", "trx", "mesh", "geojson", "vector"],
-                   help="input file format (mesh: PLY, OBJ, STL, GLB/GLTF, OFF through trimesh; vector: "
-                        "any file GDAL reads, e.g. GeoPackage, Shapefile, FlatGeobuf, through pyogrio)")
+    p = sub.add_parser(
+        "ingest", help="write files into a new store", epilog=EXAMPLES["ingest"], formatter_class=fmt
+    )
+    p.add_argument(
+        "format",
+        choices=["swc", "trk", "tck", "trx", "mesh", "geojson", "vector"],
+        help="input file format (mesh: PLY, OBJ, STL, GLB/GLTF, OFF through trimesh; vector: "
+        "any file GDAL reads, e.g. GeoPackage, Shapefile, FlatGeobuf, through pyogrio)",
+    )
     p.add_argument("inputs", nargs="+", help="files, or folders whose files of that format are read")
     p.add_argument("-o", "--output", required=True, help="store to write (path or URL)")
-    p.add_argument("--chunk-size", type=_positive, required=True, help="chunk edge length, in the files' units")
-    p.add_argument("--recursive", action="store_true", help="swc/mesh: also read the files in subfolders of "
-                   "the folders given (otherwise they are skipped, with a note)")  # fmt: skip
-    p.add_argument("--draco", action="store_true", help="meshes: Draco-encode each chunk (11-bit quantization)")
-    p.add_argument("--crs", help="geojson/vector: the CRS (EPSG:xxxx, WKT2 or PROJJSON), overriding the file's")
+    p.add_argument(
+        "--chunk-size", type=_positive, required=True, help="chunk edge length, in the files' units"
+    )
+    p.add_argument(
+        "--recursive",
+        action="store_true",
+        help="swc/mesh: also read the files in subfolders of "
+        "the folders given (otherwise they are skipped, with a note)",
+    )
+    p.add_argument(
+        "--draco", action="store_true", help="meshes: Draco-encode each chunk (11-bit quantization)"
+    )
+    p.add_argument(
+        "--crs", help="geojson/vector: the CRS (EPSG:xxxx, WKT2 or PROJJSON), overriding the file's"
+    )
     p.add_argument("--layer", help="vector: the layer to read (default: the first)")
-    p.add_argument("--repair", action="store_true", help="geojson/vector: repair invalid polygons with "
-                   "shapely.make_valid (reported) instead of refusing them")
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="geojson/vector: repair invalid polygons with "
+        "shapely.make_valid (reported) instead of refusing them",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
-    p.add_argument("--sequential-ids", action="store_true",
-                   help="swc/mesh: number objects 0, 1, ... in file order. By default, when every file "
-                        "name is an integer (720575940621039145.swc, as neuPrint, navis and cloud-volume "
-                        "save segments), those integers are the object ids")  # fmt: skip
+    p.add_argument(
+        "--sequential-ids",
+        action="store_true",
+        help="swc/mesh: number objects 0, 1, ... in file order. By default, when every file "
+        "name is an integer (720575940621039145.swc, as neuPrint, navis and cloud-volume "
+        "save segments), those integers are the object ids",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_storage_options(p)
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("export", help="write objects of a store to a file", epilog=EXAMPLES["export"], formatter_class=fmt)
-    p.add_argument("format", choices=["swc", "mesh"], help="swc: one skeleton; mesh: a box or an object of a mesh "
-                   "store, format from the output's suffix (.ply .obj .stl .glb .off)")
+    p = sub.add_parser(
+        "export", help="write objects of a store to a file", epilog=EXAMPLES["export"], formatter_class=fmt
+    )
+    p.add_argument(
+        "format",
+        choices=["swc", "mesh"],
+        help="swc: one skeleton; mesh: a box or an object of a mesh "
+        "store, format from the output's suffix (.ply .obj .stl .glb .off)",
+    )
     p.add_argument("store")
-    p.add_argument("--object", type=object_id, action="append", metavar="ID",
-                   help="object id to export, any int64 or uint64 id such as a segment id (mesh: repeat "
-                        "for several objects in one file; swc: one)")  # fmt: skip
+    p.add_argument(
+        "--object",
+        type=object_id,
+        action="append",
+        metavar="ID",
+        help="object id to export, any int64 or uint64 id such as a segment id (mesh: repeat "
+        "for several objects in one file; swc: one)",
+    )
     p.add_argument("--bbox", help="mesh only: export the faces inside this box (lo then hi, comma-separated)")
     p.add_argument("-o", "--output", required=True)
     _add_storage_options(p)
@@ -526,30 +646,50 @@ def build_parser() -> argparse.ArgumentParser:
     _add_storage_options(p)
     p.set_defaults(func=cmd_info)
 
-    p = sub.add_parser("query", help="read a box or objects into a file, or count them",
-                       epilog=EXAMPLES["query"], formatter_class=fmt)  # fmt: skip
+    p = sub.add_parser(
+        "query",
+        help="read a box or objects into a file, or count them",
+        epilog=EXAMPLES["query"],
+        formatter_class=fmt,
+    )
     _add_selection(p)
     p.add_argument("-o", "--output", help="file to write; its extension picks the format")
     p.add_argument("--count", action="store_true", help="print the counts instead of writing a file")
     p.set_defaults(func=cmd_query)
 
-    p = sub.add_parser("render", help="draw a box or objects into an image (extra 'plot')",
-                       epilog=EXAMPLES["render"], formatter_class=fmt)  # fmt: skip
+    p = sub.add_parser(
+        "render",
+        help="draw a box or objects into an image (extra 'plot')",
+        epilog=EXAMPLES["render"],
+        formatter_class=fmt,
+    )
     _add_selection(p)
     p.add_argument("-o", "--output", required=True, help="image file (.png, .svg, .pdf, ...)")
     p.add_argument("--color-by", metavar="NAME", help="'object', or a vertex or edge attribute name")
     p.add_argument("--view", help="'3d' (default with 3 axes), '2d', or axis names such as xy, xz, 'x,z'")
     p.add_argument("--size", default="1000x800", help="image size in pixels, WIDTHxHEIGHT (default 1000x800)")
     p.add_argument("--dpi", type=_positive, default=100.0, help="dots per inch (default 100)")
-    p.add_argument("--point-size", type=_positive, help="marker area in points^2 (default: shrinks with the count)")
+    p.add_argument(
+        "--point-size", type=_positive, help="marker area in points^2 (default: shrinks with the count)"
+    )
     p.add_argument("--title", help="title above the drawing")
     p.set_defaults(func=cmd_render)
 
-    p = sub.add_parser("validate", help="check a store against the format; exit 1 when it has problems",
-                       epilog=EXAMPLES["validate"], formatter_class=fmt)  # fmt: skip
+    p = sub.add_parser(
+        "validate",
+        help="check a store against the format; exit 1 when it has problems",
+        epilog=EXAMPLES["validate"],
+        formatter_class=fmt,
+    )
     p.add_argument("store", help="store to check (path or URL)")
-    p.add_argument("--level", type=int, default=5, choices=range(1, 6), metavar="N",
-                   help="check depth 1-5 (default 5, everything)")  # fmt: skip
+    p.add_argument(
+        "--level",
+        type=int,
+        default=5,
+        choices=range(1, 6),
+        metavar="N",
+        help="check depth 1-5 (default 5, everything)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_storage_options(p)
@@ -559,10 +699,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .demo import DEFAULT_POINTS, positive_int
 
-    p = sub.add_parser("demo", help="write and query a demo store", epilog=EXAMPLES["demo"], formatter_class=fmt)
+    p = sub.add_parser(
+        "demo", help="write and query a demo store", epilog=EXAMPLES["demo"], formatter_class=fmt
+    )
     p.add_argument("store", nargs="?", default="demo-store.zarr", help="where to write (a local directory)")
-    p.add_argument("--points", type=positive_int, default=DEFAULT_POINTS, metavar="N",
-                   help=f"number of synapse points to write (default {DEFAULT_POINTS:,})")  # fmt: skip
+    p.add_argument(
+        "--points",
+        type=positive_int,
+        default=DEFAULT_POINTS,
+        metavar="N",
+        help=f"number of synapse points to write (default {DEFAULT_POINTS:,})",
+    )
     p.set_defaults(func=cmd_demo)
     return parser
 

@@ -42,12 +42,16 @@ class Dataset:
     @classmethod
     def open(cls, target: Any, mode: str = "r", storage_options: dict[str, Any] | None = None) -> Dataset:
         if mode not in ("r", "r+"):
-            raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}; write new stores with write_points() etc.")
+            raise ValueError(
+                f"mode must be 'r' or 'r+', got {mode!r}; write new stores with write_points() etc."
+            )
         backend = open_backend(target, read_only=mode == "r", storage_options=storage_options)
         check_not_v2(backend)
         raw = backend.get_many(["zarr.json"])[0]
         if raw is None:
-            raise FormatError(f"{backend.description} has no zarr.json at its root: it is not a Zarr v3 store")
+            raise FormatError(
+                f"{backend.description} has no zarr.json at its root: it is not a Zarr v3 store"
+            )
         doc = check_zarr_v3(load_json(raw, f"{backend.description} (root)"), backend.description)
         if doc["node_type"] != "group":
             raise FormatError(f"{backend.description} is a zarr array, not a Zarr Vectors group")
@@ -175,8 +179,17 @@ class Dataset:
         if polygon is not None:
             from .query_polygon import query_polygon
 
-            return query_polygon(self, polygon, polygon_axes, (lo, hi), level=level, attributes=attributes,
-                                 object_ids=object_ids, whole_objects=whole_objects, faces=faces)  # fmt: skip
+            return query_polygon(
+                self,
+                polygon,
+                polygon_axes,
+                (lo, hi),
+                level=level,
+                attributes=attributes,
+                object_ids=object_ids,
+                whole_objects=whole_objects,
+                faces=faces,
+            )
         if self._is_mesh:
             res = query_mesh_box(lv, lo, hi, attributes, object_ids, faces)
         elif self._is_linked:
@@ -206,7 +219,9 @@ class Dataset:
         """Every vertex of a level."""
         return self.query(None, level=level, attributes=attributes)
 
-    def objects(self, ids: Sequence[int] | int, *, level: int = 0, attributes: Sequence[str] | bool | None = None) -> Result:
+    def objects(
+        self, ids: Sequence[int] | int, *, level: int = 0, attributes: Sequence[str] | bool | None = None
+    ) -> Result:
         """All vertices of the objects ``ids`` (the user's ids, see :meth:`object_ids`), grouped
         by object in the order given (an id given twice is read once). Lines come in order
         along each line, with ``line_offsets``; linked geometry also has ``edges``. An id the
@@ -230,7 +245,9 @@ class Dataset:
         (or of the user's ``ids``); absent entries read as NaN or the dtype's sentinel."""
         lv = self.level(level)
         if name not in lv.object_attributes:
-            raise KeyError(f"no object attribute {name!r}; level {level} has {self.object_attribute_names(level)}")
+            raise KeyError(
+                f"no object attribute {name!r}; level {level} has {self.object_attribute_names(level)}"
+            )
         arr = lv.object_attributes[name]
         n_chunks = -(-arr.length // arr.chunk)
         values = arr.dense(self._backend.get_many(arr.chunk_keys(range(n_chunks))))
@@ -256,7 +273,9 @@ class Dataset:
             if len(it) % 8:
                 from .errors import CorruptCellError
 
-                raise CorruptCellError(arr.path, str(gid // arr.chunk), f"group {gid} is not a whole number of int64 ids")
+                raise CorruptCellError(
+                    arr.path, str(gid // arr.chunk), f"group {gid} is not a whole number of int64 ids"
+                )
             members = np.frombuffer(it, "<i8").astype(np.int64)
             if len(members) == 0 and str(gid) in ranges:
                 start, stop = ranges[str(gid)]
@@ -320,10 +339,17 @@ class Dataset:
         from .pyramid import build_pyramid
 
         return build_pyramid(
-            self, factors, chunk_scale=chunk_scale, reductions=reductions, cross_level=cross_level,
-            object_sparsity=object_sparsity, tolerance=tolerance, face_fraction=face_fraction,
-            overwrite=overwrite, progress=progress,
-        )  # fmt: skip
+            self,
+            factors,
+            chunk_scale=chunk_scale,
+            reductions=reductions,
+            cross_level=cross_level,
+            object_sparsity=object_sparsity,
+            tolerance=tolerance,
+            face_fraction=face_fraction,
+            overwrite=overwrite,
+            progress=progress,
+        )
 
     def level_for(self, *, max_vertices: int | None = None, resolution: Any = None, bbox: Any = None) -> int:
         """The level to read for a vertex budget (the finest whose estimated count in ``bbox``
@@ -335,7 +361,9 @@ class Dataset:
 
     def _require_writable(self) -> None:
         if self.mode != "r+":
-            raise ReadOnlyError("this dataset was opened with mode='r'; reopen it with mode='r+' to modify it")
+            raise ReadOnlyError(
+                "this dataset was opened with mode='r'; reopen it with mode='r+' to modify it"
+            )
 
 
 def _user_ids(level: Level, oids: np.ndarray | None) -> np.ndarray | None:

@@ -75,8 +75,10 @@ def run(store: str, points: int = DEFAULT_POINTS) -> None:
     t_query = time.perf_counter() - t0
     pos = data["positions"]
     expected = int(np.all((pos >= lo) & (pos <= hi), axis=1).sum())
-    print(f"box {lo.tolist()}..{hi.tolist()}: {len(box):,} synapses in {t_query * 1e3:.1f} ms "
-          f"(numpy brute force over all points: {expected:,})")  # fmt: skip
+    print(
+        f"box {lo.tolist()}..{hi.tolist()}: {len(box):,} synapses in {t_query * 1e3:.1f} ms "
+        f"(numpy brute force over all points: {expected:,})"
+    )
     assert len(box) == expected
     if len(box):
         neurons = len(np.unique(box.object_ids))
@@ -93,8 +95,12 @@ def run(store: str, points: int = DEFAULT_POINTS) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("store", nargs="?", default="demo-store.zarr", help="where to write (a directory)")
-    parser.add_argument("--points", type=positive_int, default=DEFAULT_POINTS,
-                        help=f"number of synapses to write (default {DEFAULT_POINTS:,})")  # fmt: skip
+    parser.add_argument(
+        "--points",
+        type=positive_int,
+        default=DEFAULT_POINTS,
+        help=f"number of synapses to write (default {DEFAULT_POINTS:,})",
+    )
     args = parser.parse_args(argv)
     run(args.store, args.points)
 

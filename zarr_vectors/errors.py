@@ -69,6 +69,8 @@ class UnknownIdError(ZarrVectorsError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
 class StoreError(ZarrVectorsError):
     """Reading, writing or listing one key of a store failed: an I/O fault, a request
     that timed out, or a local file the library refuses to follow (a symbolic link out

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from ._arrays import BOUND_SLACK, DRACO_BYTES, FRAGMENT_BYTES, MAX_CELLS, CellArray, LinkArray, TableArray
-from ._pipeline import DEFAULT_MAX_DECODED
 from ._ids import GROUP_ID_ATTRIBUTE, OBJECT_ID_ATTRIBUTE, IdMap, IdTableWarning
+from ._pipeline import DEFAULT_MAX_DECODED
 from .errors import CorruptCellError, DecodeError, FormatError
 from .format.grid import Grid
 from .format.links import STORE_POLICIES, links_has_perm
@@ -25,10 +25,22 @@ __all__ = ["Level"]
 
 _FAMILIES = ("vertex_attributes", "object_attributes", "group_attributes", "fragment_attributes", "links/0")
 _SINGLES = (
-    "vertices", "vertex_fragments", "object_index", "object_index/manifests", "object_index/object_ids",
-    "groups", "cross_chunk_links", "links/0", "link_fragments", "links", "vertex_attributes",
-    "object_attributes", "group_attributes", "fragment_attributes", "link_attributes",
-)  # fmt: skip
+    "vertices",
+    "vertex_fragments",
+    "object_index",
+    "object_index/manifests",
+    "object_index/object_ids",
+    "groups",
+    "cross_chunk_links",
+    "links/0",
+    "link_fragments",
+    "links",
+    "vertex_attributes",
+    "object_attributes",
+    "group_attributes",
+    "fragment_attributes",
+    "link_attributes",
+)
 #: Object index layouts this reader understands. ``vlen_manifests_v2`` (written by the
 #: reference implementation 0.9.2, not in spec 0.9) adds ``object_ids``: row r of
 #: ``manifests`` describes object ``object_ids[r]``.
@@ -40,7 +52,13 @@ _LAYOUTS = ("vlen_manifests_v1", "vlen_manifests_v2")
 #: edges and faces, objects): a declared one whose ``zarr.json`` is missing is a FormatError. Others
 #: (``link_fragments``, ``fragment_attributes``, ...) are not needed to answer correctly.
 _DECLARED = (
-    "vertex_fragments", "vertex_attributes", "links", "object_index", "object_attributes", "groups", "group_attributes",
+    "vertex_fragments",
+    "vertex_attributes",
+    "links",
+    "object_index",
+    "object_attributes",
+    "groups",
+    "group_attributes",
 )
 
 
@@ -79,7 +97,9 @@ def _level_grid(p: str, root: RootMeta, meta: LevelMeta, index: int, vertices: C
             f"level {p}: chunk_shape {list(meta.chunk_shape)} has {len(meta.chunk_shape)} entries for {nd} space axes"
         )
     cs = root_cs if meta.chunk_shape is None else np.asarray(meta.chunk_shape, np.float64)
-    bin_shape = root.level_bin_shapes[index] if index < len(root.level_bin_shapes) else root.effective_bin_shape
+    bin_shape = (
+        root.level_bin_shapes[index] if index < len(root.level_bin_shapes) else root.effective_bin_shape
+    )
     bs = np.asarray(bin_shape, np.float64)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         ratio = np.rint(cs / bs)
@@ -138,7 +158,10 @@ def _link_arrays(
         arr = LinkArray(f"{p}/links/0/{name}", doc, records, segment=name, link_width=width, delta=0)
         declared = arr.attrs.get("has_perm")
         expected = links_has_perm(
-            arr.offsets, delta=0, directed=family.get("directed", False), store=family.get("store", "canonical")
+            arr.offsets,
+            delta=0,
+            directed=family.get("directed", False),
+            store=family.get("store", "canonical"),
         )
         if declared is not None and declared is not expected:
             raise FormatError(
@@ -198,15 +221,23 @@ def _families(backend: Backend, p: str) -> dict[str, dict[str, dict[str, Any]]]:
     for (fam, n), raw in zip(fam_keys, fam_docs):
         doc = _parse(raw, f"{p}/{fam}/{n}")
         if doc is None:
-            raise FormatError(f"{p}/{fam}/{n} is a folder without a zarr.json: the array's metadata is missing")
+            raise FormatError(
+                f"{p}/{fam}/{n} is a folder without a zarr.json: the array's metadata is missing"
+            )
         if doc.get("node_type") == "array":
             fams[fam][n] = doc
     return fams
 
 
 def _tables(
-    p: str, meta: LevelMeta, grid: Grid, docs: dict[str, Any], fams: dict[str, dict[str, dict[str, Any]]],
-    oi: dict[str, Any] | None, nd: int, listed: int,
+    p: str,
+    meta: LevelMeta,
+    grid: Grid,
+    docs: dict[str, Any],
+    fams: dict[str, dict[str, dict[str, Any]]],
+    oi: dict[str, Any] | None,
+    nd: int,
+    listed: int,
 ) -> dict[str, Any]:
     """The level's object and group tables, checked to agree with the object index and groups.
 
@@ -217,12 +248,16 @@ def _tables(
     """
     man, oids, groups = docs["object_index/manifests"], docs["object_index/object_ids"], docs["groups"]
     if oi is not None and man is None:
-        raise FormatError(f"{p}/object_index has no manifests array ({p}/object_index/manifests/zarr.json is missing)")
+        raise FormatError(
+            f"{p}/object_index has no manifests array ({p}/object_index/manifests/zarr.json is missing)"
+        )
     oi_attrs = {} if oi is None else oi.get("attributes") or {}
     layout = oi_attrs.get("layout", "vlen_manifests_v1")
     if oi is not None:
         if layout not in _LAYOUTS:
-            raise FormatError(f"{p}/object_index has layout {layout!r}; this library reads {', '.join(_LAYOUTS)}")
+            raise FormatError(
+                f"{p}/object_index has layout {layout!r}; this library reads {', '.join(_LAYOUTS)}"
+            )
         if layout == "vlen_manifests_v2" and oids is None:
             raise FormatError(f"{p}/object_index has layout vlen_manifests_v2 but no object_ids array")
     fragments = _level_fragments(meta, grid, listed)
@@ -233,12 +268,15 @@ def _tables(
         present = _count(oi_attrs, "num_present", f"{p}/object_index")
         rows = probe.length
         if layout == "vlen_manifests_v1" and num_objects is not None and rows != num_objects:
-            raise FormatError(f"{probe.path} has {rows} rows but {p}/object_index says num_objects is {num_objects}")
+            raise FormatError(
+                f"{probe.path} has {rows} rows but {p}/object_index says num_objects is {num_objects}"
+            )
         manifests = TableArray(
-            probe.path, man,
+            probe.path,
+            man,
             max_bytes=min(BOUND_SLACK + probe.chunk * (8 + (8 * nd + 25) * fragments), DEFAULT_MAX_DECODED),
             max_absent=None if present is None else max(rows - present, 0),
-        )  # fmt: skip
+        )
     manifest_ids = None if oids is None else TableArray(f"{p}/object_index/object_ids", oids)
     if manifest_ids is not None and manifests is not None and manifest_ids.length != manifests.length:
         raise FormatError(
@@ -248,15 +286,24 @@ def _tables(
     if group_table is not None:
         num_groups = _count(group_table.attrs, "num_groups", group_table.path)
         if num_groups is not None and num_groups != group_table.length:
-            raise FormatError(f"{group_table.path} has {group_table.length} rows but num_groups is {num_groups}")
-    object_attributes = {n: TableArray(f"{p}/object_attributes/{n}", d) for n, d in fams["object_attributes"].items()}
-    group_attributes = {n: TableArray(f"{p}/group_attributes/{n}", d) for n, d in fams["group_attributes"].items()}
+            raise FormatError(
+                f"{group_table.path} has {group_table.length} rows but num_groups is {num_groups}"
+            )
+    object_attributes = {
+        n: TableArray(f"{p}/object_attributes/{n}", d) for n, d in fams["object_attributes"].items()
+    }
+    group_attributes = {
+        n: TableArray(f"{p}/group_attributes/{n}", d) for n, d in fams["group_attributes"].items()
+    }
     _same_length(object_attributes, None if manifests is None else manifests.length, "object index rows")
     _same_length(group_attributes, None if group_table is None else group_table.length, "groups")
     return {
-        "manifests": manifests, "manifest_ids": manifest_ids, "object_attributes": object_attributes,
-        "groups": group_table, "group_attributes": group_attributes,
-    }  # fmt: skip
+        "manifests": manifests,
+        "manifest_ids": manifest_ids,
+        "object_attributes": object_attributes,
+        "groups": group_table,
+        "group_attributes": group_attributes,
+    }
 
 
 def _level_fragments(meta: LevelMeta, grid: Grid, listed: int) -> int:
@@ -271,7 +318,11 @@ def _same_length(tables: dict[str, TableArray], expected: int | None, what: str)
         expected, what = next(iter(tables.values())).length, "rows in its sibling tables"
     for arr in tables.values():
         if arr.length != expected:
-            raise FormatError(f"{arr.path} has {arr.length} rows but the level has {expected} {what}; its zarr.json shape is wrong")
+            raise FormatError(
+                f"{arr.path} has {arr.length} rows but the level has {expected} {what}; its zarr.json shape is wrong"
+            )
+
+
 def _id_map(level: Level, arr: TableArray | None, size: int, noun: str) -> IdMap:
     """The id map a ``object_id`` / ``group_id`` table gives: read once, checked to hold one
     strictly increasing int64 or uint64 id per object (group); else the identity, with a warning."""
@@ -280,13 +331,16 @@ def _id_map(level: Level, arr: TableArray | None, size: int, noun: str) -> IdMap
         return IdMap(None, size, noun, where)
     n_chunks = -(-arr.length // arr.chunk)
     values = arr.dense(level.backend.get_many(arr.chunk_keys(range(n_chunks))))
-    ok = values.ndim == 1 and values.dtype in (np.dtype(np.int64), np.dtype(np.uint64)) and len(values) == size
+    ok = (
+        values.ndim == 1 and values.dtype in (np.dtype(np.int64), np.dtype(np.uint64)) and len(values) == size
+    )
     if not ok or (len(values) > 1 and np.any(values[1:] <= values[:-1])):
         warnings.warn(
             f"{arr.path} is not an id table ({size} strictly increasing int64 or uint64 {noun} ids); "
             f"it is read as an ordinary attribute and {noun}s are numbered 0 .. {size - 1}",
-            IdTableWarning, stacklevel=3,
-        )  # fmt: skip
+            IdTableWarning,
+            stacklevel=3,
+        )
         return IdMap(None, size, noun, where)
     return IdMap(values.astype(values.dtype.newbyteorder("=")), size, noun, where)
 
@@ -320,13 +374,20 @@ class Level:
         p = str(index)
         keys = [f"{p}/zarr.json"] + [f"{p}/{name}/zarr.json" for name in _SINGLES]
         raw_docs = dict(zip(["level", *_SINGLES], backend.get_many(keys)))
-        docs = {name: _parse(raw, f"{p}/{name}" if name != "level" else f"level {p}") for name, raw in raw_docs.items()}
+        docs = {
+            name: _parse(raw, f"{p}/{name}" if name != "level" else f"level {p}")
+            for name, raw in raw_docs.items()
+        }
         level_doc = docs["level"]
         if level_doc is None:
             raise FormatError(f"level {p} is listed in multiscales but {p}/zarr.json is missing")
         if docs["cross_chunk_links"] is not None:
-            raise FormatError(f"level {p} has a cross_chunk_links group: a pre-0.9 store; rewrite it from source")
-        meta = LevelMeta.from_json((level_doc.get("attributes") or {}).get("zarr_vectors_level"), f"level {p}")
+            raise FormatError(
+                f"level {p} has a cross_chunk_links group: a pre-0.9 store; rewrite it from source"
+            )
+        meta = LevelMeta.from_json(
+            (level_doc.get("attributes") or {}).get("zarr_vectors_level"), f"level {p}"
+        )
         _missing_nodes(p, meta, raw_docs)
         vdoc = docs["vertices"]
         if vdoc is None:
@@ -352,16 +413,25 @@ class Level:
             meta=meta,
             grid=grid,
             vertices=vertices,
-            fragments=None if fdoc is None else CellArray(f"{p}/vertex_fragments", fdoc, per_cell, FRAGMENT_BYTES),
-            vertex_attributes={n: CellArray(f"{p}/vertex_attributes/{n}", d, v) for n, d in fams["vertex_attributes"].items()},
+            fragments=None
+            if fdoc is None
+            else CellArray(f"{p}/vertex_fragments", fdoc, per_cell, FRAGMENT_BYTES),
+            vertex_attributes={
+                n: CellArray(f"{p}/vertex_attributes/{n}", d, v) for n, d in fams["vertex_attributes"].items()
+            },
             object_index=None if oi is None else oi.get("attributes") or {},
             links=_link_arrays(p, fams["links/0"], family, records, width),
             links_family=family,
             link_attributes={
-                fam.split("/")[1]: {seg: CellArray(f"{p}/{fam}/{seg}", d, records) for seg, d in docs_.items()}
-                for fam, docs_ in fams.items() if fam.startswith("link_attributes/")
+                fam.split("/")[1]: {
+                    seg: CellArray(f"{p}/{fam}/{seg}", d, records) for seg, d in docs_.items()
+                }
+                for fam, docs_ in fams.items()
+                if fam.startswith("link_attributes/")
             },
-            link_fragments=None if lf is None else CellArray(
+            link_fragments=None
+            if lf is None
+            else CellArray(
                 f"{p}/link_fragments", lf, None if records is None else records + grid.n_bins, FRAGMENT_BYTES
             ),
             fragment_object_ids=_owner_table(p, fams["fragment_attributes"].get("object_id"), per_cell),
@@ -440,7 +510,9 @@ class Level:
                 continue
             c = row // bucket
             try:
-                out.append(decode_manifest(items[c][row - c * bucket], self.root.sid_ndim, self.cell_fragments))
+                out.append(
+                    decode_manifest(items[c][row - c * bucket], self.root.sid_ndim, self.cell_fragments)
+                )
             except DecodeError as exc:
                 raise CorruptCellError(self.manifests.path, str(c), f"object {oid}: {exc}") from exc
         return out
@@ -483,7 +555,9 @@ class Level:
             )
         except DecodeError as exc:
             chunks_read = ", ".join(map(str, chunks[:10]))
-            raise CorruptCellError(self.manifests.path, chunks_read, f"objects {ids.tolist()[:10]}: {exc}") from exc
+            raise CorruptCellError(
+                self.manifests.path, chunks_read, f"objects {ids.tolist()[:10]}: {exc}"
+            ) from exc
         order = np.argsort(pos, kind="stable")
         return pos[order], chunk[order], frag[order]
 
@@ -505,7 +579,9 @@ class Level:
                 continue
             items = [it if len(it) else memoryview(b"\0\0\0\0") for it in items]
             try:
-                o, ch, f = decode_manifests_batch(items, self.root.sid_ndim, self.cell_fragments, self.level_fragments)
+                o, ch, f = decode_manifests_batch(
+                    items, self.root.sid_ndim, self.cell_fragments, self.level_fragments
+                )
             except DecodeError as exc:
                 raise CorruptCellError(arr.path, str(c), str(exc)) from exc
             objs.append(o + c * arr.chunk)
@@ -519,7 +595,9 @@ class Level:
         cell = chunk - self.grid.origin
         outside = np.any((cell < 0) | (cell >= self.grid.shape), axis=1)
         if outside.any():
-            raise FormatError(f"{arr.path}: a manifest names chunk {chunk[np.argmax(outside)].tolist()}, outside the grid")
+            raise FormatError(
+                f"{arr.path}: a manifest names chunk {chunk[np.argmax(outside)].tolist()}, outside the grid"
+            )
         lin = np.ravel_multi_index(tuple(cell.T), tuple(int(s) for s in self.grid.shape))
         order = np.argsort(lin * (int(frag.max()) + 1) + frag)  # a shared fragment keeps one owner
         return FragmentOwners(lin[order], frag[order], obj[order])

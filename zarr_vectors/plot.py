@@ -64,7 +64,9 @@ def resolve_view(view: str | Sequence[int | str] | None, names: Sequence[str]) -
         elif isinstance(p, str) and p.strip() in names:
             out.append(list(names).index(p.strip()))
         else:
-            raise InputError(f"view {view!r}: {p!r} is not an axis; the axes are {list(names)} (or use '2d', '3d')")
+            raise InputError(
+                f"view {view!r}: {p!r} is not an axis; the axes are {list(names)} (or use '2d', '3d')"
+            )
     if len(out) not in (2, 3) or len(set(out)) != len(out):
         raise InputError(f"view {view!r} must name two or three different axes of {list(names)}")
     return tuple(out)
@@ -93,12 +95,15 @@ def _attribute_colours(values: np.ndarray, name: str, cmap: str) -> tuple[np.nda
         if rgb.shape[1] == 3:
             rgb = np.column_stack([rgb, np.ones(len(rgb))])
         return rgb, None
-    raise InputError(f"attribute {name!r} has {flat.shape[1]} channels; colour by a scalar attribute, "
-                     "or one with 3 or 4 channels (RGB or RGBA)")  # fmt: skip
+    raise InputError(
+        f"attribute {name!r} has {flat.shape[1]} channels; colour by a scalar attribute, "
+        "or one with 3 or 4 channels (RGB or RGBA)"
+    )
 
 
-def colours(result: Result, color_by: str | None, cmap: str = "viridis"
-            ) -> tuple[np.ndarray | None, np.ndarray | None, ScalarMappable | None]:  # fmt: skip
+def colours(
+    result: Result, color_by: str | None, cmap: str = "viridis"
+) -> tuple[np.ndarray | None, np.ndarray | None, ScalarMappable | None]:
     """RGBA per vertex and per edge (either may be None: a single colour), and the colour map used.
 
     Edge colours are those of edge attribute ``color_by`` when it names one, else the mean
@@ -108,8 +113,10 @@ def colours(result: Result, color_by: str | None, cmap: str = "viridis"
         return None, None, None
     if color_by == "object":
         if result.object_ids is None:
-            raise InputError("this result has no object ids to colour by; read with object_ids=True or colour "
-                             "by an attribute")  # fmt: skip
+            raise InputError(
+                "this result has no object ids to colour by; read with object_ids=True or colour "
+                "by an attribute"
+            )
         from matplotlib import colormaps
 
         _, index = np.unique(result.object_ids, return_inverse=True)
@@ -143,8 +150,16 @@ def _per_face(colours_v: np.ndarray | None, items: np.ndarray, default: tuple[fl
     return colours_v[items].mean(axis=1)
 
 
-def _draw(ax: Axes, pos: np.ndarray, full: np.ndarray, result: Result, idx: tuple[int, ...],
-          colour_args: tuple[Any, ...], point_size: float | None, line_width: float) -> None:  # fmt: skip
+def _draw(
+    ax: Axes,
+    pos: np.ndarray,
+    full: np.ndarray,
+    result: Result,
+    idx: tuple[int, ...],
+    colour_args: tuple[Any, ...],
+    point_size: float | None,
+    line_width: float,
+) -> None:
     """Add the result's faces, segments and points to ``ax`` (3-D when ``pos`` has 3 columns)."""
     from matplotlib.colors import to_rgba
 
@@ -169,7 +184,9 @@ def _draw(ax: Axes, pos: np.ndarray, full: np.ndarray, result: Result, idx: tupl
 
             depth = full[faces][:, :, [i for i in range(full.shape[1]) if i not in idx]].sum(axis=(1, 2))
             order = np.argsort(depth, kind="stable")
-            ax.add_collection(PolyCollection(pos[faces][order], facecolors=face_rgba[order], edgecolors="none"))
+            ax.add_collection(
+                PolyCollection(pos[faces][order], facecolors=face_rgba[order], edgecolors="none")
+            )
     elif edges is not None and len(edges):
         alone[edges.ravel()] = False
         edge_rgba = rgba_e if rgba_e is not None else _per_face(rgba_v, edges, to_rgba("C0"))
@@ -210,9 +227,18 @@ def _frame(ax: Axes, pos: np.ndarray, labels: list[str]) -> None:
         setter(label)
 
 
-def plot(result: Result, *, ax: Axes | None = None, view: str | Sequence[int | str] | None = None,
-         color_by: str | None = None, cmap: str = "viridis", point_size: float | None = None,
-         line_width: float = 1.5, colorbar: bool = True, title: str | None = None) -> Axes:  # fmt: skip
+def plot(
+    result: Result,
+    *,
+    ax: Axes | None = None,
+    view: str | Sequence[int | str] | None = None,
+    color_by: str | None = None,
+    cmap: str = "viridis",
+    point_size: float | None = None,
+    line_width: float = 1.5,
+    colorbar: bool = True,
+    title: str | None = None,
+) -> Axes:
     """Draw ``result`` on ``ax`` (a new figure when None) and return the axes.
 
     ``view``: see :func:`resolve_view`; a 3-D view needs ``ax`` made with
@@ -255,13 +281,21 @@ def image_format(path: str | Path) -> str:
     fmt = Path(path).suffix.lower().lstrip(".")
     if fmt not in known:
         said = f"extension .{fmt}" if fmt else "no extension"
-        raise InputError(f"cannot draw to {str(path)!r}: it has {said}; give the image one of the extensions "
-                         f"{', '.join('.' + k for k in sorted(known))}")  # fmt: skip
+        raise InputError(
+            f"cannot draw to {str(path)!r}: it has {said}; give the image one of the extensions "
+            f"{', '.join('.' + k for k in sorted(known))}"
+        )
     return fmt
 
 
-def render(result: Result, path: str | Path, *, size: tuple[float, float] = (8.0, 6.0), dpi: float = 100,
-           **kwargs: Any) -> None:  # fmt: skip
+def render(
+    result: Result,
+    path: str | Path,
+    *,
+    size: tuple[float, float] = (8.0, 6.0),
+    dpi: float = 100,
+    **kwargs: Any,
+) -> None:
     """Draw ``result`` (see :func:`plot` for ``kwargs``) into an image file; its extension picks
     the format (``.png``, ``.svg``, ``.pdf``, ...; see :func:`image_format`). The image is
     ``size`` inches at ``dpi``.

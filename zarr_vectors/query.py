@@ -16,7 +16,12 @@ import numpy as np
 
 from .errors import CorruptCellError, DecodeError, FormatError, InputError
 from .format.fragments import (
-    FragmentIndex, decode_fragments, decode_range_table, range_tables, ranges_outside, ranges_to_rows,
+    FragmentIndex,
+    decode_fragments,
+    decode_range_table,
+    range_tables,
+    ranges_outside,
+    ranges_to_rows,
 )
 from .level import Level
 from .result import Result
@@ -80,12 +85,15 @@ def _attribute_names(level: Level, attributes: Sequence[str] | bool | None) -> l
     names = [attributes] if isinstance(attributes, str) else list(attributes)
     unknown = [n for n in names if n not in level.vertex_attributes]
     if unknown:
-        raise KeyError(f"unknown vertex attributes {unknown}; level {level.index} has {sorted(level.vertex_attributes)}")
+        raise KeyError(
+            f"unknown vertex attributes {unknown}; level {level.index} has {sorted(level.vertex_attributes)}"
+        )
     return names
 
 
-def _owners_of_rows(level: Level, chunk: np.ndarray, frag: FragmentIndex, n_rows: int,
-                    table: np.ndarray | None = None) -> np.ndarray:
+def _owners_of_rows(
+    level: Level, chunk: np.ndarray, frag: FragmentIndex, n_rows: int, table: np.ndarray | None = None
+) -> np.ndarray:
     """Object id of every row of a chunk (-1 for rows no object claims).
 
     ``table`` is the chunk's ``fragment_attributes/object_id`` cell when it was fetched;
@@ -95,7 +103,9 @@ def _owners_of_rows(level: Level, chunk: np.ndarray, frag: FragmentIndex, n_rows
         owners = table.astype(np.int64)
     else:
         grid = level.grid
-        lin = int(np.ravel_multi_index(tuple(np.asarray(chunk) - grid.origin), tuple(int(s) for s in grid.shape)))
+        lin = int(
+            np.ravel_multi_index(tuple(np.asarray(chunk) - grid.origin), tuple(int(s) for s in grid.shape))
+        )
         owners = level.fragment_owners.of_cell(lin, frag.num_fragments)
     out = np.full(n_rows, -1, np.int64)
     ranged = np.flatnonzero(frag.is_range)
@@ -124,16 +134,21 @@ def _decode_frag(level: Level, data: memoryview, chunk: np.ndarray, n_rows: int)
         raise CorruptCellError(level.fragments.path, ".".join(map(str, chunk)), str(exc)) from exc
     if level.meta.fragments_tile and index.all_ranges and int(index.ranges[:, 1].sum()) != n_rows:
         raise CorruptCellError(
-            level.fragments.path, ".".join(map(str, chunk)),
+            level.fragments.path,
+            ".".join(map(str, chunk)),
             f"its fragments cover {int(index.ranges[:, 1].sum())} rows but the vertex cell has {n_rows} "
             "(fragments_tile says every row is in one fragment): the cell or the vertices dtype is corrupt",
-        )  # fmt: skip
+        )
     return index
 
 
 def _partial_rows(
-    level: Level, chunks: np.ndarray, frag_payloads: list[memoryview | None], offsets: np.ndarray,
-    lo: np.ndarray, hi: np.ndarray,
+    level: Level,
+    chunks: np.ndarray,
+    frag_payloads: list[memoryview | None],
+    offsets: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rows (indices into the concatenated cells) of partly covered chunks: (surely inside, to test).
 
@@ -161,7 +176,9 @@ def _partial_rows(
         bad = ranges_outside(table[:, :, 0], table[:, :, 1], counts[idx][:, None]).any(axis=1)
         if bad.any():
             chunk = ".".join(map(str, chunks[idx[np.argmax(bad)]]))
-            raise CorruptCellError(_fragments_array(level).path, chunk, "a range fragment lies outside the cell's rows")
+            raise CorruptCellError(
+                _fragments_array(level).path, chunk, "a range fragment lies outside the cell's rows"
+            )
         touched, inside = grid.box_bins(chunks[idx], lo, hi)
         starts = table[:, :, 0] + offsets[idx][:, None]
         for mask, out in ((touched & inside, sure), (touched & ~inside, test)):
@@ -200,7 +217,11 @@ class _Cells:
 
 
 def _fetch(
-    level: Level, chunks: np.ndarray, names: list[str], frag_idx: np.ndarray, extra: Sequence[str] = (),
+    level: Level,
+    chunks: np.ndarray,
+    names: list[str],
+    frag_idx: np.ndarray,
+    extra: Sequence[str] = (),
     owners: bool = False,
 ) -> tuple[_Cells, list[bytes | None]]:
     """Fetch, in one batch, the vertex and attribute cells of ``chunks``, the fragment
@@ -257,9 +278,10 @@ def _row_owners(level: Level, cells: _Cells) -> np.ndarray:
             table = cells.owner_tables.get(i)
             if table is not None and len(table) != frag.num_fragments:
                 raise CorruptCellError(
-                    level.fragment_object_ids.path, ".".join(map(str, chunk)),  # type: ignore[union-attr]
+                    level.fragment_object_ids.path,
+                    ".".join(map(str, chunk)),  # type: ignore[union-attr]
                     f"{len(table)} object ids for {frag.num_fragments} fragments",
-                )  # fmt: skip
+                )
             parts.append(_owners_of_rows(level, chunk, frag, n, table))
         else:
             parts.append(np.full(n, -1, np.int64))
@@ -306,7 +328,9 @@ def query_box(
     cells, _ = _fetch(level, chunks, names, frag_idx, owners=with_ids)
     rows = None
     if len(plan.partial):
-        partial_frags = [cells.fragments.get(n_full + i) if use_bins else None for i in range(len(plan.partial))]
+        partial_frags = [
+            cells.fragments.get(n_full + i) if use_bins else None for i in range(len(plan.partial))
+        ]
         sure, test = _partial_rows(level, plan.partial, partial_frags, cells.offsets[n_full:], lo, hi)
         tp = cells.positions[test]
         hit = test[np.all((tp >= lo) & (tp <= hi), axis=1)]
@@ -316,7 +340,10 @@ def query_box(
 
 
 def fetch_objects(
-    level: Level, ids: np.ndarray, names: list[str], extra_for: Callable[[np.ndarray], list[str]] | None = None
+    level: Level,
+    ids: np.ndarray,
+    names: list[str],
+    extra_for: Callable[[np.ndarray], list[str]] | None = None,
 ) -> tuple[_Cells, np.ndarray, np.ndarray, list[bytes | None]]:
     """Fetch the cells holding objects ``ids`` (plus ``extra_for(chunks)`` keys) in one batch.
 
@@ -348,10 +375,11 @@ def fetch_objects(
     if len(bad):
         b = int(bad[0])
         raise CorruptCellError(
-            level.manifests.path if level.manifests else "object_index", str(int(ids[pos[b]])),
+            level.manifests.path if level.manifests else "object_index",
+            str(int(ids[pos[b]])),
             f"manifest names fragment {int(frags[b])} of chunk {frag_chunks[b].tolist()}, "
             f"which has {int(n_frag[cell_of[b]])}",
-        )  # fmt: skip
+        )
     if all(ix.all_ranges for ix in indexes):
         base = np.zeros(len(indexes) + 1, np.int64)
         np.cumsum(n_frag, out=base[1:])
@@ -367,8 +395,14 @@ def fetch_objects(
 
 
 def _range_rows(
-    level: Level, cells: _Cells, tables: list[np.ndarray], ids: np.ndarray, pos: np.ndarray,
-    frag_chunks: np.ndarray, cell_of: np.ndarray, frags: np.ndarray,
+    level: Level,
+    cells: _Cells,
+    tables: list[np.ndarray],
+    ids: np.ndarray,
+    pos: np.ndarray,
+    frag_chunks: np.ndarray,
+    cell_of: np.ndarray,
+    frags: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rows and owners of the named fragments when every fetched cell has an all-range index
     (checked here: ranges inside their cells, fragments named exist)."""
@@ -381,21 +415,26 @@ def _range_rows(
     bad = ranges_outside(table[:, 0], table[:, 1], cell_rows[owner_cell]) if len(table) else np.zeros(0, bool)
     if bad.any():
         chunk = ".".join(map(str, cells.chunks[owner_cell[np.argmax(bad)]]))
-        raise CorruptCellError(_fragments_array(level).path, chunk, "a range fragment lies outside the cell's rows")
+        raise CorruptCellError(
+            _fragments_array(level).path, chunk, "a range fragment lies outside the cell's rows"
+        )
     over = np.flatnonzero(frags >= n_frag[cell_of]) if len(frags) else np.zeros(0, np.int64)
     if len(over):
         b = int(over[0])
         raise CorruptCellError(
-            level.manifests.path if level.manifests else "object_index", str(int(ids[pos[b]])),
+            level.manifests.path if level.manifests else "object_index",
+            str(int(ids[pos[b]])),
             f"manifest names fragment {int(frags[b])} of chunk {frag_chunks[b].tolist()}, "
             f"which has {int(n_frag[cell_of[b]])}",
-        )  # fmt: skip
+        )
     g = base[cell_of] + frags
     counts = table[g, 1]
     return ranges_to_rows(table[g, 0] + cells.offsets[cell_of], counts), np.repeat(ids[pos], counts)
 
 
-def read_objects(level: Level, ids: Sequence[int] | np.ndarray, attributes: Sequence[str] | bool | None = None) -> Result:
+def read_objects(
+    level: Level, ids: Sequence[int] | np.ndarray, attributes: Sequence[str] | bool | None = None
+) -> Result:
     """All vertices of the given objects, grouped by object in the order of ``ids``."""
     ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
     cells, rows, owners, _ = fetch_objects(level, ids, _attribute_names(level, attributes))

@@ -61,7 +61,9 @@ def _link_plan(level: Level, chunks: np.ndarray, any_end: bool = False) -> list[
         if not len(cand):
             continue
         cand_ids = _chunk_ids(level, cand)
-        ends = np.array([member(_chunk_ids(level, cand + o), touched) for o in offsets]).reshape(-1, len(cand))
+        ends = np.array([member(_chunk_ids(level, cand + o), touched) for o in offsets]).reshape(
+            -1, len(cand)
+        )
         if any_end:
             reach = member(cand_ids, touched) | ends.any(axis=0)
         else:
@@ -74,7 +76,9 @@ def _link_plan(level: Level, chunks: np.ndarray, any_end: bool = False) -> list[
 
 def plan_endpoint_chunks(plan: list[tuple[LinkArray, np.ndarray]]) -> np.ndarray:
     """Every chunk an endpoint of a planned link cell can lie in (unique rows)."""
-    parts = [anchors + off for arr, anchors in plan for off in [np.zeros_like(arr.offsets[0])] + list(arr.offsets)]
+    parts = [
+        anchors + off for arr, anchors in plan for off in [np.zeros_like(arr.offsets[0])] + list(arr.offsets)
+    ]
     return np.unique(np.concatenate(parts), axis=0) if parts else np.zeros((0, 0), np.int64)
 
 
@@ -124,7 +128,9 @@ def _link_edges(
         if duplicate:
             for k in range(1, ends.shape[1]):
                 smallest &= _lex_le(ends[:, 0], ends[:, k])
-        which = where[np.searchsorted(fetched, _chunk_ids(level, ends.reshape(-1, ends.shape[2])), sorter=where)]
+        which = where[
+            np.searchsorted(fetched, _chunk_ids(level, ends.reshape(-1, ends.shape[2])), sorter=where)
+        ]
         which = which.reshape(len(anchors), -1)
         for a, chunk in enumerate(anchors):
             vertices, perm = arr.records(raws[pos], chunk)
@@ -144,11 +150,15 @@ def _link_edges(
                 n = sizes[k]
                 k += 1
                 if attr is None:
-                    raise FormatError(f"link attribute {name!r} has no array for links segment {arr.segment!r}")
+                    raise FormatError(
+                        f"link attribute {name!r} has no array for links segment {arr.segment!r}"
+                    )
                 v = attr.rows(raws[pos], chunk)
                 pos += 1
                 if len(v) != n:
-                    raise CorruptCellError(attr.path, ".".join(map(str, chunk)), f"{len(v)} rows but the link cell has {n}")
+                    raise CorruptCellError(
+                        attr.path, ".".join(map(str, chunk)), f"{len(v)} rows but the link cell has {n}"
+                    )
                 if keeps[k - 1]:
                     values.append(v)
         first = next(iter(segments.values()))
@@ -197,10 +207,11 @@ def _records_to_edges(cells: _Cells, counts: np.ndarray, parts: list) -> np.ndar
         arr, chunk = parts[cell_of[r]][0], parts[cell_of[r]][1]
         local = r - sum(len(p[3]) for p in parts[: cell_of[r]])
         raise CorruptCellError(
-            arr.path, ".".join(map(str, chunk)),
+            arr.path,
+            ".".join(map(str, chunk)),
             f"record {local} names vertex {vertices[r, k]} of chunk "
             f"{'.'.join(map(str, cells.chunks[which[r, k]]))}, which has {counts[which[r, k]]}",
-        )  # fmt: skip
+        )
     rows = vertices + cells.offsets[which]
     if any(p[4] is not None for p in parts):
         perm = np.concatenate([np.zeros(len(p[3]), np.int64) if p[4] is None else p[4] for p in parts])
@@ -271,7 +282,9 @@ def _rows_with_outside_parent(
             if not len(vertices):
                 continue
             ends = _chunk_ids(level, np.stack([chunk] + [chunk + o for o in arr.offsets]))
-            both = np.stack([vertices, np.broadcast_to(ends, vertices.shape)], axis=2)  # (M, W, [local, chunk])
+            both = np.stack(
+                [vertices, np.broadcast_to(ends, vertices.shape)], axis=2
+            )  # (M, W, [local, chunk])
             if perm is not None:
                 both = restore_input_order(both, perm)
             local, chunk_id = both[:, child, 0], both[:, child, 1]
@@ -280,14 +293,20 @@ def _rows_with_outside_parent(
             w, local = where[at[hit]], local[hit]
             if np.any(local >= counts[w]):
                 r = int(np.argmax(local >= counts[w]))
-                raise CorruptCellError(arr.path, ".".join(map(str, chunk)),
-                                       f"a record names vertex {int(local[r])} of a chunk with {int(counts[w[r]])}")  # fmt: skip
+                raise CorruptCellError(
+                    arr.path,
+                    ".".join(map(str, chunk)),
+                    f"a record names vertex {int(local[r])} of a chunk with {int(counts[w[r]])}",
+                )
             out.append(cells.offsets[w] + local)
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
 def _edges(
-    level: Level, cells: _Cells, links: list[tuple[LinkArray, np.ndarray]], raws: list[bytes | None],
+    level: Level,
+    cells: _Cells,
+    links: list[tuple[LinkArray, np.ndarray]],
+    raws: list[bytes | None],
     outside: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Every edge among the fetched rows: implicit sequential ones (when the convention has
@@ -313,8 +332,14 @@ def _edges(
     return np.concatenate([implicit, linked]), {}
 
 
-def _select(level: Level, cells: _Cells, rows: np.ndarray, linked: tuple[np.ndarray, dict[str, np.ndarray]],
-            owners: np.ndarray | None, lines: bool) -> Result:
+def _select(
+    level: Level,
+    cells: _Cells,
+    rows: np.ndarray,
+    linked: tuple[np.ndarray, dict[str, np.ndarray]],
+    owners: np.ndarray | None,
+    lines: bool,
+) -> Result:
     """Result of ``rows`` (concatenated-row indices) with the edges among them; lines ordered into pieces."""
     edges, edge_attrs = linked
     remap = np.full(len(cells.positions), -1, np.int64)
@@ -359,8 +384,14 @@ def query_lines_box(
     extra = _link_keys(level, links)
     half_keys = [key for arr, anchors in half for key in arr.keys(anchors)]
     with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
-    cells, raws = _fetch(level, chunks, [] if whole_objects else names, np.arange(len(chunks)), extra + half_keys,
-                         owners=with_ids or whole_objects)  # fmt: skip
+    cells, raws = _fetch(
+        level,
+        chunks,
+        [] if whole_objects else names,
+        np.arange(len(chunks)),
+        extra + half_keys,
+        owners=with_ids or whole_objects,
+    )
     inside = np.all((cells.positions >= lo) & (cells.positions <= hi), axis=1)
     owners = _row_owners(level, cells) if (with_ids or whole_objects) else None
     if whole_objects:
@@ -368,16 +399,24 @@ def query_lines_box(
         ids = np.unique(owners[inside][owners[inside] >= 0])
         return objects_with_edges(level, ids, attributes)
     rows = np.flatnonzero(inside)
-    outside = _rows_with_outside_parent(level, cells, half, raws[len(extra):]) if half else None
-    return _select(level, cells, rows, _edges(level, cells, links, raws[: len(extra)], outside),
-                   None if owners is None else owners[rows], _is_lines(level))  # fmt: skip
+    outside = _rows_with_outside_parent(level, cells, half, raws[len(extra) :]) if half else None
+    return _select(
+        level,
+        cells,
+        rows,
+        _edges(level, cells, links, raws[: len(extra)], outside),
+        None if owners is None else owners[rows],
+        _is_lines(level),
+    )
 
 
 def _is_lines(level: Level) -> bool:
     return any(g in ("polyline", "streamline", "line") for g in level.root.geometry_types)
 
 
-def objects_with_edges(level: Level, ids: np.ndarray, attributes: Sequence[str] | bool | None = None) -> Result:
+def objects_with_edges(
+    level: Level, ids: np.ndarray, attributes: Sequence[str] | bool | None = None
+) -> Result:
     """Whole objects with every edge among their vertices; lines come back in order, one per object.
 
     A line's manifest lists its segments in walking order, so its vertices in manifest order
@@ -390,7 +429,9 @@ def objects_with_edges(level: Level, ids: np.ndarray, attributes: Sequence[str] 
         cells, rows, owners, _ = fetch_objects(level, ids, names)
         result = _result(level, cells, rows, None)
         result.object_ids = owners
-        starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]]) if len(owners) else np.zeros(0, np.int64)
+        starts = (
+            np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]]) if len(owners) else np.zeros(0, np.int64)
+        )
         result.line_offsets = np.append(starts, len(owners)).astype(np.int64)
         follows = np.flatnonzero(owners[1:] == owners[:-1])
         result.edges = np.stack([follows, follows + 1], axis=1)

@@ -36,13 +36,18 @@ def _all_faces(level: Level, cells: _Cells, plan: list, raws: list[bytes | None]
             if local.max() >= n or local.min() < 0:
                 from .errors import CorruptCellError
 
-                raise CorruptCellError(level.vertices.path, ".".join(map(str, cells.chunks[i])),
-                                       f"a Draco face names vertex {int(local.max())} of {n}")  # fmt: skip
+                raise CorruptCellError(
+                    level.vertices.path,
+                    ".".join(map(str, cells.chunks[i])),
+                    f"a Draco face names vertex {int(local.max())} of {n}",
+                )
             parts.append(local + cells.offsets[i])
     return np.concatenate(parts) if parts else np.zeros((0, 3), np.int64)
 
 
-def _mesh_result(level: Level, cells: _Cells, rows: np.ndarray, faces: np.ndarray, owners: np.ndarray | None) -> Result:
+def _mesh_result(
+    level: Level, cells: _Cells, rows: np.ndarray, faces: np.ndarray, owners: np.ndarray | None
+) -> Result:
     """Rows ``rows`` of the fetched cells with the ``faces`` among them, renumbered."""
     remap = np.full(len(cells.positions), -1, np.int64)
     remap[rows] = np.arange(len(rows))
@@ -74,11 +79,21 @@ def query_mesh_box(
     if touching and plan:
         ends = plan_endpoint_chunks(plan)
         listed = level.vertices.nonempty
-        extra = ends[(ends[:, None, :] == listed[None, :, :]).all(axis=2).any(axis=1)] if len(listed) else ends[:0]
+        extra = (
+            ends[(ends[:, None, :] == listed[None, :, :]).all(axis=2).any(axis=1)]
+            if len(listed)
+            else ends[:0]
+        )
         chunks = np.unique(np.concatenate([touched, extra]), axis=0)
     with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
-    cells, raws = _fetch(level, chunks, names, np.arange(len(chunks)) if with_ids else np.zeros(0, np.int64),
-                         _link_keys(level, plan), owners=with_ids)  # fmt: skip
+    cells, raws = _fetch(
+        level,
+        chunks,
+        names,
+        np.arange(len(chunks)) if with_ids else np.zeros(0, np.int64),
+        _link_keys(level, plan),
+        owners=with_ids,
+    )
     inside = np.all((cells.positions >= lo) & (cells.positions <= hi), axis=1)
     all_faces = _all_faces(level, cells, plan, raws)
     owners = _row_owners(level, cells) if with_ids else None

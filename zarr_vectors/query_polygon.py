@@ -78,7 +78,11 @@ def _boundary_cells(poly: Any, x0: float, y0: float, size: np.ndarray, cells: in
 
     pad = 2 * size
     near = shapely.clip_by_rect(
-        shapely.boundary(poly), x0 - pad[0], y0 - pad[1], x0 + (cells + 2) * size[0], y0 + (cells + 2) * size[1]
+        shapely.boundary(poly),
+        x0 - pad[0],
+        y0 - pad[1],
+        x0 + (cells + 2) * size[0],
+        y0 + (cells + 2) * size[1],
     )
     pts = shapely.get_coordinates(shapely.segmentize(near, float(size.min()) / 2))
     bx = np.clip(np.floor((pts[:, 0] - x0) / size[0]), -1, cells).astype(np.int64) + 1
@@ -211,7 +215,9 @@ def query_polygon(
     if whole_objects:
         if out.object_ids is None:
             raise InputError("whole_objects=True needs an object index; this level has none")
-        whole = ds.objects(owned(out.object_ids, ds.level(level).object_id_map), level=level, attributes=attributes)
+        whole = ds.objects(
+            owned(out.object_ids, ds.level(level).object_id_map), level=level, attributes=attributes
+        )
         whole.region = region
         return whole
     out.region = region

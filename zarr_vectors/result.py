@@ -92,9 +92,14 @@ class Result:
         rows = np.flatnonzero(mask)
         remap = np.full(len(self) + 1, -1, np.int64)  # slot -1 maps a missing parent to -1
         remap[rows] = np.arange(len(rows))
-        out = Result(self.positions[rows], {k: v[rows] for k, v in self.attributes.items()},
-                     None if self.object_ids is None else self.object_ids[rows], self.axes,
-                     region=self.region, origin=self.origin)  # fmt: skip
+        out = Result(
+            self.positions[rows],
+            {k: v[rows] for k, v in self.attributes.items()},
+            None if self.object_ids is None else self.object_ids[rows],
+            self.axes,
+            region=self.region,
+            origin=self.origin,
+        )
         if self.edges is not None:
             keep = mask[self.edges].all(axis=1) if len(self.edges) else np.zeros(0, bool)
             out.edges = remap[self.edges[keep]].reshape(-1, 2)

@@ -88,9 +88,7 @@ def _group_rows(object_ids: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np
     """Rows owned by ``ids`` (stable, grouped by id order) and each one's position in ``ids``."""
     pos = np.searchsorted(ids, object_ids)
     pos = np.minimum(pos, max(len(ids) - 1, 0))
-    owned = (
-        np.flatnonzero(ids[pos] == object_ids) if len(ids) else np.zeros(0, np.int64)
-    )
+    owned = np.flatnonzero(ids[pos] == object_ids) if len(ids) else np.zeros(0, np.int64)
     order = owned[np.argsort(pos[owned], kind="stable")]
     return order, pos[order]
 
@@ -177,7 +175,9 @@ def result_to_shapely(result: Result, clip: bool = False, object_attributes: Any
             "to_shapely needs object ids: read a store with an object index, and do not pass object_ids=False"
         )
     origin = result.origin
-    ids = owned(result.object_ids, None if origin is None else origin.dataset.level(origin.level).object_id_map)
+    ids = owned(
+        result.object_ids, None if origin is None else origin.dataset.level(origin.level).object_id_map
+    )
     res = _whole(result, ids, clip)
     types = _shape_types(res, ids)
     if types is not None:

@@ -102,10 +102,12 @@ class StorageOptions:
     def parse(cls, options: dict[str, Any] | None) -> StorageOptions:
         rest = dict(options or {})
         timeout = rest.pop("zv_timeout", DEFAULT_TIMEOUT)
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                    or not timeout > 0):  # fmt: skip
-            raise ZarrVectorsError(f"storage option zv_timeout must be a positive number of seconds or None, "
-                                   f"got {timeout!r}")  # fmt: skip
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+        ):
+            raise ZarrVectorsError(
+                f"storage option zv_timeout must be a positive number of seconds or None, got {timeout!r}"
+            )
         follow = rest.pop("zv_follow_symlinks", False)
         if not isinstance(follow, bool):
             raise ZarrVectorsError(f"storage option zv_follow_symlinks must be True or False, got {follow!r}")
@@ -175,17 +177,19 @@ class ZarrStoreBackend:
             return await asyncio.wait_for(request, self.timeout)
         except TimeoutError as exc:
             raise StoreError(
-                self.description, key,
+                self.description,
+                key,
                 f"{what} got no answer within {self.timeout:g} s; check the connection, or change the limit "
                 "with storage_options={'zv_timeout': seconds}",
-            ) from exc  # fmt: skip
+            ) from exc
         except _remote_errors() as exc:
             detail = " ".join(str(exc).split()) or "no detail"  # remote errors can span lines
             raise StoreError(
-                self.description, key,
+                self.description,
+                key,
                 f"{what} failed: {type(exc).__name__}: {detail} (check the path or URL, the network and the "
                 "credentials in storage_options, then try again)",
-            ) from exc  # fmt: skip
+            ) from exc
 
     async def _each(self, keys: Iterable[str], one: Any) -> list[Any]:
         """``one(key)`` for every key, at most CONCURRENCY at once; the first failure cancels the rest."""
@@ -319,10 +323,14 @@ def store_from_url(url: str, options: StorageOptions, read_only: bool) -> Store:
     except ImportError as exc:  # fsspec or the protocol's package (s3fs, gcsfs) is missing
         protocol = url.split("://", 1)[0]
         if protocol in ("s3", "s3a"):
-            hint = ("install the s3 extra of zarrvec: pip install 'zarrvec[s3]' "
-                    "(or, in a checkout of the source, pip install -e \".[s3]\")")  # fmt: skip
+            hint = (
+                "install the s3 extra of zarrvec: pip install 'zarrvec[s3]' "
+                '(or, in a checkout of the source, pip install -e ".[s3]")'
+            )
         else:
-            hint = f"install the fsspec package for {protocol}:// URLs (e.g. gcsfs for gs://, adlfs for az://)"
+            hint = (
+                f"install the fsspec package for {protocol}:// URLs (e.g. gcsfs for gs://, adlfs for az://)"
+            )
         raise ZarrVectorsError(f"cannot open {url!r}: {exc}; {hint}") from exc
 
 
@@ -344,9 +352,7 @@ def remote_backend(target: Any, options: StorageOptions, read_only: bool) -> Zar
     return ZarrStoreBackend(store_from_url(text, options, read_only), text, options.timeout)
 
 
-def open_backend(
-    target: Any, *, read_only: bool, storage_options: dict[str, Any] | None = None
-) -> Backend:
+def open_backend(target: Any, *, read_only: bool, storage_options: dict[str, Any] | None = None) -> Backend:
     """A backend for reading (or updating in place) an existing store."""
     options = StorageOptions.parse(storage_options)
     if not isinstance(target, (Store, str, os.PathLike)):

@@ -17,7 +17,6 @@ import time
 
 import numpy as np
 import trimesh
-
 from zarr_vectors_draco import decode_cell, encode_cell, quantization_bound
 
 
@@ -71,11 +70,15 @@ def main() -> None:
         raw_bytes += 12 * len(positions) + 6 * len(faces)
     cross_bytes = 12 * cross
     n = len(cells)
-    print(f"icosphere({args.subdivisions}): {n_vertices} vertices, {n_faces} faces, {n} chunks, "
-          f"{cross} cross-chunk faces; bits={args.bits} level={args.level}")
+    print(
+        f"icosphere({args.subdivisions}): {n_vertices} vertices, {n_faces} faces, {n} chunks, "
+        f"{cross} cross-chunk faces; bits={args.bits} level={args.level}"
+    )
     print(f"draco cells {draco_bytes} B vs raw cells {raw_bytes} B: {draco_bytes / raw_bytes:.1%}")
-    print(f"with cross-chunk faces ({cross_bytes} B in both): "
-          f"{(draco_bytes + cross_bytes) / (raw_bytes + cross_bytes):.1%}")
+    print(
+        f"with cross-chunk faces ({cross_bytes} B in both): "
+        f"{(draco_bytes + cross_bytes) / (raw_bytes + cross_bytes):.1%}"
+    )
     print(f"sequential fallbacks: {fallbacks} of {n} chunks")
     print(f"per chunk: encode {encode_s / n * 1e3:.2f} ms, decode {decode_s / n * 1e3:.2f} ms")
 

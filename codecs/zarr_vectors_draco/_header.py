@@ -104,12 +104,16 @@ def _check_point_cloud_attributes(reader: _Reader, method: int, points: int) -> 
     """
     decoders = reader.u8()
     if method == 1 and decoders != 1:
-        raise DecodeError(f"the Draco kd-tree point cloud declares {decoders} attribute decoders; Draco writes 1")
+        raise DecodeError(
+            f"the Draco kd-tree point cloud declares {decoders} attribute decoders; Draco writes 1"
+        )
     values = 0
     for _ in range(decoders):
         count = reader.varint()
         if count > _MAX_ATTRIBUTES:
-            raise DecodeError(f"the Draco blob declares {count} attributes; a cell blob has at most {_MAX_ATTRIBUTES}")
+            raise DecodeError(
+                f"the Draco blob declares {count} attributes; a cell blob has at most {_MAX_ATTRIBUTES}"
+            )
         for _ in range(count):
             _, _, components, _ = reader.take(4)  # type, data type, components, normalized
             reader.varint()  # unique id
@@ -144,7 +148,9 @@ def check_blob(
         )
     _, major, minor, kind, method, flags = _HEADER.unpack_from(view, 0)
     if kind not in (_POINT_CLOUD, _MESH) or method not in (0, 1):
-        raise DecodeError(f"the Draco blob declares geometry type {kind} and method {method}, which Draco never writes")
+        raise DecodeError(
+            f"the Draco blob declares geometry type {kind} and method {method}, which Draco never writes"
+        )
     if (major, minor) not in _VERSIONS[kind]:
         raise DecodeError(
             f"the Draco {_KIND_NAMES[kind]} blob has bitstream version {major}.{minor}; "

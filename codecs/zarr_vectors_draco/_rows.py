@@ -19,7 +19,9 @@ ROW_BYTES = 12  # three float32 coordinates
 _ROW_DTYPE = np.dtype("<f4")
 
 
-def rows_to_blob(rows: bytes | bytearray | memoryview, quantization_bits: int, compression_level: int) -> bytes:
+def rows_to_blob(
+    rows: bytes | bytearray | memoryview, quantization_bits: int, compression_level: int
+) -> bytes:
     """Draco point cloud of raw float32 rows (row order kept); ``b""`` for no rows."""
     view = memoryview(rows).cast("B")
     if len(view) == 0:
@@ -31,8 +33,10 @@ def rows_to_blob(rows: bytes | bytearray | memoryview, quantization_bits: int, c
         )
     positions = np.frombuffer(view, dtype=_ROW_DTYPE).reshape(-1, 3)
     blob, _ = encode_cell(
-        positions, np.zeros((0, 3), np.int64),
-        quantization_bits=quantization_bits, compression_level=compression_level,
+        positions,
+        np.zeros((0, 3), np.int64),
+        quantization_bits=quantization_bits,
+        compression_level=compression_level,
     )
     return blob
 

@@ -123,8 +123,15 @@ def _faces(faces: Any, n: int) -> np.ndarray:
     return f
 
 
-def _encode(points: np.ndarray, faces: np.ndarray | None, bits: int, level: int, *,
-            preserve: bool, attributes: dict[int, np.ndarray] | None = None) -> bytes:
+def _encode(
+    points: np.ndarray,
+    faces: np.ndarray | None,
+    bits: int,
+    level: int,
+    *,
+    preserve: bool,
+    attributes: dict[int, np.ndarray] | None = None,
+) -> bytes:
     dracopy = _dracopy()
     return bytes(
         dracopy.encode(
@@ -151,12 +158,23 @@ def _decode_raw(
         faces = np.asarray(geometry.faces) if is_mesh else np.zeros((0, 3), dtype=np.int64)
         generic = int(dracopy.AttributeType.GENERIC)
         attributes = {
-            int(a["unique_id"]): np.asarray(a["data"]) for a in geometry.attributes if a["attribute_type"] == generic
+            int(a["unique_id"]): np.asarray(a["data"])
+            for a in geometry.attributes
+            if a["attribute_type"] == generic
         }
     # DracoPy's own wrapper code can trip over values a corrupt blob decodes to (an overflowing
     # quantization setting, a bad metadata name), hence the arithmetic and lookup errors.
-    except (dracopy.FileTypeException, ValueError, ArithmeticError, LookupError, RuntimeError, MemoryError) as exc:
-        raise DecodeError(f"Draco could not decode the blob ({exc}); the cell is corrupt or truncated") from exc
+    except (
+        dracopy.FileTypeException,
+        ValueError,
+        ArithmeticError,
+        LookupError,
+        RuntimeError,
+        MemoryError,
+    ) as exc:
+        raise DecodeError(
+            f"Draco could not decode the blob ({exc}); the cell is corrupt or truncated"
+        ) from exc
     if header.is_mesh != is_mesh:
         raise DecodeError("the Draco blob decodes to a different geometry type than its header declares")
     return _checked(points, faces, attributes)
@@ -167,11 +185,15 @@ def _checked(
 ) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
     """Decoded arrays with their shapes, value ranges and attribute lengths checked."""
     if points.ndim != 2 or points.shape[1] != 3 or points.dtype.kind != "f":
-        raise DecodeError(f"the Draco blob decodes to positions of shape {points.shape}, not (N, 3); it is corrupt")
+        raise DecodeError(
+            f"the Draco blob decodes to positions of shape {points.shape}, not (N, 3); it is corrupt"
+        )
     if not np.isfinite(points).all():
         raise DecodeError("the Draco blob decodes to non-finite positions; the cell is corrupt")
     if faces.size and (faces.ndim != 2 or faces.shape[1] != 3):
-        raise DecodeError(f"the Draco blob decodes to faces of shape {faces.shape}, not (F, 3); it is corrupt")
+        raise DecodeError(
+            f"the Draco blob decodes to faces of shape {faces.shape}, not (F, 3); it is corrupt"
+        )
     faces = faces.reshape(-1, 3).astype(np.int64)
     if len(faces) and (faces.min() < 0 or faces.max() >= len(points)):
         raise DecodeError("a face of the Draco blob points past its vertices; the cell is corrupt")
@@ -179,14 +201,19 @@ def _checked(
     for unique_id, data in attributes.items():
         if data.shape[:1] != (len(points),) or data.dtype.kind != "u":
             if unique_id == _roles.ROLE_ATTRIBUTE_ID:
-                raise DecodeError(f"the blob's vertex-role attribute has shape {data.shape}, not ({len(points)}, 1)")
+                raise DecodeError(
+                    f"the blob's vertex-role attribute has shape {data.shape}, not ({len(points)}, 1)"
+                )
             continue
         columns[unique_id] = data.reshape(len(points), -1)[:, 0]
     return points.astype(np.float32, copy=False), faces, columns
 
 
 def decode_cell(
-    blob: bytes | bytearray | memoryview, *, max_points: int = MAX_CELL_VERTICES, max_faces: int = MAX_CELL_FACES
+    blob: bytes | bytearray | memoryview,
+    *,
+    max_points: int = MAX_CELL_VERTICES,
+    max_faces: int = MAX_CELL_FACES,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Positions ``(N, 3) float32`` in decoded order and faces ``(F, 3) int64`` of one blob.
 
@@ -221,7 +248,11 @@ def _face_keys(faces: np.ndarray, n: int) -> np.ndarray:
 
 
 def _is_exact(
-    decoded: tuple[np.ndarray, np.ndarray], positions: np.ndarray, faces: np.ndarray, order: np.ndarray, bound: float
+    decoded: tuple[np.ndarray, np.ndarray],
+    positions: np.ndarray,
+    faces: np.ndarray,
+    order: np.ndarray,
+    bound: float,
 ) -> bool:
     """Whether decoded cell data is every input vertex (via ``order``) and every input face."""
     points, decoded_faces = decoded
@@ -304,7 +335,9 @@ def _edgebreaker(
     perm = _match_rows(points, probe_points)
     if perm is None:
         return None
-    cell_points, cell_faces, rows = _roles.resolve_roles(points, faces_out, attrs.get(_roles.ROLE_ATTRIBUTE_ID))
+    cell_points, cell_faces, rows = _roles.resolve_roles(
+        points, faces_out, attrs.get(_roles.ROLE_ATTRIBUTE_ID)
+    )
     return blob, source[perm][rows], (cell_points, cell_faces)
 
 

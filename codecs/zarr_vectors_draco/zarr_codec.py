@@ -84,9 +84,7 @@ class DracoCodec(ArrayArrayCodec):
 
     def validate(self, *, shape: tuple[int, ...], dtype: Any, chunk_grid: Any) -> None:
         if not isinstance(dtype, VariableLengthBytes):
-            raise InputError(
-                f"codec draco needs an array of data type variable_length_bytes, got {dtype}"
-            )
+            raise InputError(f"codec draco needs an array of data type variable_length_bytes, got {dtype}")
 
     def _map(self, chunk_array: NDBuffer, chunk_spec: ArraySpec, func: Any) -> NDBuffer:
         elements = chunk_array.as_numpy_array()

@@ -21,13 +21,11 @@ import pytest
 import trimesh
 import zarr
 import zarr.registry
+import zarr_vectors_draco
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from zarr.codecs import VLenBytesCodec
 from zarr.core.dtype import VariableLengthBytes
-
-import zarr_vectors_draco
-from zarr_vectors.errors import DecodeError, FormatError, InputError
 from zarr_vectors_draco import (
     CODEC_UNAVAILABLE_MESSAGE,
     Draco,
@@ -37,6 +35,8 @@ from zarr_vectors_draco import (
     quantization_bound,
     require_draco_codec,
 )
+
+from zarr_vectors.errors import DecodeError, FormatError, InputError
 
 NO_FACES = np.zeros((0, 3), dtype=np.int64)
 SEQUENTIAL, EDGEBREAKER = 0, 1
@@ -196,8 +196,14 @@ def test_chunked_sphere_cells_are_small_and_exact():
 
 def test_decoding_a_plain_draco_mesh_from_another_writer():
     positions, faces = sphere(1)
-    blob = bytes(DracoPy.encode(positions.astype(np.float32), faces=faces.astype(np.uint32), create_metadata=True,
-                                generic_attributes={"label": np.ones((len(positions), 1), np.uint8)}))
+    blob = bytes(
+        DracoPy.encode(
+            positions.astype(np.float32),
+            faces=faces.astype(np.uint32),
+            create_metadata=True,
+            generic_attributes={"label": np.ones((len(positions), 1), np.uint8)},
+        )
+    )
     points, decoded_faces = decode_cell(blob)
     assert points.shape == positions.shape and decoded_faces.shape == faces.shape
 
@@ -294,8 +300,11 @@ def test_a_huge_point_count_is_refused_before_draco_allocates():
 def test_corrupted_blobs_decode_or_raise_decode_error():
     """Seeded byte corruption: DecodeError or some output, never another exception or a crash."""
     positions, faces = sphere(2)
-    blobs = [encode_cell(positions, faces)[0], encode_cell(positions, NO_FACES)[0],
-             encode_cell(np.concatenate([positions, positions[:4] + 0.5]), faces[::2])[0]]
+    blobs = [
+        encode_cell(positions, faces)[0],
+        encode_cell(positions, NO_FACES)[0],
+        encode_cell(np.concatenate([positions, positions[:4] + 0.5]), faces[::2])[0],
+    ]
     rng = np.random.default_rng(2024)
     outcomes = Counter()
     for trial in range(600):
@@ -322,8 +331,18 @@ def test_corrupted_blobs_decode_or_raise_decode_error():
         (np.zeros((3, 3)), [[0, 1, 3]], {}, r"face indices must lie in \[0, 3\)"),
         (np.zeros((3, 3)), [[0, 1]], {}, r"faces must have shape \(F, 3\)"),
         (np.zeros((3, 3)), [[0.0, 1.0, 2.0]], {}, "integer vertex indices"),
-        (np.zeros((3, 3)), NO_FACES, {"quantization_bits": 0}, "quantization_bits must be an integer from 1 to 30"),
-        (np.zeros((3, 3)), NO_FACES, {"compression_level": 11}, "compression_level must be an integer from 0 to 10"),
+        (
+            np.zeros((3, 3)),
+            NO_FACES,
+            {"quantization_bits": 0},
+            "quantization_bits must be an integer from 1 to 30",
+        ),
+        (
+            np.zeros((3, 3)),
+            NO_FACES,
+            {"compression_level": 11},
+            "compression_level must be an integer from 0 to 10",
+        ),
         (np.zeros((3, 3)), NO_FACES, {"quantization_bits": True}, "got True"),
     ],
 )
@@ -346,8 +365,13 @@ def draco_array(path: Path, **codec):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", zarr.errors.UnstableSpecificationWarning)
         return zarr.create_array(
-            zarr.storage.LocalStore(path), name="0/vertices", shape=(2, 2, 1), chunks=(1, 1, 1),
-            dtype=VariableLengthBytes(), filters=[DracoCodec(**codec)], serializer=VLenBytesCodec(),
+            zarr.storage.LocalStore(path),
+            name="0/vertices",
+            shape=(2, 2, 1),
+            chunks=(1, 1, 1),
+            dtype=VariableLengthBytes(),
+            filters=[DracoCodec(**codec)],
+            serializer=VLenBytesCodec(),
             compressors=None,
         )
 
@@ -356,7 +380,10 @@ def test_zarr_array_metadata_names_the_codec(tmp_path):
     draco_array(tmp_path, quantization_bits=14)
     doc = json.loads((tmp_path / "0/vertices/zarr.json").read_text())
     assert doc["data_type"] == "variable_length_bytes"
-    assert doc["codecs"][0] == {"name": "draco", "configuration": {"quantization_bits": 14, "compression_level": 7}}
+    assert doc["codecs"][0] == {
+        "name": "draco",
+        "configuration": {"quantization_bits": 14, "compression_level": 7},
+    }
     assert doc["codecs"][1]["name"] == "vlen-bytes"
 
 
@@ -424,7 +451,10 @@ def test_codec_refuses_a_non_bytes_array():
 def test_numcodecs_codec_round_trips_rows(rng):
     codec = numcodecs.get_codec({"id": "draco", "quantization_bits": 12, "compression_level": 5})
     assert isinstance(codec, Draco) and codec.get_config() == {
-        "id": "draco", "quantization_bits": 12, "compression_level": 5}
+        "id": "draco",
+        "quantization_bits": 12,
+        "compression_level": 5,
+    }
     rows = rng.uniform(0, 1, (20, 3)).astype("<f4")
     blob = codec.encode(rows)
     assert bytes(blob[:5]) == b"DRACO"
@@ -443,14 +473,17 @@ def test_a_fresh_interpreter_resolves_both_codecs_by_entry_point():
         "codec = numcodecs.get_codec({'id': 'draco'})\n"
         "print(cls.__module__, type(codec).__module__, 'zarr_vectors_draco' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, check=True,
-                          cwd=Path("/")).stdout.split()
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", script], capture_output=True, text=True, check=True, cwd=Path("/")
+    ).stdout.split()
     assert done == ["zarr_vectors_draco.zarr_codec", "zarr_vectors_draco.numcodecs_codec", "True"]
 
 
 def test_require_draco_codec_and_its_message(monkeypatch):
     assert require_draco_codec() is DracoCodec
-    assert CODEC_UNAVAILABLE_MESSAGE.startswith("codec draco is not available: install zarrvec (pip install zarrvec)")
+    assert CODEC_UNAVAILABLE_MESSAGE.startswith(
+        "codec draco is not available: install zarrvec (pip install zarrvec)"
+    )
 
     def unknown(name):
         raise KeyError(name)
@@ -473,5 +506,11 @@ def test_missing_dracopy_is_reported_with_the_message(monkeypatch):
 
 def test_package_exports():
     assert set(zarr_vectors_draco.__all__) >= {
-        "encode_cell", "decode_cell", "quantization_bound", "DracoCodec", "Draco",
-        "CODEC_UNAVAILABLE_MESSAGE", "require_draco_codec"}
+        "encode_cell",
+        "decode_cell",
+        "quantization_bound",
+        "DracoCodec",
+        "Draco",
+        "CODEC_UNAVAILABLE_MESSAGE",
+        "require_draco_codec",
+    }

@@ -96,8 +96,14 @@ def test_checksum_codec_writes_the_bytes_zarr_python_writes(tmp_path, compressio
     from zarr.core.dtype import VariableLengthBytes
 
     codecs = compressor_json(compression) + [dict(CHECKSUM_CODEC)]
-    arr = zarr.create_array(str(tmp_path / "a"), shape=(2,), chunks=(1,), dtype=VariableLengthBytes(),
-                            fill_value=b"", compressors=codecs)  # fmt: skip
+    arr = zarr.create_array(
+        str(tmp_path / "a"),
+        shape=(2,),
+        chunks=(1,),
+        dtype=VariableLengthBytes(),
+        fill_value=b"",
+        compressors=codecs,
+    )
     value = np.empty(1, object)
     value[0] = b"some payload bytes" * 20
     arr[0:1] = value

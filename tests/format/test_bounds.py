@@ -24,7 +24,12 @@ from zarr_vectors.format.fragments import (
     ranges_outside,
 )
 from zarr_vectors.format.grid import Grid, bins_per_chunk
-from zarr_vectors.format.manifests import ManifestBlock, decode_manifest, decode_manifests_batch, encode_manifest
+from zarr_vectors.format.manifests import (
+    ManifestBlock,
+    decode_manifest,
+    decode_manifests_batch,
+    encode_manifest,
+)
 from zarr_vectors.format.metadata import LevelMeta, RootMeta
 from zarr_vectors.format.zarr_json import MAX_JSON_DEPTH, _depth, load_json
 
@@ -58,7 +63,12 @@ def test_range_end_overflowing_int64_is_refused():
 
 
 def _range_block(chunk: tuple[int, ...], start: int, count: int) -> bytes:
-    return struct.pack("<I", 1) + struct.pack(f"<{len(chunk)}q", *chunk) + b"\x01" + struct.pack("<qq", start, count)
+    return (
+        struct.pack("<I", 1)
+        + struct.pack(f"<{len(chunk)}q", *chunk)
+        + b"\x01"
+        + struct.pack("<qq", start, count)
+    )
 
 
 @pytest.mark.parametrize("start, count", [(0, 2**33), (2**62, 2**62), (5, 96), (-1, 2)])
@@ -77,19 +87,30 @@ def test_manifest_naming_more_fragments_than_the_level_holds_is_refused():
     buf = encode_manifest(blocks)
     pos, _, frag = decode_manifests_batch([buf, buf], 3, max_fragments=60, max_per_object=180)
     assert len(frag) == 360 and np.array_equal(np.bincount(pos), [180, 180])
-    with pytest.raises(DecodeError, match="manifest of entry 1 names 120 fragments or more; the level holds at most 100"):
+    with pytest.raises(
+        DecodeError, match="manifest of entry 1 names 120 fragments or more; the level holds at most 100"
+    ):
         decode_manifests_batch([encode_manifest(blocks[:1]), buf], 3, max_fragments=60, max_per_object=100)
     assert decode_manifest(buf, 3, max_fragments=60) == blocks
 
 
-@given(st.lists(st.lists(st.tuples(st.integers(-3, 3), st.integers(0, 40), st.integers(1, 5)), max_size=4), max_size=6))
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(-3, 3), st.integers(0, 40), st.integers(1, 5)), max_size=4), max_size=6
+    )
+)
 def test_batch_and_single_decoders_agree_under_a_limit(objects):
-    items = [encode_manifest([ManifestBlock((c, 0), np.arange(s, s + n)) for c, s, n in blocks]) for blocks in objects]
+    items = [
+        encode_manifest([ManifestBlock((c, 0), np.arange(s, s + n)) for c, s, n in blocks])
+        for blocks in objects
+    ]
     limit = 42
     singles = []
     for i, buf in enumerate(items):
         try:
-            singles.append([(i, b.chunk, int(f)) for b in decode_manifest(buf, 2, limit) for f in b.fragments])
+            singles.append(
+                [(i, b.chunk, int(f)) for b in decode_manifest(buf, 2, limit) for f in b.fragments]
+            )
         except DecodeError:
             singles.append(None)
     if any(s is None for s in singles):
@@ -118,7 +139,10 @@ def _nesting(value: object) -> int:
 
 JSON_VALUES = st.recursive(
     st.none() | st.integers() | st.text(alphabet='[]{}"\\ab', max_size=6),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet='[{"\\x', max_size=3), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(alphabet='[{"\\x', max_size=3), inner, max_size=3)
+    ),
     max_leaves=30,
 )
 
@@ -184,8 +208,12 @@ def test_root_metadata_values_are_checked_before_use(change, match):
 
 
 def test_multiscales_translation_must_be_positive_and_long_enough():
-    ms = [{"axes": [{"name": "x"}, {"name": "y"}], "datasets": [{"coordinateTransformations": [
-        {"type": "translation", "translation": [0.5]}]}]}]  # fmt: skip
+    ms = [
+        {
+            "axes": [{"name": "x"}, {"name": "y"}],
+            "datasets": [{"coordinateTransformations": [{"type": "translation", "translation": [0.5]}]}],
+        }
+    ]
     with pytest.raises(FormatError, match=r"datasets\[0\] translation has 1 entries for 2 space axes"):
         RootMeta.from_attributes(_root() | {"multiscales": ms})
     ms[0]["datasets"][0]["coordinateTransformations"][0]["translation"] = [0.5, float("inf")]

@@ -96,8 +96,13 @@ def test_cross_level_anchor_digest_example():
     # root chunk 100, level-1 chunk 200: source 3 -> target 2 is +1; source 1 -> target 1 is +1.
     anchor = cross_level_anchor(np.array([[3], [1], [-1]]), [1], [2])
     assert anchor.ravel().tolist() == [1, 0, -1]  # floors toward -inf
-    placed = place_links(np.array([[(3,), (2,)], [(1,), (1,)]]), np.array([[0, 4], [1, 6]]),
-                         delta=1, anchors=anchor[:2], **UNDIRECTED)
+    placed = place_links(
+        np.array([[(3,), (2,)], [(1,), (1,)]]),
+        np.array([[0, 4], [1, 6]]),
+        delta=1,
+        anchors=anchor[:2],
+        **UNDIRECTED,
+    )
     assert placed.offsets.reshape(-1).tolist() == [1, 1]
     assert placed.vertices.tolist() == [[0, 4], [1, 6]] and not placed.has_perm.any()
 
@@ -216,8 +221,13 @@ def test_parse_offsets_rejects(name, width, ndim, message):
         parse_offsets(name, width, ndim)
 
 
-@given(hnp.arrays(np.int64, hnp.array_shapes(min_dims=2, max_dims=2, min_side=0, max_side=4),
-                  elements=st.integers(-300, 300)))
+@given(
+    hnp.arrays(
+        np.int64,
+        hnp.array_shapes(min_dims=2, max_dims=2, min_side=0, max_side=4),
+        elements=st.integers(-300, 300),
+    )
+)
 def test_offsets_round_trip(offsets):
     if offsets.shape[1] == 0:
         return
@@ -423,8 +433,16 @@ def test_build_and_split_rows():
 
 @pytest.mark.parametrize(
     "top, name",
-    [(-1, "uint8"), (0, "uint8"), (255, "uint8"), (256, "uint16"), (65535, "uint16"),
-     (65536, "uint32"), (2**32 - 1, "uint32"), (2**32, "int64")],
+    [
+        (-1, "uint8"),
+        (0, "uint8"),
+        (255, "uint8"),
+        (256, "uint16"),
+        (65535, "uint16"),
+        (65536, "uint32"),
+        (2**32 - 1, "uint32"),
+        (2**32, "int64"),
+    ],
 )
 def test_smallest_index_dtype(top, name):
     assert smallest_index_dtype(top) == np.dtype(name)

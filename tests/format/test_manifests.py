@@ -74,7 +74,12 @@ def test_batch_encoder_and_decoder_match_the_single_ones(objects):
     assert batch == singles
     assert [decode_manifest(raw, 2) for raw in singles] == manifests
     obj, ch, fr = decode_manifests_batch(singles, 2)
-    flat = sorted((o, tuple(c), f) for o, m in enumerate(manifests) for b in m for c, f in [(b.chunk, x) for x in b.fragments.tolist()])
+    flat = sorted(
+        (o, tuple(c), f)
+        for o, m in enumerate(manifests)
+        for b in m
+        for c, f in [(b.chunk, x) for x in b.fragments.tolist()]
+    )
     got = sorted((int(a), tuple(int(v) for v in b), int(c)) for a, b, c in zip(obj, ch, fr))
     assert got == flat
 

@@ -35,7 +35,9 @@ from fuzz.stores import KINDS
 
 OPS = ("open", "query", "objects", "read", "validate")
 #: KeyError messages the API documents (Dataset.level, objects, attribute names).
-DOCUMENTED_KEY_ERRORS = re.compile(r"'?(level \d+ does not exist|object id -?\d+ is not in level|unknown vertex attributes)")
+DOCUMENTED_KEY_ERRORS = re.compile(
+    r"'?(level \d+ does not exist|object id -?\d+ is not in level|unknown vertex attributes)"
+)
 
 
 def parse_case(case: str) -> tuple[str, str, str, int]:
@@ -52,7 +54,10 @@ def _emit(obj: dict[str, Any]) -> None:
 def _digest(results: list[Any]) -> str:
     h = hashlib.sha256()
     for res in results:
-        parts = [(n, getattr(res, n)) for n in ("positions", "object_ids", "edges", "faces", "line_offsets", "parents")]
+        parts = [
+            (n, getattr(res, n))
+            for n in ("positions", "object_ids", "edges", "faces", "line_offsets", "parents")
+        ]
         for group in ("attributes", "edge_attributes"):
             parts += [(f"{group}.{k}", v) for k, v in sorted(getattr(res, group).items())]
         for name, value in parts:
@@ -108,8 +113,16 @@ def run_ops(path: str, kind: str) -> dict[str, dict[str, Any]]:
         ds = zv.open(path)
         box["ds"] = ds
         lo, hi = ds.bounds
-        desc = [ds.levels, ds.ndim, list(ds.axes), lo.tolist(), hi.tolist(), ds.chunk_shape.tolist(),
-                ds.bin_shape.tolist(), list(ds.geometry_types)]  # fmt: skip
+        desc = [
+            ds.levels,
+            ds.ndim,
+            list(ds.axes),
+            lo.tolist(),
+            hi.tolist(),
+            ds.chunk_shape.tolist(),
+            ds.bin_shape.tolist(),
+            list(ds.geometry_types),
+        ]
         return hashlib.sha256(json.dumps(desc).encode()).hexdigest()[:16]
 
     _emit({"op": "open"})

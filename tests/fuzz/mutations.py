@@ -86,7 +86,9 @@ def _nonempty_cell(store: Path, rng: np.random.Generator) -> tuple[str, bytearra
 
 def bitflip(store: Path, rng: np.random.Generator) -> str:
     rel, data = _nonempty_cell(store, rng)
-    bits = sorted(rng.choice(len(data) * 8, size=min(int(rng.integers(1, 4)), len(data) * 8), replace=False).tolist())
+    bits = sorted(
+        rng.choice(len(data) * 8, size=min(int(rng.integers(1, 4)), len(data) * 8), replace=False).tolist()
+    )
     for b in bits:
         data[b // 8] ^= 1 << (b % 8)
     (store / rel).write_bytes(bytes(data))
@@ -181,15 +183,18 @@ def deep_json(store: Path, rng: np.random.Generator) -> str:
 
 
 def _per_chunk(nodes: dict[str, Any]) -> list[str]:
-    return sorted(n for n, d in nodes.items() if isinstance((d.get("attributes") or {}).get("nonempty_chunks"), list))
+    return sorted(
+        n for n, d in nodes.items() if isinstance((d.get("attributes") or {}).get("nonempty_chunks"), list)
+    )
 
 
 def _tables(nodes: dict[str, Any]) -> list[str]:
     fams = ("object_attributes", "group_attributes", "object_index", "groups")
     return sorted(
-        n for n, d in nodes.items()
+        n
+        for n, d in nodes.items()
         if d.get("node_type") == "array" and len(d.get("shape") or []) in (1, 2) and any(f in n for f in fams)
-    )  # fmt: skip
+    )
 
 
 def _dtype_swap(name: str, rng: np.random.Generator) -> Any:
@@ -198,7 +203,9 @@ def _dtype_swap(name: str, rng: np.random.Generator) -> Any:
         size = np.dtype(name).itemsize
     except TypeError:
         size = 0
-    sized = [t for t in ("int8", "uint16", "float32", "float64", "complex128") if np.dtype(t).itemsize != size]
+    sized = [
+        t for t in ("int8", "uint16", "float32", "float64", "complex128") if np.dtype(t).itemsize != size
+    ]
     return _pick(rng, sized + ["bogus", 7, None, "<U4", "V3", "object"])
 
 
@@ -220,8 +227,12 @@ def json_dtype(store: Path, rng: np.random.Generator) -> str:
             old, attrs["dtype"] = attrs["dtype"], new
             return f"attributes.dtype {old!r} -> {new!r}"
         if rng.random() < 0.5 or doc.get("data_type") == "variable_length_bytes":
-            new = _pick(rng, ["float32", "int64", "bogus", "string"] if doc.get("data_type") == "variable_length_bytes"
-                        else ["variable_length_bytes", "bogus", 3])  # fmt: skip
+            new = _pick(
+                rng,
+                ["float32", "int64", "bogus", "string"]
+                if doc.get("data_type") == "variable_length_bytes"
+                else ["variable_length_bytes", "bogus", 3],
+            )
         else:
             new = _dtype_swap(doc.get("data_type"), rng)
         old, doc["data_type"] = doc.get("data_type"), new
@@ -238,7 +249,9 @@ def json_shape(store: Path, rng: np.random.Generator) -> str:
     def fn(doc: dict[str, Any]) -> str:
         nd = len(doc.get("shape") or [])
         attrs = doc.setdefault("attributes", {})
-        choices = ["shape", "chunks"] + (["row_shape"] if node in per_chunk and "vertices" not in node else [])
+        choices = ["shape", "chunks"] + (
+            ["row_shape"] if node in per_chunk and "vertices" not in node else []
+        )
         what = _pick(rng, choices)
         if what == "row_shape":
             new = _pick(rng, [[0], [2**40], [-1], [3, 0], [2, 2**62], "3"])
@@ -248,7 +261,17 @@ def json_shape(store: Path, rng: np.random.Generator) -> str:
             if node in tables:
                 new = _pick(rng, [[2**40], [2**62], [0], [-5], [2**40, 3], [1.5]])
             else:
-                new = _pick(rng, [[2**31] * nd, [2**62] * nd, [0] * nd, [1] * (nd + 1), [-1] * nd, [2**40] + [1] * (nd - 1)])
+                new = _pick(
+                    rng,
+                    [
+                        [2**31] * nd,
+                        [2**62] * nd,
+                        [0] * nd,
+                        [1] * (nd + 1),
+                        [-1] * nd,
+                        [2**40] + [1] * (nd - 1),
+                    ],
+                )
             old, doc["shape"] = doc.get("shape"), new
             return f"shape {old!r} -> {new!r}"
         grid = doc.setdefault("chunk_grid", {}).setdefault("configuration", {})
@@ -272,8 +295,12 @@ def json_grid(store: Path, rng: np.random.Generator) -> str:
         origin = attrs.get("chunk_grid_origin") or [0] * nd
         inside = [".".join(str(o + int(i)) for o, i in zip(origin, idx)) for idx in np.ndindex(*shape)]
         absent = [k for k in inside if k not in keys]
-        how = _pick(rng, ["drop", "absent", "huge", "dup", "junk", "origin"] if absent else
-                    ["drop", "huge", "dup", "junk", "origin"])  # fmt: skip
+        how = _pick(
+            rng,
+            ["drop", "absent", "huge", "dup", "junk", "origin"]
+            if absent
+            else ["drop", "huge", "dup", "junk", "origin"],
+        )
         if how == "drop" and keys:
             gone = keys.pop(int(rng.integers(len(keys))))
             attrs["nonempty_chunks"] = keys
@@ -308,16 +335,33 @@ def json_root(store: Path, rng: np.random.Generator) -> str:
     nd = len(block.get("chunk_shape") or [3])
     inf = float("inf")
     edits: list[tuple[str, Any]] = [
-        ("chunk_shape", [inf] * nd), ("chunk_shape", [float("nan")] * nd), ("chunk_shape", [1e-300] * nd),
-        ("chunk_shape", [0] * nd), ("chunk_shape", [150.0] * (nd - 1)), ("chunk_shape", [150.0] * (nd + 1)),
-        ("chunk_shape", [2.0**62] * nd), ("chunk_shape", "150"), ("chunk_shape", [1e-3] * nd),
-        ("bounds", [[0.0] * nd, [inf] * nd]), ("bounds", [[0.0] * (nd + 1), [1.0] * (nd + 1)]),
-        ("base_bin_shape", [0.0] * nd), ("base_bin_shape", [inf] * nd), ("base_bin_shape", [1e-9] * nd),
-        ("base_bin_shape", [50.0] * (nd + 1)), ("zv_version", "1.0.0"), ("zv_version", "0.8.0"), ("zv_version", 9),
-        ("geometry_types", []), ("geometry_types", 5), ("links_convention", "spiral"),
-        ("multiscales", None), ("translation", [0.0] * nd), ("translation", [1e-300] * nd),
-        ("translation", [inf] * nd), ("datasets", []),
-    ]  # fmt: skip
+        ("chunk_shape", [inf] * nd),
+        ("chunk_shape", [float("nan")] * nd),
+        ("chunk_shape", [1e-300] * nd),
+        ("chunk_shape", [0] * nd),
+        ("chunk_shape", [150.0] * (nd - 1)),
+        ("chunk_shape", [150.0] * (nd + 1)),
+        ("chunk_shape", [2.0**62] * nd),
+        ("chunk_shape", "150"),
+        ("chunk_shape", [1e-3] * nd),
+        ("bounds", [[0.0] * nd, [inf] * nd]),
+        ("bounds", [[0.0] * (nd + 1), [1.0] * (nd + 1)]),
+        ("base_bin_shape", [0.0] * nd),
+        ("base_bin_shape", [inf] * nd),
+        ("base_bin_shape", [1e-9] * nd),
+        ("base_bin_shape", [50.0] * (nd + 1)),
+        ("zv_version", "1.0.0"),
+        ("zv_version", "0.8.0"),
+        ("zv_version", 9),
+        ("geometry_types", []),
+        ("geometry_types", 5),
+        ("links_convention", "spiral"),
+        ("multiscales", None),
+        ("translation", [0.0] * nd),
+        ("translation", [1e-300] * nd),
+        ("translation", [inf] * nd),
+        ("datasets", []),
+    ]
     key, value = edits[int(rng.integers(len(edits)))]
 
     def fn(doc: dict[str, Any]) -> str:
@@ -349,20 +393,38 @@ def json_counts(store: Path, rng: np.random.Generator) -> str:
         lv = attrs.get("zarr_vectors_level")
         if isinstance(lv, dict):
             nd = len(lv.get("chunk_shape") or nodes[""]["attributes"]["zarr_vectors"]["chunk_shape"])
-            edits += [(node, "vertex_count", 2**62), (node, "vertex_count", -1), (node, "vertex_count", 0),
-                      (node, "level", 7), (node, "chunk_shape", [float("inf")] * nd),
-                      (node, "chunk_shape", [1.0] * (nd + 1))]  # fmt: skip
+            edits += [
+                (node, "vertex_count", 2**62),
+                (node, "vertex_count", -1),
+                (node, "vertex_count", 0),
+                (node, "level", 7),
+                (node, "chunk_shape", [float("inf")] * nd),
+                (node, "chunk_shape", [1.0] * (nd + 1)),
+            ]
         if attrs.get("zv_array") == "object_index":
-            edits += [(node, "num_objects", 2**40), (node, "num_objects", 0), (node, "num_present", 2**40),
-                      (node, "layout", "vlen_manifests_v9"), (node, "sid_ndim", 7)]  # fmt: skip
+            edits += [
+                (node, "num_objects", 2**40),
+                (node, "num_objects", 0),
+                (node, "num_present", 2**40),
+                (node, "layout", "vlen_manifests_v9"),
+                (node, "sid_ndim", 7),
+            ]
         if attrs.get("zv_array") == "links_family":
-            edits += [(node, "link_width", 2**31), (node, "link_width", attrs.get("link_width", 2) + 1),
-                      (node, "link_width", 0), (node, "num_links", 2**62), (node, "directed", "yes")]  # fmt: skip
+            edits += [
+                (node, "link_width", 2**31),
+                (node, "link_width", attrs.get("link_width", 2) + 1),
+                (node, "link_width", 0),
+                (node, "num_links", 2**62),
+                (node, "directed", "yes"),
+            ]
         if "has_perm" in attrs:
             edits += [(node, "has_perm", not attrs["has_perm"])]
         if attrs.get("zv_array") == "groups":
-            edits += [(node, "num_groups", 2**40), (node, "group_ranges", {"0": [0, 2**62]}),
-                      (node, "group_ranges", {"1": [0, 3]})]  # fmt: skip
+            edits += [
+                (node, "num_groups", 2**40),
+                (node, "group_ranges", {"0": [0, 2**62]}),
+                (node, "group_ranges", {"1": [0, 3]}),
+            ]
     node, key, value = _pick(rng, sorted(edits, key=repr))
 
     def fn(doc: dict[str, Any]) -> str:
@@ -394,8 +456,18 @@ def json_codecs(store: Path, rng: np.random.Generator) -> str:
             codecs.insert(0, {"name": "frobnicate", "configuration": {}})
             return "unknown codec 'frobnicate' put first"
         if how == "blosc-typesize":
-            codecs.append({"name": "blosc", "configuration": {"typesize": 2**40, "cname": "nope", "clevel": 99,
-                                                               "shuffle": "sideways", "blocksize": -1}})  # fmt: skip
+            codecs.append(
+                {
+                    "name": "blosc",
+                    "configuration": {
+                        "typesize": 2**40,
+                        "cname": "nope",
+                        "clevel": 99,
+                        "shuffle": "sideways",
+                        "blocksize": -1,
+                    },
+                }
+            )
             return "blosc with impossible settings appended"
         if how == "encoding" and "encoding" in (doc.get("attributes") or {}):
             old = doc["attributes"]["encoding"]
@@ -424,7 +496,11 @@ def _chain(doc: dict[str, Any]) -> tuple[str, list[Any]] | None:
             comps.append(numcodecs.GZip(level=conf.get("level", 5)))
         elif c["name"] == "blosc":
             shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[conf.get("shuffle", "noshuffle")]
-            comps.append(numcodecs.Blosc(cname=conf.get("cname", "zstd"), clevel=conf.get("clevel", 5), shuffle=shuffle))
+            comps.append(
+                numcodecs.Blosc(
+                    cname=conf.get("cname", "zstd"), clevel=conf.get("clevel", 5), shuffle=shuffle
+                )
+            )
         else:
             return None
     return codecs[0]["name"], comps

@@ -73,14 +73,21 @@ def _lines(proc: subprocess.Popen[bytes], timeout: float) -> Any:
         buf += chunk
 
 
-def _worker(cases: list[str], job: dict[str, Any], timeout: float, stats: RunStats, lock: threading.Lock) -> None:
+def _worker(
+    cases: list[str], job: dict[str, Any], timeout: float, stats: RunStats, lock: threading.Lock
+) -> None:
     pending = list(cases)
     env = dict(os.environ, MALLOC_ARENA_MAX="2", PYTHONHASHSEED="0")
     while pending:
         err = Path(job["work"]) / f"stderr-{threading.get_ident()}.txt"
         with err.open("wb") as errf:
-            proc = subprocess.Popen([sys.executable, str(CHILD)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=errf, env=env)  # fmt: skip
+            proc = subprocess.Popen(
+                [sys.executable, str(CHILD)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errf,
+                env=env,
+            )
         with lock:
             stats.children += 1
         assert proc.stdin is not None
@@ -115,8 +122,10 @@ def _worker(cases: list[str], job: dict[str, Any], timeout: float, stats: RunSta
                 stats.results[current] = {"case": current, "died": what, "op": op, "stderr": tail}
             done += 1
         elif done == 0:
-            raise RuntimeError(f"fuzz child exited with {proc.returncode} before its first case:\n"
-                               f"{err.read_text(errors='replace')[-3000:]}")  # fmt: skip
+            raise RuntimeError(
+                f"fuzz child exited with {proc.returncode} before its first case:\n"
+                f"{err.read_text(errors='replace')[-3000:]}"
+            )
         pending = pending[done:]
 
 
@@ -137,8 +146,15 @@ def _death(code: int) -> str:
     return f"CRASH exit {code}"
 
 
-def run(cases: list[str], bases: dict[str, str], work: Path, *, workers: int = 2, timeout: float = 20.0,
-        mem: int = MEM_LIMIT) -> RunStats:  # fmt: skip
+def run(
+    cases: list[str],
+    bases: dict[str, str],
+    work: Path,
+    *,
+    workers: int = 2,
+    timeout: float = 20.0,
+    mem: int = MEM_LIMIT,
+) -> RunStats:
     """Run ``cases`` (plus the pristine case of every base they use) in child processes."""
     work.mkdir(parents=True, exist_ok=True)
     pristine = sorted({"/".join(parse_case(c)[:2]) + "/pristine/0" for c in cases})
@@ -147,8 +163,10 @@ def run(cases: list[str], bases: dict[str, str], work: Path, *, workers: int = 2
     stats = RunStats(cases=len(todo))
     lock = threading.Lock()
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=_worker, args=(todo[i::workers], job, timeout, stats, lock))
-               for i in range(workers)]  # fmt: skip
+    threads = [
+        threading.Thread(target=_worker, args=(todo[i::workers], job, timeout, stats, lock))
+        for i in range(workers)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -239,8 +257,21 @@ def table(cases: list[str], results: dict[str, dict[str, Any]]) -> str:
             c["n/a case"] += 1
         for o in out.values():
             c[o.split(" ")[0] if o[:1].isupper() else o] += 1
-    cols = ["cases", "same", "error", "n/a", "report-ok", "report-problems",
-            "unchecked", "WRONG", "RAISE", "MEMORY", "TIMEOUT", "CRASH", "MISSED"]  # fmt: skip
+    cols = [
+        "cases",
+        "same",
+        "error",
+        "n/a",
+        "report-ok",
+        "report-problems",
+        "unchecked",
+        "WRONG",
+        "RAISE",
+        "MEMORY",
+        "TIMEOUT",
+        "CRASH",
+        "MISSED",
+    ]
     head = f"{'kind':15s} {'mutation':13s}" + "".join(f"{c[:9]:>10s}" for c in cols)
     lines = [head, "-" * len(head)]
     total: Counter[str] = Counter()

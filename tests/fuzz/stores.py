@@ -41,8 +41,14 @@ def _sphere(center: np.ndarray, radius: float) -> tuple[np.ndarray, np.ndarray]:
     rings, segs = 6, 10
     th = np.linspace(0, np.pi, rings + 1)[1:-1]
     ph = np.linspace(0, 2 * np.pi, segs, endpoint=False)
-    body = np.stack([np.outer(np.sin(th), np.cos(ph)), np.outer(np.sin(th), np.sin(ph)),
-                     np.repeat(np.cos(th)[:, None], segs, 1)], axis=-1).reshape(-1, 3)  # fmt: skip
+    body = np.stack(
+        [
+            np.outer(np.sin(th), np.cos(ph)),
+            np.outer(np.sin(th), np.sin(ph)),
+            np.repeat(np.cos(th)[:, None], segs, 1),
+        ],
+        axis=-1,
+    ).reshape(-1, 3)
     verts = np.vstack([[0, 0, 1], body, [0, 0, -1]]) * radius + center
     faces = []
     for s in range(segs):
@@ -62,11 +68,20 @@ def _points(path: Path, comp: str) -> None:
     rng = np.random.default_rng(1)
     n = 200
     zv.write_points(
-        path, rng.uniform(10, 290, (n, 3)).astype(np.float32), chunk_shape=150, bin_shape=50,
-        object_ids=rng.integers(0, 10, n), object_attributes={"w": rng.random(10), "name": np.array(list("abcdefghij"))},
-        attributes={"a": rng.random(n).astype(np.float32), "rgb": rng.integers(0, 255, (n, 3)).astype(np.uint8)},
-        groups=[[0, 1], [2, 3, 4]], group_attributes={"s": np.array([1.0, 2.0])}, **options(comp),
-    )  # fmt: skip
+        path,
+        rng.uniform(10, 290, (n, 3)).astype(np.float32),
+        chunk_shape=150,
+        bin_shape=50,
+        object_ids=rng.integers(0, 10, n),
+        object_attributes={"w": rng.random(10), "name": np.array(list("abcdefghij"))},
+        attributes={
+            "a": rng.random(n).astype(np.float32),
+            "rgb": rng.integers(0, 255, (n, 3)).astype(np.uint8),
+        },
+        groups=[[0, 1], [2, 3, 4]],
+        group_attributes={"s": np.array([1.0, 2.0])},
+        **options(comp),
+    )
 
 
 def _walks(rng: np.random.Generator, n: int, m: int, step: float) -> list[np.ndarray]:
@@ -77,8 +92,14 @@ def _lines(path: Path, comp: str) -> None:
     import zarr_vectors as zv
 
     rng = np.random.default_rng(2)
-    zv.write_lines(path, _walks(rng, 6, 20, 30), chunk_shape=150, attributes={"t": rng.random(120).astype(np.float32)},
-                   object_attributes={"k": np.arange(6.0)}, **options(comp))  # fmt: skip
+    zv.write_lines(
+        path,
+        _walks(rng, 6, 20, 30),
+        chunk_shape=150,
+        attributes={"t": rng.random(120).astype(np.float32)},
+        object_attributes={"k": np.arange(6.0)},
+        **options(comp),
+    )
 
 
 def _tree(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -100,8 +121,15 @@ def _graph(path: Path, comp: str) -> None:
     rng = np.random.default_rng(4)
     pos = rng.uniform(0, 300, (150, 3)).astype(np.float32)
     edges = np.stack([np.arange(150), (np.arange(150) * 7 + 3) % 150], axis=1)
-    zv.write_graph(path, pos, edges, chunk_shape=150, edge_attributes={"w": rng.random(150).astype(np.float32)},
-                   object_ids=np.arange(150) % 3, **options(comp))  # fmt: skip
+    zv.write_graph(
+        path,
+        pos,
+        edges,
+        chunk_shape=150,
+        edge_attributes={"w": rng.random(150).astype(np.float32)},
+        object_ids=np.arange(150) % 3,
+        **options(comp),
+    )
 
 
 def _meshes(path: Path, comp: str, encoding: str) -> None:
@@ -123,16 +151,24 @@ def _polygons(path: Path, comp: str) -> None:
         shapely.Polygon([(5, 150), (100, 190), (40, 120)]),
         shapely.box(105, 95, 115, 190),
     ]
-    zv.write_geometries(path, shapes, chunk_shape=50, object_attributes={"v": np.arange(5.0)}, **options(comp))
+    zv.write_geometries(
+        path, shapes, chunk_shape=50, object_attributes={"v": np.arange(5.0)}, **options(comp)
+    )
 
 
 def _points_pyramid(path: Path, comp: str) -> None:
     import zarr_vectors as zv
 
     rng = np.random.default_rng(5)
-    zv.write_points(path, rng.uniform(10, 290, (300, 3)).astype(np.float32), chunk_shape=100, bin_shape=50,
-                    object_ids=rng.integers(0, 6, 300), attributes={"a": rng.random(300).astype(np.float32)},
-                    **options(comp))  # fmt: skip
+    zv.write_points(
+        path,
+        rng.uniform(10, 290, (300, 3)).astype(np.float32),
+        chunk_shape=100,
+        bin_shape=50,
+        object_ids=rng.integers(0, 6, 300),
+        attributes={"a": rng.random(300).astype(np.float32)},
+        **options(comp),
+    )
     zv.open(path, mode="r+").build_pyramid([2])
 
 

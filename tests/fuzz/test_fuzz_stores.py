@@ -60,8 +60,8 @@ def test_pristine_stores_read_and_validate(fuzz_results):
     for case in pristine:
         out = classify(case, fuzz_results)
         assert out["validate"] == "report-ok", explain(case, fuzz_results)
-        assert all("ok" in fuzz_results[case]["ops"][op] for op in ("open", "query", "objects", "read")), explain(
-            case, fuzz_results
+        assert all("ok" in fuzz_results[case]["ops"][op] for op in ("open", "query", "objects", "read")), (
+            explain(case, fuzz_results)
         )
 
 
@@ -74,4 +74,6 @@ def _param(case: str) -> Any:
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])
 def test_corrupt_store(case, fuzz_results):
     bad = failures(case, fuzz_results)
-    assert not bad, f"{explain(case, fuzz_results)}\nreplay: .venv/bin/python benchmarks/fuzz_stores.py --case {case}"
+    assert not bad, (
+        f"{explain(case, fuzz_results)}\nreplay: .venv/bin/python benchmarks/fuzz_stores.py --case {case}"
+    )

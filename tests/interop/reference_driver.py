@@ -184,7 +184,7 @@ def _csr_to_groups(flat: np.ndarray, offsets: np.ndarray) -> dict[int, list[int]
     flat = np.asarray(flat, dtype=np.int64)
     if offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(flat):
         raise DriverError("groups_offsets must be 1-D, start at 0 and end at len(groups_flat)")
-    return {g: flat[offsets[g]:offsets[g + 1]].tolist() for g in range(len(offsets) - 1)}
+    return {g: flat[offsets[g] : offsets[g + 1]].tolist() for g in range(len(offsets) - 1)}
 
 
 def _groups_to_csr(rows: list[Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -224,19 +224,14 @@ def _load_points_npz(path: str) -> dict[str, Any]:
         if b.shape != (2, d):
             raise DriverError(f"{path}: bounds must be (2, {d}), got {b.shape}")
         out["bounds"] = ([float(x) for x in b[0]], [float(x) for x in b[1]])
-    out["attributes"] = {k[len("attr__"):]: v for k, v in data.items() if k.startswith("attr__")}
-    out["object_attributes"] = {
-        k[len("oattr__"):]: v for k, v in data.items() if k.startswith("oattr__")
-    }
-    out["group_attributes"] = {
-        k[len("gattr__"):]: v for k, v in data.items() if k.startswith("gattr__")
-    }
+    out["attributes"] = {k[len("attr__") :]: v for k, v in data.items() if k.startswith("attr__")}
+    out["object_attributes"] = {k[len("oattr__") :]: v for k, v in data.items() if k.startswith("oattr__")}
+    out["group_attributes"] = {k[len("gattr__") :]: v for k, v in data.items() if k.startswith("gattr__")}
     out["object_ids"] = np.asarray(data["object_ids"], np.int64) if "object_ids" in data else None
     if ("groups_flat" in data) != ("groups_offsets" in data):
         raise DriverError(f"{path}: groups need both groups_flat and groups_offsets")
     out["groups"] = (
-        _csr_to_groups(data["groups_flat"], data["groups_offsets"])
-        if "groups_flat" in data else None
+        _csr_to_groups(data["groups_flat"], data["groups_offsets"]) if "groups_flat" in data else None
     )
     if out["group_attributes"] and out["groups"] is None:
         raise DriverError(f"{path}: gattr__* given without groups")
@@ -294,8 +289,11 @@ def cmd_write_points(args: argparse.Namespace) -> int:
             compression=compression,
         )
         schema = zv.Schema(
-            ndim=pos.shape[1], bounds=bounds, kind="point_cloud",
-            position_dtype=position_dtype, layout=layout,
+            ndim=pos.shape[1],
+            bounds=bounds,
+            kind="point_cloud",
+            position_dtype=position_dtype,
+            layout=layout,
         )
         ds = zv.create(store, schema=schema)
         report = ds.add_points(pos, **common)
@@ -307,40 +305,50 @@ def cmd_write_points(args: argparse.Namespace) -> int:
         from zarr_vectors.types.points import write_points
 
         report = write_points(
-            store, pos,
+            store,
+            pos,
             chunk_shape=tuple(chunk) if chunk is not None else None,
             bin_shape=tuple(binshape) if binshape is not None else None,
             bounds=bounds,
-            vertex_attributes=common["attributes"], object_ids=common["object_ids"],
-            object_attributes=common["object_attributes"], groups=common["groups"],
-            group_attributes={k: np.asarray(v) for k, v in spec["group_attributes"].items()}
-            or None,
-            dtype=position_dtype, compressor=None if compression == "auto" else compression,
+            vertex_attributes=common["attributes"],
+            object_ids=common["object_ids"],
+            object_attributes=common["object_attributes"],
+            groups=common["groups"],
+            group_attributes={k: np.asarray(v) for k, v in spec["group_attributes"].items()} or None,
+            dtype=position_dtype,
+            compressor=None if compression == "auto" else compression,
         )
         spec["group_attributes"] = {}
         ds = zv.open(store, mode="r+")
         level_group = ds.level(0).store
-        route = "zarr_vectors.types.points.write_points" + (
-            "" if uniform else " (non-uniform bin ratio)")
+        route = "zarr_vectors.types.points.write_points" + ("" if uniform else " (non-uniform bin ratio)")
 
     for name, values in spec["group_attributes"].items():
         building.create_groupings_attributes_array(
-            level_group, name, dtype=str(values.dtype),
+            level_group,
+            name,
+            dtype=str(values.dtype),
             num_channels=1 if values.ndim == 1 else int(values.shape[1]),
         )
         building.write_groupings_attributes(level_group, name, np.asarray(values))
 
     ds = zv.open(store)
-    print(json.dumps(_jsonable({
-        "store": store,
-        "route": route,
-        "report": report,
-        "bounds": bounds,
-        "chunk_shape": ds.level(0).scale,
-        "bin_shape": ds.level(0).resolution,
-        "compression": args.compression,
-        "vertex_count": ds.level(0).vertex_count,
-    })))
+    print(
+        json.dumps(
+            _jsonable(
+                {
+                    "store": store,
+                    "route": route,
+                    "report": report,
+                    "bounds": bounds,
+                    "chunk_shape": ds.level(0).scale,
+                    "bin_shape": ds.level(0).resolution,
+                    "compression": args.compression,
+                    "vertex_count": ds.level(0).vertex_count,
+                }
+            )
+        )
+    )
     return 0
 
 
@@ -408,12 +416,16 @@ def cmd_read_points(args: argparse.Namespace) -> int:
         out[f"gattr__{name}"] = np.asarray(building.read_groupings_attributes(lg, name))
 
     np.savez(args.output, **out)
-    print(json.dumps({
-        "rows": int(len(out["positions"])),
-        "route": route,
-        "keys": sorted(out),
-        "truncated": bool(result.truncated),
-    }))
+    print(
+        json.dumps(
+            {
+                "rows": int(len(out["positions"])),
+                "route": route,
+                "keys": sorted(out),
+                "truncated": bool(result.truncated),
+            }
+        )
+    )
     return 0
 
 
@@ -443,7 +455,7 @@ def _layout_from(data: dict[str, np.ndarray], d: int, path: str) -> dict[str, An
 
 
 def _prefixed(data: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
-    return {k[len(prefix):]: v for k, v in data.items() if k.startswith(prefix)}
+    return {k[len(prefix) :]: v for k, v in data.items() if k.startswith(prefix)}
 
 
 def _schema_for(kind: str, pos: np.ndarray, lay: dict[str, Any], compression: Any) -> Any:
@@ -460,24 +472,37 @@ def _schema_for(kind: str, pos: np.ndarray, lay: dict[str, Any], compression: An
         if any(abs(r - round(r)) > 1e-9 or round(r) < 1 for r in ratios):
             raise DriverError(f"chunk_shape/bin_shape must be integers, got {ratios}")
         if len({int(round(r)) for r in ratios}) != 1:
-            raise DriverError("the public api takes one bin ratio for every axis "
-                              f"(Layout.subcells); got {ratios}")
+            raise DriverError(
+                f"the public api takes one bin ratio for every axis (Layout.subcells); got {ratios}"
+            )
         subcells = int(round(ratios[0]))
-    layout = zv.Layout(cell_size=tuple(chunk) if chunk is not None else None,
-                       subcells=subcells, compression=compression)
+    layout = zv.Layout(
+        cell_size=tuple(chunk) if chunk is not None else None, subcells=subcells, compression=compression
+    )
     dtype = str(pos.dtype) if pos.dtype.kind in "fiu" else "float32"
-    return zv.Schema(ndim=pos.shape[1], bounds=bounds, kind=kind,
-                     position_dtype=dtype, layout=layout), bounds
+    return zv.Schema(ndim=pos.shape[1], bounds=bounds, kind=kind, position_dtype=dtype, layout=layout), bounds
 
 
 def _summary(store: str, route: str, report: Any, bounds: Any, extra: dict[str, Any]) -> None:
     ds = zv.open(store)
     lv = ds.level(0)
-    print(json.dumps(_jsonable({
-        "store": store, "route": route, "report": report, "bounds": bounds,
-        "geometry_types": ds.kinds, "chunk_shape": lv.scale, "bin_shape": lv.resolution,
-        "vertex_count": lv.vertex_count, **extra,
-    })))
+    print(
+        json.dumps(
+            _jsonable(
+                {
+                    "store": store,
+                    "route": route,
+                    "report": report,
+                    "bounds": bounds,
+                    "geometry_types": ds.kinds,
+                    "chunk_shape": lv.scale,
+                    "bin_shape": lv.resolution,
+                    "vertex_count": lv.vertex_count,
+                    **extra,
+                }
+            )
+        )
+    )
 
 
 def _load_lines_npz(path: str, kind: str) -> dict[str, Any]:
@@ -490,14 +515,14 @@ def _load_lines_npz(path: str, kind: str) -> dict[str, Any]:
         offsets = np.arange(0, len(pos) + 1, 2, dtype=np.int64)
     else:
         if "positions" not in data or "offsets" not in data:
-            raise DriverError(f"{path}: need 'positions' and 'offsets'"
-                              + (" (or 'segments')" if kind == "line" else ""))
+            raise DriverError(
+                f"{path}: need 'positions' and 'offsets'" + (" (or 'segments')" if kind == "line" else "")
+            )
         pos = np.asarray(data["positions"])
         offsets = np.asarray(data["offsets"], dtype=np.int64).reshape(-1)
     if pos.ndim != 2 or pos.shape[1] < 1:
         raise DriverError(f"{path}: positions must be (V, D), got {pos.shape}")
-    if (len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(pos)
-            or np.any(np.diff(offsets) < 0)):
+    if len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(pos) or np.any(np.diff(offsets) < 0):
         raise DriverError(f"{path}: offsets must start at 0, not decrease and end at V")
     lengths = np.diff(offsets)
     if kind == "line" and np.any(lengths != 2):
@@ -518,10 +543,14 @@ def _load_lines_npz(path: str, kind: str) -> dict[str, Any]:
     if ("groups_flat" in data) != ("groups_offsets" in data):
         raise DriverError(f"{path}: groups need both groups_flat and groups_offsets")
     return {
-        "positions": pos, "offsets": offsets, "object_ids": oids, "attributes": attrs,
+        "positions": pos,
+        "offsets": offsets,
+        "object_ids": oids,
+        "attributes": attrs,
         "object_attributes": _prefixed(data, "oattr__"),
-        "groups": (_csr_to_groups(data["groups_flat"], data["groups_offsets"])
-                   if "groups_flat" in data else None),
+        "groups": (
+            _csr_to_groups(data["groups_flat"], data["groups_offsets"]) if "groups_flat" in data else None
+        ),
         "layout": _layout_from(data, pos.shape[1], path),
     }
 
@@ -541,8 +570,10 @@ def cmd_write_lines(args: argparse.Namespace) -> int:
     oattrs = spec["object_attributes"] or None
     if kind == "line":
         if n_slots != len(oids):
-            raise DriverError("kind=line: object_ids must be a permutation of 0..L-1 "
-                              "(the reference cannot leave an id unused in a line store)")
+            raise DriverError(
+                "kind=line: object_ids must be a permutation of 0..L-1 "
+                "(the reference cannot leave an id unused in a line store)"
+            )
         seg = pos.reshape(-1, 2, pos.shape[1])[where]
         vattrs = {k: v.reshape(-1, 2, *v.shape[1:])[where] for k, v in spec["attributes"].items()}
         report = ds.add_lines(seg, attributes=vattrs or None, object_attributes=oattrs)
@@ -554,19 +585,28 @@ def cmd_write_lines(args: argparse.Namespace) -> int:
             route += " + building.write_groupings"
     else:
         empty = np.zeros((0, pos.shape[1]), dtype=pos.dtype)
-        polylines = [pos[offsets[i]:offsets[i + 1]] if i >= 0 else empty for i in where]
+        polylines = [pos[offsets[i] : offsets[i + 1]] if i >= 0 else empty for i in where]
         vattrs = {}
         for name, arr in spec["attributes"].items():
             blank = np.zeros((0, *arr.shape[1:]), dtype=arr.dtype)
-            vattrs[name] = [arr[offsets[i]:offsets[i + 1]] if i >= 0 else blank for i in where]
+            vattrs[name] = [arr[offsets[i] : offsets[i + 1]] if i >= 0 else blank for i in where]
         report = ds.add_polylines(
-            polylines, attributes=vattrs or None, object_attributes=oattrs,
-            groups=spec["groups"], streamlines=(kind == "streamline"))
+            polylines,
+            attributes=vattrs or None,
+            object_attributes=oattrs,
+            groups=spec["groups"],
+            streamlines=(kind == "streamline"),
+        )
         route = "zarr_vectors.create + Dataset.add_polylines" + (
-            "(streamlines=True)" if kind == "streamline" else "")
-    _summary(args.store, route, report, bounds, {
-        "kind": kind, "lines": int(len(oids)), "object_id_slots": n_slots,
-        "compression": args.compression})
+            "(streamlines=True)" if kind == "streamline" else ""
+        )
+    _summary(
+        args.store,
+        route,
+        report,
+        bounds,
+        {"kind": kind, "lines": int(len(oids)), "object_id_slots": n_slots, "compression": args.compression},
+    )
     return 0
 
 
@@ -583,8 +623,7 @@ def cmd_write_graph(args: argparse.Namespace) -> int:
     if len(edges) and (edges.min() < 0 or edges.max() >= len(pos)):
         raise DriverError("edges index outside positions")
     tree = bool(np.asarray(data.get("tree", False)).reshape(-1)[0]) if "tree" in data else False
-    directed = (bool(np.asarray(data["directed"]).reshape(-1)[0])
-                if "directed" in data else False)
+    directed = bool(np.asarray(data["directed"]).reshape(-1)[0]) if "directed" in data else False
     oids = np.asarray(data["object_ids"], dtype=np.int64) if "object_ids" in data else None
     if oids is not None and oids.shape != (len(pos),):
         raise DriverError("object_ids must have one entry per vertex")
@@ -597,15 +636,31 @@ def cmd_write_graph(args: argparse.Namespace) -> int:
         if arr.shape[0] != len(edges):
             raise DriverError(f"eattr__{name} has {arr.shape[0]} rows, expected {len(edges)}")
     kind = "skeleton" if tree else "graph"
-    schema, bounds = _schema_for(kind, pos, _layout_from(data, pos.shape[1], args.input),
-                                 _compression_arg(args.compression))
+    schema, bounds = _schema_for(
+        kind, pos, _layout_from(data, pos.shape[1], args.input), _compression_arg(args.compression)
+    )
     ds = zv.create(args.store, schema=schema)
-    report = ds.add_graph(pos, edges, attributes=attrs or None, edge_attributes=eattrs or None,
-                          object_attributes=_prefixed(data, "oattr__") or None,
-                          object_ids=oids, tree=tree)
-    _summary(args.store, f"zarr_vectors.create + Dataset.add_graph(tree={tree})", report,
-             bounds, {"kind": kind, "directed_requested": directed,
-                      "directed_written": False, "compression": args.compression})
+    report = ds.add_graph(
+        pos,
+        edges,
+        attributes=attrs or None,
+        edge_attributes=eattrs or None,
+        object_attributes=_prefixed(data, "oattr__") or None,
+        object_ids=oids,
+        tree=tree,
+    )
+    _summary(
+        args.store,
+        f"zarr_vectors.create + Dataset.add_graph(tree={tree})",
+        report,
+        bounds,
+        {
+            "kind": kind,
+            "directed_requested": directed,
+            "directed_written": False,
+            "compression": args.compression,
+        },
+    )
     return 0
 
 
@@ -687,12 +742,20 @@ def cmd_read_lines(args: argparse.Namespace) -> int:
         ids_route = "derived from building.read_object_vertices"
     _extras(level, out)
     np.savez(args.output, **out)
-    print(json.dumps({
-        "lines": int(len(offsets) - 1), "rows": int(len(positions)), "kind": level.kind,
-        "route": "select(" + ", ".join(k for k in ("bbox", "objects") if k in kw) + ").read()",
-        "object_ids_from": ids_route, "attributes_read": bool(result.attributes_read),
-        "keys": sorted(out), "truncated": bool(result.truncated),
-    }))
+    print(
+        json.dumps(
+            {
+                "lines": int(len(offsets) - 1),
+                "rows": int(len(positions)),
+                "kind": level.kind,
+                "route": "select(" + ", ".join(k for k in ("bbox", "objects") if k in kw) + ").read()",
+                "object_ids_from": ids_route,
+                "attributes_read": bool(result.attributes_read),
+                "keys": sorted(out),
+                "truncated": bool(result.truncated),
+            }
+        )
+    )
     return 0
 
 
@@ -706,27 +769,35 @@ def cmd_read_graph(args: argparse.Namespace) -> int:
     if result.errors:
         raise DriverError(f"reference reported read errors: {result.errors}")
     positions = np.asarray(result.positions)
-    edges = (np.asarray(result.edges, dtype=np.int64).reshape(-1, 2)
-             if result.edges is not None else np.zeros((0, 2), np.int64))
+    edges = (
+        np.asarray(result.edges, dtype=np.int64).reshape(-1, 2)
+        if result.edges is not None
+        else np.zeros((0, 2), np.int64)
+    )
     out: dict[str, np.ndarray] = {"positions": positions, "edges": edges}
     for name in result.attributes.names():
         out[f"attr__{name}"] = np.asarray(result.attributes[name])
     ids = [int(i) for i in level.objects.ids()] if level.objects.slots > 0 else []
     if ids and len(positions):
         table = _ids_by_position(level, ids, positions.dtype, positions.shape[1])
-        out["object_ids"] = np.asarray([table.get(k, -1) for k in _row_keys(positions)],
-                                       dtype=np.int64)
+        out["object_ids"] = np.asarray([table.get(k, -1) for k in _row_keys(positions)], dtype=np.int64)
     else:
         out["object_ids"] = np.zeros(len(positions), dtype=np.int64) - (0 if ids else 1)
     _extras(level, out)
     np.savez(args.output, **out)
-    print(json.dumps({
-        "rows": int(len(positions)), "edges": int(len(edges)), "kind": level.kind,
-        "route": "select(" + ("bbox" if "bbox" in kw else "") + ").read()",
-        "attributes_read": bool(result.attributes_read),
-        "object_ids_from": "derived from building.read_object_vertices",
-        "keys": sorted(out),
-    }))
+    print(
+        json.dumps(
+            {
+                "rows": int(len(positions)),
+                "edges": int(len(edges)),
+                "kind": level.kind,
+                "route": "select(" + ("bbox" if "bbox" in kw else "") + ").read()",
+                "attributes_read": bool(result.attributes_read),
+                "object_ids_from": "derived from building.read_object_vertices",
+                "keys": sorted(out),
+            }
+        )
+    )
     return 0
 
 
@@ -752,13 +823,24 @@ def cmd_write_mesh(args: argparse.Namespace) -> int:
     for name, arr in attrs.items():
         if arr.shape[0] != len(pos):
             raise DriverError(f"attr__{name} has {arr.shape[0]} rows, expected {len(pos)}")
-    schema, bounds = _schema_for("mesh", pos, _layout_from(data, pos.shape[1], args.input),
-                                 _compression_arg(args.compression))
+    schema, bounds = _schema_for(
+        "mesh", pos, _layout_from(data, pos.shape[1], args.input), _compression_arg(args.compression)
+    )
     ds = zv.create(args.store, schema=schema)
-    report = ds.add_mesh(pos, faces, attributes=attrs or None,
-                         object_attributes=_prefixed(data, "oattr__") or None, object_ids=oids)
-    _summary(args.store, "zarr_vectors.create + Dataset.add_mesh", report, bounds,
-             {"kind": "mesh", "faces": int(len(faces)), "compression": args.compression})
+    report = ds.add_mesh(
+        pos,
+        faces,
+        attributes=attrs or None,
+        object_attributes=_prefixed(data, "oattr__") or None,
+        object_ids=oids,
+    )
+    _summary(
+        args.store,
+        "zarr_vectors.create + Dataset.add_mesh",
+        report,
+        bounds,
+        {"kind": "mesh", "faces": int(len(faces)), "compression": args.compression},
+    )
     return 0
 
 
@@ -776,12 +858,17 @@ def _attributes_by_position(level: Any, positions: np.ndarray) -> dict[str, np.n
     plan += [(f"{building.VERTEX_ATTRIBUTES}/{name}", cells) for name in names]
     layouts = {name: building.attribute_layout(lg, name) for name in names}
     with lg.batched_reads(plan):  # one gather instead of a round trip per cell
-        stored = [building.read_chunk_vertices(lg, cc, dtype=positions.dtype, ndim=positions.shape[1])
-                  for cc in chunks]
-        columns = {name: [building.read_chunk_attributes(lg, name, cc, dtype=dt, ncols=ncols)
-                          for cc in chunks] for name, (dt, ncols) in layouts.items()}
-    stored_rows = [np.concatenate(f) if f else np.zeros((0, positions.shape[1]), positions.dtype)
-                   for f in stored]
+        stored = [
+            building.read_chunk_vertices(lg, cc, dtype=positions.dtype, ndim=positions.shape[1])
+            for cc in chunks
+        ]
+        columns = {
+            name: [building.read_chunk_attributes(lg, name, cc, dtype=dt, ncols=ncols) for cc in chunks]
+            for name, (dt, ncols) in layouts.items()
+        }
+    stored_rows = [
+        np.concatenate(f) if f else np.zeros((0, positions.shape[1]), positions.dtype) for f in stored
+    ]
     keys = _row_keys(np.concatenate(stored_rows)) if stored_rows else []
     wanted = _row_keys(positions)
     out: dict[str, np.ndarray] = {}
@@ -798,7 +885,8 @@ def _attributes_by_position(level: Any, positions: np.ndarray) -> dict[str, np.n
                 raise DriverError(f"attribute {name!r}: one position stored with two values")
         try:
             out[name] = np.asarray([table[k] for k in wanted], dtype=dt).reshape(
-                (len(wanted),) + values.shape[1:])
+                (len(wanted),) + values.shape[1:]
+            )
         except KeyError as exc:
             raise DriverError(f"attribute {name!r}: a returned vertex is in no chunk") from exc
     return out
@@ -823,27 +911,33 @@ def cmd_read_mesh(args: argparse.Namespace) -> int:
     ids = [int(i) for i in level.objects.ids()] if level.objects.slots > 0 else []
     if ids and len(positions):
         table = _ids_by_position(level, ids, positions.dtype, positions.shape[1])
-        out["object_ids"] = np.asarray([table.get(k, -1) for k in _row_keys(positions)],
-                                       dtype=np.int64)
+        out["object_ids"] = np.asarray([table.get(k, -1) for k in _row_keys(positions)], dtype=np.int64)
     else:
         out["object_ids"] = np.zeros(len(positions), dtype=np.int64) - (0 if ids else 1)
     if args.objects == "all":
-        frags = [building.read_object_vertices(level.store, oid, dtype=positions.dtype,
-                                               ndim=ds.ndim) for oid in ids]
+        frags = [
+            building.read_object_vertices(level.store, oid, dtype=positions.dtype, ndim=ds.ndim)
+            for oid in ids
+        ]
         rows = [np.concatenate(f) if f else np.zeros((0, ds.ndim), positions.dtype) for f in frags]
         out["object_list"] = np.asarray(ids, dtype=np.int64)
         out["object_offsets"] = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
-        out["object_positions"] = (np.concatenate(rows) if rows
-                                   else np.zeros((0, ds.ndim), positions.dtype))
+        out["object_positions"] = np.concatenate(rows) if rows else np.zeros((0, ds.ndim), positions.dtype)
     _extras(level, out)
     np.savez(args.output, **out)
-    print(json.dumps({
-        "rows": int(len(positions)), "faces": int(len(faces)), "kind": level.kind,
-        "route": "select(" + ("bbox" if "bbox" in kw else "") + ").read()",
-        "attributes_from": "building.read_chunk_attributes, matched by position",
-        "object_ids_from": "derived from building.read_object_vertices",
-        "keys": sorted(out),
-    }))
+    print(
+        json.dumps(
+            {
+                "rows": int(len(positions)),
+                "faces": int(len(faces)),
+                "kind": level.kind,
+                "route": "select(" + ("bbox" if "bbox" in kw else "") + ").read()",
+                "attributes_from": "building.read_chunk_attributes, matched by position",
+                "object_ids_from": "derived from building.read_object_vertices",
+                "keys": sorted(out),
+            }
+        )
+    )
     return 0
 
 
@@ -884,32 +978,36 @@ def cmd_info(args: argparse.Namespace) -> int:
         except Exception as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
 
-    info.update({
-        "format_version": safe(lambda: ".".join(map(str, ds.format_version))),
-        "ndim": safe(lambda: ds.ndim),
-        "bounds": safe(lambda: [list(map(float, c)) for c in ds.bounds]),
-        "axes": safe(lambda: ds.axes),
-        "geometry_types": safe(lambda: ds.kinds),
-        "capabilities": safe(lambda: ds.capabilities),
-        "levels": [],
-    })
+    info.update(
+        {
+            "format_version": safe(lambda: ".".join(map(str, ds.format_version))),
+            "ndim": safe(lambda: ds.ndim),
+            "bounds": safe(lambda: [list(map(float, c)) for c in ds.bounds]),
+            "axes": safe(lambda: ds.axes),
+            "geometry_types": safe(lambda: ds.kinds),
+            "capabilities": safe(lambda: ds.capabilities),
+            "levels": [],
+        }
+    )
     for idx in safe(lambda: ds.levels) or []:
         lv = ds.level(idx)
-        info["levels"].append({
-            "level": idx,
-            "kind": safe(lambda: lv.kind),
-            "vertex_count": safe(lambda: lv.vertex_count),
-            "chunk_shape": safe(lambda: lv.scale),
-            "bin_shape": safe(lambda: lv.resolution),
-            "num_object_slots": safe(lambda: lv.objects.slots),
-            "num_objects_present": safe(lambda: lv.objects.count),
-            "groups": safe(lambda: list(lv.groups.names())),
-            "vertex_attributes": safe(lambda: lv.attribute_names("vertex")),
-            "fragment_attributes": safe(lambda: lv.attribute_names("fragment")),
-            "object_attributes": safe(lambda: lv.attribute_names("object")),
-            "group_attributes": safe(lambda: lv.attribute_names("group")),
-            "link_attributes": safe(lambda: lv.attribute_names("link")),
-        })
+        info["levels"].append(
+            {
+                "level": idx,
+                "kind": safe(lambda: lv.kind),
+                "vertex_count": safe(lambda: lv.vertex_count),
+                "chunk_shape": safe(lambda: lv.scale),
+                "bin_shape": safe(lambda: lv.resolution),
+                "num_object_slots": safe(lambda: lv.objects.slots),
+                "num_objects_present": safe(lambda: lv.objects.count),
+                "groups": safe(lambda: list(lv.groups.names())),
+                "vertex_attributes": safe(lambda: lv.attribute_names("vertex")),
+                "fragment_attributes": safe(lambda: lv.attribute_names("fragment")),
+                "object_attributes": safe(lambda: lv.attribute_names("object")),
+                "group_attributes": safe(lambda: lv.attribute_names("group")),
+                "link_attributes": safe(lambda: lv.attribute_names("link")),
+            }
+        )
     try:
         info.update(_validation(lambda n: ds.validate(level=n), args.validate_level))
     except Exception as exc:
@@ -928,14 +1026,21 @@ def main(argv: list[str] | None = None) -> int:
     w = sub.add_parser("write-points", help="write a point cloud from an npz")
     w.add_argument("input")
     w.add_argument("store")
-    w.add_argument("--writer", choices=("api", "write_points"), default="api",
-                   help="api: zarr_vectors.create + Dataset.add_points (default); write_points: "
-                        "zarr_vectors.types.points.write_points")
-    w.add_argument("--compression", default="auto",
-                   help="auto|none|zstd|blosc. With --writer api it goes to Layout.compression, "
-                        "but 0.9.2 stamps zstd on every array whatever it says; with --writer "
-                        "write_points it is compressor= (auto = its default, none) and applies "
-                        "to the per-chunk arrays only")
+    w.add_argument(
+        "--writer",
+        choices=("api", "write_points"),
+        default="api",
+        help="api: zarr_vectors.create + Dataset.add_points (default); write_points: "
+        "zarr_vectors.types.points.write_points",
+    )
+    w.add_argument(
+        "--compression",
+        default="auto",
+        help="auto|none|zstd|blosc. With --writer api it goes to Layout.compression, "
+        "but 0.9.2 stamps zstd on every array whatever it says; with --writer "
+        "write_points it is compressor= (auto = its default, none) and applies "
+        "to the per-chunk arrays only",
+    )
     w.set_defaults(func=cmd_write_points)
 
     r = sub.add_parser("read-points", help="read a point cloud into an npz")
@@ -943,9 +1048,13 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("output")
     r.add_argument("--bbox", default=None, help="lo0,lo1,..:hi0,hi1,.. (inclusive)")
     r.add_argument("--level", type=int, default=0)
-    r.add_argument("--via", choices=("auto", "plain", "objects"), default="auto",
-                   help="auto: object-path read when the level has objects (gives object_ids), "
-                        "else plain select().read()")
+    r.add_argument(
+        "--via",
+        choices=("auto", "plain", "objects"),
+        default="auto",
+        help="auto: object-path read when the level has objects (gives object_ids), "
+        "else plain select().read()",
+    )
     r.set_defaults(func=cmd_read_points)
 
     wl = sub.add_parser("write-lines", help="write polylines/streamlines/lines from an npz")
@@ -965,8 +1074,12 @@ def main(argv: list[str] | None = None) -> int:
     rl.add_argument("store")
     rl.add_argument("output")
     rl.add_argument("--bbox", default=None, help="lo0,lo1,..:hi0,hi1,.. (inclusive)")
-    rl.add_argument("--objects", choices=("all",), default=None,
-                    help="all: add objects=<every present id> to the selection")
+    rl.add_argument(
+        "--objects",
+        choices=("all",),
+        default=None,
+        help="all: add objects=<every present id> to the selection",
+    )
     rl.add_argument("--level", type=int, default=0)
     rl.set_defaults(func=cmd_read_lines)
 
@@ -987,9 +1100,12 @@ def main(argv: list[str] | None = None) -> int:
     rm.add_argument("store")
     rm.add_argument("output")
     rm.add_argument("--bbox", default=None, help="lo0,lo1,..:hi0,hi1,.. (inclusive)")
-    rm.add_argument("--objects", choices=("all",), default=None,
-                    help="all: also save every present object's vertices "
-                         "(building.read_object_vertices)")
+    rm.add_argument(
+        "--objects",
+        choices=("all",),
+        default=None,
+        help="all: also save every present object's vertices (building.read_object_vertices)",
+    )
     rm.add_argument("--level", type=int, default=0)
     rm.set_defaults(func=cmd_read_mesh)
 
@@ -1005,7 +1121,7 @@ def main(argv: list[str] | None = None) -> int:
     # "--bbox -5,0:.." would be taken for an option; glue the value on.
     for k in range(len(argv) - 1):
         if argv[k] == "--bbox":
-            argv[k:k + 2] = [f"--bbox={argv[k + 1]}"]
+            argv[k : k + 2] = [f"--bbox={argv[k + 1]}"]
             break
     args = p.parse_args(argv)
     try:
@@ -1031,11 +1147,24 @@ def cmd_build_pyramid(args: argparse.Namespace) -> int:
     ds = zv.open(args.store, mode="r+")
     report = ds.build_pyramid(factors=[(f, 1.0) for f in factors], cross_level_storage=args.cross_level)
     ds = zv.open(args.store)
-    print(json.dumps(_jsonable({
-        "report": report,
-        "levels": [{"level": k, "vertex_count": ds.level(k).vertex_count, "chunk_shape": ds.level(k).scale,
-                    "bin_shape": ds.level(k).resolution} for k in ds.levels],
-    })))
+    print(
+        json.dumps(
+            _jsonable(
+                {
+                    "report": report,
+                    "levels": [
+                        {
+                            "level": k,
+                            "vertex_count": ds.level(k).vertex_count,
+                            "chunk_shape": ds.level(k).scale,
+                            "bin_shape": ds.level(k).resolution,
+                        }
+                        for k in ds.levels
+                    ],
+                }
+            )
+        )
+    )
     return 0
 
 
@@ -1045,8 +1174,12 @@ def _add_pyramid_commands(sub: Any) -> None:
     bp = sub.add_parser("build-pyramid", help="add coarser levels with the reference's build_pyramid")
     bp.add_argument("store")
     bp.add_argument("--factors", required=True, help="coarsen factor per new level, e.g. 2,2")
-    bp.add_argument("--cross-level", default="explicit", choices=("none", "implicit", "explicit"),
-                    help="cross_level_storage (the reference's default is explicit)")
+    bp.add_argument(
+        "--cross-level",
+        default="explicit",
+        choices=("none", "implicit", "explicit"),
+        help="cross_level_storage (the reference's default is explicit)",
+    )
     bp.set_defaults(func=cmd_build_pyramid)
     ro = sub.add_parser("read-objects", help="every present object's vertices at a level (its manifest)")
     ro.add_argument("store")
@@ -1074,10 +1207,17 @@ def cmd_read_objects(args: argparse.Namespace) -> int:
         "object_positions": np.concatenate(rows) if rows else np.zeros((0, ds.ndim), dtype),
     }
     np.savez(args.output, **out)
-    print(json.dumps({"objects": len(ids), "rows": int(out["object_offsets"][-1]), "kind": level.kind,
-                      "route": "building.read_object_vertices per present object"}))
+    print(
+        json.dumps(
+            {
+                "objects": len(ids),
+                "rows": int(out["object_offsets"][-1]),
+                "kind": level.kind,
+                "route": "building.read_object_vertices per present object",
+            }
+        )
+    )
     return 0
-
 
 
 # --------------------------------------------------------------------------- link records
@@ -1085,8 +1225,11 @@ def cmd_read_objects(args: argparse.Namespace) -> int:
 
 def _add_link_commands(sub: Any) -> None:
     """read-links STORE OUT.npz [--level L] [--dtype float32]"""
-    rk = sub.add_parser("read-links", help="every link record of a level with its endpoint positions "
-                                           "and link attributes (the building surface)")
+    rk = sub.add_parser(
+        "read-links",
+        help="every link record of a level with its endpoint positions "
+        "and link attributes (the building surface)",
+    )
     rk.add_argument("store")
     rk.add_argument("output")
     rk.add_argument("--level", type=int, default=0)
@@ -1126,13 +1269,23 @@ def cmd_read_links(args: argparse.Namespace) -> int:
             raise DriverError(f"link attribute {name!r}: {len(values)} rows for {len(vi)} records")
         out[f"lattr__{name}"] = values
     np.savez(args.output, **out)
-    print(json.dumps(_jsonable({
-        "records": int(len(vi)), "kind": level.kind, "link_attributes": names,
-        "policy": None if policy is None else {"link_width": policy[0], "directed": policy[2],
-                                               "store": policy[3]},
-        "route": "building.read_link_arrays + read_chunk_vertices + read_link_attributes",
-    })))
+    print(
+        json.dumps(
+            _jsonable(
+                {
+                    "records": int(len(vi)),
+                    "kind": level.kind,
+                    "link_attributes": names,
+                    "policy": None
+                    if policy is None
+                    else {"link_width": policy[0], "directed": policy[2], "store": policy[3]},
+                    "route": "building.read_link_arrays + read_chunk_vertices + read_link_attributes",
+                }
+            )
+        )
+    )
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

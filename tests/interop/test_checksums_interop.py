@@ -21,15 +21,26 @@ def test_reference_reads_our_checksummed_points(tmp_path, rng, reference, compre
     oids = rng.integers(0, 50, len(pos))
     weight = rng.random(50)
     store = tmp_path / "ours.zarr"
-    zv.write_points(store, pos, chunk_shape=100.0, bin_shape=25.0, bounds=([0] * 3, [1000] * 3),
-                    attributes={"intensity": value}, object_ids=oids, object_attributes={"weight": weight},
-                    compression=compression, checksums=True)  # fmt: skip
+    zv.write_points(
+        store,
+        pos,
+        chunk_shape=100.0,
+        bin_shape=25.0,
+        bounds=([0] * 3, [1000] * 3),
+        attributes={"intensity": value},
+        object_ids=oids,
+        object_attributes={"weight": weight},
+        compression=compression,
+        checksums=True,
+    )
     assert json.loads((store / "0/vertices/zarr.json").read_text())["codecs"][-1] == {"name": "crc32c"}
     info = reference.info(store)
     assert info["valid"], info
     full = reference.read_points(tmp_path, store)
-    assert np.array_equal(sorted_rows(full["positions"], full["attr__intensity"], full["object_ids"]),
-                          sorted_rows(pos, value, oids))  # fmt: skip
+    assert np.array_equal(
+        sorted_rows(full["positions"], full["attr__intensity"], full["object_ids"]),
+        sorted_rows(pos, value, oids),
+    )
     assert np.array_equal(full["oattr__weight"], weight)
     lo, hi = np.array([100.0, 250.0, 0.0]), np.array([620.0, 900.0, 480.0])
     box = reference.read_points(tmp_path, store, (lo, hi))

@@ -31,7 +31,9 @@ def test_reference_reads_our_graphs(tmp_path, rng, reference):
     pos, edges = _graph(rng)
     w = rng.random(len(pos)).astype(np.float32)
     store = tmp_path / "ours.zarr"
-    zv.write_graph(store, pos, edges, chunk_shape=100, attributes={"w": w}, object_ids=(pos[:, 1] // 250).astype(int))
+    zv.write_graph(
+        store, pos, edges, chunk_shape=100, attributes={"w": w}, object_ids=(pos[:, 1] // 250).astype(int)
+    )
     info = reference.info(store)
     assert info["valid"], info
     got = reference.read_graph(tmp_path, store)
@@ -44,7 +46,6 @@ def test_reference_reads_our_graphs(tmp_path, rng, reference):
     assert sorted(map(tuple, box["positions"].tolist())) == sorted(map(tuple, pos[inside].tolist()))
     keep = inside[edges[:, 0]] & inside[edges[:, 1]]
     assert _edge_set(box["positions"], box["edges"]) == _edge_set(pos, edges[keep])
-
 
 
 def _key(p):
@@ -86,9 +87,17 @@ def test_reference_reads_our_graph_attributes(tmp_path, rng, reference, directed
     oids = (pos[:, 1] // 125).astype(np.int64)  # objects 0..3
     size = np.array([1.5, -2.0, 3.25, 8.0])
     store = tmp_path / "ours.zarr"
-    zv.write_graph(store, pos, edges, chunk_shape=100, directed=directed, attributes={"w": w, "tag": tag},
-                   edge_attributes={"ew": ew, "code": code}, object_ids=oids,
-                   object_attributes={"size": size})  # fmt: skip
+    zv.write_graph(
+        store,
+        pos,
+        edges,
+        chunk_shape=100,
+        directed=directed,
+        attributes={"w": w, "tag": tag},
+        edge_attributes={"ew": ew, "code": code},
+        object_ids=oids,
+        object_attributes={"size": size},
+    )
     info = reference.info(store)
     assert info["valid"], info
     lv = info["levels"][0]
@@ -135,11 +144,14 @@ def test_reference_reads_our_graph_attributes(tmp_path, rng, reference, directed
     got_edges = sorted(zip(mb[box["edges"][:, 0]].tolist(), mb[box["edges"][:, 1]].tolist()))
     assert got_edges == sorted(map(tuple, edges[keep].tolist()))
 
+
 def test_we_read_reference_graphs(tmp_path, rng, reference):
     pos, edges = _graph(rng)
     w = rng.random(len(pos)).astype(np.float32)
     store = tmp_path / "ref.zv"
-    reference.write_graph(tmp_path, store, positions=pos, edges=edges, chunk_shape=np.full(3, 100.0), attr__w=w)
+    reference.write_graph(
+        tmp_path, store, positions=pos, edges=edges, chunk_shape=np.full(3, 100.0), attr__w=w
+    )
     ds = zv.open(store)
     full = ds.query()
     assert sorted(map(tuple, full.positions.tolist())) == sorted(map(tuple, pos.tolist()))
@@ -159,9 +171,13 @@ def test_edge_attributes_from_the_reference(tmp_path, rng, reference):
     edges = np.unique(edges, axis=0)
     w = rng.random(len(edges)).astype(np.float32)
     store = tmp_path / "ref.zv"
-    reference.write_graph(tmp_path, store, positions=pos, edges=edges, chunk_shape=np.full(3, 100.0), eattr__w=w)
+    reference.write_graph(
+        tmp_path, store, positions=pos, edges=edges, chunk_shape=np.full(3, 100.0), eattr__w=w
+    )
     full = zv.open(store).query()
     want = {(tuple(pos[a]), tuple(pos[b])): v for (a, b), v in zip(edges.tolist(), w.tolist())}
-    got = {(tuple(full.positions[a]), tuple(full.positions[b])): v
-           for (a, b), v in zip(full.edges.tolist(), full.edge_attributes["w"].tolist())}
+    got = {
+        (tuple(full.positions[a]), tuple(full.positions[b])): v
+        for (a, b), v in zip(full.edges.tolist(), full.edge_attributes["w"].tolist())
+    }
     assert got == want

@@ -11,8 +11,12 @@ pytestmark = pytest.mark.interop
 
 
 def _walks(rng, n=40):
-    return [(np.cumsum(rng.normal(0, 12, (int(rng.integers(5, 90)), 3)), axis=0) + rng.uniform(150, 850, 3))
-            .astype(np.float32) for _ in range(n)]
+    return [
+        (
+            np.cumsum(rng.normal(0, 12, (int(rng.integers(5, 90)), 3)), axis=0) + rng.uniform(150, 850, 3)
+        ).astype(np.float32)
+        for _ in range(n)
+    ]
 
 
 def _as_dict(lines):
@@ -33,9 +37,14 @@ def test_reference_reads_our_lines(tmp_path, rng, reference, kind):
     weight = rng.random(len(lines))
     label = rng.integers(-1000, 1000, (len(lines), 2)).astype(np.int32)
     store = tmp_path / "ours.zarr"
-    zv.write_lines(store, lines, chunk_shape=100, kind=kind,
-                   attributes={"speed": np.concatenate(speed), "rgb": np.concatenate(rgb)},
-                   object_attributes={"weight": weight, "label": label})  # fmt: skip
+    zv.write_lines(
+        store,
+        lines,
+        chunk_shape=100,
+        kind=kind,
+        attributes={"speed": np.concatenate(speed), "rgb": np.concatenate(rgb)},
+        object_attributes={"weight": weight, "label": label},
+    )
     info = reference.info(store)
     assert info["valid"], info
     assert info["levels"][0]["kind"] == kind
@@ -46,9 +55,9 @@ def test_reference_reads_our_lines(tmp_path, rng, reference, kind):
     assert sorted(ids.tolist()) == list(range(len(lines)))
     assert got["attr__speed"].dtype == np.float32 and got["attr__rgb"].dtype == np.uint8
     for i, oid in enumerate(ids.tolist()):
-        assert np.array_equal(got["positions"][o[i]:o[i + 1]], lines[oid])
-        assert np.array_equal(got["attr__speed"][o[i]:o[i + 1]], speed[oid])
-        assert np.array_equal(got["attr__rgb"][o[i]:o[i + 1]], rgb[oid])
+        assert np.array_equal(got["positions"][o[i] : o[i + 1]], lines[oid])
+        assert np.array_equal(got["attr__speed"][o[i] : o[i + 1]], speed[oid])
+        assert np.array_equal(got["attr__rgb"][o[i] : o[i + 1]], rgb[oid])
     assert got["oattr__weight"].dtype == weight.dtype and got["oattr__label"].dtype == label.dtype
     for oid in range(len(lines)):
         assert got["oattr__weight"][oid] == weight[oid]
@@ -62,9 +71,9 @@ def test_reference_reads_our_lines(tmp_path, rng, reference, kind):
     o, ids = box["line_offsets"], box["object_ids"]
     assert sorted(ids.tolist()) == touching
     for i, oid in enumerate(ids.tolist()):
-        assert np.array_equal(box["positions"][o[i]:o[i + 1]], lines[oid])
-        assert np.array_equal(box["attr__speed"][o[i]:o[i + 1]], speed[oid])
-        assert np.array_equal(box["attr__rgb"][o[i]:o[i + 1]], rgb[oid])
+        assert np.array_equal(box["positions"][o[i] : o[i + 1]], lines[oid])
+        assert np.array_equal(box["attr__speed"][o[i] : o[i + 1]], speed[oid])
+        assert np.array_equal(box["attr__rgb"][o[i] : o[i + 1]], rgb[oid])
 
 
 @pytest.mark.parametrize("kind", ["polyline", "streamline"])
@@ -74,15 +83,22 @@ def test_we_read_reference_lines(tmp_path, rng, reference, kind):
     offsets = np.cumsum([0] + [len(x) for x in lines])
     speed = rng.random(len(flat)).astype(np.float32)
     store = tmp_path / "ref.zv"
-    reference.write_lines(tmp_path, store, kind=kind, positions=flat, offsets=offsets,
-                          chunk_shape=np.full(3, 100.0), attr__speed=speed)
+    reference.write_lines(
+        tmp_path,
+        store,
+        kind=kind,
+        positions=flat,
+        offsets=offsets,
+        chunk_shape=np.full(3, 100.0),
+        attr__speed=speed,
+    )
     ds = zv.open(store)
     assert kind in ds.geometry_types
     res = ds.objects(list(range(len(lines))))
     for i, line in enumerate(res.lines):
         assert np.array_equal(line, lines[i])
         a, b = res.line_offsets[i], res.line_offsets[i + 1]
-        assert np.array_equal(res.attributes["speed"][a:b], speed[offsets[i]:offsets[i + 1]])
+        assert np.array_equal(res.attributes["speed"][a:b], speed[offsets[i] : offsets[i + 1]])
     full = ds.read()
     assert len(full) == len(flat)
     lo, hi = np.array([300.0, 300.0, 300.0]), np.array([600.0, 650.0, 700.0])
@@ -121,10 +137,17 @@ def test_straight_segments_both_ways(tmp_path, rng, reference):
     o, ids = got["line_offsets"], got["object_ids"]
     assert sorted(ids.tolist()) == list(range(len(seg)))
     for i, oid in enumerate(ids.tolist()):
-        assert np.array_equal(got["positions"][o[i]:o[i + 1]], seg[oid])
+        assert np.array_equal(got["positions"][o[i] : o[i + 1]], seg[oid])
     ref = tmp_path / "ref.zv"
-    reference.write_lines(tmp_path, ref, kind="line", segments=seg, positions=seg.reshape(-1, 3),
-                          offsets=np.arange(len(seg) + 1) * 2, chunk_shape=np.full(3, 100.0))
+    reference.write_lines(
+        tmp_path,
+        ref,
+        kind="line",
+        segments=seg,
+        positions=seg.reshape(-1, 3),
+        offsets=np.arange(len(seg) + 1) * 2,
+        chunk_shape=np.full(3, 100.0),
+    )
     ds = zv.open(ref)
     res = ds.objects(list(range(len(seg))))
     assert np.array_equal(np.stack(res.lines), seg)

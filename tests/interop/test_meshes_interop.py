@@ -107,8 +107,13 @@ def test_reference_reads_our_objects(tmp_path, rng, reference):
     w = rng.normal(size=len(v)).astype(np.float32)
     store = tmp_path / "ours.zarr"
     meshes = [(v[ids == k], f[ids[f[:, 0]] == k] - np.flatnonzero(ids == k)[0]) for k in (0, 1)]
-    zv.write_meshes(store, [trimesh.Trimesh(*meshes[0], process=False), meshes[1]], chunk_shape=250,
-                    attributes={"w": w}, object_attributes={"segment": np.array([11, 22])})  # fmt: skip
+    zv.write_meshes(
+        store,
+        [trimesh.Trimesh(*meshes[0], process=False), meshes[1]],
+        chunk_shape=250,
+        attributes={"w": w},
+        object_attributes={"segment": np.array([11, 22])},
+    )
     info = reference.info(store)
     assert info["valid"], info
     assert info["levels"][0]["num_objects_present"] == 2
@@ -132,8 +137,16 @@ def test_we_read_reference_meshes(tmp_path, rng, reference, chunk):
     v, f, ids = _two_objects()
     w = rng.random(len(v)).astype(np.float32)
     store = tmp_path / "ref.zv"
-    reference.write_mesh(tmp_path, store, positions=v, faces=f, object_ids=ids, attr__w=w,
-                         oattr__segment=np.array([11, 22]), chunk_shape=np.full(3, float(chunk)))  # fmt: skip
+    reference.write_mesh(
+        tmp_path,
+        store,
+        positions=v,
+        faces=f,
+        object_ids=ids,
+        attr__w=w,
+        oattr__segment=np.array([11, 22]),
+        chunk_shape=np.full(3, float(chunk)),
+    )
     ds = zv.open(store)
     assert ds.geometry_types == ("mesh",)
     full = ds.query()

@@ -22,7 +22,9 @@ def _ids(rng: np.random.Generator, k: int) -> np.ndarray:
     return SEG + rng.choice(np.arange(10**9, dtype=np.uint64), k, replace=False)
 
 
-def _check_objects(members: dict[int, np.ndarray], table: np.ndarray, pos: np.ndarray, oid: np.ndarray) -> None:
+def _check_objects(
+    members: dict[int, np.ndarray], table: np.ndarray, pos: np.ndarray, oid: np.ndarray
+) -> None:
     """Reference OID -> rows matches our user id -> rows, exactly, through ``table``."""
     assert sorted(members) == list(range(len(table)))
     for k, rows in members.items():
@@ -36,8 +38,9 @@ def test_reference_reads_points_with_segment_ids(tmp_path, rng, reference):
     oid = ids[rng.integers(0, len(ids), len(pos))]
     volume = rng.random(len(ids))
     store = tmp_path / "ours.zarr"
-    zv.write_points(store, pos, chunk_shape=250, bin_shape=125, object_ids=oid,
-                    object_attributes={"volume": volume})  # fmt: skip
+    zv.write_points(
+        store, pos, chunk_shape=250, bin_shape=125, object_ids=oid, object_attributes={"volume": volume}
+    )
     info = reference.info(store)
     assert info["valid"], info
     assert info["levels"][0]["object_attributes"] and "object_id" in info["levels"][0]["object_attributes"]
@@ -68,8 +71,10 @@ def test_reference_reads_skeletons_and_meshes_with_segment_ids(tmp_path, rng, re
     assert table.dtype == np.uint64 and np.array_equal(table, np.sort(ids))
     _check_objects(reference.read_objects(tmp_path, sk), table, pos, oid)
 
-    meshes = [trimesh.creation.icosphere(subdivisions=2, radius=3 + k).apply_translation([12.0 * k, 0, 0])
-              for k in range(3)]  # fmt: skip
+    meshes = [
+        trimesh.creation.icosphere(subdivisions=2, radius=3 + k).apply_translation([12.0 * k, 0, 0])
+        for k in range(3)
+    ]
     me = tmp_path / "mesh.zarr"
     mesh_ids = ids[[2, 0, 3]]
     zv.write_meshes(me, meshes, chunk_shape=5, object_ids=mesh_ids)

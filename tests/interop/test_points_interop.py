@@ -49,12 +49,22 @@ def test_reference_reads_our_stores(tmp_path, rng, reference, case):
     pos = data["positions"]
     kwargs = {}
     if case["objects"]:
-        kwargs = dict(object_ids=data["object_ids"],
-                      object_attributes={"weight": data["weight"], "centroid": data["centroid"]},
-                      groups=data["groups"], group_attributes={"score": data["score"]})
+        kwargs = dict(
+            object_ids=data["object_ids"],
+            object_attributes={"weight": data["weight"], "centroid": data["centroid"]},
+            groups=data["groups"],
+            group_attributes={"score": data["score"]},
+        )
     store = tmp_path / "ours.zarr"
-    zv.write_points(store, pos, chunk_shape=case["chunk"], bin_shape=case["bins"], bounds=([lo] * d, [hi] * d),
-                    attributes={"intensity": data["intensity"], "color": data["color"]}, **kwargs)
+    zv.write_points(
+        store,
+        pos,
+        chunk_shape=case["chunk"],
+        bin_shape=case["bins"],
+        bounds=([lo] * d, [hi] * d),
+        attributes={"intensity": data["intensity"], "color": data["color"]},
+        **kwargs,
+    )
     info = reference.info(store)
     assert info["valid"], info
     full = reference.read_points(tmp_path, store)
@@ -72,22 +82,34 @@ def test_reference_reads_our_stores(tmp_path, rng, reference, case):
     for blo, bhi in _boxes(rng, d, lo, hi, k=4):
         box = reference.read_points(tmp_path, store, (blo, bhi))
         mask = brute_force_box(pos, blo, bhi)
-        assert np.array_equal(sorted_rows(box["positions"], box["attr__intensity"]),
-                              sorted_rows(pos[mask], data["intensity"][mask]))
+        assert np.array_equal(
+            sorted_rows(box["positions"], box["attr__intensity"]),
+            sorted_rows(pos[mask], data["intensity"][mask]),
+        )
 
 
 @pytest.mark.parametrize("objects", [True, False], ids=["objects", "plain"])
 def test_we_read_reference_stores(tmp_path, rng, reference, objects):
     data = _data(rng, objects=objects)
     pos = data["positions"]
-    arrays = dict(positions=pos, chunk_shape=np.full(3, 100.0), bin_shape=np.full(3, 25.0),
-                  bounds=np.array([[0.0] * 3, [1000.0] * 3]),
-                  attr__intensity=data["intensity"], attr__color=data["color"])
+    arrays = dict(
+        positions=pos,
+        chunk_shape=np.full(3, 100.0),
+        bin_shape=np.full(3, 25.0),
+        bounds=np.array([[0.0] * 3, [1000.0] * 3]),
+        attr__intensity=data["intensity"],
+        attr__color=data["color"],
+    )
     if objects:
         groups = data["groups"]
-        arrays.update(object_ids=data["object_ids"], oattr__weight=data["weight"], oattr__centroid=data["centroid"],
-                      groups_flat=np.concatenate([np.asarray(g) for g in groups]),
-                      groups_offsets=np.cumsum([0] + [len(g) for g in groups]), gattr__score=data["score"])
+        arrays.update(
+            object_ids=data["object_ids"],
+            oattr__weight=data["weight"],
+            oattr__centroid=data["centroid"],
+            groups_flat=np.concatenate([np.asarray(g) for g in groups]),
+            groups_offsets=np.cumsum([0] + [len(g) for g in groups]),
+            gattr__score=data["score"],
+        )
     store = tmp_path / "ref.zv"
     reference.write_points(tmp_path, store, **arrays)
     ds = zv.open(store)

@@ -65,8 +65,12 @@ def test_reference_reads_our_point_pyramid(tmp_path, rng, reference, objects):
 
 
 def test_reference_reads_our_line_pyramid(tmp_path, rng, reference):
-    lines = [np.clip(np.cumsum(rng.normal(0, 6, (int(rng.integers(20, 60)), 3)), axis=0) + 200, 0, 400).astype(np.float32)
-             for _ in range(30)]  # fmt: skip
+    lines = [
+        np.clip(np.cumsum(rng.normal(0, 6, (int(rng.integers(20, 60)), 3)), axis=0) + 200, 0, 400).astype(
+            np.float32
+        )
+        for _ in range(30)
+    ]
     store = tmp_path / "lines.zarr"
     zv.write_lines(
         store,
@@ -143,8 +147,15 @@ def test_reference_reads_our_mesh_pyramid_at_every_level(tmp_path, rng, referenc
     store = tmp_path / "mesh.zarr"
     pos = np.concatenate([sphere.vertices * 90 + 110, sphere.vertices * 70 + 290]).astype(np.float32)
     faces = np.concatenate([sphere.faces, sphere.faces + len(sphere.vertices)])
-    zv.write_mesh(store, pos, faces, chunk_shape=100, object_ids=np.repeat([0, 1], len(sphere.vertices)),
-                  attributes={"v": rng.random(len(pos)).astype(np.float32)}, bounds=BOUNDS)  # fmt: skip
+    zv.write_mesh(
+        store,
+        pos,
+        faces,
+        chunk_shape=100,
+        object_ids=np.repeat([0, 1], len(sphere.vertices)),
+        attributes={"v": rng.random(len(pos)).astype(np.float32)},
+        bounds=BOUNDS,
+    )
     zv.open(store, mode="r+").build_pyramid([2, 2])
     ds, counts = _reference_validates_and_counts(reference, store)
     key = lambda p, f: sorted_rows(np.sort(p[f].reshape(-1, 9), axis=1))
@@ -161,8 +172,13 @@ def test_reference_reads_our_mesh_pyramid_at_every_level(tmp_path, rng, referenc
 def test_we_read_reference_point_pyramids(tmp_path, rng, reference, objects):
     pos, value, oids = _points(rng)
     store = tmp_path / "ref.zarr"
-    arrays = {"positions": pos, "attr__v": value, "chunk_shape": np.full(3, 50.0), "bin_shape": np.full(3, 25.0),
-              "bounds": np.array(BOUNDS)}  # fmt: skip
+    arrays = {
+        "positions": pos,
+        "attr__v": value,
+        "chunk_shape": np.full(3, 50.0),
+        "bin_shape": np.full(3, 25.0),
+        "bounds": np.array(BOUNDS),
+    }
     if objects:
         arrays["object_ids"] = oids
     reference.write_points(tmp_path, store, **arrays)
@@ -242,14 +258,25 @@ def test_we_read_reference_polyline_pyramids(tmp_path, rng, reference):
     metavertices without links or attributes (its coarse lines are not lines any more), so
     only counts, vertex sets (plain and per object, also its own object read) and boxes."""
     starts = rng.uniform(120, 280, (30, 3))
-    lines = [np.clip(np.cumsum(rng.normal(0, 6, (int(rng.integers(20, 60)), 3)), axis=0) + s0, 0, 400)
-             .astype(np.float32) for s0 in starts]  # fmt: skip
+    lines = [
+        np.clip(np.cumsum(rng.normal(0, 6, (int(rng.integers(20, 60)), 3)), axis=0) + s0, 0, 400).astype(
+            np.float32
+        )
+        for s0 in starts
+    ]
     pos = np.concatenate(lines)
     r = np.arange(len(pos), dtype=np.float32)
     store = tmp_path / "ref-lines.zarr"
     offsets = np.r_[0, np.cumsum([len(x) for x in lines])]
-    reference.write_lines(tmp_path, store, positions=pos, offsets=offsets, attr__r=r,
-                          chunk_shape=np.full(3, 50.0), bounds=np.array(BOUNDS))  # fmt: skip
+    reference.write_lines(
+        tmp_path,
+        store,
+        positions=pos,
+        offsets=offsets,
+        attr__r=r,
+        chunk_shape=np.full(3, 50.0),
+        bounds=np.array(BOUNDS),
+    )
     report = reference.build_pyramid(store, [2, 2])
     ds = _check_reference_pyramid(tmp_path, reference, store, "lines", report, 30, rng)
     ours = ds.objects(np.arange(30), level=0)
@@ -281,17 +308,27 @@ def test_we_read_reference_graph_pyramids(tmp_path, rng, reference, tree):
     edges = np.c_[child, both[child]]  # (child, parent): one rooted tree per object
     radius = rng.random(2 * n).astype(np.float32)
     store = tmp_path / "ref-graph.zarr"
-    reference.write_graph(tmp_path, store, positions=pos, edges=edges, tree=np.array(tree),
-                          object_ids=np.repeat([0, 1], n), attr__radius=radius,
-                          chunk_shape=np.full(3, 50.0), bounds=np.array(BOUNDS))  # fmt: skip
+    reference.write_graph(
+        tmp_path,
+        store,
+        positions=pos,
+        edges=edges,
+        tree=np.array(tree),
+        object_ids=np.repeat([0, 1], n),
+        attr__radius=radius,
+        chunk_shape=np.full(3, 50.0),
+        bounds=np.array(BOUNDS),
+    )
     report = reference.build_pyramid(store, [2, 2])
     ds = _check_reference_pyramid(tmp_path, reference, store, "graph", report, 2, rng)
     assert tuple(ds.geometry_types) == (("skeleton",) if tree else ("graph",))
     ours = ds.read(level=0)
     theirs = reference.read_level(tmp_path, store, "graph", 0)
     assert np.array_equal(sorted_rows(ours.positions, ours.attributes["radius"]), sorted_rows(pos, radius))
-    assert np.array_equal(sorted_rows(ours.positions, ours.attributes["radius"]),
-                          sorted_rows(theirs["positions"], theirs["attr__radius"]))  # fmt: skip
+    assert np.array_equal(
+        sorted_rows(ours.positions, ours.attributes["radius"]),
+        sorted_rows(theirs["positions"], theirs["attr__radius"]),
+    )
     assert len(ours.edges) == len(edges)
     our_key = _edge_key(ours.positions, ours.edges)
     assert np.array_equal(our_key, _edge_key(theirs["positions"], theirs["edges"]))
@@ -306,9 +343,16 @@ def test_we_read_reference_mesh_pyramids(tmp_path, rng, reference):
     faces = np.concatenate([sphere.faces, sphere.faces + len(sphere.vertices)])
     value = rng.random(len(pos)).astype(np.float32)
     store = tmp_path / "ref-mesh.zarr"
-    reference.write_mesh(tmp_path, store, positions=pos, faces=faces, attr__v=value,
-                         object_ids=np.repeat([0, 1], len(sphere.vertices)), chunk_shape=np.full(3, 50.0),
-                         bounds=np.array(BOUNDS))  # fmt: skip
+    reference.write_mesh(
+        tmp_path,
+        store,
+        positions=pos,
+        faces=faces,
+        attr__v=value,
+        object_ids=np.repeat([0, 1], len(sphere.vertices)),
+        chunk_shape=np.full(3, 50.0),
+        bounds=np.array(BOUNDS),
+    )
     report = reference.build_pyramid(store, [2, 2])
     ds = _check_reference_pyramid(tmp_path, reference, store, "mesh", report, 2, rng)
     ours = ds.read(level=0)
@@ -318,6 +362,6 @@ def test_we_read_reference_mesh_pyramids(tmp_path, rng, reference):
     assert np.array_equal(key(ours.positions, ours.faces), key(theirs["positions"], theirs["faces"]))
     assert np.array_equal(key(ours.positions, ours.faces), key(pos, faces))
     assert np.array_equal(sorted_rows(ours.positions, ours.attributes["v"]), sorted_rows(pos, value))
-    assert np.array_equal(sorted_rows(ours.positions, ours.attributes["v"]),
-                          sorted_rows(theirs["positions"], theirs["attr__v"]))  # fmt: skip
-
+    assert np.array_equal(
+        sorted_rows(ours.positions, ours.attributes["v"]), sorted_rows(theirs["positions"], theirs["attr__v"])
+    )

@@ -41,9 +41,15 @@ def test_we_read_reference_skeletons(tmp_path, rng, reference):
     pos, par = _tree(rng)
     child = np.flatnonzero(par >= 0)
     store = tmp_path / "ref.zv"
-    reference.write_graph(tmp_path, store, positions=pos, edges=np.stack([child, par[child]], axis=1),
-                          chunk_shape=np.full(3, 100.0), tree=np.array([True]),
-                          attr__radius=np.arange(len(pos), dtype=np.float32))
+    reference.write_graph(
+        tmp_path,
+        store,
+        positions=pos,
+        edges=np.stack([child, par[child]], axis=1),
+        chunk_shape=np.full(3, 100.0),
+        tree=np.array([True]),
+        attr__radius=np.arange(len(pos), dtype=np.float32),
+    )
     ds = zv.open(store)
     assert "skeleton" in ds.geometry_types
     full = ds.query()
@@ -86,8 +92,15 @@ def test_reference_reads_our_skeletons_with_attributes(tmp_path, rng, reference,
     kind = rng.integers(0, 8, n).astype(type_dtype)
     volume = np.array([1.0, np.nan, np.nan, 2.5, np.nan, np.nan, np.nan, -4.0])
     store = tmp_path / "ours.zarr"
-    zv.write_skeleton(store, pos, par, chunk_shape=100, object_ids=oids,
-                      attributes={"radius": radius, "type": kind}, object_attributes={"volume": volume})
+    zv.write_skeleton(
+        store,
+        pos,
+        par,
+        chunk_shape=100,
+        object_ids=oids,
+        attributes={"radius": radius, "type": kind},
+        object_attributes={"volume": volume},
+    )
     info = reference.info(store)
     assert info["valid"], info
     lv = info["levels"][0]
@@ -122,7 +135,8 @@ def test_reference_reads_our_skeletons_with_attributes(tmp_path, rng, reference,
     assert sorted(mb.tolist()) == np.flatnonzero(inside).tolist()
     keep = child[inside[child] & inside[par[child]]]
     assert sorted(zip(mb[box["edges"][:, 1]].tolist(), mb[box["edges"][:, 0]].tolist())) == sorted(
-        zip(par[keep].tolist(), keep.tolist()))
+        zip(par[keep].tolist(), keep.tolist())
+    )
 
 
 def _reference_forest(tmp_path, rng, reference):
@@ -134,9 +148,17 @@ def _reference_forest(tmp_path, rng, reference):
     kind = rng.integers(0, 8, len(pos)).astype(np.int16)
     child = np.flatnonzero(par >= 0)
     store = tmp_path / "ref.zv"
-    reference.write_graph(tmp_path, store, positions=pos, edges=np.stack([child, par[child]], axis=1),
-                          chunk_shape=np.full(3, 100.0), tree=np.array([True]), object_ids=oids,
-                          attr__radius=radius, attr__type=kind)  # fmt: skip
+    reference.write_graph(
+        tmp_path,
+        store,
+        positions=pos,
+        edges=np.stack([child, par[child]], axis=1),
+        chunk_shape=np.full(3, 100.0),
+        tree=np.array([True]),
+        object_ids=oids,
+        attr__radius=radius,
+        attr__type=kind,
+    )
     return store, pos, par, oids, radius, kind
 
 
@@ -164,12 +186,14 @@ def test_we_read_reference_skeleton_objects(tmp_path, rng, reference):
         assert res.attributes["type"].dtype == np.int16 and np.array_equal(res.attributes["type"], kind[m])
         assert np.array_equal(res.object_ids, np.full(len(sel), oid))
         assert sorted(zip(m[res.edges[:, 0]].tolist(), m[res.edges[:, 1]].tolist())) == sorted(
-            (int(par[i]), int(i)) for i in sel if par[i] >= 0)
+            (int(par[i]), int(i)) for i in sel if par[i] >= 0
+        )
     both = ds.objects([3, 0])
     assert both.object_ids.tolist() == [3] * int((oids == 3).sum()) + [0] * int((oids == 0).sum())
     sel = np.flatnonzero((oids == 3) | (oids == 0))
     assert _pairs_with_parent(both.positions, both.parents) == sorted(
-        (_key(pos[i]), _key(pos[par[i]]) if par[i] >= 0 else None) for i in sel)
+        (_key(pos[i]), _key(pos[par[i]]) if par[i] >= 0 else None) for i in sel
+    )
 
 
 _BOXES = [((300.0, 280.0, 320.0), (560.0, 600.0, 580.0)), ((150.0, 150.0, 150.0), (450.0, 420.0, 700.0))]

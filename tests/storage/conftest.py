@@ -22,6 +22,7 @@ ATOMIC_KINDS = ("local", "file_url", "zip")
 #: Backends written in place (cleared first on overwrite; root zarr.json written last).
 IN_PLACE_KINDS = ("memory_store", "memory_url", "zip_store", "s3_url", "s3_store")
 
+
 def kind_param(kind: str) -> Any:
     """``pytest.param`` for a backend kind with its marks (the s3 marker)."""
     marks: list[Any] = []

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
-from zarr.core.sync import sync
 
 import zarr_vectors as zv
 from zarr_vectors import storage
@@ -76,10 +75,16 @@ def make_cloud(seed: int = 7) -> dict[str, Any]:
 
 def write_cloud(t: StoreTarget, cloud: dict[str, Any], **kwargs: Any) -> zv.Dataset:
     return t.write(
-        cloud["positions"], chunk_shape=50, bin_shape=25, attributes=cloud["attributes"],
-        object_ids=cloud["object_ids"], object_attributes=cloud["object_attributes"],
-        groups=cloud["groups"], group_attributes=cloud["group_attributes"], **kwargs,
-    )  # fmt: skip
+        cloud["positions"],
+        chunk_shape=50,
+        bin_shape=25,
+        attributes=cloud["attributes"],
+        object_ids=cloud["object_ids"],
+        object_attributes=cloud["object_attributes"],
+        groups=cloud["groups"],
+        group_attributes=cloud["group_attributes"],
+        **kwargs,
+    )
 
 
 def sorted_rows(*columns: np.ndarray) -> np.ndarray:
@@ -203,8 +208,14 @@ def test_backend_layer_round_trip(target: StoreTarget) -> None:
     r = store_backend(target)
     assert r.get_many([]) == []
     assert r.get_many(["a/b/c", "missing", "a/d", "a/x/y", "e", "a/b/c/deeper", "zarr.json"]) == [
-        bytes(range(256)), None, b"xyz", None, b"\x00", None, items[0][1],
-    ]  # fmt: skip
+        bytes(range(256)),
+        None,
+        b"xyz",
+        None,
+        b"\x00",
+        None,
+        items[0][1],
+    ]
     assert storage.get_json(r, "zarr.json") == {"zarr_format": 3, "node_type": "group"}
     assert storage.get_json(r, "nope.json") is None
     assert r.list_dir("") == ["a", "e", "zarr.json"]
@@ -437,7 +448,9 @@ def test_failure_while_zipping_leaves_previous_zip(
 
 
 @pytest.mark.parametrize("how", ["exchange-fails", "no-exchange-rename-fails"])
-def test_failed_swap_keeps_previous_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+def test_failed_swap_keeps_previous_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
     """The finished stage cannot be moved into place: the old store stays, byte for byte,
     whether the atomic exchange fails or (where there is none) the second of two renames."""
     from zarr_vectors import _commit
@@ -474,8 +487,12 @@ def test_failed_swap_keeps_previous_directory(tmp_path: Path, monkeypatch: pytes
 def _in_place_params() -> list[Any]:
     out = []
     for kind in IN_PLACE_KINDS:
-        for prior, stage in [("fresh", "chunks"), ("existing", "chunks"), ("existing", "metadata"),
-                             ("existing", "root")]:  # fmt: skip
+        for prior, stage in [
+            ("fresh", "chunks"),
+            ("existing", "chunks"),
+            ("existing", "metadata"),
+            ("existing", "root"),
+        ]:
             if kind == "zip_store" and prior == "existing":
                 continue  # an open ZipStore cannot be overwritten at all (see the overwrite test)
             marks = list(kind_param(kind).marks)
@@ -524,13 +541,17 @@ def test_failed_in_place_commit_is_refused_on_open_and_recovers(make_target: Any
     with failing_writes("upload", local=False) as written, pytest.raises(InjectedFailure):
         write_cloud(t, new, overwrite=True)
     assert written[0] == "zarr.json" and written[1:] and "zarr.json" not in written[1:]
-    with pytest.raises(zv.IncompleteStoreError, match=r"is incomplete: a write was interrupted.*rewrite it or restore"):
+    with pytest.raises(
+        zv.IncompleteStoreError, match=r"is incomplete: a write was interrupted.*rewrite it or restore"
+    ):
         t.open()
     with pytest.raises(zv.StoreExistsError):
         t.write(new["positions"])
     write_cloud(t, new, overwrite=True)
     assert_full_read(t.open(), new)
-    assert "zarr_vectors_incomplete" not in json.loads(store_backend(t).get_many(["zarr.json"])[0])["attributes"]
+    assert (
+        "zarr_vectors_incomplete" not in json.loads(store_backend(t).get_many(["zarr.json"])[0])["attributes"]
+    )
 
 
 # --------------------------------------------------------------------------------------

@@ -30,7 +30,10 @@ BOX = ([10.0, 0.0, 0.0], [70.0, 100.0, 60.0])
 def version(k: int) -> dict[str, Any]:
     """Version k of the store: N points of its own, each carrying k."""
     rng = np.random.default_rng(1000 + k)
-    return {"positions": rng.uniform(0, 100, (N, 3)).astype(np.float32), "attributes": {"v": np.full(N, k, np.int32)}}
+    return {
+        "positions": rng.uniform(0, 100, (N, 3)).astype(np.float32),
+        "attributes": {"v": np.full(N, k, np.int32)},
+    }
 
 
 _CHECK = r"""
@@ -59,7 +62,9 @@ def verdict(res, box):
     return None
 """
 
-READER = _CHECK + r"""
+READER = (
+    _CHECK
+    + r"""
 import json, os, sys
 
 store, stop = sys.argv[1], sys.argv[2]
@@ -84,14 +89,19 @@ while not os.path.exists(stop) or i < 20:
         counts["bad"].append(bad)
 print(json.dumps(counts))
 """
+)
 
 
 def test_reader_racing_200_overwrites(tmp_path: Path) -> None:
     store = tmp_path / "s.zarr"
     zv.write_points(store, chunk_shape=50, **version(0))
     stop = tmp_path / "stop"
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(store), str(stop)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)  # fmt: skip
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(store), str(stop)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert reader.stdout is not None and reader.stdout.readline().strip() == "ready"
         for k in range(1, 201):
@@ -160,7 +170,9 @@ def test_dataset_opened_before_a_pyramid_rebuild(tmp_path: Path, loaded: bool) -
     zv.open(store, mode="r+").build_pyramid([4], overwrite=True)  # another writer rebuilds level 1
     fresh = zv.open(store)
     assert len(fresh.read(level=1)) == fresh.vertex_count(1)
-    with pytest.raises(StoreChangedError, match="the store changed while it was being read; open it again") as info:
+    with pytest.raises(
+        StoreChangedError, match="the store changed while it was being read; open it again"
+    ) as info:
         stale.query(([0, 0, 0], [100, 100, 100]), level=1)
     assert info.value.store == str(store)
     with pytest.raises(StoreChangedError):

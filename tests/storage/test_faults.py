@@ -89,8 +89,10 @@ def outcome(t: StoreTarget, old: dict[str, Any], new: dict[str, Any]) -> str:
         if got.shape == expected(v).shape and np.array_equal(got, expected(v)):
             assert list(ds.object_attributes("name")) == list(v["object_attributes"]["name"])
             return name
-    pytest.fail(f"a reader got {len(got)} rows matching neither version (old {len(old['positions'])}, "
-                f"new {len(new['positions'])})")  # fmt: skip
+    pytest.fail(
+        f"a reader got {len(got)} rows matching neither version (old {len(old['positions'])}, "
+        f"new {len(new['positions'])})"
+    )
 
 
 OLD = version(1, 500)
@@ -101,10 +103,13 @@ def write(t: StoreTarget, v: dict[str, Any], chunk: float, **kwargs: Any) -> zv.
     return zv.write_points(t.target, chunk_shape=chunk, storage_options=t.storage_options, **v, **kwargs)
 
 
-@pytest.mark.parametrize(("kind", "samples", "chunks"), [
-    pytest.param("memory_store", 25, (25, 50), id="memory_store"),
-    pytest.param("s3_url", 2, (50, 100), id="s3_url", marks=pytest.mark.s3),  # moto: about 20 ms a key
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kind", "samples", "chunks"),
+    [
+        pytest.param("memory_store", 25, (25, 50), id="memory_store"),
+        pytest.param("s3_url", 2, (50, 100), id="s3_url", marks=pytest.mark.s3),  # moto: about 20 ms a key
+    ],
+)
 def test_overwrite_interrupted_after_any_number_of_key_operations(
     make_target: Any, kind: str, samples: int, chunks: tuple[int, int]
 ) -> None:
@@ -138,7 +143,9 @@ def test_unencodable_attribute_fails_before_the_old_store_is_touched(make_target
     write(t, OLD, 50)
     keys_before = None
     if kind != "local":
-        keys_before = sorted(zv.storage.open_backend(t.target, read_only=True, storage_options=t.storage_options).list_all())
+        keys_before = sorted(
+            zv.storage.open_backend(t.target, read_only=True, storage_options=t.storage_options).list_all()
+        )
     bad = version(3, 200)
     bad["object_attributes"] = {"name": np.array(["fine"] * 6 + ["lone \ud800 surrogate"])}
     with pytest.raises((UnicodeEncodeError, zv.InputError)):
@@ -183,7 +190,9 @@ def test_pyramid_rebuild_in_place_interrupted_anywhere() -> None:
         elif sorted(got) == [0]:
             seen.add("level 0 only")
         else:
-            pytest.fail(f"interrupted after {k} operations, the store lists levels {sorted(got)} with other data")
+            pytest.fail(
+                f"interrupted after {k} operations, the store lists levels {sorted(got)} with other data"
+            )
     assert seen == {"old", "level 0 only"}
     zv.open(store, mode="r+").build_pyramid([4, 2], overwrite=True)  # a new build recovers
     got = levels_of(store)
@@ -198,7 +207,9 @@ def test_s3_faults_name_store_and_key(s3_server: tuple[str, dict[str, Any]]) -> 
     with pytest.raises(StoreError) as info:
         zv.write_points(url, OLD["positions"], chunk_shape=50, storage_options=options)
     assert info.value.store == url and info.value.key == ""
-    assert str(info.value).startswith(f"store {url}: listing failed: FileNotFoundError: The specified bucket does not exist")
+    assert str(info.value).startswith(
+        f"store {url}: listing failed: FileNotFoundError: The specified bucket does not exist"
+    )
     assert "check the path or URL" in str(info.value) and "\n" not in str(info.value)
 
     server = start_s3_server("zv-fault-bucket")  # a server of this test's own, stopped below
@@ -243,8 +254,12 @@ def silent_server() -> Iterator[str]:
 
 @pytest.mark.s3
 def test_server_that_never_answers_times_out(silent_server: str, s3_server: Any) -> None:
-    options = {"key": "testing", "secret": "testing", "zv_timeout": 1,
-               "client_kwargs": {"endpoint_url": silent_server, "region_name": "us-east-1"}}  # fmt: skip
+    options = {
+        "key": "testing",
+        "secret": "testing",
+        "zv_timeout": 1,
+        "client_kwargs": {"endpoint_url": silent_server, "region_name": "us-east-1"},
+    }
     url = "s3://zv-bucket/cells.zarr"
     start = time.monotonic()
     with pytest.raises(StoreError, match=r"got no answer within 1 s.*zv_timeout") as info:
@@ -260,10 +275,18 @@ def test_server_that_never_answers_times_out(silent_server: str, s3_server: Any)
 def test_timeout_option() -> None:
     backend = zv.storage.open_backend(zarr.storage.MemoryStore(), read_only=True)
     assert backend.timeout == DEFAULT_TIMEOUT == 30.0
-    assert zv.storage.open_backend("memory://t", read_only=True, storage_options={"zv_timeout": None}).timeout is None
-    assert zv.storage.open_backend("memory://t", read_only=True, storage_options={"zv_timeout": 2}).timeout == 2.0
+    assert (
+        zv.storage.open_backend("memory://t", read_only=True, storage_options={"zv_timeout": None}).timeout
+        is None
+    )
+    assert (
+        zv.storage.open_backend("memory://t", read_only=True, storage_options={"zv_timeout": 2}).timeout
+        == 2.0
+    )
     for bad in (0, -1, "30", True):
-        with pytest.raises(zv.ZarrVectorsError, match="zv_timeout must be a positive number of seconds or None"):
+        with pytest.raises(
+            zv.ZarrVectorsError, match="zv_timeout must be a positive number of seconds or None"
+        ):
             zv.open("memory://t", storage_options={"zv_timeout": bad})
 
 

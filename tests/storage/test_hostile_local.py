@@ -77,7 +77,9 @@ def test_directory_linked_outside_is_refused(tmp_path: Path) -> None:
     outside = tmp_path / "elsewhere"
     shutil.move(column, outside)
     column.symlink_to(outside)
-    with pytest.raises(StoreError, match=r"directory '0/vertices/c/.*' is a symbolic link to .*elsewhere, outside"):
+    with pytest.raises(
+        StoreError, match=r"directory '0/vertices/c/.*' is a symbolic link to .*elsewhere, outside"
+    ):
         zv.open(store).read()
     ds = zv.open(store, storage_options={"zv_follow_symlinks": True})
     assert np.array_equal(sorted_rows(ds.read().positions), sorted_rows(PTS))
@@ -97,8 +99,12 @@ print("read without error")
 
 
 def run_reader(store: Path, follow: bool) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", _READER, str(store), "follow" if follow else "no"],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", _READER, str(store), "follow" if follow else "no"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("follow", [False, True])
@@ -124,7 +130,10 @@ def test_fifo_is_refused_without_blocking(tmp_path: Path, where: str) -> None:
     except subprocess.TimeoutExpired:
         pytest.fail("reading a FIFO blocked")
     assert proc.returncode == 3, proc.stdout + proc.stderr
-    assert f"StoreError {key_of(store, path)} |" in proc.stdout and "is a FIFO, not a regular file" in proc.stdout
+    assert (
+        f"StoreError {key_of(store, path)} |" in proc.stdout
+        and "is a FIFO, not a regular file" in proc.stdout
+    )
 
 
 def test_read_is_bounded_by_the_size_fstat_reports(tmp_path: Path) -> None:
@@ -144,7 +153,9 @@ def test_writes_never_follow_links_out(tmp_path: Path) -> None:
     (root / "a").symlink_to(outside)
     (root / "k").symlink_to(outside / "f")
     backend = LocalBackend(root)
-    with pytest.raises(StoreError, match=r"key 'a/new'.*directory 'a' is a symbolic link to .*outside, outside the store"):
+    with pytest.raises(
+        StoreError, match=r"key 'a/new'.*directory 'a' is a symbolic link to .*outside, outside the store"
+    ):
         backend.set_many([("a/new", b"x")])
     backend.set_many([("k", b"new bytes")])  # the link is replaced, its target untouched
     assert not (root / "k").is_symlink() and (root / "k").read_bytes() == b"new bytes"
@@ -168,7 +179,9 @@ def test_existing_files_are_replaced_not_written_through(tmp_path: Path) -> None
 
 
 def _tree(path: Path) -> dict[str, bytes | None]:
-    return {p.relative_to(path).as_posix(): (p.read_bytes() if p.is_file() else None) for p in path.rglob("*")}
+    return {
+        p.relative_to(path).as_posix(): (p.read_bytes() if p.is_file() else None) for p in path.rglob("*")
+    }
 
 
 def test_pyramid_rebuild_never_writes_into_a_linked_level_folder(tmp_path: Path) -> None:

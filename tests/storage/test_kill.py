@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -91,7 +90,9 @@ def kill_at(point):
         _commit.os.replace = replace
 """
 
-WRITE = _SETUP + r"""
+WRITE = (
+    _SETUP
+    + r"""
 target, point, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
 kill_at(point)
 print("ready", flush=True)
@@ -101,8 +102,11 @@ while True:
         break
     seed += 1
 """
+)
 
-BUILD = _SETUP + r"""
+BUILD = (
+    _SETUP
+    + r"""
 target, point = sys.argv[1], sys.argv[2]
 kill_at(point)
 print("ready", flush=True)
@@ -112,12 +116,15 @@ while True:
     if point != "loop":
         break
 """
+)
 
 
 def version(seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     n = 600 + 50 * (seed % 3)
-    return np.column_stack([rng.uniform(0, 100, (n, 3)).astype(np.float32), np.full(n, seed)]).astype(np.float64)
+    return np.column_stack([rng.uniform(0, 100, (n, 3)).astype(np.float32), np.full(n, seed)]).astype(
+        np.float64
+    )
 
 
 def table(res: zv.Result) -> np.ndarray:
@@ -140,8 +147,9 @@ def which_version(path: Path, seeds: range) -> int | None:
 
 
 def run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True,
-                          timeout=180)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=180
+    )
 
 
 def write_version(path: Path, seed: int) -> None:
@@ -151,10 +159,16 @@ def write_version(path: Path, seed: int) -> None:
     zv.write_points(path, pos, chunk_shape=25, attributes={"v": np.full(n, seed, np.int32)}, overwrite=True)
 
 
-@pytest.mark.parametrize(("point", "expect"), [
-    ("staging", "old"), ("before-swap", "old"), ("after-exchange", "new"), ("removing-old", "new"),
-    ("between-renames", "none"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("point", "expect"),
+    [
+        ("staging", "old"),
+        ("before-swap", "old"),
+        ("after-exchange", "new"),
+        ("removing-old", "new"),
+        ("between-renames", "none"),
+    ],
+)
 def test_write_killed_at_each_step(tmp_path: Path, point: str, expect: str) -> None:
     store = tmp_path / "s.zarr"
     write_version(store, 1)
@@ -180,8 +194,12 @@ def test_writes_killed_at_random_times(tmp_path: Path) -> None:
     rng = np.random.default_rng(2024)
     seen = []
     for _ in range(4):
-        proc = subprocess.Popen([sys.executable, "-c", WRITE, str(store), "loop", "100"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITE, str(store), "loop", "100"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         time.sleep(float(rng.uniform(0.05, 1.5)))
         proc.send_signal(signal.SIGKILL)
@@ -219,12 +237,21 @@ def test_pyramid_build_killed_at_each_step(tmp_path: Path) -> None:
         if outcomes[point] == "new":  # back to the old levels for the next kill
             zv.open(store, mode="r+").build_pyramid([2], overwrite=True)
             assert np.array_equal(table(zv.open(store).read(level=1)), old[1])
-    assert outcomes == {"staging": "old", "linking": "old", "before-swap": "old", "after-exchange": "new",
-                        "removing-old": "new"}  # fmt: skip
+    assert outcomes == {
+        "staging": "old",
+        "linking": "old",
+        "before-swap": "old",
+        "after-exchange": "new",
+        "removing-old": "new",
+    }
     rng = np.random.default_rng(7)
     for _ in range(4):  # and at random times, in a loop of rebuilds to [4, 2] and back to [2]
-        proc = subprocess.Popen([sys.executable, "-c", BUILD, str(store), "loop"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-c", BUILD, str(store), "loop"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         time.sleep(float(rng.uniform(0.05, 2.0)))
         proc.send_signal(signal.SIGKILL)

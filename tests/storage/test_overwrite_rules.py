@@ -29,7 +29,9 @@ PTS = np.random.default_rng(3).uniform(0, 100, (300, 3)).astype(np.float32)
 
 
 def tree(path: Path) -> dict[str, bytes | None]:
-    return {p.relative_to(path).as_posix(): (p.read_bytes() if p.is_file() else None) for p in path.rglob("*")}
+    return {
+        p.relative_to(path).as_posix(): (p.read_bytes() if p.is_file() else None) for p in path.rglob("*")
+    }
 
 
 def same_points(ds: zv.Dataset, pts: np.ndarray) -> bool:
@@ -45,7 +47,10 @@ def test_directory_with_other_files_is_refused_and_kept(tmp_path: Path) -> None:
     (d / "figs").mkdir()
     (d / "figs" / "a.png").write_bytes(b"\x89PNG")
     before = tree(d)
-    with pytest.raises(zv.StoreExistsError, match=r"refusing to overwrite '.*/d': it is not a Zarr store.*nothing was deleted"):
+    with pytest.raises(
+        zv.StoreExistsError,
+        match=r"refusing to overwrite '.*/d': it is not a Zarr store.*nothing was deleted",
+    ):
         zv.write_points(d, PTS, chunk_shape=10, overwrite=True)
     assert tree(d) == before
     assert sorted(os.listdir(tmp_path)) == ["d"]  # no staging folder left beside it
@@ -58,10 +63,24 @@ def test_cli_overwrite_refuses_a_folder_that_is_not_a_store(tmp_path: Path) -> N
     out.mkdir()
     (out / "thesis.tex").write_text("keep me")
     proc = subprocess.run(
-        [sys.executable, "-m", "zarr_vectors", "ingest", "swc", str(swc), "-o", str(out), "--chunk-size", "50",
-         "--overwrite", "--no-progress"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "zarr_vectors",
+            "ingest",
+            "swc",
+            str(swc),
+            "-o",
+            str(out),
+            "--chunk-size",
+            "50",
+            "--overwrite",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert "not a Zarr store" in proc.stderr and str(out) in proc.stderr
     assert os.listdir(out) == ["thesis.tex"] and (out / "thesis.tex").read_text() == "keep me"
@@ -69,16 +88,32 @@ def test_cli_overwrite_refuses_a_folder_that_is_not_a_store(tmp_path: Path) -> N
     (out / "thesis.tex").unlink()
     zv.write_points(out, PTS, chunk_shape=50)
     proc = subprocess.run(
-        [sys.executable, "-m", "zarr_vectors", "ingest", "swc", str(swc), "-o", str(out), "--chunk-size", "50",
-         "--overwrite", "--no-progress"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "zarr_vectors",
+            "ingest",
+            "swc",
+            str(swc),
+            "-o",
+            str(out),
+            "--chunk-size",
+            "50",
+            "--overwrite",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert zv.open(out).vertex_count() == 3
 
 
 @pytest.mark.parametrize("holds_store", [True, False])
-def test_current_directory_is_never_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, holds_store: bool) -> None:
+def test_current_directory_is_never_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, holds_store: bool
+) -> None:
     here = tmp_path / "here"
     if holds_store:
         zv.write_points(here, PTS, chunk_shape=50)
@@ -95,7 +130,9 @@ def test_current_directory_is_never_replaced(tmp_path: Path, monkeypatch: pytest
         assert same_points(zv.open("."), PTS)
 
 
-def test_home_and_folders_holding_it_or_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_home_and_folders_holding_it_or_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = tmp_path / "home" / "me"
     zv.write_points(home, PTS, chunk_shape=50)  # a store (zarr.json at its root), still never replaced
     monkeypatch.setenv("HOME", str(home))
@@ -181,7 +218,10 @@ def _fake_stage(parent: Path, name: str, mb: int = 1) -> Path:
 def test_leftovers_are_reported_and_removed_by_the_next_write(tmp_path: Path) -> None:
     store = tmp_path / "s.zarr"
     zv.write_points(store, PTS, chunk_shape=50)
-    dead = [_fake_stage(tmp_path, ".s.zarr.zv-tmp-0123456789ab"), _fake_stage(tmp_path, ".s.zarr.zv-old-89abcdef")]
+    dead = [
+        _fake_stage(tmp_path, ".s.zarr.zv-tmp-0123456789ab"),
+        _fake_stage(tmp_path, ".s.zarr.zv-old-89abcdef"),
+    ]
     (tmp_path / ".s.zarr.zv-tmp-00000000beef").write_bytes(b"PK half a zip")  # a killed zip write
     dead.append(tmp_path / ".s.zarr.zv-tmp-00000000beef")
     kept = [
@@ -210,4 +250,6 @@ def test_leftovers_are_reported_and_removed_by_the_next_write(tmp_path: Path) ->
         assert again.exists()
     finally:
         os.close(fd)
-    assert [w.rule for w in zv.validate(store).warnings].count("structure.leftovers") == 2  # live one is dead now
+    assert [w.rule for w in zv.validate(store).warnings].count(
+        "structure.leftovers"
+    ) == 2  # live one is dead now

@@ -22,19 +22,33 @@ def _points(path: Path, n: int = 200, objects: bool = True) -> None:
     pos = rng.uniform(10, 290, (n, 3)).astype(np.float32)
     kw: dict[str, Any] = {}
     if objects:
-        kw = dict(object_ids=rng.integers(0, 10, n), object_attributes={"w": rng.random(10)},
-                  groups=[[0, 1], [2, 3, 4]], group_attributes={"s": np.array([1.0, 2.0])})
-    zv.write_points(path, pos, chunk_shape=150, bin_shape=50, bounds=([5.0] * 3, [295.0] * 3),
-                    attributes={"a": rng.random(n).astype(np.float32),
-                                "rgb": rng.integers(0, 255, (n, 3)).astype(np.uint8)}, **kw)  # fmt: skip
+        kw = dict(
+            object_ids=rng.integers(0, 10, n),
+            object_attributes={"w": rng.random(10)},
+            groups=[[0, 1], [2, 3, 4]],
+            group_attributes={"s": np.array([1.0, 2.0])},
+        )
+    zv.write_points(
+        path,
+        pos,
+        chunk_shape=150,
+        bin_shape=50,
+        bounds=([5.0] * 3, [295.0] * 3),
+        attributes={
+            "a": rng.random(n).astype(np.float32),
+            "rgb": rng.integers(0, 255, (n, 3)).astype(np.uint8),
+        },
+        **kw,
+    )
 
 
 def _points_geo(path: Path) -> None:
     """2-D longitude/latitude points in EPSG:4326: the root declares GeoZarr proj:/spatial:."""
     rng = np.random.default_rng(RNG_SEED)
     pos = np.column_stack([rng.uniform(5.9, 10.5, 120), rng.uniform(45.8, 47.8, 120)])
-    zv.write_points(path, pos, chunk_shape=1.0, crs="EPSG:4326", axes=["lon", "lat"],
-                    object_ids=rng.integers(0, 4, 120))
+    zv.write_points(
+        path, pos, chunk_shape=1.0, crs="EPSG:4326", axes=["lon", "lat"], object_ids=rng.integers(0, 4, 120)
+    )
 
 
 def _lines(path: Path) -> None:
@@ -47,7 +61,9 @@ def _graph(path: Path) -> None:
     rng = np.random.default_rng(RNG_SEED)
     pos = rng.uniform(0, 300, (150, 3)).astype(np.float32)
     edges = np.stack([np.arange(150), (np.arange(150) * 7 + 3) % 150], axis=1)
-    zv.write_graph(path, pos, edges, chunk_shape=150, edge_attributes={"w": rng.random(150).astype(np.float32)})
+    zv.write_graph(
+        path, pos, edges, chunk_shape=150, edge_attributes={"w": rng.random(150).astype(np.float32)}
+    )
 
 
 def _skeleton(path: Path) -> None:
@@ -62,8 +78,14 @@ def _sphere() -> tuple[np.ndarray, np.ndarray]:
     rings, segs = 10, 16
     th = np.linspace(0, np.pi, rings + 1)[1:-1]
     ph = np.linspace(0, 2 * np.pi, segs, endpoint=False)
-    body = np.stack([np.outer(np.sin(th), np.cos(ph)), np.outer(np.sin(th), np.sin(ph)),
-                     np.repeat(np.cos(th)[:, None], segs, 1)], axis=-1).reshape(-1, 3)  # fmt: skip
+    body = np.stack(
+        [
+            np.outer(np.sin(th), np.cos(ph)),
+            np.outer(np.sin(th), np.sin(ph)),
+            np.repeat(np.cos(th)[:, None], segs, 1),
+        ],
+        axis=-1,
+    ).reshape(-1, 3)
     verts = np.vstack([[0, 0, 1], body, [0, 0, -1]]) * 120 + 150
     faces = []
     for s in range(segs):
@@ -191,8 +213,14 @@ def add_level(store: Path, source: Path, **meta: Any) -> None:
     def root(doc: dict[str, Any]) -> None:
         ms = attrs(doc)["multiscales"][0]
         base = ms["datasets"][0]["coordinateTransformations"][1]["translation"]
-        ms["datasets"].append({"path": "1", "coordinateTransformations": [
-            {"type": "scale", "scale": [2.0] * len(base)},
-            {"type": "translation", "translation": [2 * b for b in base]}]})  # fmt: skip
+        ms["datasets"].append(
+            {
+                "path": "1",
+                "coordinateTransformations": [
+                    {"type": "scale", "scale": [2.0] * len(base)},
+                    {"type": "translation", "translation": [2 * b for b in base]},
+                ],
+            }
+        )
 
     edit_json(store, "", root)

@@ -19,8 +19,9 @@ import json
 import sys
 import traceback
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,9 @@ except ImportError as exc:  # pragma: no cover - wrong interpreter
     sys.stderr.write(f"reference_writer: cannot import the reference zarr_vectors ({exc})\n")
     sys.exit(3)
 if getattr(zv, "__version__", None) != "0.9.2":
-    sys.stderr.write(f"reference_writer: zarr_vectors {getattr(zv, '__version__', '?')} is not the reference 0.9.2\n")
+    sys.stderr.write(
+        f"reference_writer: zarr_vectors {getattr(zv, '__version__', '?')} is not the reference 0.9.2\n"
+    )
     sys.exit(3)
 
 RNG = np.random.default_rng(7)
@@ -56,17 +59,22 @@ def _walks(n: int) -> list[np.ndarray]:
 def points(path: Path) -> None:
     ds = _create(path, "point_cloud")
     n = 300
-    ds.add_points(RNG.uniform(0, 400, (n, 3)).astype(np.float32),
-                  attributes={"size": RNG.random(n).astype(np.float32)})
+    ds.add_points(
+        RNG.uniform(0, 400, (n, 3)).astype(np.float32), attributes={"size": RNG.random(n).astype(np.float32)}
+    )
 
 
 def points_objects(path: Path) -> None:
     ds = _create(path, "point_cloud", bounds=([-150.0] * 3, [250.0] * 3))
     n = 300
     ids = RNG.integers(0, 12, n)
-    ds.add_points(RNG.uniform(-150, 250, (n, 3)).astype(np.float32), object_ids=ids,
-                  attributes={"rgb": RNG.integers(0, 255, (n, 3)).astype(np.uint8)},
-                  object_attributes={"weight": RNG.random(12)}, groups={0: [0, 1, 2], 1: [5, 7]})
+    ds.add_points(
+        RNG.uniform(-150, 250, (n, 3)).astype(np.float32),
+        object_ids=ids,
+        attributes={"rgb": RNG.integers(0, 255, (n, 3)).astype(np.uint8)},
+        object_attributes={"weight": RNG.random(12)},
+        groups={0: [0, 1, 2], 1: [5, 7]},
+    )
 
 
 def points_sharded(path: Path) -> None:
@@ -94,8 +102,12 @@ def graph(path: Path) -> None:
     ds = _create(path, "graph")
     n = 120
     edges = np.stack([RNG.integers(0, n, 200), RNG.integers(0, n, 200)], axis=1)
-    ds.add_graph(RNG.uniform(0, 400, (n, 3)).astype(np.float32), edges,
-                 edge_attributes={"w": RNG.random(200).astype(np.float32)}, object_ids=RNG.integers(0, 3, n))
+    ds.add_graph(
+        RNG.uniform(0, 400, (n, 3)).astype(np.float32),
+        edges,
+        edge_attributes={"w": RNG.random(200).astype(np.float32)},
+        object_ids=RNG.integers(0, 3, n),
+    )
 
 
 def skeleton(path: Path) -> None:
@@ -140,9 +152,16 @@ def pyramid(path: Path) -> None:
 
 
 WRITERS: dict[str, Callable[[Path], None]] = {
-    "points": points, "points_objects": points_objects, "points_sharded": points_sharded,
-    "polylines": polylines, "streamlines": streamlines, "lines": lines, "graph": graph,
-    "skeleton": skeleton, "mesh": mesh, "pyramid": pyramid,
+    "points": points,
+    "points_objects": points_objects,
+    "points_sharded": points_sharded,
+    "polylines": polylines,
+    "streamlines": streamlines,
+    "lines": lines,
+    "graph": graph,
+    "skeleton": skeleton,
+    "mesh": mesh,
+    "pyramid": pyramid,
 }
 
 

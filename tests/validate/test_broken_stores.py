@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 import struct
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -34,13 +35,16 @@ def _node(node: str, fn: Callable[[dict[str, Any]], Any]) -> Callable[[Path], No
 def _new_group(node: str, attributes: dict[str, Any] | None = None) -> Callable[[Path], None]:
     def make(s: Path) -> None:
         (s / node).mkdir(parents=True)
-        (s / node / "zarr.json").write_text(json.dumps({"zarr_format": 3, "node_type": "group",
-                                                        "attributes": attributes or {}}))  # fmt: skip
+        (s / node / "zarr.json").write_text(
+            json.dumps({"zarr_format": 3, "node_type": "group", "attributes": attributes or {}})
+        )
 
     return make
 
 
-def _first_cell(array: str, fn: Callable[[Path, Path], None], pick: Callable[[list[Path]], Path] = lambda c: c[0]):
+def _first_cell(
+    array: str, fn: Callable[[Path, Path], None], pick: Callable[[list[Path]], Path] = lambda c: c[0]
+):
     return lambda s: fn(s, pick(cells(s, array)))
 
 
@@ -48,7 +52,9 @@ def _rows(cell: Path, dtype: str, width: int) -> np.ndarray:
     return np.frombuffer(payload(cell), dtype).reshape(-1, width).copy()
 
 
-def _vertex_edit(fn: Callable[[np.ndarray, tuple[int, ...]], None], pick_x: int = 1) -> Callable[[Path], None]:
+def _vertex_edit(
+    fn: Callable[[np.ndarray, tuple[int, ...]], None], pick_x: int = 1
+) -> Callable[[Path], None]:
     """Edit the float32 rows of the first vertices cell whose chunk has x index ``pick_x``."""
 
     def run(s: Path) -> None:
@@ -149,42 +155,95 @@ CASES: dict[str, tuple[str, Callable[[Path], None]]] = {
     "metadata.root": ("points", _root(lambda b: b.update(bounds=[b["bounds"][1], b["bounds"][0]]))),
     "metadata.enum": ("points", _root(lambda b: b.update(cross_chunk_strategy="teleport"))),
     "metadata.geometry-types": ("points", _root(lambda b: b.update(geometry_types="point_cloud"))),
-    "metadata.capabilities": ("points", _root(lambda b: b["format_capabilities"].append("partitioned_cross_chunk_links"))),
+    "metadata.capabilities": (
+        "points",
+        _root(lambda b: b["format_capabilities"].append("partitioned_cross_chunk_links")),
+    ),
     "metadata.multiscales": ("points", _node("", lambda d: attrs(d).pop("multiscales"))),
     "metadata.geozarr": ("points_geo", _node("", lambda d: attrs(d).update({"proj:code": "EPSG:3857"}))),
     "metadata.level": ("points", _level(lambda b: b.update(bin_shape=[50.0, 50.0, 50.0]))),
     "metadata.arrays-present": ("points", _level(lambda b: b["arrays_present"].append("vertex_attribute"))),
-    "metadata.array": ("points", _node("0/vertices", lambda d: d["chunk_grid"]["configuration"].update(chunk_shape=[2, 1, 1]))),
-    "metadata.zv-array": ("points", _node("0/vertex_fragments", lambda d: attrs(d).update(zv_array="vertices"))),
+    "metadata.array": (
+        "points",
+        _node("0/vertices", lambda d: d["chunk_grid"]["configuration"].update(chunk_shape=[2, 1, 1])),
+    ),
+    "metadata.zv-array": (
+        "points",
+        _node("0/vertex_fragments", lambda d: attrs(d).update(zv_array="vertices")),
+    ),
     "metadata.dtype": ("lines", _node("0/links/0/+1.0.0", lambda d: attrs(d).update(dtype="float32"))),
     "metadata.encoding": ("points", _node("0/vertices", lambda d: attrs(d).update(encoding="lz4-points"))),
-    "metadata.grid": ("points", _node("0/vertex_attributes/a", lambda d: attrs(d)["nonempty_chunks"].append("7.7.7"))),
+    "metadata.grid": (
+        "points",
+        _node("0/vertex_attributes/a", lambda d: attrs(d)["nonempty_chunks"].append("7.7.7")),
+    ),
     "metadata.links": ("graph", _node("0/links/0/+1.0.0", lambda d: attrs(d).update(has_perm=False))),
-    "metadata.link-attributes": ("graph", _node("0/link_attributes/w/0/+1.0.0", lambda d: attrs(d).update(offsets=[[0, 1, 0]]))),
-    "metadata.attribute": ("points", _node("0/vertex_attributes/rgb", lambda d: attrs(d).update(row_shape=[0]))),
-    "metadata.object-index": ("points", _node("0/object_index", lambda d: attrs(d).update(layout="vlen_manifests_v9"))),
+    "metadata.link-attributes": (
+        "graph",
+        _node("0/link_attributes/w/0/+1.0.0", lambda d: attrs(d).update(offsets=[[0, 1, 0]])),
+    ),
+    "metadata.attribute": (
+        "points",
+        _node("0/vertex_attributes/rgb", lambda d: attrs(d).update(row_shape=[0])),
+    ),
+    "metadata.object-index": (
+        "points",
+        _node("0/object_index", lambda d: attrs(d).update(layout="vlen_manifests_v9")),
+    ),
     "metadata.tables": ("points", _node("0/groups", lambda d: attrs(d).update(num_groups=5))),
     "cells.present": ("points", lambda s: [c.unlink() for c in cells(s, "0/vertex_attributes/a")[:1]]),
     "cells.decode": ("points", _first_cell("0/vertices", lambda s, c: c.write_bytes(b"\x05\x00\x00\x00abc"))),
     "cells.vertices": ("points", _first_cell("0/vertices", lambda s, c: set_payload(c, payload(c)[:-3]))),
-    "cells.fragments": ("points", _first_cell("0/vertex_fragments", lambda s, c: set_payload(c, b"XXXX" + payload(c)[4:]))),
-    "cells.attribute-rows": ("points", _first_cell("0/vertex_attributes/a", lambda s, c: set_payload(c, payload(c)[:-4]))),
+    "cells.fragments": (
+        "points",
+        _first_cell("0/vertex_fragments", lambda s, c: set_payload(c, b"XXXX" + payload(c)[4:])),
+    ),
+    "cells.attribute-rows": (
+        "points",
+        _first_cell("0/vertex_attributes/a", lambda s, c: set_payload(c, payload(c)[:-4])),
+    ),
     "cells.links": ("graph", _link_cell("0/links/0/0.0.0", lambda d: d + b"\x01")),
-    "cells.link-fragments": ("graph", _first_cell("0/link_fragments", lambda s, c: set_payload(
-        c, encode_fragments(FragmentIndex.from_ranges(np.array([0]), np.array([999])))))),
-    "cells.link-attribute-rows": ("graph", _first_cell("0/link_attributes/w/0/0.0.0", lambda s, c: set_payload(c, payload(c)[:-4]))),
+    "cells.link-fragments": (
+        "graph",
+        _first_cell(
+            "0/link_fragments",
+            lambda s, c: set_payload(
+                c, encode_fragments(FragmentIndex.from_ranges(np.array([0]), np.array([999])))
+            ),
+        ),
+    ),
+    "cells.link-attribute-rows": (
+        "graph",
+        _first_cell("0/link_attributes/w/0/0.0.0", lambda s, c: set_payload(c, payload(c)[:-4])),
+    ),
     "cells.table-chunks": ("points", lambda s: cells(s, "0/object_index/manifests")[0].unlink()),
     "consistency.vertex-count": ("points", _level(lambda b: b.update(vertex_count=b["vertex_count"] + 1))),
     "consistency.fragments-tile": ("points_plain", _fragments_not_tiling),
     "consistency.link-index": ("lines", _link_cell("0/links/0/+1.0.0", _ragged_index)),
-    "consistency.num-links": ("graph", _node("0/links/0", lambda d: attrs(d).update(num_links=attrs(d)["num_links"] + 1))),
-    "consistency.manifests": ("points", lambda s: _manifest(s, b"\x01\x00\x00\x00" + b"\x00" * 24 + b"\x07" + b"\x00" * 8)),
-    "consistency.manifest-refs": ("points", lambda s: _manifest(s, [ManifestBlock((0, 0, 0), np.array([999]))])),
+    "consistency.num-links": (
+        "graph",
+        _node("0/links/0", lambda d: attrs(d).update(num_links=attrs(d)["num_links"] + 1)),
+    ),
+    "consistency.manifests": (
+        "points",
+        lambda s: _manifest(s, b"\x01\x00\x00\x00" + b"\x00" * 24 + b"\x07" + b"\x00" * 8),
+    ),
+    "consistency.manifest-refs": (
+        "points",
+        lambda s: _manifest(s, [ManifestBlock((0, 0, 0), np.array([999]))]),
+    ),
     "consistency.num-present": ("points", _node("0/object_index", lambda d: attrs(d).update(num_present=9))),
     "consistency.object-ids": ("points", _object_ids_v2),
-    "consistency.object-attributes": ("points", _node("0/object_attributes/w", lambda d: d.update(shape=[9]))),
-    "consistency.groups": ("points", lambda s: set_items(cells(s, "0/groups")[0], [np.array([0, 99], "<i8").tobytes(),
-                                                                                  np.array([2], "<i8").tobytes()])),
+    "consistency.object-attributes": (
+        "points",
+        _node("0/object_attributes/w", lambda d: d.update(shape=[9])),
+    ),
+    "consistency.groups": (
+        "points",
+        lambda s: set_items(
+            cells(s, "0/groups")[0], [np.array([0, 99], "<i8").tobytes(), np.array([2], "<i8").tobytes()]
+        ),
+    ),
     "consistency.group-attributes": ("points", _node("0/group_attributes/s", lambda d: d.update(shape=[3]))),
     "geometry.links-convention": ("graph", _root(lambda b: b.update(links_convention="implicit_sequential"))),
     "geometry.link-width": ("mesh", _root(lambda b: b.update(geometry_types=["graph"]))),
@@ -199,8 +258,19 @@ CASES: dict[str, tuple[str, Callable[[Path], None]]] = {
     "pyramid.bin-shape": ("points", lambda s: None),
     "pyramid.vertex-count": ("points_small", lambda s: None),
     "pyramid.object-ids": ("points", lambda s: None),
-    "pyramid.cross-level": ("points", _new_group("0/links/+1", {"zv_array": "links_family", "level_delta": 1,
-                                                               "link_width": 1, "directed": True, "store": "canonical"})),
+    "pyramid.cross-level": (
+        "points",
+        _new_group(
+            "0/links/+1",
+            {
+                "zv_array": "links_family",
+                "level_delta": 1,
+                "link_width": 1,
+                "directed": True,
+                "store": "canonical",
+            },
+        ),
+    ),
 }
 
 # Level-1 overrides of the two-level cases (level 1 copied from the "points" store).
@@ -211,8 +281,13 @@ PYRAMID = {
     "pyramid.vertex-count": {},
     "pyramid.object-ids": {"preserves_object_ids": True},
 }
-WARNING_RULES = {"structure.unknown-node", "metadata.unknown-key", "metadata.codecs", "geometry.point-links",
-                 "structure.leftovers"}  # leftovers: tests/storage/test_overwrite_rules.py
+WARNING_RULES = {
+    "structure.unknown-node",
+    "metadata.unknown-key",
+    "metadata.codecs",
+    "geometry.point-links",
+    "structure.leftovers",
+}  # leftovers: tests/storage/test_overwrite_rules.py
 
 
 def test_every_rule_has_a_broken_store() -> None:
@@ -227,14 +302,25 @@ def test_broken_store_is_reported(rule: str, copy_of, pristine) -> None:
     if rule in PYRAMID:
         add_level(store, pristine("points"), **PYRAMID[rule])
         if rule == "pyramid.bin-shape":
-            edit_json(store, "", lambda d: attrs(d)["multiscales"][0]["datasets"][1]["coordinateTransformations"][1]
-                      .update(translation=[15.0, 15.0, 15.0]))  # fmt: skip
+            edit_json(
+                store,
+                "",
+                lambda d: attrs(d)["multiscales"][0]["datasets"][1]["coordinateTransformations"][1].update(
+                    translation=[15.0, 15.0, 15.0]
+                ),
+            )
     report = validate(store)
     assert not report.ok
     assert rule in report.rules_broken(), str(report)
     hit = [p for p in report.problems if p.rule == rule]
     assert all(p.level == RULES[rule][0] and p.message for p in hit)
-    at_root = ("structure.root", "structure.zv-block", "structure.levels", "metadata.version", "metadata.geozarr")
+    at_root = (
+        "structure.root",
+        "structure.zv-block",
+        "structure.levels",
+        "metadata.version",
+        "metadata.geozarr",
+    )
     if rule in at_root:
         assert hit[0].path in ("", "zarr.json")
     level = RULES[rule][0]

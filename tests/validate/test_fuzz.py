@@ -19,7 +19,9 @@ JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
     max_leaves=6,
 )
-SETTINGS = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 def _copy(src: Path) -> Path:
@@ -56,7 +58,9 @@ def test_any_cell_bytes_are_reported_not_raised(pristine, data):
     src = pristine(data.draw(st.sampled_from(["points", "lines", "graph", "mesh"])))
     store = _copy(src)
     try:
-        files = sorted(p for p in store.rglob("*") if p.is_file() and p.name != "zarr.json" and "/c/" in p.as_posix())
+        files = sorted(
+            p for p in store.rglob("*") if p.is_file() and p.name != "zarr.json" and "/c/" in p.as_posix()
+        )
         cell = data.draw(st.sampled_from(files))
         original = cell.read_bytes()
         new = data.draw(st.binary(max_size=64))

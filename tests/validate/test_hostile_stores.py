@@ -49,11 +49,20 @@ def _points(tmp: Path, kind: str) -> Path:
     path = tmp / f"points-{kind}.zarr"
     if not path.exists():
         rng = np.random.default_rng(3)
-        extra = {"name": np.array(["soma", "axon", "dendrite", "spine", "bouton", "glia"])} if kind == "names" else {}
-        zv.write_points(path, rng.uniform(0, 300, (120, 3)).astype(np.float32), chunk_shape=150,
-                        object_ids=rng.integers(0, 6, 120), object_attributes={"w": rng.random(6), **extra},
-                        attributes={"a": rng.random(120).astype(np.float32)},
-                        compression="none" if kind == "names" else kind)  # fmt: skip
+        extra = (
+            {"name": np.array(["soma", "axon", "dendrite", "spine", "bouton", "glia"])}
+            if kind == "names"
+            else {}
+        )
+        zv.write_points(
+            path,
+            rng.uniform(0, 300, (120, 3)).astype(np.float32),
+            chunk_shape=150,
+            object_ids=rng.integers(0, 6, 120),
+            object_attributes={"w": rng.random(6), **extra},
+            attributes={"a": rng.random(120).astype(np.float32)},
+            compression="none" if kind == "names" else kind,
+        )
     return path
 
 
@@ -79,7 +88,9 @@ def _deep(node: str, depth: int, whole: bool) -> Callable[[Path], None]:
         if whole:
             path.write_text(nest)
         else:
-            path.write_text(path.read_text().replace('"attributes": {', '"attributes": {"deep": ' + nest + ", ", 1))
+            path.write_text(
+                path.read_text().replace('"attributes": {', '"attributes": {"deep": ' + nest + ", ", 1)
+            )
 
     return run
 
@@ -107,7 +118,11 @@ def _fragments_header(s: Path) -> None:
 
 def _zstd_claiming(size: int) -> bytes:
     """A zstd frame whose header claims ``size`` bytes, holding one 128 KiB block of zeros."""
-    return struct.pack("<IBQ", 0xFD2FB528, 0xE0, size) + (1 | 1 << 1 | (128 << 10) << 3).to_bytes(3, "little") + b"\0"
+    return (
+        struct.pack("<IBQ", 0xFD2FB528, 0xE0, size)
+        + (1 | 1 << 1 | (128 << 10) << 3).to_bytes(3, "little")
+        + b"\0"
+    )
 
 
 def _gzip_of(data: bytes) -> bytes:
@@ -134,55 +149,140 @@ CASES: dict[str, tuple[str, Callable[[Path], None], str]] = {
     "json nested 100000 deep": ("points", _deep("0/vertices", 100_000, True), "structure.node"),
     "attribute nested 2000 deep": ("points", _deep("0/vertex_attributes/a", 2_000, False), "structure.node"),
     "gzip: not a gzip stream": ("gzip", _replace_first("0/vertices", b"\0" * 40), "cells.decode"),
-    "gzip: stream cut short": ("gzip", _replace_first("0/vertices", lambda b: b[: len(b) // 2]), "cells.decode"),
-    "gzip: corrupt deflate data": ("gzip", _replace_first("0/vertices", lambda b: b[:12] + b"\xff" * 8 + b[20:]),
-                                   "cells.decode"),
-    "gzip: manifests chunk cut short": ("gzip", _replace_first("0/object_index/manifests", lambda b: b[:-9]),
-                                        "cells.decode"),
-    "gzip: object attribute not gzip": ("gzip", _replace_first("0/object_attributes/w", _gzip_of(b"x")[:-3]),
-                                        "cells.decode"),
-    "zstd frame claiming 2**40 bytes": ("zstd", _replace_first("0/vertex_attributes/a", _zstd_claiming(2**40)),
-                                        "cells.decode"),
+    "gzip: stream cut short": (
+        "gzip",
+        _replace_first("0/vertices", lambda b: b[: len(b) // 2]),
+        "cells.decode",
+    ),
+    "gzip: corrupt deflate data": (
+        "gzip",
+        _replace_first("0/vertices", lambda b: b[:12] + b"\xff" * 8 + b[20:]),
+        "cells.decode",
+    ),
+    "gzip: manifests chunk cut short": (
+        "gzip",
+        _replace_first("0/object_index/manifests", lambda b: b[:-9]),
+        "cells.decode",
+    ),
+    "gzip: object attribute not gzip": (
+        "gzip",
+        _replace_first("0/object_attributes/w", _gzip_of(b"x")[:-3]),
+        "cells.decode",
+    ),
+    "zstd frame claiming 2**40 bytes": (
+        "zstd",
+        _replace_first("0/vertex_attributes/a", _zstd_claiming(2**40)),
+        "cells.decode",
+    ),
     "fragment index claiming 2**32-1 fragments": ("points", _fragments_header, "cells.fragments"),
-    "manifest range of 2**33 fragments": ("points", _manifest(_one_block(1, struct.pack("<qq", 0, 2**33))),
-                                          "consistency.manifest-refs"),
-    "manifest range starting at 2**62": ("points", _manifest(_one_block(1, struct.pack("<qq", 2**62, 2**62))),
-                                         "consistency.manifest-refs"),
-    "manifest list of 2**32-1 fragments": ("points", _manifest(_one_block(2, struct.pack("<I", 2**32 - 1) + bytes(16))),
-                                           "consistency.manifests"),
-    "manifest of 2**32-1 blocks": ("points", _manifest(lambda old: struct.pack("<I", 2**32 - 1) + old[4:]),
-                                   "consistency.manifests"),
-    "object attribute shape [2**40]": ("points", _node("0/object_attributes/w", lambda d: d.update(shape=[2**40])),
-                                       "consistency.object-attributes"),
-    "object attribute shape ['x']": ("points", _node("0/object_attributes/w", lambda d: d.update(shape=["x"])),
-                                     "metadata.tables"),
-    "manifests of 2**40 objects": ("points", _both(
-        _node("0/object_index/manifests", lambda d: d.update(shape=[2**40])),
-        _node("0/object_index", lambda d: attrs(d).update(num_objects=2**40))), "cells.table-chunks"),
-    "root chunk_shape of rank 2": ("points", _node("", lambda d: attrs(d)["zarr_vectors"].update(chunk_shape=[150.0] * 2)),
-                                   "metadata.array"),
-    "root chunk_shape of rank 4": ("points", _node("", lambda d: attrs(d)["zarr_vectors"].update(chunk_shape=[150.0] * 4)),
-                                   "metadata.array"),
-    "grid of 2**93 cells": ("points", _node("0/vertices", lambda d: d.update(shape=[2**31] * 3)), "metadata.grid"),
-    "grid shape 2**63": ("points", _node("0/vertices", lambda d: d.update(shape=[2**63, 1, 1])), "metadata.array"),
-    "grid origin 2**62": ("points", _node("0/vertices", lambda d: attrs(d).update(chunk_grid_origin=[2**62] * 3)),
-                          "metadata.grid"),
-    "stored key past int64": ("points", lambda s: (s / "0/vertices/c/99999999999999999999/0").mkdir(parents=True)
-                              or (s / "0/vertices/c/99999999999999999999/0/0").write_bytes(b"x"), "cells.present"),
-    "nonempty_chunks twice": ("points", _node("0/vertices", lambda d: attrs(d).update(
-        nonempty_chunks=attrs(d)["nonempty_chunks"] * 2)), "metadata.grid"),
-    "manifests chunk missing": ("points", lambda s: cells(s, "0/object_index/manifests")[0].unlink(), "cells.table-chunks"),
-    "vertex attribute without zarr.json": ("points", lambda s: (s / "0/vertex_attributes/rgb/zarr.json").unlink(),
-                                           "structure.node"),
-    "link attribute array without zarr.json": ("graph", lambda s: (s / "0/link_attributes/w/0/0.0.0/zarr.json").unlink(),
-                                               "structure.node"),
-    "unknown codec": ("points", _node("0/vertex_attributes/a", lambda d: d["codecs"].insert(0, {"name": "frobnicate"})),
-                      "metadata.codecs"),
+    "manifest range of 2**33 fragments": (
+        "points",
+        _manifest(_one_block(1, struct.pack("<qq", 0, 2**33))),
+        "consistency.manifest-refs",
+    ),
+    "manifest range starting at 2**62": (
+        "points",
+        _manifest(_one_block(1, struct.pack("<qq", 2**62, 2**62))),
+        "consistency.manifest-refs",
+    ),
+    "manifest list of 2**32-1 fragments": (
+        "points",
+        _manifest(_one_block(2, struct.pack("<I", 2**32 - 1) + bytes(16))),
+        "consistency.manifests",
+    ),
+    "manifest of 2**32-1 blocks": (
+        "points",
+        _manifest(lambda old: struct.pack("<I", 2**32 - 1) + old[4:]),
+        "consistency.manifests",
+    ),
+    "object attribute shape [2**40]": (
+        "points",
+        _node("0/object_attributes/w", lambda d: d.update(shape=[2**40])),
+        "consistency.object-attributes",
+    ),
+    "object attribute shape ['x']": (
+        "points",
+        _node("0/object_attributes/w", lambda d: d.update(shape=["x"])),
+        "metadata.tables",
+    ),
+    "manifests of 2**40 objects": (
+        "points",
+        _both(
+            _node("0/object_index/manifests", lambda d: d.update(shape=[2**40])),
+            _node("0/object_index", lambda d: attrs(d).update(num_objects=2**40)),
+        ),
+        "cells.table-chunks",
+    ),
+    "root chunk_shape of rank 2": (
+        "points",
+        _node("", lambda d: attrs(d)["zarr_vectors"].update(chunk_shape=[150.0] * 2)),
+        "metadata.array",
+    ),
+    "root chunk_shape of rank 4": (
+        "points",
+        _node("", lambda d: attrs(d)["zarr_vectors"].update(chunk_shape=[150.0] * 4)),
+        "metadata.array",
+    ),
+    "grid of 2**93 cells": (
+        "points",
+        _node("0/vertices", lambda d: d.update(shape=[2**31] * 3)),
+        "metadata.grid",
+    ),
+    "grid shape 2**63": (
+        "points",
+        _node("0/vertices", lambda d: d.update(shape=[2**63, 1, 1])),
+        "metadata.array",
+    ),
+    "grid origin 2**62": (
+        "points",
+        _node("0/vertices", lambda d: attrs(d).update(chunk_grid_origin=[2**62] * 3)),
+        "metadata.grid",
+    ),
+    "stored key past int64": (
+        "points",
+        lambda s: (
+            (s / "0/vertices/c/99999999999999999999/0").mkdir(parents=True)
+            or (s / "0/vertices/c/99999999999999999999/0/0").write_bytes(b"x")
+        ),
+        "cells.present",
+    ),
+    "nonempty_chunks twice": (
+        "points",
+        _node("0/vertices", lambda d: attrs(d).update(nonempty_chunks=attrs(d)["nonempty_chunks"] * 2)),
+        "metadata.grid",
+    ),
+    "manifests chunk missing": (
+        "points",
+        lambda s: cells(s, "0/object_index/manifests")[0].unlink(),
+        "cells.table-chunks",
+    ),
+    "vertex attribute without zarr.json": (
+        "points",
+        lambda s: (s / "0/vertex_attributes/rgb/zarr.json").unlink(),
+        "structure.node",
+    ),
+    "link attribute array without zarr.json": (
+        "graph",
+        lambda s: (s / "0/link_attributes/w/0/0.0.0/zarr.json").unlink(),
+        "structure.node",
+    ),
+    "unknown codec": (
+        "points",
+        _node("0/vertex_attributes/a", lambda d: d["codecs"].insert(0, {"name": "frobnicate"})),
+        "metadata.codecs",
+    ),
     "draco blob cut in half": ("draco", _draco_half, "cells.vertices"),
-    "blosc frame cut short": ("blosc", _replace_first("0/vertex_attributes/a", lambda b: b[:-5]), "cells.decode"),
+    "blosc frame cut short": (
+        "blosc",
+        _replace_first("0/vertex_attributes/a", lambda b: b[:-5]),
+        "cells.decode",
+    ),
     "string table element not UTF-8": ("names", _not_utf8, "cells.decode"),
-    "root chunk_shape 2**62 (draco)": ("draco", _node("", lambda d: attrs(d)["zarr_vectors"].update(
-        chunk_shape=[2.0**62] * 3)), "geometry.bounds"),
+    "root chunk_shape 2**62 (draco)": (
+        "draco",
+        _node("", lambda d: attrs(d)["zarr_vectors"].update(chunk_shape=[2.0**62] * 3)),
+        "geometry.bounds",
+    ),
 }
 
 
@@ -200,7 +300,9 @@ def reports(pristine, tmp_path_factory) -> dict[str, dict[str, Any]]:
         mutate(dst)
         paths[str(dst)] = name
     env = dict(os.environ, MALLOC_ARENA_MAX="2")
-    proc = subprocess.run([sys.executable, "-c", CHILD, *paths], capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, *paths], capture_output=True, text=True, timeout=300, env=env
+    )
     found = {paths[r["path"]]: r for r in map(json.loads, proc.stdout.splitlines())}
     assert len(found) == len(paths), proc.stderr[-3000:]
     return found
@@ -229,5 +331,11 @@ def test_draco_rows_are_counted(copy_of):
     """Draco cells are decoded, so their rows count: a vertex_count one too high is reported."""
     store = copy_of("draco")
     assert zv.validate(store).ok
-    edit_json(store, "0", lambda d: attrs(d)["zarr_vectors_level"].update(vertex_count=attrs(d)["zarr_vectors_level"]["vertex_count"] + 1))
+    edit_json(
+        store,
+        "0",
+        lambda d: attrs(d)["zarr_vectors_level"].update(
+            vertex_count=attrs(d)["zarr_vectors_level"]["vertex_count"] + 1
+        ),
+    )
     assert "consistency.vertex-count" in zv.validate(store).rules_broken()

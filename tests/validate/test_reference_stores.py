@@ -17,15 +17,29 @@ from zarr_vectors.validate import validate
 pytestmark = pytest.mark.interop
 
 WRITER = Path(__file__).with_name("reference_writer.py")
-NAMES = ["points", "points_sharded", "polylines", "streamlines", "lines", "graph", "skeleton", "mesh",
-         "pyramid"]  # fmt: skip
+NAMES = [
+    "points",
+    "points_sharded",
+    "polylines",
+    "streamlines",
+    "lines",
+    "graph",
+    "skeleton",
+    "mesh",
+    "pyramid",
+]
 
 
 @pytest.fixture(scope="module")
 def reference_stores(reference, tmp_path_factory) -> dict[str, dict]:
     out = tmp_path_factory.mktemp("reference-stores")
-    proc = subprocess.run([reference.python, "-I", str(WRITER), str(out), *NAMES],
-                          capture_output=True, text=True, timeout=600, cwd=out)  # fmt: skip
+    proc = subprocess.run(
+        [reference.python, "-I", str(WRITER), str(out), *NAMES],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=out,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -55,4 +69,6 @@ def test_reference_pyramid_is_checked_across_levels(reference_stores):
     report = validate(path)
     assert sorted(p.rule for p in report.problems) == ["consistency.link-index", "pyramid.cross-level"]
     bad = [p for p in report.problems if p.rule == "consistency.link-index"][0]
-    assert bad.path.startswith("0/links/+1/0.0.0/c/") and "level 1" in bad.message and "1000000" in bad.message
+    assert (
+        bad.path.startswith("0/links/+1/0.0.0/c/") and "level 1" in bad.message and "1000000" in bad.message
+    )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,14 +27,24 @@ def test_our_stores_are_valid_without_warnings(kind, pristine):
     assert report.warnings == []
     assert report.level == MAX_LEVEL
     tables = ("object_index", "groups", "object_attributes", "group_attributes")
-    spatial = [f for f in pristine(kind).rglob("*") if f.is_file() and f.name != "zarr.json" and "c" in f.relative_to(pristine(kind)).parts
-               and f.relative_to(pristine(kind)).parts[1] not in tables]  # fmt: skip
+    spatial = [
+        f
+        for f in pristine(kind).rglob("*")
+        if f.is_file()
+        and f.name != "zarr.json"
+        and "c" in f.relative_to(pristine(kind)).parts
+        and f.relative_to(pristine(kind)).parts[1] not in tables
+    ]
     assert report.cells_checked == len(spatial) > 0
 
 
 def test_all_kinds_of_lines_are_valid(tmp_path, rng):
     for kind in ("polyline", "streamline", "line"):
-        data = rng.uniform(0, 300, (12, 2, 3)) if kind == "line" else [rng.uniform(0, 300, (9, 3)) for _ in range(5)]
+        data = (
+            rng.uniform(0, 300, (12, 2, 3))
+            if kind == "line"
+            else [rng.uniform(0, 300, (9, 3)) for _ in range(5)]
+        )
         zv.write_lines(tmp_path / kind, data, chunk_shape=100, kind=kind)
         assert validate(tmp_path / kind).ok, kind
 
@@ -45,8 +54,12 @@ def test_georeferenced_stores_are_valid(tmp_path, rng):
     ring = shapely.Polygon([(8.5, 47.3), (8.6, 47.3), (8.6, 47.4), (8.5, 47.3)])
     zv.write_geometries(tmp_path / "paths.zarr", paths, chunk_shape=0.1, crs="EPSG:4326")
     zv.write_geometries(tmp_path / "rings.zarr", [*paths, ring], chunk_shape=0.1, crs="EPSG:4326")
-    zv.write_points(tmp_path / "utm.zarr", rng.uniform([5e5, 49e5, 0], [6e5, 50e5, 900], (300, 3)),
-                    chunk_shape=20_000, crs=32633)  # fmt: skip
+    zv.write_points(
+        tmp_path / "utm.zarr",
+        rng.uniform([5e5, 49e5, 0], [6e5, 50e5, 900], (300, 3)),
+        chunk_shape=20_000,
+        crs=32633,
+    )
     for name in ("paths.zarr", "rings.zarr", "utm.zarr"):
         root = json.loads((tmp_path / name / "zarr.json").read_text())["attributes"]
         assert "proj:code" in root and "spatial:bbox" in root  # the GeoZarr rule has something to check
@@ -73,8 +86,12 @@ def test_every_geozarr_inconsistency_is_reported(copy_of):
     assert report.rules_broken() == {"metadata.geozarr"}, str(report)
     assert len(hit) == 4 and all(p.path == "zarr.json" and p.level == 2 for p in hit)
     messages = "\n".join(p.message for p in hit)
-    for words in ("does not declare spatial:", "proj:wkt2 is 'GEOGCRS", "spatial:bbox is [0.0, 0.0, 1.0, 1.0]",
-                  "spatial:dimensions is ['x', 'y'] but the axes are ['lon', 'lat']"):  # fmt: skip
+    for words in (
+        "does not declare spatial:",
+        "proj:wkt2 is 'GEOGCRS",
+        "spatial:bbox is [0.0, 0.0, 1.0, 1.0]",
+        "spatial:dimensions is ['x', 'y'] but the axes are ['lon', 'lat']",
+    ):
         assert words in messages
     assert validate(store, level=1).ok
 
@@ -86,8 +103,13 @@ def test_geozarr_keys_without_a_crs_are_reported(copy_of):
     assert report.rules_broken() == {"metadata.geozarr"}
     assert any("proj:code is 'EPSG:4326' but zarr_vectors.crs has None" in p.message for p in report.problems)
     # Dropping the GeoZarr attributes too leaves a valid, non-georeferenced store.
-    edit_json(store, "", lambda d: [attrs(d).pop(k) for k in ("zarr_conventions", "proj:code", "spatial:bbox",
-                                                             "spatial:dimensions")])  # fmt: skip
+    edit_json(
+        store,
+        "",
+        lambda d: [
+            attrs(d).pop(k) for k in ("zarr_conventions", "proj:code", "spatial:bbox", "spatial:dimensions")
+        ],
+    )
     assert validate(store).ok
 
 
@@ -100,7 +122,9 @@ def test_malformed_bounds_are_one_rule_not_a_crash(copy_of):
 
 def test_every_problem_is_collected_not_just_the_first(copy_of):
     store = copy_of("points")
-    edit_json(store, "", lambda d: attrs(d)["zarr_vectors"].update(links_convention="zigzag", zv_version="0.7.1"))
+    edit_json(
+        store, "", lambda d: attrs(d)["zarr_vectors"].update(links_convention="zigzag", zv_version="0.7.1")
+    )
     for cell in cells(store, "0/vertex_attributes/a")[:3]:
         set_payload(cell, payload(cell)[:-4])
     report = validate(store)
@@ -116,7 +140,10 @@ def test_report_text_and_json(copy_of):
     report = validate(store)
     text = str(report)
     assert "INVALID: 1 problem" in text
-    assert "0/zarr.json: vertex_count is 7 but the vertices cells hold 200 rows [consistency.vertex-count]" in text
+    assert (
+        "0/zarr.json: vertex_count is 7 but the vertices cells hold 200 rows [consistency.vertex-count]"
+        in text
+    )
     doc = json.loads(report.to_json())
     assert doc["ok"] is False and doc["problems"][0]["rule"] == "consistency.vertex-count"
     assert doc["problems"][0]["level"] == 3 and not bool(report)
@@ -124,12 +151,24 @@ def test_report_text_and_json(copy_of):
 
 def test_warnings_do_not_fail(copy_of):
     store = copy_of("points")
-    edit_json(store, "", lambda d: attrs(d)["zarr_vectors"].update(future_key=1, format_capabilities=["fragment_index", "x_new"]))
+    edit_json(
+        store,
+        "",
+        lambda d: attrs(d)["zarr_vectors"].update(
+            future_key=1, format_capabilities=["fragment_index", "x_new"]
+        ),
+    )
     (store / "0/notes").mkdir()
-    (store / "0/notes/zarr.json").write_text(json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {}}))
+    (store / "0/notes/zarr.json").write_text(
+        json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {}})
+    )
     report = validate(store)
     assert report.ok
-    assert {w.rule for w in report.warnings} == {"metadata.unknown-key", "metadata.capabilities", "structure.unknown-node"}
+    assert {w.rule for w in report.warnings} == {
+        "metadata.unknown-key",
+        "metadata.capabilities",
+        "structure.unknown-node",
+    }
 
 
 def test_arrays_present_naming_an_absent_family_warns(copy_of):
@@ -142,7 +181,11 @@ def test_arrays_present_naming_an_absent_family_warns(copy_of):
 
 def test_unsupported_codecs_warn_and_skip_cells(copy_of):
     store = copy_of("points")
-    edit_json(store, "0/vertex_attributes/a", lambda d: d["codecs"].append({"name": "numcodecs.bz2", "configuration": {"level": 1}}))
+    edit_json(
+        store,
+        "0/vertex_attributes/a",
+        lambda d: d["codecs"].append({"name": "numcodecs.bz2", "configuration": {"level": 1}}),
+    )
     report = validate(store)
     assert report.ok
     assert [w.path for w in report.warnings if w.rule == "metadata.codecs"] == ["0/vertex_attributes/a"]

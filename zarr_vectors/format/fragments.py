@@ -227,7 +227,9 @@ def decode_fragments(buf: bytes | memoryview, n_rows: int | None = None) -> Frag
     t = int(offsets[-1])
     expected = offsets_end + 8 * t
     if len(buf) != expected:
-        raise DecodeError(f"fragment index should be {expected} bytes for F={f}, R={r}, T={t}, got {len(buf)}")
+        raise DecodeError(
+            f"fragment index should be {expected} bytes for F={f}, R={r}, T={t}, got {len(buf)}"
+        )
     indices = np.frombuffer(buf, "<i8", t, offsets_end).astype(np.int64)
     _check_ranges(ranges, n_rows)
     if n_rows is not None:

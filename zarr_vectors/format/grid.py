@@ -52,8 +52,11 @@ def bins_per_chunk(chunk_shape: np.ndarray, bin_shape: np.ndarray) -> np.ndarray
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ratio = np.asarray(chunk_shape, np.float64) / np.asarray(bin_shape, np.float64)
     rounded = np.rint(ratio)
-    if not np.all(np.isfinite(ratio)) or np.any(rounded < 1) or np.any(rounded > 1 << 31) or not np.allclose(
-        ratio, rounded, rtol=1e-9, atol=0
+    if (
+        not np.all(np.isfinite(ratio))
+        or np.any(rounded < 1)
+        or np.any(rounded > 1 << 31)
+        or not np.allclose(ratio, rounded, rtol=1e-9, atol=0)
     ):
         raise ValueError(
             f"chunk_shape {list(map(float, chunk_shape))} must be a whole multiple of "

@@ -71,7 +71,9 @@ def encode_manifest(blocks: list[ManifestBlock]) -> bytes:
     return _U32.pack(len(blocks)) + b"".join(_encode_block(b) for b in blocks)
 
 
-def decode_manifest(buf: bytes | memoryview, ndim: int, max_fragments: int = MAX_FRAGMENTS) -> list[ManifestBlock]:
+def decode_manifest(
+    buf: bytes | memoryview, ndim: int, max_fragments: int = MAX_FRAGMENTS
+) -> list[ManifestBlock]:
     """Parse one manifest; reject unknown modes, truncation, trailing bytes and blocks naming
     fragments at or past ``max_fragments``."""
     buf = memoryview(buf).cast("B")
@@ -192,7 +194,10 @@ def _gather(buf: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def decode_manifests_batch(
-    items: list[bytes | memoryview], ndim: int, max_fragments: int = MAX_FRAGMENTS, max_per_object: int | None = None
+    items: list[bytes | memoryview],
+    ndim: int,
+    max_fragments: int = MAX_FRAGMENTS,
+    max_per_object: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Vectorised :func:`decode_manifest` over many objects, flattened per fragment.
 
@@ -208,7 +213,9 @@ def decode_manifests_batch(
     buf = np.frombuffer(b"".join(bytes(it) for it in items), np.uint8)
     short = np.flatnonzero(lengths < 4)
     if len(short):
-        raise DecodeError(f"manifest of entry {int(short[0])} is {int(lengths[short[0]])} bytes, shorter than 4")
+        raise DecodeError(
+            f"manifest of entry {int(short[0])} is {int(lengths[short[0]])} bytes, shorter than 4"
+        )
     end = starts[1:]
     remaining = _gather(buf, starts[:-1], "<u4").astype(np.int64) if len(items) else np.zeros(0, np.int64)
     cur = starts[:-1] + 4
@@ -226,7 +233,9 @@ def decode_manifests_batch(
         body = p + head
         bad = mode > 2
         if bad.any():
-            raise DecodeError(f"manifest of entry {int(active[bad][0])} has a block with unknown mode {int(mode[bad][0])}")
+            raise DecodeError(
+                f"manifest of entry {int(active[bad][0])} has a block with unknown mode {int(mode[bad][0])}"
+            )
         n = np.ones(len(active), np.int64)
         size = np.full(len(active), 8, np.int64)
         m1, m2 = mode == 1, mode == 2
@@ -240,7 +249,9 @@ def decode_manifests_batch(
         size[m1] = 16
         size[m2] = 4 + 8 * n[m2]
         if np.any(body + size > end[active]) or np.any(n < 0):
-            raise DecodeError(f"manifest of entry {int(active[(body + size > end[active]) | (n < 0)][0])} is truncated or has a negative count")
+            raise DecodeError(
+                f"manifest of entry {int(active[(body + size > end[active]) | (n < 0)][0])} is truncated or has a negative count"
+            )
         first = np.zeros(len(active), np.int64)
         simple = ~m2
         first[simple] = _gather(buf, body[simple], "<i8")

@@ -213,7 +213,11 @@ class RootMeta:
         if any(a > b for a, b in zip(lo, hi)):
             raise FormatError(f"zarr_vectors.bounds: min corner {lo} exceeds max corner {hi}")
         base = block.get("base_bin_shape")
-        base_t = None if base is None else tuple(_float_list(base, "zarr_vectors.base_bin_shape", nd, positive=True))
+        base_t = (
+            None
+            if base is None
+            else tuple(_float_list(base, "zarr_vectors.base_bin_shape", nd, positive=True))
+        )
         if base_t is not None:
             _check_tiles(chunk_shape, base_t)
         caps = tuple(block.get("format_capabilities") or ())
@@ -222,14 +226,28 @@ class RootMeta:
             raise FormatError(f"store declares the pre-0.9 capability {retired[0]!r}; rewrite it from source")
         unknown = [c for c in caps if c not in KNOWN_CAPABILITIES]
         if unknown:
-            warnings.warn(f"unknown Zarr Vectors capability tokens ignored: {unknown}", UnknownCapabilityWarning, stacklevel=3)
+            warnings.warn(
+                f"unknown Zarr Vectors capability tokens ignored: {unknown}",
+                UnknownCapabilityWarning,
+                stacklevel=3,
+            )
         where = "zarr_vectors"
         known = {
-            "zv_version", "format_version", "chunk_shape", "bounds", "geometry_types", "crs",
-            "links_convention", "object_index_convention", "cross_chunk_strategy",
-            "cross_level_storage", "cross_level_depth", "reduction_factor", "base_bin_shape",
+            "zv_version",
+            "format_version",
+            "chunk_shape",
+            "bounds",
+            "geometry_types",
+            "crs",
+            "links_convention",
+            "object_index_convention",
+            "cross_chunk_strategy",
+            "cross_level_storage",
+            "cross_level_depth",
+            "reduction_factor",
+            "base_bin_shape",
             "format_capabilities",
-        }  # fmt: skip
+        }
         axes, level_bins = _parse_multiscales(attrs.get("multiscales"), nd, base_t or tuple(chunk_shape))
         gtypes = block.get("geometry_types", ["point_cloud"])
         if not isinstance(gtypes, list) or not gtypes or not all(isinstance(g, str) for g in gtypes):
@@ -242,7 +260,9 @@ class RootMeta:
             base_bin_shape=base_t,
             level_bin_shapes=level_bins,
             crs=None,
-            links_convention=_choice(block, "links_convention", LINKS_CONVENTIONS, "implicit_sequential", where),
+            links_convention=_choice(
+                block, "links_convention", LINKS_CONVENTIONS, "implicit_sequential", where
+            ),
             object_index_convention=_choice(
                 block, "object_index_convention", OBJECT_INDEX_CONVENTIONS, "standard", where
             ),
@@ -281,11 +301,15 @@ def _parse_multiscales(
     ms: Any, nd: int, base_bin: tuple[float, ...]
 ) -> tuple[tuple[Axis, ...], tuple[tuple[float, ...], ...]]:
     """Axes and per-level bin shapes from the NGFF ``multiscales`` list (defaults when absent)."""
-    default_axes = tuple(Axis(n) for n in ("x", "y", "z", "w")[:nd]) if nd <= 4 else tuple(
-        Axis(f"dim{i}") for i in range(nd)
+    default_axes = (
+        tuple(Axis(n) for n in ("x", "y", "z", "w")[:nd])
+        if nd <= 4
+        else tuple(Axis(f"dim{i}") for i in range(nd))
     )
     if ms is None:
-        raise FormatError("the root group has no multiscales list; Zarr Vectors stores list their levels there")
+        raise FormatError(
+            "the root group has no multiscales list; Zarr Vectors stores list their levels there"
+        )
     if not isinstance(ms, list) or not ms or not isinstance(ms[0], dict):
         raise FormatError(f"multiscales must be a list holding one object, got {ms!r}")
     entry = ms[0]
@@ -310,7 +334,9 @@ def _parse_multiscales(
         translation = None
         transforms = ds.get("coordinateTransformations") or []
         if not isinstance(transforms, list) or not all(isinstance(t, dict) for t in transforms):
-            raise FormatError(f"multiscales datasets[{i}].coordinateTransformations must be a list of objects")
+            raise FormatError(
+                f"multiscales datasets[{i}].coordinateTransformations must be a list of objects"
+            )
         for t in transforms:
             if t.get("type") == "translation":
                 translation = t.get("translation")
@@ -319,7 +345,9 @@ def _parse_multiscales(
         else:
             half = _float_list(translation, f"multiscales datasets[{i}] translation", positive=True)
             if len(half) < nd:
-                raise FormatError(f"multiscales datasets[{i}] translation has {len(half)} entries for {nd} space axes")
+                raise FormatError(
+                    f"multiscales datasets[{i}] translation has {len(half)} entries for {nd} space axes"
+                )
             bins.append(tuple(2.0 * v for v in half[-nd:]))
     return axes or default_axes, tuple(bins)
 
@@ -375,10 +403,18 @@ class LevelMeta:
         parent = _int_field(block, "parent_level", None, where)
         cs = block.get("chunk_shape")
         known = {
-            "level", "vertex_count", "arrays_present", "chunk_shape", "fragments_tile",
-            "object_sparsity", "coarsening_method", "parent_level", "preserves_object_ids",
-            "inherited_num_objects", "shared_fragments",
-        }  # fmt: skip
+            "level",
+            "vertex_count",
+            "arrays_present",
+            "chunk_shape",
+            "fragments_tile",
+            "object_sparsity",
+            "coarsening_method",
+            "parent_level",
+            "preserves_object_ids",
+            "inherited_num_objects",
+            "shared_fragments",
+        }
         return cls(
             level=level,
             vertex_count=count,

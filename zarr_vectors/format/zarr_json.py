@@ -73,7 +73,10 @@ def vlen_array_doc(
 
 
 def string_array_doc(
-    shape: tuple[int, ...], chunks: tuple[int, ...], compressors: list[dict[str, Any]], attributes: dict[str, Any]
+    shape: tuple[int, ...],
+    chunks: tuple[int, ...],
+    compressors: list[dict[str, Any]],
+    attributes: dict[str, Any],
 ) -> dict[str, Any]:
     """A 1-D ``string`` array (UTF-8 through the ``vlen-utf8`` serialiser), fill ``""``."""
     codecs = [{"name": "vlen-utf8", "configuration": {}}, *compressors]

@@ -25,8 +25,15 @@ if TYPE_CHECKING:
     from ..dataset import Dataset
 
 __all__ = [
-    "MAX_BINS_PER_CHUNK", "Layout", "Tables", "make_layout", "object_tables", "write_level0", "write_level_arrays",
-    "row_payloads", "partition_owners",
+    "MAX_BINS_PER_CHUNK",
+    "Layout",
+    "Tables",
+    "make_layout",
+    "object_tables",
+    "write_level0",
+    "write_level_arrays",
+    "row_payloads",
+    "partition_owners",
 ]
 
 #: Upper limit on bins per chunk (``prod(chunk_shape / bin_shape)``).
@@ -64,8 +71,12 @@ def axes_from(axes: Sequence[Any] | None, ndim: int, units: str | None = None) -
 
 
 def make_layout(
-    positions: np.ndarray, chunk_shape: Any, bounds: Any = None, bin_shape: Any = None,
-    axes: Sequence[Any] | None = None, units: str | None = None,
+    positions: np.ndarray,
+    chunk_shape: Any,
+    bounds: Any = None,
+    bin_shape: Any = None,
+    axes: Sequence[Any] | None = None,
+    units: str | None = None,
 ) -> Layout:
     """Check chunk and bin shapes and bounds against the positions; build the grid."""
     d = positions.shape[1]
@@ -118,7 +129,9 @@ def _indexed_by_id(dense: _ids.DenseIds, object_attributes: Mapping[str, Any]) -
     user = dense.user
     longest = max(lengths)
     if (user.dtype.kind == "i" and int(user[0]) < 0) or int(user[-1]) >= longest:
-        name = next(k for k, v in object_attributes.items() if not isinstance(v, Mapping) and len(v) == longest)
+        name = next(
+            k for k, v in object_attributes.items() if not isinstance(v, Mapping) and len(v) == longest
+        )
         raise InputError(
             f"object attribute {name!r} has {longest} rows for {dense.count} distinct object ids "
             f"({int(user[0])} .. {int(user[-1])}); give one row per distinct id in ascending order, "
@@ -137,9 +150,13 @@ def _table(values: Any, rows: int, name: str, what: str) -> _inputs.NamedArray:
 
 
 def object_tables(
-    ids: _ids.DenseIds | int, object_attributes: Mapping[str, Any] | None, groups: Any,
-    group_attributes: Mapping[str, Any] | None, group_names: Sequence[str] | None = None,
-    *, item_order: bool = False,
+    ids: _ids.DenseIds | int,
+    object_attributes: Mapping[str, Any] | None,
+    groups: Any,
+    group_attributes: Mapping[str, Any] | None,
+    group_names: Sequence[str] | None = None,
+    *,
+    item_order: bool = False,
 ) -> Tables:
     """Object and group tables in OID order; ``Tables.oids`` numbers the input entries.
 
@@ -162,8 +179,10 @@ def object_tables(
         _ids.check_not_reserved(k, "group attribute")
     if not item_order:
         dense = _indexed_by_id(dense, object_attributes or {})
-    given = {k: _ids.table_rows(v, dense, k, "object attribute", item_order)
-             for k, v in (object_attributes or {}).items()}  # fmt: skip
+    given = {
+        k: _ids.table_rows(v, dense, k, "object attribute", item_order)
+        for k, v in (object_attributes or {}).items()
+    }
     num_objects = dense.count
     if dense.user is None and not item_order:
         num_objects = max([num_objects] + [len(np.asarray(v)) for v in given.values()])
@@ -172,8 +191,10 @@ def object_tables(
         oattrs.insert(0, _id_table(_ids.OBJECT_ID_ATTRIBUTE, dense.user))
     object_map = _ids.IdMap(dense.user, num_objects)
     group_list, gids = _inputs.group_lists(groups, object_map)
-    gattrs = [_table(_ids.table_rows(v, gids, k, "group attribute", False), len(group_list), k, "group attribute")
-              for k, v in (group_attributes or {}).items()]  # fmt: skip
+    gattrs = [
+        _table(_ids.table_rows(v, gids, k, "group attribute", False), len(group_list), k, "group attribute")
+        for k, v in (group_attributes or {}).items()
+    ]
     if gids.user is not None:
         gattrs.insert(0, _id_table(_ids.GROUP_ID_ATTRIBUTE, gids.user))
     names = None if group_names is None else [str(g) for g in group_names]
@@ -197,7 +218,9 @@ def row_payloads(values: np.ndarray, part: Any) -> Iterable[bytes]:
 OBJECT_ID_META = {"zv_array": "fragment_attribute", "name": "object_id", "dtype": "uint64", "row_shape": []}
 
 
-def fragment_owner_payloads(cell: np.ndarray, local: np.ndarray, owner: np.ndarray, n_cells: int) -> list[bytes]:
+def fragment_owner_payloads(
+    cell: np.ndarray, local: np.ndarray, owner: np.ndarray, n_cells: int
+) -> list[bytes]:
     """Per occupied cell, the uint64 object id of each of its fragments in fragment order.
 
     Every cell's local indices must be exactly ``0 .. F - 1``.
@@ -218,8 +241,11 @@ def partition_owners(part: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | N
 def attribute_meta(attr: _inputs.NamedArray) -> dict[str, Any]:
     """``zv_array: attribute`` metadata of a per-vertex attribute array."""
     meta: dict[str, Any] = {
-        "zv_array": "attribute", "name": attr.name, "dtype": attr.values.dtype.name, "row_shape": attr.row_shape,
-    }  # fmt: skip
+        "zv_array": "attribute",
+        "name": attr.name,
+        "dtype": attr.values.dtype.name,
+        "row_shape": attr.row_shape,
+    }
     if attr.row_shape:
         # The reference 0.9.2 sizes rows by channel_names (not row_shape) and skips
         # multi-channel attributes without them, so default names are always written.
@@ -251,32 +277,59 @@ def write_level_arrays(
     if vertex_payloads is None:
         vertex_payloads = row_payloads(positions, part)
     dtype = "float32" if vertex_encoding == "draco" else positions.dtype.name
-    builder.cell_array("0/vertices", grid, part.cells, vertex_payloads,
-                       {"zv_array": "vertices", "dtype": dtype, "encoding": vertex_encoding},
-                       array_codecs=vertex_codecs)  # fmt: skip
-    builder.cell_array("0/vertex_fragments", grid, part.cells, fragments,
-                       {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"}, kind="fragments")  # fmt: skip
+    builder.cell_array(
+        "0/vertices",
+        grid,
+        part.cells,
+        vertex_payloads,
+        {"zv_array": "vertices", "dtype": dtype, "encoding": vertex_encoding},
+        array_codecs=vertex_codecs,
+    )
+    builder.cell_array(
+        "0/vertex_fragments",
+        grid,
+        part.cells,
+        fragments,
+        {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"},
+        kind="fragments",
+    )
     present = ["vertices", "vertex_fragments"]
     if vertex_attributes:
         builder.group("0/vertex_attributes")
         present.append("vertex_attributes")
     for attr in vertex_attributes:
-        builder.cell_array(f"0/vertex_attributes/{attr.name}", grid, part.cells,
-                           row_payloads(attr.values, part), attribute_meta(attr))  # fmt: skip
+        builder.cell_array(
+            f"0/vertex_attributes/{attr.name}",
+            grid,
+            part.cells,
+            row_payloads(attr.values, part),
+            attribute_meta(attr),
+        )
     if fragment_objects is not None and manifests is not None and tables.num_objects > 1:
         # One object's fragments are all its own: readers take that from its one manifest,
         # and the store saves a file per chunk.
         builder.group("0/fragment_attributes")
-        builder.cell_array("0/fragment_attributes/object_id", grid, part.cells,
-                           fragment_owner_payloads(*fragment_objects, len(part.cells)), OBJECT_ID_META)  # fmt: skip
+        builder.cell_array(
+            "0/fragment_attributes/object_id",
+            grid,
+            part.cells,
+            fragment_owner_payloads(*fragment_objects, len(part.cells)),
+            OBJECT_ID_META,
+        )
         present.append("fragment_attributes")
     if links is not None:
         present += links(builder)
     present += write_object_tables(
-        builder, "0", sid_ndim=grid.ndim, num_objects=tables.num_objects, manifests=manifests,
-        object_attributes=tables.object_attributes, groups=tables.groups,
-        group_attributes=tables.group_attributes, group_names=tables.group_names,
-    )  # fmt: skip
+        builder,
+        "0",
+        sid_ndim=grid.ndim,
+        num_objects=tables.num_objects,
+        manifests=manifests,
+        object_attributes=tables.object_attributes,
+        groups=tables.groups,
+        group_attributes=tables.group_attributes,
+        group_names=tables.group_names,
+    )
     return present
 
 
@@ -317,18 +370,32 @@ def write_level0(
     root = RootMeta(
         chunk_shape=tuple(float(c) for c in grid.chunk_shape),
         bounds=(tuple(float(v) for v in layout.bounds[0]), tuple(float(v) for v in layout.bounds[1])),
-        axes=layout.axes, geometry_types=(geometry_type,), links_convention=links_convention, crs=crs,
+        axes=layout.axes,
+        geometry_types=(geometry_type,),
+        links_convention=links_convention,
+        crs=crs,
         base_bin_shape=tuple(float(v) for v in grid.bin_shape),
-    )  # fmt: skip
+    )
     with write_session(target, overwrite=overwrite, storage_options=storage_options) as backend:
         builder = StoreBuilder(backend, compression, checksums=checksums)
         present = write_level_arrays(
-            builder, grid=grid, positions=positions, part=part, fragments=fragments,
-            vertex_attributes=vertex_attributes, tables=tables, manifests=manifests,
-            fragment_objects=fragment_objects, links=links, vertex_payloads=vertex_payloads,
-            vertex_codecs=vertex_codecs, vertex_encoding=vertex_encoding,
-        )  # fmt: skip
-        level = LevelMeta(level=0, vertex_count=len(positions), arrays_present=tuple(present), fragments_tile=True)
+            builder,
+            grid=grid,
+            positions=positions,
+            part=part,
+            fragments=fragments,
+            vertex_attributes=vertex_attributes,
+            tables=tables,
+            manifests=manifests,
+            fragment_objects=fragment_objects,
+            links=links,
+            vertex_payloads=vertex_payloads,
+            vertex_codecs=vertex_codecs,
+            vertex_encoding=vertex_encoding,
+        )
+        level = LevelMeta(
+            level=0, vertex_count=len(positions), arrays_present=tuple(present), fragments_tile=True
+        )
         builder.group("0", {"zarr_vectors_level": level.to_json()})
         builder.commit(root.to_attributes())
     return Dataset.open(target, mode="r", storage_options=storage_options)

@@ -39,11 +39,15 @@ def edge_array(edges: Any, n: int) -> np.ndarray:
     if arr.size == 0:
         return np.zeros((0, 2), np.int64)
     if arr.ndim != 2 or arr.shape[1] != 2 or arr.dtype.kind not in "iu":
-        raise InputError(f"edges must be an (E, 2) integer array of vertex indices, got shape {arr.shape} {arr.dtype}")
+        raise InputError(
+            f"edges must be an (E, 2) integer array of vertex indices, got shape {arr.shape} {arr.dtype}"
+        )
     arr = arr.astype(np.int64)
     bad = np.flatnonzero(np.any((arr < 0) | (arr >= n), axis=1))
     if len(bad):
-        raise InputError(f"edge {int(bad[0])} {arr[bad[0]].tolist()} names a vertex outside [0, {n}) (the positions given)")
+        raise InputError(
+            f"edge {int(bad[0])} {arr[bad[0]].tolist()} names a vertex outside [0, {n}) (the positions given)"
+        )
     return arr
 
 
@@ -87,7 +91,11 @@ def _intra_payloads(
 
 
 def write_edges(
-    builder: StoreBuilder, grid: Grid, part: Partition, edges: np.ndarray, directed: bool,
+    builder: StoreBuilder,
+    grid: Grid,
+    part: Partition,
+    edges: np.ndarray,
+    directed: bool,
     edge_attributes: list[_inputs.NamedArray],
 ) -> int:
     """Write ``links/0`` (and ``link_attributes/<name>/0``, row for row with it); return the record count.
@@ -108,14 +116,27 @@ def write_edges(
     intra_idx = np.flatnonzero(same)
     if len(intra_idx):
         cells, rows, frags, records = _intra_payloads(part, cell, local, frag, edges[intra_idx], dtype)
-        arrays["_".join([".".join(["0"] * d)] * (width - 1))] = (part.cells[cells], rows, False, [intra_idx[r] for r in records])
-        builder.cell_array("0/link_fragments", grid, part.cells[cells], frags,
-                           {"zv_array": "link_fragments", "encoding": "fragment_index_v1"}, kind="fragments")  # fmt: skip
+        arrays["_".join([".".join(["0"] * d)] * (width - 1))] = (
+            part.cells[cells],
+            rows,
+            False,
+            [intra_idx[r] for r in records],
+        )
+        builder.cell_array(
+            "0/link_fragments",
+            grid,
+            part.cells[cells],
+            frags,
+            {"zv_array": "link_fragments", "encoding": "fragment_index_v1"},
+            kind="fragments",
+        )
     cross_idx = np.flatnonzero(~same)
     cross = edges[cross_idx]
     chunks = part.cells[cell[cross]] + grid.origin
     grouped: dict[str, tuple[list[np.ndarray], list[bytes], bool, list[np.ndarray]]] = {}
-    placed = place_links(chunks.reshape(-1, width, d), local[cross].reshape(-1, width), directed=directed, store="canonical")
+    placed = place_links(
+        chunks.reshape(-1, width, d), local[cross].reshape(-1, width), directed=directed, store="canonical"
+    )
     for lc in placed.cells():
         cells_l, payloads, _, recs = grouped.setdefault(lc.segment, ([], [], lc.has_perm, []))
         cells_l.append(np.asarray(lc.chunk) - grid.origin)
@@ -126,12 +147,28 @@ def write_edges(
     builder.group("0/links")
     for segment, (cells_a, payloads, has_perm, _) in arrays.items():
         offsets = parse_offsets(segment, width, d).tolist()
-        builder.cell_array(f"0/links/0/{segment}", grid, cells_a, payloads,
-                           {**meta, "offsets": offsets, "has_perm": has_perm}, kind="links")  # fmt: skip
+        builder.cell_array(
+            f"0/links/0/{segment}",
+            grid,
+            cells_a,
+            payloads,
+            {**meta, "offsets": offsets, "has_perm": has_perm},
+            kind="links",
+        )
     total = len(edges)
-    builder.group("0/links/0", {"zv_array": "links_family", "level_delta": 0, "link_width": width, "sid_ndim": d,
-                                "directed": directed, "store": "canonical", "num_links": total,
-                                "num_physical_records": total})  # fmt: skip
+    builder.group(
+        "0/links/0",
+        {
+            "zv_array": "links_family",
+            "level_delta": 0,
+            "link_width": width,
+            "sid_ndim": d,
+            "directed": directed,
+            "store": "canonical",
+            "num_links": total,
+            "num_physical_records": total,
+        },
+    )
     if edge_attributes:
         builder.group("0/link_attributes")
     for attr in edge_attributes:
@@ -139,9 +176,17 @@ def write_edges(
         builder.group(base)
         builder.group(f"{base}/0", {"zv_array": "link_attribute_family", "name": attr.name, "level_delta": 0})
         for segment, (cells_a, _, _, recs) in arrays.items():
-            amet = {"zv_array": "link_attribute", "name": attr.name, "dtype": attr.values.dtype.name,
-                    "row_shape": attr.row_shape, "offsets": parse_offsets(segment, width, d).tolist(), "level_delta": 0}  # fmt: skip
-            builder.cell_array(f"{base}/0/{segment}", grid, cells_a, [attr.values[r].tobytes() for r in recs], amet)
+            amet = {
+                "zv_array": "link_attribute",
+                "name": attr.name,
+                "dtype": attr.values.dtype.name,
+                "row_shape": attr.row_shape,
+                "offsets": parse_offsets(segment, width, d).tolist(),
+                "level_delta": 0,
+            }
+            builder.cell_array(
+                f"{base}/0/{segment}", grid, cells_a, [attr.values[r].tobytes() for r in recs], amet
+            )
     return len(edges)
 
 
@@ -195,9 +240,21 @@ def write_graph(
         return ["links", "link_fragments"] + (["link_attributes"] if eattrs else [])
 
     return write_level0(
-        target, layout=layout, geometry_type="graph", links_convention="explicit", positions=pos, part=part,
-        fragments=fragment_payloads(part), vertex_attributes=vattrs, tables=tables,
-        fragment_objects=partition_owners(part), manifests=build_manifests(part, layout.grid, tables.num_objects), links=links,
-        crs=crs, compression=compression, checksums=checksums, overwrite=overwrite,
+        target,
+        layout=layout,
+        geometry_type="graph",
+        links_convention="explicit",
+        positions=pos,
+        part=part,
+        fragments=fragment_payloads(part),
+        vertex_attributes=vattrs,
+        tables=tables,
+        fragment_objects=partition_owners(part),
+        manifests=build_manifests(part, layout.grid, tables.num_objects),
+        links=links,
+        crs=crs,
+        compression=compression,
+        checksums=checksums,
+        overwrite=overwrite,
         storage_options=storage_options,
-    )  # fmt: skip
+    )

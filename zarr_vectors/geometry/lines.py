@@ -74,7 +74,9 @@ def partition_lines(positions: np.ndarray, line_offsets: np.ndarray, grid: Grid)
     cell_first = np.flatnonzero(new_cell)
     row_offsets = np.append(cell_first, n).astype(np.int64)
     cell_lin = scell[cell_first]
-    cell_idx = np.stack(np.unravel_index(cell_lin, tuple(int(s) for s in grid.shape)), axis=1).astype(np.int64)
+    cell_idx = np.stack(np.unravel_index(cell_lin, tuple(int(s) for s in grid.shape)), axis=1).astype(
+        np.int64
+    )
     cell_idx = cell_idx.reshape(-1, grid.ndim)
     cell_rank = np.searchsorted(cell_lin, cell_of)
     local = np.empty(n, np.int64)
@@ -86,10 +88,18 @@ def partition_lines(positions: np.ndarray, line_offsets: np.ndarray, grid: Grid)
     seg_local = np.empty(len(seg_first), np.int64)
     seg_local[seg_order] = np.arange(len(seg_first)) - cell_seg_offsets[seg_cell[seg_order]]
     return LinePartition(
-        order=order, row_offsets=row_offsets, cells=cell_idx, seg_line=line_of[seg_first],
-        seg_cell=seg_cell, seg_local=seg_local, seg_start=local[seg_first], seg_count=seg_count,
-        seg_first_vertex=seg_first, local=local, cell_seg_offsets=cell_seg_offsets,
-    )  # fmt: skip
+        order=order,
+        row_offsets=row_offsets,
+        cells=cell_idx,
+        seg_line=line_of[seg_first],
+        seg_cell=seg_cell,
+        seg_local=seg_local,
+        seg_start=local[seg_first],
+        seg_count=seg_count,
+        seg_first_vertex=seg_first,
+        local=local,
+        cell_seg_offsets=cell_seg_offsets,
+    )
 
 
 def _fragment_payloads(part: LinePartition) -> list[bytes]:
@@ -106,7 +116,9 @@ def _continuations(part: LinePartition, grid: Grid) -> tuple[np.ndarray, np.ndar
     nxt = np.flatnonzero(part.seg_line[1:] == part.seg_line[:-1]) + 1  # segments that continue a line
     last_of_prev = part.seg_first_vertex[nxt] - 1
     first_of_next = part.seg_first_vertex[nxt]
-    chunks = np.stack([part.cells[part.seg_cell[nxt - 1]], part.cells[part.seg_cell[nxt]]], axis=1) + grid.origin
+    chunks = (
+        np.stack([part.cells[part.seg_cell[nxt - 1]], part.cells[part.seg_cell[nxt]]], axis=1) + grid.origin
+    )
     vertices = np.stack([part.local[last_of_prev], part.local[first_of_next]], axis=1)
     return chunks.reshape(-1, 2, grid.ndim), vertices.reshape(-1, 2)
 
@@ -132,25 +144,42 @@ def _write_links(builder: StoreBuilder, grid: Grid, part: LinePartition) -> int:
     builder.group("0/links")
     for segment, (cells, payloads, has_perm) in by_segment.items():
         meta = {
-            "zv_array": "links", "dtype": dtype.name, "offsets": parse_offsets(segment, 2, d).tolist(),
-            "has_perm": has_perm, "link_width": 2, "level_delta": 0,
-        }  # fmt: skip
-        builder.cell_array(f"0/links/0/{segment}", grid, np.asarray(cells).reshape(-1, d), payloads, meta, kind="links")
+            "zv_array": "links",
+            "dtype": dtype.name,
+            "offsets": parse_offsets(segment, 2, d).tolist(),
+            "has_perm": has_perm,
+            "link_width": 2,
+            "level_delta": 0,
+        }
+        builder.cell_array(
+            f"0/links/0/{segment}", grid, np.asarray(cells).reshape(-1, d), payloads, meta, kind="links"
+        )
     m = len(chunks)
     builder.group(
         "0/links/0",
-        {"zv_array": "links_family", "level_delta": 0, "link_width": 2, "sid_ndim": d, "directed": False,
-         "store": "canonical", "num_links": m, "num_physical_records": m},
-    )  # fmt: skip
+        {
+            "zv_array": "links_family",
+            "level_delta": 0,
+            "link_width": 2,
+            "sid_ndim": d,
+            "directed": False,
+            "store": "canonical",
+            "num_links": m,
+            "num_physical_records": m,
+        },
+    )
     return m
 
 
-def segment_manifests(num_objects: int, seg_object: np.ndarray, chunks: np.ndarray, seg_local: np.ndarray) -> list[bytes]:
+def segment_manifests(
+    num_objects: int, seg_object: np.ndarray, chunks: np.ndarray, seg_local: np.ndarray
+) -> list[bytes]:
     """Manifests of objects made of line segments: one block per segment, each object's
     segments in input order (``seg_object`` need not be sorted)."""
     order = np.argsort(seg_object, kind="stable")
-    return encode_manifests_batch(num_objects, seg_object[order], chunks[order], np.arange(len(order) + 1),
-                                  seg_local[order])  # fmt: skip
+    return encode_manifests_batch(
+        num_objects, seg_object[order], chunks[order], np.arange(len(order) + 1), seg_local[order]
+    )
 
 
 def item_ids(object_ids: Any, n: int, what: str) -> DenseIds:
@@ -163,25 +192,40 @@ def item_ids(object_ids: Any, n: int, what: str) -> DenseIds:
     dense = dense_ids(ids)
     if dense.count != n:
         dup = np.flatnonzero(np.bincount(dense.dense) > 1)[0]
-        raise InputError(f"object_ids name object {int(dense.id_map().ids()[dup])} for several {what}s; "
-                         f"give each {what} its own id")  # fmt: skip
+        raise InputError(
+            f"object_ids name object {int(dense.id_map().ids()[dup])} for several {what}s; "
+            f"give each {what} its own id"
+        )
     return dense
 
 
-def as_line_arrays(lines: Any, kind: str = "polyline", ndim: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def as_line_arrays(
+    lines: Any, kind: str = "polyline", ndim: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Flat (V, D) positions and (L + 1,) offsets from a list of (n_i, D) arrays, a
     (positions, offsets) pair, or for ``kind="line"`` an (M, 2, D) array of segments.
     ``ndim``: the number of axes the call implies, to tell transposed input."""
     if kind == "line":
         seg = np.asarray(lines)
         if seg.ndim != 3 or seg.shape[1] != 2 or len(seg) == 0:
-            raise InputError(f"kind='line' takes an (M, 2, D) array of segments with M >= 1, got shape {seg.shape}")
-        return _inputs.positions_array(seg.reshape(-1, seg.shape[2])), np.arange(len(seg) + 1, dtype=np.int64) * 2
+            raise InputError(
+                f"kind='line' takes an (M, 2, D) array of segments with M >= 1, got shape {seg.shape}"
+            )
+        return _inputs.positions_array(seg.reshape(-1, seg.shape[2])), np.arange(
+            len(seg) + 1, dtype=np.int64
+        ) * 2
     if isinstance(lines, tuple) and len(lines) == 2 and np.ndim(lines[1]) == 1:
         positions = _inputs.positions_array(lines[0], ndim)
         offsets = np.asarray(lines[1], dtype=np.int64)
-        if len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(positions) or np.any(np.diff(offsets) < 0):
-            raise InputError("line offsets must start at 0, never decrease and end at the number of positions")
+        if (
+            len(offsets) < 1
+            or offsets[0] != 0
+            or offsets[-1] != len(positions)
+            or np.any(np.diff(offsets) < 0)
+        ):
+            raise InputError(
+                "line offsets must start at 0, never decrease and end at the number of positions"
+            )
     else:
         arrays = [np.asarray(x) for x in lines]
         if not arrays:
@@ -199,8 +243,10 @@ def as_line_arrays(lines: Any, kind: str = "polyline", ndim: int | None = None) 
             differ = len(dims) > 1 and min(dims) > 4
             flipped = 1 <= r <= 4 and (differ or _inputs.looks_transposed(arrays[0].shape, None))
         if flipped:
-            raise InputError(f"the lines look transposed: line 0 has shape {arrays[0].shape}, one row per axis; "
-                             "every line must be an (n_i, D) array: pass [line.T for line in lines]")  # fmt: skip
+            raise InputError(
+                f"the lines look transposed: line 0 has shape {arrays[0].shape}, one row per axis; "
+                "every line must be an (n_i, D) array: pass [line.T for line in lines]"
+            )
         if len(dims) != 1 or -1 in dims:
             raise InputError("every line must be an (n_i, D) array with the same D")
         positions = _inputs.positions_array(np.concatenate(arrays), ndim)
@@ -226,12 +272,16 @@ def _flat_attributes(attributes: Mapping[str, Any] | None, line_offsets: np.ndar
         rows = isinstance(values, (list, tuple)) and len(values) == line_offsets[-1] != len(counts)
         if isinstance(values, (list, tuple)) and len(values) and not np.isscalar(values[0]) and not rows:
             if len(values) != len(counts):
-                raise InputError(f"attribute {name!r} has {len(values)} per-line arrays for {len(counts)} lines")
+                raise InputError(
+                    f"attribute {name!r} has {len(values)} per-line arrays for {len(counts)} lines"
+                )
             lengths = np.array([len(v) for v in values])
             bad = np.flatnonzero(lengths != counts)
             if len(bad):
                 i = int(bad[0])
-                raise InputError(f"attribute {name!r}: line {i} has {counts[i]} vertices but {lengths[i]} values")
+                raise InputError(
+                    f"attribute {name!r}: line {i} has {counts[i]} vertices but {lengths[i]} values"
+                )
             values = np.concatenate([np.asarray(v) for v in values])
         out[name] = values
     return out
@@ -278,8 +328,9 @@ def write_lines(
     grid = layout.grid
     vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
     ids = item_ids(object_ids, n_lines, "line")
-    tables = object_tables(ids, object_attributes, groups, group_attributes, group_names,
-                           item_order=object_ids is not None)  # fmt: skip
+    tables = object_tables(
+        ids, object_attributes, groups, group_attributes, group_names, item_order=object_ids is not None
+    )
     if tables.num_objects != n_lines:
         raise InputError(f"object_attributes have {tables.num_objects} rows but there are {n_lines} lines")
     part = partition_lines(pos, line_offsets, grid)
@@ -287,10 +338,21 @@ def write_lines(
     seg_object = ids.dense[part.seg_line]
     manifests = segment_manifests(n_lines, seg_object, chunks, part.seg_local)
     return write_level0(
-        target, layout=layout, geometry_type=kind, links_convention="implicit_sequential", positions=pos,
-        part=part, fragments=_fragment_payloads(part), vertex_attributes=vattrs, tables=tables, manifests=manifests,
+        target,
+        layout=layout,
+        geometry_type=kind,
+        links_convention="implicit_sequential",
+        positions=pos,
+        part=part,
+        fragments=_fragment_payloads(part),
+        vertex_attributes=vattrs,
+        tables=tables,
+        manifests=manifests,
         fragment_objects=(part.seg_cell, part.seg_local, seg_object),
         links=lambda builder: ["links"] if _write_links(builder, grid, part) else [],
-        crs=crs, compression=compression, checksums=checksums, overwrite=overwrite,
+        crs=crs,
+        compression=compression,
+        checksums=checksums,
+        overwrite=overwrite,
         storage_options=storage_options,
-    )  # fmt: skip
+    )

@@ -47,7 +47,9 @@ def face_array(faces: Any, n: int) -> np.ndarray:
     if arr.size == 0:
         return np.zeros((0, 3), np.int64)
     if arr.ndim != 2 or arr.dtype.kind not in "iu":
-        raise InputError(f"faces must be an (F, 3) integer array of vertex indices, got shape {arr.shape} {arr.dtype}")
+        raise InputError(
+            f"faces must be an (F, 3) integer array of vertex indices, got shape {arr.shape} {arr.dtype}"
+        )
     if arr.shape[1] != 3:
         raise InputError(
             f"faces have {arr.shape[1]} vertices each; only triangles are supported "
@@ -56,8 +58,12 @@ def face_array(faces: Any, n: int) -> np.ndarray:
     arr = arr.astype(np.int64)
     bad = np.flatnonzero(np.any((arr < 0) | (arr >= n), axis=1))
     if len(bad):
-        raise InputError(f"face {int(bad[0])} {arr[bad[0]].tolist()} names a vertex outside [0, {n}) (the vertices given)")
-    degenerate = np.flatnonzero((arr[:, 0] == arr[:, 1]) | (arr[:, 1] == arr[:, 2]) | (arr[:, 0] == arr[:, 2]))
+        raise InputError(
+            f"face {int(bad[0])} {arr[bad[0]].tolist()} names a vertex outside [0, {n}) (the vertices given)"
+        )
+    degenerate = np.flatnonzero(
+        (arr[:, 0] == arr[:, 1]) | (arr[:, 1] == arr[:, 2]) | (arr[:, 0] == arr[:, 2])
+    )
     if len(degenerate):
         raise InputError(
             f"face {int(degenerate[0])} {arr[degenerate[0]].tolist()} repeats a vertex; remove degenerate "
@@ -89,13 +95,19 @@ def _draco_cells(
     blobs, frags = [], []
     for k in range(len(part.cells)):
         a, b = part.row_offsets[k], part.row_offsets[k + 1]
-        blob, dec = encode_cell(pos[part.order[a:b]], intra_local[face_bounds[k] : face_bounds[k + 1]],
-                                quantization_bits=bits, compression_level=level)  # fmt: skip
+        blob, dec = encode_cell(
+            pos[part.order[a:b]],
+            intra_local[face_bounds[k] : face_bounds[k + 1]],
+            quantization_bits=bits,
+            compression_level=level,
+        )
         order[a:b] = part.order[a:b][dec]
         blobs.append(blob)
         f0, f1 = part.cell_frag_offsets[k], part.cell_frag_offsets[k + 1]
         if f1 - f0 == 1:
-            frags.append(encode_fragments(FragmentIndex.from_ranges(np.zeros(1, np.int64), np.array([b - a]))))
+            frags.append(
+                encode_fragments(FragmentIndex.from_ranges(np.zeros(1, np.int64), np.array([b - a])))
+            )
             continue
         row_of = np.empty(b - a, np.int64)
         row_of[dec] = np.arange(b - a)  # original local row -> decoded row
@@ -155,17 +167,45 @@ def write_mesh(
     mixed = np.flatnonzero(np.any(oids[f] != oids[f[:, :1]], axis=1)) if len(f) else np.zeros(0, np.int64)
     if len(mixed):
         i = int(mixed[0])
-        raise InputError(f"face {i} {f[i].tolist()} joins vertices of objects {sorted(set(user_ids[f[i]].tolist()))}")
+        raise InputError(
+            f"face {i} {f[i].tolist()} joins vertices of objects {sorted(set(user_ids[f[i]].tolist()))}"
+        )
     tables = object_tables(ids, object_attributes, groups, group_attributes, group_names)
     part = partition(pos, layout.grid, tables.oids)
-    return _write(target, layout, pos, f, part, vattrs, tables, encoding, int(quantization_bits),
-                  int(compression_level), crs, compression, overwrite, storage_options, checksums)  # fmt: skip
+    return _write(
+        target,
+        layout,
+        pos,
+        f,
+        part,
+        vattrs,
+        tables,
+        encoding,
+        int(quantization_bits),
+        int(compression_level),
+        crs,
+        compression,
+        overwrite,
+        storage_options,
+        checksums,
+    )
 
 
 def _write(
-    target: Any, layout: Layout, pos: np.ndarray, faces: np.ndarray, part: Partition,
-    vattrs: list[_inputs.NamedArray], tables: Any, encoding: str, bits: int, level: int,
-    crs: Any, compression: str | None, overwrite: bool, storage_options: dict[str, Any] | None,
+    target: Any,
+    layout: Layout,
+    pos: np.ndarray,
+    faces: np.ndarray,
+    part: Partition,
+    vattrs: list[_inputs.NamedArray],
+    tables: Any,
+    encoding: str,
+    bits: int,
+    level: int,
+    crs: Any,
+    compression: str | None,
+    overwrite: bool,
+    storage_options: dict[str, Any] | None,
     checksums: bool = False,
 ) -> Dataset:
     grid = layout.grid
@@ -188,12 +228,27 @@ def _write(
         return ["links"] + (["link_fragments"] if has_intra else [])
 
     return write_level0(
-        target, layout=layout, geometry_type="mesh", links_convention="explicit", positions=pos, part=part,
-        fragments=frags, vertex_attributes=vattrs, tables=tables, manifests=manifests, fragment_objects=owners,
-        links=links, vertex_payloads=vertex_payloads, vertex_codecs=vertex_codecs,
-        vertex_encoding=encoding, crs=crs, compression=compression, checksums=checksums, overwrite=overwrite,
+        target,
+        layout=layout,
+        geometry_type="mesh",
+        links_convention="explicit",
+        positions=pos,
+        part=part,
+        fragments=frags,
+        vertex_attributes=vattrs,
+        tables=tables,
+        manifests=manifests,
+        fragment_objects=owners,
+        links=links,
+        vertex_payloads=vertex_payloads,
+        vertex_codecs=vertex_codecs,
+        vertex_encoding=encoding,
+        crs=crs,
+        compression=compression,
+        checksums=checksums,
+        overwrite=overwrite,
         storage_options=storage_options,
-    )  # fmt: skip
+    )
 
 
 def _as_pair(mesh: Any, i: int) -> tuple[np.ndarray, np.ndarray]:
@@ -202,7 +257,9 @@ def _as_pair(mesh: Any, i: int) -> tuple[np.ndarray, np.ndarray]:
     try:
         v, f = mesh
     except (TypeError, ValueError) as exc:
-        raise InputError(f"mesh {i} must be a (vertices, faces) pair or a trimesh.Trimesh, got {type(mesh).__name__}") from exc
+        raise InputError(
+            f"mesh {i} must be a (vertices, faces) pair or a trimesh.Trimesh, got {type(mesh).__name__}"
+        ) from exc
     return np.asarray(v), np.asarray(f)
 
 
@@ -222,8 +279,10 @@ def write_meshes(
     for i, (v, f) in enumerate(pairs):
         if v.ndim != 2 or v.shape[1] != 3:
             flipped = v.ndim == 2 and v.shape[0] == 3
-            raise InputError(f"mesh {i}: vertices must be (N, 3), got {v.shape}"
-                             + ("; they look transposed: pass vertices.T" if flipped else ""))
+            raise InputError(
+                f"mesh {i}: vertices must be (N, 3), got {v.shape}"
+                + ("; they look transposed: pass vertices.T" if flipped else "")
+            )
         try:
             face_array(f, len(v))
         except InputError as exc:
@@ -237,13 +296,20 @@ def write_meshes(
     else:
         per_mesh = as_id_array(object_ids, "object_ids")
         if per_mesh.shape != (len(pairs),):
-            raise InputError(f"object_ids must have one id per mesh ({len(pairs)}), got shape {per_mesh.shape}")
+            raise InputError(
+                f"object_ids must have one id per mesh ({len(pairs)}), got shape {per_mesh.shape}"
+            )
         mesh_ids = dense_ids(per_mesh)
         if mesh_ids.count != len(pairs):
             dup = np.flatnonzero(np.bincount(mesh_ids.dense) > 1)[0]
-            raise InputError(f"object_ids name object {int(mesh_ids.id_map().ids()[dup])} for several meshes; "
-                             "give each mesh its own id")  # fmt: skip
+            raise InputError(
+                f"object_ids name object {int(mesh_ids.id_map().ids()[dup])} for several meshes; "
+                "give each mesh its own id"
+            )
         given = kwargs.pop("object_attributes", None) or {}
-        kwargs["object_attributes"] = {k: table_rows(v, mesh_ids, k, "object attribute", True)
-                                       for k, v in given.items()}  # fmt: skip
-    return write_mesh(target, vertices, faces, chunk_shape=chunk_shape, object_ids=np.repeat(per_mesh, counts), **kwargs)
+        kwargs["object_attributes"] = {
+            k: table_rows(v, mesh_ids, k, "object attribute", True) for k, v in given.items()
+        }
+    return write_mesh(
+        target, vertices, faces, chunk_shape=chunk_shape, object_ids=np.repeat(per_mesh, counts), **kwargs
+    )

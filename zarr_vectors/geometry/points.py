@@ -29,7 +29,9 @@ def fragment_payloads(part: Partition) -> list[bytes]:
     out = []
     for k in range(len(part.cells)):
         lo, hi = part.cell_frag_offsets[k], part.cell_frag_offsets[k + 1]
-        out.append(encode_fragments(FragmentIndex.from_ranges(part.frag_start[lo:hi], part.frag_count[lo:hi])))
+        out.append(
+            encode_fragments(FragmentIndex.from_ranges(part.frag_start[lo:hi], part.frag_count[lo:hi]))
+        )
     return out
 
 
@@ -119,8 +121,20 @@ def write_points(
     part = partition(pos, layout.grid, None if user_ids is None else tables.oids)
     manifests = build_manifests(part, layout.grid, tables.num_objects) if user_ids is not None else None
     return write_level0(
-        target, layout=layout, geometry_type="point_cloud", links_convention="implicit_sequential",
-        positions=pos, part=part, fragments=fragment_payloads(part), vertex_attributes=vattrs, tables=tables,
-        fragment_objects=partition_owners(part), manifests=manifests, crs=crs, compression=compression,
-        checksums=checksums, overwrite=overwrite, storage_options=storage_options,
-    )  # fmt: skip
+        target,
+        layout=layout,
+        geometry_type="point_cloud",
+        links_convention="implicit_sequential",
+        positions=pos,
+        part=part,
+        fragments=fragment_payloads(part),
+        vertex_attributes=vattrs,
+        tables=tables,
+        fragment_objects=partition_owners(part),
+        manifests=manifests,
+        crs=crs,
+        compression=compression,
+        checksums=checksums,
+        overwrite=overwrite,
+        storage_options=storage_options,
+    )

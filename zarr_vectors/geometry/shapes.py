@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _inputs
-from ..errors import InputError
 from .._ids import DenseIds, table_rows
+from ..errors import InputError
 from ._level0 import make_layout, object_tables, write_level0
 from .lines import _fragment_payloads, _write_links, item_ids, partition_lines, segment_manifests
 from .points import write_points
@@ -333,7 +333,9 @@ def write_geometries(
             paths.positions,
             chunk_shape=chunk_shape,
             bin_shape=bin_shape,
-            object_ids=paths.per_vertex(paths.geometry if object_ids is None else ids.id_map().ids()[ids.dense][paths.geometry]),
+            object_ids=paths.per_vertex(
+                paths.geometry if object_ids is None else ids.id_map().ids()[ids.dense][paths.geometry]
+            ),
             object_attributes=oattrs,
             attributes={PART_ATTRIBUTE: part.astype(_index_dtype(part))},
             **common,

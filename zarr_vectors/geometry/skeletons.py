@@ -26,8 +26,8 @@ from .._partition import Partition, sort_keys
 from .._writer import StoreBuilder
 from ..errors import InputError
 from ..format.grid import Grid
-from ..format.manifests import encode_manifests_batch
 from ..format.links import encode_ragged, parse_offsets, place_links, smallest_index_dtype
+from ..format.manifests import encode_manifests_batch
 from ._level0 import make_layout, object_tables, partition_owners, write_level0
 from .graphs import _intra_payloads, vertex_locals
 from .points import fragment_payloads
@@ -115,11 +115,17 @@ def skeleton_partition(positions: np.ndarray, parents: np.ndarray, oids: np.ndar
     frag_cell = np.cumsum(new_cell)[frag_first] - 1
     cell_frag_offsets = np.searchsorted(frag_cell, np.arange(len(cell_first) + 1)).astype(np.int64)
     return Partition(
-        order=order, cells=cells.astype(np.int64).reshape(-1, grid.ndim), row_offsets=row_offsets,
-        frag_cell=frag_cell, frag_local=np.arange(len(frag_first)) - cell_frag_offsets[frag_cell],
-        frag_start=frag_first - row_offsets[frag_cell], frag_count=np.diff(np.append(frag_first, n)),
-        cell_frag_offsets=cell_frag_offsets, frag_object=sobj[frag_first], per_bin=False,
-    )  # fmt: skip
+        order=order,
+        cells=cells.astype(np.int64).reshape(-1, grid.ndim),
+        row_offsets=row_offsets,
+        frag_cell=frag_cell,
+        frag_local=np.arange(len(frag_first)) - cell_frag_offsets[frag_cell],
+        frag_start=frag_first - row_offsets[frag_cell],
+        frag_count=np.diff(np.append(frag_first, n)),
+        cell_frag_offsets=cell_frag_offsets,
+        frag_object=sobj[frag_first],
+        per_bin=False,
+    )
 
 
 def skeleton_manifests(part: Partition, grid: Grid, num_objects: int) -> list[bytes]:
@@ -129,12 +135,17 @@ def skeleton_manifests(part: Partition, grid: Grid, num_objects: int) -> list[by
     first = part.order[part.row_offsets[part.frag_cell] + part.frag_start]
     frags = np.lexsort((first, part.frag_object))
     obj, cell = part.frag_object[frags], part.frag_cell[frags]
-    new_block = np.r_[True, (obj[1:] != obj[:-1]) | (cell[1:] != cell[:-1])] if len(frags) else np.zeros(0, bool)
+    new_block = (
+        np.r_[True, (obj[1:] != obj[:-1]) | (cell[1:] != cell[:-1])] if len(frags) else np.zeros(0, bool)
+    )
     block_first = np.flatnonzero(new_block)
     return encode_manifests_batch(
-        num_objects, obj[block_first], part.cells[cell[block_first]] + grid.origin,
-        np.append(block_first, len(frags)), part.frag_local[frags],
-    )  # fmt: skip
+        num_objects,
+        obj[block_first],
+        part.cells[cell[block_first]] + grid.origin,
+        np.append(block_first, len(frags)),
+        part.frag_local[frags],
+    )
 
 
 def _write_parent_links(builder: StoreBuilder, grid: Grid, part: Partition, parents: np.ndarray) -> list[str]:
@@ -154,26 +165,54 @@ def _write_parent_links(builder: StoreBuilder, grid: Grid, part: Partition, pare
     same = cell[edges[:, 0]] == cell[edges[:, 1]]
     if same.any():
         cells, rows, frags, _ = _intra_payloads(part, cell, local, frag, edges[same], dtype)
-        builder.cell_array(f"0/links/0/{'.'.join(['0'] * d)}", grid, part.cells[cells], rows,
-                           {**meta, "offsets": [[0] * d], "has_perm": False}, kind="links")  # fmt: skip
-        builder.cell_array("0/link_fragments", grid, part.cells[cells], frags,
-                           {"zv_array": "link_fragments", "encoding": "fragment_index_v1"}, kind="fragments")  # fmt: skip
+        builder.cell_array(
+            f"0/links/0/{'.'.join(['0'] * d)}",
+            grid,
+            part.cells[cells],
+            rows,
+            {**meta, "offsets": [[0] * d], "has_perm": False},
+            kind="links",
+        )
+        builder.cell_array(
+            "0/link_fragments",
+            grid,
+            part.cells[cells],
+            frags,
+            {"zv_array": "link_fragments", "encoding": "fragment_index_v1"},
+            kind="fragments",
+        )
     cross = edges[~same]
     chunks = np.stack([part.cells[cell[cross[:, 0]]], part.cells[cell[cross[:, 1]]]], axis=1) + grid.origin
     by_segment: dict[str, tuple[list[np.ndarray], list[bytes], bool]] = {}
-    placed = place_links(chunks.reshape(-1, 2, d), local[cross].reshape(-1, 2), directed=False, store="canonical")
+    placed = place_links(
+        chunks.reshape(-1, 2, d), local[cross].reshape(-1, 2), directed=False, store="canonical"
+    )
     for lc in placed.cells():
         cells_l, payloads, _ = by_segment.setdefault(lc.segment, ([], [], lc.has_perm))
         cells_l.append(np.asarray(lc.chunk) - grid.origin)
         payloads.append(encode_ragged([lc.rows], dtype))
     for segment, (cells_l, payloads, has_perm) in by_segment.items():
         builder.cell_array(
-            f"0/links/0/{segment}", grid, np.asarray(cells_l).reshape(-1, d), payloads,
-            {**meta, "offsets": parse_offsets(segment, 2, d).tolist(), "has_perm": has_perm}, kind="links",
-        )  # fmt: skip
-    builder.group("0/links/0", {"zv_array": "links_family", "level_delta": 0, "link_width": 2, "sid_ndim": d,
-                                "directed": False, "store": "canonical", "num_links": len(edges),
-                                "num_physical_records": len(edges)})  # fmt: skip
+            f"0/links/0/{segment}",
+            grid,
+            np.asarray(cells_l).reshape(-1, d),
+            payloads,
+            {**meta, "offsets": parse_offsets(segment, 2, d).tolist(), "has_perm": has_perm},
+            kind="links",
+        )
+    builder.group(
+        "0/links/0",
+        {
+            "zv_array": "links_family",
+            "level_delta": 0,
+            "link_width": 2,
+            "sid_ndim": d,
+            "directed": False,
+            "store": "canonical",
+            "num_links": len(edges),
+            "num_physical_records": len(edges),
+        },
+    )
     return ["links", "link_fragments"] if same.any() else ["links"]
 
 
@@ -225,10 +264,21 @@ def write_skeleton(
     tables = object_tables(ids, object_attributes, groups, group_attributes)
     part = skeleton_partition(pos, par, tables.oids, layout.grid)
     return write_level0(
-        target, layout=layout, geometry_type="skeleton", links_convention="implicit_sequential_with_branches",
-        positions=pos, part=part, fragments=fragment_payloads(part), vertex_attributes=vattrs, tables=tables,
-        fragment_objects=partition_owners(part), manifests=skeleton_manifests(part, layout.grid, tables.num_objects),
+        target,
+        layout=layout,
+        geometry_type="skeleton",
+        links_convention="implicit_sequential_with_branches",
+        positions=pos,
+        part=part,
+        fragments=fragment_payloads(part),
+        vertex_attributes=vattrs,
+        tables=tables,
+        fragment_objects=partition_owners(part),
+        manifests=skeleton_manifests(part, layout.grid, tables.num_objects),
         links=lambda builder: _write_parent_links(builder, layout.grid, part, par),
-        crs=crs, compression=compression, checksums=checksums, overwrite=overwrite,
+        crs=crs,
+        compression=compression,
+        checksums=checksums,
+        overwrite=overwrite,
         storage_options=storage_options,
-    )  # fmt: skip
+    )

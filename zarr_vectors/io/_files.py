@@ -12,8 +12,10 @@ __all__ = ["input_files", "collect_files"]
 
 def _matching(folder: Path, suffixes: tuple[str, ...], recursive: bool) -> list[Path]:
     found = folder.rglob("*") if recursive else folder.iterdir()
-    return sorted((q for q in found if q.suffix.lower() in suffixes and q.is_file()),
-                  key=lambda q: q.relative_to(folder).as_posix())  # fmt: skip
+    return sorted(
+        (q for q in found if q.suffix.lower() in suffixes and q.is_file()),
+        key=lambda q: q.relative_to(folder).as_posix(),
+    )
 
 
 def collect_files(

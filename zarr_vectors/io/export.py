@@ -38,8 +38,16 @@ __all__ = ["EXPORT_FORMATS", "edges_of", "export_result", "read_npz"]
 #: Max significant digits that make a float of each size read back exactly.
 _FLOAT_FORMAT = {2: "%.5g", 4: "%.9g", 8: "%r"}
 
-_PLY_TYPES = {"i1": "char", "u1": "uchar", "i2": "short", "u2": "ushort", "i4": "int", "u4": "uint",
-              "f4": "float", "f8": "double"}  # fmt: skip
+_PLY_TYPES = {
+    "i1": "char",
+    "u1": "uchar",
+    "i2": "short",
+    "u2": "ushort",
+    "i4": "int",
+    "u4": "uint",
+    "f4": "float",
+    "f8": "double",
+}
 
 
 def axis_names(result: Result) -> list[str]:
@@ -99,8 +107,10 @@ def _vertex_table(result: Result) -> list[tuple[str, np.ndarray]]:
     names = [n for n, _ in cols]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise InputError(f"column names {dup} occur twice (an attribute shares a name with a coordinate or "
-                         "another column); rename the attribute or export to .npz")  # fmt: skip
+        raise InputError(
+            f"column names {dup} occur twice (an attribute shares a name with a coordinate or "
+            "another column); rename the attribute or export to .npz"
+        )
     return cols
 
 
@@ -124,7 +134,9 @@ def write_csv(result: Result, path: Path) -> None:
 def _ply_column(name: str, values: np.ndarray) -> tuple[str, np.ndarray]:
     """A PLY property type for the column; 64-bit integers are narrowed to 32 bits when they fit."""
     if any(ch.isspace() for ch in name) or not name:
-        raise InputError(f"PLY property names cannot be empty or contain spaces: {name!r}; rename the attribute")
+        raise InputError(
+            f"PLY property names cannot be empty or contain spaces: {name!r}; rename the attribute"
+        )
     values = np.asarray(values)
     if values.dtype.kind == "b":
         values = values.astype(np.uint8)
@@ -134,12 +146,16 @@ def _ply_column(name: str, values: np.ndarray) -> tuple[str, np.ndarray]:
         narrow = np.dtype(values.dtype.kind + "4")
         info = np.iinfo(narrow)
         if len(values) and (values.min() < info.min or values.max() > info.max):
-            raise InputError(f"column {name!r} has values outside 32-bit range, which PLY cannot hold; "
-                             "export to .npz or .csv instead")  # fmt: skip
+            raise InputError(
+                f"column {name!r} has values outside 32-bit range, which PLY cannot hold; "
+                "export to .npz or .csv instead"
+            )
         values = values.astype(narrow)
     code = values.dtype.str.lstrip("<>|=")
     if code not in _PLY_TYPES:
-        raise InputError(f"column {name!r} has dtype {values.dtype}, which PLY cannot hold; export to .npz instead")
+        raise InputError(
+            f"column {name!r} has dtype {values.dtype}, which PLY cannot hold; export to .npz instead"
+        )
     return _PLY_TYPES[code], values.astype(values.dtype.newbyteorder("<"))
 
 
@@ -170,7 +186,13 @@ def write_ply(result: Result, path: Path) -> None:
         h, b = _ply_element("edge", len(edges), ecols)
         header += h
         body += b
-    lines = ["ply", "format binary_little_endian 1.0", "comment written by zarr_vectors", *header, "end_header"]
+    lines = [
+        "ply",
+        "format binary_little_endian 1.0",
+        "comment written by zarr_vectors",
+        *header,
+        "end_header",
+    ]
     with open(path, "wb") as fh:
         fh.write(("\n".join(lines) + "\n").encode("ascii"))
         fh.write(body)
@@ -179,7 +201,9 @@ def write_ply(result: Result, path: Path) -> None:
 def _xyz(result: Result, fmt: str) -> np.ndarray:
     d = result.positions.shape[1]
     if d > 3:
-        raise InputError(f"{fmt} holds 3-D coordinates and this result has {d} axes; export to .csv, .ply or .npz")
+        raise InputError(
+            f"{fmt} holds 3-D coordinates and this result has {d} axes; export to .csv, .ply or .npz"
+        )
     if d == 3:
         return result.positions
     return np.column_stack([result.positions, np.zeros((len(result), 3 - d), result.positions.dtype)])
@@ -236,8 +260,10 @@ def write_swc_file(result: Result, path: Path) -> None:
 
     parents = _parent_rows(result)
     if parents is None:
-        raise InputError("SWC holds trees and this result has no parents or lines; "
-                         "query a skeleton or line store, or export to .ply, .csv or .npz")  # fmt: skip
+        raise InputError(
+            "SWC holds trees and this result has no parents or lines; "
+            "query a skeleton or line store, or export to .ply, .csv or .npz"
+        )
     radius, kind = result.attributes.get("radius"), result.attributes.get("type")
     write_swc(path, _xyz(result, "SWC"), parents, radius, kind)
 
@@ -247,16 +273,21 @@ def write_geojson(result: Result, path: Path) -> None:
     import importlib.util
 
     if importlib.util.find_spec("zarr_vectors.io.geojson") is None:
-        raise InputError("GeoJSON export is not available yet in this version; export to .csv, .ply, .obj, "
-                         ".npz or .swc")  # fmt: skip
+        raise InputError(
+            "GeoJSON export is not available yet in this version; export to .csv, .ply, .obj, .npz or .swc"
+        )
     importlib.import_module("zarr_vectors.io.geojson").export_geojson(result, path)
 
 
 #: Extension (lower case) -> writer.
 EXPORT_FORMATS: dict[str, Callable[[Result, Path], None]] = {
-    ".csv": write_csv, ".ply": write_ply, ".obj": write_obj, ".npz": write_npz, ".swc": write_swc_file,
+    ".csv": write_csv,
+    ".ply": write_ply,
+    ".obj": write_obj,
+    ".npz": write_npz,
+    ".swc": write_swc_file,
     ".geojson": write_geojson,
-}  # fmt: skip
+}
 
 
 def export_result(result: Result, path: str | Path) -> str:
@@ -269,7 +300,9 @@ def export_result(result: Result, path: str | Path) -> str:
     path = Path(path)
     ext = path.suffix.lower()
     if ext not in EXPORT_FORMATS:
-        raise InputError(f"cannot tell the output format from {path.name!r}; use one of the extensions "
-                         f"{', '.join(EXPORT_FORMATS)}")  # fmt: skip
+        raise InputError(
+            f"cannot tell the output format from {path.name!r}; use one of the extensions "
+            f"{', '.join(EXPORT_FORMATS)}"
+        )
     EXPORT_FORMATS[ext](result, path)
     return ext

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._ids import OBJECT_ID_ATTRIBUTE
 from .._extras import needs
+from .._ids import OBJECT_ID_ATTRIBUTE
 from .._inputs import positive_numbers, valid_name
 from ..errors import InputError
 from ..geometry.shapes import TYPE_ATTRIBUTE, write_geometries
@@ -125,8 +125,10 @@ def _check_coordinates(geoms: np.ndarray, where: str) -> None:
     bad = ~np.isfinite(coords[:, :2]).all(axis=1) | np.isinf(coords[:, 2])  # z is NaN for 2-D geometries
     if bad.any():
         features = np.unique(index[bad])
-        raise InputError(f"{where}feature {int(features[0])} has NaN or infinite coordinates "
-                         f"({len(features)} such features); fix or drop them")  # fmt: skip
+        raise InputError(
+            f"{where}feature {int(features[0])} has NaN or infinite coordinates "
+            f"({len(features)} such features); fix or drop them"
+        )
 
 
 def read_geojson(source: str | Path | Mapping[str, Any]) -> GeoTable:
@@ -261,7 +263,9 @@ def ingest_vector(
             while key in properties:
                 key += "_"
             properties[key] = ids
-            skipped.append(f"{OBJECT_ID_ATTRIBUTE!r} stored as {key!r} (not one distinct integer per feature)")
+            skipped.append(
+                f"{OBJECT_ID_ATTRIBUTE!r} stored as {key!r} (not one distinct integer per feature)"
+            )
     if skipped:
         warnings.warn(
             f"feature properties not stored as given: {', '.join(skipped)}",

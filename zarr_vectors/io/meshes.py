@@ -88,19 +88,35 @@ def ingest_meshes(
                 raise InputError(f"{f}: {exc}") from exc
             meshes.append((vertices, faces))
     names = {"name": [f.name for f in files], **kwargs.pop("object_attributes", {})}
-    return write_meshes(target, meshes, chunk_shape=chunk_shape, encoding=encoding, object_attributes=names,
-                        object_ids=None if np.array_equal(ids, np.arange(len(ids))) else ids, **kwargs)  # fmt: skip
+    return write_meshes(
+        target,
+        meshes,
+        chunk_shape=chunk_shape,
+        encoding=encoding,
+        object_attributes=names,
+        object_ids=None if np.array_equal(ids, np.arange(len(ids))) else ids,
+        **kwargs,
+    )
 
 
-def export_mesh(ds: Dataset, path: str | Path, *, bbox: Any = None, objects: Sequence[int] | None = None,
-                faces: str = "inside", level: int = 0) -> tuple[int, int]:
+def export_mesh(
+    ds: Dataset,
+    path: str | Path,
+    *,
+    bbox: Any = None,
+    objects: Sequence[int] | None = None,
+    faces: str = "inside",
+    level: int = 0,
+) -> tuple[int, int]:
     """Write a box (``bbox``) or whole ``objects`` of a mesh store to ``path`` (format from the
     suffix: any trimesh exports, e.g. .ply .obj .stl .glb .off); returns (vertices, faces)."""
     if "mesh" not in ds.geometry_types:
         raise InputError(f"mesh export needs a mesh store; this one holds {', '.join(ds.geometry_types)}")
     if (bbox is None) == (objects is None):
         raise InputError("give exactly one of bbox= or objects=")
-    result = ds.objects(objects, level=level) if objects is not None else ds.query(bbox, level=level, faces=faces)
+    result = (
+        ds.objects(objects, level=level) if objects is not None else ds.query(bbox, level=level, faces=faces)
+    )
     mesh = result.to_trimesh()
     suffix = Path(path).suffix.lower()
     if suffix not in MESH_SUFFIXES:

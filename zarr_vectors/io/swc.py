@@ -45,9 +45,13 @@ def read_swc(path: str | Path) -> Swc:
                 continue
             parts = text.split()
             if len(parts) < 7:
-                raise InputError(f"{path}:{lineno}: an SWC sample needs 7 fields (id type x y z radius parent), got {len(parts)}")
+                raise InputError(
+                    f"{path}:{lineno}: an SWC sample needs 7 fields (id type x y z radius parent), got {len(parts)}"
+                )
             try:
-                rows.append((int(parts[0]), int(float(parts[1])), *map(float, parts[2:6]), int(float(parts[6]))))
+                rows.append(
+                    (int(parts[0]), int(float(parts[1])), *map(float, parts[2:6]), int(float(parts[6])))
+                )
             except (ValueError, OverflowError) as exc:
                 raise InputError(f"{path}:{lineno}: cannot parse {text!r} ({exc})") from exc
             linenos.append(lineno)
@@ -58,8 +62,10 @@ def read_swc(path: str | Path) -> Swc:
     bad = np.flatnonzero(~np.isfinite(numbers).all(axis=1))
     if len(bad):
         i = int(bad[0])
-        raise InputError(f"{path}:{linenos[i]}: sample {int(table[i, 0])} has a NaN or infinite coordinate or "
-                         f"radius ({numbers[i].tolist()}); {len(bad)} such samples in this file: fix them")  # fmt: skip
+        raise InputError(
+            f"{path}:{linenos[i]}: sample {int(table[i, 0])} has a NaN or infinite coordinate or "
+            f"radius ({numbers[i].tolist()}); {len(bad)} such samples in this file: fix them"
+        )
     ids = table[:, 0].astype(np.int64)
     parent_ids = table[:, 6].astype(np.int64)
     order = np.argsort(ids)
@@ -72,8 +78,10 @@ def read_swc(path: str | Path) -> Swc:
     missing = np.flatnonzero((parent_ids >= 0) & ~found)
     if len(missing):
         i = int(missing[0])
-        raise InputError(f"{path}:{linenos[i]}: sample {int(ids[i])} names parent {int(parent_ids[i])}, "
-                         "which is not in the file")  # fmt: skip
+        raise InputError(
+            f"{path}:{linenos[i]}: sample {int(ids[i])} names parent {int(parent_ids[i])}, "
+            "which is not in the file"
+        )
     own = np.flatnonzero(parent_ids == ids)
     if len(own):
         i = int(own[0])
@@ -88,8 +96,13 @@ def read_swc(path: str | Path) -> Swc:
     )
 
 
-def write_swc(path: str | Path, positions: np.ndarray, parents: np.ndarray,
-              radius: np.ndarray | None = None, type: np.ndarray | None = None) -> None:  # noqa: A002
+def write_swc(
+    path: str | Path,
+    positions: np.ndarray,
+    parents: np.ndarray,
+    radius: np.ndarray | None = None,
+    type: np.ndarray | None = None,
+) -> None:  # noqa: A002
     """Write an SWC file with samples numbered 1..N in depth-first order (parents first)."""
     from ..geometry.skeletons import depth_first_order, tree_roots
 
@@ -108,9 +121,17 @@ def write_swc(path: str | Path, positions: np.ndarray, parents: np.ndarray,
             fh.write(f"{new_id[v]} {int(type[v])} {x!r} {y!r} {z!r} {float(radius[v])!r} {p}\n")
 
 
-def ingest_swc(target: Any, files: Sequence[str | Path], *, chunk_shape: Any, progress: bool = True,
-               overwrite: bool = False, object_ids: Any = None, ids_from_names: bool = True,
-               **kwargs: Any) -> Dataset:
+def ingest_swc(
+    target: Any,
+    files: Sequence[str | Path],
+    *,
+    chunk_shape: Any,
+    progress: bool = True,
+    overwrite: bool = False,
+    object_ids: Any = None,
+    ids_from_names: bool = True,
+    **kwargs: Any,
+) -> Dataset:
     """Write many SWC files into one skeleton store, one object per file.
 
     A file's object id is ``object_ids[i]`` when given; else, when every file name is an
@@ -143,8 +164,10 @@ def ingest_swc(target: Any, files: Sequence[str | Path], *, chunk_shape: Any, pr
         parents,
         chunk_shape=chunk_shape,
         object_ids=np.repeat(ids, sizes),
-        attributes={"radius": np.concatenate([s.radius for s in parsed]),
-                    "type": np.concatenate([s.type for s in parsed])},
+        attributes={
+            "radius": np.concatenate([s.radius for s in parsed]),
+            "type": np.concatenate([s.type for s in parsed]),
+        },
         object_attributes={"n_samples": sizes.astype(np.int64), "name": [f.name for f in files]},
         overwrite=overwrite,
         **kwargs,
@@ -154,7 +177,9 @@ def ingest_swc(target: Any, files: Sequence[str | Path], *, chunk_shape: Any, pr
 def export_swc(ds: Dataset, object_id: int, path: str | Path) -> int:
     """Write one skeleton object of ``ds`` to an SWC file; returns the number of samples."""
     if "skeleton" not in ds.geometry_types:
-        raise InputError(f"the store holds {list(ds.geometry_types)}, not skeletons; SWC export needs a skeleton")
+        raise InputError(
+            f"the store holds {list(ds.geometry_types)}, not skeletons; SWC export needs a skeleton"
+        )
     res = ds.objects([object_id])
     if len(res) == 0:
         raise InputError(f"object {object_id} has no vertices in this store")

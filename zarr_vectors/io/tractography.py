@@ -74,7 +74,9 @@ def read_tractogram(path: str | Path) -> Tractogram:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in TRACTOGRAPHY_SUFFIXES:
-        raise InputError(f"{path}: not a tractography file (expected one of {', '.join(TRACTOGRAPHY_SUFFIXES)})")
+        raise InputError(
+            f"{path}: not a tractography file (expected one of {', '.join(TRACTOGRAPHY_SUFFIXES)})"
+        )
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
     if suffix == ".trx":
@@ -103,8 +105,9 @@ def read_tractogram(path: str | Path) -> Tractogram:
     return Tractogram(np.array(positions), offsets, per_vertex, per_sl)
 
 
-def ingest_tractogram(target: Any, path: str | Path, *, chunk_shape: Any, overwrite: bool = False,
-                      **kwargs: Any) -> Dataset:
+def ingest_tractogram(
+    target: Any, path: str | Path, *, chunk_shape: Any, overwrite: bool = False, **kwargs: Any
+) -> Dataset:
     """Write one tractography file as a ``streamline`` store (streamline i is object i)."""
     from ..geometry.lines import write_lines
 
@@ -113,10 +116,17 @@ def ingest_tractogram(target: Any, path: str | Path, *, chunk_shape: Any, overwr
     names = sorted(tg.groups)
     try:
         return write_lines(
-            target, (tg.positions, tg.offsets), kind="streamline", chunk_shape=chunk_shape,
-            attributes=tg.per_vertex or None, object_attributes=tg.per_streamline or None,
-            groups=[tg.groups[n] for n in names] or None, group_names=names or None,
-            overwrite=overwrite, units=kwargs.pop("units", "millimeter"), **kwargs,
-        )  # fmt: skip
+            target,
+            (tg.positions, tg.offsets),
+            kind="streamline",
+            chunk_shape=chunk_shape,
+            attributes=tg.per_vertex or None,
+            object_attributes=tg.per_streamline or None,
+            groups=[tg.groups[n] for n in names] or None,
+            group_names=names or None,
+            overwrite=overwrite,
+            units=kwargs.pop("units", "millimeter"),
+            **kwargs,
+        )
     except InputError as exc:  # the file's data cannot be stored as it is: say which file
         raise InputError(f"{path}: {exc}") from exc

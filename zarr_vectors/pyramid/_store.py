@@ -41,7 +41,9 @@ def compression_of(level: Level) -> tuple[str, int | None]:
     """The ``compression=`` name and level a writer would give to reproduce the level's
     ``vertices`` codecs (``"none"`` when it has none or an unfamiliar one)."""
     codecs = [
-        c for c in level.vertices.doc.get("codecs") or [] if c.get("name") not in ("vlen-bytes", "draco", "crc32c")
+        c
+        for c in level.vertices.doc.get("codecs") or []
+        if c.get("name") not in ("vlen-bytes", "draco", "crc32c")
     ]
     if not codecs:
         return "none", None

@@ -32,9 +32,9 @@ from ..storage import GENERATION_KEY, ConsistentBackend, new_generation
 from . import meta as pmeta
 from ._store import checksums_of, compression_of, copy_tables, read_doc, rows_per_chunk
 from .plan import LevelPlan, plan_levels
+from .points import CoarseLevel, coarsen_points, level_ratio
 from .reduce import REDUCTIONS
 from .shapes import SHAPE_KINDS
-from .points import CoarseLevel, coarsen_points, level_ratio
 from .sparsity import Sparsity, select_objects, sparsity_per_level
 from .xlevel import CrossLevelWriter, link_dtype
 
@@ -114,8 +114,10 @@ def _keep_points(ds: Dataset, src: Level, spec: Sparsity | None) -> tuple[np.nda
 def _attribute_scores(ds: Dataset, src: Level, spec: Sparsity, present: np.ndarray) -> np.ndarray:
     name = spec.attribute
     if name not in src.object_attributes:
-        raise InputError(f"object sparsity by attribute {name!r}: level {src.index} has object attributes "
-                         f"{sorted(src.object_attributes)}")  # fmt: skip
+        raise InputError(
+            f"object sparsity by attribute {name!r}: level {src.index} has object attributes "
+            f"{sorted(src.object_attributes)}"
+        )
     values = ds.object_attributes(str(name), level=src.index)
     if values.ndim != 1 or values.dtype.kind not in "iuf":
         raise InputError(
@@ -193,10 +195,14 @@ def build_pyramid(
     level0 = ds.level(0)
     root = ds.root
     plans = plan_levels(
-        root_chunk_shape=np.asarray(root.chunk_shape), bounds=np.asarray(root.bounds),
-        first_bin=np.asarray(level0.grid.bin_shape), first_scale=level_ratio(level0), first_index=0,
-        factors=factors, chunk_scale=chunk_scale,
-    )  # fmt: skip
+        root_chunk_shape=np.asarray(root.chunk_shape),
+        bounds=np.asarray(root.bounds),
+        first_bin=np.asarray(level0.grid.bin_shape),
+        first_scale=level_ratio(level0),
+        first_index=0,
+        factors=factors,
+        chunk_scale=chunk_scale,
+    )
     sparsity = sparsity_per_level(object_sparsity, len(plans))
     hidden, first = _replaced(ds)  # only once the new plan is known to be valid
     backend, root_before = ds._backend, ds.root
@@ -205,8 +211,9 @@ def build_pyramid(
             ds._backend = overlay
             ds.root = RootMeta.from_attributes(json.loads(first["zarr.json"])["attributes"])
             ds._levels.clear()
-            _build_levels(ds, kind, plans, sparsity, cross_level, reductions, tolerance, face_fraction,
-                          progress)  # fmt: skip
+            _build_levels(
+                ds, kind, plans, sparsity, cross_level, reductions, tolerance, face_fraction, progress
+            )
     except BaseException:
         ds.root = root_before
         raise
@@ -219,10 +226,16 @@ def build_pyramid(
 
 
 def _build_levels(
-    ds: Dataset, kind: str, plans: list[LevelPlan], sparsity: list[Sparsity | None], cross_level: str,
-    reductions: Mapping[str, str] | None, tolerance: float | None, face_fraction: float | None,
+    ds: Dataset,
+    kind: str,
+    plans: list[LevelPlan],
+    sparsity: list[Sparsity | None],
+    cross_level: str,
+    reductions: Mapping[str, str] | None,
+    tolerance: float | None,
+    face_fraction: float | None,
     progress: bool,
-) -> None:  # fmt: skip
+) -> None:
     """Coarsen level by level into ``ds``'s (staging) backend."""
     compression, clevel = compression_of(ds.level(0))
     src_rows: np.ndarray | None = None
@@ -231,8 +244,20 @@ def _build_levels(
         if src_rows is None:  # bounds the rows of every streamed batch, links or not
             src_rows = rows_per_chunk(src)[1]
         builder = StoreBuilder(ds._backend, compression, clevel, checksums=checksums_of(ds.level(0)))
-        coarse, xl = _coarsen(ds, kind, src, plan, builder, spec, src_rows, cross_level, reductions, tolerance,
-                              face_fraction, progress)  # fmt: skip
+        coarse, xl = _coarsen(
+            ds,
+            kind,
+            src,
+            plan,
+            builder,
+            spec,
+            src_rows,
+            cross_level,
+            reductions,
+            tolerance,
+            face_fraction,
+            progress,
+        )
         _finalise(ds, builder, src, plan, coarse, xl, kind, cross_level)
         src_rows = coarse.rows
 
@@ -242,7 +267,9 @@ def _check_reductions(level0: Level, reductions: Mapping[str, str] | None) -> No
     names an attribute the store does not have (a typo, not a no-op)."""
     for name, how in (reductions or {}).items():
         if how not in REDUCTIONS:
-            raise InputError(f"reduction {how!r} for attribute {name!r} is not one of {', '.join(REDUCTIONS)}")
+            raise InputError(
+                f"reduction {how!r} for attribute {name!r} is not one of {', '.join(REDUCTIONS)}"
+            )
     known = set(level0.vertex_attributes) | set(level0.link_attributes)
     unknown = sorted(set(reductions or {}) - known)
     if unknown:
@@ -257,10 +284,16 @@ def _xlinks_factory(builder: StoreBuilder, src: Level, plan: LevelPlan, cross_le
         if cross_level == "none":
             return None
         return CrossLevelWriter(
-            builder, fine=src.index, coarse=plan.index, fine_grid=src.grid, coarse_grid=plan.grid,
-            fine_ratio=level_ratio(src), coarse_ratio=plan.chunk_scale, dtype=link_dtype(max_rows),
+            builder,
+            fine=src.index,
+            coarse=plan.index,
+            fine_grid=src.grid,
+            coarse_grid=plan.grid,
+            fine_ratio=level_ratio(src),
+            coarse_ratio=plan.chunk_scale,
+            dtype=link_dtype(max_rows),
             explicit=cross_level == "explicit",
-        )  # fmt: skip
+        )
 
     return make
 
@@ -284,10 +317,16 @@ def _coarsen(
         keep, n_present, n_kept = _keep_points(ds, src, spec)
         xl = None
         if src_rows is not None:
-            anchors = np.ravel_multi_index(
-                tuple((src.vertices.nonempty * level_ratio(src) // plan.chunk_scale - plan.grid.origin).T),
-                tuple(int(s) for s in plan.grid.shape),
-            ) if len(src_rows) else np.zeros(0, np.int64)  # fmt: skip
+            anchors = (
+                np.ravel_multi_index(
+                    tuple(
+                        (src.vertices.nonempty * level_ratio(src) // plan.chunk_scale - plan.grid.origin).T
+                    ),
+                    tuple(int(s) for s in plan.grid.shape),
+                )
+                if len(src_rows)
+                else np.zeros(0, np.int64)
+            )
             bound = int(np.bincount(anchors, weights=src_rows).max()) if len(src_rows) else 1
             xl = make(max(int(src_rows.max(initial=1)), bound))
         from tqdm.auto import tqdm
@@ -296,19 +335,46 @@ def _coarsen(
             total=len(src.vertices.nonempty), desc=f"level {plan.index}", unit="chunk", disable=not progress
         )
         with bar:
-            coarse = coarsen_points(src, plan, builder, reductions=reductions, keep=keep, xlinks=xl,
-                                    src_rows=src_rows, progress=bar)  # fmt: skip
+            coarse = coarsen_points(
+                src,
+                plan,
+                builder,
+                reductions=reductions,
+                keep=keep,
+                xlinks=xl,
+                src_rows=src_rows,
+                progress=bar,
+            )
         coarse.extra.update(_sparsity_extra(spec, n_present, n_kept))
         return coarse, xl
     if kind in ("lines", "graph", "shapes"):
         from .linked import coarsen_linked
 
-        return coarsen_linked(ds, kind, src, plan, builder, spec=spec, make_xlinks=make, src_rows=src_rows,
-                              tolerance=tolerance, progress=progress)  # fmt: skip
+        return coarsen_linked(
+            ds,
+            kind,
+            src,
+            plan,
+            builder,
+            spec=spec,
+            make_xlinks=make,
+            src_rows=src_rows,
+            tolerance=tolerance,
+            progress=progress,
+        )
     from .meshes import coarsen_meshes
 
-    return coarsen_meshes(ds, src, plan, builder, spec=spec, make_xlinks=make, src_rows=src_rows,
-                          face_fraction=face_fraction, progress=progress)  # fmt: skip
+    return coarsen_meshes(
+        ds,
+        src,
+        plan,
+        builder,
+        spec=spec,
+        make_xlinks=make,
+        src_rows=src_rows,
+        face_fraction=face_fraction,
+        progress=progress,
+    )
 
 
 def _sparsity_extra(spec: Sparsity | None, n_present: int, n_kept: int) -> dict[str, Any]:
@@ -343,13 +409,19 @@ def _finalise(
     objects = src.manifests is not None
     scale = plan.chunk_scale
     meta = LevelMeta(
-        level=plan.index, vertex_count=int(coarse.vertex_count), arrays_present=tuple(present),
+        level=plan.index,
+        vertex_count=int(coarse.vertex_count),
+        arrays_present=tuple(present),
         chunk_shape=None if np.all(scale == 1) else tuple(float(c) for c in plan.chunk_shape),
-        fragments_tile=True, object_sparsity=sparsity,
-        coarsening_method="per_object" if kind == "points" else "manual", parent_level=src.index,
-        preserves_object_ids=objects, inherited_num_objects=src.num_objects if objects else None,
-        shared_fragments=False, extra=extra,
-    )  # fmt: skip
+        fragments_tile=True,
+        object_sparsity=sparsity,
+        coarsening_method="per_object" if kind == "points" else "manual",
+        parent_level=src.index,
+        preserves_object_ids=objects,
+        inherited_num_objects=src.num_objects if objects else None,
+        shared_fragments=False,
+        extra=extra,
+    )
     builder.group(str(plan.index), {"zarr_vectors_level": meta.to_json()})
     if up:
         if read_doc(backend, f"{src.index}/links/zarr.json") is None:
@@ -360,9 +432,14 @@ def _finalise(
     root_doc = read_doc(backend, "zarr.json")
     assert root_doc is not None
     caps = (["preserved_object_ids"] if objects else []) + (["multiscale_links"] if up else [])
-    attrs = pmeta.add_level(root_doc.get("attributes") or {}, index=plan.index, bin_shape=plan.bin_shape.tolist(),
-                            capabilities=caps, cross_level_storage=cross_level,
-                            cross_level_depth=0 if cross_level == "none" else 1)  # fmt: skip
+    attrs = pmeta.add_level(
+        root_doc.get("attributes") or {},
+        index=plan.index,
+        bin_shape=plan.bin_shape.tolist(),
+        capabilities=caps,
+        cross_level_storage=cross_level,
+        cross_level_depth=0 if cross_level == "none" else 1,
+    )
     builder.commit(attrs)
     ds.root = RootMeta.from_attributes(attrs)
     ds._levels.pop(plan.index, None)

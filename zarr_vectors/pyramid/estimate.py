@@ -41,8 +41,11 @@ def estimate_count(level: Level, lo: np.ndarray | None, hi: np.ndarray | None) -
     stop = np.minimum((chunks + 1) * cs, b_hi)
     extent = stop - start
     flat = extent <= 0  # an axis squeezed to a plane by the bounds: covered iff the box meets it
-    cover = np.where(flat, ((start <= hi) & (start >= lo)).astype(np.float64),
-                     np.clip(np.minimum(stop, hi) - np.maximum(start, lo), 0, None))  # fmt: skip
+    cover = np.where(
+        flat,
+        ((start <= hi) & (start >= lo)).astype(np.float64),
+        np.clip(np.minimum(stop, hi) - np.maximum(start, lo), 0, None),
+    )
     volume = np.prod(np.where(flat, 1.0, extent), axis=1)
     return total * float(np.prod(cover, axis=1).sum() / volume.sum())
 

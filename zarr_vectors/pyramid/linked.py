@@ -103,10 +103,15 @@ def read_objects_batch(level: Level, ids: np.ndarray, names: list[str], faces: b
         edges = remap[all_edges[ok]].reshape(-1, 2)
         eattrs = {k: v[ok] for k, v in all_attrs.items()}
     return ObjectBatch(
-        positions=cells.positions[rows], attributes={n: cells.attributes[n][rows] for n in names},
-        owners=owners, chunks=cells.chunks[cell], local=rows - cells.offsets[cell], edges=edges,
-        edge_attributes=eattrs, faces=tri,
-    )  # fmt: skip
+        positions=cells.positions[rows],
+        attributes={n: cells.attributes[n][rows] for n in names},
+        owners=owners,
+        chunks=cells.chunks[cell],
+        local=rows - cells.offsets[cell],
+        edges=edges,
+        edge_attributes=eattrs,
+        faces=tri,
+    )
 
 
 def object_batches(level: Level, spatial: bool = False) -> list[np.ndarray]:
@@ -179,9 +184,16 @@ def _simplify_batch(
 
 
 def _one_batch(
-    acc: _Coarse, src: Level, ids: np.ndarray, names: list[str], kind: str, tol: float,
-    types: np.ndarray | None, spec: Sparsity | None, edge_how: dict[str, str],
-) -> None:  # fmt: skip
+    acc: _Coarse,
+    src: Level,
+    ids: np.ndarray,
+    names: list[str],
+    kind: str,
+    tol: float,
+    types: np.ndarray | None,
+    spec: Sparsity | None,
+    edge_how: dict[str, str],
+) -> None:
     """Read objects ``ids`` of ``src``, simplify them and add the result to ``acc``."""
     batch = read_objects_batch(src, ids, names)
     if kind == "shapes":
@@ -239,13 +251,15 @@ def coarsen_linked(
             _one_batch(acc, src, ids, names, kind, tol, types, spec, edge_how)
             bar.update(len(ids))
     d = plan.grid.ndim
-    coarse, final = object_order(CoarseObjects(
-        positions=acc.cat(acc.positions, np.zeros((0, d), src.vertices.dtype)),
-        owners=acc.cat(acc.owners, np.zeros(0, np.int64)),
-        attributes={n: np.concatenate(v) for n, v in acc.attributes.items()},
-        links=acc.cat(acc.edges, np.zeros((0, 2), np.int64)),
-        link_attributes={n: np.concatenate(v) for n, v in acc.edge_attributes.items()},
-    ))  # fmt: skip
+    coarse, final = object_order(
+        CoarseObjects(
+            positions=acc.cat(acc.positions, np.zeros((0, d), src.vertices.dtype)),
+            owners=acc.cat(acc.owners, np.zeros(0, np.int64)),
+            attributes={n: np.concatenate(v) for n, v in acc.attributes.items()},
+            links=acc.cat(acc.edges, np.zeros((0, 2), np.int64)),
+            link_attributes={n: np.concatenate(v) for n, v in acc.edge_attributes.items()},
+        )
+    )
     extra: dict[str, Any] = {"coarsening_algorithm": "douglas_peucker", "simplify_tolerance": tol}
     coarse, more, kept = sparsify(ds, src, spec, coarse, acc.size)
     extra.update(more)
@@ -287,9 +301,12 @@ class CoarseObjects:
         keep_l = mask[self.links[:, 0]] if len(self.links) else np.zeros(0, bool)
         width = self.links.shape[1]
         return CoarseObjects(
-            self.positions[mask], self.owners[mask], {n: v[mask] for n, v in self.attributes.items()},
-            index[self.links[keep_l]].reshape(-1, width), {n: v[keep_l] for n, v in self.link_attributes.items()},
-        )  # fmt: skip
+            self.positions[mask],
+            self.owners[mask],
+            {n: v[mask] for n, v in self.attributes.items()},
+            index[self.links[keep_l]].reshape(-1, width),
+            {n: v[keep_l] for n, v in self.link_attributes.items()},
+        )
 
 
 def object_order(coarse: CoarseObjects) -> tuple[CoarseObjects, np.ndarray | None]:
@@ -305,9 +322,12 @@ def object_order(coarse: CoarseObjects) -> tuple[CoarseObjects, np.ndarray | Non
     links = coarse.links
     lorder = np.argsort(own[links[:, 0]], kind="stable") if len(links) else np.zeros(0, np.int64)
     return CoarseObjects(
-        coarse.positions[perm], own[perm], {n: v[perm] for n, v in coarse.attributes.items()},
-        new[links[lorder]].reshape(links.shape), {n: v[lorder] for n, v in coarse.link_attributes.items()},
-    ), new  # fmt: skip
+        coarse.positions[perm],
+        own[perm],
+        {n: v[perm] for n, v in coarse.attributes.items()},
+        new[links[lorder]].reshape(links.shape),
+        {n: v[lorder] for n, v in coarse.link_attributes.items()},
+    ), new
 
 
 def compose(first: np.ndarray | None, then: np.ndarray | None) -> np.ndarray | None:
@@ -356,8 +376,13 @@ class Written:
 def written(
     plan: LevelPlan, cells: np.ndarray, cell: np.ndarray, local: np.ndarray, present: list[str]
 ) -> Written:
-    return Written(cells + plan.grid.origin, np.bincount(cell, minlength=len(cells)).astype(np.int64), cell, local,
-                   present)  # fmt: skip
+    return Written(
+        cells + plan.grid.origin,
+        np.bincount(cell, minlength=len(cells)).astype(np.int64),
+        cell,
+        local,
+        present,
+    )
 
 
 def _row_places(order: np.ndarray, row_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -403,28 +428,41 @@ def _write(
             num_objects, seg_object, chunks, np.arange(len(chunks) + 1), part.seg_local
         )
         present = write_level_arrays(
-            lb, part=part, fragments=_fragment_payloads(part), manifests=manifests,
+            lb,
+            part=part,
+            fragments=_fragment_payloads(part),
+            manifests=manifests,
             fragment_objects=(part.seg_cell, part.seg_local, seg_object),
-            links=lambda b: ["links"] if _write_links(b, grid, part) else [], **common,
-        )  # fmt: skip
+            links=lambda b: ["links"] if _write_links(b, grid, part) else [],
+            **common,
+        )
         return written(plan, part.cells, *_row_places(part.order, part.row_offsets), present)
     if src.root.links_convention == "implicit_sequential_with_branches":
         parents = np.full(len(pos), -1, np.int64)
         parents[edges[:, 1]] = edges[:, 0]
         part = skeleton_partition(pos, parents, owners, grid)
-        links: Callable[[Any], list[str]] = lambda b: (
-            ["links", "link_fragments"] if _write_parent_links(b, grid, part, parents) else []
-        )
+
+        def links(b: Any) -> list[str]:
+            return ["links", "link_fragments"] if _write_parent_links(b, grid, part, parents) else []
     else:
         part = partition(pos, grid, owners)
         directed = bool(src.links_family.get("directed", False))
-        links = lambda b: (["links", "link_fragments"] + (["link_attributes"] if eattrs else [])
-                           if write_edges(b, grid, part, edges, directed, eattrs) else [])  # fmt: skip
+
+        def links(b: Any) -> list[str]:
+            if not write_edges(b, grid, part, edges, directed, eattrs):
+                return []
+            return ["links", "link_fragments"] + (["link_attributes"] if eattrs else [])
+
     skeleton = src.root.links_convention == "implicit_sequential_with_branches"
     manifests = (skeleton_manifests if skeleton else build_manifests)(part, grid, num_objects)
     present = write_level_arrays(
-        lb, part=part, fragments=fragment_payloads(part), manifests=manifests,
-        fragment_objects=partition_owners(part), links=links, **common,
-    )  # fmt: skip
+        lb,
+        part=part,
+        fragments=fragment_payloads(part),
+        manifests=manifests,
+        fragment_objects=partition_owners(part),
+        links=links,
+        **common,
+    )
     cell, local, _ = vertex_locals(part)
     return written(plan, part.cells, cell, local, present)

@@ -132,14 +132,18 @@ def decimate(
     if len(tri_in) == 0 or target < MIN_FACES or target >= len(tri_in):
         return vertices, np.asarray(faces, np.int64), np.arange(n)
     fs = _simplifier()
-    pts, tri, collapses = fs.simplify(merged, tri_in.astype(np.int32), target_count=target, return_collapses=True)
+    pts, tri, collapses = fs.simplify(
+        merged, tri_in.astype(np.int32), target_count=target, return_collapses=True
+    )
     # Replay the history: a face survives when its vertices still differ, and the simplifier
     # keeps exactly the vertices surviving faces use, in index order.
     rep = _representatives(len(merged), np.asarray(collapses, np.int64).reshape(-1, 2))
     ends = rep[tri_in]
     ends = ends[_nondegenerate(ends)]
     kept = np.unique(ends)
-    if len(kept) != len(pts) or not np.array_equal(np.searchsorted(kept, ends), np.asarray(tri).reshape(-1, 3)):
+    if len(kept) != len(pts) or not np.array_equal(
+        np.searchsorted(kept, ends), np.asarray(tri).reshape(-1, 3)
+    ):
         raise InputError(
             f"cannot decimate a mesh of {n} vertices and {len(faces)} faces: the simplifier's output "
             f"({len(pts)} vertices, {len(tri)} faces) does not follow its collapse history, so its vertices "
@@ -252,11 +256,15 @@ def coarsen_meshes(
             bar.update(len(ids))
     d = plan.grid.ndim
     dtype = src.vertices.dtype if src.vertices.dtype.kind == "f" else np.dtype(np.float32)
-    coarse, order = object_order(CoarseObjects(
-        positions=acc.cat("pos", np.zeros((0, d))).astype(dtype), owners=acc.cat("owner", np.zeros(0, np.int64)),
-        attributes={n: acc.cat(f"attr/{n}", np.zeros(0)) for n in names}, links=acc.cat("faces", np.zeros((0, 3), np.int64)),
-        link_attributes={},
-    ))  # fmt: skip
+    coarse, order = object_order(
+        CoarseObjects(
+            positions=acc.cat("pos", np.zeros((0, d))).astype(dtype),
+            owners=acc.cat("owner", np.zeros(0, np.int64)),
+            attributes={n: acc.cat(f"attr/{n}", np.zeros(0)) for n in names},
+            links=acc.cat("faces", np.zeros((0, 3), np.int64)),
+            link_attributes={},
+        )
+    )
     coarse, extra, kept = sparsify(ds, src, spec, coarse, acc.sizes)
     extra.update({"coarsening_algorithm": "quadric_edge_collapse", "face_fraction": fraction})
     vattrs = [NamedArray(n, np.ascontiguousarray(v), _channels(src, n)) for n, v in coarse.attributes.items()]
@@ -309,9 +317,19 @@ def _write(
         return ["links"] + (["link_fragments"] if not draco and bool(intra.any()) else [])
 
     present = write_level_arrays(
-        lb, grid=grid, positions=pos, part=part, fragments=frags, vertex_attributes=vattrs,
-        tables=Tables(src.num_objects, [], [], []), manifests=manifests, fragment_objects=owner_table,
-        links=links, vertex_payloads=payloads, vertex_codecs=codecs, vertex_encoding="draco" if draco else "raw",
-    )  # fmt: skip
+        lb,
+        grid=grid,
+        positions=pos,
+        part=part,
+        fragments=frags,
+        vertex_attributes=vattrs,
+        tables=Tables(src.num_objects, [], [], []),
+        manifests=manifests,
+        fragment_objects=owner_table,
+        links=links,
+        vertex_payloads=payloads,
+        vertex_codecs=codecs,
+        vertex_encoding="draco" if draco else "raw",
+    )
     cell, local, _ = vertex_locals(part)
     return written(plan, part.cells, cell, local, present)

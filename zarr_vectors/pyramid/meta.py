@@ -91,8 +91,11 @@ def drop_coarse_levels(attrs: dict[str, Any]) -> dict[str, Any]:
     block["cross_level_depth"] = 0
     ome = out.get("ome")
     if isinstance(ome, dict) and isinstance(ome.get("nodes"), list):
-        ome["nodes"] = [n for n in ome["nodes"] if not (isinstance(n, dict) and n.get("type") == "zv:level"
-                                                         and n.get("name") not in (None, "0"))]  # fmt: skip
+        ome["nodes"] = [
+            n
+            for n in ome["nodes"]
+            if not (isinstance(n, dict) and n.get("type") == "zv:level" and n.get("name") not in (None, "0"))
+        ]
     return out
 
 

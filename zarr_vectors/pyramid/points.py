@@ -93,10 +93,15 @@ class _PointStreams:
         lb = builder.at_level(plan.index)
         grid = plan.grid
         self.builder, self.src, self.grid = lb, src, grid
-        self.vertices = lb.cell_stream("0/vertices", grid, {"zv_array": "vertices", "dtype": src.vertices.dtype.name,
-                                                            "encoding": "raw"})  # fmt: skip
-        self.fragments = lb.cell_stream("0/vertex_fragments", grid, {"zv_array": "vertex_fragments",
-                                                                     "encoding": "fragment_index_v1"}, kind="fragments")  # fmt: skip
+        self.vertices = lb.cell_stream(
+            "0/vertices", grid, {"zv_array": "vertices", "dtype": src.vertices.dtype.name, "encoding": "raw"}
+        )
+        self.fragments = lb.cell_stream(
+            "0/vertex_fragments",
+            grid,
+            {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"},
+            kind="fragments",
+        )
         self.owners = (
             lb.cell_stream("0/fragment_attributes/object_id", grid, OBJECT_ID_META) if objects else None
         )
@@ -115,8 +120,10 @@ class _PointStreams:
                 )
             stream.add(part.cells, row_payloads(values, part))
         if self.owners is not None:
-            self.owners.add(part.cells, fragment_owner_payloads(part.frag_cell, part.frag_local, part.frag_object,
-                                                                len(part.cells)))  # fmt: skip
+            self.owners.add(
+                part.cells,
+                fragment_owner_payloads(part.frag_cell, part.frag_local, part.frag_object, len(part.cells)),
+            )
 
     def close(self) -> list[str]:
         self.vertices.close()
@@ -213,8 +220,14 @@ def coarsen_points(
             s[order] = stored[np.repeat(np.arange(m), groups.counts)]
             c = np.searchsorted(part.row_offsets, s, side="right") - 1
             cell = row_cell[fine_rows]
-            xlinks.add(chunks, cell, fine_rows - cells.offsets[cell], part.cells + grid.origin, c,
-                       s - part.row_offsets[c])  # fmt: skip
+            xlinks.add(
+                chunks,
+                cell,
+                fine_rows - cells.offsets[cell],
+                part.cells + grid.origin,
+                c,
+                s - part.row_offsets[c],
+            )
         if progress is not None:
             progress.update(len(idx))
     present = streams.close()
@@ -223,8 +236,13 @@ def coarsen_points(
         present += _write_manifests(
             streams.builder, grid, src.num_objects, all_chunks - grid.origin, frag_tables
         )
-    return CoarseLevel(total, all_chunks, np.concatenate(out_rows) if out_rows else np.zeros(0, np.int64), present,
-                       {"attribute_reductions": how} if how else {})  # fmt: skip
+    return CoarseLevel(
+        total,
+        all_chunks,
+        np.concatenate(out_rows) if out_rows else np.zeros(0, np.int64),
+        present,
+        {"attribute_reductions": how} if how else {},
+    )
 
 
 def _write_manifests(
@@ -240,5 +258,13 @@ def _write_manifests(
         frag_cell=cat(0), frag_local=cat(1), frag_object=cat(2), cells=cells.reshape(-1, grid.ndim)
     )
     manifests = build_manifests(frags, grid, num_objects)  # type: ignore[arg-type]
-    return write_object_tables(builder, "0", sid_ndim=grid.ndim, num_objects=num_objects, manifests=manifests,
-                               object_attributes=[], groups=[], group_attributes=[])  # fmt: skip
+    return write_object_tables(
+        builder,
+        "0",
+        sid_ndim=grid.ndim,
+        num_objects=num_objects,
+        manifests=manifests,
+        object_attributes=[],
+        groups=[],
+        group_attributes=[],
+    )

@@ -92,9 +92,12 @@ def _invalid(batch: ObjectBatch, keep: np.ndarray, candidates: np.ndarray, types
     ring = batch.attributes[RING_ATTRIBUTE][rows].astype(np.int64)
     order = np.lexsort((ring, part, obj))  # stable: each path keeps its own vertex order
     geoms = geometries_from_paths(
-        batch.positions[rows[order]], obj[order], part[order], ring[order],
+        batch.positions[rows[order]],
+        obj[order],
+        part[order],
+        ring[order],
         types[ids].astype(np.int64),
-    )  # fmt: skip
+    )
     return ids[~shapely.is_valid(geoms)]
 
 

@@ -90,11 +90,17 @@ class _Family:
             segment = format_offsets(seg_names[seg_of[order[a]]].reshape(1, d))
             stream = self.streams.get(segment)
             if stream is None:
-                meta = {"zv_array": "links", "dtype": self.dtype.name,
-                        "offsets": parse_offsets(segment, 2, d).tolist(), "has_perm": False,
-                        "link_width": 2, "level_delta": self.delta}  # fmt: skip
-                stream = self.streams[segment] = self.builder.cell_stream(f"{self.path}/{segment}", self.grid, meta,
-                                                                          kind="links")  # fmt: skip
+                meta = {
+                    "zv_array": "links",
+                    "dtype": self.dtype.name,
+                    "offsets": parse_offsets(segment, 2, d).tolist(),
+                    "has_perm": False,
+                    "link_width": 2,
+                    "level_delta": self.delta,
+                }
+                stream = self.streams[segment] = self.builder.cell_stream(
+                    f"{self.path}/{segment}", self.grid, meta, kind="links"
+                )
             cell = src_table[src_idx[order[a]]] - self.grid.origin
             stream.add(cell[None], [encode_ragged([rows[a:b]], self.dtype)])
         self.count += m
@@ -105,11 +111,19 @@ class _Family:
             return False
         for stream in self.streams.values():
             stream.close()
-        self.builder.group(self.path, {
-            "zv_array": "links_family", "level_delta": self.delta, "link_width": 2,
-            "sid_ndim": self.grid.ndim, "directed": True, "store": "canonical",
-            "num_links": self.count, "num_physical_records": self.count,
-        })  # fmt: skip
+        self.builder.group(
+            self.path,
+            {
+                "zv_array": "links_family",
+                "level_delta": self.delta,
+                "link_width": 2,
+                "sid_ndim": self.grid.ndim,
+                "directed": True,
+                "store": "canonical",
+                "num_links": self.count,
+                "num_physical_records": self.count,
+            },
+        )
         return True
 
 
@@ -168,8 +182,10 @@ class CrossLevelWriter:
     ) -> None:
         """``+1`` records only, as :meth:`add` takes them: every record of a fine chunk in one
         call, in the order they are to be stored."""
-        ft, fi, fl, ct, ci, cl = (np.asarray(a, np.int64) for a in (fine_table, fine_idx, fine_local,
-                                                                     coarse_table, coarse_idx, coarse_local))
+        ft, fi, fl, ct, ci, cl = (
+            np.asarray(a, np.int64)
+            for a in (fine_table, fine_idx, fine_local, coarse_table, coarse_idx, coarse_local)
+        )
         self.up.add(ft, fi, fl, ct, ci, cl, self.fine_ratio, self.coarse_ratio)
 
     def add_down(
@@ -185,8 +201,10 @@ class CrossLevelWriter:
         one call, already in stored order (by coarse row, fine chunk, fine row)."""
         if self.down is None:
             return
-        ft, fi, fl, ct, ci, cl = (np.asarray(a, np.int64) for a in (fine_table, fine_idx, fine_local,
-                                                                     coarse_table, coarse_idx, coarse_local))
+        ft, fi, fl, ct, ci, cl = (
+            np.asarray(a, np.int64)
+            for a in (fine_table, fine_idx, fine_local, coarse_table, coarse_idx, coarse_local)
+        )
         self.down.add(ct, ci, cl, ft, fi, fl, self.coarse_ratio, self.fine_ratio)
 
     def close(self) -> tuple[bool, bool]:

@@ -94,7 +94,9 @@ def _run(view: StoreView, level: int, out: Collector, progress: bool) -> int:
 
     total = sum(len(view.cells.get(a.path, [])) for m in models.values() for a in m.cell_arrays())
     read = 0
-    with tqdm(total=total, unit="cell", desc="validating", disable=not progress or total < PROGRESS_MIN_CELLS) as bar:
+    with tqdm(
+        total=total, unit="cell", desc="validating", disable=not progress or total < PROGRESS_MIN_CELLS
+    ) as bar:
         passes = {lv: check_vertex_cells(view, root, m, level, out, bar) for lv, m in models.items()}
         ratio = {lv: (m.chunk_shape / root.chunk_shape).round().astype("int64") for lv, m in models.items()}
         ctx = LinkContext({lv: p.rows for lv, p in passes.items()}, ratio, level, root.geometry_types)

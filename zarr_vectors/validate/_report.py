@@ -66,7 +66,9 @@ class Report:
         return {p.rule for p in self.problems}
 
     def __str__(self) -> str:
-        head = "valid" if self.ok else f"INVALID: {len(self.problems)} problem{'s' * (len(self.problems) != 1)}"
+        head = (
+            "valid" if self.ok else f"INVALID: {len(self.problems)} problem{'s' * (len(self.problems) != 1)}"
+        )
         lines = [
             f"{self.target}: {head} (Zarr Vectors 0.9, checked to level {self.level}, "
             f"{self.cells_checked:,} cells decoded, {len(self.warnings)} warning{'s' * (len(self.warnings) != 1)})"

@@ -24,7 +24,14 @@ from ._store import StoreView, batched
 from .arrays import CellArray, LevelModel
 from .metadata import RootInfo
 
-__all__ = ["LevelCells", "check_vertex_cells", "stored_chunks", "decode_cell", "read_fragments", "DECODE_ERRORS"]
+__all__ = [
+    "LevelCells",
+    "check_vertex_cells",
+    "stored_chunks",
+    "decode_cell",
+    "read_fragments",
+    "DECODE_ERRORS",
+]
 
 Chunk = tuple[int, ...]
 
@@ -57,16 +64,27 @@ def stored_chunks(view: StoreView, arr: CellArray, out: Collector) -> set[Chunk]
         chunk = arr.chunk_of(key)
         cell = None if chunk is None else np.asarray(chunk) - arr.origin
         if cell is None or np.any(cell < 0) or np.any(cell > hi):
-            out.error("cells.present", f"{arr.path}/{key}", f"stored key is not a cell of the {arr.shape.tolist()} grid")
+            out.error(
+                "cells.present",
+                f"{arr.path}/{key}",
+                f"stored key is not a cell of the {arr.shape.tolist()} grid",
+            )
             continue
         found.add(chunk)
     if arr.nonempty is None or arr.pipeline is None:
         return found
     for c in sorted(arr.nonempty - found):
-        out.error("cells.present", arr.key(c), f"chunk {'.'.join(map(str, c))} is listed in nonempty_chunks but no cell is stored")
+        out.error(
+            "cells.present",
+            arr.key(c),
+            f"chunk {'.'.join(map(str, c))} is listed in nonempty_chunks but no cell is stored",
+        )
     for c in sorted(found - arr.nonempty):
-        out.error("cells.present", arr.key(c), f"a cell is stored for chunk {'.'.join(map(str, c))} but nonempty_chunks does "
-                  "not list it")  # fmt: skip
+        out.error(
+            "cells.present",
+            arr.key(c),
+            f"a cell is stored for chunk {'.'.join(map(str, c))} but nonempty_chunks does not list it",
+        )
     return found
 
 
@@ -114,7 +132,9 @@ def _draco_rows(arr: CellArray, chunk: Chunk, data: memoryview, out: Collector) 
     from .._draco import decode_cell as decode_draco
 
     if not len(data):
-        out.error("cells.vertices", arr.key(chunk), "Draco cell is empty; a stored cell must hold a Draco blob")
+        out.error(
+            "cells.vertices", arr.key(chunk), "Draco cell is empty; a stored cell must hold a Draco blob"
+        )
         return None
     try:
         return len(decode_draco(bytes(data))[0])
@@ -123,12 +143,18 @@ def _draco_rows(arr: CellArray, chunk: Chunk, data: memoryview, out: Collector) 
         return None
 
 
-def _rows(arr: CellArray, chunk: Chunk, data: memoryview, rule: str, what: str, out: Collector) -> np.ndarray | None:
+def _rows(
+    arr: CellArray, chunk: Chunk, data: memoryview, rule: str, what: str, out: Collector
+) -> np.ndarray | None:
     assert arr.dtype is not None
     stride = arr.dtype.itemsize * arr.width
     if len(data) % stride:
-        out.error(rule, arr.key(chunk), f"{len(data)} bytes is not a whole number of {what} "
-                  f"({arr.width} x {arr.dtype.name} = {stride} bytes each)")  # fmt: skip
+        out.error(
+            rule,
+            arr.key(chunk),
+            f"{len(data)} bytes is not a whole number of {what} "
+            f"({arr.width} x {arr.dtype.name} = {stride} bytes each)",
+        )
         return None
     return np.frombuffer(data, arr.dtype).reshape(-1, arr.width)
 
@@ -153,10 +179,16 @@ class _Geometry:
         outside = np.any((lo > self.bounds[1] + tol) | (hi < self.bounds[0] - tol), axis=1)
         for i in np.flatnonzero(outside)[:20].tolist():
             chunk = tuple(int(x) for x in c[i])
-            out.error("geometry.bounds", arr.key(chunk), f"chunk {'.'.join(map(str, chunk))} spans {lo[i].tolist()}.."
-                      f"{hi[i].tolist()}, wholly outside the root bounds {self.bounds[0].tolist()}..{self.bounds[1].tolist()}")  # fmt: skip
+            out.error(
+                "geometry.bounds",
+                arr.key(chunk),
+                f"chunk {'.'.join(map(str, chunk))} spans {lo[i].tolist()}.."
+                f"{hi[i].tolist()}, wholly outside the root bounds {self.bounds[0].tolist()}..{self.bounds[1].tolist()}",
+            )
 
-    def check(self, arr: CellArray, chunk: Chunk, pos: np.ndarray, frag: FragmentIndex | None, out: Collector) -> None:
+    def check(
+        self, arr: CellArray, chunk: Chunk, pos: np.ndarray, frag: FragmentIndex | None, out: Collector
+    ) -> None:
         p = pos.astype(np.float64)
         key = arr.key(chunk)
         bad = ~np.all(np.isfinite(p), axis=1)
@@ -172,20 +204,35 @@ class _Geometry:
         out_of = np.any((p < lo - tol) | (p > hi + tol), axis=1)
         if out_of.any():
             row = int(np.argmax(out_of))
-            out.error("geometry.vertex-chunk", key, f"{int(out_of.sum())} vertices lie outside chunk "
-                      f"{'.'.join(map(str, chunk))} ({lo.tolist()}..{hi.tolist()}), e.g. row {row} at {p[row].tolist()}")  # fmt: skip
+            out.error(
+                "geometry.vertex-chunk",
+                key,
+                f"{int(out_of.sum())} vertices lie outside chunk "
+                f"{'.'.join(map(str, chunk))} ({lo.tolist()}..{hi.tolist()}), e.g. row {row} at {p[row].tolist()}",
+            )
         if self.bounds is not None:
             blo, bhi = self.bounds
             btol = 1e-9 * self.chunk_shape + eps * np.maximum(np.abs(blo), np.abs(bhi))
             outside = np.any((p < blo - btol) | (p > bhi + btol), axis=1)
             if outside.any():
                 row = int(np.argmax(outside))
-                out.error("geometry.bounds", key, f"{int(outside.sum())} vertices lie outside the root bounds, e.g. "
-                          f"row {row} at {p[row].tolist()}")  # fmt: skip
-        if self.bins is not None and frag is not None and frag.all_ranges and frag.num_fragments == int(np.prod(self.bins)):
+                out.error(
+                    "geometry.bounds",
+                    key,
+                    f"{int(outside.sum())} vertices lie outside the root bounds, e.g. "
+                    f"row {row} at {p[row].tolist()}",
+                )
+        if (
+            self.bins is not None
+            and frag is not None
+            and frag.all_ranges
+            and frag.num_fragments == int(np.prod(self.bins))
+        ):
             self._bins(key, chunk, pos.astype(np.float64), frag, lo, out)
 
-    def _bins(self, key: str, chunk: Chunk, p: np.ndarray, frag: FragmentIndex, lo: np.ndarray, out: Collector) -> None:
+    def _bins(
+        self, key: str, chunk: Chunk, p: np.ndarray, frag: FragmentIndex, lo: np.ndarray, out: Collector
+    ) -> None:
         assert self.bins is not None and self.bin_shape is not None
         counts = frag.ranges[:, 1]
         slot = np.repeat(np.arange(len(counts)), counts)
@@ -197,7 +244,11 @@ class _Geometry:
         want = np.ravel_multi_index(tuple(rel.T), tuple(self.bins)) if len(rel) else slot
         wrong = want != slot
         if wrong.any():
-            out.error("geometry.bins", key, f"{int(wrong.sum())} points sit in a per-bin fragment that is not their bin")
+            out.error(
+                "geometry.bins",
+                key,
+                f"{int(wrong.sum())} points sit in a per-bin fragment that is not their bin",
+            )
 
 
 def _geometry(root: RootInfo, model: LevelModel, level: int) -> _Geometry | None:
@@ -214,7 +265,9 @@ def _geometry(root: RootInfo, model: LevelModel, level: int) -> _Geometry | None
     return _Geometry(model.chunk_shape, root.bounds, bins, bin_shape)
 
 
-def _fragments(model: LevelModel, chunk: Chunk, raw: Any, n_rows: int | None, out: Collector) -> FragmentIndex | None:
+def _fragments(
+    model: LevelModel, chunk: Chunk, raw: Any, n_rows: int | None, out: Collector
+) -> FragmentIndex | None:
     arr = model.fragments
     assert arr is not None
     data = decode_cell(arr, chunk, raw, out)
@@ -242,8 +295,14 @@ def _tiles(frag: FragmentIndex, n: int) -> bool:
     return bool(np.array_equal(rows, np.arange(n)))
 
 
-def _check_chunk(model: LevelModel, chunk: Chunk, raws: dict[str, Any], cells: LevelCells,
-                 geo: _Geometry | None, out: Collector) -> None:  # fmt: skip
+def _check_chunk(
+    model: LevelModel,
+    chunk: Chunk,
+    raws: dict[str, Any],
+    cells: LevelCells,
+    geo: _Geometry | None,
+    out: Collector,
+) -> None:
     """All vertex-aligned cells of one chunk (``raws`` maps array path to stored bytes or None)."""
     v = model.vertices
     assert v is not None
@@ -261,42 +320,64 @@ def _check_chunk(model: LevelModel, chunk: Chunk, raws: dict[str, Any], cells: L
     if model.fragments is not None and model.fragments.pipeline is not None:
         fraw = raws.get(model.fragments.path)
         if (fraw is None) != (raw is None):
-            out.error("cells.fragments", model.fragments.key(chunk), "vertex_fragments must have a cell exactly where "
-                      "vertices has one")  # fmt: skip
+            out.error(
+                "cells.fragments",
+                model.fragments.key(chunk),
+                "vertex_fragments must have a cell exactly where vertices has one",
+            )
         if fraw is not None:
             frag = _fragments(model, chunk, fraw, n, out)
             if cells.fragments is not None:
                 cells.fragments[chunk] = frag.num_fragments if frag is not None else 0
-    if frag is not None and n is not None and model.meta.get("fragments_tile") is True and not _tiles(frag, n):
-        out.error("consistency.fragments-tile", model.fragments.key(chunk), "fragments_tile is true but this chunk's "
-                  "fragments do not cover its rows in order")  # fmt: skip
+    if (
+        frag is not None
+        and n is not None
+        and model.meta.get("fragments_tile") is True
+        and not _tiles(frag, n)
+    ):
+        out.error(
+            "consistency.fragments-tile",
+            model.fragments.key(chunk),
+            "fragments_tile is true but this chunk's fragments do not cover its rows in order",
+        )
     for arr, count, what in [(a, n, "vertex") for a in model.vertex_attrs] + [
         (a, None if frag is None else frag.num_fragments, "fragment") for a in model.fragment_attrs
-    ]:  # fmt: skip
+    ]:
         _attribute_cell(arr, chunk, raws.get(arr.path), count, raw is not None, what, out)
     if geo is not None and pos is not None:
         geo.check(v, chunk, pos, frag, out)
 
 
-def _attribute_cell(arr: CellArray, chunk: Chunk, raw: Any, count: int | None, expected: bool, what: str,
-                    out: Collector) -> None:  # fmt: skip
+def _attribute_cell(
+    arr: CellArray, chunk: Chunk, raw: Any, count: int | None, expected: bool, what: str, out: Collector
+) -> None:
     if arr.pipeline is None:
         return
     if (raw is not None) != expected:
-        out.error("cells.attribute-rows", arr.key(chunk), f"{what} attribute cells must exist exactly where vertices has a cell")
+        out.error(
+            "cells.attribute-rows",
+            arr.key(chunk),
+            f"{what} attribute cells must exist exactly where vertices has a cell",
+        )
         return
     if raw is None or (data := decode_cell(arr, chunk, raw, out)) is None:
         return
     rows = _rows(arr, chunk, data, "cells.attribute-rows", "attribute rows", out)
     if rows is not None and count is not None and len(rows) != count:
-        out.error("cells.attribute-rows", arr.key(chunk), f"holds {len(rows)} rows but the chunk has {count} {what}"
-                  f"{'es' if what == 'vertex' else 's'}")  # fmt: skip
+        out.error(
+            "cells.attribute-rows",
+            arr.key(chunk),
+            f"holds {len(rows)} rows but the chunk has {count} {what}{'es' if what == 'vertex' else 's'}",
+        )
 
 
-def check_vertex_cells(view: StoreView, root: RootInfo, model: LevelModel, level: int, out: Collector,
-                       bar: Any) -> LevelCells:  # fmt: skip
+def check_vertex_cells(
+    view: StoreView, root: RootInfo, model: LevelModel, level: int, out: Collector, bar: Any
+) -> LevelCells:
     """Pass A over one level."""
-    cells = LevelCells(fragments={} if model.fragments is not None and model.fragments.pipeline is not None else None)
+    cells = LevelCells(
+        fragments={} if model.fragments is not None and model.fragments.pipeline is not None else None
+    )
     v = model.vertices
     if v is None:
         return cells
@@ -324,6 +405,9 @@ def check_vertex_cells(view: StoreView, root: RootInfo, model: LevelModel, level
     if level >= 3 and all(n is not None for n in cells.rows.values()):
         total = sum(n for n in cells.rows.values() if n is not None)
         if model.meta.get("vertex_count") != total and isinstance(model.meta.get("vertex_count"), int):
-            out.error("consistency.vertex-count", f"{model.index}/zarr.json", f"vertex_count is "
-                      f"{model.meta['vertex_count']} but the vertices cells hold {total} rows")  # fmt: skip
+            out.error(
+                "consistency.vertex-count",
+                f"{model.index}/zarr.json",
+                f"vertex_count is {model.meta['vertex_count']} but the vertices cells hold {total} rows",
+            )
     return cells

@@ -25,8 +25,12 @@ def check_geometry(root: RootInfo, models: dict[int, LevelModel], out: Collector
     kinds = set(root.geometry_types)
     for kind in sorted(kinds & set(CONVENTIONS)):
         if root.links_convention not in CONVENTIONS[kind]:
-            out.error("geometry.links-convention", "zarr.json", f"geometry {kind!r} needs links_convention "
-                      f"{' or '.join(CONVENTIONS[kind])}, not {root.links_convention!r}")  # fmt: skip
+            out.error(
+                "geometry.links-convention",
+                "zarr.json",
+                f"geometry {kind!r} needs links_convention "
+                f"{' or '.join(CONVENTIONS[kind])}, not {root.links_convention!r}",
+            )
     for lv, model in sorted(models.items()):
         fam = model.families.get(0)
         if fam is None:
@@ -39,5 +43,8 @@ def check_geometry(root: RootInfo, models: dict[int, LevelModel], out: Collector
             out.error("geometry.link-width", path, f"mesh faces need link_width 3 or more, got {width}")
         pair_kinds = sorted(kinds & set(_PAIRS))
         if pair_kinds and "mesh" not in kinds and width != 2:
-            out.error("geometry.link-width", path, f"{', '.join(pair_kinds)} links join two vertices: link_width "
-                      f"must be 2, got {width}")  # fmt: skip
+            out.error(
+                "geometry.link-width",
+                path,
+                f"{', '.join(pair_kinds)} links join two vertices: link_width must be 2, got {width}",
+            )

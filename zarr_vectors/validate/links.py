@@ -30,7 +30,9 @@ class LinkContext:
     children: list[np.ndarray] = field(default_factory=list)  # skeleton: (chunk..., vi) of explicit children
 
 
-def _records(arr: CellArray, chunk: Chunk, data: memoryview, out: Collector) -> tuple[np.ndarray, np.ndarray] | None:
+def _records(
+    arr: CellArray, chunk: Chunk, data: memoryview, out: Collector
+) -> tuple[np.ndarray, np.ndarray] | None:
     """(endpoint rows (M, L) int64, perm codes (M,) or None-as-empty) of one cell."""
     assert arr.dtype is not None
     try:
@@ -52,14 +54,20 @@ def _records(arr: CellArray, chunk: Chunk, data: memoryview, out: Collector) -> 
     return rows[:, int(arr.has_perm) :], codes
 
 
-def _endpoints(arr: CellArray, model: LevelModel, chunk: Chunk, vi: np.ndarray, ctx: LinkContext, out: Collector) -> None:
+def _endpoints(
+    arr: CellArray, model: LevelModel, chunk: Chunk, vi: np.ndarray, ctx: LinkContext, out: Collector
+) -> None:
     """Each endpoint's chunk must exist at its level and its row index lie inside it."""
     assert arr.offsets is not None
     src = np.asarray(chunk, np.int64)
     target_level = model.index + arr.delta
     rows = ctx.rows.get(target_level)
     if rows is None:
-        out.error("consistency.link-index", arr.key(chunk), f"records point into level {target_level}, which does not exist")
+        out.error(
+            "consistency.link-index",
+            arr.key(chunk),
+            f"records point into level {target_level}, which does not exist",
+        )
         return
     if arr.delta:
         base = cross_level_anchor(src[None], ctx.ratio[model.index], ctx.ratio[target_level])[0]
@@ -73,17 +81,32 @@ def _endpoints(arr: CellArray, model: LevelModel, chunk: Chunk, vi: np.ndarray, 
         col = vi[:, k]
         where = f"endpoint {k} (chunk {'.'.join(map(str, target))}, level {model.index if k == 0 else target_level})"
         if target not in level_rows:
-            out.error("consistency.link-index", arr.key(chunk), f"{len(col)} records name {where}, which has no vertices cell")
+            out.error(
+                "consistency.link-index",
+                arr.key(chunk),
+                f"{len(col)} records name {where}, which has no vertices cell",
+            )
             continue
         n = level_rows[target]
         bad = (col < 0) if n is None else ((col < 0) | (col >= n))
         if bad.any():
-            out.error("consistency.link-index", arr.key(chunk), f"{int(bad.sum())} records give {where} row "
-                      f"{int(col[bad][0])}, outside its {n if n is not None else '?'} rows")  # fmt: skip
+            out.error(
+                "consistency.link-index",
+                arr.key(chunk),
+                f"{int(bad.sum())} records give {where} row "
+                f"{int(col[bad][0])}, outside its {n if n is not None else '?'} rows",
+            )
 
 
-def _geometry(arr: CellArray, model: LevelModel, chunk: Chunk, vi: np.ndarray, codes: np.ndarray,
-              ctx: LinkContext, out: Collector) -> None:  # fmt: skip
+def _geometry(
+    arr: CellArray,
+    model: LevelModel,
+    chunk: Chunk,
+    vi: np.ndarray,
+    codes: np.ndarray,
+    ctx: LinkContext,
+    out: Collector,
+) -> None:
     assert arr.offsets is not None
     if arr.delta != 0:
         return
@@ -98,13 +121,17 @@ def _geometry(arr: CellArray, model: LevelModel, chunk: Chunk, vi: np.ndarray, c
             out.error("geometry.mesh-faces", arr.key(chunk), f"{int(bad.sum())} faces use one vertex twice")
     family = model.families.get(0, {})
     if "skeleton" in ctx.geometry_types and arr.link_width == 2 and not family.get("directed", False):
-        ends = np.concatenate([np.broadcast_to(np.asarray(chunk) + full, (len(vi), 2, full.shape[1])), vi[:, :, None]], axis=2)
+        ends = np.concatenate(
+            [np.broadcast_to(np.asarray(chunk) + full, (len(vi), 2, full.shape[1])), vi[:, :, None]], axis=2
+        )
         if len(codes):
             ends = undo_order(ends, lehmer_decode(codes, 2))
         ctx.children.append(ends[:, 0, :])
 
 
-def _check_array(view: StoreView, model: LevelModel, arr: CellArray, ctx: LinkContext, out: Collector, bar: Any) -> tuple[int, int]:
+def _check_array(
+    view: StoreView, model: LevelModel, arr: CellArray, ctx: LinkContext, out: Collector, bar: Any
+) -> tuple[int, int]:
     """Check one links array; returns (records stored, cells read)."""
     attrs = [a for a in model.link_attrs if a.parallel == arr.path and a.pipeline is not None]
     lf = model.link_fragments if arr.intra and model.link_fragments is not None else None
@@ -127,8 +154,16 @@ def _check_array(view: StoreView, model: LevelModel, arr: CellArray, ctx: LinkCo
     return total, read
 
 
-def _check_cell(model: LevelModel, arr: CellArray, lf: CellArray | None, attrs: list[CellArray], c: Chunk,
-                raws: dict[tuple[str, Chunk], Any], ctx: LinkContext, out: Collector) -> int:  # fmt: skip
+def _check_cell(
+    model: LevelModel,
+    arr: CellArray,
+    lf: CellArray | None,
+    attrs: list[CellArray],
+    c: Chunk,
+    raws: dict[tuple[str, Chunk], Any],
+    ctx: LinkContext,
+    out: Collector,
+) -> int:
     raw = raws[(arr.path, c)]
     found = None
     if raw is not None and arr.pipeline is not None and (data := decode_cell(arr, c, raw, out)) is not None:
@@ -141,8 +176,11 @@ def _check_cell(model: LevelModel, arr: CellArray, lf: CellArray | None, attrs: 
     if lf is not None:
         lraw = raws[(lf.path, c)]
         if (lraw is None) != (raw is None):
-            out.error("cells.link-fragments", lf.key(c), "link_fragments must have a cell exactly where the intra links "
-                      f"array {arr.segment} has one")  # fmt: skip
+            out.error(
+                "cells.link-fragments",
+                lf.key(c),
+                f"link_fragments must have a cell exactly where the intra links array {arr.segment} has one",
+            )
         elif lraw is not None and (ldata := decode_cell(lf, c, lraw, out)) is not None:
             frag = read_fragments(ldata, m if found is not None else None)
             if isinstance(frag, str):
@@ -150,13 +188,20 @@ def _check_cell(model: LevelModel, arr: CellArray, lf: CellArray | None, attrs: 
     for a in attrs:
         araw = raws[(a.path, c)]
         if (araw is None) != (raw is None):
-            out.error("cells.link-attribute-rows", a.key(c), f"link attribute cells must exist exactly where {arr.path} has one")
+            out.error(
+                "cells.link-attribute-rows",
+                a.key(c),
+                f"link attribute cells must exist exactly where {arr.path} has one",
+            )
         elif araw is not None and (adata := decode_cell(a, c, araw, out)) is not None:
             assert a.dtype is not None
             stride = a.dtype.itemsize * a.width
             if len(adata) % stride or (found is not None and len(adata) // stride != m):
-                out.error("cells.link-attribute-rows", a.key(c), f"holds {len(adata)} bytes, not {m} rows of "
-                          f"{stride} bytes (one per link record)")  # fmt: skip
+                out.error(
+                    "cells.link-attribute-rows",
+                    a.key(c),
+                    f"holds {len(adata)} bytes, not {m} rows of {stride} bytes (one per link record)",
+                )
     return m
 
 
@@ -166,15 +211,25 @@ def _family_counts(model: LevelModel, totals: dict[int, int], out: Collector) ->
         total = totals.get(delta, 0)
         phys, num = fam.get("num_physical_records"), fam.get("num_links")
         if isinstance(phys, int) and phys != total:
-            out.error("consistency.num-links", path, f"num_physical_records is {phys} but {total} records are stored")
+            out.error(
+                "consistency.num-links",
+                path,
+                f"num_physical_records is {phys} but {total} records are stored",
+            )
         if isinstance(num, int):
             limit = phys if isinstance(phys, int) else total
             if num > limit or (fam.get("store", "canonical") == "canonical" and num != total):
-                out.error("consistency.num-links", path, f"num_links is {num} but {total} records are stored "
-                          f"(store {fam.get('store', 'canonical')!r})")  # fmt: skip
+                out.error(
+                    "consistency.num-links",
+                    path,
+                    f"num_links is {num} but {total} records are stored "
+                    f"(store {fam.get('store', 'canonical')!r})",
+                )
 
 
-def check_link_cells(view: StoreView, model: LevelModel, cells: LevelCells, ctx: LinkContext, out: Collector, bar: Any) -> int:
+def check_link_cells(
+    view: StoreView, model: LevelModel, cells: LevelCells, ctx: LinkContext, out: Collector, bar: Any
+) -> int:
     """Pass B over one level; returns the number of cells read."""
     totals: dict[int, int] = {}
     read = 0
@@ -191,14 +246,23 @@ def check_link_cells(view: StoreView, model: LevelModel, cells: LevelCells, ctx:
         for a in intra:
             covered |= set(view.cells.get(a.path) and [a.chunk_of(k) for k in view.cells[a.path]] or [])
         for c in sorted(stored_chunks(view, lf, out) - covered):
-            out.error("cells.link-fragments", lf.key(c), "link_fragments cell has no intra links cell beside it")
+            out.error(
+                "cells.link-fragments", lf.key(c), "link_fragments cell has no intra links cell beside it"
+            )
     elif intra and any(view.cells.get(a.path) for a in intra):
-        out.error("cells.link-fragments", f"{model.index}/link_fragments", "the level has intra-chunk link cells "
-                  f"({intra[0].path}) but no link_fragments array")  # fmt: skip
+        out.error(
+            "cells.link-fragments",
+            f"{model.index}/link_fragments",
+            f"the level has intra-chunk link cells ({intra[0].path}) but no link_fragments array",
+        )
     if ctx.children:
         kids = np.concatenate(ctx.children)
         uniq, counts = np.unique(kids, axis=0, return_counts=True)
         for row in uniq[counts > 1][:20]:
-            out.error("geometry.skeleton-parents", f"{model.index}/links/0", f"vertex {int(row[-1])} of chunk "
-                      f"{'.'.join(map(str, row[:-1].tolist()))} has {int(counts[(uniq == row).all(1)][0])} explicit parents")  # fmt: skip
+            out.error(
+                "geometry.skeleton-parents",
+                f"{model.index}/links/0",
+                f"vertex {int(row[-1])} of chunk "
+                f"{'.'.join(map(str, row[:-1].tolist()))} has {int(counts[(uniq == row).all(1)][0])} explicit parents",
+            )
     return read

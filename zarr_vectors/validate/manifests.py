@@ -45,8 +45,10 @@ def walk_manifests(items: list[bytes | memoryview], ndim: int) -> tuple[Blocks, 
     np.cumsum(lengths, out=starts[1:])
     buf = np.frombuffer(b"".join(bytes(it) for it in items), np.uint8)
     end = starts[1:]
-    bad: dict[int, str] = {int(i): f"is {int(lengths[i])} bytes, shorter than its 4-byte block count"
-                           for i in np.flatnonzero(lengths < 4)}  # fmt: skip
+    bad: dict[int, str] = {
+        int(i): f"is {int(lengths[i])} bytes, shorter than its 4-byte block count"
+        for i in np.flatnonzero(lengths < 4)
+    }
     ok = np.flatnonzero(lengths >= 4)
     left = np.zeros(len(items), np.int64)
     left[ok] = _gather(buf, starts[ok], "<u4")
@@ -69,12 +71,22 @@ def walk_manifests(items: list[bytes | memoryview], ndim: int) -> tuple[Blocks, 
         good = fixed & (count >= 0) & (size <= e - body)
         for k in np.flatnonzero(~good).tolist():
             bad[int(active[k])] = (
-                f"is truncated inside a block header ({head} bytes)" if not inside[k] else
-                f"has a block of unknown mode {int(mode[k])} (0, 1 or 2 expected)" if mode[k] > 2 else
-                "is truncated inside a block" if not fixed[k] else
-                f"has a block naming {int(count[k])} fragments, more than its bytes hold or negative"
-            )  # fmt: skip
-        active, p, body, mode, count, size = active[good], p[good], body[good], mode[good], count[good], size[good]
+                f"is truncated inside a block header ({head} bytes)"
+                if not inside[k]
+                else f"has a block of unknown mode {int(mode[k])} (0, 1 or 2 expected)"
+                if mode[k] > 2
+                else "is truncated inside a block"
+                if not fixed[k]
+                else f"has a block naming {int(count[k])} fragments, more than its bytes hold or negative"
+            )
+        active, p, body, mode, count, size = (
+            active[good],
+            p[good],
+            body[good],
+            mode[good],
+            count[good],
+            size[good],
+        )
         first = body + 4
         simple = mode != 2
         first[simple] = _gather(buf, body[simple], "<i8")
@@ -85,9 +97,14 @@ def walk_manifests(items: list[bytes | memoryview], ndim: int) -> tuple[Blocks, 
         active = active[left[active] > 0]
     for i in np.flatnonzero(cur != end).tolist():
         if i not in bad and lengths[i] >= 4:
-            bad[i] = f"has {int(end[i] - cur[i])} bytes after its {int(_gather(buf, starts[i : i + 1], '<u4')[0])} blocks"
-    parts = list(zip(*found)) if found else [[np.zeros(0, np.int64)], [np.zeros((0, ndim), np.int64)]] + [
-        [np.zeros(0, np.int64)]] * 3  # fmt: skip
+            bad[i] = (
+                f"has {int(end[i] - cur[i])} bytes after its {int(_gather(buf, starts[i : i + 1], '<u4')[0])} blocks"
+            )
+    parts = (
+        list(zip(*found))
+        if found
+        else [[np.zeros(0, np.int64)], [np.zeros((0, ndim), np.int64)]] + [[np.zeros(0, np.int64)]] * 3
+    )
     entry, chunk, mode, first, count = (np.concatenate(p) for p in parts)
     keep = ~np.isin(entry, np.fromiter(bad, np.int64, len(bad)))
     return Blocks(entry[keep], chunk[keep], mode[keep], first[keep], count[keep], buf), bad
@@ -96,7 +113,9 @@ def walk_manifests(items: list[bytes | memoryview], ndim: int) -> tuple[Blocks, 
 def check_refs(blocks: Blocks, frag_counts: dict[Chunk, int]) -> list[tuple[int, str]]:
     """``(entry, what is wrong)`` for blocks naming a chunk without fragments or fragments
     past its count. Ranges are compared by their ends; explicit lists are read."""
-    f_of = np.fromiter((frag_counts.get(c, -1) for c in map(tuple, blocks.chunk.tolist())), np.int64, len(blocks.mode))
+    f_of = np.fromiter(
+        (frag_counts.get(c, -1) for c in map(tuple, blocks.chunk.tolist())), np.int64, len(blocks.mode)
+    )
     problems: list[tuple[int, str]] = []
     for i in np.flatnonzero(f_of < 0)[:50].tolist():
         c = ".".join(map(str, blocks.chunk[i].tolist()))
@@ -115,7 +134,16 @@ def check_refs(blocks: Blocks, frag_counts: dict[Chunk, int]) -> list[tuple[int,
         wrong[m2[np.unique(rep[out_of])]] = True
     for i in np.flatnonzero(wrong)[:50].tolist():
         c = ".".join(map(str, blocks.chunk[i].tolist()))
-        what = f"fragment {int(first[i])}" if blocks.mode[i] == 0 else (
-            f"fragments {int(first[i])} .. {int(first[i])} + {int(count[i])}" if blocks.mode[i] == 1 else "a listed fragment")
-        problems.append((int(blocks.entry[i]), f"names {what} of chunk {c}, which has {int(f_of[i])} fragments"))
+        what = (
+            f"fragment {int(first[i])}"
+            if blocks.mode[i] == 0
+            else (
+                f"fragments {int(first[i])} .. {int(first[i])} + {int(count[i])}"
+                if blocks.mode[i] == 1
+                else "a listed fragment"
+            )
+        )
+        problems.append(
+            (int(blocks.entry[i]), f"names {what} of chunk {c}, which has {int(f_of[i])} fragments")
+        )
     return problems

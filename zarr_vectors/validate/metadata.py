@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import FormatError
 from ..format.metadata import (
     COARSENING_METHODS,
     CROSS_CHUNK_STRATEGIES,
@@ -20,7 +21,6 @@ from ..format.metadata import (
     RETIRED_CAPABILITIES,
     parse_version,
 )
-from ..errors import FormatError
 from ..geo import check_geozarr
 from ._report import Collector
 from ._store import StoreView
@@ -29,16 +29,37 @@ from .structure import LEVEL_ARRAYS, LEVEL_GROUPS
 __all__ = ["RootInfo", "check_root", "check_level_block"]
 
 ROOT_KEYS = {
-    "zv_version", "chunk_shape", "bounds", "geometry_types", "crs", "links_convention",
-    "object_index_convention", "cross_chunk_strategy", "reduction_factor", "base_bin_shape",
-    "cross_level_depth", "cross_level_storage", "format_capabilities",
+    "zv_version",
+    "chunk_shape",
+    "bounds",
+    "geometry_types",
+    "crs",
+    "links_convention",
+    "object_index_convention",
+    "cross_chunk_strategy",
+    "reduction_factor",
+    "base_bin_shape",
+    "cross_level_depth",
+    "cross_level_storage",
+    "format_capabilities",
     "attribute_specs",  # written by the reference 0.9.2 when a schema declares attributes
-}  # fmt: skip
+}
 LEVEL_KEYS = {
-    "level", "vertex_count", "arrays_present", "fragments_tile", "chunk_shape", "object_sparsity",
-    "coarsening_method", "parent_level", "chunk_dims", "chunk_attribute_name", "chunk_attribute_values",
-    "preserves_object_ids", "inherited_num_objects", "shared_fragments",
-}  # fmt: skip
+    "level",
+    "vertex_count",
+    "arrays_present",
+    "fragments_tile",
+    "chunk_shape",
+    "object_sparsity",
+    "coarsening_method",
+    "parent_level",
+    "chunk_dims",
+    "chunk_attribute_name",
+    "chunk_attribute_values",
+    "preserves_object_ids",
+    "inherited_num_objects",
+    "shared_fragments",
+}
 FORBIDDEN_LEVEL_KEYS = ("bin_shape", "bin_ratio", "bin_size", "bounds")
 ZV = "zarr.json"
 
@@ -82,17 +103,27 @@ def _version(block: dict[str, Any], out: Collector) -> None:
         out.error("metadata.version", ZV, f"zarr_vectors.zv_version {version!r} is not of the form X.Y.Z")
         return
     if (major, minor) != (0, 9):
-        out.error("metadata.version", ZV, f"zarr_vectors.zv_version is {version}; this validator checks 0.9.x stores "
-                  "(every version bump is a break: rewrite the store from source)")  # fmt: skip
+        out.error(
+            "metadata.version",
+            ZV,
+            f"zarr_vectors.zv_version is {version}; this validator checks 0.9.x stores "
+            "(every version bump is a break: rewrite the store from source)",
+        )
 
 
 def _enums(block: dict[str, Any], out: Collector) -> None:
     for key, allowed in (
-        ("links_convention", LINKS_CONVENTIONS), ("object_index_convention", OBJECT_INDEX_CONVENTIONS),
-        ("cross_chunk_strategy", CROSS_CHUNK_STRATEGIES), ("cross_level_storage", CROSS_LEVEL_STORAGE),
-    ):  # fmt: skip
+        ("links_convention", LINKS_CONVENTIONS),
+        ("object_index_convention", OBJECT_INDEX_CONVENTIONS),
+        ("cross_chunk_strategy", CROSS_CHUNK_STRATEGIES),
+        ("cross_level_storage", CROSS_LEVEL_STORAGE),
+    ):
         if key in block and block[key] not in allowed:
-            out.error("metadata.enum", ZV, f"zarr_vectors.{key} is {block[key]!r}; expected one of {', '.join(allowed)}")
+            out.error(
+                "metadata.enum",
+                ZV,
+                f"zarr_vectors.{key} is {block[key]!r}; expected one of {', '.join(allowed)}",
+            )
 
 
 def _tokens(block: dict[str, Any], out: Collector) -> tuple[str, ...]:
@@ -102,24 +133,41 @@ def _tokens(block: dict[str, Any], out: Collector) -> tuple[str, ...]:
         return ()
     for token in caps:
         if token in RETIRED_CAPABILITIES:
-            out.error("metadata.capabilities", ZV, f"capability {token!r} was retired in 0.9 and marks a pre-0.9 "
-                      "store; rewrite it from source")  # fmt: skip
+            out.error(
+                "metadata.capabilities",
+                ZV,
+                f"capability {token!r} was retired in 0.9 and marks a pre-0.9 store; rewrite it from source",
+            )
         elif token not in KNOWN_CAPABILITIES:
-            out.warn("metadata.capabilities", ZV, f"unknown capability token {token!r}; readers treat the feature as absent")
+            out.warn(
+                "metadata.capabilities",
+                ZV,
+                f"unknown capability token {token!r}; readers treat the feature as absent",
+            )
     if "fragment_index" not in caps:
-        out.warn("metadata.capabilities", ZV, "format_capabilities lacks 'fragment_index', which 0.9 calls mandatory "
-                 "(the reference 0.9.2 omits it too)")  # fmt: skip
+        out.warn(
+            "metadata.capabilities",
+            ZV,
+            "format_capabilities lacks 'fragment_index', which 0.9 calls mandatory "
+            "(the reference 0.9.2 omits it too)",
+        )
     return tuple(caps)
 
 
 def _geometry(block: dict[str, Any], out: Collector) -> tuple[str, ...]:
     gtypes = block.get("geometry_types", ["point_cloud"])
     if not isinstance(gtypes, list) or not gtypes or not all(isinstance(g, str) for g in gtypes):
-        out.error("metadata.geometry-types", ZV, f"geometry_types must be a non-empty list of names, got {gtypes!r}")
+        out.error(
+            "metadata.geometry-types", ZV, f"geometry_types must be a non-empty list of names, got {gtypes!r}"
+        )
         return ()
     for g in gtypes:
         if g not in GEOMETRY_TYPES:
-            out.warn("metadata.geometry-types", ZV, f"geometry type {g!r} is custom: geometry rules are not checked for it")
+            out.warn(
+                "metadata.geometry-types",
+                ZV,
+                f"geometry type {g!r} is custom: geometry rules are not checked for it",
+            )
     return tuple(gtypes)
 
 
@@ -130,8 +178,11 @@ def _grid_fields(block: dict[str, Any], nd: int, out: Collector) -> tuple[np.nda
         lo, hi = _numbers(bounds[0], nd), _numbers(bounds[1], nd)
     box = None
     if lo is None or hi is None:
-        out.error("metadata.root", ZV, f"zarr_vectors.bounds must be [min_corner, max_corner] of {nd} numbers each, "
-                  f"got {bounds!r}")  # fmt: skip
+        out.error(
+            "metadata.root",
+            ZV,
+            f"zarr_vectors.bounds must be [min_corner, max_corner] of {nd} numbers each, got {bounds!r}",
+        )
     elif np.any(lo > hi):
         out.error("metadata.root", ZV, f"zarr_vectors.bounds has min {lo.tolist()} above max {hi.tolist()}")
     else:
@@ -142,11 +193,17 @@ def _grid_fields(block: dict[str, Any], nd: int, out: Collector) -> tuple[np.nda
         return box, cs
     bb = _numbers(base, nd)
     if bb is None or np.any(bb <= 0):
-        out.error("metadata.root", ZV, f"zarr_vectors.base_bin_shape must be {nd} positive numbers, got {base!r}")
+        out.error(
+            "metadata.root", ZV, f"zarr_vectors.base_bin_shape must be {nd} positive numbers, got {base!r}"
+        )
         return box, cs
     ratio = cs / bb
     if np.any(np.abs(ratio - np.rint(ratio)) > 1e-9 * np.maximum(ratio, 1)):
-        out.error("metadata.root", ZV, f"chunk_shape {cs.tolist()} is not a whole multiple of base_bin_shape {bb.tolist()}")
+        out.error(
+            "metadata.root",
+            ZV,
+            f"chunk_shape {cs.tolist()} is not a whole multiple of base_bin_shape {bb.tolist()}",
+        )
         return box, cs
     return box, bb
 
@@ -157,7 +214,9 @@ def _ints(block: dict[str, Any], out: Collector) -> None:
         out.error("metadata.root", ZV, f"zarr_vectors.reduction_factor must be an integer >= 2, got {rf!r}")
     depth = block.get("cross_level_depth", 1)
     if not isinstance(depth, int) or isinstance(depth, bool) or depth < -1:
-        out.error("metadata.root", ZV, f"zarr_vectors.cross_level_depth must be an integer >= -1, got {depth!r}")
+        out.error(
+            "metadata.root", ZV, f"zarr_vectors.cross_level_depth must be an integer >= -1, got {depth!r}"
+        )
 
 
 def check_root(view: StoreView, levels: list[int], out: Collector) -> RootInfo | None:
@@ -167,7 +226,9 @@ def check_root(view: StoreView, levels: list[int], out: Collector) -> RootInfo |
     cs = block.get("chunk_shape")
     csa = _numbers(cs, None)
     if csa is None or np.any(csa <= 0):
-        out.error("metadata.root", ZV, f"zarr_vectors.chunk_shape must be a list of positive numbers, got {cs!r}")
+        out.error(
+            "metadata.root", ZV, f"zarr_vectors.chunk_shape must be a list of positive numbers, got {cs!r}"
+        )
         return None
     nd = len(csa)
     bounds, base = _grid_fields(block, nd, out)
@@ -176,12 +237,18 @@ def check_root(view: StoreView, levels: list[int], out: Collector) -> RootInfo |
     for key in sorted(set(block) - ROOT_KEYS):
         out.warn("metadata.unknown-key", ZV, f"unknown key zarr_vectors.{key} (kept, but not part of 0.9)")
     info = RootInfo(
-        sid_ndim=nd, chunk_shape=csa, bounds=bounds, base_bin=base,
-        geometry_types=_geometry(block, out), capabilities=_tokens(block, out),
+        sid_ndim=nd,
+        chunk_shape=csa,
+        bounds=bounds,
+        base_bin=base,
+        geometry_types=_geometry(block, out),
+        capabilities=_tokens(block, out),
         links_convention=str(block.get("links_convention", "implicit_sequential")),
         cross_level_storage=str(block.get("cross_level_storage", "explicit")),
-        cross_level_depth=block.get("cross_level_depth", 1) if isinstance(block.get("cross_level_depth", 1), int) else 1,
-    )  # fmt: skip
+        cross_level_depth=block.get("cross_level_depth", 1)
+        if isinstance(block.get("cross_level_depth", 1), int)
+        else 1,
+    )
     _multiscales(view.attrs("").get("multiscales"), info, levels, out)
     _geozarr(view.attrs(""), out)
     return info
@@ -194,33 +261,51 @@ def _geozarr(attributes: dict[str, Any], out: Collector) -> None:
     every disagreement is one problem. A store with neither is not georeferenced: nothing to check.
     """
     for problem in check_geozarr(attributes):
-        out.error("metadata.geozarr", ZV, f"{problem}; GeoZarr readers take the CRS and extent from these "
-                  "root attributes, so rewrite them from zarr_vectors.crs, bounds and the axes")  # fmt: skip
+        out.error(
+            "metadata.geozarr",
+            ZV,
+            f"{problem}; GeoZarr readers take the CRS and extent from these "
+            "root attributes, so rewrite them from zarr_vectors.crs, bounds and the axes",
+        )
 
 
 def _multiscales(ms: Any, info: RootInfo, levels: list[int], out: Collector) -> None:
     rule = "metadata.multiscales"
     if not isinstance(ms, list) or not ms or not isinstance(ms[0], dict):
-        out.error(rule, ZV, "the root has no NGFF 'multiscales' list; it names the axes and each level's bin shape")
+        out.error(
+            rule, ZV, "the root has no NGFF 'multiscales' list; it names the axes and each level's bin shape"
+        )
         return
     entry = ms[0]
     if (entry.get("metadata") or {}).get("format") != "zarr_vectors":
         out.error(rule, ZV, "multiscales[0].metadata.format must be 'zarr_vectors'")
     axes = entry.get("axes")
-    if not isinstance(axes, list) or not all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in axes):
+    if not isinstance(axes, list) or not all(
+        isinstance(a, dict) and isinstance(a.get("name"), str) for a in axes
+    ):
         out.error(rule, ZV, f"multiscales[0].axes must be a list of {{name, type}} objects, got {axes!r}")
     else:
         space = [a for a in axes if a.get("type", "space") == "space"]
         if len(space) != info.sid_ndim:
-            out.error(rule, ZV, f"multiscales axes declare {len(space)} space axes but chunk_shape has {info.sid_ndim}")
+            out.error(
+                rule,
+                ZV,
+                f"multiscales axes declare {len(space)} space axes but chunk_shape has {info.sid_ndim}",
+            )
     datasets = entry.get("datasets")
     if not isinstance(datasets, list):
-        out.error(rule, ZV, "multiscales[0].datasets must list one {path, coordinateTransformations} per level")
+        out.error(
+            rule, ZV, "multiscales[0].datasets must list one {path, coordinateTransformations} per level"
+        )
         return
     paths = [d.get("path") if isinstance(d, dict) else None for d in datasets]
     if paths != [str(lv) for lv in levels]:
-        out.error(rule, ZV, f"multiscales datasets name levels {paths} but the store has level groups "
-                  f"{[str(lv) for lv in levels]}")  # fmt: skip
+        out.error(
+            rule,
+            ZV,
+            f"multiscales datasets name levels {paths} but the store has level groups "
+            f"{[str(lv) for lv in levels]}",
+        )
     for k, ds in enumerate(datasets):
         if not isinstance(ds, dict):
             continue
@@ -232,8 +317,12 @@ def _multiscales(ms: Any, info: RootInfo, levels: list[int], out: Collector) -> 
             elif isinstance(t, dict) and t.get("type") == "translation":
                 translation = _numbers(t.get("translation"), None)
                 if translation is None:
-                    out.error(rule, ZV, f"multiscales datasets[{k}]: translation {t.get('translation')!r} must be "
-                              "a list of finite numbers (half the bin shape)")  # fmt: skip
+                    out.error(
+                        rule,
+                        ZV,
+                        f"multiscales datasets[{k}]: translation {t.get('translation')!r} must be "
+                        "a list of finite numbers (half the bin shape)",
+                    )
                     broken = True
         if broken:
             continue
@@ -242,8 +331,12 @@ def _multiscales(ms: Any, info: RootInfo, levels: list[int], out: Collector) -> 
             out.error(rule, ZV, f"{where} has no numeric scale transform")
         if translation is not None:
             if len(translation) < info.sid_ndim or np.any(translation[-info.sid_ndim :] <= 0):
-                out.error(rule, ZV, f"{where}: translation {translation.tolist()} must end with {info.sid_ndim} "
-                          "positive numbers (half the bin shape)")  # fmt: skip
+                out.error(
+                    rule,
+                    ZV,
+                    f"{where}: translation {translation.tolist()} must end with {info.sid_ndim} "
+                    "positive numbers (half the bin shape)",
+                )
                 continue
             info.level_bins[k] = 2.0 * translation[-info.sid_ndim :]
         elif k == 0:
@@ -251,8 +344,11 @@ def _multiscales(ms: Any, info: RootInfo, levels: list[int], out: Collector) -> 
         if scale is not None and len(scale) >= info.sid_ndim and k in info.level_bins:
             want = info.level_bins[k] / info.base_bin
             if not np.allclose(scale[-info.sid_ndim :], want, rtol=1e-6):
-                out.error("pyramid.bin-shape", ZV, f"{where}: scale {scale.tolist()} should be bin_shape / base_bin_shape "
-                          f"= {want.tolist()}")  # fmt: skip
+                out.error(
+                    "pyramid.bin-shape",
+                    ZV,
+                    f"{where}: scale {scale.tolist()} should be bin_shape / base_bin_shape = {want.tolist()}",
+                )
 
 
 def check_level_block(view: StoreView, lv: int, info: RootInfo, out: Collector) -> dict[str, Any] | None:
@@ -264,7 +360,9 @@ def check_level_block(view: StoreView, lv: int, info: RootInfo, out: Collector) 
         out.error(rule, key, f"level {lv} has no 'zarr_vectors_level' attribute block")
         return None
     if block.get("level") != lv:
-        out.error(rule, key, f"zarr_vectors_level.level is {block.get('level')!r} but the group is level {lv}")
+        out.error(
+            rule, key, f"zarr_vectors_level.level is {block.get('level')!r} but the group is level {lv}"
+        )
     vc = block.get("vertex_count")
     if not isinstance(vc, int) or isinstance(vc, bool) or vc < 0:
         out.error(rule, key, f"vertex_count must be an integer >= 0, got {vc!r}")
@@ -279,22 +377,38 @@ def check_level_block(view: StoreView, lv: int, info: RootInfo, out: Collector) 
             out.error(rule, key, f"{flag} must be true or false, got {block[flag]!r}")
     for bad in FORBIDDEN_LEVEL_KEYS:
         if bad in block:
-            out.error(rule, key, f"level metadata must not hold {bad!r} (bin shapes live in the root multiscales "
-                      "transforms, bounds in the root block)")  # fmt: skip
+            out.error(
+                rule,
+                key,
+                f"level metadata must not hold {bad!r} (bin shapes live in the root multiscales "
+                "transforms, bounds in the root block)",
+            )
     cs = block.get("chunk_shape")
     if cs is not None and (_numbers(cs, info.sid_ndim) is None or np.any(np.asarray(cs) <= 0)):
         out.error(rule, key, f"chunk_shape override must be {info.sid_ndim} positive numbers, got {cs!r}")
         block = {k: v for k, v in block.items() if k != "chunk_shape"}
     present = block.get("arrays_present", [])
     if not isinstance(present, list):
-        out.error("metadata.arrays-present", key, f"arrays_present must be a list of family names, got {present!r}")
+        out.error(
+            "metadata.arrays-present", key, f"arrays_present must be a list of family names, got {present!r}"
+        )
     else:
         for name in present:
             if name not in LEVEL_ARRAYS + LEVEL_GROUPS:
-                out.error("metadata.arrays-present", key, f"arrays_present lists {name!r}, which is not a family name")
+                out.error(
+                    "metadata.arrays-present",
+                    key,
+                    f"arrays_present lists {name!r}, which is not a family name",
+                )
             elif name not in view.children(str(lv)):
-                out.warn("metadata.arrays-present", key, f"arrays_present lists {name!r} but level {lv} has no such "
-                         "node (readers look nodes up, so this misleads only)")  # fmt: skip
+                out.warn(
+                    "metadata.arrays-present",
+                    key,
+                    f"arrays_present lists {name!r} but level {lv} has no such "
+                    "node (readers look nodes up, so this misleads only)",
+                )
     for k in sorted(set(block) - LEVEL_KEYS - set(FORBIDDEN_LEVEL_KEYS)):
-        out.warn("metadata.unknown-key", key, f"unknown key zarr_vectors_level.{k} (kept, but not part of 0.9)")
+        out.warn(
+            "metadata.unknown-key", key, f"unknown key zarr_vectors_level.{k} (kept, but not part of 0.9)"
+        )
     return block

@@ -10,9 +10,14 @@ __all__ = ["check_structure", "LEVEL_ARRAYS", "LEVEL_GROUPS"]
 
 LEVEL_ARRAYS = ("vertices", "vertex_fragments", "link_fragments", "groups")
 LEVEL_GROUPS = (
-    "links", "vertex_attributes", "fragment_attributes", "link_attributes",
-    "object_index", "object_attributes", "group_attributes",
-)  # fmt: skip
+    "links",
+    "vertex_attributes",
+    "fragment_attributes",
+    "link_attributes",
+    "object_index",
+    "object_attributes",
+    "group_attributes",
+)
 # Families whose children are all arrays.
 _ARRAY_FAMILIES = ("vertex_attributes", "fragment_attributes", "object_attributes", "group_attributes")
 PRE_09 = ("cross_chunk_links", "cross_chunk_link_attributes")
@@ -24,16 +29,25 @@ def _node_docs(view: StoreView, out: Collector) -> None:
     nodes = set(view.docs) | set(view.bad_docs)
     parents = {"/".join(n.split("/")[:i]) for n in nodes if n for i in range(1, n.count("/") + 1)}
     for path in sorted(parents - nodes):
-        out.error("structure.node", path, "holds Zarr nodes but has no zarr.json of its own (Zarr v3 has no "
-                  "implicit groups)")  # fmt: skip
+        out.error(
+            "structure.node",
+            path,
+            "holds Zarr nodes but has no zarr.json of its own (Zarr v3 has no implicit groups)",
+        )
     for path, doc in sorted(view.docs.items()):
         key = f"{path}/zarr.json".lstrip("/")
         if not isinstance(doc, dict):
             out.error("structure.node", key, "zarr.json is not a JSON object")
         elif doc.get("zarr_format") != 3:
-            out.error("structure.node", key, f"zarr_format is {doc.get('zarr_format')!r}; Zarr Vectors needs Zarr v3 (3)")
+            out.error(
+                "structure.node",
+                key,
+                f"zarr_format is {doc.get('zarr_format')!r}; Zarr Vectors needs Zarr v3 (3)",
+            )
         elif doc.get("node_type") not in ("group", "array"):
-            out.error("structure.node", key, f"node_type is {doc.get('node_type')!r}, expected 'group' or 'array'")
+            out.error(
+                "structure.node", key, f"node_type is {doc.get('node_type')!r}, expected 'group' or 'array'"
+            )
 
 
 def _orphan_arrays(view: StoreView, out: Collector) -> None:
@@ -48,8 +62,12 @@ def _orphan_arrays(view: StoreView, out: Collector) -> None:
         if depth + 2 < len(parts) and parts[depth + 1] == "c" and folder not in nodes:
             found[folder] = found.get(folder, 0) + 1
     for folder, n in sorted(found.items()):
-        out.error("structure.node", folder, f"holds {n} chunk key{'s' * (n != 1)} ({folder}/c/...) but no zarr.json: "
-                  "the array's metadata is missing, so readers cannot see its data; restore it or rewrite the store")  # fmt: skip
+        out.error(
+            "structure.node",
+            folder,
+            f"holds {n} chunk key{'s' * (n != 1)} ({folder}/c/...) but no zarr.json: "
+            "the array's metadata is missing, so readers cannot see its data; restore it or rewrite the store",
+        )
 
 
 def _expect(view: StoreView, path: str, kind: str, out: Collector) -> bool:
@@ -58,26 +76,39 @@ def _expect(view: StoreView, path: str, kind: str, out: Collector) -> bool:
         return False
     actual = view.docs[path].get("node_type") if isinstance(view.docs[path], dict) else None
     if actual != kind:
-        out.error("structure.node-type", path, f"should be a Zarr {kind} but its zarr.json says node_type {actual!r}")
+        out.error(
+            "structure.node-type",
+            path,
+            f"should be a Zarr {kind} but its zarr.json says node_type {actual!r}",
+        )
         return False
     return True
 
 
 def _check_level(view: StoreView, p: str, out: Collector) -> None:
     if not _expect(view, f"{p}/vertices", "array", out) and f"{p}/vertices" not in view.docs:
-        out.error("structure.vertices", p, f"level {p} has no vertices array ({p}/vertices/zarr.json is missing)")
+        out.error(
+            "structure.vertices", p, f"level {p} has no vertices array ({p}/vertices/zarr.json is missing)"
+        )
     for name in view.children(p):
         path = f"{p}/{name}"
         if name in PRE_09:
-            out.error("structure.pre-0.9", path, f"{name} is a pre-0.9 node (0.9 keeps every link in links/); "
-                      "rewrite the store from source")  # fmt: skip
+            out.error(
+                "structure.pre-0.9",
+                path,
+                f"{name} is a pre-0.9 node (0.9 keeps every link in links/); rewrite the store from source",
+            )
         elif name in LEVEL_ARRAYS:
             _expect(view, path, "array", out)
         elif name in LEVEL_GROUPS:
             if _expect(view, path, "group", out):
                 _check_family(view, path, name, out)
         else:
-            out.warn("structure.unknown-node", path, f"{name!r} is not a Zarr Vectors array name; readers ignore it")
+            out.warn(
+                "structure.unknown-node",
+                path,
+                f"{name!r} is not a Zarr Vectors array name; readers ignore it",
+            )
 
 
 def _check_family(view: StoreView, path: str, name: str, out: Collector) -> None:
@@ -108,8 +139,12 @@ def _leftovers(view: StoreView, out: Collector) -> None:
 
     if isinstance(view.backend, LocalBackend):
         for path in find_leftovers(view.backend.root):
-            out.warn("structure.leftovers", f"../{path.name}", f"{path} was left by a write that was killed; "
-                     "the next write to this store removes it, or delete it by hand")  # fmt: skip
+            out.warn(
+                "structure.leftovers",
+                f"../{path.name}",
+                f"{path} was left by a write that was killed; "
+                "the next write to this store removes it, or delete it by hand",
+            )
 
 
 def check_structure(view: StoreView, out: Collector) -> list[int] | None:
@@ -121,22 +156,33 @@ def check_structure(view: StoreView, out: Collector) -> list[int] | None:
     if not isinstance(root, dict) or root.get("node_type") != "group" or root.get("zarr_format") != 3:
         if "" not in view.bad_docs:
             what = "no zarr.json" if root is None else "a zarr.json that is not a Zarr v3 group"
-            out.error("structure.root", "zarr.json", f"the store root has {what}; a Zarr Vectors store is a Zarr v3 group")
+            out.error(
+                "structure.root",
+                "zarr.json",
+                f"the store root has {what}; a Zarr Vectors store is a Zarr v3 group",
+            )
         return None
     if not isinstance(view.attrs("").get("zarr_vectors"), dict):
-        out.error("structure.zv-block", "zarr.json", "the root group has no 'zarr_vectors' attribute block, "
-                  "so it is not a Zarr Vectors store")  # fmt: skip
+        out.error(
+            "structure.zv-block",
+            "zarr.json",
+            "the root group has no 'zarr_vectors' attribute block, so it is not a Zarr Vectors store",
+        )
         return None
     levels: list[int] = []
     for name in view.children(""):
         if name.isdigit() and str(int(name)) == name:
             levels.append(int(name))
         elif name.startswith("resolution_"):
-            out.error("structure.levels", name, f"{name} is a pre-0.4.1 level name; levels are named 0, 1, ...")
+            out.error(
+                "structure.levels", name, f"{name} is a pre-0.4.1 level name; levels are named 0, 1, ..."
+            )
         elif name in PRE_09:
             out.error("structure.pre-0.9", name, f"{name} is a pre-0.9 node; rewrite the store from source")
         else:
-            out.warn("structure.unknown-node", name, f"{name!r} at the root is not a level; readers ignore it")
+            out.warn(
+                "structure.unknown-node", name, f"{name!r} at the root is not a level; readers ignore it"
+            )
     levels.sort()
     if not levels:
         out.error("structure.levels", "", "the store has no level groups (expected at least 0/)")

@@ -60,20 +60,38 @@ def _one_d(view: StoreView, path: str, vlen: bool, rule: str, out: Collector) ->
     if not view.is_array(path):
         return None
     doc = view.docs[path]
-    shape, grid = doc.get("shape"), ((doc.get("chunk_grid") or {}).get("configuration") or {}).get("chunk_shape")
+    shape, grid = (
+        doc.get("shape"),
+        ((doc.get("chunk_grid") or {}).get("configuration") or {}).get("chunk_shape"),
+    )
     dims = (1,) if vlen else (1, 2)
-    if not isinstance(shape, list) or len(shape) not in dims or not isinstance(grid, list) or len(grid) != len(shape):
-        out.error(rule, path, f"shape {short(shape)} / chunks {short(grid)} are not a {'1-D' if vlen else '1-D or 2-D'} table")
+    if (
+        not isinstance(shape, list)
+        or len(shape) not in dims
+        or not isinstance(grid, list)
+        or len(grid) != len(shape)
+    ):
+        out.error(
+            rule,
+            path,
+            f"shape {short(shape)} / chunks {short(grid)} are not a {'1-D' if vlen else '1-D or 2-D'} table",
+        )
         return None
     if not _sizes(shape, 0) or not _sizes(grid, 1):
-        out.error(rule, path, f"shape {short(shape)} / chunks {short(grid)} must be integers from 0 (chunks: 1) to 2**62")
+        out.error(
+            rule,
+            path,
+            f"shape {short(shape)} / chunks {short(grid)} must be integers from 0 (chunks: 1) to 2**62",
+        )
         return None
     codecs = doc.get("codecs")
     if not isinstance(codecs, list) or not all(isinstance(c, dict) for c in codecs):
         out.error(rule, path, f"codecs must be a list of codec objects, got {short(codecs)}")
         return None
     if vlen != (doc.get("data_type") in ("variable_length_bytes", "bytes")):
-        out.error(rule, path, f"data_type {short(doc.get('data_type'))} is {'not ' * vlen}variable-length bytes")
+        out.error(
+            rule, path, f"data_type {short(doc.get('data_type'))} is {'not ' * vlen}variable-length bytes"
+        )
         return None
     if not vlen and doc.get("data_type") == "string":  # names, labels (1-D, vlen-utf8)
         if len(shape) != 1:
@@ -97,7 +115,9 @@ def _object_index(view: StoreView, p: str, root: RootInfo, t: TableModel, out: C
         out.error("metadata.zv-array", path, f"zv_array is {a.get('zv_array')!r}, expected 'object_index'")
     layout = a.get("layout", "vlen_manifests_v1")
     if layout not in LAYOUTS:
-        out.error(rule, path, f"layout {layout!r} is unknown ({', '.join(LAYOUTS)}); its manifests cannot be read")
+        out.error(
+            rule, path, f"layout {layout!r} is unknown ({', '.join(LAYOUTS)}); its manifests cannot be read"
+        )
         return
     t.layout = layout
     t.num_objects = _count(a, "num_objects", path, out, rule)
@@ -105,7 +125,9 @@ def _object_index(view: StoreView, p: str, root: RootInfo, t: TableModel, out: C
     if t.num_objects is not None and t.num_present is not None and t.num_present > t.num_objects:
         out.error(rule, path, f"num_present {t.num_present} exceeds num_objects {t.num_objects}")
     if a.get("sid_ndim", root.sid_ndim) != root.sid_ndim:
-        out.error(rule, path, f"sid_ndim is {a.get('sid_ndim')!r} but the store has {root.sid_ndim} space axes")
+        out.error(
+            rule, path, f"sid_ndim is {a.get('sid_ndim')!r} but the store has {root.sid_ndim} space axes"
+        )
     t.manifests = _one_d(view, f"{path}/manifests", True, rule, out)
     if t.manifests is None:
         out.error(rule, path, "object_index has no usable manifests array")
@@ -115,8 +137,13 @@ def _object_index(view: StoreView, p: str, root: RootInfo, t: TableModel, out: C
     if layout == "vlen_manifests_v2":
         t.object_ids = _one_d(view, f"{path}/object_ids", False, rule, out)
         if t.object_ids is None:
-            out.error(rule, path, "layout vlen_manifests_v2 needs an integer object_ids array beside manifests")
-        elif np.dtype(t.object_ids.doc.get("data_type", "f8")).kind not in "iu" or t.object_ids.length != t.manifests.length:
+            out.error(
+                rule, path, "layout vlen_manifests_v2 needs an integer object_ids array beside manifests"
+            )
+        elif (
+            np.dtype(t.object_ids.doc.get("data_type", "f8")).kind not in "iu"
+            or t.object_ids.length != t.manifests.length
+        ):
             out.error(rule, t.object_ids.path, "object_ids must be integers with one row per manifest row")
             t.object_ids = None
 
@@ -134,7 +161,11 @@ def _named_tables(view: StoreView, family: str, zv: str, rule: str, out: Collect
         if a.get("name", name) != name:
             out.error(rule, path, f"name is {a.get('name')!r} but the array is {name!r}")
         if "dtype" in a and a["dtype"] != arr.doc.get("data_type"):
-            out.error(rule, path, f"dtype attribute {a['dtype']!r} differs from data_type {arr.doc.get('data_type')!r}")
+            out.error(
+                rule,
+                path,
+                f"dtype attribute {a['dtype']!r} differs from data_type {arr.doc.get('data_type')!r}",
+            )
         found.append(arr)
     return found
 
@@ -145,21 +176,32 @@ def check_table_meta(view: StoreView, lv: int, root: RootInfo, out: Collector) -
     if view.is_group(f"{p}/object_index"):
         _object_index(view, p, root, t, out)
     t.object_attrs = _named_tables(view, f"{p}/object_attributes", "object_attribute", "metadata.tables", out)
-    t.group_attrs = _named_tables(view, f"{p}/group_attributes", "groupings_attribute", "metadata.tables", out)
+    t.group_attrs = _named_tables(
+        view, f"{p}/group_attributes", "groupings_attribute", "metadata.tables", out
+    )
     t.groups = _one_d(view, f"{p}/groups", True, "metadata.tables", out)
     if t.groups is not None:
         a = t.groups.attrs
         if a.get("zv_array") != "groups":
-            out.error("metadata.zv-array", t.groups.path, f"zv_array is {a.get('zv_array')!r}, expected 'groups'")
+            out.error(
+                "metadata.zv-array", t.groups.path, f"zv_array is {a.get('zv_array')!r}, expected 'groups'"
+            )
         if a.get("num_groups", t.groups.length) != t.groups.length:
-            out.error("metadata.tables", t.groups.path, f"num_groups is {a.get('num_groups')!r} but the array has "
-                      f"{t.groups.length} rows")  # fmt: skip
+            out.error(
+                "metadata.tables",
+                t.groups.path,
+                f"num_groups is {a.get('num_groups')!r} but the array has {t.groups.length} rows",
+            )
         ranges = a.get("group_ranges", {})
         if not isinstance(ranges, dict) or not all(
             isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) for x in v) and 0 <= v[0] <= v[1]
             for v in ranges.values()
         ):
-            out.error("metadata.tables", t.groups.path, f"group_ranges must map group ids to [start, stop], got {ranges!r}")
+            out.error(
+                "metadata.tables",
+                t.groups.path,
+                f"group_ranges must map group ids to [start, stop], got {ranges!r}",
+            )
         else:
             t.group_ranges = ranges
     return t
@@ -173,13 +215,20 @@ def check_table_meta(view: StoreView, lv: int, root: RootInfo, out: Collector) -
 
 def _readable(arr: TableArray, out: Collector) -> bool:
     if unknown := unknown_codecs(arr.doc["codecs"]):
-        out.error("metadata.codecs", arr.path, f"codec {short(unknown[0])} is not one zarr knows, so no reader can "
-                  "decode these chunks")  # fmt: skip
+        out.error(
+            "metadata.codecs",
+            arr.path,
+            f"codec {short(unknown[0])} is not one zarr knows, so no reader can decode these chunks",
+        )
         return False
     try:
         arr.pipeline  # noqa: B018  (built on first use; raises for codec lists it cannot decode)
     except (ZarrVectorsError, ValueError, TypeError) as exc:
-        out.warn("metadata.codecs", arr.path, f"chunks are not checked: this validator cannot decode its codecs ({exc})")
+        out.warn(
+            "metadata.codecs",
+            arr.path,
+            f"chunks are not checked: this validator cannot decode its codecs ({exc})",
+        )
         return False
     return True
 
@@ -199,14 +248,19 @@ def _stored(view: StoreView, arr: TableArray, out: Collector) -> list[tuple[int,
         except ValueError:
             idx = ()
         if len(idx) != len(grid) or not all(0 <= i < g for i, g in zip(idx, grid)):
-            out.error("cells.table-chunks", f"{arr.path}/{key}", f"stored key is not a chunk of the array's "
-                      f"{grid} chunk grid (shape {arr.doc['shape']})")  # fmt: skip
+            out.error(
+                "cells.table-chunks",
+                f"{arr.path}/{key}",
+                f"stored key is not a chunk of the array's {grid} chunk grid (shape {arr.doc['shape']})",
+            )
             continue
         found.append(idx)
     return sorted(found)
 
 
-def _chunks(view: StoreView, arr: TableArray, idx: list[tuple[int, ...]]) -> Iterator[tuple[tuple[int, ...], Any]]:
+def _chunks(
+    view: StoreView, arr: TableArray, idx: list[tuple[int, ...]]
+) -> Iterator[tuple[tuple[int, ...], Any]]:
     for batch in batched(idx):
         keys = [f"{arr.path}/c/" + "/".join(map(str, i)) for i in batch]
         yield from zip(batch, view.backend.get_many(keys))
@@ -219,13 +273,19 @@ def _complete(view: StoreView, arr: TableArray, what: str, out: Collector) -> li
     if len(stored) < total:
         have = {i[0] for i in stored}
         first = next(c for c in range(total) if c not in have)
-        out.error("cells.table-chunks", f"{arr.path}/c/{first}", f"{total - len(stored)} of the {total} chunks are "
-                  f"missing (the first is c/{first}); every {what} must be stored")  # fmt: skip
+        out.error(
+            "cells.table-chunks",
+            f"{arr.path}/c/{first}",
+            f"{total - len(stored)} of the {total} chunks are "
+            f"missing (the first is c/{first}); every {what} must be stored",
+        )
         return None
     return stored
 
 
-def _vlen_rows(view: StoreView, arr: TableArray, idx: list[tuple[int, ...]], out: Collector) -> dict[int, list[memoryview]]:
+def _vlen_rows(
+    view: StoreView, arr: TableArray, idx: list[tuple[int, ...]], out: Collector
+) -> dict[int, list[memoryview]]:
     """Elements of the given stored chunks of a 1-D vlen table (chunks that do not decode are reported)."""
     rows = {}
     for (c,), raw in _chunks(view, arr, idx):
@@ -236,7 +296,9 @@ def _vlen_rows(view: StoreView, arr: TableArray, idx: list[tuple[int, ...]], out
     return rows
 
 
-def _dense_chunks(view: StoreView, arr: TableArray, idx: list[tuple[int, ...]], out: Collector) -> dict[int, np.ndarray]:
+def _dense_chunks(
+    view: StoreView, arr: TableArray, idx: list[tuple[int, ...]], out: Collector
+) -> dict[int, np.ndarray]:
     """Values of the given stored chunks of a dense table; each must decode to a whole chunk."""
     if arr.doc.get("data_type") == "string":
         for c, items in _vlen_rows(view, arr, idx, out).items():
@@ -257,15 +319,24 @@ def _dense_chunks(view: StoreView, arr: TableArray, idx: list[tuple[int, ...]], 
             out.error("cells.decode", key, describe(exc))
             continue
         if len(data) != want:
-            out.error("cells.decode", key, f"chunk decodes to {len(data)} bytes; a chunk of {chunk} {dtype.name} "
-                      f"values is {want}")  # fmt: skip
+            out.error(
+                "cells.decode",
+                key,
+                f"chunk decodes to {len(data)} bytes; a chunk of {chunk} {dtype.name} values is {want}",
+            )
             continue
         values[i[0]] = np.frombuffer(data, dtype).reshape(chunk)
     return values
 
 
-def _manifests(t: TableModel, view: StoreView, nd: int, frag_counts: dict[tuple[int, ...], int] | None,
-               ids: np.ndarray | None, out: Collector) -> None:  # fmt: skip
+def _manifests(
+    t: TableModel,
+    view: StoreView,
+    nd: int,
+    frag_counts: dict[tuple[int, ...], int] | None,
+    ids: np.ndarray | None,
+    out: Collector,
+) -> None:
     arr = t.manifests
     assert arr is not None
     stored = _complete(view, arr, "object's manifest (4 zero bytes when absent)", out)
@@ -275,7 +346,11 @@ def _manifests(t: TableModel, view: StoreView, nd: int, frag_counts: dict[tuple[
     present = sum(1 for it in items if len(it) > 4 or (len(it) >= 4 and bytes(it[:4]) != b"\0\0\0\0"))
     complete = stored is not None and len(rows) == len(stored)
     if complete and t.num_present is not None and present != t.num_present:
-        out.error("consistency.num-present", arr.path, f"{present} manifests are non-empty but num_present is {t.num_present}")
+        out.error(
+            "consistency.num-present",
+            arr.path,
+            f"{present} manifests are non-empty but num_present is {t.num_present}",
+        )
 
     def where(k: int) -> tuple[str, int]:
         r = row_of[k]
@@ -287,8 +362,11 @@ def _manifests(t: TableModel, view: StoreView, nd: int, frag_counts: dict[tuple[
         out.error("consistency.manifests", path, f"manifest of object {oid} {why}")
     if frag_counts is None:
         if len(blocks.mode):
-            out.error("consistency.manifest-refs", arr.path, "manifests name fragments but the level has no readable "
-                      "vertex_fragments array")  # fmt: skip
+            out.error(
+                "consistency.manifest-refs",
+                arr.path,
+                "manifests name fragments but the level has no readable vertex_fragments array",
+            )
         return
     for k, why in check_refs(blocks, frag_counts):
         path, oid = where(k)
@@ -311,9 +389,13 @@ def _id_space(t: TableModel, view: StoreView, out: Collector) -> tuple[np.ndarra
     rows = {c: min(arr.chunk, arr.length - c * arr.chunk) for c in have}
     if arr.length - sum(rows.values()) > 1:
         first = next(c for c in range(_grid(arr)[0]) if c not in have)
-        out.error("cells.table-chunks", f"{arr.path}/c/{first}", f"{arr.length - sum(rows.values())} object ids are "
-                  f"in chunks that are not stored (the first is c/{first}); they read as the fill value, so the ids "
-                  "cannot increase")  # fmt: skip
+        out.error(
+            "cells.table-chunks",
+            f"{arr.path}/c/{first}",
+            f"{arr.length - sum(rows.values())} object ids are "
+            f"in chunks that are not stored (the first is c/{first}); they read as the fill value, so the ids "
+            "cannot increase",
+        )
         return None
     chunks = _dense_chunks(view, arr, stored, out)
     fill = arr.doc.get("fill_value", 0)
@@ -335,20 +417,32 @@ def _groups(t: TableModel, view: StoreView, space: int | None, out: Collector) -
         for k, item in enumerate(items):
             g = c * arr.chunk + k
             if len(item) % 8:
-                out.error("consistency.groups", f"{arr.path}[{g}]", f"group {g} is {len(item)} bytes, not a list of int64 ids")
+                out.error(
+                    "consistency.groups",
+                    f"{arr.path}[{g}]",
+                    f"group {g} is {len(item)} bytes, not a list of int64 ids",
+                )
                 continue
             members = np.frombuffer(item, "<i8")
             if space is not None and len(members) and (members.min() < 0 or members.max() >= space):
                 bad = members[(members < 0) | (members >= space)]
-                out.error("consistency.groups", f"{arr.path}[{g}]", f"group {g} names object {int(bad[0])}, outside the "
-                          f"object ids 0..{space - 1}")  # fmt: skip
+                out.error(
+                    "consistency.groups",
+                    f"{arr.path}[{g}]",
+                    f"group {g} names object {int(bad[0])}, outside the object ids 0..{space - 1}",
+                )
     for gid in t.group_ranges:
         if not gid.isdigit() or int(gid) >= arr.length:
-            out.error("consistency.groups", arr.path, f"group_ranges names group {short(gid)}, which is not a row of groups")
+            out.error(
+                "consistency.groups",
+                arr.path,
+                f"group_ranges names group {short(gid)}, which is not a row of groups",
+            )
 
 
-def check_table_data(t: TableModel, view: StoreView, nd: int, frag_counts: dict[tuple[int, ...], int] | None,
-                     out: Collector) -> int | None:  # fmt: skip
+def check_table_data(
+    t: TableModel, view: StoreView, nd: int, frag_counts: dict[tuple[int, ...], int] | None, out: Collector
+) -> int | None:
     """Level 3 for the tables; returns the size of the object id space (None when unknown)."""
     space = None
     if t.manifests is not None and _readable(t.manifests, out):
@@ -358,8 +452,11 @@ def check_table_data(t: TableModel, view: StoreView, nd: int, frag_counts: dict[
             _manifests(t, view, nd, frag_counts, ids, out)
     for arr in t.object_attrs:
         if space is not None and arr.length != space:
-            out.error("consistency.object-attributes", arr.path, f"has {arr.length} rows but the object ids are "
-                      f"0..{space - 1} ({space} rows expected)")  # fmt: skip
+            out.error(
+                "consistency.object-attributes",
+                arr.path,
+                f"has {arr.length} rows but the object ids are 0..{space - 1} ({space} rows expected)",
+            )
         if _readable(arr, out):
             _dense_chunks(view, arr, _stored(view, arr, out), out)
     if t.groups is not None:
@@ -367,8 +464,11 @@ def check_table_data(t: TableModel, view: StoreView, nd: int, frag_counts: dict[
             _groups(t, view, space, out)
         for arr in t.group_attrs:
             if arr.length != t.groups.length:
-                out.error("consistency.group-attributes", arr.path, f"has {arr.length} rows but there are "
-                          f"{t.groups.length} groups")  # fmt: skip
+                out.error(
+                    "consistency.group-attributes",
+                    arr.path,
+                    f"has {arr.length} rows but there are {t.groups.length} groups",
+                )
             if _readable(arr, out):
                 _dense_chunks(view, arr, _stored(view, arr, out), out)
     return space
