@@ -145,16 +145,16 @@ class Ours:
         fragment-index and object-id cells of the touched chunks, and the link cells anchored
         there that join touched chunks — and nothing else: the floor a box query is
         compared with (no decoding of rows, no assembly)."""
-        from zarr_vectors.query import plan_box
-        from zarr_vectors.query_lines import _link_keys, _link_plan
+        from zarr_vectors.engine.edges import link_keys, link_plan
+        from zarr_vectors.engine.read import plan_box
 
         level = ds.level(0)
         plan = plan_box(level, np.asarray(lo, float), np.asarray(hi, float))
         chunks = np.concatenate([plan.full, plan.partial])
         arrays = [a for a in (level.vertices, level.fragments, level.fragment_object_ids) if a is not None]
         keys = [k for a in arrays for k in a.keys(chunks)]
-        links = _link_plan(level, chunks)
-        keys += _link_keys(level, links)
+        links = link_plan(level, chunks)
+        keys += link_keys(level, links)
         raws = level.backend.get_many(keys)
         cells = [(a, c) for a in arrays for c in chunks] + [(a, c) for a, anchors in links for c in anchors]
         return sum(len(a.payload(raw, c)) for (a, c), raw in zip(cells, raws))

@@ -20,7 +20,7 @@ import pytest
 import trimesh
 
 import zarr_vectors as zv
-from zarr_vectors._pipeline import Pipeline
+from zarr_vectors.engine.pipeline import Pipeline
 from zarr_vectors.errors import CorruptCellError, FormatError
 from zarr_vectors.format.fragments import HEADER, MAGIC, FragmentIndex, encode_fragments
 from zarr_vectors.validate import validate

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 import zarr_vectors as zv
 from zarr_vectors.cli import main
 from zarr_vectors.errors import InputError
-from zarr_vectors.geometry.shapes import decompose
 from zarr_vectors.io.geojson import (
     PropertiesSkippedWarning,
     export_geojson,
@@ -22,6 +21,7 @@ from zarr_vectors.io.geojson import (
     read_geojson,
     to_feature_collection,
 )
+from zarr_vectors.kinds.shapes import decompose
 from zarr_vectors.result import Result
 from zarr_vectors.shapely_io import geometries_from_paths
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import zarr_vectors as zv
-from zarr_vectors.query import plan_box
+from zarr_vectors.engine.read import plan_box
 
 
 class CountingBackend:

@@ -63,7 +63,7 @@ def test_both_face_families_keep_winding(tmp_path, monkeypatch, directed):
     a store whose face family is directed (faces in input order, no perm_idx) reads the same."""
     import json
 
-    from zarr_vectors.geometry import meshes
+    from zarr_vectors.kinds import meshes
 
     real = meshes.write_edges
     monkeypatch.setattr(meshes, "write_edges", lambda b, g, p, e, _d, a: real(b, g, p, e, directed, a))

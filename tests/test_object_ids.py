@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import zarr_vectors as zv
 from tests._dense_stores import digests, write_dense_stores
 from tests.conftest import brute_force_box, sorted_rows
-from zarr_vectors._ids import IdMap, IdTableWarning, dense_ids
+from zarr_vectors.engine.ids import IdMap, IdTableWarning, dense_ids
 from zarr_vectors.errors import InputError, UnknownIdError, ZarrVectorsError
 
 GOLDEN = Path(__file__).parent / "fixtures" / "dense_ids_golden.json"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from .dataset import Dataset, open
-from .errors import (
+from zarr_vectors.dataset import Dataset, open
+from zarr_vectors.engine.storage import ZarrV2StoreError
+from zarr_vectors.errors import (
     CorruptCellError,
     DecodeError,
     FormatError,
@@ -16,16 +17,15 @@ from .errors import (
     UnknownIdError,
     ZarrVectorsError,
 )
-from .format.metadata import UnknownCapabilityWarning
-from .geometry.graphs import write_graph
-from .geometry.lines import write_lines
-from .geometry.meshes import write_mesh, write_meshes
-from .geometry.points import write_points
-from .geometry.shapes import GeometryRepairedWarning, write_geometries
-from .geometry.skeletons import write_skeleton
-from .result import Result
-from .storage import ZarrV2StoreError
-from .validate import validate
+from zarr_vectors.format.metadata import UnknownCapabilityWarning
+from zarr_vectors.kinds.graphs import write_graph
+from zarr_vectors.kinds.lines import write_lines
+from zarr_vectors.kinds.meshes import write_mesh, write_meshes
+from zarr_vectors.kinds.points import write_points
+from zarr_vectors.kinds.shapes import GeometryRepairedWarning, write_geometries
+from zarr_vectors.kinds.skeletons import write_skeleton
+from zarr_vectors.result import Result
+from zarr_vectors.validate import validate
 
 __version__ = "0.1.0"
 

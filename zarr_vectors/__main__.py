@@ -1,5 +1,5 @@
 """``python -m zarr_vectors`` runs the ``zarr-vectors`` command."""
 
-from .cli import main
+from zarr_vectors.cli import main
 
 raise SystemExit(main())

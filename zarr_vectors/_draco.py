@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._extras import install_hint
+from zarr_vectors._extras import install_hint
 
 __all__ = ["MISSING", "require_codec", "encode_cell", "decode_cell"]
 

@@ -28,8 +28,8 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from ._extras import needs
-from .errors import StoreExistsError, ZarrVectorsError
+from zarr_vectors._extras import needs
+from zarr_vectors.errors import StoreExistsError, ZarrVectorsError
 
 #: Exit status after stdout's reader went away (128 + SIGPIPE, what a shell reports for ``yes | head``).
 EXIT_BROKEN_PIPE = 141
@@ -126,7 +126,7 @@ _fraction = _number(lambda v: 0 < v <= 1, "a fraction in (0, 1]")  # --keep, --f
 def _refuse_existing(output: str, storage_options: dict[str, Any] | None) -> None:
     """Without ``--overwrite``, an output that already holds something is refused before any
     input is read (the writer checks again when it starts)."""
-    from .storage import open_backend
+    from zarr_vectors.engine.storage import open_backend
 
     text = output[len("file://") :] if output.startswith("file://") else output
     if "://" in text:
@@ -140,7 +140,7 @@ def _refuse_existing(output: str, storage_options: dict[str, Any] | None) -> Non
 
 def _input_files(args: argparse.Namespace, suffixes: tuple[str, ...], what: str) -> list[Path]:
     """The files the inputs name; subfolders left out (no ``--recursive``) are said on stderr."""
-    from .io._files import collect_files
+    from zarr_vectors.io._files import collect_files
 
     files, skipped = collect_files(args.inputs, suffixes, what, recursive=args.recursive)
     if skipped:
@@ -171,13 +171,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     options = _storage_options(args.storage_options)
     source = _one_input(args) if args.format not in ("swc", "mesh") else None
     if args.crs is not None:
-        from .geo import parse_crs
+        from zarr_vectors.geo import parse_crs
 
         parse_crs(args.crs)
     if not args.overwrite:
         _refuse_existing(args.output, options)
     if args.format == "mesh":
-        from .io.meshes import MESH_SUFFIXES
+        from zarr_vectors.io.meshes import MESH_SUFFIXES
 
         inputs: Any = _input_files(args, MESH_SUFFIXES, "mesh")
     else:
@@ -193,7 +193,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def _ingest(args: argparse.Namespace, inputs: Any, options: dict[str, Any] | None) -> int:
     common = {"chunk_shape": args.chunk_size, "overwrite": args.overwrite, "storage_options": options}
     if args.format == "mesh":
-        from .io.meshes import ingest_meshes
+        from zarr_vectors.io.meshes import ingest_meshes
 
         ds = ingest_meshes(
             args.output,
@@ -203,7 +203,7 @@ def _ingest(args: argparse.Namespace, inputs: Any, options: dict[str, Any] | Non
             ids_from_names=not args.sequential_ids,
             **common,
         )
-        from ._ids import file_ids
+        from zarr_vectors.engine.ids import file_ids
 
         for oid, f in zip(file_ids(inputs, None, not args.sequential_ids, "").tolist(), inputs):
             print(f"object {oid}: {f}")
@@ -212,12 +212,12 @@ def _ingest(args: argparse.Namespace, inputs: Any, options: dict[str, Any] | Non
     if args.format in ("geojson", "vector"):
         return _ingest_vector(args, inputs, common)
     if args.format in ("trk", "tck", "trx"):
-        from .io.tractography import ingest_tractogram
+        from zarr_vectors.io.tractography import ingest_tractogram
 
         ds = ingest_tractogram(args.output, inputs, **common)
         print(f"wrote {ds.num_objects()} streamlines, {ds.vertex_count()} points to {args.output}")
         return 0
-    from .io.swc import ingest_swc
+    from zarr_vectors.io.swc import ingest_swc
 
     ds = ingest_swc(
         args.output, inputs, progress=not args.no_progress, ids_from_names=not args.sequential_ids, **common
@@ -230,7 +230,7 @@ def _ingest_vector(args: argparse.Namespace, source: str, common: dict[str, Any]
     """GeoJSON (built in) or any OGR vector file (extra ``geo``): feature i is object i."""
     import warnings
 
-    from .io.geojson import ingest_vector
+    from zarr_vectors.io.geojson import ingest_vector
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -246,10 +246,10 @@ def _ingest_vector(args: argparse.Namespace, source: str, common: dict[str, Any]
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .dataset import open as open_store
+    from zarr_vectors.dataset import open as open_store
 
     if args.format == "mesh":
-        from .io.meshes import export_mesh
+        from zarr_vectors.io.meshes import export_mesh
 
         ds = open_store(args.store, storage_options=_storage_options(args.storage_options))
         bbox = _bbox(args.bbox) if args.bbox else None
@@ -257,7 +257,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         nv, nf = export_mesh(ds, args.output, bbox=bbox, objects=objects)
         print(f"wrote {nv} vertices, {nf} faces to {args.output}")
         return 0
-    from .io.swc import export_swc
+    from zarr_vectors.io.swc import export_swc
 
     if args.object is None or len(args.object) != 1:
         raise ZarrVectorsError("export swc needs exactly one --object ID (an SWC file holds one skeleton)")
@@ -270,8 +270,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def info_dict(target: str, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    from ._inventory import inventory
-    from .dataset import open as open_store
+    from zarr_vectors.dataset import open as open_store
+    from zarr_vectors.engine.inventory import inventory
 
     ds = open_store(target, storage_options=storage_options)
     arrays, total = inventory(target, storage_options=storage_options)
@@ -344,7 +344,7 @@ def _bbox(text: str) -> tuple[list[float], list[float]]:
 
 def _select(args: argparse.Namespace) -> Any:
     """The Result that ``--bbox`` / ``--objects`` / ``--level`` / ``--attributes`` select."""
-    from .dataset import open as open_store
+    from zarr_vectors.dataset import open as open_store
 
     ds = open_store(args.store, storage_options=_storage_options(args.storage_options))
     attributes = False if args.no_attributes else (args.attributes.split(",") if args.attributes else None)
@@ -373,7 +373,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.count:
         print(_counts(res))
         return 0
-    from .io.export import export_result
+    from zarr_vectors.io.export import export_result
 
     export_result(res, args.output)
     print(f"wrote {_counts(res)} to {args.output}")
@@ -391,7 +391,7 @@ def _pixels(text: str) -> tuple[int, int]:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from .plot import image_format, render
+    from zarr_vectors.plot import image_format, render
 
     w, h = _pixels(args.size)
     image_format(args.output)  # before anything is read
@@ -437,7 +437,7 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from .validate import validate
+    from zarr_vectors.validate import validate
 
     report = validate(
         args.store,
@@ -450,7 +450,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run
+    from zarr_vectors.demo import run
 
     run(args.store, args.points)
     return 0
@@ -473,8 +473,8 @@ def _factor(text: str) -> float | list[float]:
 
 
 def cmd_pyramid(args: argparse.Namespace) -> int:
-    from .dataset import open as open_store
-    from .pyramid import Sparsity
+    from zarr_vectors.dataset import open as open_store
+    from zarr_vectors.pyramid import Sparsity
 
     reductions = {}
     for item in args.reduce or []:
@@ -697,7 +697,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_pyramid_parser(sub, fmt)
 
-    from .demo import DEFAULT_POINTS, positive_int
+    from zarr_vectors.demo import DEFAULT_POINTS, positive_int
 
     p = sub.add_parser(
         "demo", help="write and query a demo store", epilog=EXAMPLES["demo"], formatter_class=fmt

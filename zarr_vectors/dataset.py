@@ -7,16 +7,16 @@ from typing import Any
 
 import numpy as np
 
-from ._ids import OBJECT_ID_ATTRIBUTE
-from .errors import FormatError, InputError, ReadOnlyError
-from .format.metadata import RootMeta
-from .format.zarr_json import check_zarr_v3, load_json
-from .level import Level
-from .query import parse_box, query_box, read_objects
-from .query_lines import objects_with_edges, query_lines_box
-from .query_mesh import mesh_objects, query_mesh_box
-from .result import Origin, Region, Result
-from .storage import Backend, ConsistentBackend, check_complete, check_not_v2, open_backend
+from zarr_vectors.engine.edges import objects_with_edges, query_lines_box
+from zarr_vectors.engine.faces import mesh_objects, query_mesh_box
+from zarr_vectors.engine.ids import OBJECT_ID_ATTRIBUTE
+from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.read import parse_box, query_box, read_objects
+from zarr_vectors.engine.storage import Backend, ConsistentBackend, check_complete, check_not_v2, open_backend
+from zarr_vectors.errors import FormatError, InputError, ReadOnlyError
+from zarr_vectors.format.metadata import RootMeta
+from zarr_vectors.format.zarr_json import check_zarr_v3, load_json
+from zarr_vectors.result import Origin, Region, Result
 
 __all__ = ["Dataset", "open"]
 
@@ -95,7 +95,7 @@ class Dataset:
         """The store's CRS: a :class:`~zarr_vectors.geo.CRS` (a dict of GeoZarr ``proj:`` keys,
         with ``code``/``wkt2``/``projjson`` and ``to_pyproj()``), another stored record as it
         is, or None."""
-        from .geo import crs_view
+        from zarr_vectors.geo import crs_view
 
         return crs_view(self.root.crs)
 
@@ -177,7 +177,7 @@ class Dataset:
         else:
             lo, hi = parse_box(bbox, self.ndim, self.axes)
         if polygon is not None:
-            from .query_polygon import query_polygon
+            from zarr_vectors.query_polygon import query_polygon
 
             return query_polygon(
                 self,
@@ -271,7 +271,7 @@ class Dataset:
         out = []
         for gid, it in enumerate(items):
             if len(it) % 8:
-                from .errors import CorruptCellError
+                from zarr_vectors.errors import CorruptCellError
 
                 raise CorruptCellError(
                     arr.path, str(gid // arr.chunk), f"group {gid} is not a whole number of int64 ids"
@@ -336,7 +336,7 @@ class Dataset:
         meshes (default ``1 / mean(factor) ** 2``). ``overwrite=True`` rebuilds existing
         coarse levels. See ``docs/levels.md``.
         """
-        from .pyramid import build_pyramid
+        from zarr_vectors.pyramid import build_pyramid
 
         return build_pyramid(
             self,
@@ -355,7 +355,7 @@ class Dataset:
         """The level to read for a vertex budget (the finest whose estimated count in ``bbox``
         fits ``max_vertices``, else the coarsest) or a ``resolution`` (the coarsest whose bins
         are no larger). Decided from level metadata alone: no vertex data is read."""
-        from .pyramid import level_for
+        from zarr_vectors.pyramid import level_for
 
         return level_for(self, max_vertices=max_vertices, resolution=resolution, bbox=bbox)
 
@@ -374,7 +374,7 @@ def _user_ids(level: Level, oids: np.ndarray | None) -> np.ndarray | None:
 def open(target: Any, mode: str = "r", *, storage_options: dict[str, Any] | None = None) -> Dataset:  # noqa: A001
     """Open a Zarr Vectors store: a directory, a ``.zip`` file, a URL or a zarr v3 ``Store``.
 
-    Raises ``ValueError`` (:class:`~zarr_vectors.storage.ZarrV2StoreError`) for a Zarr v2
+    Raises ``ValueError`` (:class:`~zarr_vectors.engine.storage.ZarrV2StoreError`) for a Zarr v2
     store and :class:`~zarr_vectors.errors.FormatError` for a Zarr v3 group that is not a
     Zarr Vectors 0.9 store. ``storage_options`` go to fsspec, except ``zv_timeout``
     (seconds per request to an object store, default 30) and ``zv_follow_symlinks``

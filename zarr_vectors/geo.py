@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from ._extras import needs
-from .errors import InputError
+from zarr_vectors._extras import needs
+from zarr_vectors.errors import InputError
 
 __all__ = [
     "CRS",

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._extras import needs
-from .errors import InputError, ZarrVectorsError
-from .io.export import axis_names, edges_of
-from .result import Result
+from zarr_vectors._extras import needs
+from zarr_vectors.errors import InputError, ZarrVectorsError
+from zarr_vectors.io.export import axis_names, edges_of
+from zarr_vectors.result import Result
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._ids import owned
-from .errors import InputError
-from .result import Origin, Region, Result
+from zarr_vectors.engine.ids import owned
+from zarr_vectors.errors import InputError
+from zarr_vectors.result import Origin, Region, Result
 
 if TYPE_CHECKING:
-    from .dataset import Dataset
+    from zarr_vectors.dataset import Dataset
 
 __all__ = ["polygon_axes_of", "as_polygon", "contains", "query_polygon"]
 

@@ -75,7 +75,7 @@ class Result:
     def plot(self, **kwargs: Any) -> Any:
         """Draw the result with matplotlib (extra ``plot``) and return the axes; the keywords
         (``ax``, ``view``, ``color_by``, ...) are those of :func:`zarr_vectors.plot.plot`."""
-        from .plot import plot
+        from zarr_vectors.plot import plot
 
         return plot(self, **kwargs)
 
@@ -128,7 +128,7 @@ class Result:
         third item, a dict name -> values aligned with ``ids``. See
         :func:`zarr_vectors.shapely_io.result_to_shapely`.
         """
-        from .shapely_io import result_to_shapely
+        from zarr_vectors.shapely_io import result_to_shapely
 
         return result_to_shapely(self, clip=clip, object_attributes=object_attributes)
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from ._ids import owned
-from .errors import InputError
-from .format.fragments import ranges_to_rows
-from .geometry.shapes import PART_ATTRIBUTE, RING_ATTRIBUTE, TYPE_ATTRIBUTE
-from .result import Region, Result
+from zarr_vectors.engine.ids import owned
+from zarr_vectors.errors import InputError
+from zarr_vectors.format.fragments import ranges_to_rows
+from zarr_vectors.kinds.shapes import PART_ATTRIBUTE, RING_ATTRIBUTE, TYPE_ATTRIBUTE
+from zarr_vectors.result import Region, Result
 
 __all__ = ["result_to_shapely", "geometries_from_paths", "clip_geometries", "region_shape"]
 

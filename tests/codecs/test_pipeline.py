@@ -12,7 +12,7 @@ import zarr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zarr_vectors._pipeline import CHECKSUM_CODEC, Pipeline, compressor_json
+from zarr_vectors.engine.pipeline import CHECKSUM_CODEC, Pipeline, compressor_json
 from zarr_vectors.errors import DecodeError
 
 COMPRESSIONS = ["none", "zstd", "gzip", "blosc", "blosc-bitshuffle"]

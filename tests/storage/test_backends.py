@@ -22,9 +22,15 @@ import pytest
 import zarr
 
 import zarr_vectors as zv
-from zarr_vectors import storage
-from zarr_vectors._commit import MemoryStage
-from zarr_vectors.storage import LocalBackend, ZarrStoreBackend, ZarrV2StoreError, open_backend, write_session
+from zarr_vectors.engine import storage
+from zarr_vectors.engine.commit import MemoryStage
+from zarr_vectors.engine.storage import (
+    LocalBackend,
+    ZarrStoreBackend,
+    ZarrV2StoreError,
+    open_backend,
+    write_session,
+)
 
 from .conftest import IN_PLACE_KINDS, StoreTarget, kind_param
 
@@ -453,7 +459,7 @@ def test_failed_swap_keeps_previous_directory(
 ) -> None:
     """The finished stage cannot be moved into place: the old store stays, byte for byte,
     whether the atomic exchange fails or (where there is none) the second of two renames."""
-    from zarr_vectors import _commit
+    from zarr_vectors.engine import commit as _commit
 
     out = tmp_path / "out"
     out.mkdir()

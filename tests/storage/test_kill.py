@@ -20,13 +20,14 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
-from zarr_vectors._commit import find_leftovers
+from zarr_vectors.engine.commit import find_leftovers
 
 _SETUP = r"""
 import os, signal, sys
 import numpy as np
 import zarr_vectors as zv
-from zarr_vectors import _commit, _local
+from zarr_vectors.engine import commit as _commit
+from zarr_vectors.engine import local as _local
 
 
 def die(*args, **kwargs):

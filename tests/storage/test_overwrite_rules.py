@@ -21,7 +21,7 @@ import pytest
 import zarr
 
 import zarr_vectors as zv
-from zarr_vectors._commit import find_leftovers, protected_reason
+from zarr_vectors.engine.commit import find_leftovers, protected_reason
 
 from .conftest import kind_param
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import DecodeError
+from zarr_vectors.errors import DecodeError
 
 __all__ = [
     "FragmentIndex",

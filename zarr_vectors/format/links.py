@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import DecodeError, FormatError, InputError
+from zarr_vectors.errors import DecodeError, FormatError, InputError
 
 __all__ = [
     "format_delta",

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import DecodeError
+from zarr_vectors.errors import DecodeError
 
 __all__ = [
     "ManifestBlock",
@@ -179,7 +179,7 @@ def encode_manifests_batch(
     _scatter(buf, head[m2] + 1, counts[m2].astype(np.uint32), "<u4")
     if m2.any():
         starts, n = block_offsets[:-1][m2], counts[m2]
-        from .fragments import ranges_to_rows
+        from zarr_vectors.format.fragments import ranges_to_rows
 
         idx = ranges_to_rows(starts, n)
         slot = np.arange(len(idx)) - np.repeat(np.cumsum(n) - n, n)

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError
-from ..geo import crs_block, geozarr_attributes
+from zarr_vectors.errors import FormatError
+from zarr_vectors.geo import crs_block, geozarr_attributes
 
 __all__ = [
     "ZV_VERSION",

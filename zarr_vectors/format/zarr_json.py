@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError
+from zarr_vectors.errors import FormatError
 
 __all__ = [
     "group_doc",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..errors import InputError
+from zarr_vectors.errors import InputError
 
 __all__ = ["input_files", "collect_files"]
 

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
-from ..result import Result
+from zarr_vectors.errors import InputError
+from zarr_vectors.result import Result
 
 __all__ = ["EXPORT_FORMATS", "edges_of", "export_result", "read_npz"]
 
@@ -256,7 +256,7 @@ def read_npz(path: str | Path) -> Result:
 
 
 def write_swc_file(result: Result, path: Path) -> None:
-    from .swc import write_swc
+    from zarr_vectors.io.swc import write_swc
 
     parents = _parent_rows(result)
     if parents is None:

@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._extras import needs
-from .._ids import OBJECT_ID_ATTRIBUTE
-from .._inputs import positive_numbers, valid_name
-from ..errors import InputError
-from ..geometry.shapes import TYPE_ATTRIBUTE, write_geometries
-from ..result import Result
+from zarr_vectors._extras import needs
+from zarr_vectors.engine.ids import OBJECT_ID_ATTRIBUTE
+from zarr_vectors.engine.inputs import positive_numbers, valid_name
+from zarr_vectors.errors import InputError
+from zarr_vectors.kinds.shapes import TYPE_ATTRIBUTE, write_geometries
+from zarr_vectors.result import Result
 
 if TYPE_CHECKING:
-    from ..dataset import Dataset
+    from zarr_vectors.dataset import Dataset
 
 __all__ = [
     "GeoTable",
@@ -248,7 +248,7 @@ def ingest_vector(
     """
     positive_numbers(chunk_shape, "chunk_shape")  # options first, then the file
     if crs is not None:
-        from ..geo import parse_crs
+        from zarr_vectors.geo import parse_crs
 
         crs = parse_crs(crs)
     from_frame = hasattr(source, "geometry") and hasattr(source, "columns")
@@ -302,7 +302,7 @@ def _json_value(v: Any) -> Any:
 
 
 def _absent_to_none(values: np.ndarray) -> list[Any]:
-    from ..format.zarr_json import absent_fill
+    from zarr_vectors.format.zarr_json import absent_fill
 
     if values.dtype.kind == "U":
         return [None if x == "" else str(x) for x in values.tolist()]

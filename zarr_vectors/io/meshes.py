@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._inputs import shape_vector
-from ..errors import InputError
-from ._files import input_files
+from zarr_vectors.engine.inputs import shape_vector
+from zarr_vectors.errors import InputError
+from zarr_vectors.io._files import input_files
 
 if TYPE_CHECKING:
-    from ..dataset import Dataset
+    from zarr_vectors.dataset import Dataset
 
 __all__ = ["MESH_SUFFIXES", "mesh_files", "load_mesh", "ingest_meshes", "export_mesh"]
 
@@ -72,8 +72,8 @@ def ingest_meshes(
     """
     from tqdm.auto import tqdm
 
-    from .._ids import file_ids
-    from ..geometry.meshes import face_array, write_meshes
+    from zarr_vectors.engine.ids import file_ids
+    from zarr_vectors.kinds.meshes import face_array, write_meshes
 
     shape_vector(chunk_shape, 3, "chunk_shape")  # options first, then the files
     files = [Path(p) for p in paths]

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._inputs import shape_vector
-from ..errors import InputError
+from zarr_vectors.engine.inputs import shape_vector
+from zarr_vectors.errors import InputError
 
 if TYPE_CHECKING:
-    from ..dataset import Dataset
+    from zarr_vectors.dataset import Dataset
 
 __all__ = ["Swc", "read_swc", "write_swc", "ingest_swc", "export_swc"]
 
@@ -104,7 +104,7 @@ def write_swc(
     type: np.ndarray | None = None,
 ) -> None:  # noqa: A002
     """Write an SWC file with samples numbered 1..N in depth-first order (parents first)."""
-    from ..geometry.skeletons import depth_first_order, tree_roots
+    from zarr_vectors.kinds.skeletons import depth_first_order, tree_roots
 
     n = len(positions)
     parents = np.asarray(parents, np.int64)
@@ -141,8 +141,8 @@ def ingest_swc(
     (``n_samples``) and the file's name (``name``).
     Every file is parsed before anything is written, so a bad file leaves no store.
     """
-    from .._ids import file_ids
-    from ..geometry.skeletons import write_skeleton
+    from zarr_vectors.engine.ids import file_ids
+    from zarr_vectors.kinds.skeletons import write_skeleton
 
     shape_vector(chunk_shape, 3, "chunk_shape")  # options first: parsing thousands of files takes a while
     files = [Path(f) for f in files]

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._extras import needs
-from .._inputs import positive_numbers
-from ..errors import InputError, ZarrVectorsError
+from zarr_vectors._extras import needs
+from zarr_vectors.engine.inputs import positive_numbers
+from zarr_vectors.errors import InputError, ZarrVectorsError
 
 if TYPE_CHECKING:
-    from ..dataset import Dataset
+    from zarr_vectors.dataset import Dataset
 
 __all__ = ["Tractogram", "read_tractogram", "ingest_tractogram", "TRACTOGRAPHY_SUFFIXES"]
 
@@ -109,7 +109,7 @@ def ingest_tractogram(
     target: Any, path: str | Path, *, chunk_shape: Any, overwrite: bool = False, **kwargs: Any
 ) -> Dataset:
     """Write one tractography file as a ``streamline`` store (streamline i is object i)."""
-    from ..geometry.lines import write_lines
+    from zarr_vectors.kinds.lines import write_lines
 
     positive_numbers(chunk_shape, "chunk_shape")
     tg = read_tractogram(path)

@@ -10,11 +10,11 @@ See ``docs/levels.md`` and :meth:`zarr_vectors.Dataset.build_pyramid`.
 
 from __future__ import annotations
 
-from .build import CROSS_LEVEL, build_pyramid
-from .estimate import estimate_counts, level_for
-from .plan import LevelPlan, plan_levels
-from .reduce import REDUCTIONS
-from .sparsity import STRATEGIES, Sparsity
+from zarr_vectors.pyramid.build import CROSS_LEVEL, build_pyramid
+from zarr_vectors.pyramid.estimate import estimate_counts, level_for
+from zarr_vectors.pyramid.plan import LevelPlan, plan_levels
+from zarr_vectors.pyramid.reduce import REDUCTIONS
+from zarr_vectors.pyramid.sparsity import STRATEGIES, Sparsity
 
 __all__ = [
     "CROSS_LEVEL",

@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import TableArray
-from ..errors import FormatError
-from ..format.fragments import decode_fragments, range_tables
-from ..level import Level
-from ..storage import Backend, dump_json
+from zarr_vectors.engine.arrays import TableArray
+from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.storage import Backend, dump_json
+from zarr_vectors.errors import FormatError
+from zarr_vectors.format.fragments import decode_fragments, range_tables
 
 __all__ = [
     "checksums_of",

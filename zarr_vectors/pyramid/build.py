@@ -5,7 +5,7 @@ level's arrays and, unless ``cross_level="none"``, the ``k-1/links/+1`` family (
 ``k/links/-1`` with ``"explicit"``); then the level group, the patched source level group
 and finally the root ``zarr.json`` (which lists level k) are written.
 
-The build writes into a staging folder (:func:`zarr_vectors._commit.rebuild_session`):
+The build writes into a staging folder (:func:`zarr_vectors.engine.commit.rebuild_session`):
 old coarse levels and cross-level links read as absent there, level 0 is read from the
 store. Only a complete build is committed: a local store is exchanged in one rename
 for a sibling holding level 0 (hard links) and the new levels; another store first
@@ -22,24 +22,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._commit import rebuild_session
-from .._writer import StoreBuilder
-from ..errors import InputError, ReadOnlyError
-from ..format.fragments import decode_fragments
-from ..format.metadata import LevelMeta, RootMeta
-from ..level import Level
-from ..storage import GENERATION_KEY, ConsistentBackend, new_generation
-from . import meta as pmeta
-from ._store import checksums_of, compression_of, copy_tables, read_doc, rows_per_chunk
-from .plan import LevelPlan, plan_levels
-from .points import CoarseLevel, coarsen_points, level_ratio
-from .reduce import REDUCTIONS
-from .shapes import SHAPE_KINDS
-from .sparsity import Sparsity, select_objects, sparsity_per_level
-from .xlevel import CrossLevelWriter, link_dtype
+from zarr_vectors.engine.commit import rebuild_session
+from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.storage import GENERATION_KEY, ConsistentBackend, new_generation
+from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.errors import InputError, ReadOnlyError
+from zarr_vectors.format.fragments import decode_fragments
+from zarr_vectors.format.metadata import LevelMeta, RootMeta
+from zarr_vectors.pyramid import meta as pmeta
+from zarr_vectors.pyramid._store import checksums_of, compression_of, copy_tables, read_doc, rows_per_chunk
+from zarr_vectors.pyramid.plan import LevelPlan, plan_levels
+from zarr_vectors.pyramid.points import CoarseLevel, coarsen_points, level_ratio
+from zarr_vectors.pyramid.reduce import REDUCTIONS
+from zarr_vectors.pyramid.shapes import SHAPE_KINDS
+from zarr_vectors.pyramid.sparsity import Sparsity, select_objects, sparsity_per_level
+from zarr_vectors.pyramid.xlevel import CrossLevelWriter, link_dtype
 
 if TYPE_CHECKING:
-    from ..dataset import Dataset
+    from zarr_vectors.dataset import Dataset
 
 __all__ = ["CROSS_LEVEL", "build_pyramid"]
 
@@ -102,7 +102,7 @@ def _keep_points(ds: Dataset, src: Level, spec: Sparsity | None) -> tuple[np.nda
     if spec.by == "size":
         scores = _object_sizes(src, present)
     elif spec.by == "attribute":
-        scores = _attribute_scores(ds, src, spec, present)
+        scores = attribute_scores(ds, src, spec, present)
     elif spec.by == "length":
         raise InputError(
             "object sparsity by 'length' applies to lines, skeletons and graphs; use 'size' for points"
@@ -111,7 +111,7 @@ def _keep_points(ds: Dataset, src: Level, spec: Sparsity | None) -> tuple[np.nda
     return kept, len(present), len(kept)
 
 
-def _attribute_scores(ds: Dataset, src: Level, spec: Sparsity, present: np.ndarray) -> np.ndarray:
+def attribute_scores(ds: Dataset, src: Level, spec: Sparsity, present: np.ndarray) -> np.ndarray:
     name = spec.attribute
     if name not in src.object_attributes:
         raise InputError(
@@ -157,7 +157,7 @@ def _replaced(ds: Dataset) -> tuple[Callable[[str], bool], dict[str, bytes]]:
 
 
 def _dump(doc: dict[str, Any]) -> bytes:
-    from ..storage import dump_json
+    from zarr_vectors.engine.storage import dump_json
 
     return dump_json(doc)
 
@@ -348,7 +348,7 @@ def _coarsen(
         coarse.extra.update(_sparsity_extra(spec, n_present, n_kept))
         return coarse, xl
     if kind in ("lines", "graph", "shapes"):
-        from .linked import coarsen_linked
+        from zarr_vectors.pyramid.linked import coarsen_linked
 
         return coarsen_linked(
             ds,
@@ -362,7 +362,7 @@ def _coarsen(
             tolerance=tolerance,
             progress=progress,
         )
-    from .meshes import coarsen_meshes
+    from zarr_vectors.pyramid.meshes import coarsen_meshes
 
     return coarsen_meshes(
         ds,

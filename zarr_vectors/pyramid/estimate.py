@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import InputError
+from zarr_vectors.errors import InputError
 
 if TYPE_CHECKING:
-    from ..dataset import Dataset
-    from ..level import Level
+    from zarr_vectors.dataset import Dataset
+    from zarr_vectors.engine.level import Level
 
 __all__ = ["estimate_count", "estimate_counts", "level_bin_shape", "level_for"]
 
@@ -54,7 +54,7 @@ def estimate_counts(ds: Dataset, bbox: Any = None) -> dict[int, float]:
     """Estimated vertex count of every level inside ``bbox`` (None: the whole level)."""
     lo = hi = None
     if bbox is not None:
-        from ..query import parse_box
+        from zarr_vectors.engine.read import parse_box
 
         lo, hi = parse_box(bbox, ds.ndim, ds.axes)
     return {k: estimate_count(ds.level(k), lo, hi) for k in ds.levels}

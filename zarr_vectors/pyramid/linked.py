@@ -22,31 +22,31 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._inputs import NamedArray
-from .._object_tables import build_manifests
-from .._partition import partition
-from .._writer import StoreBuilder
-from ..errors import InputError
-from ..format.manifests import encode_manifests_batch
-from ..geometry._level0 import Tables, partition_owners, write_level_arrays
-from ..geometry.graphs import vertex_locals, write_edges
-from ..geometry.lines import _fragment_payloads, _write_links, partition_lines
-from ..geometry.points import fragment_payloads
-from ..geometry.skeletons import _write_parent_links, skeleton_manifests, skeleton_partition
-from ..level import Level
-from ..query import _attribute_names, fetch_objects
-from ..query_lines import _edges, _is_lines, _link_keys, _link_plan
-from .parents import ParentRuns
-from .plan import LevelPlan
-from .points import CoarseLevel
-from .reduce import Groups, reduce_rows, reduction_for
-from .shapes import path_offsets, simplify_paths
-from .simplify import Simplified, simplify_graph
-from .sparsity import Sparsity, select_objects
-from .xlevel import CrossLevelWriter
+from zarr_vectors.engine.edges import box_edges, is_lines, link_keys, link_plan
+from zarr_vectors.engine.inputs import NamedArray
+from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.read import attribute_names, fetch_objects
+from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine.write.level0 import Tables, partition_owners, write_level_arrays
+from zarr_vectors.engine.write.partition import partition
+from zarr_vectors.engine.write.tables import build_manifests
+from zarr_vectors.errors import InputError
+from zarr_vectors.format.manifests import encode_manifests_batch
+from zarr_vectors.kinds.graphs import vertex_locals, write_edges
+from zarr_vectors.kinds.lines import line_payloads, partition_lines, write_line_links
+from zarr_vectors.kinds.points import fragment_payloads
+from zarr_vectors.kinds.skeletons import skeleton_manifests, skeleton_partition, write_parent_links
+from zarr_vectors.pyramid.parents import ParentRuns
+from zarr_vectors.pyramid.plan import LevelPlan
+from zarr_vectors.pyramid.points import CoarseLevel
+from zarr_vectors.pyramid.reduce import Groups, reduce_rows, reduction_for
+from zarr_vectors.pyramid.shapes import path_offsets, simplify_paths
+from zarr_vectors.pyramid.simplify import Simplified, simplify_graph
+from zarr_vectors.pyramid.sparsity import Sparsity, select_objects
+from zarr_vectors.pyramid.xlevel import CrossLevelWriter
 
 if TYPE_CHECKING:
-    from ..dataset import Dataset
+    from zarr_vectors.dataset import Dataset
 
 __all__ = ["CoarseObjects", "ObjectBatch", "coarsen_linked", "object_batches", "read_objects_batch"]
 
@@ -75,30 +75,30 @@ def read_objects_batch(level: Level, ids: np.ndarray, names: list[str], faces: b
     """Objects ``ids`` of ``level`` with their edges (or mesh ``faces``) and stored places."""
     plan: list = []
 
-    def link_keys(chunks: np.ndarray) -> list[str]:
-        if _is_lines(level) and not faces:
+    def extra_keys(chunks: np.ndarray) -> list[str]:
+        if is_lines(level) and not faces:
             return []
-        plan.extend(_link_plan(level, chunks))
-        return _link_keys(level, plan)
+        plan.extend(link_plan(level, chunks))
+        return link_keys(level, plan)
 
-    cells, rows, owners, raws = fetch_objects(level, ids, names, link_keys)
+    cells, rows, owners, raws = fetch_objects(level, ids, names, extra_keys)
     cell = np.searchsorted(cells.offsets, rows, side="right") - 1
     remap = np.full(len(cells.positions), -1, np.int64)
     remap[rows] = np.arange(len(rows))
     eattrs: dict[str, np.ndarray] = {}
     tri = None
     if faces:
-        from ..query_mesh import _all_faces
+        from zarr_vectors.engine.faces import all_faces
 
-        all_faces = _all_faces(level, cells, plan, raws)
-        ok = np.all(remap[all_faces] >= 0, axis=1) if len(all_faces) else np.zeros(0, bool)
-        tri = remap[all_faces[ok]].reshape(-1, 3)
+        tris = all_faces(level, cells, plan, raws)
+        ok = np.all(remap[tris] >= 0, axis=1) if len(tris) else np.zeros(0, bool)
+        tri = remap[tris[ok]].reshape(-1, 3)
         edges = np.zeros((0, 2), np.int64)
-    elif _is_lines(level):
+    elif is_lines(level):
         follows = np.flatnonzero(owners[1:] == owners[:-1])
         edges = np.stack([follows, follows + 1], axis=1)
     else:
-        all_edges, all_attrs = _edges(level, cells, plan, raws)
+        all_edges, all_attrs = box_edges(level, cells, plan, raws)
         ok = (remap[all_edges[:, 0]] >= 0) & (remap[all_edges[:, 1]] >= 0)
         edges = remap[all_edges[ok]].reshape(-1, 2)
         eattrs = {k: v[ok] for k, v in all_attrs.items()}
@@ -205,7 +205,7 @@ def _one_batch(
 
 def _shape_types(ds: Dataset, src: Level) -> np.ndarray | None:
     """Shapely type id of every object of a ``write_geometries`` store (None without them)."""
-    from ..geometry.shapes import TYPE_ATTRIBUTE
+    from zarr_vectors.kinds.shapes import TYPE_ATTRIBUTE
 
     if TYPE_ATTRIBUTE not in src.object_attributes:
         return None
@@ -237,7 +237,7 @@ def coarsen_linked(
     tol = float(np.min(plan.bin_shape)) / 2 if tolerance is None else float(tolerance)
     if not tol >= 0:
         raise InputError(f"tolerance must be a non-negative length, got {tolerance!r}")
-    names = _attribute_names(src, None)
+    names = attribute_names(src, None)
     edge_how = {
         n: reduction_for(n, next(iter(a.values())).dtype, None) for n, a in src.link_attributes.items()
     }
@@ -345,14 +345,14 @@ def sparsify(
     (-1: dropped; None: all kept)."""
     if spec is None:
         return coarse, {}, None
-    from .build import _attribute_scores
+    from zarr_vectors.pyramid.build import attribute_scores
 
     present = np.unique(coarse.owners)
     scores = None
     if spec.by in ("size", "length"):
         scores = np.array([sizes.get(int(i), 0.0) for i in present])
     elif spec.by == "attribute":
-        scores = _attribute_scores(ds, src, spec, present)
+        scores = attribute_scores(ds, src, spec, present)
     kept = select_objects(present, spec, scores)
     extra = spec.metadata()
     extra["object_sparsity"] = len(kept) / len(present) if len(present) else 1.0
@@ -430,10 +430,10 @@ def _write(
         present = write_level_arrays(
             lb,
             part=part,
-            fragments=_fragment_payloads(part),
+            fragments=line_payloads(part),
             manifests=manifests,
             fragment_objects=(part.seg_cell, part.seg_local, seg_object),
-            links=lambda b: ["links"] if _write_links(b, grid, part) else [],
+            links=lambda b: ["links"] if write_line_links(b, grid, part) else [],
             **common,
         )
         return written(plan, part.cells, *_row_places(part.order, part.row_offsets), present)
@@ -443,7 +443,7 @@ def _write(
         part = skeleton_partition(pos, parents, owners, grid)
 
         def links(b: Any) -> list[str]:
-            return ["links", "link_fragments"] if _write_parent_links(b, grid, part, parents) else []
+            return ["links", "link_fragments"] if write_parent_links(b, grid, part, parents) else []
     else:
         part = partition(pos, grid, owners)
         directed = bool(src.links_family.get("directed", False))

@@ -26,18 +26,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._extras import needs
-from .._inputs import NamedArray
-from .._object_tables import build_manifests
-from .._partition import partition
-from .._writer import StoreBuilder
-from ..errors import InputError
-from ..geometry._level0 import Tables, partition_owners, write_level_arrays
-from ..geometry.graphs import vertex_locals, write_edges
-from ..geometry.points import fragment_payloads
-from ..level import Level
-from ..query import _attribute_names
-from .linked import (
+from zarr_vectors._extras import needs
+from zarr_vectors.engine.inputs import NamedArray
+from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.read import attribute_names
+from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine.write.level0 import Tables, partition_owners, write_level_arrays
+from zarr_vectors.engine.write.partition import partition
+from zarr_vectors.engine.write.tables import build_manifests
+from zarr_vectors.errors import InputError
+from zarr_vectors.kinds.graphs import vertex_locals, write_edges
+from zarr_vectors.kinds.points import fragment_payloads
+from zarr_vectors.pyramid.linked import (
     CoarseObjects,
     ObjectBatch,
     Written,
@@ -48,15 +48,15 @@ from .linked import (
     sparsify,
     written,
 )
-from .parents import ParentRuns
-from .plan import LevelPlan
-from .points import CoarseLevel
-from .reduce import Groups, reduce_rows, reduction_for
-from .sparsity import Sparsity
-from .xlevel import CrossLevelWriter
+from zarr_vectors.pyramid.parents import ParentRuns
+from zarr_vectors.pyramid.plan import LevelPlan
+from zarr_vectors.pyramid.points import CoarseLevel
+from zarr_vectors.pyramid.reduce import Groups, reduce_rows, reduction_for
+from zarr_vectors.pyramid.sparsity import Sparsity
+from zarr_vectors.pyramid.xlevel import CrossLevelWriter
 
 if TYPE_CHECKING:
-    from ..dataset import Dataset
+    from zarr_vectors.dataset import Dataset
 
 __all__ = ["MIN_FACES", "coarsen_meshes", "decimate"]
 
@@ -244,7 +244,7 @@ def coarsen_meshes(
             "object sparsity by 'length' applies to lines, skeletons and graphs; use 'size' for meshes"
         )
     _simplifier()
-    names = _attribute_names(src, None)
+    names = attribute_names(src, None)
     lo, hi = (np.asarray(b, np.float64) for b in src.root.bounds)
     how = {n: reduction_for(n, src.vertex_attributes[n].dtype, None) for n in names}
     acc = _Decimated(lo, hi, fraction, how, ParentRuns(src.grid, per_vertex=True))
@@ -292,7 +292,7 @@ def _write(
     vattrs: list[NamedArray],
 ) -> Written:
     """Write the coarse mesh level like :func:`zarr_vectors.write_mesh` does (raw or Draco)."""
-    from ..geometry.meshes import _draco_cells
+    from zarr_vectors.kinds.meshes import draco_cells
 
     grid = plan.grid
     lb = builder.at_level(plan.index)
@@ -305,7 +305,7 @@ def _write(
     if draco:
         conf = (src.vertices.doc.get("codecs") or [{}])[0].get("configuration") or {}
         bits, level = int(conf.get("quantization_bits", 11)), int(conf.get("compression_level", 7))
-        blobs, part, frags = _draco_cells(pos, faces, part, intra, bits, level)
+        blobs, part, frags = draco_cells(pos, faces, part, intra, bits, level)
         stored, payloads = faces[~intra], blobs
         codecs = [{"name": "draco", "configuration": {"quantization_bits": bits, "compression_level": level}}]
     else:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError
+from zarr_vectors.errors import FormatError
 
 __all__ = ["add_arrays_present", "add_level", "drop_coarse_levels", "level_dataset"]
 

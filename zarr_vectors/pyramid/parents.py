@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..format.fragments import ranges_to_rows
-from ..format.grid import Grid
+from zarr_vectors.format.fragments import ranges_to_rows
+from zarr_vectors.format.grid import Grid
 
 if TYPE_CHECKING:
-    from .linked import Written
-    from .xlevel import CrossLevelWriter
+    from zarr_vectors.pyramid.linked import Written
+    from zarr_vectors.pyramid.xlevel import CrossLevelWriter
 
 __all__ = ["EMIT_VERTICES", "ParentRuns"]
 

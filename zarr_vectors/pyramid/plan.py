@@ -7,7 +7,7 @@ integer *chunk scale* per axis. Invariants every plan keeps (checked here):
 * ``scale_k`` is a whole multiple of ``scale_{k-1}`` (level k's chunks nest over level
   k-1's, so a coarse chunk is built from whole source chunks);
 * ``chunk_k / bin_k`` is a whole number on every axis, at most
-  :data:`~zarr_vectors.geometry._level0.MAX_BINS_PER_CHUNK` bins per chunk;
+  :data:`~zarr_vectors.engine.write.level0.MAX_BINS_PER_CHUNK` bins per chunk;
 * with ``chunk_scale="auto"`` each level's chunks grow by ``round(f)`` (raised until the
   bins tile them), so the number of vertices per chunk stays roughly constant instead of
   the coarse levels exploding into many tiny chunks.
@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
-from ..format.grid import Grid
-from ..geometry._level0 import MAX_BINS_PER_CHUNK
+from zarr_vectors.engine.write.level0 import MAX_BINS_PER_CHUNK
+from zarr_vectors.errors import InputError
+from zarr_vectors.format.grid import Grid
 
 __all__ = ["LevelPlan", "factor_vector", "plan_levels"]
 

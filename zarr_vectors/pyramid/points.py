@@ -7,7 +7,7 @@ metavertex (each coarse bin's rows to one representative when the level has no o
 writes the coarse cells and forgets the batch. Memory holds one batch of cells plus one
 entry per coarse fragment (for the manifests).
 
-Metavertices are laid out exactly like level 0 (:func:`zarr_vectors._partition.partition`):
+Metavertices are laid out exactly like level 0 (:func:`zarr_vectors.engine.write.partition.partition`):
 rows by bin, one range fragment per bin, or per (bin, object) with objects. A metavertex
 is the mean of its group clipped to the group's bounding box, so it lies in the group's
 own chunk and bin and a box query at the coarse level is exact.
@@ -22,18 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from .._object_tables import build_manifests, write_object_tables
-from .._partition import partition, sort_keys
-from .._writer import StoreBuilder
-from ..errors import ZarrVectorsError
-from ..format.links import cross_level_anchor
-from ..geometry._level0 import OBJECT_ID_META, fragment_owner_payloads, row_payloads
-from ..geometry.points import fragment_payloads
-from ..level import Level
-from ..query import _fetch, _row_owners
-from .plan import LevelPlan
-from .reduce import Groups, centroids, reduce_rows, reduction_for
-from .xlevel import CrossLevelWriter
+from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.read import fetch_cells, row_owners
+from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine.write.level0 import OBJECT_ID_META, fragment_owner_payloads, row_payloads
+from zarr_vectors.engine.write.partition import partition, sort_keys
+from zarr_vectors.engine.write.tables import build_manifests, write_object_tables
+from zarr_vectors.errors import ZarrVectorsError
+from zarr_vectors.format.links import cross_level_anchor
+from zarr_vectors.kinds.points import fragment_payloads
+from zarr_vectors.pyramid.plan import LevelPlan
+from zarr_vectors.pyramid.reduce import Groups, centroids, reduce_rows, reduction_for
+from zarr_vectors.pyramid.xlevel import CrossLevelWriter
 
 __all__ = ["CoarseLevel", "chunk_batches", "coarsen_points", "level_ratio"]
 
@@ -187,10 +187,10 @@ def coarsen_points(
     total = 0
     for idx in chunk_batches(dst_lin, src_rows):
         chunks = src_chunks[idx]
-        cells, _ = _fetch(
+        cells, _ = fetch_cells(
             src, chunks, names, np.arange(len(chunks)) if objects else np.zeros(0, np.int64), owners=objects
         )
-        owners = _row_owners(src, cells) if objects else None
+        owners = row_owners(src, cells) if objects else None
         row_cell = np.repeat(np.arange(len(chunks)), np.diff(cells.offsets))
         rows = np.arange(len(cells.positions))
         if keep is not None and owners is not None:

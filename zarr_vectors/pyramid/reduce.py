@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
+from zarr_vectors.errors import InputError
 
 __all__ = ["REDUCTIONS", "Groups", "centroids", "default_reduction", "reduce_rows", "reduction_for"]
 

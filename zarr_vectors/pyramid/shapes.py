@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import FormatError
-from ..geometry.shapes import PART_ATTRIBUTE, RING_ATTRIBUTE
-from .simplify import Simplified, chains, douglas_peucker
+from zarr_vectors.errors import FormatError
+from zarr_vectors.kinds.shapes import PART_ATTRIBUTE, RING_ATTRIBUTE
+from zarr_vectors.pyramid.simplify import Simplified, chains, douglas_peucker
 
 if TYPE_CHECKING:
-    from .linked import ObjectBatch
+    from zarr_vectors.pyramid.linked import ObjectBatch
 
 __all__ = ["SHAPE_KINDS", "path_offsets", "simplify_paths"]
 
@@ -82,7 +82,7 @@ def _invalid(batch: ObjectBatch, keep: np.ndarray, candidates: np.ndarray, types
     """The objects among ``candidates`` whose kept vertices make an invalid (multi)polygon."""
     import shapely
 
-    from ..shapely_io import geometries_from_paths
+    from zarr_vectors.shapely_io import geometries_from_paths
 
     rows = np.flatnonzero(keep & np.isin(batch.owners, candidates))
     if not len(rows):

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from zarr_vectors.errors import InputError
 
 __all__ = ["STRATEGIES", "Sparsity", "select_objects", "sparsity_per_level"]
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._writer import CellStream, StoreBuilder
-from ..format.grid import Grid
-from ..format.links import cross_level_anchor, encode_ragged, format_offsets, parse_offsets
+from zarr_vectors.engine.write.builder import CellStream, StoreBuilder
+from zarr_vectors.format.grid import Grid
+from zarr_vectors.format.links import cross_level_anchor, encode_ragged, format_offsets, parse_offsets
 
 __all__ = ["CrossLevelWriter", "link_dtype"]
 

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .rules import RULES
+from zarr_vectors.validate.rules import RULES
 
 __all__ = ["Problem", "Report", "Collector", "short"]
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from zarr.core.sync import sync
 
-from ..errors import FormatError
-from ..format.zarr_json import load_json
-from ..storage import Backend, LocalBackend, ZarrStoreBackend
+from zarr_vectors.engine.storage import Backend, LocalBackend, ZarrStoreBackend
+from zarr_vectors.errors import FormatError
+from zarr_vectors.format.zarr_json import load_json
 
 __all__ = ["StoreView", "list_keys", "batched"]
 

@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 from zarr.registry import get_codec_class
 
-from .._pipeline import Pipeline, UnsupportedPipeline
-from ..errors import DecodeError
-from ..format.links import links_has_perm, parse_delta, parse_offsets
-from ._report import Collector, short
-from ._store import StoreView
-from .metadata import RootInfo
+from zarr_vectors.engine.pipeline import Pipeline, UnsupportedPipeline
+from zarr_vectors.errors import DecodeError
+from zarr_vectors.format.links import links_has_perm, parse_delta, parse_offsets
+from zarr_vectors.validate._report import Collector, short
+from zarr_vectors.validate._store import StoreView
+from zarr_vectors.validate.metadata import RootInfo
 
 __all__ = ["CellArray", "LevelModel", "check_cell_arrays"]
 

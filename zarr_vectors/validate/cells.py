@@ -15,14 +15,14 @@ from typing import Any
 import numcodecs
 import numpy as np
 
-from .._pipeline import Pipeline
-from ..errors import ZarrVectorsError
-from ..format.fragments import HEADER, FragmentIndex, decode_fragments
-from ..format.grid import bins_per_chunk
-from ._report import Collector
-from ._store import StoreView, batched
-from .arrays import CellArray, LevelModel
-from .metadata import RootInfo
+from zarr_vectors.engine.pipeline import Pipeline
+from zarr_vectors.errors import ZarrVectorsError
+from zarr_vectors.format.fragments import HEADER, FragmentIndex, decode_fragments
+from zarr_vectors.format.grid import bins_per_chunk
+from zarr_vectors.validate._report import Collector
+from zarr_vectors.validate._store import StoreView, batched
+from zarr_vectors.validate.arrays import CellArray, LevelModel
+from zarr_vectors.validate.metadata import RootInfo
 
 __all__ = [
     "LevelCells",
@@ -129,7 +129,7 @@ def read_fragments(data: memoryview, n_rows: int | None) -> FragmentIndex | str:
 
 def _draco_rows(arr: CellArray, chunk: Chunk, data: memoryview, out: Collector) -> int | None:
     """Vertex count of a Draco cell (None when it does not decode)."""
-    from .._draco import decode_cell as decode_draco
+    from zarr_vectors._draco import decode_cell as decode_draco
 
     if not len(data):
         out.error(

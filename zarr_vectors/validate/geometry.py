@@ -3,9 +3,9 @@ type needs. (Per-vertex and per-record rules run while the cells are read.)"""
 
 from __future__ import annotations
 
-from ._report import Collector
-from .arrays import LevelModel
-from .metadata import RootInfo
+from zarr_vectors.validate._report import Collector
+from zarr_vectors.validate.arrays import LevelModel
+from zarr_vectors.validate.metadata import RootInfo
 
 __all__ = ["check_geometry", "CONVENTIONS"]
 

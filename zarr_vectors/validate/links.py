@@ -9,12 +9,18 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DecodeError
-from ..format.links import cross_level_anchor, decode_flat_rows, decode_ragged, lehmer_decode, undo_order
-from ._report import Collector
-from ._store import StoreView, batched
-from .arrays import CellArray, LevelModel
-from .cells import Chunk, LevelCells, decode_cell, read_fragments, stored_chunks
+from zarr_vectors.errors import DecodeError
+from zarr_vectors.format.links import (
+    cross_level_anchor,
+    decode_flat_rows,
+    decode_ragged,
+    lehmer_decode,
+    undo_order,
+)
+from zarr_vectors.validate._report import Collector
+from zarr_vectors.validate._store import StoreView, batched
+from zarr_vectors.validate.arrays import CellArray, LevelModel
+from zarr_vectors.validate.cells import Chunk, LevelCells, decode_cell, read_fragments, stored_chunks
 
 __all__ = ["check_link_cells", "LinkContext"]
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError
-from ..format.metadata import (
+from zarr_vectors.errors import FormatError
+from zarr_vectors.format.metadata import (
     COARSENING_METHODS,
     CROSS_CHUNK_STRATEGIES,
     CROSS_LEVEL_STORAGE,
@@ -21,10 +21,10 @@ from ..format.metadata import (
     RETIRED_CAPABILITIES,
     parse_version,
 )
-from ..geo import check_geozarr
-from ._report import Collector
-from ._store import StoreView
-from .structure import LEVEL_ARRAYS, LEVEL_GROUPS
+from zarr_vectors.geo import check_geozarr
+from zarr_vectors.validate._report import Collector
+from zarr_vectors.validate._store import StoreView
+from zarr_vectors.validate.structure import LEVEL_ARRAYS, LEVEL_GROUPS
 
 __all__ = ["RootInfo", "check_root", "check_level_block"]
 

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from ._report import Collector
-from ._store import StoreView
+from zarr_vectors.validate._report import Collector
+from zarr_vectors.validate._store import StoreView
 
 __all__ = ["check_structure", "LEVEL_ARRAYS", "LEVEL_GROUPS"]
 
@@ -134,8 +134,8 @@ def _check_family(view: StoreView, path: str, name: str, out: Collector) -> None
 
 
 def _leftovers(view: StoreView, out: Collector) -> None:
-    from .._commit import find_leftovers
-    from ..storage import LocalBackend
+    from zarr_vectors.engine.commit import find_leftovers
+    from zarr_vectors.engine.storage import LocalBackend
 
     if isinstance(view.backend, LocalBackend):
         for path in find_leftovers(view.backend.root):

@@ -10,14 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import TableArray
-from ..errors import ZarrVectorsError
-from ._report import Collector, short
-from ._store import StoreView, batched
-from .arrays import unknown_codecs
-from .cells import DECODE_ERRORS, describe
-from .manifests import check_refs, walk_manifests
-from .metadata import RootInfo
+from zarr_vectors.engine.arrays import TableArray
+from zarr_vectors.errors import ZarrVectorsError
+from zarr_vectors.validate._report import Collector, short
+from zarr_vectors.validate._store import StoreView, batched
+from zarr_vectors.validate.arrays import unknown_codecs
+from zarr_vectors.validate.cells import DECODE_ERRORS, describe
+from zarr_vectors.validate.manifests import check_refs, walk_manifests
+from zarr_vectors.validate.metadata import RootInfo
 
 __all__ = ["TableModel", "check_table_meta", "check_table_data"]
 

@@ -16,19 +16,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import _inputs
-from .._ids import DenseIds, as_id_array, dense_ids
-from .._partition import sort_keys
-from .._writer import StoreBuilder
-from ..errors import InputError
-from ..format.fragments import FragmentIndex, encode_fragments
-from ..format.grid import Grid
-from ..format.links import encode_ragged, parse_offsets, place_links, smallest_index_dtype
-from ..format.manifests import encode_manifests_batch
-from ._level0 import make_layout, object_tables, write_level0
+from zarr_vectors.engine import inputs as _inputs
+from zarr_vectors.engine.ids import DenseIds, as_id_array, dense_ids
+from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine.write.level0 import make_layout, object_tables, write_level0
+from zarr_vectors.engine.write.partition import sort_keys
+from zarr_vectors.errors import InputError
+from zarr_vectors.format.fragments import FragmentIndex, encode_fragments
+from zarr_vectors.format.grid import Grid
+from zarr_vectors.format.links import encode_ragged, parse_offsets, place_links, smallest_index_dtype
+from zarr_vectors.format.manifests import encode_manifests_batch
 
 if TYPE_CHECKING:
-    from ..dataset import Dataset
+    from zarr_vectors.dataset import Dataset
 
 __all__ = ["write_lines", "LINE_KINDS"]
 
@@ -39,7 +39,7 @@ LINE_KINDS = ("polyline", "streamline", "line")
 class LinePartition:
     """Stored layout of the vertices of many lines.
 
-    ``order``/``row_offsets``/``cells`` as in :class:`zarr_vectors._partition.Partition`.
+    ``order``/``row_offsets``/``cells`` as in :class:`zarr_vectors.engine.write.partition.Partition`.
     Segment ``s`` (in input order: by line, then along it) lies in cell ``seg_cell[s]``
     as fragment ``seg_local[s]``, rows ``seg_start[s]:seg_start[s] + seg_count[s]``;
     ``local[v]`` is input vertex v's row inside its cell.
@@ -102,7 +102,7 @@ def partition_lines(positions: np.ndarray, line_offsets: np.ndarray, grid: Grid)
     )
 
 
-def _fragment_payloads(part: LinePartition) -> list[bytes]:
+def line_payloads(part: LinePartition) -> list[bytes]:
     by_cell = np.argsort(part.seg_cell, kind="stable")
     out = []
     for k in range(len(part.cells)):
@@ -123,7 +123,7 @@ def _continuations(part: LinePartition, grid: Grid) -> tuple[np.ndarray, np.ndar
     return chunks.reshape(-1, 2, grid.ndim), vertices.reshape(-1, 2)
 
 
-def _write_links(builder: StoreBuilder, grid: Grid, part: LinePartition) -> int:
+def write_line_links(builder: StoreBuilder, grid: Grid, part: LinePartition) -> int:
     """Write ``links/0`` (continuations as an undirected canonical family, one ragged group per
     cell); return the record count.
 
@@ -344,12 +344,12 @@ def write_lines(
         links_convention="implicit_sequential",
         positions=pos,
         part=part,
-        fragments=_fragment_payloads(part),
+        fragments=line_payloads(part),
         vertex_attributes=vattrs,
         tables=tables,
         manifests=manifests,
         fragment_objects=(part.seg_cell, part.seg_local, seg_object),
-        links=lambda builder: ["links"] if _write_links(builder, grid, part) else [],
+        links=lambda builder: ["links"] if write_line_links(builder, grid, part) else [],
         crs=crs,
         compression=compression,
         checksums=checksums,

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError, UnknownIdError
+from zarr_vectors.errors import InputError, UnknownIdError
 
 __all__ = [
     "OBJECT_ID_ATTRIBUTE",

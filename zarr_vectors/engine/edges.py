@@ -16,13 +16,21 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._arrays import LinkArray
-from .errors import CorruptCellError, FormatError
-from .format.fragments import FragmentIndex, ranges_to_rows
-from .format.links import restore_input_order
-from .level import Level
-from .query import _attribute_names, _Cells, _fetch, _result, _row_owners, fetch_objects, plan_box
-from .result import Result
+from zarr_vectors.engine.arrays import LinkArray
+from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.read import (
+    Cells,
+    attribute_names,
+    build_result,
+    fetch_cells,
+    fetch_objects,
+    plan_box,
+    row_owners,
+)
+from zarr_vectors.errors import CorruptCellError, FormatError
+from zarr_vectors.format.fragments import FragmentIndex, ranges_to_rows
+from zarr_vectors.format.links import restore_input_order
+from zarr_vectors.result import Result
 
 __all__ = ["query_lines_box", "objects_with_edges", "implicit_edges", "chain_order"]
 
@@ -36,7 +44,7 @@ def _chunk_ids(level: Level, chunks: np.ndarray) -> np.ndarray:
     return np.where(inside, cell @ strides, -1)
 
 
-def _link_plan(level: Level, chunks: np.ndarray, any_end: bool = False) -> list[tuple[LinkArray, np.ndarray]]:
+def link_plan(level: Level, chunks: np.ndarray, any_end: bool = False) -> list[tuple[LinkArray, np.ndarray]]:
     """For each link array, the listed anchors of cells whose records can join touched chunks
     only (``any_end``: that can reach a touched chunk at all).
 
@@ -82,7 +90,7 @@ def plan_endpoint_chunks(plan: list[tuple[LinkArray, np.ndarray]]) -> np.ndarray
     return np.unique(np.concatenate(parts), axis=0) if parts else np.zeros((0, 0), np.int64)
 
 
-def implicit_edges(cells: _Cells, indexes: dict[int, FragmentIndex]) -> np.ndarray:
+def implicit_edges(cells: Cells, indexes: dict[int, FragmentIndex]) -> np.ndarray:
     """(E, 2) edges between consecutive rows of every fragment, in concatenated-row numbering."""
     parts = []
     for i, frag in indexes.items():
@@ -96,7 +104,7 @@ def implicit_edges(cells: _Cells, indexes: dict[int, FragmentIndex]) -> np.ndarr
     return np.concatenate(parts).reshape(-1, 2) if parts else np.zeros((0, 2), np.int64)
 
 
-def _link_keys(level: Level, plan: list[tuple[LinkArray, np.ndarray]]) -> list[str]:
+def link_keys(level: Level, plan: list[tuple[LinkArray, np.ndarray]]) -> list[str]:
     """Keys of the planned link cells, then of the parallel ``link_attributes`` cells, name by name."""
     keys = [key for arr, anchors in plan for key in arr.keys(anchors)]
     for segments in level.link_attributes.values():
@@ -106,11 +114,11 @@ def _link_keys(level: Level, plan: list[tuple[LinkArray, np.ndarray]]) -> list[s
     return keys
 
 
-def _link_edges(
-    level: Level, cells: _Cells, plan: list[tuple[LinkArray, np.ndarray]], raws: list[bytes | None]
+def link_edges(
+    level: Level, cells: Cells, plan: list[tuple[LinkArray, np.ndarray]], raws: list[bytes | None]
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(E, 2) edges from link records in concatenated-row numbering (input endpoint order),
-    and their ``link_attributes`` rows (raws laid out as :func:`_link_keys` lists them).
+    and their ``link_attributes`` rows (raws laid out as :func:`link_keys` lists them).
 
     Cells are decoded one by one; bounds checks, endpoint order and row numbering are
     done once over all records.
@@ -190,7 +198,7 @@ def _lex_le(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return ~nz.any(axis=1) | (diff[np.arange(len(a)), first] < 0)
 
 
-def _records_to_edges(cells: _Cells, counts: np.ndarray, parts: list) -> np.ndarray:
+def _records_to_edges(cells: Cells, counts: np.ndarray, parts: list) -> np.ndarray:
     """Stack decoded link cells into (E, W) concatenated-row records in input endpoint order.
 
     ``parts`` holds ``(array, anchor chunk, anchor index, vertices, perm, which)`` per cell,
@@ -257,7 +265,7 @@ def _half_plan(
         return []
     planned = {arr.path: set(map(tuple, anchors.tolist())) for arr, anchors in links}
     out = []
-    for arr, anchors in _link_plan(level, chunks, any_end=True):
+    for arr, anchors in link_plan(level, chunks, any_end=True):
         seen = planned.get(arr.path, set())
         keep = np.array([tuple(a) not in seen for a in anchors.tolist()], bool)
         if keep.any():
@@ -266,7 +274,7 @@ def _half_plan(
 
 
 def _rows_with_outside_parent(
-    level: Level, cells: _Cells, plan: list[tuple[LinkArray, np.ndarray]], raws: list[bytes | None]
+    level: Level, cells: Cells, plan: list[tuple[LinkArray, np.ndarray]], raws: list[bytes | None]
 ) -> np.ndarray:
     """Fetched rows (concatenated numbering) that a record of ``plan`` names as the child of
     a parent in a chunk that was not fetched."""
@@ -302,9 +310,9 @@ def _rows_with_outside_parent(
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
-def _edges(
+def box_edges(
     level: Level,
-    cells: _Cells,
+    cells: Cells,
     links: list[tuple[LinkArray, np.ndarray]],
     raws: list[bytes | None],
     outside: np.ndarray | None = None,
@@ -320,7 +328,7 @@ def _edges(
     outside the fetched rows (``outside``: such children). Edge attributes are returned
     for explicit-edge geometry only.
     """
-    linked, attrs = _link_edges(level, cells, links, raws)
+    linked, attrs = link_edges(level, cells, links, raws)
     if not _implicit(level):
         return linked, attrs
     implicit = implicit_edges(cells, {i: cells.fragment_index(level, i) for i in range(len(cells.chunks))})
@@ -334,7 +342,7 @@ def _edges(
 
 def _select(
     level: Level,
-    cells: _Cells,
+    cells: Cells,
     rows: np.ndarray,
     linked: tuple[np.ndarray, dict[str, np.ndarray]],
     owners: np.ndarray | None,
@@ -354,7 +362,7 @@ def _select(
         rank[order] = np.arange(len(order))
         rows, edges = rows[order], rank[edges]
         owners = None if owners is None else owners[order]
-    result = _result(level, cells, rows, None)
+    result = build_result(level, cells, rows, None)
     result.object_ids = owners
     result.edges = edges
     result.edge_attributes = edge_attrs
@@ -377,14 +385,14 @@ def query_lines_box(
     """Vertices of linked geometry inside ``[lo, hi]``, the edges among them, and (for lines) the pieces."""
     box = plan_box(level, lo, hi)
     chunks = np.concatenate([box.full, box.partial])
-    names = _attribute_names(level, attributes)
+    names = attribute_names(level, attributes)
     # whole_objects only needs the owners of the rows inside: no attributes, no link cells
-    links = [] if whole_objects else _link_plan(level, chunks)
+    links = [] if whole_objects else link_plan(level, chunks)
     half = [] if whole_objects else _half_plan(level, chunks, links)
-    extra = _link_keys(level, links)
+    extra = link_keys(level, links)
     half_keys = [key for arr, anchors in half for key in arr.keys(anchors)]
     with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
-    cells, raws = _fetch(
+    cells, raws = fetch_cells(
         level,
         chunks,
         [] if whole_objects else names,
@@ -393,7 +401,7 @@ def query_lines_box(
         owners=with_ids or whole_objects,
     )
     inside = np.all((cells.positions >= lo) & (cells.positions <= hi), axis=1)
-    owners = _row_owners(level, cells) if (with_ids or whole_objects) else None
+    owners = row_owners(level, cells) if (with_ids or whole_objects) else None
     if whole_objects:
         assert owners is not None
         ids = np.unique(owners[inside][owners[inside] >= 0])
@@ -404,13 +412,13 @@ def query_lines_box(
         level,
         cells,
         rows,
-        _edges(level, cells, links, raws[: len(extra)], outside),
+        box_edges(level, cells, links, raws[: len(extra)], outside),
         None if owners is None else owners[rows],
-        _is_lines(level),
+        is_lines(level),
     )
 
 
-def _is_lines(level: Level) -> bool:
+def is_lines(level: Level) -> bool:
     return any(g in ("polyline", "streamline", "line") for g in level.root.geometry_types)
 
 
@@ -424,10 +432,10 @@ def objects_with_edges(
     the objects' chunks in the same batch as the vertices.
     """
     ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
-    names = _attribute_names(level, attributes)
-    if _is_lines(level):
+    names = attribute_names(level, attributes)
+    if is_lines(level):
         cells, rows, owners, _ = fetch_objects(level, ids, names)
-        result = _result(level, cells, rows, None)
+        result = build_result(level, cells, rows, None)
         result.object_ids = owners
         starts = (
             np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]]) if len(owners) else np.zeros(0, np.int64)
@@ -440,8 +448,8 @@ def objects_with_edges(
     plan: list[tuple[LinkArray, np.ndarray]] = []
 
     def link_keys(chunks: np.ndarray) -> list[str]:
-        plan.extend(_link_plan(level, chunks))
-        return _link_keys(level, plan)
+        plan.extend(link_plan(level, chunks))
+        return link_keys(level, plan)
 
     cells, rows, owners, raws = fetch_objects(level, ids, names, link_keys)
-    return _select(level, cells, rows, _edges(level, cells, plan, raws), owners, lines=False)
+    return _select(level, cells, rows, box_edges(level, cells, plan, raws), owners, lines=False)

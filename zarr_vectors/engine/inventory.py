@@ -14,7 +14,7 @@ from typing import Any
 
 from zarr.core.sync import sync
 
-from .storage import CONCURRENCY, Backend, LocalBackend, ZarrStoreBackend, open_backend
+from zarr_vectors.engine.storage import CONCURRENCY, Backend, LocalBackend, ZarrStoreBackend, open_backend
 
 __all__ = ["ArrayUsage", "inventory", "key_sizes"]
 

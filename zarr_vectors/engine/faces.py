@@ -15,26 +15,34 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .errors import InputError
-from .level import Level
-from .query import _attribute_names, _Cells, _fetch, _result, _row_owners, fetch_objects, plan_box
-from .query_lines import _link_edges, _link_keys, _link_plan, plan_endpoint_chunks
-from .result import Result
+from zarr_vectors.engine.edges import link_edges, link_keys, link_plan, plan_endpoint_chunks
+from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.read import (
+    Cells,
+    attribute_names,
+    build_result,
+    fetch_cells,
+    fetch_objects,
+    plan_box,
+    row_owners,
+)
+from zarr_vectors.errors import InputError
+from zarr_vectors.result import Result
 
 __all__ = ["query_mesh_box", "mesh_objects", "FACE_MODES"]
 
 FACE_MODES = ("inside", "touching")
 
 
-def _all_faces(level: Level, cells: _Cells, plan: list, raws: list[bytes | None]) -> np.ndarray:
+def all_faces(level: Level, cells: Cells, plan: list, raws: list[bytes | None]) -> np.ndarray:
     """(F, 3) faces in concatenated-row numbering, input winding: linked ones, then Draco intra ones."""
-    linked, _ = _link_edges(level, cells, plan, raws)
+    linked, _ = link_edges(level, cells, plan, raws)
     parts = [linked.reshape(-1, 3)] if linked.size else []
     for i, local in cells.intra_faces.items():
         if len(local):
             n = int(cells.offsets[i + 1] - cells.offsets[i])
             if local.max() >= n or local.min() < 0:
-                from .errors import CorruptCellError
+                from zarr_vectors.errors import CorruptCellError
 
                 raise CorruptCellError(
                     level.vertices.path,
@@ -46,13 +54,13 @@ def _all_faces(level: Level, cells: _Cells, plan: list, raws: list[bytes | None]
 
 
 def _mesh_result(
-    level: Level, cells: _Cells, rows: np.ndarray, faces: np.ndarray, owners: np.ndarray | None
+    level: Level, cells: Cells, rows: np.ndarray, faces: np.ndarray, owners: np.ndarray | None
 ) -> Result:
     """Rows ``rows`` of the fetched cells with the ``faces`` among them, renumbered."""
     remap = np.full(len(cells.positions), -1, np.int64)
     remap[rows] = np.arange(len(rows))
     keep = np.all(remap[faces] >= 0, axis=1) if len(faces) else np.zeros(0, bool)
-    result = _result(level, cells, rows, None)
+    result = build_result(level, cells, rows, None)
     result.object_ids = None if owners is None else owners[rows]
     result.faces = remap[faces[keep]].reshape(-1, 3)
     return result
@@ -72,9 +80,9 @@ def query_mesh_box(
         raise InputError(f"faces must be 'inside' or 'touching', got {faces!r}")
     box = plan_box(level, lo, hi)
     touched = np.concatenate([box.full, box.partial])
-    names = _attribute_names(level, attributes)
+    names = attribute_names(level, attributes)
     touching = faces == "touching"
-    plan = _link_plan(level, touched, any_end=touching)
+    plan = link_plan(level, touched, any_end=touching)
     chunks = touched
     if touching and plan:
         ends = plan_endpoint_chunks(plan)
@@ -86,37 +94,37 @@ def query_mesh_box(
         )
         chunks = np.unique(np.concatenate([touched, extra]), axis=0)
     with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
-    cells, raws = _fetch(
+    cells, raws = fetch_cells(
         level,
         chunks,
         names,
         np.arange(len(chunks)) if with_ids else np.zeros(0, np.int64),
-        _link_keys(level, plan),
+        link_keys(level, plan),
         owners=with_ids,
     )
     inside = np.all((cells.positions >= lo) & (cells.positions <= hi), axis=1)
-    all_faces = _all_faces(level, cells, plan, raws)
-    owners = _row_owners(level, cells) if with_ids else None
+    tris = all_faces(level, cells, plan, raws)
+    owners = row_owners(level, cells) if with_ids else None
     if touching:
-        hit = inside[all_faces].any(axis=1) if len(all_faces) else np.zeros(0, bool)
+        hit = inside[tris].any(axis=1) if len(tris) else np.zeros(0, bool)
         keep = inside.copy()
-        keep[all_faces[hit].ravel()] = True
-        return _mesh_result(level, cells, np.flatnonzero(keep), all_faces[hit], owners)
-    return _mesh_result(level, cells, np.flatnonzero(inside), all_faces, owners)
+        keep[tris[hit].ravel()] = True
+        return _mesh_result(level, cells, np.flatnonzero(keep), tris[hit], owners)
+    return _mesh_result(level, cells, np.flatnonzero(inside), tris, owners)
 
 
 def mesh_objects(level: Level, ids: np.ndarray, attributes: Sequence[str] | bool | None = None) -> Result:
     """Whole meshes of objects ``ids``: their vertices (grouped by object, in ``ids`` order) and faces."""
     ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
-    names = _attribute_names(level, attributes)
+    names = attribute_names(level, attributes)
     plan: list = []
 
-    def link_keys(chunks: np.ndarray) -> list[str]:
-        plan.extend(_link_plan(level, chunks))
-        return _link_keys(level, plan)
+    def extra_keys(chunks: np.ndarray) -> list[str]:
+        plan.extend(link_plan(level, chunks))
+        return link_keys(level, plan)
 
-    cells, rows, owners, raws = fetch_objects(level, ids, names, link_keys)
-    all_faces = _all_faces(level, cells, plan, raws)
-    result = _mesh_result(level, cells, rows, all_faces, None)
+    cells, rows, owners, raws = fetch_objects(level, ids, names, extra_keys)
+    tris = all_faces(level, cells, plan, raws)
+    result = _mesh_result(level, cells, rows, tris, None)
     result.object_ids = owners
     return result

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CorruptCellError, DecodeError, FormatError, InputError
-from .format.fragments import (
+from zarr_vectors.engine.level import Level
+from zarr_vectors.errors import CorruptCellError, DecodeError, FormatError, InputError
+from zarr_vectors.format.fragments import (
     FragmentIndex,
     decode_fragments,
     decode_range_table,
@@ -23,8 +24,7 @@ from .format.fragments import (
     ranges_outside,
     ranges_to_rows,
 )
-from .level import Level
-from .result import Result
+from zarr_vectors.result import Result
 
 __all__ = ["BoxPlan", "plan_box", "query_box", "read_objects"]
 
@@ -77,7 +77,7 @@ def plan_box(level: Level, lo: np.ndarray, hi: np.ndarray) -> BoxPlan:
     return BoxPlan(lo, hi, chunks[inside], chunks[~inside])
 
 
-def _attribute_names(level: Level, attributes: Sequence[str] | bool | None) -> list[str]:
+def attribute_names(level: Level, attributes: Sequence[str] | bool | None) -> list[str]:
     if attributes is None or attributes is True:
         return list(level.vertex_attributes)
     if attributes is False:
@@ -188,7 +188,7 @@ def _partial_rows(
 
 
 @dataclass(frozen=True, eq=False)
-class _Cells:
+class Cells:
     """The decoded cells of one fetch, concatenated over ``chunks`` in order.
 
     Rows of chunk ``i`` are ``offsets[i]:offsets[i + 1]`` of ``positions`` and of
@@ -216,14 +216,14 @@ class _Cells:
         return index
 
 
-def _fetch(
+def fetch_cells(
     level: Level,
     chunks: np.ndarray,
     names: list[str],
     frag_idx: np.ndarray,
     extra: Sequence[str] = (),
     owners: bool = False,
-) -> tuple[_Cells, list[bytes | None]]:
+) -> tuple[Cells, list[bytes | None]]:
     """Fetch, in one batch, the vertex and attribute cells of ``chunks``, the fragment
     indices of ``chunks[frag_idx]`` (with their object-id tables when ``owners`` and the
     level has them) and the ``extra`` keys (returned raw); check every attribute cell
@@ -265,10 +265,10 @@ def _fetch(
         if table is not None and raws[base + len(frag_idx) + j] is not None:
             tables[i] = table.rows(raws[base + len(frag_idx) + j], chunks[i]).reshape(-1)
     positions = np.concatenate(cells) if cells else np.zeros((0, d), level.vertices.dtype)
-    return _Cells(chunks, positions, offsets, attrs, frags, tables, faces), raws[n_main:]
+    return Cells(chunks, positions, offsets, attrs, frags, tables, faces), raws[n_main:]
 
 
-def _row_owners(level: Level, cells: _Cells) -> np.ndarray:
+def row_owners(level: Level, cells: Cells) -> np.ndarray:
     """Object id of every fetched row (-1 where no object claims it)."""
     parts = []
     for i, chunk in enumerate(cells.chunks):
@@ -288,7 +288,7 @@ def _row_owners(level: Level, cells: _Cells) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
-def _result(level: Level, cells: _Cells, rows: np.ndarray | None, object_ids: np.ndarray | None) -> Result:
+def build_result(level: Level, cells: Cells, rows: np.ndarray | None, object_ids: np.ndarray | None) -> Result:
     def take(a: np.ndarray) -> np.ndarray:
         return a if rows is None else a[rows]
 
@@ -314,7 +314,7 @@ def query_box(
     or every chunk when object ids are asked for).
     """
     plan = plan_box(level, lo, hi)
-    names = _attribute_names(level, attributes)
+    names = attribute_names(level, attributes)
     with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
     chunks = np.concatenate([plan.full, plan.partial])
     n_full, k = len(plan.full), len(chunks)
@@ -325,7 +325,7 @@ def query_box(
         frag_idx = np.arange(k)
     else:
         frag_idx = np.arange(n_full if use_bins else k, k)
-    cells, _ = _fetch(level, chunks, names, frag_idx, owners=with_ids)
+    cells, _ = fetch_cells(level, chunks, names, frag_idx, owners=with_ids)
     rows = None
     if len(plan.partial):
         partial_frags = [
@@ -336,7 +336,7 @@ def query_box(
         hit = test[np.all((tp >= lo) & (tp <= hi), axis=1)]
         whole = ranges_to_rows(cells.offsets[:n_full], np.diff(cells.offsets[: n_full + 1]))
         rows = np.sort(np.concatenate([whole, sure, hit]))
-    return _result(level, cells, rows, _row_owners(level, cells) if with_ids else None)
+    return build_result(level, cells, rows, row_owners(level, cells) if with_ids else None)
 
 
 def fetch_objects(
@@ -344,7 +344,7 @@ def fetch_objects(
     ids: np.ndarray,
     names: list[str],
     extra_for: Callable[[np.ndarray], list[str]] | None = None,
-) -> tuple[_Cells, np.ndarray, np.ndarray, list[bytes | None]]:
+) -> tuple[Cells, np.ndarray, np.ndarray, list[bytes | None]]:
     """Fetch the cells holding objects ``ids`` (plus ``extra_for(chunks)`` keys) in one batch.
 
     Returns the cells, the concatenated-row indices of the objects' vertices (grouped by
@@ -365,7 +365,7 @@ def fetch_objects(
                 "in nonempty_chunks: the listing or the manifest is corrupt"
             )
     extra = extra_for(chunks) if extra_for is not None else []
-    cells, raws = _fetch(level, chunks, names, np.arange(len(chunks)), extra)
+    cells, raws = fetch_cells(level, chunks, names, np.arange(len(chunks)), extra)
     tables = range_tables([cells.fragments[i] for i in range(len(chunks))])
     if tables is not None:
         return cells, *_range_rows(level, cells, tables, ids, pos, frag_chunks, cell_of, frags), raws
@@ -396,7 +396,7 @@ def fetch_objects(
 
 def _range_rows(
     level: Level,
-    cells: _Cells,
+    cells: Cells,
     tables: list[np.ndarray],
     ids: np.ndarray,
     pos: np.ndarray,
@@ -437,7 +437,7 @@ def read_objects(
 ) -> Result:
     """All vertices of the given objects, grouped by object in the order of ``ids``."""
     ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
-    cells, rows, owners, _ = fetch_objects(level, ids, _attribute_names(level, attributes))
-    result = _result(level, cells, rows, None)
+    cells, rows, owners, _ = fetch_objects(level, ids, attribute_names(level, attributes))
+    result = build_result(level, cells, rows, None)
     result.object_ids = owners
     return result

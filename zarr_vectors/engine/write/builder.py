@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ._pipeline import CHECKSUM_CODEC, Pipeline, compressor_json
-from .format import zarr_json
-from .format.grid import Grid, cell_key, chunk_key
-from .storage import GENERATION_KEY, Backend, dump_json, new_generation
+from zarr_vectors.engine.pipeline import CHECKSUM_CODEC, Pipeline, compressor_json
+from zarr_vectors.engine.storage import GENERATION_KEY, Backend, dump_json, new_generation
+from zarr_vectors.format import zarr_json
+from zarr_vectors.format.grid import Grid, cell_key, chunk_key
 
 __all__ = ["StoreBuilder", "CellStream", "LevelBuilder", "MANIFEST_BUCKET", "OBJECT_ATTRIBUTE_CHUNK"]
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ._ids import DenseIds, IdMap, as_id_array, dense_ids
-from .errors import InputError
-from .format.zarr_json import absent_fill
+from zarr_vectors.engine.ids import DenseIds, IdMap, as_id_array, dense_ids
+from zarr_vectors.errors import InputError
+from zarr_vectors.format.zarr_json import absent_fill
 
 __all__ = [
     "MAX_NAME_BYTES",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .format.grid import Grid
+from zarr_vectors.format.grid import Grid
 
 __all__ = ["Partition", "partition"]
 

@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from ._pipeline import DEFAULT_MAX_DECODED, Pipeline, UnsupportedPipeline
-from .errors import CorruptCellError, DecodeError, FormatError
-from .format.grid import cell_key
+from zarr_vectors.engine.pipeline import DEFAULT_MAX_DECODED, Pipeline, UnsupportedPipeline
+from zarr_vectors.errors import CorruptCellError, DecodeError, FormatError
+from zarr_vectors.format.grid import cell_key
 
 __all__ = ["CellArray", "TableArray", "LinkArray", "BOUND_SLACK", "FRAGMENT_BYTES", "DRACO_BYTES"]
 
@@ -290,7 +290,7 @@ class CellArray:
         The blob may claim at most ``8 * max_rows + 1024`` points (Draco splits vertices where
         the surface is not a single fan) and ``64 * max_rows + 1024`` faces.
         """
-        from ._draco import decode_cell
+        from zarr_vectors._draco import decode_cell
 
         data = self.payload(raw, chunk)
         if len(data) == 0:
@@ -470,7 +470,7 @@ class LinkArray(CellArray):
     delta: int = 0
 
     def __post_init__(self) -> None:
-        from .format.links import parse_offsets
+        from zarr_vectors.format.links import parse_offsets
 
         if self.attrs.get("dtype") is None:
             raise FormatError(f"links array {self.path!r} has no dtype attribute")
@@ -510,7 +510,7 @@ class LinkArray(CellArray):
 
         Stored endpoint k lies in chunk ``chunk + offsets[k - 1]`` (k = 0: ``chunk``).
         """
-        from .format.links import decode_flat_rows, decode_ragged
+        from zarr_vectors.format.links import decode_flat_rows, decode_ragged
 
         data = self.payload(raw, chunk)
         try:

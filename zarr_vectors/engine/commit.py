@@ -39,10 +39,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._local import LocalBackend, exchange, remove_tree
-from .errors import ReadOnlyError, StoreExistsError
-from .format import zarr_json
-from .storage import (
+from zarr_vectors.engine.local import LocalBackend, exchange, remove_tree
+from zarr_vectors.engine.storage import (
     GENERATION_KEY,
     INCOMPLETE_KEY,
     Backend,
@@ -53,6 +51,8 @@ from .storage import (
     new_generation,
     remote_backend,
 )
+from zarr_vectors.errors import ReadOnlyError, StoreExistsError
+from zarr_vectors.format import zarr_json
 
 try:
     import fcntl

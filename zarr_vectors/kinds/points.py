@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import _inputs
-from .._ids import DenseIds, dense_ids
-from .._object_tables import build_manifests
-from .._partition import Partition, partition
-from ..errors import InputError
-from ..format.fragments import FragmentIndex, encode_fragments, encode_range_batch
-from ._level0 import make_layout, object_tables, partition_owners, write_level0
+from zarr_vectors.engine import inputs as _inputs
+from zarr_vectors.engine.ids import DenseIds, dense_ids
+from zarr_vectors.engine.write.level0 import make_layout, object_tables, partition_owners, write_level0
+from zarr_vectors.engine.write.partition import Partition, partition
+from zarr_vectors.engine.write.tables import build_manifests
+from zarr_vectors.errors import InputError
+from zarr_vectors.format.fragments import FragmentIndex, encode_fragments, encode_range_batch
 
 if TYPE_CHECKING:
-    from ..dataset import Dataset
+    from zarr_vectors.dataset import Dataset
 
 __all__ = ["write_points"]
 

@@ -22,19 +22,25 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import _inputs
-from .._ids import as_id_array, dense_ids, table_rows
-from .._object_tables import build_manifests
-from .._partition import Partition, partition
-from .._writer import StoreBuilder
-from ..errors import InputError
-from ..format.fragments import FragmentIndex, encode_fragments
-from ._level0 import Layout, make_layout, object_tables, partition_owners, write_level0
-from .graphs import vertex_locals, write_edges
-from .points import fragment_payloads
+from zarr_vectors.engine import inputs as _inputs
+from zarr_vectors.engine.ids import as_id_array, dense_ids, table_rows
+from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine.write.level0 import (
+    Layout,
+    make_layout,
+    object_tables,
+    partition_owners,
+    write_level0,
+)
+from zarr_vectors.engine.write.partition import Partition, partition
+from zarr_vectors.engine.write.tables import build_manifests
+from zarr_vectors.errors import InputError
+from zarr_vectors.format.fragments import FragmentIndex, encode_fragments
+from zarr_vectors.kinds.graphs import vertex_locals, write_edges
+from zarr_vectors.kinds.points import fragment_payloads
 
 if TYPE_CHECKING:
-    from ..dataset import Dataset
+    from zarr_vectors.dataset import Dataset
 
 __all__ = ["write_mesh", "write_meshes", "face_array", "ENCODINGS"]
 
@@ -79,12 +85,12 @@ def _mesh_vertices(vertices: Any) -> np.ndarray:
     return pos
 
 
-def _draco_cells(
+def draco_cells(
     pos: np.ndarray, faces: np.ndarray, part: Partition, intra: np.ndarray, bits: int, level: int
 ) -> tuple[list[bytes], Partition, list[bytes]]:
     """Encode every chunk's vertices and intra faces; return the blobs, the partition with
     rows in decoded order, and the fragment cells (explicit rows where a chunk has several)."""
-    from .._draco import encode_cell
+    from zarr_vectors._draco import encode_cell
 
     cell, local, _ = vertex_locals(part)
     face_cell = cell[faces[intra, 0]]
@@ -214,7 +220,7 @@ def _write(
     cell, _, _ = vertex_locals(part)
     intra = np.all(cell[faces] == cell[faces[:, :1]], axis=1)
     if encoding == "draco":
-        blobs, part, frags = _draco_cells(pos, faces, part, intra, bits, level)
+        blobs, part, frags = draco_cells(pos, faces, part, intra, bits, level)
         stored_faces, vertex_payloads = faces[~intra], blobs
         codec = {"name": "draco", "configuration": {"quantization_bits": bits, "compression_level": level}}
         vertex_codecs = [codec]

@@ -20,20 +20,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import _inputs
-from .._ids import dense_ids
-from .._partition import Partition, sort_keys
-from .._writer import StoreBuilder
-from ..errors import InputError
-from ..format.grid import Grid
-from ..format.links import encode_ragged, parse_offsets, place_links, smallest_index_dtype
-from ..format.manifests import encode_manifests_batch
-from ._level0 import make_layout, object_tables, partition_owners, write_level0
-from .graphs import _intra_payloads, vertex_locals
-from .points import fragment_payloads
+from zarr_vectors.engine import inputs as _inputs
+from zarr_vectors.engine.ids import dense_ids
+from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine.write.level0 import make_layout, object_tables, partition_owners, write_level0
+from zarr_vectors.engine.write.partition import Partition, sort_keys
+from zarr_vectors.errors import InputError
+from zarr_vectors.format.grid import Grid
+from zarr_vectors.format.links import encode_ragged, parse_offsets, place_links, smallest_index_dtype
+from zarr_vectors.format.manifests import encode_manifests_batch
+from zarr_vectors.kinds.graphs import intra_payloads, vertex_locals
+from zarr_vectors.kinds.points import fragment_payloads
 
 if TYPE_CHECKING:
-    from ..dataset import Dataset
+    from zarr_vectors.dataset import Dataset
 
 __all__ = ["write_skeleton", "tree_roots", "depth_first_order"]
 
@@ -148,7 +148,7 @@ def skeleton_manifests(part: Partition, grid: Grid, num_objects: int) -> list[by
     )
 
 
-def _write_parent_links(builder: StoreBuilder, grid: Grid, part: Partition, parents: np.ndarray) -> list[str]:
+def write_parent_links(builder: StoreBuilder, grid: Grid, part: Partition, parents: np.ndarray) -> list[str]:
     """Explicit (child, parent) records for every parent edge the implicit rule does not give;
     returns the families written (for ``arrays_present``)."""
     cell, local, frag = vertex_locals(part)
@@ -164,7 +164,7 @@ def _write_parent_links(builder: StoreBuilder, grid: Grid, part: Partition, pare
     builder.group("0/links")
     same = cell[edges[:, 0]] == cell[edges[:, 1]]
     if same.any():
-        cells, rows, frags, _ = _intra_payloads(part, cell, local, frag, edges[same], dtype)
+        cells, rows, frags, _ = intra_payloads(part, cell, local, frag, edges[same], dtype)
         builder.cell_array(
             f"0/links/0/{'.'.join(['0'] * d)}",
             grid,
@@ -275,7 +275,7 @@ def write_skeleton(
         tables=tables,
         fragment_objects=partition_owners(part),
         manifests=skeleton_manifests(part, layout.grid, tables.num_objects),
-        links=lambda builder: _write_parent_links(builder, layout.grid, part, par),
+        links=lambda builder: write_parent_links(builder, layout.grid, part, par),
         crs=crs,
         compression=compression,
         checksums=checksums,

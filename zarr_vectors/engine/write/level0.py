@@ -13,16 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import _ids, _inputs
-from .._object_tables import write_object_tables
-from .._writer import StoreBuilder
-from ..errors import InputError
-from ..format.grid import Grid
-from ..format.metadata import Axis, LevelMeta, RootMeta
-from ..storage import write_session
+from zarr_vectors.engine import ids as _ids
+from zarr_vectors.engine import inputs as _inputs
+from zarr_vectors.engine.storage import write_session
+from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine.write.tables import write_object_tables
+from zarr_vectors.errors import InputError
+from zarr_vectors.format.grid import Grid
+from zarr_vectors.format.metadata import Axis, LevelMeta, RootMeta
 
 if TYPE_CHECKING:
-    from ..dataset import Dataset
+    from zarr_vectors.dataset import Dataset
 
 __all__ = [
     "MAX_BINS_PER_CHUNK",
@@ -364,7 +365,7 @@ def write_level0(
     fragment; with it the owners are written as ``fragment_attributes/object_id`` so a box
     query can tell the object of each row without reading every manifest.
     """
-    from ..dataset import Dataset
+    from zarr_vectors.dataset import Dataset
 
     grid = layout.grid
     root = RootMeta(

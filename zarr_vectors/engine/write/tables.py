@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._ids import OBJECT_ID_ATTRIBUTE
-from ._inputs import NamedArray
-from ._partition import Partition
-from ._writer import MANIFEST_BUCKET, OBJECT_ATTRIBUTE_CHUNK, StoreBuilder
-from .format.grid import Grid
-from .format.manifests import encode_manifests_batch
-from .format.zarr_json import absent_fill
+from zarr_vectors.engine.ids import OBJECT_ID_ATTRIBUTE
+from zarr_vectors.engine.inputs import NamedArray
+from zarr_vectors.engine.write.builder import MANIFEST_BUCKET, OBJECT_ATTRIBUTE_CHUNK, StoreBuilder
+from zarr_vectors.engine.write.partition import Partition
+from zarr_vectors.format.grid import Grid
+from zarr_vectors.format.manifests import encode_manifests_batch
+from zarr_vectors.format.zarr_json import absent_fill
 
 __all__ = ["build_manifests", "write_object_tables"]
 

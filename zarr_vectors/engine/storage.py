@@ -7,7 +7,7 @@ A backend moves whole keys (``"0/vertices/c/1/2/3"``, ``"zarr.json"``) in batche
   On local disk this is about ten times faster than going through zarr-python's
   ``LocalStore`` one key at a time (each key there costs a thread hop), and the
   files are the same. It refuses files that are not regular files inside the store
-  (see :mod:`zarr_vectors._local`).
+  (see :mod:`zarr_vectors.engine.local`).
 * :class:`ZarrStoreBackend` serves any zarr v3 ``Store`` (memory, zip, fsspec
   S3/GCS, obstore): a batch becomes one ``asyncio.gather`` on zarr's event loop,
   so object-storage requests are in flight together. Every request has a time limit
@@ -17,7 +17,7 @@ A backend moves whole keys (``"0/vertices/c/1/2/3"``, ``"zarr.json"``) in batche
   batch it reads the root ``zarr.json`` again and raises
   :class:`~zarr_vectors.errors.StoreChangedError` when a writer replaced the store.
 
-Writes go through :func:`write_session` (:mod:`zarr_vectors._commit`): the store is
+Writes go through :func:`write_session` (:mod:`zarr_vectors.engine.commit`): the store is
 built in a local staging folder, then swapped in (local directories, zip files) or
 committed key by key behind a root marking it incomplete (other stores).
 
@@ -44,8 +44,8 @@ from zarr.abc.store import Store
 from zarr.core.buffer import cpu, default_buffer_prototype
 from zarr.core.sync import sync
 
-from ._local import LocalBackend
-from .errors import IncompleteStoreError, StoreChangedError, StoreError, ZarrVectorsError
+from zarr_vectors.engine.local import LocalBackend
+from zarr_vectors.errors import IncompleteStoreError, StoreChangedError, StoreError, ZarrVectorsError
 
 __all__ = [
     "Backend",
@@ -385,10 +385,10 @@ def write_session(
     """A context yielding a backend for writing a whole new store at ``target``.
 
     The store is built in a local staging folder; on success it replaces the target
-    (see :func:`zarr_vectors._commit.write_session` for what each kind of target
+    (see :func:`zarr_vectors.engine.commit.write_session` for what each kind of target
     guarantees), on failure the target is untouched. The caller writes the root
     ``zarr.json`` last.
     """
-    from ._commit import write_session as session
+    from zarr_vectors.engine.commit import write_session as session
 
     return session(target, overwrite=overwrite, storage_options=storage_options)

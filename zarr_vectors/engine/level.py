@@ -10,16 +10,24 @@ from typing import Any
 
 import numpy as np
 
-from ._arrays import BOUND_SLACK, DRACO_BYTES, FRAGMENT_BYTES, MAX_CELLS, CellArray, LinkArray, TableArray
-from ._ids import GROUP_ID_ATTRIBUTE, OBJECT_ID_ATTRIBUTE, IdMap, IdTableWarning
-from ._pipeline import DEFAULT_MAX_DECODED
-from .errors import CorruptCellError, DecodeError, FormatError
-from .format.grid import Grid
-from .format.links import STORE_POLICIES, links_has_perm
-from .format.manifests import ManifestBlock, decode_manifest, decode_manifests_batch
-from .format.metadata import MAX_READ_BINS, LevelMeta, RootMeta
-from .format.zarr_json import check_zarr_v3, load_json
-from .storage import Backend
+from zarr_vectors.engine.arrays import (
+    BOUND_SLACK,
+    DRACO_BYTES,
+    FRAGMENT_BYTES,
+    MAX_CELLS,
+    CellArray,
+    LinkArray,
+    TableArray,
+)
+from zarr_vectors.engine.ids import GROUP_ID_ATTRIBUTE, OBJECT_ID_ATTRIBUTE, IdMap, IdTableWarning
+from zarr_vectors.engine.pipeline import DEFAULT_MAX_DECODED
+from zarr_vectors.engine.storage import Backend
+from zarr_vectors.errors import CorruptCellError, DecodeError, FormatError
+from zarr_vectors.format.grid import Grid
+from zarr_vectors.format.links import STORE_POLICIES, links_has_perm
+from zarr_vectors.format.manifests import ManifestBlock, decode_manifest, decode_manifests_batch
+from zarr_vectors.format.metadata import MAX_READ_BINS, LevelMeta, RootMeta
+from zarr_vectors.format.zarr_json import check_zarr_v3, load_json
 
 __all__ = ["Level"]
 

@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import StoreError
+from zarr_vectors.errors import StoreError
 
 __all__ = ["LocalBackend", "exchange", "remove_tree"]
 

@@ -33,7 +33,7 @@ import numcodecs.blosc
 import numpy as np
 import zstandard
 
-from .errors import DecodeError
+from zarr_vectors.errors import DecodeError
 
 __all__ = ["DEFAULT_MAX_DECODED", "Pipeline", "UnsupportedPipeline", "compressor_json", "CHECKSUM_CODEC"]
 
@@ -42,7 +42,7 @@ _U32 = struct.Struct("<I")
 _BLOSC_HEAD = struct.Struct("<BBBBIII")
 
 #: Decoded-size ceiling of a pipeline whose caller gives no bound of its own. The readers
-#: always give one derived from the array's metadata (see ``zarr_vectors._arrays``).
+#: always give one derived from the array's metadata (see ``zarr_vectors.engine.arrays``).
 DEFAULT_MAX_DECODED = 1 << 31
 #: The codec entry that ``checksums=True`` appends to every array's codec list.
 CHECKSUM_CODEC: dict[str, Any] = {"name": "crc32c"}
@@ -292,7 +292,7 @@ class Pipeline:
         if codecs[0].get("name") == "draco":
             # The draco array codec maps raw rows <-> a Draco blob; the library decodes the
             # blob itself (it needs the faces too), so the pipeline yields the blob.
-            from ._draco import require_codec
+            from zarr_vectors._draco import require_codec
 
             require_codec()
             codecs = codecs[1:]

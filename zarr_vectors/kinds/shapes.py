@@ -27,15 +27,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import _inputs
-from .._ids import DenseIds, table_rows
-from ..errors import InputError
-from ._level0 import make_layout, object_tables, write_level0
-from .lines import _fragment_payloads, _write_links, item_ids, partition_lines, segment_manifests
-from .points import write_points
+from zarr_vectors.engine import inputs as _inputs
+from zarr_vectors.engine.ids import DenseIds, table_rows
+from zarr_vectors.engine.write.level0 import make_layout, object_tables, write_level0
+from zarr_vectors.errors import InputError
+from zarr_vectors.kinds.lines import (
+    item_ids,
+    line_payloads,
+    partition_lines,
+    segment_manifests,
+    write_line_links,
+)
+from zarr_vectors.kinds.points import write_points
 
 if TYPE_CHECKING:
-    from ..dataset import Dataset
+    from zarr_vectors.dataset import Dataset
 
 __all__ = [
     "write_geometries",
@@ -394,12 +400,12 @@ def _write_paths(
         links_convention="implicit_sequential",
         positions=pos,
         part=part,
-        fragments=_fragment_payloads(part),
+        fragments=line_payloads(part),
         vertex_attributes=vattrs,
         tables=tables,
         manifests=manifests,
         fragment_objects=(part.seg_cell, part.seg_local, seg_object),
-        links=lambda builder: ["links"] if _write_links(builder, grid, part) else [],
+        links=lambda builder: ["links"] if write_line_links(builder, grid, part) else [],
         crs=crs,
         compression=compression,
         checksums=checksums,

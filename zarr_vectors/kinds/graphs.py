@@ -15,20 +15,26 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import _inputs
-from .._ids import dense_ids
-from .._object_tables import build_manifests
-from .._partition import Partition, partition
-from .._writer import StoreBuilder
-from ..errors import InputError
-from ..format.fragments import FragmentIndex, encode_fragments
-from ..format.grid import Grid
-from ..format.links import encode_flat_rows, encode_ragged, parse_offsets, place_links, smallest_index_dtype
-from ._level0 import make_layout, object_tables, partition_owners, write_level0
-from .points import fragment_payloads
+from zarr_vectors.engine import inputs as _inputs
+from zarr_vectors.engine.ids import dense_ids
+from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine.write.level0 import make_layout, object_tables, partition_owners, write_level0
+from zarr_vectors.engine.write.partition import Partition, partition
+from zarr_vectors.engine.write.tables import build_manifests
+from zarr_vectors.errors import InputError
+from zarr_vectors.format.fragments import FragmentIndex, encode_fragments
+from zarr_vectors.format.grid import Grid
+from zarr_vectors.format.links import (
+    encode_flat_rows,
+    encode_ragged,
+    parse_offsets,
+    place_links,
+    smallest_index_dtype,
+)
+from zarr_vectors.kinds.points import fragment_payloads
 
 if TYPE_CHECKING:
-    from ..dataset import Dataset
+    from zarr_vectors.dataset import Dataset
 
 __all__ = ["write_graph", "write_edges", "vertex_locals"]
 
@@ -67,7 +73,7 @@ def vertex_locals(part: Partition) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return cell, local, frag
 
 
-def _intra_payloads(
+def intra_payloads(
     part: Partition, cell: np.ndarray, local: np.ndarray, frag: np.ndarray, edges: np.ndarray, dtype: np.dtype
 ) -> tuple[list[int], list[bytes], list[bytes], list[np.ndarray]]:
     """Flat ``0.0.0`` cells, their ``link_fragments`` cells, and which of ``edges`` each cell's
@@ -115,7 +121,7 @@ def write_edges(
     arrays: dict[str, tuple[np.ndarray, list[bytes], bool, list[np.ndarray]]] = {}
     intra_idx = np.flatnonzero(same)
     if len(intra_idx):
-        cells, rows, frags, records = _intra_payloads(part, cell, local, frag, edges[intra_idx], dtype)
+        cells, rows, frags, records = intra_payloads(part, cell, local, frag, edges[intra_idx], dtype)
         arrays["_".join([".".join(["0"] * d)] * (width - 1))] = (
             part.cells[cells],
             rows,

@@ -1,0 +1,129 @@
+"""The package's import graph follows its layers (docs/architecture.md).
+
+A module may import from its own layer or any layer below it, never above; no module imports
+another module's underscore name; the only import cycle allowed is Result's thin delegation to
+plotting and shapely (function-level imports in ``result.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "zarr_vectors"
+
+# Lowest first. A module belongs to the longest prefix listed; a module may import any module
+# whose layer is at most its own.
+LAYERS: list[tuple[str, ...]] = [
+    ("zarr_vectors.errors", "zarr_vectors._extras", "zarr_vectors_draco"),
+    ("zarr_vectors.format", "zarr_vectors.geo"),
+    ("zarr_vectors.engine", "zarr_vectors._draco", "zarr_vectors.result"),
+    ("zarr_vectors.kinds.", "zarr_vectors.pyramid.", "zarr_vectors.polygons"),
+    ("zarr_vectors.kinds", "zarr_vectors.pyramid", "zarr_vectors.validate"),
+    ("zarr_vectors.dataset",),
+    ("zarr_vectors.api", "zarr_vectors"),
+    (
+        "zarr_vectors.io",
+        "zarr_vectors.cli",
+        "zarr_vectors.demo",
+        "zarr_vectors.plot",
+        "zarr_vectors.shapely_io",
+        "zarr_vectors.__main__",
+    ),
+]
+
+# (importer, imported) pairs allowed to point upward: Result's function-level delegations.
+UPWARD_ALLOWED = {
+    ("zarr_vectors.result", "zarr_vectors.plot"),
+    ("zarr_vectors.result", "zarr_vectors.shapely_io"),
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _layer(module: str) -> int:
+    """Index of the most specific layer entry matching ``module``."""
+    best, best_len = None, -1
+    for index, entries in enumerate(LAYERS):
+        for entry in entries:
+            if entry.endswith("."):
+                hit = module.startswith(entry)
+            else:
+                hit = module == entry or module.startswith(entry + ".")
+            if hit and len(entry) > best_len:
+                best, best_len = index, len(entry)
+    if best is None:
+        raise AssertionError(f"{module} is in no layer: add it to LAYERS in tests/test_layers.py")
+    return best
+
+
+def _imports(module: str) -> list[tuple[str, str | None, int]]:
+    """(imported module, imported name or None, line) for each package import in ``module``."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(a.name, None, node.lineno) for a in node.names if a.name.startswith("zarr_vectors")]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            if not base.startswith("zarr_vectors"):
+                continue
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                if sub in MODULES:
+                    found.append((sub, None, node.lineno))
+                else:
+                    found.append((base, alias.name, node.lineno))
+    return found
+
+
+def test_every_module_has_a_layer() -> None:
+    for module in MODULES:
+        _layer(module)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_point_down_the_layers(module: str) -> None:
+    upward = [
+        f"line {line}: {target} (layer {_layer(target)}) from layer {_layer(module)}"
+        for target, _name, line in _imports(module)
+        if _layer(target) > _layer(module) and (module, target) not in UPWARD_ALLOWED
+    ]
+    assert not upward, f"{module} imports upward:\n" + "\n".join(upward)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_private_names_across_modules(module: str) -> None:
+    private = [
+        f"line {line}: {name} from {target}"
+        for target, name, line in _imports(module)
+        if name is not None and name.startswith("_") and target != module
+    ]
+    assert not private, f"{module} imports private names:\n" + "\n".join(private)
+
+
+def test_the_layer_check_can_fail() -> None:
+    """The checker sees an upward import and a private name when they are there."""
+    assert _layer("zarr_vectors.format.grid") < _layer("zarr_vectors.engine.read")
+    assert _layer("zarr_vectors.kinds.points") < _layer("zarr_vectors.kinds")
+    assert _layer("zarr_vectors.dataset") < _layer("zarr_vectors.api")
+    with pytest.raises(AssertionError, match="in no layer"):
+        _layer("numpy")

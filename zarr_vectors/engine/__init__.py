@@ -1,0 +1,1 @@
+"""The read and write machinery every geometry kind shares: storage, cell arrays, levels, plans and fetches."""

@@ -1,0 +1,1 @@
+"""Writing a level: inputs partitioned into chunks, cells encoded and staged, object tables, metadata last."""
