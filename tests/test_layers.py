@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("zarr_vectors.errors", "zarr_vectors._extras", "zarr_vectors_draco"),
     ("zarr_vectors.format", "zarr_vectors.geo"),
     ("zarr_vectors.engine", "zarr_vectors._draco", "zarr_vectors.result"),
-    ("zarr_vectors.kinds.", "zarr_vectors.pyramid.", "zarr_vectors.polygons"),
+    ("zarr_vectors.kinds.", "zarr_vectors.pyramid.", "zarr_vectors.shapely_io"),
     ("zarr_vectors.kinds", "zarr_vectors.pyramid", "zarr_vectors.validate"),
     ("zarr_vectors.dataset",),
     ("zarr_vectors.api", "zarr_vectors"),
@@ -29,7 +29,6 @@ LAYERS: list[tuple[str, ...]] = [
         "zarr_vectors.cli",
         "zarr_vectors.demo",
         "zarr_vectors.plot",
-        "zarr_vectors.shapely_io",
         "zarr_vectors.__main__",
     ),
 ]

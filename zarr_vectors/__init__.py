@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from zarr_vectors.dataset import Dataset, open
+from zarr_vectors.api import (
+    open,
+    write_geometries,
+    write_graph,
+    write_lines,
+    write_mesh,
+    write_meshes,
+    write_points,
+    write_skeleton,
+)
+from zarr_vectors.dataset import Dataset
 from zarr_vectors.engine.storage import ZarrV2StoreError
 from zarr_vectors.errors import (
     CorruptCellError,
@@ -18,12 +28,7 @@ from zarr_vectors.errors import (
     ZarrVectorsError,
 )
 from zarr_vectors.format.metadata import UnknownCapabilityWarning
-from zarr_vectors.kinds.graphs import write_graph
-from zarr_vectors.kinds.lines import write_lines
-from zarr_vectors.kinds.meshes import write_mesh, write_meshes
-from zarr_vectors.kinds.points import write_points
-from zarr_vectors.kinds.shapes import GeometryRepairedWarning, write_geometries
-from zarr_vectors.kinds.skeletons import write_skeleton
+from zarr_vectors.kinds.shapes import GeometryRepairedWarning
 from zarr_vectors.result import Result
 from zarr_vectors.validate import validate
 

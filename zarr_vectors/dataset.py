@@ -7,20 +7,18 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.edges import objects_with_edges, query_lines_box
-from zarr_vectors.engine.faces import mesh_objects, query_mesh_box
+from zarr_vectors.engine import query as engine_query
 from zarr_vectors.engine.ids import OBJECT_ID_ATTRIBUTE
 from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.read import parse_box, query_box, read_objects
-from zarr_vectors.engine.storage import Backend, ConsistentBackend, check_complete, check_not_v2, open_backend
-from zarr_vectors.errors import FormatError, InputError, ReadOnlyError
-from zarr_vectors.format.metadata import RootMeta
-from zarr_vectors.format.zarr_json import check_zarr_v3, load_json
+from zarr_vectors.engine.polygon import query_polygon
+from zarr_vectors.engine.read import parse_box
+from zarr_vectors.engine.store import VectorStore, table_values
+from zarr_vectors.errors import CorruptCellError, InputError
+from zarr_vectors.format.kinds import family_of
+from zarr_vectors.pyramid import build_pyramid, level_for
 from zarr_vectors.result import Origin, Region, Result
 
 __all__ = ["Dataset", "open"]
-
-LINKED_KINDS = ("polyline", "streamline", "line", "graph", "skeleton", "polygon", "multi_polyline")
 
 
 class Dataset:
@@ -33,46 +31,43 @@ class Dataset:
     an answer mixing two versions (open the store again).
     """
 
-    def __init__(self, backend: Backend, root: RootMeta, mode: str) -> None:
-        self._backend = backend
-        self.root = root
-        self.mode = mode
-        self._levels: dict[int, Level] = {}
+    def __init__(self, store: VectorStore) -> None:
+        self._store = store
 
     @classmethod
     def open(cls, target: Any, mode: str = "r", storage_options: dict[str, Any] | None = None) -> Dataset:
-        if mode not in ("r", "r+"):
-            raise ValueError(
-                f"mode must be 'r' or 'r+', got {mode!r}; write new stores with write_points() etc."
-            )
-        backend = open_backend(target, read_only=mode == "r", storage_options=storage_options)
-        check_not_v2(backend)
-        raw = backend.get_many(["zarr.json"])[0]
-        if raw is None:
-            raise FormatError(
-                f"{backend.description} has no zarr.json at its root: it is not a Zarr v3 store"
-            )
-        doc = check_zarr_v3(load_json(raw, f"{backend.description} (root)"), backend.description)
-        if doc["node_type"] != "group":
-            raise FormatError(f"{backend.description} is a zarr array, not a Zarr Vectors group")
-        attributes = doc.get("attributes") or {}
-        check_complete(attributes, backend.description)
-        root = RootMeta.from_attributes(attributes)
-        return cls(ConsistentBackend(backend, raw), root, mode)
+        """Open ``target``; see :func:`zarr_vectors.open`."""
+        return cls(VectorStore.open(target, mode, storage_options))
+
+    @property
+    def mode(self) -> str:
+        """``"r"`` (read only) or ``"r+"`` (levels may be added)."""
+        return self._store.mode
+
+    @property
+    def root(self) -> Any:
+        """The root's parsed ``zarr_vectors`` metadata (:class:`~zarr_vectors.format.metadata.RootMeta`)."""
+        return self._store.root
+
+    @property
+    def _backend(self) -> Any:
+        return self._store.backend
 
     # -- description -----------------------------------------------------------------
     @property
     def levels(self) -> list[int]:
         """Level indices, finest (0) first."""
-        return list(range(max(len(self.root.level_bin_shapes), 1)))
+        return self._store.levels
 
     @property
     def ndim(self) -> int:
-        return self.root.sid_ndim
+        """Number of spatial axes."""
+        return self._store.ndim
 
     @property
     def axes(self) -> tuple[str, ...]:
-        return tuple(a.name for a in self.root.axes if a.type == "space")
+        """Names of the spatial axes."""
+        return self._store.axes
 
     @property
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
@@ -100,11 +95,8 @@ class Dataset:
         return crs_view(self.root.crs)
 
     def level(self, index: int = 0) -> Level:
-        if index not in self.levels:
-            raise KeyError(f"level {index} does not exist; this store has levels {self.levels}")
-        if index not in self._levels:
-            self._levels[index] = Level.load(self._backend, self.root, index)
-        return self._levels[index]
+        """Level ``index`` (its metadata read on first use)."""
+        return self._store.level(index)
 
     def vertex_count(self, level: int = 0) -> int:
         return self.level(level).meta.vertex_count
@@ -130,7 +122,7 @@ class Dataset:
     def __repr__(self) -> str:
         lo, hi = self.bounds
         return (
-            f"<zarr_vectors.Dataset {self._backend.description} {'/'.join(self.geometry_types)} "
+            f"<zarr_vectors.Dataset {self._store.description} {'/'.join(self.geometry_types)} "
             f"axes={','.join(self.axes)} bounds={lo.tolist()}..{hi.tolist()} levels={self.levels}>"
         )
 
@@ -177,8 +169,6 @@ class Dataset:
         else:
             lo, hi = parse_box(bbox, self.ndim, self.axes)
         if polygon is not None:
-            from zarr_vectors.query_polygon import query_polygon
-
             return query_polygon(
                 self,
                 polygon,
@@ -190,17 +180,16 @@ class Dataset:
                 whole_objects=whole_objects,
                 faces=faces,
             )
-        if self._is_mesh:
-            res = query_mesh_box(lv, lo, hi, attributes, object_ids, faces)
-        elif self._is_linked:
-            res = query_lines_box(lv, lo, hi, attributes, object_ids, whole_objects)
-        else:
-            res = query_box(lv, lo, hi, attributes, object_ids)
-        if bbox is None and len(res.positions) != lv.meta.vertex_count:
-            raise FormatError(
-                f"level {level} of {self._backend.description} holds {len(res.positions)} vertices in its listed "
-                f"cells but its metadata says vertex_count {lv.meta.vertex_count}: a listing or a dtype is corrupt"
-            )
+        res = engine_query.box(
+            lv,
+            lo,
+            hi,
+            attributes,
+            object_ids,
+            whole_objects=whole_objects,
+            faces=faces,
+            everything=bbox is None,
+        )
         res.object_ids = _user_ids(lv, res.object_ids)
         res.region = Region(lo, hi)
         res.origin = Origin(self, level, complete=whole_objects and self._is_linked)
@@ -208,12 +197,12 @@ class Dataset:
 
     @property
     def _is_mesh(self) -> bool:
-        return "mesh" in self.geometry_types
+        return family_of(self.geometry_types) == "mesh"
 
     @property
     def _is_linked(self) -> bool:
         """Geometry with connectivity: queries return edges (and line pieces for lines)."""
-        return any(g in LINKED_KINDS for g in self.geometry_types)
+        return family_of(self.geometry_types) in ("lines", "graph", "shapes")
 
     def read(self, *, level: int = 0, attributes: Sequence[str] | bool | None = None) -> Result:
         """Every vertex of a level."""
@@ -230,12 +219,7 @@ class Dataset:
         oids = lv.object_id_map.to_oids(ids)
         _, first = np.unique(oids, return_index=True)
         oids = oids[np.sort(first)]
-        if self._is_mesh:
-            res = mesh_objects(lv, oids, attributes)
-        elif self._is_linked:
-            res = objects_with_edges(lv, oids, attributes)
-        else:
-            res = read_objects(lv, oids, attributes)
+        res = engine_query.objects(lv, oids, attributes)
         res.object_ids = _user_ids(lv, res.object_ids)
         res.origin = Origin(self, level, complete=True)
         return res
@@ -248,9 +232,7 @@ class Dataset:
             raise KeyError(
                 f"no object attribute {name!r}; level {level} has {self.object_attribute_names(level)}"
             )
-        arr = lv.object_attributes[name]
-        n_chunks = -(-arr.length // arr.chunk)
-        values = arr.dense(self._backend.get_many(arr.chunk_keys(range(n_chunks))))
+        values = table_values(lv, lv.object_attributes[name])
         return values if ids is None else values[lv.object_id_map.to_oids(ids)]
 
     def group_ids(self, *, level: int = 0) -> np.ndarray:
@@ -265,14 +247,12 @@ class Dataset:
             return []
         arr = lv.groups
         n_chunks = -(-arr.length // arr.chunk)
-        raws = self._backend.get_many(arr.chunk_keys(range(n_chunks)))
+        raws = lv.backend.get_many(arr.chunk_keys(range(n_chunks)))
         items = [it for c, raw in enumerate(raws) for it in arr.vlen_items(raw, c)][: arr.length]
         ranges = arr.attrs.get("group_ranges") or {}
         out = []
         for gid, it in enumerate(items):
             if len(it) % 8:
-                from zarr_vectors.errors import CorruptCellError
-
                 raise CorruptCellError(
                     arr.path, str(gid // arr.chunk), f"group {gid} is not a whole number of int64 ids"
                 )
@@ -294,9 +274,7 @@ class Dataset:
         lv = self.level(level)
         if name not in lv.group_attributes:
             raise KeyError(f"no group attribute {name!r}; level {level} has {sorted(lv.group_attributes)}")
-        arr = lv.group_attributes[name]
-        n_chunks = -(-arr.length // arr.chunk)
-        return arr.dense(self._backend.get_many(arr.chunk_keys(range(n_chunks))))
+        return table_values(lv, lv.group_attributes[name])
 
     def group(self, gid: int, *, level: int = 0, attributes: Sequence[str] | bool | None = None) -> Result:
         """All vertices of the objects in group ``gid`` (the user's group id, see :meth:`group_ids`)."""
@@ -336,10 +314,8 @@ class Dataset:
         meshes (default ``1 / mean(factor) ** 2``). ``overwrite=True`` rebuilds existing
         coarse levels. See ``docs/levels.md``.
         """
-        from zarr_vectors.pyramid import build_pyramid
-
         return build_pyramid(
-            self,
+            self._store,
             factors,
             chunk_scale=chunk_scale,
             reductions=reductions,
@@ -355,15 +331,7 @@ class Dataset:
         """The level to read for a vertex budget (the finest whose estimated count in ``bbox``
         fits ``max_vertices``, else the coarsest) or a ``resolution`` (the coarsest whose bins
         are no larger). Decided from level metadata alone: no vertex data is read."""
-        from zarr_vectors.pyramid import level_for
-
-        return level_for(self, max_vertices=max_vertices, resolution=resolution, bbox=bbox)
-
-    def _require_writable(self) -> None:
-        if self.mode != "r+":
-            raise ReadOnlyError(
-                "this dataset was opened with mode='r'; reopen it with mode='r+' to modify it"
-            )
+        return level_for(self._store, max_vertices=max_vertices, resolution=resolution, bbox=bbox)
 
 
 def _user_ids(level: Level, oids: np.ndarray | None) -> np.ndarray | None:

@@ -29,6 +29,7 @@ from zarr_vectors.engine.read import (
 )
 from zarr_vectors.errors import CorruptCellError, FormatError
 from zarr_vectors.format.fragments import FragmentIndex, ranges_to_rows
+from zarr_vectors.format.kinds import family_of
 from zarr_vectors.format.links import restore_input_order
 from zarr_vectors.result import Result
 
@@ -419,7 +420,8 @@ def query_lines_box(
 
 
 def is_lines(level: Level) -> bool:
-    return any(g in ("polyline", "streamline", "line") for g in level.root.geometry_types)
+    """Whether ``level`` holds line-like kinds (one chain per object, read as line pieces)."""
+    return family_of(level.root.geometry_types) == "lines"
 
 
 def objects_with_edges(
@@ -447,9 +449,9 @@ def objects_with_edges(
         return result
     plan: list[tuple[LinkArray, np.ndarray]] = []
 
-    def link_keys(chunks: np.ndarray) -> list[str]:
+    def extra_keys(chunks: np.ndarray) -> list[str]:
         plan.extend(link_plan(level, chunks))
         return link_keys(level, plan)
 
-    cells, rows, owners, raws = fetch_objects(level, ids, names, link_keys)
+    cells, rows, owners, raws = fetch_objects(level, ids, names, extra_keys)
     return _select(level, cells, rows, box_edges(level, cells, plan, raws), owners, lines=False)

@@ -288,7 +288,9 @@ def row_owners(level: Level, cells: Cells) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
-def build_result(level: Level, cells: Cells, rows: np.ndarray | None, object_ids: np.ndarray | None) -> Result:
+def build_result(
+    level: Level, cells: Cells, rows: np.ndarray | None, object_ids: np.ndarray | None
+) -> Result:
     def take(a: np.ndarray) -> np.ndarray:
         return a if rows is None else a[rows]
 

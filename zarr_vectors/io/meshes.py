@@ -72,8 +72,9 @@ def ingest_meshes(
     """
     from tqdm.auto import tqdm
 
+    from zarr_vectors.api import write_meshes
     from zarr_vectors.engine.ids import file_ids
-    from zarr_vectors.kinds.meshes import face_array, write_meshes
+    from zarr_vectors.kinds.meshes import face_array
 
     shape_vector(chunk_shape, 3, "chunk_shape")  # options first, then the files
     files = [Path(p) for p in paths]

@@ -141,8 +141,8 @@ def ingest_swc(
     (``n_samples``) and the file's name (``name``).
     Every file is parsed before anything is written, so a bad file leaves no store.
     """
+    from zarr_vectors.api import write_skeleton
     from zarr_vectors.engine.ids import file_ids
-    from zarr_vectors.kinds.skeletons import write_skeleton
 
     shape_vector(chunk_shape, 3, "chunk_shape")  # options first: parsing thousands of files takes a while
     files = [Path(f) for f in files]

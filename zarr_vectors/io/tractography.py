@@ -109,7 +109,7 @@ def ingest_tractogram(
     target: Any, path: str | Path, *, chunk_shape: Any, overwrite: bool = False, **kwargs: Any
 ) -> Dataset:
     """Write one tractography file as a ``streamline`` store (streamline i is object i)."""
-    from zarr_vectors.kinds.lines import write_lines
+    from zarr_vectors.api import write_lines
 
     positive_numbers(chunk_shape, "chunk_shape")
     tg = read_tractogram(path)

@@ -11,14 +11,21 @@ column that restores the input endpoint order; directed graphs keep input order.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.engine.ids import dense_ids
 from zarr_vectors.engine.write.builder import StoreBuilder
-from zarr_vectors.engine.write.level0 import make_layout, object_tables, partition_owners, write_level0
+from zarr_vectors.engine.write.level0 import (
+    LevelArrays,
+    make_layout,
+    object_tables,
+    partition_owners,
+    write_level0,
+)
+from zarr_vectors.engine.write.options import StoreOptions
 from zarr_vectors.engine.write.partition import Partition, partition
 from zarr_vectors.engine.write.tables import build_manifests
 from zarr_vectors.errors import InputError
@@ -32,9 +39,6 @@ from zarr_vectors.format.links import (
     smallest_index_dtype,
 )
 from zarr_vectors.kinds.points import fragment_payloads
-
-if TYPE_CHECKING:
-    from zarr_vectors.dataset import Dataset
 
 __all__ = ["write_graph", "write_edges", "vertex_locals"]
 
@@ -211,6 +215,7 @@ def write_graph(
     object_attributes: Mapping[str, Any] | None = None,
     groups: Any = None,
     group_attributes: Mapping[str, Any] | None = None,
+    group_names: Sequence[str] | None = None,
     axes: Sequence[Any] | None = None,
     units: str | None = None,
     crs: Any = None,
@@ -218,7 +223,7 @@ def write_graph(
     checksums: bool = False,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
-) -> Dataset:
+) -> None:
     """Write a graph: vertices ``positions`` (N, D) and ``edges`` (E, 2) of vertex indices.
 
     ``object_ids`` gives one object per vertex, int64 or uint64 ids of any value (default:
@@ -232,12 +237,23 @@ def write_graph(
     pos = _inputs.positions_array(positions, _inputs.call_ndim(chunk_shape, bounds, axes))
     n = len(pos)
     e = edge_array(edges, n)
-    layout = make_layout(pos, chunk_shape, bounds, None, axes, units)
+    options = StoreOptions(
+        chunk_shape,
+        bounds=bounds,
+        axes=axes,
+        units=units,
+        crs=crs,
+        compression=compression,
+        checksums=checksums,
+        overwrite=overwrite,
+        storage_options=storage_options,
+    )
+    layout = make_layout(pos, options)
     vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
     eattrs = _inputs.vertex_attributes(edge_attributes, len(e), what="edge attribute")
     user_ids = _inputs.object_id_array(object_ids, n)
     ids = dense_ids(np.zeros(n, np.int64) if user_ids is None else user_ids)
-    tables = object_tables(ids, object_attributes, groups, group_attributes)
+    tables = object_tables(ids, object_attributes, groups, group_attributes, group_names)
     part = partition(pos, layout.grid, tables.oids)
 
     def links(builder: StoreBuilder) -> list[str]:
@@ -245,22 +261,20 @@ def write_graph(
             return []
         return ["links", "link_fragments"] + (["link_attributes"] if eattrs else [])
 
-    return write_level0(
+    write_level0(
         target,
-        layout=layout,
-        geometry_type="graph",
-        links_convention="explicit",
-        positions=pos,
-        part=part,
-        fragments=fragment_payloads(part),
-        vertex_attributes=vattrs,
-        tables=tables,
-        fragment_objects=partition_owners(part),
-        manifests=build_manifests(part, layout.grid, tables.num_objects),
-        links=links,
-        crs=crs,
-        compression=compression,
-        checksums=checksums,
-        overwrite=overwrite,
-        storage_options=storage_options,
+        options,
+        layout,
+        "graph",
+        "explicit",
+        LevelArrays(
+            positions=pos,
+            part=part,
+            fragments=fragment_payloads(part),
+            vertex_attributes=vattrs,
+            tables=tables,
+            fragment_objects=partition_owners(part),
+            manifests=build_manifests(part, layout.grid, tables.num_objects),
+            links=links,
+        ),
     )

@@ -12,27 +12,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.engine.ids import DenseIds, as_id_array, dense_ids
 from zarr_vectors.engine.write.builder import StoreBuilder
-from zarr_vectors.engine.write.level0 import make_layout, object_tables, write_level0
+from zarr_vectors.engine.write.level0 import LevelArrays, make_layout, object_tables, write_level0
+from zarr_vectors.engine.write.options import StoreOptions
 from zarr_vectors.engine.write.partition import sort_keys
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.fragments import FragmentIndex, encode_fragments
 from zarr_vectors.format.grid import Grid
+from zarr_vectors.format.kinds import KINDS
 from zarr_vectors.format.links import encode_ragged, parse_offsets, place_links, smallest_index_dtype
 from zarr_vectors.format.manifests import encode_manifests_batch
 
-if TYPE_CHECKING:
-    from zarr_vectors.dataset import Dataset
-
 __all__ = ["write_lines", "LINE_KINDS"]
 
-LINE_KINDS = ("polyline", "streamline", "line")
+#: The kinds ``write_lines`` writes (the kind table's ``lines`` family).
+LINE_KINDS = tuple(name for name, k in KINDS.items() if k.family == "lines")
 
 
 @dataclass(frozen=True, eq=False)
@@ -308,7 +308,7 @@ def write_lines(
     checksums: bool = False,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
-) -> Dataset:
+) -> None:
     """Write polylines, streamlines or straight segments; line ``i`` is object ``object_ids[i]``
     (distinct int64 or uint64 ids of any value; default ``i``).
 
@@ -324,7 +324,18 @@ def write_lines(
     n, d = pos.shape
     n_lines = len(line_offsets) - 1
     attributes = _flat_attributes(attributes, line_offsets)
-    layout = make_layout(pos, chunk_shape, bounds, None, axes, units)
+    options = StoreOptions(
+        chunk_shape,
+        bounds=bounds,
+        axes=axes,
+        units=units,
+        crs=crs,
+        compression=compression,
+        checksums=checksums,
+        overwrite=overwrite,
+        storage_options=storage_options,
+    )
+    layout = make_layout(pos, options)
     grid = layout.grid
     vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
     ids = item_ids(object_ids, n_lines, "line")
@@ -337,22 +348,20 @@ def write_lines(
     chunks = part.cells[part.seg_cell] + grid.origin
     seg_object = ids.dense[part.seg_line]
     manifests = segment_manifests(n_lines, seg_object, chunks, part.seg_local)
-    return write_level0(
+    write_level0(
         target,
-        layout=layout,
-        geometry_type=kind,
-        links_convention="implicit_sequential",
-        positions=pos,
-        part=part,
-        fragments=line_payloads(part),
-        vertex_attributes=vattrs,
-        tables=tables,
-        manifests=manifests,
-        fragment_objects=(part.seg_cell, part.seg_local, seg_object),
-        links=lambda builder: ["links"] if write_line_links(builder, grid, part) else [],
-        crs=crs,
-        compression=compression,
-        checksums=checksums,
-        overwrite=overwrite,
-        storage_options=storage_options,
+        options,
+        layout,
+        kind,
+        "implicit_sequential",
+        LevelArrays(
+            positions=pos,
+            part=part,
+            fragments=line_payloads(part),
+            vertex_attributes=vattrs,
+            tables=tables,
+            manifests=manifests,
+            fragment_objects=(part.seg_cell, part.seg_local, seg_object),
+            links=lambda builder: ["links"] if write_line_links(builder, grid, part) else [],
+        ),
     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -27,20 +27,19 @@ from zarr_vectors.engine.ids import as_id_array, dense_ids, table_rows
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.level0 import (
     Layout,
+    LevelArrays,
     make_layout,
     object_tables,
     partition_owners,
     write_level0,
 )
+from zarr_vectors.engine.write.options import StoreOptions
 from zarr_vectors.engine.write.partition import Partition, partition
 from zarr_vectors.engine.write.tables import build_manifests
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.fragments import FragmentIndex, encode_fragments
 from zarr_vectors.kinds.graphs import vertex_locals, write_edges
 from zarr_vectors.kinds.points import fragment_payloads
-
-if TYPE_CHECKING:
-    from zarr_vectors.dataset import Dataset
 
 __all__ = ["write_mesh", "write_meshes", "face_array", "ENCODINGS"]
 
@@ -146,7 +145,7 @@ def write_mesh(
     checksums: bool = False,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
-) -> Dataset:
+) -> None:
     """Write a triangle mesh: ``vertices`` (N, 3), ``faces`` (F, 3) vertex indices.
 
     ``object_ids`` gives one object per vertex (default: one object, id 0); every face
@@ -164,7 +163,18 @@ def write_mesh(
     pos = _mesh_vertices(vertices)
     n = len(pos)
     f = face_array(faces, n)
-    layout = make_layout(pos, chunk_shape, bounds, None, axes, units)
+    options = StoreOptions(
+        chunk_shape,
+        bounds=bounds,
+        axes=axes,
+        units=units,
+        crs=crs,
+        compression=compression,
+        checksums=checksums,
+        overwrite=overwrite,
+        storage_options=storage_options,
+    )
+    layout = make_layout(pos, options)
     vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
     user_ids = _inputs.object_id_array(object_ids, n)
     user_ids = np.zeros(n, np.int64) if user_ids is None else user_ids
@@ -178,7 +188,7 @@ def write_mesh(
         )
     tables = object_tables(ids, object_attributes, groups, group_attributes, group_names)
     part = partition(pos, layout.grid, tables.oids)
-    return _write(
+    _write(
         target,
         layout,
         pos,
@@ -189,11 +199,7 @@ def write_mesh(
         encoding,
         int(quantization_bits),
         int(compression_level),
-        crs,
-        compression,
-        overwrite,
-        storage_options,
-        checksums,
+        options,
     )
 
 
@@ -208,12 +214,8 @@ def _write(
     encoding: str,
     bits: int,
     level: int,
-    crs: Any,
-    compression: str | None,
-    overwrite: bool,
-    storage_options: dict[str, Any] | None,
-    checksums: bool = False,
-) -> Dataset:
+    options: StoreOptions,
+) -> None:
     grid = layout.grid
     manifests = build_manifests(part, grid, tables.num_objects)
     owners = partition_owners(part)
@@ -233,27 +235,25 @@ def _write(
         has_intra = encoding == "raw" and bool(intra.any())
         return ["links"] + (["link_fragments"] if has_intra else [])
 
-    return write_level0(
+    write_level0(
         target,
-        layout=layout,
-        geometry_type="mesh",
-        links_convention="explicit",
-        positions=pos,
-        part=part,
-        fragments=frags,
-        vertex_attributes=vattrs,
-        tables=tables,
-        manifests=manifests,
-        fragment_objects=owners,
-        links=links,
-        vertex_payloads=vertex_payloads,
-        vertex_codecs=vertex_codecs,
-        vertex_encoding=encoding,
-        crs=crs,
-        compression=compression,
-        checksums=checksums,
-        overwrite=overwrite,
-        storage_options=storage_options,
+        options,
+        layout,
+        "mesh",
+        "explicit",
+        LevelArrays(
+            positions=pos,
+            part=part,
+            fragments=frags,
+            vertex_attributes=vattrs,
+            tables=tables,
+            manifests=manifests,
+            fragment_objects=owners,
+            links=links,
+            vertex_payloads=vertex_payloads,
+            vertex_codecs=vertex_codecs,
+            vertex_encoding=encoding,
+        ),
     )
 
 
@@ -271,7 +271,7 @@ def _as_pair(mesh: Any, i: int) -> tuple[np.ndarray, np.ndarray]:
 
 def write_meshes(
     target: Any, meshes: Sequence[Any], *, chunk_shape: Any, object_ids: Any = None, **kwargs: Any
-) -> Dataset:
+) -> None:
     """Write several meshes: ``(vertices, faces)`` pairs or ``trimesh.Trimesh`` objects.
 
     Mesh ``i`` is object ``object_ids[i]`` (distinct int64 or uint64 ids of any value, e.g.
@@ -316,6 +316,6 @@ def write_meshes(
         kwargs["object_attributes"] = {
             k: table_rows(v, mesh_ids, k, "object attribute", True) for k, v in given.items()
         }
-    return write_mesh(
+    write_mesh(
         target, vertices, faces, chunk_shape=chunk_shape, object_ids=np.repeat(per_mesh, counts), **kwargs
     )

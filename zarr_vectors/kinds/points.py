@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.engine.ids import DenseIds, dense_ids
-from zarr_vectors.engine.write.level0 import make_layout, object_tables, partition_owners, write_level0
+from zarr_vectors.engine.write.level0 import (
+    LevelArrays,
+    make_layout,
+    object_tables,
+    partition_owners,
+    write_level0,
+)
+from zarr_vectors.engine.write.options import StoreOptions
 from zarr_vectors.engine.write.partition import Partition, partition
 from zarr_vectors.engine.write.tables import build_manifests
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.fragments import FragmentIndex, encode_fragments, encode_range_batch
-
-if TYPE_CHECKING:
-    from zarr_vectors.dataset import Dataset
 
 __all__ = ["write_points"]
 
@@ -48,6 +52,7 @@ def write_points(
     object_attributes: Mapping[str, Any] | None = None,
     groups: Any = None,
     group_attributes: Mapping[str, Any] | None = None,
+    group_names: Sequence[str] | None = None,
     axes: Sequence[Any] | None = None,
     units: str | None = None,
     crs: Any = None,
@@ -55,7 +60,7 @@ def write_points(
     checksums: bool = False,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
-) -> Dataset:
+) -> None:
     """Write a point cloud to a new Zarr Vectors store and return it opened for reading.
 
     Parameters
@@ -86,9 +91,10 @@ def write_points(
         ``0 .. B-1``, shorter arrays leave the missing rows absent and longer ones add
         objects without points. Absent rows read as NaN, or the integer dtype's minimum /
         maximum. ``object_id`` is reserved.
-    groups, group_attributes
+    groups, group_attributes, group_names
         Groups of object ids (a list of lists, or a mapping group id -> ids, group ids of any
-        integer value), and per-group values (one per group in ascending group id, or a mapping).
+        integer value), per-group values (one per group in ascending group id, or a mapping),
+        and optional names of the groups (one per group, read back by ``Dataset.group_names``).
     axes, units, crs
         Axis names (or ``{"name", "unit"}`` dicts), a default unit, and an opaque CRS record.
     compression
@@ -109,7 +115,19 @@ def write_points(
     """
     pos = _inputs.positions_array(positions, _inputs.call_ndim(chunk_shape, bounds, axes))
     n = len(pos)
-    layout = make_layout(pos, chunk_shape, bounds, bin_shape, axes, units)
+    options = StoreOptions(
+        chunk_shape,
+        bounds=bounds,
+        bin_shape=bin_shape,
+        axes=axes,
+        units=units,
+        crs=crs,
+        compression=compression,
+        checksums=checksums,
+        overwrite=overwrite,
+        storage_options=storage_options,
+    )
+    layout = make_layout(pos, options)
     vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
     user_ids = _inputs.object_id_array(object_ids, n)
     if object_attributes and user_ids is None:
@@ -117,24 +135,22 @@ def write_points(
     if groups is not None and user_ids is None:
         raise InputError("groups need object_ids: a group is a list of object ids")
     ids = dense_ids(user_ids) if user_ids is not None else DenseIds.identity(0)
-    tables = object_tables(ids, object_attributes, groups, group_attributes)
+    tables = object_tables(ids, object_attributes, groups, group_attributes, group_names)
     part = partition(pos, layout.grid, None if user_ids is None else tables.oids)
     manifests = build_manifests(part, layout.grid, tables.num_objects) if user_ids is not None else None
-    return write_level0(
+    write_level0(
         target,
-        layout=layout,
-        geometry_type="point_cloud",
-        links_convention="implicit_sequential",
-        positions=pos,
-        part=part,
-        fragments=fragment_payloads(part),
-        vertex_attributes=vattrs,
-        tables=tables,
-        fragment_objects=partition_owners(part),
-        manifests=manifests,
-        crs=crs,
-        compression=compression,
-        checksums=checksums,
-        overwrite=overwrite,
-        storage_options=storage_options,
+        options,
+        layout,
+        "point_cloud",
+        "implicit_sequential",
+        LevelArrays(
+            positions=pos,
+            part=part,
+            fragments=fragment_payloads(part),
+            vertex_attributes=vattrs,
+            tables=tables,
+            fragment_objects=partition_owners(part),
+            manifests=manifests,
+        ),
     )

@@ -23,13 +23,14 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.engine.ids import DenseIds, table_rows
-from zarr_vectors.engine.write.level0 import make_layout, object_tables, write_level0
+from zarr_vectors.engine.write.level0 import LevelArrays, make_layout, object_tables, write_level0
+from zarr_vectors.engine.write.options import StoreOptions
 from zarr_vectors.errors import InputError
 from zarr_vectors.kinds.lines import (
     item_ids,
@@ -39,9 +40,6 @@ from zarr_vectors.kinds.lines import (
     write_line_links,
 )
 from zarr_vectors.kinds.points import write_points
-
-if TYPE_CHECKING:
-    from zarr_vectors.dataset import Dataset
 
 __all__ = [
     "write_geometries",
@@ -269,6 +267,9 @@ def write_geometries(
     crs: Any = None,
     object_ids: Any = None,
     object_attributes: Mapping[str, Any] | None = None,
+    groups: Any = None,
+    group_attributes: Mapping[str, Any] | None = None,
+    group_names: Sequence[str] | None = None,
     bounds: Any = None,
     bin_shape: Any = None,
     axes: Sequence[Any] | None = None,
@@ -278,7 +279,7 @@ def write_geometries(
     checksums: bool = False,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
-) -> Dataset:
+) -> None:
     """Write shapely geometries to a new store; geometry ``i`` is object ``object_ids[i]``.
 
     Parameters
@@ -295,6 +296,8 @@ def write_geometries(
     object_attributes
         name -> one numeric value (or row) per geometry in the order given, or a mapping
         ``{id: value}``. ``geom_type`` and ``object_id`` are reserved.
+    groups, group_attributes, group_names
+        Groups of geometry ids, per-group values and names, as in :func:`zarr_vectors.write_points`.
     repair
         Replace invalid polygons by ``shapely.make_valid`` output (with a
         :class:`GeometryRepairedWarning`) instead of refusing them.
@@ -331,10 +334,13 @@ def write_geometries(
         "checksums": checksums,
         "overwrite": overwrite,
         "storage_options": storage_options,
+        "groups": groups,
+        "group_attributes": group_attributes,
+        "group_names": group_names,
     }
     part = paths.per_vertex(paths.part)
     if np.isin(types, _POINTS).all():
-        return write_points(
+        write_points(
             target,
             paths.positions,
             chunk_shape=chunk_shape,
@@ -346,6 +352,7 @@ def write_geometries(
             attributes={PART_ATTRIBUTE: part.astype(_index_dtype(part))},
             **common,
         )
+        return
     if bin_shape is not None:
         raise InputError("bin_shape applies to point-only input; lines and polygons use one bin per chunk")
     ring = paths.per_vertex(paths.ring)
@@ -353,7 +360,7 @@ def write_geometries(
         PART_ATTRIBUTE: part.astype(_index_dtype(part)),
         RING_ATTRIBUTE: ring.astype(_index_dtype(ring)),
     }
-    return _write_paths(target, paths, ids, chunk_shape, attributes, oattrs, _declared_type(paths), **common)
+    _write_paths(target, paths, ids, chunk_shape, attributes, oattrs, _declared_type(paths), **common)
 
 
 def _declared_type(paths: Paths) -> str:
@@ -381,34 +388,46 @@ def _write_paths(
     checksums: bool,
     overwrite: bool,
     storage_options: dict[str, Any] | None,
-) -> Dataset:
+    groups: Any,
+    group_attributes: Mapping[str, Any] | None,
+    group_names: Sequence[str] | None,
+) -> None:
     """Write paths as lines (one line per path) whose objects are their geometries."""
     pos = _inputs.positions_array(paths.positions)
-    layout = make_layout(pos, chunk_shape, bounds, None, axes, units)
-    grid = layout.grid
-    n_geoms = len(paths.type_ids)
-    vattrs = _inputs.vertex_attributes(attributes, len(pos))
-    tables = object_tables(ids, oattrs, None, None)
-    part = partition_lines(pos, paths.offsets, grid)
-    seg_object = ids.dense[paths.geometry[part.seg_line]]
-    chunks = part.cells[part.seg_cell] + grid.origin
-    manifests = segment_manifests(n_geoms, seg_object, chunks, part.seg_local)
-    return write_level0(
-        target,
-        layout=layout,
-        geometry_type=geometry_type,
-        links_convention="implicit_sequential",
-        positions=pos,
-        part=part,
-        fragments=line_payloads(part),
-        vertex_attributes=vattrs,
-        tables=tables,
-        manifests=manifests,
-        fragment_objects=(part.seg_cell, part.seg_local, seg_object),
-        links=lambda builder: ["links"] if write_line_links(builder, grid, part) else [],
+    options = StoreOptions(
+        chunk_shape,
+        bounds=bounds,
+        axes=axes,
+        units=units,
         crs=crs,
         compression=compression,
         checksums=checksums,
         overwrite=overwrite,
         storage_options=storage_options,
+    )
+    layout = make_layout(pos, options)
+    grid = layout.grid
+    n_geoms = len(paths.type_ids)
+    vattrs = _inputs.vertex_attributes(attributes, len(pos))
+    tables = object_tables(ids, oattrs, groups, group_attributes, group_names)
+    part = partition_lines(pos, paths.offsets, grid)
+    seg_object = ids.dense[paths.geometry[part.seg_line]]
+    chunks = part.cells[part.seg_cell] + grid.origin
+    manifests = segment_manifests(n_geoms, seg_object, chunks, part.seg_local)
+    write_level0(
+        target,
+        options,
+        layout,
+        geometry_type,
+        "implicit_sequential",
+        LevelArrays(
+            positions=pos,
+            part=part,
+            fragments=line_payloads(part),
+            vertex_attributes=vattrs,
+            tables=tables,
+            manifests=manifests,
+            fragment_objects=(part.seg_cell, part.seg_local, seg_object),
+            links=lambda builder: ["links"] if write_line_links(builder, grid, part) else [],
+        ),
     )

@@ -16,14 +16,21 @@ implementation 0.9.2 writes and reads.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.engine.ids import dense_ids
 from zarr_vectors.engine.write.builder import StoreBuilder
-from zarr_vectors.engine.write.level0 import make_layout, object_tables, partition_owners, write_level0
+from zarr_vectors.engine.write.level0 import (
+    LevelArrays,
+    make_layout,
+    object_tables,
+    partition_owners,
+    write_level0,
+)
+from zarr_vectors.engine.write.options import StoreOptions
 from zarr_vectors.engine.write.partition import Partition, sort_keys
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.grid import Grid
@@ -31,9 +38,6 @@ from zarr_vectors.format.links import encode_ragged, parse_offsets, place_links,
 from zarr_vectors.format.manifests import encode_manifests_batch
 from zarr_vectors.kinds.graphs import intra_payloads, vertex_locals
 from zarr_vectors.kinds.points import fragment_payloads
-
-if TYPE_CHECKING:
-    from zarr_vectors.dataset import Dataset
 
 __all__ = ["write_skeleton", "tree_roots", "depth_first_order"]
 
@@ -229,6 +233,7 @@ def write_skeleton(
     object_attributes: Mapping[str, Any] | None = None,
     groups: Any = None,
     group_attributes: Mapping[str, Any] | None = None,
+    group_names: Sequence[str] | None = None,
     axes: Sequence[Any] | None = None,
     units: str | None = None,
     crs: Any = None,
@@ -236,13 +241,16 @@ def write_skeleton(
     checksums: bool = False,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
-) -> Dataset:
+) -> None:
     """Write one or many trees: ``parents[i]`` is vertex i's parent index, -1 for a root.
 
     ``object_ids`` gives one object per vertex, int64 or uint64 ids of any value such as
     segment ids (default: one object per tree, numbered by root order); an object may hold
     several trees, but a parent must belong to its child's object. ``object_attributes``
-    follow the distinct ids in ascending order, or are a mapping ``{id: value}``. Typical attributes are ``radius`` and ``type`` per vertex.
+    follow the distinct ids in ascending order, or are a mapping ``{id: value}``. Typical
+    attributes are ``radius`` and ``type`` per vertex. The store-wide keywords
+    (``chunk_shape``, ``bounds``, ``axes``, ``compression``, ...) and the group tables are as
+    in :func:`zarr_vectors.write_points`.
     """
     pos = _inputs.positions_array(positions, _inputs.call_ndim(chunk_shape, bounds, axes))
     n, d = pos.shape
@@ -259,26 +267,35 @@ def write_skeleton(
         raise InputError(
             f"vertex {v} (object {int(user_ids[v])}) has parent {int(par[v])} in object {int(user_ids[par[v]])}"
         )
-    layout = make_layout(pos, chunk_shape, bounds, None, axes, units)
-    vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
-    tables = object_tables(ids, object_attributes, groups, group_attributes)
-    part = skeleton_partition(pos, par, tables.oids, layout.grid)
-    return write_level0(
-        target,
-        layout=layout,
-        geometry_type="skeleton",
-        links_convention="implicit_sequential_with_branches",
-        positions=pos,
-        part=part,
-        fragments=fragment_payloads(part),
-        vertex_attributes=vattrs,
-        tables=tables,
-        fragment_objects=partition_owners(part),
-        manifests=skeleton_manifests(part, layout.grid, tables.num_objects),
-        links=lambda builder: write_parent_links(builder, layout.grid, part, par),
+    options = StoreOptions(
+        chunk_shape,
+        bounds=bounds,
+        axes=axes,
+        units=units,
         crs=crs,
         compression=compression,
         checksums=checksums,
         overwrite=overwrite,
         storage_options=storage_options,
+    )
+    layout = make_layout(pos, options)
+    vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
+    tables = object_tables(ids, object_attributes, groups, group_attributes, group_names)
+    part = skeleton_partition(pos, par, tables.oids, layout.grid)
+    write_level0(
+        target,
+        options,
+        layout,
+        "skeleton",
+        "implicit_sequential_with_branches",
+        LevelArrays(
+            positions=pos,
+            part=part,
+            fragments=fragment_payloads(part),
+            vertex_attributes=vattrs,
+            tables=tables,
+            fragment_objects=partition_owners(part),
+            manifests=skeleton_manifests(part, layout.grid, tables.num_objects),
+            links=lambda builder: write_parent_links(builder, layout.grid, part, par),
+        ),
     )

@@ -18,48 +18,41 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from zarr_vectors.engine.commit import rebuild_session
 from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.storage import GENERATION_KEY, ConsistentBackend, new_generation
+from zarr_vectors.engine.storage import GENERATION_KEY, dump_json, new_generation
+from zarr_vectors.engine.store import VectorStore
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.errors import InputError, ReadOnlyError
 from zarr_vectors.format.fragments import decode_fragments
+from zarr_vectors.format.kinds import family_of, kind
 from zarr_vectors.format.metadata import LevelMeta, RootMeta
 from zarr_vectors.pyramid import meta as pmeta
 from zarr_vectors.pyramid._store import checksums_of, compression_of, copy_tables, read_doc, rows_per_chunk
 from zarr_vectors.pyramid.plan import LevelPlan, plan_levels
 from zarr_vectors.pyramid.points import CoarseLevel, coarsen_points, level_ratio
 from zarr_vectors.pyramid.reduce import REDUCTIONS
-from zarr_vectors.pyramid.shapes import SHAPE_KINDS
-from zarr_vectors.pyramid.sparsity import Sparsity, select_objects, sparsity_per_level
+from zarr_vectors.pyramid.sparsity import Sparsity, attribute_scores, select_objects, sparsity_per_level
 from zarr_vectors.pyramid.xlevel import CrossLevelWriter, link_dtype
-
-if TYPE_CHECKING:
-    from zarr_vectors.dataset import Dataset
 
 __all__ = ["CROSS_LEVEL", "build_pyramid"]
 
 CROSS_LEVEL = ("none", "implicit", "explicit")
-LINE_KINDS = ("polyline", "streamline", "line")
 
 
-def _kind(ds: Dataset) -> str:
-    types = set(ds.geometry_types)
-    if "mesh" in types:
-        return "mesh"
-    if types & set(SHAPE_KINDS):
-        return "shapes"
-    if types & set(LINE_KINDS):
-        return "lines"
-    if types & {"skeleton", "graph"}:
-        return "graph"
-    if types <= {"point_cloud"}:
-        return "points"
-    raise InputError(f"cannot build a pyramid for geometry {sorted(types)}: no coarsening is defined for it")
+def _kind(ds: VectorStore) -> str:
+    """The coarsening family of the store: the kind table's family of its geometry types."""
+    types = ds.geometry_types
+    family = family_of(types)
+    if family is None or any(kind(t) is None for t in types):
+        raise InputError(
+            f"cannot build a pyramid for geometry {sorted(types)}: no coarsening is defined for it"
+        )
+    return family
 
 
 def _object_sizes(level: Level, ids: np.ndarray) -> np.ndarray:
@@ -91,7 +84,7 @@ def _object_sizes(level: Level, ids: np.ndarray) -> np.ndarray:
     return counts[ids]
 
 
-def _keep_points(ds: Dataset, src: Level, spec: Sparsity | None) -> tuple[np.ndarray | None, int, int]:
+def _keep_points(ds: VectorStore, src: Level, spec: Sparsity | None) -> tuple[np.ndarray | None, int, int]:
     """Kept object ids (None: all), and how many objects were present / kept."""
     if spec is None:
         return None, 0, 0
@@ -102,7 +95,7 @@ def _keep_points(ds: Dataset, src: Level, spec: Sparsity | None) -> tuple[np.nda
     if spec.by == "size":
         scores = _object_sizes(src, present)
     elif spec.by == "attribute":
-        scores = attribute_scores(ds, src, spec, present)
+        scores = attribute_scores(src, spec, present)
     elif spec.by == "length":
         raise InputError(
             "object sparsity by 'length' applies to lines, skeletons and graphs; use 'size' for points"
@@ -111,27 +104,12 @@ def _keep_points(ds: Dataset, src: Level, spec: Sparsity | None) -> tuple[np.nda
     return kept, len(present), len(kept)
 
 
-def attribute_scores(ds: Dataset, src: Level, spec: Sparsity, present: np.ndarray) -> np.ndarray:
-    name = spec.attribute
-    if name not in src.object_attributes:
-        raise InputError(
-            f"object sparsity by attribute {name!r}: level {src.index} has object attributes "
-            f"{sorted(src.object_attributes)}"
-        )
-    values = ds.object_attributes(str(name), level=src.index)
-    if values.ndim != 1 or values.dtype.kind not in "iuf":
-        raise InputError(
-            f"object sparsity by attribute {name!r} needs a numeric (B,) attribute, got {values.dtype} {values.shape}"
-        )
-    return values[present].astype(np.float64)
-
-
-def _replaced(ds: Dataset) -> tuple[Callable[[str], bool], dict[str, bytes]]:
+def _replaced(ds: VectorStore) -> tuple[Callable[[str], bool], dict[str, bytes]]:
     """What a build replaces: a test for the keys it hides (coarse levels, also ones the
     root does not list, and level 0's cross-level link families), and the documents that
     stand for the store meanwhile (the root listing level 0 only, with a new generation,
     and level 0's group without ``links`` when only cross-level families were there)."""
-    backend = ds._backend
+    backend = ds.backend
     doc = read_doc(backend, "zarr.json")
     assert doc is not None
     coarse = {n for n in backend.list_dir("") if n.isdigit() and n != "0"} | {str(i) for i in ds.levels[1:]}
@@ -157,13 +135,11 @@ def _replaced(ds: Dataset) -> tuple[Callable[[str], bool], dict[str, bytes]]:
 
 
 def _dump(doc: dict[str, Any]) -> bytes:
-    from zarr_vectors.engine.storage import dump_json
-
     return dump_json(doc)
 
 
 def build_pyramid(
-    ds: Dataset,
+    ds: VectorStore,
     factors: Sequence[Any],
     *,
     chunk_scale: Any = "auto",
@@ -177,11 +153,11 @@ def build_pyramid(
 ) -> list[int]:
     """Add levels ``1 .. len(factors)`` to ``ds`` (opened ``mode="r+"``); see
     :meth:`zarr_vectors.Dataset.build_pyramid` for the parameters. Returns the new levels."""
-    ds._require_writable()
-    store = getattr(ds._backend, "store", None)
-    if getattr(ds._backend, "read_only", False) or getattr(store, "read_only", False):
+    ds.require_writable()
+    store = getattr(ds.backend, "store", None)
+    if getattr(ds.backend, "read_only", False) or getattr(store, "read_only", False):
         raise ReadOnlyError(
-            f"{ds._backend.description} cannot be written in place (a .zip file opens read-only); "
+            f"{ds.backend.description} cannot be written in place (a .zip file opens read-only); "
             "build the pyramid on a directory copy of the store, then zip that"
         )
     if cross_level not in CROSS_LEVEL:
@@ -205,28 +181,20 @@ def build_pyramid(
     )
     sparsity = sparsity_per_level(object_sparsity, len(plans))
     hidden, first = _replaced(ds)  # only once the new plan is known to be valid
-    backend, root_before = ds._backend, ds.root
     try:
-        with rebuild_session(backend, hidden=hidden, first=first) as overlay:
-            ds._backend = overlay
-            ds.root = RootMeta.from_attributes(json.loads(first["zarr.json"])["attributes"])
-            ds._levels.clear()
-            _build_levels(
-                ds, kind, plans, sparsity, cross_level, reductions, tolerance, face_fraction, progress
-            )
-    except BaseException:
-        ds.root = root_before
-        raise
+        with rebuild_session(ds.backend, hidden=hidden, first=first) as overlay:
+            with ds.staged(overlay, RootMeta.from_attributes(json.loads(first["zarr.json"])["attributes"])):
+                _build_levels(
+                    ds, kind, plans, sparsity, cross_level, reductions, tolerance, face_fraction, progress
+                )
     finally:
-        ds._backend = backend
-        ds._levels.clear()
-    if isinstance(backend, ConsistentBackend):
-        backend.rebase()  # the store was replaced by this process: read on from the new root
+        ds.replace_root(ds.root)
+    ds.rebase()  # the store was replaced by this process: read on from the new root
     return [p.index for p in plans]
 
 
 def _build_levels(
-    ds: Dataset,
+    ds: VectorStore,
     kind: str,
     plans: list[LevelPlan],
     sparsity: list[Sparsity | None],
@@ -243,7 +211,7 @@ def _build_levels(
         src = ds.level(plan.parent)
         if src_rows is None:  # bounds the rows of every streamed batch, links or not
             src_rows = rows_per_chunk(src)[1]
-        builder = StoreBuilder(ds._backend, compression, clevel, checksums=checksums_of(ds.level(0)))
+        builder = StoreBuilder(ds.backend, compression, clevel, checksums=checksums_of(ds.level(0)))
         coarse, xl = _coarsen(
             ds,
             kind,
@@ -299,7 +267,7 @@ def _xlinks_factory(builder: StoreBuilder, src: Level, plan: LevelPlan, cross_le
 
 
 def _coarsen(
-    ds: Dataset,
+    ds: VectorStore,
     kind: str,
     src: Level,
     plan: LevelPlan,
@@ -351,7 +319,6 @@ def _coarsen(
         from zarr_vectors.pyramid.linked import coarsen_linked
 
         return coarsen_linked(
-            ds,
             kind,
             src,
             plan,
@@ -365,7 +332,6 @@ def _coarsen(
     from zarr_vectors.pyramid.meshes import coarsen_meshes
 
     return coarsen_meshes(
-        ds,
         src,
         plan,
         builder,
@@ -386,7 +352,7 @@ def _sparsity_extra(spec: Sparsity | None, n_present: int, n_kept: int) -> dict[
 
 
 def _finalise(
-    ds: Dataset,
+    ds: VectorStore,
     builder: StoreBuilder,
     src: Level,
     plan: LevelPlan,
@@ -396,7 +362,7 @@ def _finalise(
     cross_level: str,
 ) -> None:
     """Level group, source level group, then the root (last)."""
-    backend = ds._backend
+    backend = ds.backend
     up, down = xl.close() if xl is not None else (False, False)
     present = list(coarse.arrays_present)
     present += [p for p in copy_tables(backend, src, plan.index) if p not in present]
@@ -441,6 +407,4 @@ def _finalise(
         cross_level_depth=0 if cross_level == "none" else 1,
     )
     builder.commit(attrs)
-    ds.root = RootMeta.from_attributes(attrs)
-    ds._levels.pop(plan.index, None)
-    ds._levels.pop(src.index, None)
+    ds.replace_root(RootMeta.from_attributes(attrs), plan.index, src.index)

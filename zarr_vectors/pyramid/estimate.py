@@ -15,13 +15,13 @@ import numpy as np
 from zarr_vectors.errors import InputError
 
 if TYPE_CHECKING:
-    from zarr_vectors.dataset import Dataset
     from zarr_vectors.engine.level import Level
+    from zarr_vectors.engine.store import VectorStore
 
 __all__ = ["estimate_count", "estimate_counts", "level_bin_shape", "level_for"]
 
 
-def level_bin_shape(ds: Dataset, index: int) -> np.ndarray:
+def level_bin_shape(ds: VectorStore, index: int) -> np.ndarray:
     """Level ``index``'s bin shape as the NGFF transforms record it (the metavertex spacing)."""
     shapes = ds.root.level_bin_shapes
     return np.asarray(shapes[index] if index < len(shapes) else ds.root.effective_bin_shape, np.float64)
@@ -50,7 +50,7 @@ def estimate_count(level: Level, lo: np.ndarray | None, hi: np.ndarray | None) -
     return total * float(np.prod(cover, axis=1).sum() / volume.sum())
 
 
-def estimate_counts(ds: Dataset, bbox: Any = None) -> dict[int, float]:
+def estimate_counts(ds: VectorStore, bbox: Any = None) -> dict[int, float]:
     """Estimated vertex count of every level inside ``bbox`` (None: the whole level)."""
     lo = hi = None
     if bbox is not None:
@@ -61,7 +61,7 @@ def estimate_counts(ds: Dataset, bbox: Any = None) -> dict[int, float]:
 
 
 def level_for(
-    ds: Dataset, *, max_vertices: int | None = None, resolution: Any = None, bbox: Any = None
+    ds: VectorStore, *, max_vertices: int | None = None, resolution: Any = None, bbox: Any = None
 ) -> int:
     """The level to read for a vertex budget or a resolution (exactly one of them).
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -26,8 +26,9 @@ from zarr_vectors.engine.edges import box_edges, is_lines, link_keys, link_plan
 from zarr_vectors.engine.inputs import NamedArray
 from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.read import attribute_names, fetch_objects
+from zarr_vectors.engine.store import table_values
 from zarr_vectors.engine.write.builder import StoreBuilder
-from zarr_vectors.engine.write.level0 import Tables, partition_owners, write_level_arrays
+from zarr_vectors.engine.write.level0 import LevelArrays, Tables, partition_owners, write_level_arrays
 from zarr_vectors.engine.write.partition import partition
 from zarr_vectors.engine.write.tables import build_manifests
 from zarr_vectors.errors import InputError
@@ -42,11 +43,8 @@ from zarr_vectors.pyramid.points import CoarseLevel
 from zarr_vectors.pyramid.reduce import Groups, reduce_rows, reduction_for
 from zarr_vectors.pyramid.shapes import path_offsets, simplify_paths
 from zarr_vectors.pyramid.simplify import Simplified, simplify_graph
-from zarr_vectors.pyramid.sparsity import Sparsity, select_objects
+from zarr_vectors.pyramid.sparsity import Sparsity, attribute_scores, select_objects
 from zarr_vectors.pyramid.xlevel import CrossLevelWriter
-
-if TYPE_CHECKING:
-    from zarr_vectors.dataset import Dataset
 
 __all__ = ["CoarseObjects", "ObjectBatch", "coarsen_linked", "object_batches", "read_objects_batch"]
 
@@ -203,13 +201,13 @@ def _one_batch(
     _simplify_batch(acc, batch, s, spec, edge_how)
 
 
-def _shape_types(ds: Dataset, src: Level) -> np.ndarray | None:
+def _shape_types(src: Level) -> np.ndarray | None:
     """Shapely type id of every object of a ``write_geometries`` store (None without them)."""
     from zarr_vectors.kinds.shapes import TYPE_ATTRIBUTE
 
     if TYPE_ATTRIBUTE not in src.object_attributes:
         return None
-    return np.asarray(ds.object_attributes(TYPE_ATTRIBUTE, level=src.index)).reshape(-1).astype(np.int64)
+    return np.asarray(table_values(src, src.object_attributes[TYPE_ATTRIBUTE])).reshape(-1).astype(np.int64)
 
 
 def _named(src: Level, name: str, values: np.ndarray, table: dict[str, Any]) -> NamedArray:
@@ -218,7 +216,6 @@ def _named(src: Level, name: str, values: np.ndarray, table: dict[str, Any]) -> 
 
 
 def coarsen_linked(
-    ds: Dataset,
     kind: str,
     src: Level,
     plan: LevelPlan,
@@ -246,7 +243,7 @@ def coarsen_linked(
     with tqdm(
         total=sum(len(b) for b in batches), desc=f"level {plan.index}", unit="object", disable=not progress
     ) as bar:
-        types = _shape_types(ds, src) if kind == "shapes" else None
+        types = _shape_types(src) if kind == "shapes" else None
         for ids in batches:  # a batch lives only inside _one_batch: one batch in memory at a time
             _one_batch(acc, src, ids, names, kind, tol, types, spec, edge_how)
             bar.update(len(ids))
@@ -261,7 +258,7 @@ def coarsen_linked(
         )
     )
     extra: dict[str, Any] = {"coarsening_algorithm": "douglas_peucker", "simplify_tolerance": tol}
-    coarse, more, kept = sparsify(ds, src, spec, coarse, acc.size)
+    coarse, more, kept = sparsify(src, spec, coarse, acc.size)
     extra.update(more)
     vattrs = [_named(src, n, v, src.vertex_attributes) for n, v in coarse.attributes.items()]
     ea = [_named(src, n, v, {}) for n, v in coarse.link_attributes.items()]
@@ -338,21 +335,19 @@ def compose(first: np.ndarray | None, then: np.ndarray | None) -> np.ndarray | N
 
 
 def sparsify(
-    ds: Dataset, src: Level, spec: Sparsity | None, coarse: CoarseObjects, sizes: dict[int, float]
+    src: Level, spec: Sparsity | None, coarse: CoarseObjects, sizes: dict[int, float]
 ) -> tuple[CoarseObjects, dict[str, Any], np.ndarray | None]:
     """Drop the objects ``spec`` does not keep (``sizes``: object id -> size or length score);
     returns the kept level, the metadata recording the choice and each vertex's new number
     (-1: dropped; None: all kept)."""
     if spec is None:
         return coarse, {}, None
-    from zarr_vectors.pyramid.build import attribute_scores
-
     present = np.unique(coarse.owners)
     scores = None
     if spec.by in ("size", "length"):
         scores = np.array([sizes.get(int(i), 0.0) for i in present])
     elif spec.by == "attribute":
-        scores = attribute_scores(ds, src, spec, present)
+        scores = attribute_scores(src, spec, present)
     kept = select_objects(present, spec, scores)
     extra = spec.metadata()
     extra["object_sparsity"] = len(kept) / len(present) if len(present) else 1.0
@@ -411,7 +406,7 @@ def _write(
     grid = plan.grid
     num_objects = src.num_objects
     tables = Tables(num_objects, [], [], [])
-    common = dict(grid=grid, positions=pos, vertex_attributes=vattrs, tables=tables)
+    common = dict(positions=pos, vertex_attributes=vattrs, tables=tables)
     if kind in ("lines", "shapes"):
         if kind == "lines":  # one line per object
             counts = np.bincount(owners, minlength=num_objects)
@@ -429,12 +424,15 @@ def _write(
         )
         present = write_level_arrays(
             lb,
-            part=part,
-            fragments=line_payloads(part),
-            manifests=manifests,
-            fragment_objects=(part.seg_cell, part.seg_local, seg_object),
-            links=lambda b: ["links"] if write_line_links(b, grid, part) else [],
-            **common,
+            grid,
+            LevelArrays(
+                part=part,
+                fragments=line_payloads(part),
+                manifests=manifests,
+                fragment_objects=(part.seg_cell, part.seg_local, seg_object),
+                links=lambda b: ["links"] if write_line_links(b, grid, part) else [],
+                **common,
+            ),
         )
         return written(plan, part.cells, *_row_places(part.order, part.row_offsets), present)
     if src.root.links_convention == "implicit_sequential_with_branches":
@@ -457,12 +455,15 @@ def _write(
     manifests = (skeleton_manifests if skeleton else build_manifests)(part, grid, num_objects)
     present = write_level_arrays(
         lb,
-        part=part,
-        fragments=fragment_payloads(part),
-        manifests=manifests,
-        fragment_objects=partition_owners(part),
-        links=links,
-        **common,
+        grid,
+        LevelArrays(
+            part=part,
+            fragments=fragment_payloads(part),
+            manifests=manifests,
+            fragment_objects=partition_owners(part),
+            links=links,
+            **common,
+        ),
     )
     cell, local, _ = vertex_locals(part)
     return written(plan, part.cells, cell, local, present)

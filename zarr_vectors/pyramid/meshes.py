@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from zarr_vectors.engine.inputs import NamedArray
 from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.read import attribute_names
 from zarr_vectors.engine.write.builder import StoreBuilder
-from zarr_vectors.engine.write.level0 import Tables, partition_owners, write_level_arrays
+from zarr_vectors.engine.write.level0 import LevelArrays, Tables, partition_owners, write_level_arrays
 from zarr_vectors.engine.write.partition import partition
 from zarr_vectors.engine.write.tables import build_manifests
 from zarr_vectors.errors import InputError
@@ -54,9 +54,6 @@ from zarr_vectors.pyramid.points import CoarseLevel
 from zarr_vectors.pyramid.reduce import Groups, reduce_rows, reduction_for
 from zarr_vectors.pyramid.sparsity import Sparsity
 from zarr_vectors.pyramid.xlevel import CrossLevelWriter
-
-if TYPE_CHECKING:
-    from zarr_vectors.dataset import Dataset
 
 __all__ = ["MIN_FACES", "coarsen_meshes", "decimate"]
 
@@ -222,7 +219,6 @@ class _Decimated:
 
 
 def coarsen_meshes(
-    ds: Dataset,
     src: Level,
     plan: LevelPlan,
     builder: StoreBuilder,
@@ -265,7 +261,7 @@ def coarsen_meshes(
             link_attributes={},
         )
     )
-    coarse, extra, kept = sparsify(ds, src, spec, coarse, acc.sizes)
+    coarse, extra, kept = sparsify(src, spec, coarse, acc.sizes)
     extra.update({"coarsening_algorithm": "quadric_edge_collapse", "face_fraction": fraction})
     vattrs = [NamedArray(n, np.ascontiguousarray(v), _channels(src, n)) for n, v in coarse.attributes.items()]
     out = _write(builder, src, plan, coarse.positions, coarse.links, coarse.owners, vattrs)
@@ -318,18 +314,20 @@ def _write(
 
     present = write_level_arrays(
         lb,
-        grid=grid,
-        positions=pos,
-        part=part,
-        fragments=frags,
-        vertex_attributes=vattrs,
-        tables=Tables(src.num_objects, [], [], []),
-        manifests=manifests,
-        fragment_objects=owner_table,
-        links=links,
-        vertex_payloads=payloads,
-        vertex_codecs=codecs,
-        vertex_encoding="draco" if draco else "raw",
+        grid,
+        LevelArrays(
+            positions=pos,
+            part=part,
+            fragments=frags,
+            vertex_attributes=vattrs,
+            tables=Tables(src.num_objects, [], [], []),
+            manifests=manifests,
+            fragment_objects=owner_table,
+            links=links,
+            vertex_payloads=payloads,
+            vertex_codecs=codecs,
+            vertex_encoding="draco" if draco else "raw",
+        ),
     )
     cell, local, _ = vertex_locals(part)
     return written(plan, part.cells, cell, local, present)

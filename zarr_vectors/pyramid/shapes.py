@@ -27,10 +27,9 @@ from zarr_vectors.pyramid.simplify import Simplified, chains, douglas_peucker
 if TYPE_CHECKING:
     from zarr_vectors.pyramid.linked import ObjectBatch
 
-__all__ = ["SHAPE_KINDS", "path_offsets", "simplify_paths"]
+__all__ = ["path_offsets", "simplify_paths"]
 
 #: Geometry types written by ``write_geometries`` that hold several paths per object.
-SHAPE_KINDS = ("polygon", "multi_polyline")
 _POLYGONAL = (3, 6)
 #: Tolerance factors tried, in turn, on polygons left invalid (``-1``: keep every vertex).
 RETRY_FACTORS = (0.5, 0.25, 0.125, 0.0625, 0.0, -1.0)

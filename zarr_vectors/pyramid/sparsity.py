@@ -14,9 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.store import table_values
 from zarr_vectors.errors import InputError
 
-__all__ = ["STRATEGIES", "Sparsity", "select_objects", "sparsity_per_level"]
+__all__ = ["attribute_scores", "STRATEGIES", "Sparsity", "select_objects", "sparsity_per_level"]
 
 STRATEGIES = ("random", "size", "length", "attribute")
 
@@ -96,3 +98,20 @@ def select_objects(present: np.ndarray, spec: Sparsity, scores: np.ndarray | Non
     s = np.where(np.isnan(s), -np.inf if spec.largest else np.inf, s)
     order = np.lexsort((present, -s if spec.largest else s))
     return np.sort(present[order[:n_keep]])
+
+
+def attribute_scores(src: Level, spec: Sparsity, present: np.ndarray) -> np.ndarray:
+    """Score of each object ``present`` for sparsity by attribute: the numeric (B,) object
+    attribute ``spec.attribute`` of ``src``."""
+    name = spec.attribute
+    if name not in src.object_attributes:
+        raise InputError(
+            f"object sparsity by attribute {name!r}: level {src.index} has object attributes "
+            f"{sorted(src.object_attributes)}"
+        )
+    values = table_values(src, src.object_attributes[str(name)])
+    if values.ndim != 1 or values.dtype.kind not in "iuf":
+        raise InputError(
+            f"object sparsity by attribute {name!r} needs a numeric (B,) attribute, got {values.dtype} {values.shape}"
+        )
+    return values[present].astype(np.float64)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -17,16 +17,15 @@ from zarr_vectors.engine import ids as _ids
 from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.engine.storage import write_session
 from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine.write.options import StoreOptions
 from zarr_vectors.engine.write.tables import write_object_tables
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.grid import Grid
 from zarr_vectors.format.metadata import Axis, LevelMeta, RootMeta
 
-if TYPE_CHECKING:
-    from zarr_vectors.dataset import Dataset
-
 __all__ = [
     "MAX_BINS_PER_CHUNK",
+    "LevelArrays",
     "Layout",
     "Tables",
     "make_layout",
@@ -71,19 +70,12 @@ def axes_from(axes: Sequence[Any] | None, ndim: int, units: str | None = None) -
     return tuple(out)
 
 
-def make_layout(
-    positions: np.ndarray,
-    chunk_shape: Any,
-    bounds: Any = None,
-    bin_shape: Any = None,
-    axes: Sequence[Any] | None = None,
-    units: str | None = None,
-) -> Layout:
-    """Check chunk and bin shapes and bounds against the positions; build the grid."""
+def make_layout(positions: np.ndarray, options: StoreOptions) -> Layout:
+    """Check ``options``' chunk and bin shapes and bounds against the positions; build the grid."""
     d = positions.shape[1]
-    cs = _inputs.shape_vector(chunk_shape, d, "chunk_shape")
-    bs = cs if bin_shape is None else _inputs.shape_vector(bin_shape, d, "bin_shape")
-    b = _inputs.resolve_bounds(bounds, positions)
+    cs = _inputs.shape_vector(options.chunk_shape, d, "chunk_shape")
+    bs = cs if options.bin_shape is None else _inputs.shape_vector(options.bin_shape, d, "bin_shape")
+    b = _inputs.resolve_bounds(options.bounds, positions)
     try:
         grid = Grid.from_bounds(b, cs, bs)
     except ValueError as exc:
@@ -95,7 +87,7 @@ def make_layout(
         )
     if int(np.prod(grid.shape)) > 1 << 40:
         raise InputError(f"the chunk grid {grid.shape.tolist()} is too large; choose a larger chunk_shape")
-    return Layout(grid, b, axes_from(axes, d, units))
+    return Layout(grid, b, axes_from(options.axes, d, options.units))
 
 
 @dataclass(frozen=True, eq=False)
@@ -254,27 +246,46 @@ def attribute_meta(attr: _inputs.NamedArray) -> dict[str, Any]:
     return meta
 
 
-def write_level_arrays(
-    builder: Any,
-    *,
-    grid: Grid,
-    positions: np.ndarray,
-    part: Any,
-    fragments: Iterable[bytes],
-    vertex_attributes: list[_inputs.NamedArray],
-    tables: Tables,
-    manifests: list[bytes] | None,
-    fragment_objects: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-    links: Callable[[Any], list[str]] | None = None,
-    vertex_payloads: Iterable[bytes] | None = None,
-    vertex_codecs: list[dict[str, Any]] | None = None,
-    vertex_encoding: str = "raw",
-) -> list[str]:
+@dataclass(frozen=True, eq=False)
+class LevelArrays:
+    """What a kind writes into one level: vertices partitioned into cells, their fragment
+    cells, vertex attributes, object tables and manifests, and (through ``links(builder)``,
+    which returns the families it added to ``arrays_present``) its link arrays.
+
+    ``vertex_payloads`` replace the raw rows of ``positions`` as the ``vertices`` cells
+    (Draco blobs, with ``vertex_codecs`` naming their codec). ``fragment_objects`` is
+    ``(cell, local index, object id)`` of every fragment; with it the owners are written as
+    ``fragment_attributes/object_id`` so a box query can tell the object of each row without
+    reading every manifest.
+    """
+
+    positions: np.ndarray
+    part: Any
+    fragments: Iterable[bytes]
+    vertex_attributes: list[_inputs.NamedArray]
+    tables: Tables
+    manifests: list[bytes] | None
+    fragment_objects: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    links: Callable[[Any], list[str]] | None = None
+    vertex_payloads: Iterable[bytes] | None = None
+    vertex_codecs: list[dict[str, Any]] | None = None
+    vertex_encoding: str = "raw"
+
+
+def write_level_arrays(builder: Any, grid: Grid, arrays: LevelArrays) -> list[str]:
     """Write one level's arrays at ``0/...`` paths of ``builder`` (a :class:`StoreBuilder`, or
     ``builder.at_level(k)`` for level k) and return the families for ``arrays_present``.
 
     The level group itself (its ``zarr_vectors_level`` block) is left to the caller.
     """
+    positions, part, fragments = arrays.positions, arrays.part, arrays.fragments
+    vertex_attributes, tables, manifests = arrays.vertex_attributes, arrays.tables, arrays.manifests
+    fragment_objects, links = arrays.fragment_objects, arrays.links
+    vertex_payloads, vertex_codecs, vertex_encoding = (
+        arrays.vertex_payloads,
+        arrays.vertex_codecs,
+        arrays.vertex_encoding,
+    )
     if vertex_payloads is None:
         vertex_payloads = row_payloads(positions, part)
     dtype = "float32" if vertex_encoding == "draco" else positions.dtype.name
@@ -336,37 +347,13 @@ def write_level_arrays(
 
 def write_level0(
     target: Any,
-    *,
+    options: StoreOptions,
     layout: Layout,
     geometry_type: str,
     links_convention: str,
-    positions: np.ndarray,
-    part: Any,
-    fragments: Iterable[bytes],
-    vertex_attributes: list[_inputs.NamedArray],
-    tables: Tables,
-    manifests: list[bytes] | None,
-    fragment_objects: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-    links: Callable[[StoreBuilder], list[str]] | None = None,
-    vertex_payloads: Iterable[bytes] | None = None,
-    vertex_codecs: list[dict[str, Any]] | None = None,
-    vertex_encoding: str = "raw",
-    crs: Any = None,
-    compression: str | None = "none",
-    checksums: bool = False,
-    overwrite: bool = False,
-    storage_options: dict[str, Any] | None = None,
-) -> Dataset:
-    """Write a one-level store and return it opened for reading.
-
-    ``links(builder)`` writes the link arrays and returns the families it added to
-    ``arrays_present``. ``vertex_payloads`` replace the raw rows of ``positions`` as the
-    ``vertices`` cells (Draco blobs, with ``vertex_codecs`` naming their codec). ``fragment_objects`` is ``(cell, local index, object id)`` of every
-    fragment; with it the owners are written as ``fragment_attributes/object_id`` so a box
-    query can tell the object of each row without reading every manifest.
-    """
-    from zarr_vectors.dataset import Dataset
-
+    arrays: LevelArrays,
+) -> None:
+    """Write a one-level store of ``geometry_type``, its root ``zarr.json`` last."""
     grid = layout.grid
     root = RootMeta(
         chunk_shape=tuple(float(c) for c in grid.chunk_shape),
@@ -374,29 +361,16 @@ def write_level0(
         axes=layout.axes,
         geometry_types=(geometry_type,),
         links_convention=links_convention,
-        crs=crs,
+        crs=options.crs,
         base_bin_shape=tuple(float(v) for v in grid.bin_shape),
     )
-    with write_session(target, overwrite=overwrite, storage_options=storage_options) as backend:
-        builder = StoreBuilder(backend, compression, checksums=checksums)
-        present = write_level_arrays(
-            builder,
-            grid=grid,
-            positions=positions,
-            part=part,
-            fragments=fragments,
-            vertex_attributes=vertex_attributes,
-            tables=tables,
-            manifests=manifests,
-            fragment_objects=fragment_objects,
-            links=links,
-            vertex_payloads=vertex_payloads,
-            vertex_codecs=vertex_codecs,
-            vertex_encoding=vertex_encoding,
-        )
+    with write_session(
+        target, overwrite=options.overwrite, storage_options=options.storage_options
+    ) as backend:
+        builder = StoreBuilder(backend, options.compression, checksums=options.checksums)
+        present = write_level_arrays(builder, grid, arrays)
         level = LevelMeta(
-            level=0, vertex_count=len(positions), arrays_present=tuple(present), fragments_tile=True
+            level=0, vertex_count=len(arrays.positions), arrays_present=tuple(present), fragments_tile=True
         )
         builder.group("0", {"zarr_vectors_level": level.to_json()})
         builder.commit(root.to_attributes())
-    return Dataset.open(target, mode="r", storage_options=storage_options)

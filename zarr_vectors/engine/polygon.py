@@ -10,21 +10,38 @@ polygon's boundary is not inside (the ``contains`` predicate).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from zarr_vectors.engine.ids import owned
+from zarr_vectors.engine.level import Level
 from zarr_vectors.errors import InputError
+from zarr_vectors.format.kinds import family_of
 from zarr_vectors.result import Origin, Region, Result
 
-if TYPE_CHECKING:
-    from zarr_vectors.dataset import Dataset
-
-__all__ = ["polygon_axes_of", "as_polygon", "contains", "query_polygon"]
+__all__ = ["BoxReader", "polygon_axes_of", "as_polygon", "contains", "query_polygon"]
 
 
-def polygon_axes_of(ds: Dataset, polygon_axes: Sequence[str | int] | None) -> tuple[int, int]:
+class BoxReader(Protocol):
+    """What a polygon query needs of an opened store (:class:`zarr_vectors.Dataset` is one)."""
+
+    @property
+    def ndim(self) -> int: ...
+
+    @property
+    def axes(self) -> tuple[str, ...]: ...
+
+    def level(self, index: int = 0) -> Level: ...
+
+    def query(
+        self, bbox: Any = None, *, level: int = 0, attributes: Any = None, object_ids: Any = None
+    ) -> Result: ...
+
+    def objects(self, ids: Any, *, level: int = 0, attributes: Any = None) -> Result: ...
+
+
+def polygon_axes_of(ds: BoxReader, polygon_axes: Sequence[str | int] | None) -> tuple[int, int]:
     """Indices of the two axes a polygon is tested on (named, or given as indices)."""
     if polygon_axes is None:
         if ds.ndim != 2:
@@ -132,7 +149,7 @@ def contains(poly: Any, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _boxes(
-    ds: Dataset, poly: Any, ax: tuple[int, int], lo: np.ndarray, hi: np.ndarray
+    points_only: bool, poly: Any, ax: tuple[int, int], lo: np.ndarray, hi: np.ndarray
 ) -> list[tuple[Any, Any, Any]]:
     """``(lo, hi, polygon)`` of each box query to run: one for the whole polygon, or for a
     MultiPolygon over point data (no connectivity to keep) one per part when their boxes
@@ -149,7 +166,7 @@ def _boxes(
         return b_lo, np.maximum(b_hi, b_lo)
 
     whole = [(*clipped(np.asarray(poly.bounds)), poly)]
-    if not isinstance(poly, shapely.MultiPolygon) or ds._is_linked or ds._is_mesh:
+    if not isinstance(poly, shapely.MultiPolygon) or not points_only:
         return whole
     parts = shapely.get_parts(poly)
     b = shapely.bounds(parts)
@@ -181,7 +198,7 @@ def _concat(parts: list[Result]) -> Result:
 
 
 def query_polygon(
-    ds: Dataset,
+    ds: BoxReader,
     polygon: Any,
     polygon_axes: Sequence[str | int] | None = None,
     bbox: tuple[np.ndarray, np.ndarray] | None = None,
@@ -202,7 +219,8 @@ def query_polygon(
     lo, hi = (np.full(ds.ndim, -np.inf), np.full(ds.ndim, np.inf)) if bbox is None else bbox
     with_ids = True if whole_objects else object_ids
     parts = []
-    for b_lo, b_hi, part in _boxes(ds, poly, ax, np.asarray(lo, float), np.asarray(hi, float)):
+    points_only = family_of(ds.level(level).root.geometry_types) in (None, "points")
+    for b_lo, b_hi, part in _boxes(points_only, poly, ax, np.asarray(lo, float), np.asarray(hi, float)):
         res = ds.query(
             (b_lo, b_hi), level=level, attributes=False if whole_objects else attributes, object_ids=with_ids
         )
