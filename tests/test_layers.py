@@ -126,3 +126,31 @@ def test_the_layer_check_can_fail() -> None:
     assert _layer("zarr_vectors.dataset") < _layer("zarr_vectors.api")
     with pytest.raises(AssertionError, match="in no layer"):
         _layer("numpy")
+
+
+def _exported(module: str) -> set[str] | None:
+    """Names in ``module``'s ``__all__`` (None when it has none)."""
+    tree = ast.parse(MODULES[module].read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return {ast.literal_eval(e) for e in node.value.elts}  # type: ignore[attr-defined]
+    return None
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("zarr_vectors.engine")))
+def test_engine_names_other_modules_use_are_in_all(module: str) -> None:
+    """The engine's API is what its modules list in ``__all__``: a name another module
+    imports from an engine module must be listed there."""
+    exported = _exported(module)
+    assert exported is not None, f"{module} has no __all__"
+    used = {
+        (importer, name)
+        for importer in MODULES
+        if importer != module
+        for target, name, _line in _imports(importer)
+        if target == module and name is not None
+    }
+    unlisted = sorted(f"{name} (used by {importer})" for importer, name in used if name not in exported)
+    assert not unlisted, f"{module} does not list in __all__: " + ", ".join(unlisted)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -190,10 +191,12 @@ class Dataset:
             faces=faces,
             everything=bbox is None,
         )
-        res.object_ids = _user_ids(lv, res.object_ids)
-        res.region = Region(lo, hi)
-        res.origin = Origin(self, level, complete=whole_objects and self._is_linked)
-        return res
+        return dataclasses.replace(
+            res,
+            object_ids=_user_ids(lv, res.object_ids),
+            region=Region(lo, hi),
+            origin=Origin(self, level, complete=whole_objects and self._is_linked),
+        )
 
     @property
     def _is_mesh(self) -> bool:
@@ -220,9 +223,9 @@ class Dataset:
         _, first = np.unique(oids, return_index=True)
         oids = oids[np.sort(first)]
         res = engine_query.objects(lv, oids, attributes)
-        res.object_ids = _user_ids(lv, res.object_ids)
-        res.origin = Origin(self, level, complete=True)
-        return res
+        return dataclasses.replace(
+            res, object_ids=_user_ids(lv, res.object_ids), origin=Origin(self, level, complete=True)
+        )
 
     def object_attributes(self, name: str, ids: Sequence[int] | None = None, *, level: int = 0) -> np.ndarray:
         """Values of one object attribute, one row per object in the order of :meth:`object_ids`

@@ -9,6 +9,7 @@ per type with ``shapely.from_ragged_array``: no per-vertex Python work.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -163,8 +164,7 @@ def _whole(res: Result, ids: np.ndarray, clip: bool) -> Result:
     if clip and not names and res.line_offsets is None and res.edges is None and res.faces is None:
         return res  # plain point clouds: the rows in the region are the clipped objects already
     whole = ds.objects(ids, level=level, attributes=names or False)
-    whole.region = res.region
-    return whole
+    return dataclasses.replace(whole, region=res.region)
 
 
 def result_to_shapely(result: Result, clip: bool = False, object_attributes: Any = None) -> Any:

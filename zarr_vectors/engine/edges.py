@@ -33,7 +33,18 @@ from zarr_vectors.format.kinds import family_of
 from zarr_vectors.format.links import restore_input_order
 from zarr_vectors.result import Result
 
-__all__ = ["query_lines_box", "objects_with_edges", "implicit_edges", "chain_order"]
+__all__ = [
+    "box_edges",
+    "is_lines",
+    "link_edges",
+    "link_keys",
+    "link_plan",
+    "plan_endpoint_chunks",
+    "query_lines_box",
+    "objects_with_edges",
+    "implicit_edges",
+    "chain_order",
+]
 
 
 def _chunk_ids(level: Level, chunks: np.ndarray) -> np.ndarray:
@@ -363,16 +374,20 @@ def _select(
         rank[order] = np.arange(len(order))
         rows, edges = rows[order], rank[edges]
         owners = None if owners is None else owners[order]
-    result = build_result(level, cells, rows, None)
-    result.object_ids = owners
-    result.edges = edges
-    result.edge_attributes = edge_attrs
-    result.line_offsets = line_offsets
+    parents = None
     if level.root.links_convention == "implicit_sequential_with_branches":
         parents = np.full(len(rows), -1, np.int64)
         parents[edges[:, 1]] = edges[:, 0]
-        result.parents = parents
-    return result
+    return build_result(
+        level,
+        cells,
+        rows,
+        owners=owners,
+        edges=edges,
+        edge_attributes=edge_attrs,
+        line_offsets=line_offsets,
+        parents=parents,
+    )
 
 
 def query_lines_box(
@@ -437,16 +452,18 @@ def objects_with_edges(
     names = attribute_names(level, attributes)
     if is_lines(level):
         cells, rows, owners, _ = fetch_objects(level, ids, names)
-        result = build_result(level, cells, rows, None)
-        result.object_ids = owners
         starts = (
             np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]]) if len(owners) else np.zeros(0, np.int64)
         )
-        result.line_offsets = np.append(starts, len(owners)).astype(np.int64)
         follows = np.flatnonzero(owners[1:] == owners[:-1])
-        result.edges = np.stack([follows, follows + 1], axis=1)
-        result.edge_attributes = {}
-        return result
+        return build_result(
+            level,
+            cells,
+            rows,
+            owners=owners,
+            edges=np.stack([follows, follows + 1], axis=1),
+            line_offsets=np.append(starts, len(owners)).astype(np.int64),
+        )
     plan: list[tuple[LinkArray, np.ndarray]] = []
 
     def extra_keys(chunks: np.ndarray) -> list[str]:

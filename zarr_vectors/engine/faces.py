@@ -29,7 +29,7 @@ from zarr_vectors.engine.read import (
 from zarr_vectors.errors import InputError
 from zarr_vectors.result import Result
 
-__all__ = ["query_mesh_box", "mesh_objects", "FACE_MODES"]
+__all__ = ["all_faces", "query_mesh_box", "mesh_objects", "FACE_MODES"]
 
 FACE_MODES = ("inside", "touching")
 
@@ -54,16 +54,21 @@ def all_faces(level: Level, cells: Cells, plan: list, raws: list[bytes | None]) 
 
 
 def _mesh_result(
-    level: Level, cells: Cells, rows: np.ndarray, faces: np.ndarray, owners: np.ndarray | None
+    level: Level,
+    cells: Cells,
+    rows: np.ndarray,
+    faces: np.ndarray,
+    object_ids: np.ndarray | None,
+    owners: np.ndarray | None = None,
 ) -> Result:
-    """Rows ``rows`` of the fetched cells with the ``faces`` among them, renumbered."""
+    """Rows ``rows`` of the fetched cells with the ``faces`` among them, renumbered
+    (``object_ids`` per fetched row or ``owners`` per result row, as in ``build_result``)."""
     remap = np.full(len(cells.positions), -1, np.int64)
     remap[rows] = np.arange(len(rows))
     keep = np.all(remap[faces] >= 0, axis=1) if len(faces) else np.zeros(0, bool)
-    result = build_result(level, cells, rows, None)
-    result.object_ids = None if owners is None else owners[rows]
-    result.faces = remap[faces[keep]].reshape(-1, 3)
-    return result
+    return build_result(
+        level, cells, rows, object_ids, owners=owners, faces=remap[faces[keep]].reshape(-1, 3)
+    )
 
 
 def query_mesh_box(
@@ -125,6 +130,4 @@ def mesh_objects(level: Level, ids: np.ndarray, attributes: Sequence[str] | bool
 
     cells, rows, owners, raws = fetch_objects(level, ids, names, extra_keys)
     tris = all_faces(level, cells, plan, raws)
-    result = _mesh_result(level, cells, rows, tris, None)
-    result.object_ids = owners
-    return result
+    return _mesh_result(level, cells, rows, tris, None, owners)

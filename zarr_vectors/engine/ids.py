@@ -20,6 +20,7 @@ import numpy as np
 from zarr_vectors.errors import InputError, UnknownIdError
 
 __all__ = [
+    "table_rows",
     "OBJECT_ID_ATTRIBUTE",
     "GROUP_ID_ATTRIBUTE",
     "NO_OBJECT",

@@ -9,6 +9,7 @@ polygon's boundary is not inside (the ``contains`` predicate).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -236,8 +237,5 @@ def query_polygon(
         whole = ds.objects(
             owned(out.object_ids, ds.level(level).object_id_map), level=level, attributes=attributes
         )
-        whole.region = region
-        return whole
-    out.region = region
-    out.origin = Origin(ds, level, complete=False)
-    return out
+        return dataclasses.replace(whole, region=region)
+    return dataclasses.replace(out, region=region, origin=Origin(ds, level, complete=False))

@@ -26,7 +26,19 @@ from zarr_vectors.format.fragments import (
 )
 from zarr_vectors.result import Result
 
-__all__ = ["BoxPlan", "plan_box", "query_box", "read_objects"]
+__all__ = [
+    "Cells",
+    "attribute_names",
+    "build_result",
+    "fetch_cells",
+    "fetch_objects",
+    "parse_box",
+    "row_owners",
+    "BoxPlan",
+    "plan_box",
+    "query_box",
+    "read_objects",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -289,16 +301,37 @@ def row_owners(level: Level, cells: Cells) -> np.ndarray:
 
 
 def build_result(
-    level: Level, cells: Cells, rows: np.ndarray | None, object_ids: np.ndarray | None
+    level: Level,
+    cells: Cells,
+    rows: np.ndarray | None,
+    object_ids: np.ndarray | None = None,
+    *,
+    owners: np.ndarray | None = None,
+    edges: np.ndarray | None = None,
+    edge_attributes: dict[str, np.ndarray] | None = None,
+    line_offsets: np.ndarray | None = None,
+    parents: np.ndarray | None = None,
+    faces: np.ndarray | None = None,
 ) -> Result:
+    """The :class:`Result` of rows ``rows`` of the fetched ``cells`` (all rows when None).
+
+    ``object_ids`` has one OID per fetched row; ``owners`` one per result row (give one or
+    neither). Connectivity indexes result rows.
+    """
+
     def take(a: np.ndarray) -> np.ndarray:
         return a if rows is None else a[rows]
 
     return Result(
         take(cells.positions),
         {n: take(v) for n, v in cells.attributes.items()},
-        None if object_ids is None else take(object_ids),
+        owners if object_ids is None else take(object_ids),
         tuple(a.name for a in level.root.axes if a.type == "space"),
+        edges=edges,
+        faces=faces,
+        line_offsets=line_offsets,
+        parents=parents,
+        edge_attributes={} if edge_attributes is None else edge_attributes,
     )
 
 
@@ -440,6 +473,4 @@ def read_objects(
     """All vertices of the given objects, grouped by object in the order of ``ids``."""
     ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
     cells, rows, owners, _ = fetch_objects(level, ids, attribute_names(level, attributes))
-    result = build_result(level, cells, rows, None)
-    result.object_ids = owners
-    return result
+    return build_result(level, cells, rows, owners=owners)

@@ -406,7 +406,6 @@ def _write(
     grid = plan.grid
     num_objects = src.num_objects
     tables = Tables(num_objects, [], [], [])
-    common = dict(positions=pos, vertex_attributes=vattrs, tables=tables)
     if kind in ("lines", "shapes"):
         if kind == "lines":  # one line per object
             counts = np.bincount(owners, minlength=num_objects)
@@ -416,25 +415,27 @@ def _write(
         else:  # one line per path (line, part or ring), owned by its geometry
             offsets = path_offsets(len(pos), edges)
             line_object = owners[offsets[:-1]]
-        part = partition_lines(pos, offsets, grid)
-        seg_object = line_object[part.seg_line]
-        chunks = part.cells[part.seg_cell] + grid.origin
+        lpart = partition_lines(pos, offsets, grid)
+        seg_object = line_object[lpart.seg_line]
+        chunks = lpart.cells[lpart.seg_cell] + grid.origin
         manifests = encode_manifests_batch(
-            num_objects, seg_object, chunks, np.arange(len(chunks) + 1), part.seg_local
+            num_objects, seg_object, chunks, np.arange(len(chunks) + 1), lpart.seg_local
         )
         present = write_level_arrays(
             lb,
             grid,
             LevelArrays(
-                part=part,
-                fragments=line_payloads(part),
+                part=lpart,
+                fragments=line_payloads(lpart),
                 manifests=manifests,
-                fragment_objects=(part.seg_cell, part.seg_local, seg_object),
-                links=lambda b: ["links"] if write_line_links(b, grid, part) else [],
-                **common,
+                fragment_objects=(lpart.seg_cell, lpart.seg_local, seg_object),
+                links=lambda b: ["links"] if write_line_links(b, grid, lpart) else [],
+                positions=pos,
+                vertex_attributes=vattrs,
+                tables=tables,
             ),
         )
-        return written(plan, part.cells, *_row_places(part.order, part.row_offsets), present)
+        return written(plan, lpart.cells, *_row_places(lpart.order, lpart.row_offsets), present)
     if src.root.links_convention == "implicit_sequential_with_branches":
         parents = np.full(len(pos), -1, np.int64)
         parents[edges[:, 1]] = edges[:, 0]
@@ -462,7 +463,9 @@ def _write(
             manifests=manifests,
             fragment_objects=partition_owners(part),
             links=links,
-            **common,
+            positions=pos,
+            vertex_attributes=vattrs,
+            tables=tables,
         ),
     )
     cell, local, _ = vertex_locals(part)

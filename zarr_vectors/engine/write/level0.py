@@ -24,6 +24,8 @@ from zarr_vectors.format.grid import Grid
 from zarr_vectors.format.metadata import Axis, LevelMeta, RootMeta
 
 __all__ = [
+    "OBJECT_ID_META",
+    "fragment_owner_payloads",
     "MAX_BINS_PER_CHUNK",
     "LevelArrays",
     "Layout",

@@ -13,7 +13,7 @@ import numpy as np
 
 from zarr_vectors.format.grid import Grid
 
-__all__ = ["Partition", "partition"]
+__all__ = ["sort_keys", "Partition", "partition"]
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,0 +1,79 @@
+"""The table of geometry kinds: its rows agree with the writers and decide every dispatch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import shapely
+
+import zarr_vectors as zv
+from zarr_vectors.format.kinds import CANONICAL_KINDS, FAMILIES, KINDS, family_of, kind
+
+
+def test_canonical_kinds_are_the_formats_seven():
+    assert set(CANONICAL_KINDS) == {
+        "point_cloud",
+        "line",
+        "polyline",
+        "streamline",
+        "skeleton",
+        "graph",
+        "mesh",
+    }
+    assert {"polygon", "multi_polyline"} <= set(KINDS) - set(CANONICAL_KINDS)
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_every_row_names_a_public_writer_and_a_family(name):
+    row = KINDS[name]
+    assert callable(getattr(zv, row.writer))
+    assert row.family in FAMILIES
+    assert row.linked == (row.family in ("lines", "graph", "shapes"))
+    assert (row.link_width is None) == (row.family == "points")
+
+
+def test_family_of_a_store_listing_several_kinds_takes_the_first_family():
+    assert family_of(["point_cloud"]) == "points"
+    assert family_of(["point_cloud", "mesh"]) == "mesh"
+    assert family_of(["polyline", "skeleton"]) == "lines"
+    assert family_of(["polygon", "polyline"]) == "shapes"
+    assert family_of(["my_custom_kind"]) is None
+    assert family_of(["my_custom_kind", "graph"]) == "graph"
+    assert kind("my_custom_kind") is None
+
+
+def _written(tmp_path):
+    pts = np.array([[0, 0, 0], [1, 1, 1], [2, 2, 0], [3, 0, 1]], np.float32)
+    yield zv.write_points(tmp_path / "p", pts, chunk_shape=2)
+    yield zv.write_lines(tmp_path / "l", [pts[:2], pts[2:]], chunk_shape=2)
+    yield zv.write_lines(tmp_path / "s", [pts[:2], pts[2:]], chunk_shape=2, kind="streamline")
+    yield zv.write_graph(tmp_path / "g", pts, [[0, 1], [1, 2]], chunk_shape=2)
+    yield zv.write_skeleton(tmp_path / "k", pts, [-1, 0, 1, 1], chunk_shape=2)
+    yield zv.write_mesh(tmp_path / "m", pts, [[0, 1, 2], [1, 2, 3]], chunk_shape=2)
+    square = shapely.Polygon([(0, 0), (2, 0), (2, 2), (0, 2)])
+    yield zv.write_geometries(tmp_path / "x", [square], chunk_shape=2)
+    two = shapely.MultiLineString([[(0, 0), (1, 1)], [(2, 2), (3, 1)]])
+    yield zv.write_geometries(tmp_path / "y", [two], chunk_shape=2)
+
+
+def test_each_store_declares_a_kind_of_the_table_and_reads_as_its_family(tmp_path):
+    seen = set()
+    for ds in _written(tmp_path):
+        (name,) = ds.geometry_types
+        row = KINDS[name]
+        seen.add(name)
+        res = ds.read()
+        assert (res.edges is not None) == row.linked, name
+        assert (res.faces is not None) == row.has_faces, name
+        assert (res.line_offsets is not None) == row.line_like, name
+        assert ds.root.links_convention in row.conventions or not row.conventions, name
+    assert seen == {
+        "point_cloud",
+        "polyline",
+        "streamline",
+        "graph",
+        "skeleton",
+        "mesh",
+        "polygon",
+        "multi_polyline",
+    }
