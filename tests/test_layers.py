@@ -154,3 +154,54 @@ def test_engine_names_other_modules_use_are_in_all(module: str) -> None:
     }
     unlisted = sorted(f"{name} (used by {importer})" for importer, name in used if name not in exported)
     assert not unlisted, f"{module} does not list in __all__: " + ", ".join(unlisted)
+
+
+def _runtime_edges(module: str) -> set[str]:
+    """Modules ``module`` imports when run (``if TYPE_CHECKING:`` blocks left out)."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(), str(path))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    found = {t for t, _n, _l in _imports(module)}
+    typing_only = set()
+    for node in ast.walk(tree):
+        if id(node) in skip and isinstance(node, ast.ImportFrom) and node.module:
+            typing_only.add(node.module)
+    return {t for t in found if t in MODULES and t != module and t not in typing_only}
+
+
+def test_no_import_cycles_but_results_delegations() -> None:
+    graph = {m: _runtime_edges(m) - {"zarr_vectors"} for m in MODULES}
+    for importer, target in UPWARD_ALLOWED:
+        graph[importer].discard(target)
+    # Tarjan's strongly connected components.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)

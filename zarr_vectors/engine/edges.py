@@ -34,6 +34,7 @@ from zarr_vectors.format.links import restore_input_order
 from zarr_vectors.result import Result
 
 __all__ = [
+    "fetch_linked_objects",
     "box_edges",
     "is_lines",
     "link_edges",
@@ -439,6 +440,24 @@ def is_lines(level: Level) -> bool:
     return family_of(level.root.geometry_types) == "lines"
 
 
+def fetch_linked_objects(
+    level: Level, ids: np.ndarray, names: list[str], with_links: bool = True
+) -> tuple[Cells, np.ndarray, np.ndarray, list[tuple[LinkArray, np.ndarray]], list[bytes | None]]:
+    """Objects ``ids`` as :func:`~zarr_vectors.engine.read.fetch_objects` returns them, with
+    the link cells of their chunks fetched in the same batch (``with_links``): the cells,
+    the objects' rows and owners, the link plan and the raw link cells."""
+    plan: list[tuple[LinkArray, np.ndarray]] = []
+
+    def extra_keys(chunks: np.ndarray) -> list[str]:
+        if not with_links:
+            return []
+        plan.extend(link_plan(level, chunks))
+        return link_keys(level, plan)
+
+    cells, rows, owners, raws = fetch_objects(level, ids, names, extra_keys)
+    return cells, rows, owners, plan, raws
+
+
 def objects_with_edges(
     level: Level, ids: np.ndarray, attributes: Sequence[str] | bool | None = None
 ) -> Result:
@@ -464,11 +483,5 @@ def objects_with_edges(
             edges=np.stack([follows, follows + 1], axis=1),
             line_offsets=np.append(starts, len(owners)).astype(np.int64),
         )
-    plan: list[tuple[LinkArray, np.ndarray]] = []
-
-    def extra_keys(chunks: np.ndarray) -> list[str]:
-        plan.extend(link_plan(level, chunks))
-        return link_keys(level, plan)
-
-    cells, rows, owners, raws = fetch_objects(level, ids, names, extra_keys)
+    cells, rows, owners, plan, raws = fetch_linked_objects(level, ids, names)
     return _select(level, cells, rows, box_edges(level, cells, plan, raws), owners, lines=False)

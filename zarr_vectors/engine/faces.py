@@ -15,14 +15,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from zarr_vectors.engine.edges import link_edges, link_keys, link_plan, plan_endpoint_chunks
+from zarr_vectors.engine.edges import (
+    fetch_linked_objects,
+    link_edges,
+    link_keys,
+    link_plan,
+    plan_endpoint_chunks,
+)
 from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.read import (
     Cells,
     attribute_names,
     build_result,
     fetch_cells,
-    fetch_objects,
     plan_box,
     row_owners,
 )
@@ -122,12 +127,6 @@ def mesh_objects(level: Level, ids: np.ndarray, attributes: Sequence[str] | bool
     """Whole meshes of objects ``ids``: their vertices (grouped by object, in ``ids`` order) and faces."""
     ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
     names = attribute_names(level, attributes)
-    plan: list = []
-
-    def extra_keys(chunks: np.ndarray) -> list[str]:
-        plan.extend(link_plan(level, chunks))
-        return link_keys(level, plan)
-
-    cells, rows, owners, raws = fetch_objects(level, ids, names, extra_keys)
+    cells, rows, owners, plan, raws = fetch_linked_objects(level, ids, names)
     tris = all_faces(level, cells, plan, raws)
     return _mesh_result(level, cells, rows, tris, None, owners)

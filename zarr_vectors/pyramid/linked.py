@@ -22,10 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.edges import box_edges, is_lines, link_keys, link_plan
+from zarr_vectors.engine.edges import box_edges, fetch_linked_objects, is_lines
+from zarr_vectors.engine.faces import all_faces
 from zarr_vectors.engine.inputs import NamedArray
 from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.read import attribute_names, fetch_objects
+from zarr_vectors.engine.read import attribute_names
 from zarr_vectors.engine.store import table_values
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.level0 import LevelArrays, Tables, partition_owners, write_level_arrays
@@ -71,23 +72,14 @@ class ObjectBatch:
 
 def read_objects_batch(level: Level, ids: np.ndarray, names: list[str], faces: bool = False) -> ObjectBatch:
     """Objects ``ids`` of ``level`` with their edges (or mesh ``faces``) and stored places."""
-    plan: list = []
-
-    def extra_keys(chunks: np.ndarray) -> list[str]:
-        if is_lines(level) and not faces:
-            return []
-        plan.extend(link_plan(level, chunks))
-        return link_keys(level, plan)
-
-    cells, rows, owners, raws = fetch_objects(level, ids, names, extra_keys)
+    with_links = faces or not is_lines(level)
+    cells, rows, owners, plan, raws = fetch_linked_objects(level, ids, names, with_links)
     cell = np.searchsorted(cells.offsets, rows, side="right") - 1
     remap = np.full(len(cells.positions), -1, np.int64)
     remap[rows] = np.arange(len(rows))
     eattrs: dict[str, np.ndarray] = {}
     tri = None
     if faces:
-        from zarr_vectors.engine.faces import all_faces
-
         tris = all_faces(level, cells, plan, raws)
         ok = np.all(remap[tris] >= 0, axis=1) if len(tris) else np.zeros(0, bool)
         tri = remap[tris[ok]].reshape(-1, 3)
