@@ -9,9 +9,13 @@
   ``numcodecs.codecs`` entry point and, on import, with :func:`numcodecs.register_codec`.
 - :data:`CODEC_UNAVAILABLE_MESSAGE` and :func:`require_draco_codec` for readers that find the
   codec missing.
+- :class:`DracoCodecError` (a :class:`ValueError`) and its subclasses :class:`DracoDecodeError`
+  (undecodable blob), :class:`DracoInputError` (unusable encoder input or configuration) and
+  :class:`DracoUnavailableError` (DracoPy missing).
 
-DracoPy is imported on first encode or decode, so the codecs register even where it is absent
-(and then fail with :data:`CODEC_UNAVAILABLE_MESSAGE`).
+The package is standalone: it imports nothing from the ``zarr_vectors`` library. DracoPy is
+imported on first encode or decode, so the codecs register even where it is absent (and then
+fail with :class:`DracoUnavailableError`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from .cell import (
     encode_cell,
     quantization_bound,
 )
+from .errors import DracoCodecError, DracoDecodeError, DracoInputError, DracoUnavailableError
 from .numcodecs_codec import Draco
 from .zarr_codec import CODEC_NAME, DracoCodec
 
@@ -40,6 +45,10 @@ __all__ = [
     "MAX_CELL_VERTICES",
     "Draco",
     "DracoCodec",
+    "DracoCodecError",
+    "DracoDecodeError",
+    "DracoInputError",
+    "DracoUnavailableError",
     "decode_cell",
     "encode_cell",
     "quantization_bound",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zarr_vectors.errors import FormatError
+from .errors import DracoUnavailableError
 
 __all__ = ["CODEC_UNAVAILABLE_MESSAGE", "require_draco_codec"]
 
@@ -16,7 +16,7 @@ CODEC_UNAVAILABLE_MESSAGE = (
 def require_draco_codec() -> type:
     """The zarr codec class registered under ``draco``, after checking DracoPy imports.
 
-    Raises :class:`~zarr_vectors.errors.FormatError` with :data:`CODEC_UNAVAILABLE_MESSAGE`
+    Raises :class:`~.errors.DracoUnavailableError` with :data:`CODEC_UNAVAILABLE_MESSAGE`
     when zarr resolves no ``draco`` codec or DracoPy cannot be imported.
     """
     import zarr.errors
@@ -28,8 +28,8 @@ def require_draco_codec() -> type:
     try:
         import DracoPy  # noqa: F401
     except ImportError as exc:
-        raise FormatError(CODEC_UNAVAILABLE_MESSAGE) from exc
+        raise DracoUnavailableError(CODEC_UNAVAILABLE_MESSAGE) from exc
     try:
         return zarr.registry.get_codec_class("draco")
     except unknown as exc:
-        raise FormatError(CODEC_UNAVAILABLE_MESSAGE) from exc
+        raise DracoUnavailableError(CODEC_UNAVAILABLE_MESSAGE) from exc

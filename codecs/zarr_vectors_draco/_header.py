@@ -4,9 +4,9 @@ DracoPy trusts the element counts written near the start of a blob: a corrupted 
 it allocate gigabytes, and can crash the interpreter (a point count of 738,197,666 did). :func:`check_blob` parses the header,
 skips the optional metadata section and reads the point / face counts of the four layouts
 Draco 2.x writes (point cloud sequential or kd-tree, mesh sequential or edgebreaker),
-raising :class:`~zarr_vectors.errors.DecodeError` when a field is out of range. It does not
+raising :class:`~.errors.DracoDecodeError` when a field is out of range. It does not
 validate the compressed body: DracoPy does that, and its failures are turned into
-``DecodeError`` by the caller.
+``DracoDecodeError`` by the caller.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from zarr_vectors.errors import DecodeError
+from .errors import DracoDecodeError
 
 __all__ = ["MAX_CELL_FACES", "MAX_CELL_VERTICES", "MAX_DECODED_VALUES", "BlobHeader", "check_blob"]
 
@@ -48,7 +48,7 @@ class BlobHeader:
 
 
 class _Reader:
-    """Bounds-checked little-endian reads over a blob; every overrun is a DecodeError."""
+    """Bounds-checked little-endian reads over a blob; every overrun is a DracoDecodeError."""
 
     def __init__(self, data: memoryview) -> None:
         self.data = data
@@ -56,7 +56,9 @@ class _Reader:
 
     def take(self, n: int) -> memoryview:
         if n < 0 or self.pos + n > len(self.data):
-            raise DecodeError(f"the Draco blob is truncated: {len(self.data)} bytes end inside its header")
+            raise DracoDecodeError(
+                f"the Draco blob is truncated: {len(self.data)} bytes end inside its header"
+            )
         out = self.data[self.pos : self.pos + n]
         self.pos += n
         return out
@@ -73,13 +75,13 @@ class _Reader:
                 return value
             shift += 7
             if shift > 63:
-                raise DecodeError("the Draco blob has a malformed variable-length integer in its header")
+                raise DracoDecodeError("the Draco blob has a malformed variable-length integer in its header")
 
 
 def _skip_metadata(reader: _Reader, depth: int = 0) -> None:
     """Skip one metadata block: entries (name, value) then named sub-blocks."""
     if depth > _MAX_METADATA_DEPTH:
-        raise DecodeError("the Draco blob's metadata nests deeper than any writer produces")
+        raise DracoDecodeError("the Draco blob's metadata nests deeper than any writer produces")
     for _ in range(reader.varint()):
         reader.take(reader.u8())  # entry name
         reader.take(reader.varint())  # entry value
@@ -104,14 +106,14 @@ def _check_point_cloud_attributes(reader: _Reader, method: int, points: int) -> 
     """
     decoders = reader.u8()
     if method == 1 and decoders != 1:
-        raise DecodeError(
+        raise DracoDecodeError(
             f"the Draco kd-tree point cloud declares {decoders} attribute decoders; Draco writes 1"
         )
     values = 0
     for _ in range(decoders):
         count = reader.varint()
         if count > _MAX_ATTRIBUTES:
-            raise DecodeError(
+            raise DracoDecodeError(
                 f"the Draco blob declares {count} attributes; a cell blob has at most {_MAX_ATTRIBUTES}"
             )
         for _ in range(count):
@@ -121,7 +123,7 @@ def _check_point_cloud_attributes(reader: _Reader, method: int, points: int) -> 
         if method == 0:
             reader.take(count)  # one sequential decoder type per attribute
     if values > MAX_DECODED_VALUES:
-        raise DecodeError(
+        raise DracoDecodeError(
             f"the Draco blob claims {values} attribute values ({points} points); a cell holds at most "
             f"{MAX_DECODED_VALUES}"
         )
@@ -132,7 +134,7 @@ def check_blob(
 ) -> BlobHeader:
     """Parse and sanity-check the header of a Draco 2.x blob.
 
-    Raises DecodeError when the bytes are empty, not Draco, of an unknown version or kind, or
+    Raises DracoDecodeError when the bytes are empty, not Draco, of an unknown version or kind, or
     claim more than ``max_points`` points or ``max_faces`` faces (each at most
     :data:`MAX_CELL_VERTICES` / :data:`MAX_CELL_FACES`; a reader passes smaller limits derived
     from the level's metadata).
@@ -141,18 +143,18 @@ def check_blob(
     max_faces = min(int(max_faces), MAX_CELL_FACES)
     view = memoryview(blob).cast("B")
     if len(view) == 0:
-        raise DecodeError("the cell holds no bytes, so there is no Draco blob to decode")
+        raise DracoDecodeError("the cell holds no bytes, so there is no Draco blob to decode")
     if len(view) < _HEADER.size or bytes(view[:5]) != MAGIC:
-        raise DecodeError(
+        raise DracoDecodeError(
             f"the cell's {len(view)} bytes are not a Draco blob (they do not start with the 'DRACO' header)"
         )
     _, major, minor, kind, method, flags = _HEADER.unpack_from(view, 0)
     if kind not in (_POINT_CLOUD, _MESH) or method not in (0, 1):
-        raise DecodeError(
+        raise DracoDecodeError(
             f"the Draco blob declares geometry type {kind} and method {method}, which Draco never writes"
         )
     if (major, minor) not in _VERSIONS[kind]:
-        raise DecodeError(
+        raise DracoDecodeError(
             f"the Draco {_KIND_NAMES[kind]} blob has bitstream version {major}.{minor}; "
             f"this reader takes {' or '.join(f'{a}.{b}' for a, b in sorted(_VERSIONS[kind]))}"
         )
@@ -171,7 +173,7 @@ def check_blob(
         reader.u8()  # traversal decoder type
         points, faces = reader.varint(), reader.varint()
     if not 0 <= points <= max_points:
-        raise DecodeError(f"the Draco blob claims {points} points; a cell holds at most {max_points}")
+        raise DracoDecodeError(f"the Draco blob claims {points} points; a cell holds at most {max_points}")
     if faces > max_faces:
-        raise DecodeError(f"the Draco blob claims {faces} faces; a cell holds at most {max_faces}")
+        raise DracoDecodeError(f"the Draco blob claims {faces} faces; a cell holds at most {max_faces}")
     return BlobHeader(kind == _MESH, method, points, faces)

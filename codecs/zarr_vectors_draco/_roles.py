@@ -29,7 +29,7 @@ import itertools
 
 import numpy as np
 
-from zarr_vectors.errors import DecodeError
+from .errors import DracoCodecError, DracoDecodeError
 
 __all__ = [
     "ISOLATED",
@@ -65,7 +65,9 @@ def role_dtype(max_role: int) -> np.dtype:
     for dt in (np.uint8, np.uint16, np.uint32):
         if max_role <= np.iinfo(dt).max:
             return np.dtype(dt)
-    raise ValueError(f"role {max_role} does not fit in 32 bits")
+    raise DracoCodecError(
+        f"vertex role {max_role} does not fit in 32 bits; the cell has too many split vertices"
+    )
 
 
 def separate_duplicates(points: np.ndarray) -> np.ndarray | None:
@@ -118,7 +120,7 @@ def resolve_roles(
     """Apply the role rules to a decoded blob.
 
     Returns the cell's positions and faces plus ``rows``, the decoded point index behind each
-    returned vertex (increasing). Raises DecodeError when the copies of a split vertex do not
+    returned vertex (increasing). Raises DracoDecodeError when the copies of a split vertex do not
     decode to one position.
     """
     n = len(points)
@@ -133,12 +135,14 @@ def resolve_roles(
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     canonical = first[inverse.reshape(-1)]  # first decoded copy of every point's vertex
     if not np.array_equal(points[canonical], points):
-        raise DecodeError("the copies of a split vertex decode to different positions; the blob is corrupt")
+        raise DracoDecodeError(
+            "the copies of a split vertex decode to different positions; the blob is corrupt"
+        )
     keep = (canonical == np.arange(n)) & (roles != PADDING)
     rows = np.flatnonzero(keep)
     new_index = np.full(n, -1, dtype=np.int64)
     new_index[rows] = np.arange(len(rows))
     faces = new_index[canonical[faces]] if len(faces) else faces.reshape(0, 3)
     if len(faces) and faces.min() < 0:
-        raise DecodeError("a face of the Draco blob uses a padding point; the blob is corrupt")
+        raise DracoDecodeError("a face of the Draco blob uses a padding point; the blob is corrupt")
     return points[rows], faces, rows

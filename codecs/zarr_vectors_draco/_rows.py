@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from zarr_vectors.errors import InputError
-
 from .cell import decode_cell, encode_cell
+from .errors import DracoInputError
 
 __all__ = ["ROW_BYTES", "blob_to_rows", "rows_to_blob"]
 
@@ -27,7 +26,7 @@ def rows_to_blob(
     if len(view) == 0:
         return b""
     if len(view) % ROW_BYTES:
-        raise InputError(
+        raise DracoInputError(
             f"a Draco vertices element is whole float32 (x, y, z) rows of {ROW_BYTES} bytes, "
             f"got {len(view)} bytes"
         )

@@ -18,11 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.errors import DecodeError, FormatError, InputError
-
 from . import _roles
 from ._availability import CODEC_UNAVAILABLE_MESSAGE
 from ._header import MAX_CELL_FACES, MAX_CELL_VERTICES, check_blob
+from .errors import DracoCodecError, DracoDecodeError, DracoInputError, DracoUnavailableError
 
 __all__ = [
     "DEFAULT_COMPRESSION_LEVEL",
@@ -48,7 +47,7 @@ def _dracopy() -> ModuleType:
         try:
             import DracoPy
         except ImportError as exc:
-            raise FormatError(CODEC_UNAVAILABLE_MESSAGE) from exc
+            raise DracoUnavailableError(CODEC_UNAVAILABLE_MESSAGE) from exc
         _dracopy_module = DracoPy
     return _dracopy_module
 
@@ -60,7 +59,7 @@ def check_settings(quantization_bits: Any, compression_level: Any) -> tuple[int,
         ("compression_level", compression_level, 0, 10),
     ):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not lo <= value <= hi:
-            raise InputError(f"{name} must be an integer from {lo} to {hi}, got {value!r}")
+            raise DracoInputError(f"{name} must be an integer from {lo} to {hi}, got {value!r}")
     return int(quantization_bits), int(compression_level)
 
 
@@ -89,11 +88,11 @@ def quantization_bound(positions: np.ndarray, quantization_bits: int) -> float:
 def _positions(positions: Any) -> np.ndarray:
     pts = np.asarray(positions)
     if pts.ndim != 2 or pts.shape[1] != 3:
-        raise InputError(f"positions must have shape (N, 3), got {pts.shape}")
+        raise DracoInputError(f"positions must have shape (N, 3), got {pts.shape}")
     if pts.dtype.kind not in "fiu":
-        raise InputError(f"positions must be numeric, got dtype {pts.dtype}")
+        raise DracoInputError(f"positions must be numeric, got dtype {pts.dtype}")
     if not 1 <= len(pts) <= MAX_CELL_VERTICES:
-        raise InputError(
+        raise DracoInputError(
             f"a Draco cell holds 1 to {MAX_CELL_VERTICES} vertices, got {len(pts)}; "
             "an empty cell is not stored, and a larger one needs smaller chunks"
         )
@@ -101,9 +100,9 @@ def _positions(positions: Any) -> np.ndarray:
         pts32 = pts.astype(np.float32)
         extent = pts32.max(axis=0) - pts32.min(axis=0)
     if not np.isfinite(pts32).all():
-        raise InputError("positions must be finite in float32 (no NaN, no infinity, |x| < 3.4e38)")
+        raise DracoInputError("positions must be finite in float32 (no NaN, no infinity, |x| < 3.4e38)")
     if not np.isfinite(extent).all():
-        raise InputError("the positions' bounding box overflows float32; Draco cannot quantize it")
+        raise DracoInputError("the positions' bounding box overflows float32; Draco cannot quantize it")
     return np.ascontiguousarray(pts32)
 
 
@@ -112,14 +111,14 @@ def _faces(faces: Any, n: int) -> np.ndarray:
     if f.size == 0:
         return np.zeros((0, 3), dtype=np.int64)
     if f.ndim != 2 or f.shape[1] != 3:
-        raise InputError(f"faces must have shape (F, 3), got {f.shape}")
+        raise DracoInputError(f"faces must have shape (F, 3), got {f.shape}")
     if f.dtype.kind not in "iu":
-        raise InputError(f"faces must hold integer vertex indices, got dtype {f.dtype}")
+        raise DracoInputError(f"faces must hold integer vertex indices, got dtype {f.dtype}")
     if len(f) > MAX_CELL_FACES:
-        raise InputError(f"a Draco cell holds at most {MAX_CELL_FACES} faces, got {len(f)}")
+        raise DracoInputError(f"a Draco cell holds at most {MAX_CELL_FACES} faces, got {len(f)}")
     f = f.astype(np.int64)
     if f.min() < 0 or f.max() >= n:
-        raise InputError(f"face indices must lie in [0, {n}) for {n} vertices, got {f.min()}..{f.max()}")
+        raise DracoInputError(f"face indices must lie in [0, {n}) for {n} vertices, got {f.min()}..{f.max()}")
     return f
 
 
@@ -172,11 +171,11 @@ def _decode_raw(
         RuntimeError,
         MemoryError,
     ) as exc:
-        raise DecodeError(
+        raise DracoDecodeError(
             f"Draco could not decode the blob ({exc}); the cell is corrupt or truncated"
         ) from exc
     if header.is_mesh != is_mesh:
-        raise DecodeError("the Draco blob decodes to a different geometry type than its header declares")
+        raise DracoDecodeError("the Draco blob decodes to a different geometry type than its header declares")
     return _checked(points, faces, attributes)
 
 
@@ -185,23 +184,23 @@ def _checked(
 ) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
     """Decoded arrays with their shapes, value ranges and attribute lengths checked."""
     if points.ndim != 2 or points.shape[1] != 3 or points.dtype.kind != "f":
-        raise DecodeError(
+        raise DracoDecodeError(
             f"the Draco blob decodes to positions of shape {points.shape}, not (N, 3); it is corrupt"
         )
     if not np.isfinite(points).all():
-        raise DecodeError("the Draco blob decodes to non-finite positions; the cell is corrupt")
+        raise DracoDecodeError("the Draco blob decodes to non-finite positions; the cell is corrupt")
     if faces.size and (faces.ndim != 2 or faces.shape[1] != 3):
-        raise DecodeError(
+        raise DracoDecodeError(
             f"the Draco blob decodes to faces of shape {faces.shape}, not (F, 3); it is corrupt"
         )
     faces = faces.reshape(-1, 3).astype(np.int64)
     if len(faces) and (faces.min() < 0 or faces.max() >= len(points)):
-        raise DecodeError("a face of the Draco blob points past its vertices; the cell is corrupt")
+        raise DracoDecodeError("a face of the Draco blob points past its vertices; the cell is corrupt")
     columns = {}
     for unique_id, data in attributes.items():
         if data.shape[:1] != (len(points),) or data.dtype.kind != "u":
             if unique_id == _roles.ROLE_ATTRIBUTE_ID:
-                raise DecodeError(
+                raise DracoDecodeError(
                     f"the blob's vertex-role attribute has shape {data.shape}, not ({len(points)}, 1)"
                 )
             continue
@@ -218,17 +217,18 @@ def decode_cell(
     """Positions ``(N, 3) float32`` in decoded order and faces ``(F, 3) int64`` of one blob.
 
     Applies the vertex-role rules of :mod:`._roles` when the blob carries the role attribute.
-    Raises :class:`~zarr_vectors.errors.DecodeError` on empty, truncated or corrupt input, and
+    Raises :class:`~.errors.DracoDecodeError` on empty, truncated or corrupt input, and
     (before Draco allocates anything) when the blob claims more than ``max_points`` points or
-    ``max_faces`` faces. Safe to call from many threads at once (no shared decoder state).
+    ``max_faces`` faces; :class:`~.errors.DracoUnavailableError` without DracoPy. Safe to call
+    from many threads at once (no shared decoder state).
     """
     if not isinstance(blob, (bytes, bytearray, memoryview)):
-        raise DecodeError(f"a Draco cell is bytes, got {type(blob).__name__}")
+        raise DracoDecodeError(f"a Draco cell is bytes, got {type(blob).__name__}")
     points, faces, attributes = _decode_raw(blob, max_points, max_faces)
     roles = attributes.get(_roles.ROLE_ATTRIBUTE_ID)
     points, faces, _ = _roles.resolve_roles(points, faces, roles)
     if len(points) == 0:
-        raise DecodeError("the Draco blob holds no vertices; the cell is corrupt")
+        raise DracoDecodeError("the Draco blob holds no vertices; the cell is corrupt")
     return points, faces
 
 
@@ -355,7 +355,9 @@ def encode_cell(
     :func:`quantization_bound`. Each decoded face is an input face mapped through ``order``
     and rotated at most (winding kept); together they are the input faces exactly once each.
     ``faces`` may be empty (a Draco point cloud is written) and vertices may be unused by
-    every face. Raises :class:`~zarr_vectors.errors.InputError` on unusable input.
+    every face. Raises :class:`~.errors.DracoInputError` on unusable input,
+    :class:`~.errors.DracoUnavailableError` without DracoPy, and :class:`~.errors.DracoCodecError`
+    itself if Draco does not give the cell back.
     """
     bits, level = check_settings(quantization_bits, compression_level)
     pts = _positions(positions)
@@ -366,7 +368,9 @@ def encode_cell(
     if len(tris) == 0:
         blob = _encode(pts, None, bits, level, preserve=True)
         if not _is_exact(decode_cell(blob), reference, tris, identity, bound):
-            raise FormatError("Draco did not return the point cloud it was given; please report this cell")
+            raise DracoCodecError(
+                "Draco did not return the point cloud it was given; please report this cell"
+            )
         return blob, identity
     degenerate = (tris[:, 0] == tris[:, 1]) | (tris[:, 1] == tris[:, 2]) | (tris[:, 2] == tris[:, 0])
     if level > 0 and not degenerate.any():
@@ -375,5 +379,5 @@ def encode_cell(
             return attempt[0], attempt[1]
     blob = _encode(pts, tris, bits, level, preserve=True)
     if not _is_exact(decode_cell(blob), reference, tris, identity, bound):
-        raise FormatError("Draco did not return the mesh it was given; please report this cell")
+        raise DracoCodecError("Draco did not return the mesh it was given; please report this cell")
     return blob, identity

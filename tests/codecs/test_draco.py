@@ -6,6 +6,8 @@ named ``codecs``, which is the standard library's.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import struct
 import subprocess
@@ -30,13 +32,19 @@ from zarr_vectors_draco import (
     CODEC_UNAVAILABLE_MESSAGE,
     Draco,
     DracoCodec,
+    DracoCodecError,
+    DracoDecodeError,
+    DracoInputError,
+    DracoUnavailableError,
     decode_cell,
     encode_cell,
     quantization_bound,
     require_draco_codec,
 )
 
-from zarr_vectors.errors import DecodeError, FormatError, InputError
+import zarr_vectors as zv
+from zarr_vectors import _draco
+from zarr_vectors.errors import CorruptCellError, DecodeError, FormatError, InputError, ZarrVectorsError
 
 NO_FACES = np.zeros((0, 3), dtype=np.int64)
 SEQUENTIAL, EDGEBREAKER = 0, 1
@@ -272,13 +280,13 @@ def test_flat_cell_thin_axis_error_follows_the_largest_extent(rng):
 
 
 def test_empty_and_garbage_input_raise_decode_error():
-    with pytest.raises(DecodeError, match="holds no bytes"):
+    with pytest.raises(DracoDecodeError, match="holds no bytes"):
         decode_cell(b"")
-    with pytest.raises(DecodeError, match="not a Draco blob"):
+    with pytest.raises(DracoDecodeError, match="not a Draco blob"):
         decode_cell(b"hello, not draco")
-    with pytest.raises(DecodeError, match="is bytes, got str"):
+    with pytest.raises(DracoDecodeError, match="is bytes, got str"):
         decode_cell("DRACO")  # type: ignore[arg-type]
-    with pytest.raises(DecodeError, match="bitstream version 9.9"):
+    with pytest.raises(DracoDecodeError, match="bitstream version 9.9"):
         decode_cell(b"DRACO\x09\x09\x01\x01\x00\x00" + bytes(20))
 
 
@@ -286,19 +294,20 @@ def test_every_truncation_raises_decode_error():
     positions, faces = sphere(1)
     for blob in (encode_cell(positions, faces)[0], encode_cell(positions, NO_FACES)[0]):
         for length in range(len(blob)):
-            with pytest.raises(DecodeError):
+            with pytest.raises(DracoDecodeError):
                 decode_cell(blob[:length])
 
 
 def test_a_huge_point_count_is_refused_before_draco_allocates():
     blob, _ = encode_cell(np.arange(30.0).reshape(10, 3), NO_FACES)
     corrupt = blob[:11] + struct.pack("<i", 0x2C0000A2) + blob[15:]  # once crashed DracoPy
-    with pytest.raises(DecodeError, match=r"claims 738197666 points; a cell holds at most 16777216"):
+    with pytest.raises(DracoDecodeError, match=r"claims 738197666 points; a cell holds at most 16777216"):
         decode_cell(corrupt)
 
 
 def test_corrupted_blobs_decode_or_raise_decode_error():
-    """Seeded byte corruption: DecodeError or some output, never another exception or a crash."""
+    """Seeded byte corruption: DracoDecodeError or some output, never another exception or a
+    crash; the library's bridge raises its DecodeError with the same message for each."""
     positions, faces = sphere(2)
     blobs = [
         encode_cell(positions, faces)[0],
@@ -314,8 +323,11 @@ def test_corrupted_blobs_decode_or_raise_decode_error():
         try:
             decode_cell(corrupt.tobytes())
             outcomes["decoded"] += 1
-        except DecodeError as exc:
+        except DracoDecodeError as exc:
             assert len(str(exc)) > 20 and "Traceback" not in str(exc)
+            with pytest.raises(DecodeError) as library:
+                _draco.decode_cell(corrupt.tobytes())
+            assert type(library.value) is DecodeError and str(library.value) == str(exc)
             outcomes["DecodeError"] += 1
     assert outcomes["DecodeError"] > 0
 
@@ -347,7 +359,7 @@ def test_corrupted_blobs_decode_or_raise_decode_error():
     ],
 )
 def test_unusable_input_raises_input_error(positions, faces, kwargs, message):
-    with pytest.raises(InputError, match=message):
+    with pytest.raises(DracoInputError, match=message):
         encode_cell(positions, np.asarray(faces), **kwargs)
 
 
@@ -417,7 +429,7 @@ def test_zarr_reads_a_library_mesh_cell_as_its_vertex_rows(tmp_path, rng):
 
 def test_zarr_refuses_rows_that_are_not_whole_vertices(tmp_path):
     array = draco_array(tmp_path)
-    with pytest.raises(InputError, match="rows of 12 bytes, got 8 bytes"):
+    with pytest.raises(DracoInputError, match="rows of 12 bytes, got 8 bytes"):
         array[0, 0, 0] = bytes(8)
 
 
@@ -426,7 +438,7 @@ def test_zarr_surfaces_a_corrupt_cell_as_decode_error(tmp_path):
     cell = tmp_path / "0/vertices/c/0/0/0"
     cell.parent.mkdir(parents=True, exist_ok=True)
     cell.write_bytes(struct.pack("<II", 1, 9) + b"DRACOjunk")
-    with pytest.raises(DecodeError):
+    with pytest.raises(DracoDecodeError):
         zarr.open_array(zarr.storage.LocalStore(tmp_path), path="0/vertices")[0, 0, 0]
 
 
@@ -434,14 +446,14 @@ def test_codec_configuration_round_trips_and_is_validated():
     codec = DracoCodec(quantization_bits=9, compression_level=3)
     assert DracoCodec.from_dict(codec.to_dict()) == codec
     assert DracoCodec.from_dict({"name": "draco"}) == DracoCodec()
-    with pytest.raises(InputError, match="no configuration key 'speed'"):
+    with pytest.raises(DracoInputError, match="no configuration key 'speed'"):
         DracoCodec.from_dict({"name": "draco", "configuration": {"speed": 3}})
-    with pytest.raises(InputError, match="quantization_bits must be an integer from 1 to 30, got 31"):
+    with pytest.raises(DracoInputError, match="quantization_bits must be an integer from 1 to 30, got 31"):
         DracoCodec(quantization_bits=31)
 
 
 def test_codec_refuses_a_non_bytes_array():
-    with pytest.raises(InputError, match="variable_length_bytes"):
+    with pytest.raises(DracoInputError, match="variable_length_bytes"):
         zarr.create_array(zarr.storage.MemoryStore(), shape=(2,), dtype="float32", filters=[DracoCodec()])
 
 
@@ -489,19 +501,32 @@ def test_require_draco_codec_and_its_message(monkeypatch):
         raise KeyError(name)
 
     monkeypatch.setattr(zarr.registry, "get_codec_class", unknown)
-    with pytest.raises(FormatError, match="codec draco is not available"):
+    with pytest.raises(DracoUnavailableError, match="codec draco is not available"):
         require_draco_codec()
 
 
 def test_missing_dracopy_is_reported_with_the_message(monkeypatch):
     from zarr_vectors_draco import cell
 
+    blob, _ = encode_cell(np.zeros((1, 3)), NO_FACES)
     monkeypatch.setitem(sys.modules, "DracoPy", None)
     monkeypatch.setattr(cell, "_dracopy_module", None)
-    with pytest.raises(FormatError, match="codec draco is not available"):
+    with pytest.raises(DracoUnavailableError, match="codec draco is not available"):
         require_draco_codec()
-    with pytest.raises(FormatError, match="codec draco is not available"):
+    with pytest.raises(DracoUnavailableError, match="codec draco is not available"):
         encode_cell(np.zeros((1, 3)), NO_FACES)
+    with pytest.raises(DracoUnavailableError, match="codec draco is not available"):
+        decode_cell(blob)
+    # The library's bridge says the same with its own install hint, as a FormatError.
+    for call in (
+        lambda: _draco.encode_cell(np.zeros((1, 3)), NO_FACES, quantization_bits=11, compression_level=7),
+        lambda: _draco.decode_cell(blob, array="0/vertices", chunk="0.0.0"),
+    ):
+        with pytest.raises(FormatError) as info:
+            call()
+        assert type(info.value) is FormatError
+        assert str(info.value).startswith(_draco.MISSING) and "DracoPy" in str(info.value)
+        assert isinstance(info.value.__cause__, DracoUnavailableError)
 
 
 def test_package_exports():
@@ -513,4 +538,158 @@ def test_package_exports():
         "Draco",
         "CODEC_UNAVAILABLE_MESSAGE",
         "require_draco_codec",
+        "DracoCodecError",
+        "DracoDecodeError",
+        "DracoInputError",
+        "DracoUnavailableError",
     }
+
+
+# ---------------------------------------------------------------- a standalone package, and the library's bridge
+
+
+def test_the_codec_package_imports_nothing_from_the_library():
+    """Importing the package, resolving both codecs through the registries and running them
+    loads no ``zarr_vectors`` module, in an interpreter where the library is importable."""
+    script = (
+        "import importlib.util, json, sys\n"
+        "def library():\n"
+        "    return sorted(m for m in sys.modules if m.split('.')[0] == 'zarr_vectors')\n"
+        "import zarr_vectors_draco\n"
+        "seen = {'import': library()}\n"
+        "import numcodecs.registry, zarr.registry\n"
+        "cls = zarr.registry.get_codec_class('draco')\n"
+        "codec = numcodecs.registry.get_codec({'id': 'draco'})\n"
+        "seen['registries'] = library()\n"
+        "codec.decode(codec.encode(bytes(12)))\n"
+        "try:\n"
+        "    zarr_vectors_draco.decode_cell(b'junk')\n"
+        "except zarr_vectors_draco.DracoDecodeError:\n"
+        "    pass\n"
+        "seen['use'] = library()\n"
+        "print(json.dumps([cls.__name__, type(codec).__name__, seen,\n"
+        "                  importlib.util.find_spec('zarr_vectors') is not None]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", script], capture_output=True, text=True, check=True, cwd=Path("/")
+    )
+    assert json.loads(done.stdout) == [
+        "DracoCodec",
+        "Draco",
+        {"import": [], "registries": [], "use": []},
+        True,
+    ]
+
+
+@pytest.mark.parametrize("cls", [DracoDecodeError, DracoInputError, DracoUnavailableError])
+def test_codec_errors_are_value_errors_under_one_base_and_not_the_librarys(cls):
+    assert issubclass(cls, DracoCodecError) and issubclass(cls, ValueError)
+    assert not issubclass(cls, ZarrVectorsError)
+    assert cls.__module__ == "zarr_vectors_draco.errors"
+
+
+def test_the_bridge_turns_an_undecodable_blob_into_decode_error_or_corrupt_cell_error():
+    with pytest.raises(DecodeError) as info:
+        _draco.decode_cell(b"hello, not draco")
+    assert type(info.value) is DecodeError and isinstance(info.value.__cause__, DracoDecodeError)
+    assert str(info.value) == (
+        "the cell's 16 bytes are not a Draco blob (they do not start with the 'DRACO' header)"
+    )
+    with pytest.raises(CorruptCellError) as info:
+        _draco.decode_cell(b"hello, not draco", array="0/vertices", chunk="1.2.3")
+    assert (info.value.array, info.value.chunk) == ("0/vertices", "1.2.3")
+    assert str(info.value) == (
+        "corrupt cell in array '0/vertices', chunk 1.2.3: the cell's 16 bytes are not a Draco "
+        "blob (they do not start with the 'DRACO' header)"
+    )
+    blob, _ = encode_cell(np.arange(30.0).reshape(10, 3), NO_FACES)
+    with pytest.raises(DecodeError, match="the Draco blob claims 10 points; a cell holds at most 9"):
+        _draco.decode_cell(blob, max_points=9)
+    assert _draco.decode_cell(blob, max_points=10)[0].shape == (10, 3)
+
+
+@pytest.mark.parametrize(
+    "faces, kwargs, message",
+    [
+        ([[0, 1, 3]], {}, r"face indices must lie in \[0, 3\) for 3 vertices, got 0\.\.3"),
+        (NO_FACES, {"quantization_bits": 0}, "quantization_bits must be an integer from 1 to 30, got 0"),
+    ],
+)
+def test_the_bridge_turns_unusable_encoder_input_into_input_error(faces, kwargs, message):
+    settings = {"quantization_bits": 11, "compression_level": 7, **kwargs}
+    with pytest.raises(InputError, match=message) as info:
+        _draco.encode_cell(np.zeros((3, 3)), np.asarray(faces), **settings)
+    assert type(info.value) is InputError and isinstance(info.value.__cause__, DracoInputError)
+
+
+def test_an_encoder_self_check_failure_is_the_base_class_and_a_format_error_in_the_library(monkeypatch):
+    from zarr_vectors_draco import cell
+
+    monkeypatch.setattr(cell, "_is_exact", lambda *args: False)
+    message = "Draco did not return the point cloud it was given; please report this cell"
+    with pytest.raises(DracoCodecError) as info:
+        encode_cell(np.zeros((1, 3)), NO_FACES)
+    assert type(info.value) is DracoCodecError and str(info.value) == message
+    with pytest.raises(FormatError) as info:
+        _draco.encode_cell(np.zeros((1, 3)), NO_FACES, quantization_bits=11, compression_level=7)
+    assert type(info.value) is FormatError and str(info.value) == message
+
+
+def test_reading_a_store_with_a_corrupt_draco_cell_raises_corrupt_cell_error(tmp_path):
+    """End to end: the library names the array and the chunk of a cell Draco cannot decode."""
+    mesh = trimesh.creation.icosphere(subdivisions=2)
+    store = tmp_path / "d.zarr"
+    zv.write_mesh(store, mesh.vertices * 499 + 500, mesh.faces, chunk_shape=500, encoding="draco")
+    cells = sorted(p for p in (store / "0/vertices/c").rglob("*") if p.is_file())
+    cell = cells[len(cells) // 2]
+    count, length = struct.unpack_from("<II", cell.read_bytes())  # meshes default to no compressor
+    blob = cell.read_bytes()[8 : 8 + length]
+    assert count == 1 and blob[:5] == b"DRACO"
+    half = blob[: len(blob) // 2]
+    cell.write_bytes(struct.pack("<II", 1, len(half)) + half)
+    key = ".".join(cell.relative_to(store / "0/vertices/c").parts)
+    with pytest.raises(
+        CorruptCellError, match=rf"^corrupt cell in array '0/vertices', chunk {key}: "
+    ) as info:
+        zv.open(store).read()
+    assert (info.value.array, info.value.chunk) == ("0/vertices", key)
+    assert isinstance(info.value.__cause__, DracoDecodeError)
+
+
+# ---------------------------------------------------------------- the zarr codec works off the event loop
+
+
+def test_zarr_runs_the_codec_work_in_a_thread_without_the_event_loop(tmp_path, monkeypatch, rng):
+    """zarr awaits the codec on its event loop; _encode_sync / _decode_sync must run where no
+    loop is running (a worker thread), so the loop keeps serving other chunks meanwhile."""
+    calls = []
+
+    def spy(name):
+        real = getattr(DracoCodec, name)
+
+        def run(self, chunk_array, chunk_spec):
+            try:
+                asyncio.get_running_loop()
+                on_loop = True
+            except RuntimeError:
+                on_loop = False
+            calls.append((name, on_loop))
+            return real(self, chunk_array, chunk_spec)
+
+        return run
+
+    for name in ("_encode_sync", "_decode_sync"):
+        monkeypatch.setattr(DracoCodec, name, spy(name))
+    array = draco_array(tmp_path)
+    rows = rng.uniform(-50, 50, (37, 3)).astype("<f4")
+    array[0, 1, 0] = rows.tobytes()
+    back = np.frombuffer(element(array[0, 1, 0]), dtype="<f4").reshape(-1, 3)
+    assert np.abs(back - rows).max() <= quantization_bound(rows, 11)
+    assert sorted(set(calls)) == [("_decode_sync", False), ("_encode_sync", False)]
+
+
+def test_the_codec_stays_a_frozen_dataclass():
+    codec = DracoCodec(quantization_bits=9)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        codec.quantization_bits = 10  # type: ignore[misc]
+    assert dataclasses.asdict(codec) == {"quantization_bits": 9, "compression_level": 7}

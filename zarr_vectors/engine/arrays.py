@@ -303,10 +303,7 @@ class CellArray:
                 "max_faces": 64 * int(self.max_rows) + 1024,
             }
         )
-        try:
-            return decode_cell(bytes(data), **limits)
-        except DecodeError as exc:
-            raise CorruptCellError(self.path, ".".join(map(str, chunk)), str(exc)) from exc
+        return decode_cell(bytes(data), array=self.path, chunk=".".join(map(str, chunk)), **limits)
 
     def rows(self, raw: bytes | None, chunk: Sequence[int], width: int | None = None) -> np.ndarray:
         """Cell as (n, width) rows of ``dtype``; checks the byte length is whole rows."""
