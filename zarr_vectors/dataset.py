@@ -13,7 +13,14 @@ from zarr_vectors.engine.ids import OBJECT_ID_ATTRIBUTE
 from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.read import parse_box, query_box, read_objects
 from zarr_vectors.engine.storage import Backend, ConsistentBackend, check_complete, check_not_v2, open_backend
-from zarr_vectors.errors import FormatError, InputError, ReadOnlyError
+from zarr_vectors.errors import (
+    AttributeNotFoundError,
+    FormatError,
+    InputError,
+    LevelNotFoundError,
+    ReadOnlyError,
+    check_choice,
+)
 from zarr_vectors.format.metadata import RootMeta
 from zarr_vectors.format.zarr_json import check_zarr_v3, load_json
 from zarr_vectors.result import Origin, Region, Result
@@ -41,10 +48,7 @@ class Dataset:
 
     @classmethod
     def open(cls, target: Any, mode: str = "r", storage_options: dict[str, Any] | None = None) -> Dataset:
-        if mode not in ("r", "r+"):
-            raise ValueError(
-                f"mode must be 'r' or 'r+', got {mode!r}; write new stores with write_points() etc."
-            )
+        check_choice("mode", mode, ("r", "r+"), hint="write new stores with write_points() etc.")
         backend = open_backend(target, read_only=mode == "r", storage_options=storage_options)
         check_not_v2(backend)
         raw = backend.get_many(["zarr.json"])[0]
@@ -101,7 +105,7 @@ class Dataset:
 
     def level(self, index: int = 0) -> Level:
         if index not in self.levels:
-            raise KeyError(f"level {index} does not exist; this store has levels {self.levels}")
+            raise LevelNotFoundError(index, self.levels)
         if index not in self._levels:
             self._levels[index] = Level.load(self._backend, self.root, index)
         return self._levels[index]
@@ -245,9 +249,7 @@ class Dataset:
         (or of the user's ``ids``); absent entries read as NaN or the dtype's sentinel."""
         lv = self.level(level)
         if name not in lv.object_attributes:
-            raise KeyError(
-                f"no object attribute {name!r}; level {level} has {self.object_attribute_names(level)}"
-            )
+            raise AttributeNotFoundError("object", [name], level, self.object_attribute_names(level))
         arr = lv.object_attributes[name]
         n_chunks = -(-arr.length // arr.chunk)
         values = arr.dense(self._backend.get_many(arr.chunk_keys(range(n_chunks))))
@@ -293,7 +295,7 @@ class Dataset:
         """Values of one group attribute, one row per group in the order of :meth:`group_ids`."""
         lv = self.level(level)
         if name not in lv.group_attributes:
-            raise KeyError(f"no group attribute {name!r}; level {level} has {sorted(lv.group_attributes)}")
+            raise AttributeNotFoundError("group", [name], level, lv.group_attributes)
         arr = lv.group_attributes[name]
         n_chunks = -(-arr.length // arr.chunk)
         return arr.dense(self._backend.get_many(arr.chunk_keys(range(n_chunks))))

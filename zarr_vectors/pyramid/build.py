@@ -24,9 +24,9 @@ import numpy as np
 
 from zarr_vectors.engine.commit import rebuild_session
 from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.storage import GENERATION_KEY, ConsistentBackend, new_generation
+from zarr_vectors.engine.storage import GENERATION_KEY, new_generation
 from zarr_vectors.engine.write.builder import StoreBuilder
-from zarr_vectors.errors import InputError, ReadOnlyError
+from zarr_vectors.errors import InputError, ReadOnlyError, choice_message
 from zarr_vectors.format.fragments import decode_fragments
 from zarr_vectors.format.metadata import LevelMeta, RootMeta
 from zarr_vectors.pyramid import meta as pmeta
@@ -178,14 +178,13 @@ def build_pyramid(
     """Add levels ``1 .. len(factors)`` to ``ds`` (opened ``mode="r+"``); see
     :meth:`zarr_vectors.Dataset.build_pyramid` for the parameters. Returns the new levels."""
     ds._require_writable()
-    store = getattr(ds._backend, "store", None)
-    if getattr(ds._backend, "read_only", False) or getattr(store, "read_only", False):
+    if ds._backend.read_only:
         raise ReadOnlyError(
             f"{ds._backend.description} cannot be written in place (a .zip file opens read-only); "
             "build the pyramid on a directory copy of the store, then zip that"
         )
     if cross_level not in CROSS_LEVEL:
-        raise InputError(f"cross_level must be one of {', '.join(CROSS_LEVEL)}, got {cross_level!r}")
+        raise InputError(choice_message("cross_level", cross_level, CROSS_LEVEL))
     kind = _kind(ds)
     _check_reductions(ds.level(0), reductions)
     if len(ds.levels) > 1 and not overwrite:
@@ -220,8 +219,6 @@ def build_pyramid(
     finally:
         ds._backend = backend
         ds._levels.clear()
-    if isinstance(backend, ConsistentBackend):
-        backend.rebase()  # the store was replaced by this process: read on from the new root
     return [p.index for p in plans]
 
 
@@ -267,9 +264,7 @@ def _check_reductions(level0: Level, reductions: Mapping[str, str] | None) -> No
     names an attribute the store does not have (a typo, not a no-op)."""
     for name, how in (reductions or {}).items():
         if how not in REDUCTIONS:
-            raise InputError(
-                f"reduction {how!r} for attribute {name!r} is not one of {', '.join(REDUCTIONS)}"
-            )
+            raise InputError(choice_message(f"the reduction of attribute {name!r}", how, REDUCTIONS))
     known = set(level0.vertex_attributes) | set(level0.link_attributes)
     unknown = sorted(set(reductions or {}) - known)
     if unknown:
