@@ -19,7 +19,7 @@ import struct
 import zlib
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 __all__ = [
     "ZarrVectorsError",
@@ -262,7 +262,7 @@ def failure_reason(exc: BaseException) -> str:
 class _Decoding:
     __slots__ = ("array", "chunk", "context")
 
-    def __init__(self, array: str, chunk: str | int | Sequence[int], context: str) -> None:
+    def __init__(self, array: str, chunk: str | int | Iterable[int], context: str) -> None:
         self.array, self.chunk, self.context = array, chunk, context
 
     def __enter__(self) -> None:
@@ -270,7 +270,7 @@ class _Decoding:
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool:
+    ) -> Literal[False]:
         if exc is None or not isinstance(exc, DECODE_FAILURES):
             return False
         if isinstance(exc, ZarrVectorsError) and not isinstance(exc, DecodeError):
@@ -284,7 +284,7 @@ class _Decoding:
         ) from exc
 
 
-def decoding(array: str, chunk: str | int | Sequence[int], context: str = "") -> _Decoding:
+def decoding(array: str, chunk: str | int | Iterable[int], context: str = "") -> _Decoding:
     """Context for decoding the cell ``chunk`` (a key ``"2.1.0"``, a table chunk index, or
     chunk coordinates) of ``array`` (``"0/vertices"``): a :data:`DECODE_FAILURES` raised
     inside leaves it as a :class:`CorruptCellError` naming both, ``context`` (``"object 7"``)

@@ -272,7 +272,7 @@ def test_zarr_store_backend_direct() -> None:
 def test_open_rejects_unknown_target_types() -> None:
     with pytest.raises(zv.InputError, match="give a path, URL or zarr Store"):
         zv.open(12345)
-    with pytest.raises(ValueError, match="mode must be 'r' or 'r\\+'"):
+    with pytest.raises(zv.InputError, match=r"^mode must be one of 'r', 'r\+'; got 'w'"):
         zv.open("memory://whatever", mode="w")
 
 

@@ -23,7 +23,7 @@ import pytest
 import zarr
 
 import zarr_vectors as zv
-from zarr_vectors.engine.storage import DEFAULT_TIMEOUT, ZarrStoreBackend
+from zarr_vectors.engine.storage import DEFAULT_TIMEOUT, ZarrStoreBackend, open_backend
 from zarr_vectors.errors import IncompleteStoreError, StoreError
 
 from .conftest import StoreTarget, kind_param
@@ -144,7 +144,7 @@ def test_unencodable_attribute_fails_before_the_old_store_is_touched(make_target
     keys_before = None
     if kind != "local":
         keys_before = sorted(
-            zv.storage.open_backend(t.target, read_only=True, storage_options=t.storage_options).list_keys()
+            open_backend(t.target, read_only=True, storage_options=t.storage_options).list_keys()
         )
     bad = version(3, 200)
     bad["object_attributes"] = {"name": np.array(["fine"] * 6 + ["lone \ud800 surrogate"])}
@@ -152,7 +152,7 @@ def test_unencodable_attribute_fails_before_the_old_store_is_touched(make_target
         write(t, bad, 50, overwrite=True)
     assert outcome(t, OLD, NEW) == "old"
     if keys_before is not None:
-        backend = zv.storage.open_backend(t.target, read_only=True, storage_options=t.storage_options)
+        backend = open_backend(t.target, read_only=True, storage_options=t.storage_options)
         assert sorted(backend.list_keys()) == keys_before
 
 
@@ -273,16 +273,10 @@ def test_server_that_never_answers_times_out(silent_server: str, s3_server: Any)
 
 
 def test_timeout_option() -> None:
-    backend = zv.storage.open_backend(zarr.storage.MemoryStore(), read_only=True)
+    backend = open_backend(zarr.storage.MemoryStore(), read_only=True)
     assert backend.timeout == DEFAULT_TIMEOUT == 30.0
-    assert (
-        zv.storage.open_backend("memory://t", read_only=True, storage_options={"zv_timeout": None}).timeout
-        is None
-    )
-    assert (
-        zv.storage.open_backend("memory://t", read_only=True, storage_options={"zv_timeout": 2}).timeout
-        == 2.0
-    )
+    assert open_backend("memory://t", read_only=True, storage_options={"zv_timeout": None}).timeout is None
+    assert open_backend("memory://t", read_only=True, storage_options={"zv_timeout": 2}).timeout == 2.0
     for bad in (0, -1, "30", True):
         with pytest.raises(
             zv.ZarrVectorsError, match="zv_timeout must be a positive number of seconds or None"

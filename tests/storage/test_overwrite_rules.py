@@ -22,6 +22,7 @@ import zarr
 
 import zarr_vectors as zv
 from zarr_vectors.engine.commit import find_leftovers, protected_reason
+from zarr_vectors.engine.storage import open_backend
 
 from .conftest import kind_param
 
@@ -193,7 +194,7 @@ def test_symlinked_target_is_written_where_it_points(tmp_path: Path) -> None:
 @pytest.mark.parametrize("kind", [kind_param("memory_store"), kind_param("s3_url")])
 def test_in_place_target_that_is_not_a_store_is_refused(make_target: Any, kind: str) -> None:
     t = make_target(kind)
-    backend = zv.storage.open_backend(t.target, read_only=False, storage_options=t.storage_options)
+    backend = open_backend(t.target, read_only=False, storage_options=t.storage_options)
     backend.set_many([("notes.txt", b"mine"), ("data/x.bin", b"\x00\x01")])
     with pytest.raises(zv.StoreExistsError, match="not a Zarr store .*nothing was deleted"):
         t.write(PTS, overwrite=True)
