@@ -84,7 +84,8 @@ def test_unknown_names_print_without_quotes(tmp_path):
     proc = _run("query", "cells.zarr", "--attributes", "nope", "--count", cwd=tmp_path)
     assert proc.returncode == 2
     line = _one_error_line(proc.stderr, "query")
-    assert line.startswith("zarr-vectors query: error: unknown vertex attributes") and not line.endswith("'")
+    assert line.startswith("zarr-vectors query: error: unknown vertex attribute 'nope'; level 0 has ")
+    assert not line.endswith("'")
 
 
 def test_box_with_lo_above_hi_is_one_line(tmp_path):

@@ -3,14 +3,34 @@
 from __future__ import annotations
 
 import json
+import pickle
 import shutil
 import struct
+import zlib
 
 import numpy as np
 import pytest
 
 import zarr_vectors as zv
-from zarr_vectors.errors import CorruptCellError, FormatError, InputError, StoreExistsError
+from zarr_vectors import errors
+from zarr_vectors.errors import (
+    AttributeNotFoundError,
+    CorruptCellError,
+    DecodeError,
+    FormatError,
+    IncompleteStoreError,
+    InputError,
+    LevelNotFoundError,
+    StoreChangedError,
+    StoreError,
+    StoreExistsError,
+    StoreNotFoundError,
+    UnknownIdError,
+    ZarrVectorsError,
+    check_choice,
+    choice_message,
+    decoding,
+)
 
 
 @pytest.fixture
@@ -181,7 +201,11 @@ def _edit_root(path, fn):
         ),
         (lambda a: a.pop("zarr_vectors"), "not a Zarr Vectors store"),
         (lambda a: a["zarr_vectors"].update(chunk_shape=[1, 2]), "bounds"),
-        (lambda a: a["zarr_vectors"].update(links_convention="zigzag"), "links_convention is 'zigzag'"),
+        (
+            lambda a: a["zarr_vectors"].update(links_convention="zigzag"),
+            "zarr_vectors.links_convention must be one of 'explicit', 'implicit_sequential', "
+            "'implicit_sequential_with_branches'; got 'zigzag'",
+        ),
     ],
 )
 def test_bad_root_metadata(tmp_path, pts, edit, message):
@@ -223,8 +247,13 @@ def test_a_plain_zarr_v3_group_is_not_a_store(tmp_path):
     zarr.create_group(str(tmp_path / "g.zarr"))
     with pytest.raises(FormatError, match="not a Zarr Vectors store"):
         zv.open(tmp_path / "g.zarr")
-    with pytest.raises(FileNotFoundError):
-        zv.open(tmp_path / "missing.zarr")
+    missing = str(tmp_path / "missing.zarr")
+    for call in (zv.open, zv.validate):
+        with pytest.raises(FileNotFoundError) as info:
+            call(missing)
+        assert isinstance(info.value, StoreNotFoundError) and isinstance(info.value, ZarrVectorsError)
+        assert str(info.value) == f"no store at {missing!r}: the path does not exist; check the path"
+        assert info.value.path == info.value.filename == missing
 
 
 def test_a_zarr_v2_group_is_refused_with_valueerror(tmp_path):
@@ -235,16 +264,170 @@ def test_a_zarr_v2_group_is_refused_with_valueerror(tmp_path):
         zv.open(tmp_path / "v2.zarr")
 
 
-def test_unknown_attribute_and_level_names(tmp_path, pts):
+LOOKUPS = {
+    "vertex attribute": (
+        lambda ds: ds.query(bbox=([0] * 3, [1] * 3), attributes=["nope", "a"]),
+        AttributeNotFoundError,
+        "unknown vertex attribute 'nope'; level 0 has vertex attributes ['a']",
+    ),
+    "vertex attributes": (
+        lambda ds: ds.read(attributes=["x", "y"]),
+        AttributeNotFoundError,
+        "unknown vertex attributes ['x', 'y']; level 0 has vertex attributes ['a']",
+    ),
+    "object attribute": (
+        lambda ds: ds.object_attributes("volume"),
+        AttributeNotFoundError,
+        "unknown object attribute 'volume'; level 0 has no object attributes",
+    ),
+    "group attribute": (
+        lambda ds: ds.group_attributes("size"),
+        AttributeNotFoundError,
+        "unknown group attribute 'size'; level 0 has no group attributes",
+    ),
+    "level": (
+        lambda ds: ds.query(bbox=([0] * 3, [1] * 3), level=3),
+        LevelNotFoundError,
+        "level 3 does not exist; this store has levels [0]",
+    ),
+    "level of an attribute": (
+        lambda ds: ds.object_attributes("volume", level=1),
+        LevelNotFoundError,
+        "level 1 does not exist; this store has levels [0]",
+    ),
+    "object id": (lambda ds: ds.objects([99]), UnknownIdError, "object id 99 is not in level 0"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(LOOKUPS))
+def test_lookups_of_what_the_store_lacks_are_library_errors_and_key_errors(tmp_path, pts, what):
+    """Each is caught as the library's base, as ValueError (the base's base) and as KeyError;
+    its text is the message, unquoted (KeyError alone would quote it)."""
     ds = zv.open(_store(tmp_path, pts))
-    with pytest.raises(KeyError, match="unknown vertex attributes"):
-        ds.query(bbox=([0] * 3, [1] * 3), attributes=["nope"])
-    with pytest.raises(KeyError, match="level 3 does not exist"):
-        ds.query(bbox=([0] * 3, [1] * 3), level=3)
-    with pytest.raises(KeyError, match="object id 99"):
-        ds.objects([99])
-    with pytest.raises(InputError, match="bbox must be"):
-        ds.query(bbox=[1, 2, 3])
+    call, kind, message = LOOKUPS[what]
+    for caught in (kind, ZarrVectorsError, ValueError, KeyError):
+        with pytest.raises(caught) as info:
+            call(ds)
+        assert type(info.value) is kind
+        assert str(info.value).startswith(message), str(info.value)
+
+
+def test_lookup_errors_carry_what_was_asked(tmp_path, pts):
+    ds = zv.open(_store(tmp_path, pts))
+    with pytest.raises(AttributeNotFoundError) as info:
+        ds.read(attributes=["a", "nope"])
+    assert (info.value.kind, info.value.names, info.value.level, info.value.available) == (
+        "vertex",
+        ["nope"],
+        0,
+        ["a"],
+    )
+    with pytest.raises(LevelNotFoundError) as level:
+        ds.level(2)
+    assert (level.value.level, level.value.levels) == (2, [0])
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda p: zv.open(p, mode="w"),
+            "mode must be one of 'r', 'r+'; got 'w'; write new stores with write_points() etc.",
+        ),
+        (lambda p: zv.open(12345), "cannot open a store from int; give a path, URL or zarr Store"),
+        (
+            lambda p: zv.write_points(
+                p.parent / "n.zarr", np.zeros((2, 3)), chunk_shape=1, compression="lz4"
+            ),
+            "compression must be one of 'none', 'zstd', 'gzip', 'blosc', 'blosc-bitshuffle'; got 'lz4'",
+        ),
+        (lambda p: zv.validate(p, level=9), "level must be an integer from 1 to 5, got 9"),
+        (lambda p: zv.open(p).read().subset(np.ones(3, bool)), "mask must have shape (500,), got (3,)"),
+    ],
+)
+def test_bad_arguments_are_input_errors(tmp_path, pts, call, message):
+    path = _store(tmp_path, pts)
+    with pytest.raises(InputError) as info:
+        call(path)
+    assert str(info.value) == message
+
+
+# ------------------------------------------------------------------ the hierarchy itself
+
+
+def test_every_class_derives_from_the_base_and_pickles(tmp_path):
+    made = [
+        CorruptCellError("0/vertices", "1.2.3", "bad bytes"),
+        StoreError("s3://b/x.zarr", "0/vertices/c/1", "timed out"),
+        StoreChangedError("s3://b/x.zarr"),
+        IncompleteStoreError("s3://b/x.zarr"),
+        StoreNotFoundError("/no/such.zarr"),
+        LevelNotFoundError(4, [0, 1]),
+        AttributeNotFoundError("group", ["g"], 1, ["h", "f"]),
+        UnknownIdError("object id 7 is not in level 0"),
+    ]
+    for exc in made:
+        assert isinstance(exc, ZarrVectorsError) and isinstance(exc, ValueError)
+        again = pickle.loads(pickle.dumps(exc))  # errors cross process pools whole
+        assert type(again) is type(exc) and str(again) == str(exc) and vars(again) == vars(exc)
+    assert str(made[6]) == "unknown group attribute 'g'; level 1 has group attributes ['f', 'h']"
+    public = {name for name in errors.__all__ if isinstance(getattr(errors, name), type)}
+    assert all(issubclass(getattr(errors, name), ZarrVectorsError) for name in public)
+
+
+def test_check_choice():
+    assert check_choice("kind", "b", ("a", "b")) == "b"
+    with pytest.raises(InputError) as info:
+        check_choice("kind", "c", ["a", "b"])
+    assert str(info.value) == "kind must be one of 'a', 'b'; got 'c'"
+    with pytest.raises(FormatError, match=r"^0/links: store must be one of 'x'; got 3; see the spec$"):
+        check_choice("0/links: store", 3, ("x",), error=FormatError, hint="see the spec")
+    with pytest.raises(InputError, match=r"got array\(\[1, 2\]\)"):  # compared element by element
+        check_choice("kind", np.array([1, 2]), ("a", "b"))
+    with pytest.raises(InputError, match="got \\[1\\]"):  # unhashable, against a set
+        check_choice("kind", [1], {"a"})
+    assert choice_message("x", None, ()) == "x must be one of ; got None"
+
+
+@pytest.mark.parametrize(
+    "raised, reason",
+    [
+        (DecodeError("header is short"), "object 3: header is short"),
+        (struct.error("unpack requires a buffer of 8 bytes"), "object 3: struct.error: unpack requires"),
+        (zlib.error("invalid stored block lengths"), "object 3: zlib.error: invalid stored block"),
+        (ValueError("buffer size must be a multiple"), "object 3: ValueError: buffer size must"),
+        (EOFError("Compressed file ended"), "object 3: EOFError: Compressed file ended"),
+        (b"\xff".decode, "object 3: an element is not UTF-8 (invalid start byte)"),
+    ],
+)
+@pytest.mark.parametrize(
+    "chunk, key", [((2, 0, 1), "2.0.1"), (np.array([4, 5]), "4.5"), (7, "7"), ("1.1", "1.1")]
+)
+def test_decoding_names_the_array_and_chunk(raised, reason, chunk, key):
+    with pytest.raises(CorruptCellError) as info:
+        with decoding("0/vertices", chunk, "object 3"):
+            raised() if callable(raised) else _raise(raised)
+    assert (info.value.array, info.value.chunk) == ("0/vertices", key)
+    assert info.value.reason.startswith(reason), info.value.reason
+    assert str(info.value).startswith(f"corrupt cell in array '0/vertices', chunk {key}: {reason}")
+    assert info.value.__cause__ is not None
+
+
+def _raise(exc):
+    raise exc
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [CorruptCellError("0/links/0", "1", "x"), StoreError("s", "k", "r"), KeyError("k"), TypeError("t")],
+)
+def test_decoding_passes_other_errors_through(exc):
+    with pytest.raises(type(exc)) as info:
+        with decoding("0/vertices", (0, 0, 0)):
+            raise exc
+    assert info.value is exc
+    with decoding("0/vertices", 0):  # nothing raised: nothing happens
+        pass
 
 
 # ------------------------------------------------------------------ transposed positions

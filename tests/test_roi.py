@@ -95,7 +95,7 @@ def test_three_d_store_over_two_named_axes(tmp_path, rng):
     ):
         ds.query(polygon=STAR)
     with pytest.raises(
-        InputError, match=r"polygon axis 'w' is not one of this store's axes \['x', 'y', 'z'\]"
+        InputError, match=r"a polygon axis must be one of 'x', 'y', 'z'; got 'w' \(or an axis index\)"
     ):
         ds.query(polygon=STAR, polygon_axes=("x", "w"))
     with pytest.raises(InputError, match="two different axes"):

@@ -14,7 +14,7 @@ from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.polygon import query_polygon
 from zarr_vectors.engine.read import parse_box
 from zarr_vectors.engine.store import VectorStore, table_values
-from zarr_vectors.errors import CorruptCellError, InputError
+from zarr_vectors.errors import AttributeNotFoundError, CorruptCellError, InputError
 from zarr_vectors.format.kinds import family_of
 from zarr_vectors.pyramid import build_pyramid, level_for
 from zarr_vectors.result import Origin, Region, Result
@@ -232,9 +232,7 @@ class Dataset:
         (or of the user's ``ids``); absent entries read as NaN or the dtype's sentinel."""
         lv = self.level(level)
         if name not in lv.object_attributes:
-            raise KeyError(
-                f"no object attribute {name!r}; level {level} has {self.object_attribute_names(level)}"
-            )
+            raise AttributeNotFoundError("object", [name], level, self.object_attribute_names(level))
         values = table_values(lv, lv.object_attributes[name])
         return values if ids is None else values[lv.object_id_map.to_oids(ids)]
 
@@ -276,7 +274,7 @@ class Dataset:
         """Values of one group attribute, one row per group in the order of :meth:`group_ids`."""
         lv = self.level(level)
         if name not in lv.group_attributes:
-            raise KeyError(f"no group attribute {name!r}; level {level} has {sorted(lv.group_attributes)}")
+            raise AttributeNotFoundError("group", [name], level, lv.group_attributes)
         return table_values(lv, lv.group_attributes[name])
 
     def group(self, gid: int, *, level: int = 0, attributes: Sequence[str] | bool | None = None) -> Result:

@@ -7,6 +7,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from zarr_vectors.errors import InputError
+
 __all__ = ["Result", "Region", "Origin"]
 
 
@@ -88,7 +90,7 @@ class Result:
         """
         mask = np.asarray(mask, bool)
         if mask.shape != (len(self),):
-            raise ValueError(f"mask must have shape ({len(self)},), got {mask.shape}")
+            raise InputError(f"mask must have shape ({len(self)},), got {mask.shape}")
         rows = np.flatnonzero(mask)
         remap = np.full(len(self) + 1, -1, np.int64)  # slot -1 maps a missing parent to -1
         remap[rows] = np.arange(len(rows))
@@ -138,7 +140,7 @@ class Result:
         ``process=False`` keeps every vertex and face as read (no merging or reordering).
         """
         if self.faces is None:
-            raise ValueError("this result has no faces: to_trimesh needs a mesh query or object read")
+            raise InputError("this result has no faces: to_trimesh needs a mesh query or object read")
         import trimesh
 
         return trimesh.Trimesh(vertices=self.positions, faces=self.faces, process=process)

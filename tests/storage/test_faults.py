@@ -144,7 +144,7 @@ def test_unencodable_attribute_fails_before_the_old_store_is_touched(make_target
     keys_before = None
     if kind != "local":
         keys_before = sorted(
-            open_backend(t.target, read_only=True, storage_options=t.storage_options).list_all()
+            open_backend(t.target, read_only=True, storage_options=t.storage_options).list_keys()
         )
     bad = version(3, 200)
     bad["object_attributes"] = {"name": np.array(["fine"] * 6 + ["lone \ud800 surrogate"])}
@@ -153,7 +153,7 @@ def test_unencodable_attribute_fails_before_the_old_store_is_touched(make_target
     assert outcome(t, OLD, NEW) == "old"
     if keys_before is not None:
         backend = open_backend(t.target, read_only=True, storage_options=t.storage_options)
-        assert sorted(backend.list_all()) == keys_before
+        assert sorted(backend.list_keys()) == keys_before
 
 
 def test_pyramid_rebuild_in_place_interrupted_anywhere() -> None:

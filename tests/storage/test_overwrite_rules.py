@@ -198,7 +198,7 @@ def test_in_place_target_that_is_not_a_store_is_refused(make_target: Any, kind: 
     backend.set_many([("notes.txt", b"mine"), ("data/x.bin", b"\x00\x01")])
     with pytest.raises(zv.StoreExistsError, match="not a Zarr store .*nothing was deleted"):
         t.write(PTS, overwrite=True)
-    assert sorted(backend.list_all()) == ["data/x.bin", "notes.txt"]
+    assert sorted(backend.list_keys()) == ["data/x.bin", "notes.txt"]
     assert backend.get_many(["notes.txt"]) == [b"mine"]
 
 

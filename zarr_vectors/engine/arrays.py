@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.engine.pipeline import DEFAULT_MAX_DECODED, Pipeline, UnsupportedPipeline
-from zarr_vectors.errors import CorruptCellError, DecodeError, FormatError
+from zarr_vectors.errors import CorruptCellError, DecodeError, FormatError, decoding
 from zarr_vectors.format.grid import cell_key
 
 __all__ = ["CellArray", "TableArray", "LinkArray", "BOUND_SLACK", "FRAGMENT_BYTES", "DRACO_BYTES"]
@@ -273,10 +273,8 @@ class CellArray:
                     "the chunk is listed in nonempty_chunks but its cell is missing from the store",
                 )
             return memoryview(b"")
-        try:
+        with decoding(self.path, chunk):
             return self.pipeline.decode(raw)
-        except DecodeError as exc:
-            raise CorruptCellError(self.path, ".".join(map(str, chunk)), str(exc)) from exc
 
     @cached_property
     def draco(self) -> bool:
@@ -399,10 +397,8 @@ class TableArray:
         if raw is None:
             self._absent(c, n)
             return [memoryview(b"")] * n
-        try:
+        with decoding(self.path, c):
             items = self.pipeline.decode_items(raw, limit=n)
-        except DecodeError as exc:
-            raise CorruptCellError(self.path, str(c), str(exc)) from exc
         if len(items) != n:
             raise CorruptCellError(self.path, str(c), f"holds {len(items)} elements, expected {n}")
         return items
@@ -413,10 +409,8 @@ class TableArray:
         if raw is None:
             self._absent(c, max(0, min(self.chunk, self.length - c * self.chunk)))
             return {i: memoryview(b"") for i in wanted}
-        try:
+        with decoding(self.path, c):
             return self.pipeline.decode_items_at(raw, wanted)
-        except DecodeError as exc:
-            raise CorruptCellError(self.path, str(c), str(exc)) from exc
 
     def dense(self, raws: Sequence[bytes | None]) -> np.ndarray:
         """The whole dense array from its chunks (missing chunks read as the fill value);
@@ -424,12 +418,8 @@ class TableArray:
         if self.doc.get("data_type") == "string":
             values: list[str] = []
             for c, raw in enumerate(raws):
-                try:
+                with decoding(self.path, c):
                     values += [bytes(v).decode("utf-8") for v in self.vlen_items(raw, c)]
-                except UnicodeDecodeError as exc:
-                    raise CorruptCellError(
-                        self.path, str(c), f"an element is not UTF-8 ({exc.reason})"
-                    ) from exc
             return np.array(values, dtype=str) if values else np.zeros(self.length, dtype="<U1")
         dtype = self.dense_dtype
         fill = self.doc.get("fill_value")
@@ -445,10 +435,8 @@ class TableArray:
         for c, raw in enumerate(raws):
             if raw is None:
                 continue
-            try:
+            with decoding(self.path, c):
                 data = self.pipeline.decode(raw)
-            except DecodeError as exc:
-                raise CorruptCellError(self.path, str(c), str(exc)) from exc
             if len(data) != n * dtype.itemsize:
                 raise CorruptCellError(self.path, str(c), f"{len(data)} bytes, expected {n * dtype.itemsize}")
             block = np.frombuffer(data, dtype=dtype).reshape(self.chunk_shape)
@@ -510,13 +498,11 @@ class LinkArray(CellArray):
         from zarr_vectors.format.links import decode_flat_rows, decode_ragged
 
         data = self.payload(raw, chunk)
-        try:
+        with decoding(self.path, chunk):
             if self.intra:
                 rows = decode_flat_rows(data, self.row_width, self.dtype)
             else:
                 rows, _ = decode_ragged(data, self.row_width, self.dtype)
-        except DecodeError as exc:
-            raise CorruptCellError(self.path, ".".join(map(str, chunk)), str(exc)) from exc
         rows = np.asarray(rows, dtype=np.int64).reshape(-1, self.row_width)
         vertices, perm = (rows[:, 1:], rows[:, 0]) if self.has_perm else (rows, None)
         where = ".".join(map(str, chunk))

@@ -45,11 +45,11 @@ from zarr_vectors.engine.storage import (
     INCOMPLETE_KEY,
     Backend,
     StorageOptions,
-    ZarrStoreBackend,
     dump_json,
     local_path,
     new_generation,
     remote_backend,
+    under,
 )
 from zarr_vectors.errors import ReadOnlyError, StoreExistsError
 from zarr_vectors.format import zarr_json
@@ -218,12 +218,12 @@ def check_local_target(path: Path, shown: str, overwrite: bool) -> None:
         )
 
 
-def check_in_place_target(backend: ZarrStoreBackend, overwrite: bool) -> None:
+def check_in_place_target(backend: Backend, overwrite: bool) -> None:
     if backend.is_empty():
         return
     if not overwrite:
         raise StoreExistsError(f"{backend.description} is not empty; pass overwrite=True to replace it")
-    if not backend.store.supports_deletes:
+    if not backend.supports_deletes:
         raise StoreExistsError(
             f"{backend.description} is not empty and cannot delete keys, so it cannot be overwritten "
             "in place; write to a new store (for zip files, pass the .zip path instead of a ZipStore)"
@@ -266,7 +266,7 @@ def _local_session(path: Path, shown: str, overwrite: bool) -> Iterator[Backend]
 
 
 @contextlib.contextmanager
-def _in_place_session(backend: ZarrStoreBackend, overwrite: bool) -> Iterator[Backend]:
+def _in_place_session(backend: Backend, overwrite: bool) -> Iterator[Backend]:
     check_in_place_target(backend, overwrite)
     with in_place_stage(backend) as stage:
         yield stage
@@ -277,6 +277,10 @@ class MemoryStage:
     """A staging area in memory, for targets that are in memory themselves."""
 
     description = "staging area (memory)"
+    read_only = False
+    supports_deletes = True
+    local_dir = None
+    in_memory = True
 
     def __init__(self) -> None:
         self.data: dict[str, bytes] = {}
@@ -288,27 +292,36 @@ class MemoryStage:
         self.data.update((k, bytes(v)) for k, v in items)
 
     def list_dir(self, prefix: str) -> list[str]:
-        head = f"{prefix}/" if prefix else ""
+        head = under(prefix)
         return sorted({k[len(head) :].split("/", 1)[0] for k in self.data if k.startswith(head)})
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        head = under(prefix)
+        return [k for k in self.data if k.startswith(head)]
+
+    def key_sizes(self, prefix: str = "") -> dict[str, int]:
+        head = under(prefix)
+        return {k: len(v) for k, v in self.data.items() if k.startswith(head)}
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            self.data.pop(key, None)
+
+    def delete_prefix(self, prefix: str) -> None:
+        self.delete_many(self.list_keys(prefix))
 
     def is_empty(self) -> bool:
         return not self.data
 
-
-def _in_memory(backend: ZarrStoreBackend) -> bool:
-    from zarr.storage import FsspecStore, MemoryStore
-
-    store = backend.store
-    if isinstance(store, MemoryStore):
-        return True
-    return isinstance(store, FsspecStore) and "memory" in (getattr(store.fs, "protocol", ()) or ())
+    def refresh(self) -> None:
+        return None
 
 
 @contextlib.contextmanager
-def in_place_stage(backend: ZarrStoreBackend) -> Iterator[LocalBackend | MemoryStage]:
+def in_place_stage(backend: Backend) -> Iterator[Backend]:
     """Where a store for ``backend`` is built: memory for a memory target, else a locked
     folder in the temporary directory (leftovers of killed writes to it are removed)."""
-    if _in_memory(backend):
+    if backend.in_memory:
         yield MemoryStage()
         return
     temp = Path(tempfile.gettempdir())
@@ -358,24 +371,9 @@ def _zip_into(stage: Path, path: Path) -> None:
             tmp.unlink()
 
 
-def _staged_keys(stage: LocalBackend | MemoryStage) -> list[tuple[str, int]]:
-    """Every key of a staging area as ``(key, size)``."""
-    if isinstance(stage, MemoryStage):
-        return [(k, len(v)) for k, v in stage.data.items()]
-    out = []
-    root = str(stage.root)
-    cut = len(root) + 1
-    for folder, _, files in os.walk(root):
-        rel = folder[cut:].replace(os.sep, "/")
-        for name in files:
-            key = f"{rel}/{name}" if rel else name
-            out.append((key, os.lstat(os.path.join(folder, name)).st_size))
-    return out
-
-
 def commit_in_place(
-    backend: ZarrStoreBackend,
-    stage: LocalBackend | MemoryStage,
+    backend: Backend,
+    stage: Backend,
     *,
     first_root: bytes,
     keep: Callable[[str], bool] = lambda key: False,
@@ -385,17 +383,16 @@ def commit_in_place(
     Order: ``first_root`` as the root (where the store can delete), stale keys deleted,
     staged keys written, the staged root last.
     """
-    staged = _staged_keys(stage)
-    names = {k for k, _ in staged}
+    staged = stage.key_sizes()
     root = stage.get_many(["zarr.json"])[0]
     assert root is not None, "a staged store has a root zarr.json"
-    if backend.store.supports_deletes:
-        stale = [k for k in backend.list_all() if k not in names and k != "zarr.json" and not keep(k)]
+    if backend.supports_deletes:
+        stale = [k for k in backend.list_keys() if k not in staged and k != "zarr.json" and not keep(k)]
         backend.set_many([("zarr.json", first_root)])
         backend.delete_many(stale)
     batch: list[str] = []
     size = 0
-    for key, n in staged:
+    for key, n in staged.items():
         if key == "zarr.json":
             continue
         batch.append(key)
@@ -407,24 +404,40 @@ def commit_in_place(
     backend.set_many([("zarr.json", root)])
 
 
-def _upload(backend: ZarrStoreBackend, stage: LocalBackend | MemoryStage, keys: Sequence[str]) -> None:
+def _upload(backend: Backend, stage: Backend, keys: Sequence[str]) -> None:
     values = stage.get_many(keys)
     backend.set_many([(k, v) for k, v in zip(keys, values) if v is not None])
 
 
 # -- rebuilding part of a store (pyramid levels) ---------------------------------------
 class Overlay:
-    """Reads and writes of a rebuild: keys written so far (``top``, a staging folder)
-    shadow the store's (``base``); the base keys ``hidden`` accepts read as absent."""
+    """Reads and writes of a rebuild: keys written so far (``top``, a staging area)
+    shadow the store's (``base``); the base keys ``hidden`` accepts, and those deleted
+    through the overlay, read as absent (:meth:`hides`). Nothing reaches ``base``
+    until the rebuild commits. ``hidden`` names a hidden folder as well as its keys
+    (``list_dir`` asks it of folder names, so that listing stays one level deep)."""
 
-    def __init__(self, base: Backend, top: LocalBackend | MemoryStage, hidden: Callable[[str], bool]) -> None:
+    def __init__(self, base: Backend, top: Backend, hidden: Callable[[str], bool]) -> None:
         self.base, self.top, self.hidden = base, top, hidden
         self.description = base.description
-        self.read_only = False
+        self.deleted: set[str] = set()
+        self.deleted_prefixes: list[str] = []
+
+    read_only = False
+    supports_deletes = True
+    local_dir = None
+
+    @property
+    def in_memory(self) -> bool:
+        return self.top.in_memory
+
+    def hides(self, key: str) -> bool:
+        """Whether the base's ``key`` is gone from the rebuilt store."""
+        return self.hidden(key) or key in self.deleted or f"{key}/".startswith(tuple(self.deleted_prefixes))
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         out = self.top.get_many(keys)
-        ask = [i for i, (k, v) in enumerate(zip(keys, out)) if v is None and not self.hidden(k)]
+        ask = [i for i, (k, v) in enumerate(zip(keys, out)) if v is None and not self.hides(k)]
         if ask:
             for i, value in zip(ask, self.base.get_many([keys[i] for i in ask])):
                 out[i] = value
@@ -434,12 +447,30 @@ class Overlay:
         self.top.set_many(items)
 
     def list_dir(self, prefix: str) -> list[str]:
-        head = f"{prefix}/" if prefix else ""
-        base = [n for n in self.base.list_dir(prefix) if not self.hidden(head + n)]
+        head = under(prefix)
+        base = [n for n in self.base.list_dir(prefix) if not self.hides(head + n)]
         return sorted(set(self.top.list_dir(prefix)) | set(base))
 
+    def list_keys(self, prefix: str = "") -> list[str]:
+        return list(self.key_sizes(prefix))
+
+    def key_sizes(self, prefix: str = "") -> dict[str, int]:
+        base = {k: n for k, n in self.base.key_sizes(prefix).items() if not self.hides(k)}
+        return base | self.top.key_sizes(prefix)
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        self.top.delete_many(keys)
+        self.deleted.update(keys)
+
+    def delete_prefix(self, prefix: str) -> None:
+        self.top.delete_prefix(prefix)
+        self.deleted_prefixes.append(under(prefix))
+
     def is_empty(self) -> bool:
-        return False
+        return not self.list_keys()
+
+    def refresh(self) -> None:
+        return None
 
 
 @contextlib.contextmanager
@@ -453,31 +484,36 @@ def rebuild_session(
     replaced. A local store is rebuilt into a sibling folder (the kept files hard-linked,
     copied where links are impossible) and exchanged with it; another store gets the
     root of ``first``, loses the hidden keys, gains the staged ones, then the new root.
+    Afterwards ``backend`` is refreshed: it reads on from the new store.
     """
-    inner = getattr(backend, "inner", backend)
-    if isinstance(inner, LocalBackend):
-        if inner.read_only:
-            raise ReadOnlyError(f"{inner.description} is opened read-only")
-        path = Path(os.path.realpath(inner.root))
+    if backend.read_only:
+        raise ReadOnlyError(f"{backend.description} is opened read-only")
+    local = backend.local_dir
+    if local is not None:
+        path = Path(os.path.realpath(local))
         remove_leftovers(path.parent, _leftover_pattern(path.name).fullmatch)
         with staging(path.parent, f".{path.name}.zv-tmp-") as stage:
             top = LocalBackend(stage)
             top.set_many(list(first.items()))
-            yield Overlay(backend, top, hidden)
-            _link_kept(path, stage, hidden)
+            overlay = Overlay(backend, top, hidden)
+            yield overlay
+            _link_kept(path, stage, overlay.hides)
             swap_in(stage, path)
-        inner._made.clear()
-        inner._dirs_ok = {""}
+        backend.refresh()
         return
-    if not isinstance(inner, ZarrStoreBackend) or not inner.store.supports_deletes:
+    if not backend.supports_deletes:
         raise ReadOnlyError(
             f"{backend.description} cannot delete keys, so its coarse levels cannot be rebuilt in place; "
             "write the store again (or copy level 0 to a new store) and build the pyramid there"
         )
-    with in_place_stage(inner) as stage:
+    with in_place_stage(backend) as stage:
         stage.set_many(list(first.items()))
-        yield Overlay(backend, stage, hidden)
-        commit_in_place(inner, stage, first_root=first["zarr.json"], keep=lambda key: not hidden(key))
+        overlay = Overlay(backend, stage, hidden)
+        yield overlay
+        commit_in_place(
+            backend, stage, first_root=first["zarr.json"], keep=lambda key: not overlay.hides(key)
+        )
+    backend.refresh()
 
 
 #: errno of ``os.link`` where the filesystem has no hard links (the file is copied instead).

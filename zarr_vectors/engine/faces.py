@@ -31,7 +31,7 @@ from zarr_vectors.engine.read import (
     plan_box,
     row_owners,
 )
-from zarr_vectors.errors import InputError
+from zarr_vectors.errors import check_choice
 from zarr_vectors.result import Result
 
 __all__ = ["all_faces", "query_mesh_box", "mesh_objects", "FACE_MODES"]
@@ -86,8 +86,7 @@ def query_mesh_box(
 ) -> Result:
     """The sub-mesh in ``[lo, hi]``: vertices inside and the faces whose three vertices are
     inside; ``faces="touching"`` adds every face with a vertex inside, with all its vertices."""
-    if faces not in FACE_MODES:
-        raise InputError(f"faces must be 'inside' or 'touching', got {faces!r}")
+    check_choice("faces", faces, FACE_MODES)
     box = plan_box(level, lo, hi)
     touched = np.concatenate([box.full, box.partial])
     names = attribute_names(level, attributes)

@@ -6,17 +6,13 @@ every key: a directory walk on local disk, one size request per key elsewhere (c
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from zarr.core.sync import sync
+from zarr_vectors.engine.storage import open_backend
 
-from zarr_vectors.engine.storage import CONCURRENCY, Backend, LocalBackend, ZarrStoreBackend, open_backend
-
-__all__ = ["ArrayUsage", "inventory", "key_sizes"]
+__all__ = ["ArrayUsage", "inventory"]
 
 
 @dataclass(frozen=True)
@@ -34,41 +30,10 @@ class ArrayUsage:
         return asdict(self) | {"shape": list(self.shape)}
 
 
-def _local_sizes(backend: LocalBackend) -> dict[str, int]:
-    out: dict[str, int] = {}
-    root = str(backend.root)
-    for folder, _, files in os.walk(root):
-        rel = os.path.relpath(folder, root).replace(os.sep, "/")
-        base = "" if rel == "." else rel + "/"
-        for name in files:
-            out[base + name] = os.stat(os.path.join(folder, name)).st_size
-    return out
-
-
-async def _store_sizes(backend: ZarrStoreBackend) -> dict[str, int]:
-    keys = [k async for k in backend.store.list()]
-    sem = asyncio.Semaphore(CONCURRENCY)
-
-    async def one(key: str) -> int:
-        async with sem:
-            return await backend.store.getsize(key)
-
-    return dict(zip(keys, await asyncio.gather(*(one(k) for k in keys))))
-
-
-def key_sizes(backend: Backend) -> dict[str, int]:
-    """Every key of the store and its size in bytes."""
-    if isinstance(backend, LocalBackend):
-        return _local_sizes(backend)
-    if isinstance(backend, ZarrStoreBackend):
-        return sync(_store_sizes(backend))
-    raise TypeError(f"cannot list keys of {type(backend).__name__}")
-
-
 def inventory(target: Any, *, storage_options: dict[str, Any] | None = None) -> tuple[list[ArrayUsage], int]:
     """The arrays of a store, sorted by path, and the total bytes of every key in it."""
     backend = open_backend(target, read_only=True, storage_options=storage_options)
-    sizes = key_sizes(backend)
+    sizes = backend.key_sizes()
     meta_keys = sorted(k for k in sizes if k == "zarr.json" or k.endswith("/zarr.json"))
     docs: dict[str, dict[str, Any]] = {}
     for key, raw in zip(meta_keys, backend.get_many(meta_keys)):

@@ -22,7 +22,7 @@ from zarr_vectors.engine.arrays import (
 from zarr_vectors.engine.ids import GROUP_ID_ATTRIBUTE, OBJECT_ID_ATTRIBUTE, IdMap, IdTableWarning
 from zarr_vectors.engine.pipeline import DEFAULT_MAX_DECODED
 from zarr_vectors.engine.storage import Backend
-from zarr_vectors.errors import CorruptCellError, DecodeError, FormatError
+from zarr_vectors.errors import FormatError, UnknownIdError, choice_message, decoding
 from zarr_vectors.format.grid import Grid
 from zarr_vectors.format.links import STORE_POLICIES, links_has_perm
 from zarr_vectors.format.manifests import ManifestBlock, decode_manifest, decode_manifests_batch
@@ -153,7 +153,7 @@ def _check_family(p: str, family: dict[str, Any]) -> None:
         raise FormatError(f"{p}/links/0: directed must be true or false, got {directed!r}")
     store = family.get("store", "canonical")
     if store not in STORE_POLICIES:
-        raise FormatError(f"{p}/links/0: store must be one of {', '.join(STORE_POLICIES)}, got {store!r}")
+        raise FormatError(choice_message(f"{p}/links/0: store", store, STORE_POLICIES))
 
 
 def _link_arrays(
@@ -500,7 +500,7 @@ class Level:
         n = self.num_objects
         bad = ids[(ids < 0) | (ids >= n)]
         if len(bad):
-            raise KeyError(f"object id {int(bad[0])} is not in level {self.index} (ids are 0..{n - 1})")
+            raise UnknownIdError(f"object id {int(bad[0])} is not in level {self.index} (ids are 0..{n - 1})")
         table = self.row_object_ids
         if table is None:
             rows, found = ids, np.ones(len(ids), bool)
@@ -517,12 +517,10 @@ class Level:
                 out.append([])
                 continue
             c = row // bucket
-            try:
+            with decoding(self.manifests.path, c, f"object {oid}"):
                 out.append(
                     decode_manifest(items[c][row - c * bucket], self.root.sid_ndim, self.cell_fragments)
                 )
-            except DecodeError as exc:
-                raise CorruptCellError(self.manifests.path, str(c), f"object {oid}: {exc}") from exc
         return out
 
     def object_fragments(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -538,7 +536,7 @@ class Level:
         n = self.num_objects
         bad = ids[(ids < 0) | (ids >= n)]
         if len(bad):
-            raise KeyError(f"object id {int(bad[0])} is not in level {self.index} (ids are 0..{n - 1})")
+            raise UnknownIdError(f"object id {int(bad[0])} is not in level {self.index} (ids are 0..{n - 1})")
         table = self.row_object_ids
         if table is None:
             rows, found = ids, np.ones(len(ids), bool)
@@ -557,15 +555,10 @@ class Level:
         for row, ok in zip(rows.tolist(), found.tolist()):
             item = items[row // bucket][row % bucket] if ok else empty
             picked.append(item if len(item) else empty)
-        try:
+        with decoding(self.manifests.path, ", ".join(map(str, chunks[:10])), f"objects {ids.tolist()[:10]}"):
             pos, chunk, frag = decode_manifests_batch(
                 picked, self.root.sid_ndim, self.cell_fragments, self.level_fragments
             )
-        except DecodeError as exc:
-            chunks_read = ", ".join(map(str, chunks[:10]))
-            raise CorruptCellError(
-                self.manifests.path, chunks_read, f"objects {ids.tolist()[:10]}: {exc}"
-            ) from exc
         order = np.argsort(pos, kind="stable")
         return pos[order], chunk[order], frag[order]
 
@@ -586,12 +579,10 @@ class Level:
             if raw is None:
                 continue
             items = [it if len(it) else memoryview(b"\0\0\0\0") for it in items]
-            try:
+            with decoding(arr.path, c):
                 o, ch, f = decode_manifests_batch(
                     items, self.root.sid_ndim, self.cell_fragments, self.level_fragments
                 )
-            except DecodeError as exc:
-                raise CorruptCellError(arr.path, str(c), str(exc)) from exc
             objs.append(o + c * arr.chunk)
             chunks.append(ch)
             frags.append(f)

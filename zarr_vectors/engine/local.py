@@ -25,10 +25,10 @@ import shutil
 import stat
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from zarr_vectors.errors import StoreError
+from zarr_vectors.errors import ReadOnlyError, StoreError
 
 __all__ = ["LocalBackend", "exchange", "remove_tree"]
 
@@ -54,7 +54,12 @@ def _inside(real: str, root: str) -> bool:
 
 class LocalBackend:
     """Files under a directory; missing files read as None (see the module docstring for
-    what is refused). ``follow_symlinks=True`` reads links that lead out of the store."""
+    what is refused). ``follow_symlinks=True`` reads links that lead out of the store;
+    deletes never reach through a link out of it. Listing does not descend into linked
+    folders. Implements :class:`zarr_vectors.engine.storage.Backend`."""
+
+    supports_deletes = True
+    in_memory = False
 
     def __init__(
         self, root: str | os.PathLike[str], *, read_only: bool = False, follow_symlinks: bool = False
@@ -66,6 +71,15 @@ class LocalBackend:
         self._made: set[str] = set()  # key directories checked (and created) for writing
         self._dirs_ok: set[str] = {""}  # key directories checked for reading
         self._real: str | None = None
+
+    @property
+    def local_dir(self) -> Path:
+        return self.root
+
+    def refresh(self) -> None:
+        self._made.clear()
+        self._dirs_ok = {""}
+        self._real = None
 
     # -- reading -----------------------------------------------------------------------
     @property
@@ -165,7 +179,7 @@ class LocalBackend:
     # -- writing -----------------------------------------------------------------------
     def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         if self.read_only:
-            raise PermissionError(f"{self.description} is opened read-only")
+            raise ReadOnlyError(f"cannot write keys: {self.description} is opened read-only")
         root = str(self.root)
         for key, data in items:
             parent = key.rpartition("/")[0]
@@ -226,12 +240,86 @@ class LocalBackend:
                 raise StoreError(self.description, key, f"{rel!r} exists and is not a directory") from None
         self._made.add(rel)
 
+    # -- deleting ----------------------------------------------------------------------
+    def _deletable(self, rel: str, key: str) -> str:
+        """The path of folder ``rel`` of the store, refused when it resolves outside it."""
+        if self.read_only:
+            raise ReadOnlyError(f"cannot delete {key!r}: {self.description} is opened read-only")
+        path = f"{self.root}/{rel}" if rel else str(self.root)
+        real = os.path.realpath(path)
+        if not _inside(real, self.real_root):
+            raise StoreError(
+                self.description,
+                key,
+                f"folder {rel!r} leads to {real}, outside the store; refusing to delete",
+            )
+        return path
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            parent, _, name = key.rpartition("/")
+            try:
+                os.unlink(f"{self._deletable(parent, key)}/{name}")
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                pass  # absent, or a folder: not a key
+
+    def delete_prefix(self, prefix: str) -> None:
+        head = prefix.strip("/")
+        if not head:
+            root = self._deletable("", "")
+            for entry in self._scan(root):
+                remove_tree(entry.path)
+            self.refresh()
+            return
+        parent, _, name = head.rpartition("/")
+        path = f"{self._deletable(parent, head)}/{name}"
+        try:
+            st = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        if stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode):  # a link goes, never its target
+            remove_tree(path)
+            self.refresh()  # folders checked before may be gone
+
     # -- listing -----------------------------------------------------------------------
     def list_dir(self, prefix: str) -> list[str]:
         try:
             return sorted(os.listdir(self.root / prefix))
         except (FileNotFoundError, NotADirectoryError):
             return []
+
+    @staticmethod
+    def _scan(path: str) -> list[os.DirEntry[str]]:
+        try:
+            with os.scandir(path) as it:
+                return list(it)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def _entries(self, prefix: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        """``(key, entry)`` of every file below ``prefix``; linked folders are not entered."""
+        head = prefix.strip("/")
+        stack = [(f"{self.root}/{head}" if head else str(self.root), f"{head}/" if head else "")]
+        while stack:
+            path, base = stack.pop()
+            for entry in self._scan(path):
+                if entry.is_dir():
+                    if not entry.is_symlink():
+                        stack.append((entry.path, f"{base}{entry.name}/"))
+                else:
+                    yield base + entry.name, entry
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        return [key for key, _ in self._entries(prefix)]
+
+    def key_sizes(self, prefix: str = "") -> dict[str, int]:
+        out = {}
+        for key, entry in self._entries(prefix):
+            try:
+                out[key] = entry.stat().st_size
+            except FileNotFoundError:  # a dangling link reads as absent
+                continue
+        return out
 
     def is_empty(self) -> bool:
         return not self.root.exists() or (self.root.is_dir() and not any(self.root.iterdir()))

@@ -33,7 +33,7 @@ import numcodecs.blosc
 import numpy as np
 import zstandard
 
-from zarr_vectors.errors import DecodeError
+from zarr_vectors.errors import DecodeError, InputError, choice_message
 
 __all__ = ["DEFAULT_MAX_DECODED", "Pipeline", "UnsupportedPipeline", "compressor_json", "CHECKSUM_CODEC"]
 
@@ -218,6 +218,10 @@ class UnsupportedPipeline(Exception):
     """The codec list needs zarr-python's own pipeline."""
 
 
+#: The ``compression`` names writers take.
+COMPRESSIONS = ("none", "zstd", "gzip", "blosc", "blosc-bitshuffle")
+
+
 def compressor_json(compression: str | None, *, level: int | None = None) -> list[dict[str, Any]]:
     """The bytes-to-bytes codec list for a ``compression=`` choice.
 
@@ -246,9 +250,7 @@ def compressor_json(compression: str | None, *, level: int | None = None) -> lis
                 },
             }
         ]
-    raise ValueError(
-        f"unknown compression {compression!r}: use 'none', 'zstd', 'gzip', 'blosc' or 'blosc-bitshuffle'"
-    )
+    raise InputError(choice_message("compression", compression, COMPRESSIONS))
 
 
 def _codec(spec: dict[str, Any]) -> _BytesCodec:

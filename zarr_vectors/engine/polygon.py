@@ -17,7 +17,7 @@ import numpy as np
 
 from zarr_vectors.engine.ids import owned
 from zarr_vectors.engine.level import Level
-from zarr_vectors.errors import InputError
+from zarr_vectors.errors import InputError, choice_message
 from zarr_vectors.format.kinds import family_of
 from zarr_vectors.result import Origin, Region, Result
 
@@ -60,7 +60,7 @@ def polygon_axes_of(ds: BoxReader, polygon_axes: Sequence[str | int] | None) -> 
         elif isinstance(a, str) and a in ds.axes:
             out.append(ds.axes.index(a))
         else:
-            raise InputError(f"polygon axis {a!r} is not one of this store's axes {list(ds.axes)}")
+            raise InputError(choice_message("a polygon axis", a, ds.axes) + " (or an axis index)")
     if out[0] == out[1]:
         raise InputError(f"polygon_axes must be two different axes, got {polygon_axes!r}")
     return out[0], out[1]

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.engine.level import Level
-from zarr_vectors.errors import CorruptCellError, DecodeError, FormatError, InputError
+from zarr_vectors.errors import AttributeNotFoundError, CorruptCellError, FormatError, InputError, decoding
 from zarr_vectors.format.fragments import (
     FragmentIndex,
     decode_fragments,
@@ -97,9 +97,7 @@ def attribute_names(level: Level, attributes: Sequence[str] | bool | None) -> li
     names = [attributes] if isinstance(attributes, str) else list(attributes)
     unknown = [n for n in names if n not in level.vertex_attributes]
     if unknown:
-        raise KeyError(
-            f"unknown vertex attributes {unknown}; level {level.index} has {sorted(level.vertex_attributes)}"
-        )
+        raise AttributeNotFoundError("vertex", unknown, level.index, level.vertex_attributes)
     return names
 
 
@@ -140,10 +138,8 @@ def _fragments_array(level: Level) -> Any:
 
 def _decode_frag(level: Level, data: memoryview, chunk: np.ndarray, n_rows: int) -> FragmentIndex:
     _fragments_array(level)
-    try:
+    with decoding(level.fragments.path, chunk):
         index = decode_fragments(data, n_rows)
-    except DecodeError as exc:
-        raise CorruptCellError(level.fragments.path, ".".join(map(str, chunk)), str(exc)) from exc
     if level.meta.fragments_tile and index.all_ranges and int(index.ranges[:, 1].sum()) != n_rows:
         raise CorruptCellError(
             level.fragments.path,

@@ -1,7 +1,9 @@
 """Where a store's bytes live: resolve a path, URL or zarr Store to a backend.
 
 A backend moves whole keys (``"0/vertices/c/1/2/3"``, ``"zarr.json"``) in batches:
-``get_many`` and ``set_many`` take every key one step needs at once.
+``get_many`` and ``set_many`` take every key one step needs at once. Every backend
+offers the whole :class:`Backend` protocol (listing, sizes, deletes, its capabilities),
+so no caller needs to know which class it holds.
 
 * :class:`LocalBackend` reads and writes files of a local directory directly.
   On local disk this is about ten times faster than going through zarr-python's
@@ -9,8 +11,9 @@ A backend moves whole keys (``"0/vertices/c/1/2/3"``, ``"zarr.json"``) in batche
   files are the same. It refuses files that are not regular files inside the store
   (see :mod:`zarr_vectors.engine.local`).
 * :class:`ZarrStoreBackend` serves any zarr v3 ``Store`` (memory, zip, fsspec
-  S3/GCS, obstore): a batch becomes one ``asyncio.gather`` on zarr's event loop,
-  so object-storage requests are in flight together. Every request has a time limit
+  S3/GCS, obstore): a batch becomes one ``asyncio.gather`` on zarr's event loop
+  (:func:`run_sync` is the one bridge from synchronous code to it), so object-storage
+  requests are in flight together. Every request has a time limit
   (:data:`DEFAULT_TIMEOUT`, or the ``zv_timeout`` storage option) and a failed one
   raises :class:`~zarr_vectors.errors.StoreError` naming the store and the key.
 * :class:`ConsistentBackend` wraps the backend of an opened dataset: after every
@@ -34,7 +37,7 @@ import json
 import os
 import uuid
 import zipfile
-from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +48,16 @@ from zarr.core.buffer import cpu, default_buffer_prototype
 from zarr.core.sync import sync
 
 from zarr_vectors.engine.local import LocalBackend
-from zarr_vectors.errors import IncompleteStoreError, StoreChangedError, StoreError, ZarrVectorsError
+from zarr_vectors.errors import (
+    IncompleteStoreError,
+    InputError,
+    ReadOnlyError,
+    StoreChangedError,
+    StoreError,
+    StoreNotFoundError,
+    ZarrV2StoreError,
+    ZarrVectorsError,
+)
 
 __all__ = [
     "Backend",
@@ -56,6 +68,7 @@ __all__ = [
     "ZarrStoreBackend",
     "ZarrV2StoreError",
     "open_backend",
+    "run_sync",
     "write_session",
 ]
 
@@ -72,22 +85,77 @@ INCOMPLETE_KEY = "zarr_vectors_incomplete"
 T = TypeVar("T")
 
 
-class ZarrV2StoreError(ZarrVectorsError):
-    """The target is a Zarr v2 store, which the format does not allow."""
-
-
 class Backend(Protocol):
-    """Batch key-value access to one store."""
+    """Batch key-value access to one store: what every backend offers.
+
+    Keys are ``/``-separated (``"0/vertices/c/1/2/3"``); a *prefix* names a folder of
+    keys (``"0/vertices"``; ``""`` is the whole store) and covers every key below it.
+    Absent keys read as None. Writes and deletes on a backend opened read-only raise
+    :class:`~zarr_vectors.errors.ReadOnlyError`; deletes on one that cannot delete
+    (``supports_deletes`` false, e.g. a zip file) raise
+    :class:`~zarr_vectors.errors.StoreError`.
+    """
 
     description: str
+
+    @property
+    def read_only(self) -> bool: ...
+
+    @property
+    def supports_deletes(self) -> bool: ...
+
+    @property
+    def local_dir(self) -> Path | None:
+        """The folder holding the store's files when it is a local directory (a write
+        there is built beside it and swapped in whole), else None."""
+        ...
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether the keys live in this process's memory (a write stages them there too)."""
+        ...
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]: ...
 
     def set_many(self, items: Sequence[tuple[str, bytes]]) -> None: ...
 
-    def list_dir(self, prefix: str) -> list[str]: ...
+    def list_dir(self, prefix: str) -> list[str]:
+        """Names of the keys and folders directly below ``prefix``, sorted."""
+        ...
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        """Every key below ``prefix`` (recursively), full keys, in no particular order."""
+        ...
+
+    def key_sizes(self, prefix: str = "") -> dict[str, int]:
+        """Every key below ``prefix`` and its size in bytes."""
+        ...
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """Delete these keys (absent ones are ignored)."""
+        ...
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Delete every key below ``prefix`` (``""``: every key of the store)."""
+        ...
 
     def is_empty(self) -> bool: ...
+
+    def refresh(self) -> None:
+        """Forget what was learnt of the store (checked folders, the root read on open):
+        this process has just replaced it."""
+        ...
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` (calls of a zarr Store) on zarr's event loop and wait for its result:
+    the one bridge from this library's synchronous code to async stores."""
+    return sync(coro)
+
+
+def under(prefix: str) -> str:
+    """The string every key below the folder ``prefix`` starts with (``""`` for the root)."""
+    return f"{prefix.strip('/')}/" if prefix.strip("/") else ""
 
 
 @dataclass(frozen=True)
@@ -105,12 +173,12 @@ class StorageOptions:
         if timeout is not None and (
             isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
         ):
-            raise ZarrVectorsError(
+            raise InputError(
                 f"storage option zv_timeout must be a positive number of seconds or None, got {timeout!r}"
             )
         follow = rest.pop("zv_follow_symlinks", False)
         if not isinstance(follow, bool):
-            raise ZarrVectorsError(f"storage option zv_follow_symlinks must be True or False, got {follow!r}")
+            raise InputError(f"storage option zv_follow_symlinks must be True or False, got {follow!r}")
         return cls(None if timeout is None else float(timeout), follow, rest)
 
 
@@ -167,7 +235,7 @@ class ZarrStoreBackend:
         if not getattr(store, "_is_open", True):
             # Some stores (ZipStore) fail on first use unless opened; zarr-python opens
             # stores it is handed in the same way before use.
-            sync(store._ensure_open())
+            run_sync(store._ensure_open())
         self.store = store
         self.description = description or repr(store)
         self.timeout = timeout
@@ -239,26 +307,74 @@ class ZarrStoreBackend:
             except StopAsyncIteration:
                 return out
 
+    async def _sizes(self, keys: Sequence[str]) -> list[int]:
+        async def one(key: str) -> int:
+            return await self._call("sizing", key, self.store.getsize(key))
+
+        return await self._each(keys, one)
+
+    # -- the Backend protocol, each call one batch on zarr's event loop ----------------
+    @property
+    def read_only(self) -> bool:
+        return bool(self.store.read_only)
+
+    @property
+    def supports_deletes(self) -> bool:
+        return bool(self.store.supports_deletes)
+
+    @property
+    def local_dir(self) -> Path | None:
+        return None
+
+    @property
+    def in_memory(self) -> bool:
+        from zarr.storage import FsspecStore, MemoryStore
+
+        store = self.store
+        if isinstance(store, MemoryStore):
+            return True
+        return isinstance(store, FsspecStore) and "memory" in (getattr(store.fs, "protocol", ()) or ())
+
+    def _writable(self, what: str, deleting: bool = False) -> None:
+        if self.read_only:
+            raise ReadOnlyError(f"cannot {what}: {self.description} is opened read-only")
+        if deleting and not self.supports_deletes:
+            raise StoreError(self.description, "", f"cannot {what}: this store cannot delete keys")
+
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        return sync(self._get_many(keys)) if keys else []
+        return run_sync(self._get_many(keys)) if keys else []
 
     def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         if items:
-            sync(self._set_many(items))
+            self._writable("write keys")
+            run_sync(self._set_many(items))
+
+    def list_dir(self, prefix: str) -> list[str]:
+        return sorted(run_sync(self._collect(self.store.list_dir(prefix), prefix)))
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        head = under(prefix)
+        listing = self.store.list_prefix(head) if head else self.store.list()
+        return [k for k in run_sync(self._collect(listing, prefix)) if k.startswith(head)]
+
+    def key_sizes(self, prefix: str = "") -> dict[str, int]:
+        keys = self.list_keys(prefix)
+        return dict(zip(keys, run_sync(self._sizes(keys)))) if keys else {}
 
     def delete_many(self, keys: Sequence[str]) -> None:
         if keys:
-            sync(self._delete_many(keys))
+            self._writable("delete keys", deleting=True)
+            run_sync(self._delete_many(keys))
 
-    def list_dir(self, prefix: str) -> list[str]:
-        return sorted(sync(self._collect(self.store.list_dir(prefix), prefix)))
-
-    def list_all(self) -> list[str]:
-        """Every key of the store."""
-        return sync(self._collect(self.store.list(), ""))
+    def delete_prefix(self, prefix: str) -> None:
+        self._writable(f"delete {prefix or 'every key'!r}", deleting=True)
+        self.delete_many(self.list_keys(prefix))
 
     def is_empty(self) -> bool:
-        return sync(self._call("listing", "", self.store.is_empty("")))
+        return run_sync(self._call("listing", "", self.store.is_empty("")))
+
+    def refresh(self) -> None:
+        return None
 
 
 class ConsistentBackend:
@@ -278,10 +394,21 @@ class ConsistentBackend:
         self.expected = root
         self.description = inner.description
 
-    def __getattr__(self, name: str) -> Any:  # store, root, read_only, ... of the wrapped backend
-        if name == "inner":  # not set yet (copy, pickle): no recursion
-            raise AttributeError(name)
-        return getattr(self.inner, name)
+    @property
+    def read_only(self) -> bool:
+        return self.inner.read_only
+
+    @property
+    def supports_deletes(self) -> bool:
+        return self.inner.supports_deletes
+
+    @property
+    def local_dir(self) -> Path | None:
+        return self.inner.local_dir
+
+    @property
+    def in_memory(self) -> bool:
+        return self.inner.in_memory
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         out = self.inner.get_many(keys)
@@ -307,8 +434,28 @@ class ConsistentBackend:
     def list_dir(self, prefix: str) -> list[str]:
         return self.inner.list_dir(prefix)
 
+    def list_keys(self, prefix: str = "") -> list[str]:
+        return self.inner.list_keys(prefix)
+
+    def key_sizes(self, prefix: str = "") -> dict[str, int]:
+        return self.inner.key_sizes(prefix)
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        self.inner.delete_many(keys)
+        if "zarr.json" in keys:
+            self.expected = None
+
+    def delete_prefix(self, prefix: str) -> None:
+        self.inner.delete_prefix(prefix)
+        if not under(prefix):
+            self.expected = None
+
     def is_empty(self) -> bool:
         return self.inner.is_empty()
+
+    def refresh(self) -> None:
+        self.inner.refresh()
+        self.rebase()
 
 
 def _is_url(text: str) -> bool:
@@ -356,16 +503,16 @@ def open_backend(target: Any, *, read_only: bool, storage_options: dict[str, Any
     """A backend for reading (or updating in place) an existing store."""
     options = StorageOptions.parse(storage_options)
     if not isinstance(target, (Store, str, os.PathLike)):
-        raise TypeError(f"cannot open a store from {type(target).__name__}; give a path, URL or zarr Store")
+        raise InputError(f"cannot open a store from {type(target).__name__}; give a path, URL or zarr Store")
     path = local_path(target)
     if path is None:
         return remote_backend(target, options, read_only)
     if path.is_file() and zipfile.is_zipfile(path):
         from zarr.storage import ZipStore
 
-        return ZarrStoreBackend(sync(ZipStore.open(path, mode="r")), str(path), options.timeout)
+        return ZarrStoreBackend(run_sync(ZipStore.open(path, mode="r")), str(path), options.timeout)
     if not path.exists():
-        raise FileNotFoundError(f"no store at {os.fspath(target)!r}")
+        raise StoreNotFoundError(os.fspath(target))
     return LocalBackend(path, read_only=read_only, follow_symlinks=options.follow_symlinks)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from zarr_vectors.engine.arrays import TableArray
 from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.storage import Backend, ConsistentBackend, check_complete, check_not_v2, open_backend
-from zarr_vectors.errors import FormatError, InputError, ReadOnlyError
+from zarr_vectors.errors import FormatError, LevelNotFoundError, ReadOnlyError, check_choice
 from zarr_vectors.format.metadata import RootMeta
 from zarr_vectors.format.zarr_json import check_zarr_v3, load_json
 
@@ -43,10 +43,7 @@ class VectorStore:
     @classmethod
     def open(cls, target: Any, mode: str = "r", storage_options: dict[str, Any] | None = None) -> VectorStore:
         """Open ``target`` (path, URL, ``.zip`` or zarr Store); see :func:`zarr_vectors.open`."""
-        if mode not in MODES:
-            raise InputError(
-                f"mode must be 'r' or 'r+', got {mode!r}; write new stores with write_points() etc."
-            )
+        check_choice("mode", mode, MODES, hint="write new stores with write_points() etc.")
         backend = open_backend(target, read_only=mode == "r", storage_options=storage_options)
         check_not_v2(backend)
         raw = backend.get_many(["zarr.json"])[0]
@@ -90,7 +87,7 @@ class VectorStore:
     def level(self, index: int = 0) -> Level:
         """Level ``index``, its metadata read on first use."""
         if index not in self.levels:
-            raise KeyError(f"level {index} does not exist; this store has levels {self.levels}")
+            raise LevelNotFoundError(index, self.levels)
         if index not in self._levels:
             self._levels[index] = Level.load(self.backend, self.root, index)
         return self._levels[index]
@@ -125,11 +122,6 @@ class VectorStore:
         finally:
             self.backend = backend
             self._levels.clear()
-
-    def rebase(self) -> None:
-        """After this process replaced the store: read on from the new root."""
-        if isinstance(self.backend, ConsistentBackend):
-            self.backend.rebase()
 
 
 def table_values(level: Level, table: TableArray) -> np.ndarray:

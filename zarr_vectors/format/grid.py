@@ -18,6 +18,8 @@ from functools import cached_property
 
 import numpy as np
 
+from zarr_vectors.errors import InputError
+
 __all__ = [
     "Grid",
     "chunk_coords",
@@ -48,7 +50,7 @@ def cell_key(cell: tuple[int, ...] | np.ndarray) -> str:
 
 
 def bins_per_chunk(chunk_shape: np.ndarray, bin_shape: np.ndarray) -> np.ndarray:
-    """Integer bins per chunk on each axis; raises ValueError when not an integer."""
+    """Integer bins per chunk on each axis; raises InputError when not an integer."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ratio = np.asarray(chunk_shape, np.float64) / np.asarray(bin_shape, np.float64)
     rounded = np.rint(ratio)
@@ -58,7 +60,7 @@ def bins_per_chunk(chunk_shape: np.ndarray, bin_shape: np.ndarray) -> np.ndarray
         or np.any(rounded > 1 << 31)
         or not np.allclose(ratio, rounded, rtol=1e-9, atol=0)
     ):
-        raise ValueError(
+        raise InputError(
             f"chunk_shape {list(map(float, chunk_shape))} must be a whole multiple of "
             f"bin_shape {list(map(float, bin_shape))} on every axis"
         )

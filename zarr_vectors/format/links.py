@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zarr_vectors.errors import DecodeError, FormatError, InputError
+from zarr_vectors.errors import DecodeError, FormatError, InputError, check_choice
 
 __all__ = [
     "format_delta",
@@ -146,8 +146,7 @@ def segment_order(names: Sequence[str]) -> list[str]:
 
 def links_has_perm(offsets: np.ndarray, *, delta: int, directed: bool, store: str) -> bool:
     """Whether the rows of this array carry a leading ``perm_idx`` column (spec §10.6.5)."""
-    if store not in STORE_POLICIES:
-        raise FormatError(f"links store policy must be 'canonical' or 'duplicate', got {store!r}")
+    check_choice("the links store policy", store, STORE_POLICIES, error=FormatError)
     if is_intra(offsets) or delta != 0:
         return False
     return store == "duplicate" or not directed
@@ -497,8 +496,7 @@ def place_links(
         raise InputError(
             f"need chunks (M, L, D) and vertices (M, L); got {chunks.shape} and {vertices.shape}"
         )
-    if store not in STORE_POLICIES:
-        raise InputError(f"store must be 'canonical' or 'duplicate', got {store!r}")
+    check_choice("store", store, STORE_POLICIES)
     m, width, _ = chunks.shape
     if delta != 0:
         if anchors is None:

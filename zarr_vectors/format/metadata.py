@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.errors import FormatError
+from zarr_vectors.errors import FormatError, check_choice
 from zarr_vectors.geo import crs_block, geozarr_attributes
 
 __all__ = [
@@ -80,10 +80,7 @@ def _int_field(block: dict[str, Any], key: str, default: Any, where: str, *, min
 
 
 def _choice(block: dict[str, Any], key: str, allowed: tuple[str, ...], default: str, where: str) -> str:
-    value = block.get(key, default)
-    if value not in allowed:
-        raise FormatError(f"{where}.{key} is {value!r}; expected one of {', '.join(allowed)}")
-    return value
+    return check_choice(f"{where}.{key}", block.get(key, default), allowed, error=FormatError)
 
 
 @dataclass(frozen=True)

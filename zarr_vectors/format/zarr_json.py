@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.errors import FormatError
+from zarr_vectors.errors import FormatError, InputError
 
 __all__ = [
     "group_doc",
@@ -109,7 +109,9 @@ def absent_fill(dtype: np.dtype) -> Any:
         return False
     if dtype.kind == "U":
         return ""
-    raise ValueError(f"no absent sentinel for dtype {dtype}")
+    raise InputError(
+        f"no absent sentinel for dtype {dtype}: object and group attributes are numbers, bools or strings"
+    )
 
 
 def dense_array_doc(

@@ -78,7 +78,7 @@ def read_tractogram(path: str | Path) -> Tractogram:
             f"{path}: not a tractography file (expected one of {', '.join(TRACTOGRAPHY_SUFFIXES)})"
         )
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist")
+        raise InputError(f"{path} does not exist")
     if suffix == ".trx":
         tmm = _require("trx.trx_file_memmap")
         trx = tmm.load(str(path))

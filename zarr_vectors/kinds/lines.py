@@ -22,7 +22,7 @@ from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.level0 import LevelArrays, make_layout, object_tables, write_level0
 from zarr_vectors.engine.write.options import StoreOptions
 from zarr_vectors.engine.write.partition import sort_keys
-from zarr_vectors.errors import InputError
+from zarr_vectors.errors import InputError, choice_message
 from zarr_vectors.format.fragments import FragmentIndex, encode_fragments
 from zarr_vectors.format.grid import Grid
 from zarr_vectors.format.kinds import KINDS
@@ -319,7 +319,7 @@ def write_lines(
     ``{id: value}``). Other parameters as in :func:`zarr_vectors.write_points`.
     """
     if kind not in LINE_KINDS:
-        raise InputError(f"kind must be one of {LINE_KINDS}, got {kind!r}")
+        raise InputError(choice_message("kind", kind, LINE_KINDS))
     pos, line_offsets = as_line_arrays(lines, kind, _inputs.call_ndim(chunk_shape, bounds, axes))
     n, d = pos.shape
     n_lines = len(line_offsets) - 1

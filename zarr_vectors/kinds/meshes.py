@@ -36,7 +36,7 @@ from zarr_vectors.engine.write.level0 import (
 from zarr_vectors.engine.write.options import StoreOptions
 from zarr_vectors.engine.write.partition import Partition, partition
 from zarr_vectors.engine.write.tables import build_manifests
-from zarr_vectors.errors import InputError
+from zarr_vectors.errors import InputError, choice_message
 from zarr_vectors.format.fragments import FragmentIndex, encode_fragments
 from zarr_vectors.kinds.graphs import vertex_locals, write_edges
 from zarr_vectors.kinds.points import fragment_payloads
@@ -155,7 +155,7 @@ def write_mesh(
     as in :func:`zarr_vectors.write_points`.
     """
     if encoding not in ENCODINGS:
-        raise InputError(f"encoding must be 'raw' or 'draco', got {encoding!r}")
+        raise InputError(choice_message("encoding", encoding, ENCODINGS))
     if encoding == "draco" and not 1 <= int(quantization_bits) <= 30:
         raise InputError(f"quantization_bits must be in 1..30, got {quantization_bits}")
     if encoding == "draco" and not 0 <= int(compression_level) <= 10:

@@ -27,7 +27,7 @@ from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.storage import GENERATION_KEY, dump_json, new_generation
 from zarr_vectors.engine.store import VectorStore
 from zarr_vectors.engine.write.builder import StoreBuilder
-from zarr_vectors.errors import InputError, ReadOnlyError
+from zarr_vectors.errors import InputError, ReadOnlyError, choice_message
 from zarr_vectors.format.fragments import decode_fragments
 from zarr_vectors.format.kinds import family_of, kind
 from zarr_vectors.format.metadata import LevelMeta, RootMeta
@@ -154,14 +154,13 @@ def build_pyramid(
     """Add levels ``1 .. len(factors)`` to ``ds`` (opened ``mode="r+"``); see
     :meth:`zarr_vectors.Dataset.build_pyramid` for the parameters. Returns the new levels."""
     ds.require_writable()
-    store = getattr(ds.backend, "store", None)
-    if getattr(ds.backend, "read_only", False) or getattr(store, "read_only", False):
+    if ds.backend.read_only:
         raise ReadOnlyError(
             f"{ds.backend.description} cannot be written in place (a .zip file opens read-only); "
             "build the pyramid on a directory copy of the store, then zip that"
         )
     if cross_level not in CROSS_LEVEL:
-        raise InputError(f"cross_level must be one of {', '.join(CROSS_LEVEL)}, got {cross_level!r}")
+        raise InputError(choice_message("cross_level", cross_level, CROSS_LEVEL))
     kind = _kind(ds)
     _check_reductions(ds.level(0), reductions)
     if len(ds.levels) > 1 and not overwrite:
@@ -189,7 +188,6 @@ def build_pyramid(
                 )
     finally:
         ds.replace_root(ds.root)
-    ds.rebase()  # the store was replaced by this process: read on from the new root
     return [p.index for p in plans]
 
 
@@ -235,9 +233,7 @@ def _check_reductions(level0: Level, reductions: Mapping[str, str] | None) -> No
     names an attribute the store does not have (a typo, not a no-op)."""
     for name, how in (reductions or {}).items():
         if how not in REDUCTIONS:
-            raise InputError(
-                f"reduction {how!r} for attribute {name!r} is not one of {', '.join(REDUCTIONS)}"
-            )
+            raise InputError(choice_message(f"the reduction of attribute {name!r}", how, REDUCTIONS))
     known = set(level0.vertex_attributes) | set(level0.link_attributes)
     unknown = sorted(set(reductions or {}) - known)
     if unknown:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zarr_vectors.errors import InputError
+from zarr_vectors.errors import InputError, check_choice, choice_message
 
 __all__ = ["REDUCTIONS", "Groups", "centroids", "default_reduction", "reduce_rows", "reduction_for"]
 
@@ -26,9 +26,7 @@ def default_reduction(dtype: np.dtype) -> str:
 
 def reduction_for(name: str, dtype: np.dtype, chosen: Mapping[str, str] | None) -> str:
     how = (chosen or {}).get(name) or default_reduction(dtype)
-    if how not in REDUCTIONS:
-        raise InputError(f"reduction {how!r} for attribute {name!r} is not one of {', '.join(REDUCTIONS)}")
-    return how
+    return check_choice(f"the reduction of attribute {name!r}", how, REDUCTIONS)
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,7 +43,7 @@ class Groups:
         order = np.argsort(group, kind="stable")
         starts = np.searchsorted(group[order], np.arange(m + 1))
         if m and np.any(np.diff(starts) == 0):
-            raise ValueError("every group must hold at least one row")
+            raise InputError("every group must hold at least one row")
         return cls(order, starts)
 
     @property
@@ -134,7 +132,7 @@ def reduce_rows(values: np.ndarray, groups: Groups, how: str) -> np.ndarray:
         return groups.max(values)
     if how == "first":
         return groups.first(values)
-    raise InputError(f"unknown reduction {how!r}; use one of {', '.join(REDUCTIONS)}")
+    raise InputError(choice_message("reduction", how, REDUCTIONS))
 
 
 def centroids(positions: np.ndarray, groups: Groups) -> np.ndarray:

@@ -16,7 +16,7 @@ import numpy as np
 
 from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.store import table_values
-from zarr_vectors.errors import InputError
+from zarr_vectors.errors import InputError, check_choice
 
 __all__ = ["attribute_scores", "STRATEGIES", "Sparsity", "select_objects", "sparsity_per_level"]
 
@@ -43,10 +43,7 @@ class Sparsity:
             raise InputError(
                 f"object sparsity keep must be in (0, 1] (the fraction of objects kept), got {self.keep!r}"
             )
-        if self.by not in STRATEGIES:
-            raise InputError(
-                f"object sparsity strategy must be one of {', '.join(STRATEGIES)}, got {self.by!r}"
-            )
+        check_choice("object sparsity strategy", self.by, STRATEGIES)
         if (self.by == "attribute") != (self.attribute is not None):
             raise InputError(
                 "object sparsity by='attribute' needs attribute=<object attribute name> (and only it does)"

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from zarr_vectors.engine.storage import check_not_v2, open_backend
+from zarr_vectors.errors import InputError
 from zarr_vectors.validate._report import Collector, Problem, Report
 from zarr_vectors.validate._store import StoreView
 from zarr_vectors.validate.arrays import check_cell_arrays
@@ -59,7 +60,7 @@ def validate(
     (True, [])
     """
     if not isinstance(level, int) or not 1 <= level <= MAX_LEVEL:
-        raise ValueError(f"level must be an integer from 1 to {MAX_LEVEL}, got {level!r}")
+        raise InputError(f"level must be an integer from 1 to {MAX_LEVEL}, got {level!r}")
     backend = open_backend(target, read_only=True, storage_options=storage_options)
     check_not_v2(backend)
     view = StoreView.load(backend)
@@ -67,7 +68,7 @@ def validate(
     cells = _run(view, level, out, progress)
     out.finish()
     return Report(
-        target=getattr(backend, "description", str(target)),
+        target=backend.description,
         level=level,
         problems=[p for p in out.problems if p.level <= level],
         warnings=[p for p in out.warnings if p.level <= level],

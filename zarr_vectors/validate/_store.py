@@ -3,14 +3,11 @@ and the stored cell keys of each array, gathered with one listing and one batch 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from zarr.core.sync import sync
-
-from zarr_vectors.engine.storage import Backend, LocalBackend, ZarrStoreBackend
+from zarr_vectors.engine.storage import Backend
 from zarr_vectors.errors import FormatError
 from zarr_vectors.format.zarr_json import load_json
 
@@ -22,24 +19,9 @@ BATCH = 1024
 
 
 def list_keys(backend: Backend) -> list[str]:
-    """Every key of the store, ``/``-separated, in no particular order."""
-    if isinstance(backend, LocalBackend):
-        root = str(backend.root)
-        out: list[str] = []
-        cut = len(root.rstrip(os.sep)) + 1
-        for folder, dirs, files in os.walk(root):
-            dirs[:] = [d for d in dirs if not d.startswith(".")]
-            rel = folder[cut:].replace(os.sep, "/")
-            base = rel + "/" if rel else ""
-            out += [base + name for name in files if not name.startswith(".")]
-        return out
-    if isinstance(backend, ZarrStoreBackend):
-
-        async def collect() -> list[str]:
-            return [k async for k in backend.store.list()]
-
-        return sync(collect())
-    raise TypeError(f"cannot list the keys of a {type(backend).__name__}")
+    """Every key of the store, ``/``-separated, in no particular order; names starting with
+    ``.`` (temporary files of writes, ``.DS_Store``) and what lies under them are no keys."""
+    return [k for k in backend.list_keys() if not k.startswith(".") and "/." not in k]
 
 
 def batched(items: Sequence[Any], size: int = BATCH) -> Iterator[Sequence[Any]]:

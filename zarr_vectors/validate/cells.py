@@ -8,7 +8,6 @@ count of every chunk of every level is known.
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +15,7 @@ import numcodecs
 import numpy as np
 
 from zarr_vectors.engine.pipeline import Pipeline
-from zarr_vectors.errors import ZarrVectorsError
+from zarr_vectors.errors import DECODE_FAILURES, failure_reason
 from zarr_vectors.format.fragments import HEADER, FragmentIndex, decode_fragments
 from zarr_vectors.format.grid import bins_per_chunk
 from zarr_vectors.validate._report import Collector
@@ -30,20 +29,9 @@ __all__ = [
     "stored_chunks",
     "decode_cell",
     "read_fragments",
-    "DECODE_ERRORS",
 ]
 
 Chunk = tuple[int, ...]
-
-#: What the library's decoders raise on corrupt bytes: its own errors, and what the codecs
-#: behind them still let through (gzip's EOFError, BadGzipFile (an OSError) and zlib.error;
-#: MemoryError when a header claims more bytes than memory holds). Each becomes a problem.
-DECODE_ERRORS = (ZarrVectorsError, EOFError, OSError, zlib.error, MemoryError)
-
-
-def describe(exc: BaseException) -> str:
-    """The message of a decoder's exception, with its type when it is not the library's own."""
-    return str(exc) if isinstance(exc, ZarrVectorsError) else f"{type(exc).__name__}: {exc}"
 
 
 @dataclass(eq=False)
@@ -95,8 +83,10 @@ def decode_cell(arr: CellArray, chunk: Chunk, raw: bytes, out: Collector) -> mem
         return None
     try:
         return arr.pipeline.decode(raw)
-    except DECODE_ERRORS as exc:
-        out.error("cells.decode", arr.key(chunk), f"cell does not decode through the codecs: {describe(exc)}")
+    except DECODE_FAILURES as exc:
+        out.error(
+            "cells.decode", arr.key(chunk), f"cell does not decode through the codecs: {failure_reason(exc)}"
+        )
         return None
 
 
@@ -123,8 +113,8 @@ def read_fragments(data: memoryview, n_rows: int | None) -> FragmentIndex | str:
                 return f"header claims {f} fragments ({r} ranges), which take at least {need} bytes; the cell holds {len(data)}"
     try:
         return decode_fragments(data, n_rows)
-    except DECODE_ERRORS as exc:
-        return describe(exc)
+    except DECODE_FAILURES as exc:
+        return failure_reason(exc)
 
 
 def _draco_rows(arr: CellArray, chunk: Chunk, data: memoryview, out: Collector) -> int | None:
@@ -138,8 +128,8 @@ def _draco_rows(arr: CellArray, chunk: Chunk, data: memoryview, out: Collector) 
         return None
     try:
         return len(decode_draco(bytes(data))[0])
-    except DECODE_ERRORS as exc:
-        out.error("cells.vertices", arr.key(chunk), f"Draco blob does not decode: {describe(exc)}")
+    except DECODE_FAILURES as exc:
+        out.error("cells.vertices", arr.key(chunk), f"Draco blob does not decode: {failure_reason(exc)}")
         return None
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.errors import DecodeError
+from zarr_vectors.errors import DECODE_FAILURES, failure_reason
 from zarr_vectors.format.links import (
     cross_level_anchor,
     decode_flat_rows,
@@ -46,16 +46,16 @@ def _records(
             rows = decode_flat_rows(data, arr.width, arr.dtype)
         else:
             rows, _ = decode_ragged(data, arr.width, arr.dtype)
-    except DecodeError as exc:
-        out.error("cells.links", arr.key(chunk), str(exc))
+    except DECODE_FAILURES as exc:
+        out.error("cells.links", arr.key(chunk), failure_reason(exc))
         return None
     rows = np.asarray(rows, np.int64).reshape(-1, arr.width)
     codes = rows[:, 0] if arr.has_perm else np.zeros(0, np.int64)
     if arr.has_perm:
         try:
             lehmer_decode(codes, arr.link_width)
-        except DecodeError as exc:
-            out.error("cells.links", arr.key(chunk), str(exc))
+        except DECODE_FAILURES as exc:
+            out.error("cells.links", arr.key(chunk), failure_reason(exc))
             return None
     return rows[:, int(arr.has_perm) :], codes
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.errors import FormatError
+from zarr_vectors.errors import FormatError, choice_message
 from zarr_vectors.format.metadata import (
     COARSENING_METHODS,
     CROSS_CHUNK_STRATEGIES,
@@ -122,7 +122,7 @@ def _enums(block: dict[str, Any], out: Collector) -> None:
             out.error(
                 "metadata.enum",
                 ZV,
-                f"zarr_vectors.{key} is {block[key]!r}; expected one of {', '.join(allowed)}",
+                choice_message(f"zarr_vectors.{key}", block[key], allowed),
             )
 
 
@@ -371,7 +371,7 @@ def check_level_block(view: StoreView, lv: int, info: RootInfo, out: Collector) 
         out.error(rule, key, f"object_sparsity must be in (0, 1], got {sparsity!r}")
     method = block.get("coarsening_method", "none")
     if method not in COARSENING_METHODS:
-        out.warn(rule, key, f"coarsening_method {method!r} is not one of {', '.join(COARSENING_METHODS)}")
+        out.warn(rule, key, choice_message("coarsening_method", method, COARSENING_METHODS))
     for flag in ("fragments_tile", "preserves_object_ids", "shared_fragments"):
         if flag in block and not isinstance(block[flag], bool):
             out.error(rule, key, f"{flag} must be true or false, got {block[flag]!r}")

@@ -11,11 +11,10 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.engine.arrays import TableArray
-from zarr_vectors.errors import ZarrVectorsError
+from zarr_vectors.errors import DECODE_FAILURES, ZarrVectorsError, failure_reason
 from zarr_vectors.validate._report import Collector, short
 from zarr_vectors.validate._store import StoreView, batched
 from zarr_vectors.validate.arrays import unknown_codecs
-from zarr_vectors.validate.cells import DECODE_ERRORS, describe
 from zarr_vectors.validate.manifests import check_refs, walk_manifests
 from zarr_vectors.validate.metadata import RootInfo
 
@@ -291,8 +290,8 @@ def _vlen_rows(
     for (c,), raw in _chunks(view, arr, idx):
         try:
             rows[c] = arr.vlen_items(raw, c)
-        except DECODE_ERRORS as exc:
-            out.error("cells.decode", f"{arr.path}/c/{c}", describe(exc))
+        except DECODE_FAILURES as exc:
+            out.error("cells.decode", f"{arr.path}/c/{c}", failure_reason(exc))
     return rows
 
 
@@ -315,8 +314,8 @@ def _dense_chunks(
         key = f"{arr.path}/c/" + "/".join(map(str, i))
         try:
             data = arr.pipeline.decode(raw)
-        except DECODE_ERRORS as exc:
-            out.error("cells.decode", key, describe(exc))
+        except DECODE_FAILURES as exc:
+            out.error("cells.decode", key, failure_reason(exc))
             continue
         if len(data) != want:
             out.error(

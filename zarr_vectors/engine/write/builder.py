@@ -17,6 +17,7 @@ import numpy as np
 
 from zarr_vectors.engine.pipeline import CHECKSUM_CODEC, Pipeline, compressor_json
 from zarr_vectors.engine.storage import GENERATION_KEY, Backend, dump_json, new_generation
+from zarr_vectors.errors import InputError
 from zarr_vectors.format import zarr_json
 from zarr_vectors.format.grid import Grid, cell_key, chunk_key
 
@@ -233,7 +234,7 @@ class LevelBuilder:
     def path(self, path: str) -> str:
         head, sep, rest = path.partition("/")
         if head != "0":
-            raise ValueError(f"a level writer path must start with '0/', got {path!r}")
+            raise InputError(f"a level writer path must start with '0/', got {path!r}")
         return f"{self.index}{sep}{rest}"
 
     def compressors(self, kind: str) -> list[dict[str, Any]]:
