@@ -38,7 +38,6 @@ import os
 import uuid
 import zipfile
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -60,6 +59,15 @@ from zarr_vectors.errors import (
 )
 
 __all__ = [
+    "GENERATION_KEY",
+    "INCOMPLETE_KEY",
+    "check_complete",
+    "check_not_v2",
+    "dump_json",
+    "local_path",
+    "new_generation",
+    "remote_backend",
+    "under",
     "Backend",
     "ConsistentBackend",
     "DEFAULT_TIMEOUT",
@@ -69,7 +77,6 @@ __all__ = [
     "ZarrV2StoreError",
     "open_backend",
     "run_sync",
-    "write_session",
 ]
 
 #: Requests in flight at once against a remote store.
@@ -524,18 +531,3 @@ def check_not_v2(backend: Backend) -> None:
             f"{backend.description} is a Zarr v2 store; Zarr Vectors needs Zarr v3. "
             "Rewrite the data with zarr_vectors.write_* (zarr-python 3 can read the v2 arrays)."
         )
-
-
-def write_session(
-    target: Any, *, overwrite: bool, storage_options: dict[str, Any] | None = None
-) -> AbstractContextManager[Backend]:
-    """A context yielding a backend for writing a whole new store at ``target``.
-
-    The store is built in a local staging folder; on success it replaces the target
-    (see :func:`zarr_vectors.engine.commit.write_session` for what each kind of target
-    guarantees), on failure the target is untouched. The caller writes the root
-    ``zarr.json`` last.
-    """
-    from zarr_vectors.engine.commit import write_session as session
-
-    return session(target, overwrite=overwrite, storage_options=storage_options)

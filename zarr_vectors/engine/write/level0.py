@@ -15,7 +15,7 @@ import numpy as np
 
 from zarr_vectors.engine import ids as _ids
 from zarr_vectors.engine import inputs as _inputs
-from zarr_vectors.engine.storage import write_session
+from zarr_vectors.engine.commit import write_session
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.options import StoreOptions
 from zarr_vectors.engine.write.tables import write_object_tables
