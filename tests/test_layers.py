@@ -132,10 +132,15 @@ def _exported(module: str) -> set[str] | None:
     """Names in ``module``'s ``__all__`` (None when it has none)."""
     tree = ast.parse(MODULES[module].read_text())
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
-        ):
-            return {ast.literal_eval(e) for e in node.value.elts}  # type: ignore[attr-defined]
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            assert isinstance(node.value, ast.List), f"{module}: __all__ is not a list"
+            return {ast.literal_eval(e) for e in node.value.elts}
     return None
 
 
