@@ -9,16 +9,14 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
+from tests._builders import random_walks
 from tests.conftest import brute_force_box, sorted_rows
 from zarr_vectors.errors import InputError
 from zarr_vectors.pyramid import Sparsity
 
 
 def _walks(rng, n_lines=40):
-    lines = [
-        np.cumsum(rng.normal(0, 6, (int(rng.integers(20, 80)), 3)), axis=0) + rng.uniform(100, 300, 3)
-        for _ in range(n_lines)
-    ]
+    lines = random_walks(rng, n_lines, lengths=(20, 80), step=6, start=(100, 300))
     return [np.clip(line, 0, 400).astype(np.float32) for line in lines]
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
+from tests._io import count_io
 from tests.conftest import brute_force_box, sorted_rows
 from zarr_vectors._arrays import CellArray
 from zarr_vectors.errors import InputError, ReadOnlyError
@@ -223,9 +224,7 @@ def test_reductions_can_be_chosen(tmp_path, rng):
 def test_level_for_and_max_vertices_read_no_vertex_data(tmp_path, rng):
     ds, _ = _store(tmp_path, rng, factors=[2, 2, 2])
     counts = [ds.vertex_count(k) for k in ds.levels]
-    keys: list[str] = []
-    real = ds._backend.get_many
-    ds._backend.get_many = lambda ks: (keys.extend(ks), real(ks))[1]
+    io = count_io(ds, ds.levels)
     assert ds.level_for(max_vertices=counts[0]) == 0
     assert ds.level_for(max_vertices=counts[1]) == 1
     assert ds.level_for(max_vertices=counts[2] - 1) == 3
@@ -236,14 +235,14 @@ def test_level_for_and_max_vertices_read_no_vertex_data(tmp_path, rng):
     np.testing.assert_allclose([estimates[k] for k in ds.levels], actual, rtol=0.1)
     assert ds.level_for(max_vertices=counts[0] // 5, bbox=box) == 0
     assert ds.level_for(max_vertices=700, bbox=box) == 1  # estimates: 739 at level 0, 608 at level 1
-    keys.clear()
+    assert io.cells_read()  # the counter sees the reads of this dataset
+    io.clear()
     assert (
         ds.level_for(resolution=60) == 1
         and ds.level_for(resolution=10) == 0
         and ds.level_for(resolution=1e9) == 3
     )
-    assert not [k for k in keys if "/c/" in k], "level choice must read metadata only"
-    ds._backend.get_many = real
+    assert not io.cells_read(), "level choice must read metadata only"
     res = ds.query(box, max_vertices=700)
     assert res.origin.level == 1
     assert np.array_equal(sorted_rows(res.positions), sorted_rows(ds.query(box, level=1).positions))

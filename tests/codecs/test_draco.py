@@ -18,7 +18,6 @@ import DracoPy
 import numcodecs
 import numpy as np
 import pytest
-import trimesh
 import zarr
 import zarr.registry
 import zarr_vectors_draco
@@ -36,6 +35,7 @@ from zarr_vectors_draco import (
     require_draco_codec,
 )
 
+from tests._builders import icosphere
 from zarr_vectors.errors import DecodeError, FormatError, InputError
 
 NO_FACES = np.zeros((0, 3), dtype=np.int64)
@@ -76,8 +76,7 @@ def roundtrip(positions, faces, bits: int = 11, level: int = 7) -> tuple[bytes, 
 
 
 def sphere(subdivisions: int = 2, scale: float = 100.0) -> tuple[np.ndarray, np.ndarray]:
-    mesh = trimesh.creation.icosphere(subdivisions=subdivisions)
-    return np.asarray(mesh.vertices) * scale, np.asarray(mesh.faces, dtype=np.int64)
+    return icosphere(subdivisions, scale)
 
 
 def shuffled(positions: np.ndarray, faces: np.ndarray, rng: np.random.Generator):
