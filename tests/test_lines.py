@@ -98,6 +98,7 @@ def test_bad_lines_are_refused(tmp_path):
     assert not (tmp_path / "l.zarr").exists()
 
 
+@pytest.mark.slow
 def test_small_box_reads_only_link_cells_it_can_use(tmp_path, rng):
     lines = random_walks(rng, 200, start=(0, 1000))
     path = tmp_path / "l.zarr"
@@ -151,6 +152,7 @@ def _expected_box_keys(path, lo, hi, chunk, families, with_ids, outside_parents=
     return keys, touched
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["polyline", "graph", "skeleton"])
 def test_box_reads_exactly_the_cells_it_needs(tmp_path, rng, kind):
     """On a store of 10 x 10 x 10 chunks, a box over 2 x 2 x 2 of them reads, in one batch,
@@ -233,6 +235,7 @@ def test_attributes_given_per_line(tmp_path, rng):
         )
 
 
+@pytest.mark.slow
 def test_box_object_ids_come_from_the_owner_table_not_the_manifests(tmp_path, rng):
     lines = random_walks(rng, 300, start=(0, 1000))
     path = tmp_path / "l.zarr"

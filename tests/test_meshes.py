@@ -145,6 +145,7 @@ def test_small_box_reads_only_cells_anchored_in_touched_chunks(tmp_path):
     assert len(r) == inside.sum() and len(r.faces) == inside[f].all(axis=1).sum()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["inside", "touching"])
 def test_draco_box_decodes_only_the_blobs_it_needs(tmp_path, monkeypatch, mode):
     """A Draco box query decodes the blobs of the touched chunks (and, for faces="touching",
@@ -247,6 +248,7 @@ def test_draco_keeps_every_vertex_and_face_within_the_bound(tmp_path):
     assert _canon(idx[r.faces]) == _canon(f)  # faces exact, winding kept
 
 
+@pytest.mark.slow
 def test_draco_box_query_equals_filtering_the_full_read(tmp_path):
     v, f = _sphere(4)
     ds = zv.write_mesh(tmp_path / "d.zarr", v, f, chunk_shape=100, encoding="draco")
@@ -309,6 +311,7 @@ def test_zarr_python_decodes_a_draco_cell_to_raw_rows(tmp_path):
     assert bytes.fromhex(done.stdout) == rows.tobytes()
 
 
+@pytest.mark.slow
 def test_object_names_are_string_attributes(tmp_path, two_meshes):
     """Per-object names are UTF-8 ``string`` arrays (vlen-utf8): read back here and by zarr
     itself; objects beyond a short list read as absent (""); mixed lists are refused."""

@@ -41,6 +41,7 @@ def _max_deviation(fine: np.ndarray, coarse: np.ndarray) -> float:
     return worst
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["polyline", "streamline"])
 def test_lines_are_simplified_within_tolerance(tmp_path, rng, kind):
     lines = _walks(rng)
@@ -270,6 +271,7 @@ def test_closed_rings_keep_a_triangle():
     assert simplify_graph(open_line, edges, 100.0).kept.tolist() == [0, 29]
 
 
+@pytest.mark.slow
 def test_polygon_pyramid_stays_valid_within_tolerance(tmp_path, rng):
     import shapely
 
@@ -324,6 +326,7 @@ def test_polygon_pyramid_stays_valid_within_tolerance(tmp_path, rng):
     assert got == [lookup[(int(o), *p)] for o, p in zip(cur.object_ids, cur.positions.tolist())]
 
 
+@pytest.mark.slow
 def test_polygon_pyramid_box_queries_are_exact(tmp_path, rng):
     zv.write_geometries(tmp_path / "p.zarr", _shapes(rng), chunk_shape=20, bounds=([0, 0], [500, 500]))
     zv.open(tmp_path / "p.zarr", mode="r+").build_pyramid([2, 2])

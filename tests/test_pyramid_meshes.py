@@ -33,6 +33,7 @@ def test_decimate_keeps_a_closed_surface_and_maps_every_vertex():
     assert len(tiny_f) == 2 and tiny_p.tolist() == [0, 1, 2, 3]  # too small to decimate: unchanged
 
 
+@pytest.mark.slow
 def test_mesh_pyramid(tmp_path, rng):
     meshes = _spheres()
     zv.write_meshes(tmp_path / "m.zarr", meshes, chunk_shape=60, bounds=([0] * 3, [400] * 3))

@@ -232,6 +232,7 @@ def test_property_every_vertex_and_face_round_trips(mesh, bits):
     roundtrip(*mesh, bits=bits)
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(
     st.lists(st.tuples(*[st.floats(-1e5, 1e5, width=32)] * 3), min_size=1, max_size=60),
