@@ -231,37 +231,48 @@ def test_overwrite_replaces_an_existing_target(tmp_path):
 # ------------------------------------------------------------------ subfolders
 
 
-@pytest.mark.slow
-def test_subfolders_are_named_when_skipped_and_read_with_recursive(tmp_path):
+def _check_subfolders(tmp_path: Path, ingest) -> None:
+    """``ingest(*args) -> (exit code, stderr)`` run in ``tmp_path``: without --recursive the
+    subfolders holding SWC files are named and skipped; with it every file is read, in order."""
     top = _swc_folder(tmp_path / "swc", 2)
     deep = _swc_folder(tmp_path / "swc" / "b" / "deeper", 1) + _swc_folder(tmp_path / "swc" / "a", 2)
     (tmp_path / "swc" / "empty").mkdir()
-    proc = _run(
-        "ingest", "swc", "swc", "-o", "flat.zarr", "--chunk-size", "10", "--no-progress", cwd=tmp_path
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.strip() == (
-        "note: skipped 2 subfolder(s) with SWC files: swc/a, swc/b (add --recursive to read them)"
+    code, err = ingest("ingest", "swc", "swc", "-o", "flat.zarr", "--chunk-size", "10", "--no-progress")
+    assert code == 0, err
+    assert (
+        err.strip()
+        == "note: skipped 2 subfolder(s) with SWC files: swc/a, swc/b (add --recursive to read them)"
     )
     assert zv.open(tmp_path / "flat.zarr").num_objects() == len(top)
-
-    proc = _run(
-        "ingest",
-        "swc",
-        "swc",
-        "-o",
-        "all.zarr",
-        "--chunk-size",
-        "10",
-        "--recursive",
-        "--no-progress",
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == ""
+    args = ("ingest", "swc", "swc", "-o", "all.zarr", "--chunk-size", "10", "--recursive", "--no-progress")
+    code, err = ingest(*args)
+    assert code == 0, err
+    assert err == ""
     names = zv.open(tmp_path / "all.zarr").object_attributes("name").tolist()
     order = sorted(top + deep, key=lambda p: p.relative_to(tmp_path / "swc").as_posix())
     assert names == [p.name for p in order] and len(names) == 5  # by relative path: a/, b/deeper/, then files
+
+
+@pytest.mark.slow
+def test_subfolders_are_named_when_skipped_and_read_with_recursive(tmp_path):
+    def ingest(*args):
+        proc = _run(*args, cwd=tmp_path)
+        return proc.returncode, proc.stderr
+
+    _check_subfolders(tmp_path, ingest)
+
+
+def test_subfolders_are_named_when_skipped_and_read_with_recursive_in_process(tmp_path, monkeypatch, capsys):
+    from zarr_vectors.cli import main
+
+    monkeypatch.chdir(tmp_path)
+
+    def ingest(*args):
+        capsys.readouterr()
+        code = main(list(args))
+        return code, capsys.readouterr().err
+
+    _check_subfolders(tmp_path, ingest)
 
 
 @pytest.mark.slow

@@ -79,6 +79,7 @@ def test_lines_are_simplified_within_tolerance(tmp_path, rng, kind):
     assert lv["simplify_tolerance"] == tolerances[2] and lv["parent_level"] == 1
 
 
+@pytest.mark.slow
 def test_line_box_queries_are_exact_at_coarse_levels(tmp_path, rng):
     zv.write_lines(tmp_path / "l.zarr", _walks(rng), chunk_shape=50, bounds=([0] * 3, [400] * 3))
     zv.open(tmp_path / "l.zarr", mode="r+").build_pyramid([2, 2], tolerance=2.0)
