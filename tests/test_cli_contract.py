@@ -36,6 +36,7 @@ def _swc_folder(folder: Path, n: int = 3) -> list[Path]:
 # ------------------------------------------------------------------ one line, exit 2, for every error
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, fragment",
     [
@@ -69,6 +70,7 @@ def test_bad_options_are_one_line_and_exit_2(tmp_path, args, fragment):
     assert line.startswith("zarr-vectors") and ": error: " in line and line.endswith("--help)")
 
 
+@pytest.mark.slow
 def test_render_to_an_unknown_image_type_is_one_line_before_reading(tmp_path):
     _points_store(tmp_path / "cells.zarr")
     (tmp_path / "cells.zarr" / "0" / "vertices" / "zarr.json").unlink()  # reading would fail: it never starts
@@ -79,6 +81,7 @@ def test_render_to_an_unknown_image_type_is_one_line_before_reading(tmp_path):
     assert not (tmp_path / "x.jpgg").exists()
 
 
+@pytest.mark.slow
 def test_unknown_names_print_without_quotes(tmp_path):
     _points_store(tmp_path / "cells.zarr")
     proc = _run("query", "cells.zarr", "--attributes", "nope", "--count", cwd=tmp_path)
@@ -88,6 +91,7 @@ def test_unknown_names_print_without_quotes(tmp_path):
     assert not line.endswith("'")
 
 
+@pytest.mark.slow
 def test_box_with_lo_above_hi_is_one_line(tmp_path):
     _points_store(tmp_path / "cells.zarr")
     proc = _run("query", "cells.zarr", "--bbox", "0,300,0,400,100,400", "--count", cwd=tmp_path)
@@ -98,6 +102,7 @@ def test_box_with_lo_above_hi_is_one_line(tmp_path):
 # ------------------------------------------------------------------ a closed stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args", [["info", "cells.zarr"], ["info", "cells.zarr", "--json"], ["query", "cells.zarr", "--count"]]
 )
@@ -119,6 +124,7 @@ def test_closed_stdout_ends_quietly(tmp_path, args):
 # ------------------------------------------------------------------ ingest: options and target first
 
 
+@pytest.mark.slow
 def test_existing_target_is_refused_before_any_input_is_read(tmp_path):
     _swc_folder(tmp_path / "swc")
     (tmp_path / "swc" / "broken.swc").write_text("1 1 x 0 0 1 -1\n")  # reading it would fail
@@ -182,6 +188,7 @@ def test_existing_remote_target_is_refused_before_any_input_is_read(tmp_path):
         server.stop()
 
 
+@pytest.mark.slow
 def test_bad_chunk_size_is_refused_before_any_input_is_read(tmp_path):
     (tmp_path / "broken.swc").write_text("1 1 x 0 0 1 -1\n")
     proc = _run("ingest", "swc", "broken.swc", "-o", "x.zarr", "--chunk-size", "-5", cwd=tmp_path)
@@ -202,6 +209,7 @@ def test_ingest_api_checks_chunk_shape_before_reading(tmp_path):
         ingest_meshes(tmp_path / "a.zarr", [tmp_path / "broken.ply"], chunk_shape=0, progress=False)
 
 
+@pytest.mark.slow
 def test_overwrite_replaces_an_existing_target(tmp_path):
     _swc_folder(tmp_path / "swc")
     _points_store(tmp_path / "out.zarr")
@@ -224,38 +232,51 @@ def test_overwrite_replaces_an_existing_target(tmp_path):
 # ------------------------------------------------------------------ subfolders
 
 
-def test_subfolders_are_named_when_skipped_and_read_with_recursive(tmp_path):
+def _check_subfolders(tmp_path: Path, ingest) -> None:
+    """``ingest(*args) -> (exit code, stderr)`` run in ``tmp_path``: without --recursive the
+    subfolders holding SWC files are named and skipped; with it every file is read, in order."""
     top = _swc_folder(tmp_path / "swc", 2)
     deep = _swc_folder(tmp_path / "swc" / "b" / "deeper", 1) + _swc_folder(tmp_path / "swc" / "a", 2)
     (tmp_path / "swc" / "empty").mkdir()
-    proc = _run(
-        "ingest", "swc", "swc", "-o", "flat.zarr", "--chunk-size", "10", "--no-progress", cwd=tmp_path
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.strip() == (
-        "note: skipped 2 subfolder(s) with SWC files: swc/a, swc/b (add --recursive to read them)"
+    code, err = ingest("ingest", "swc", "swc", "-o", "flat.zarr", "--chunk-size", "10", "--no-progress")
+    assert code == 0, err
+    assert (
+        err.strip()
+        == "note: skipped 2 subfolder(s) with SWC files: swc/a, swc/b (add --recursive to read them)"
     )
     assert zv.open(tmp_path / "flat.zarr").num_objects() == len(top)
-
-    proc = _run(
-        "ingest",
-        "swc",
-        "swc",
-        "-o",
-        "all.zarr",
-        "--chunk-size",
-        "10",
-        "--recursive",
-        "--no-progress",
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == ""
+    args = ("ingest", "swc", "swc", "-o", "all.zarr", "--chunk-size", "10", "--recursive", "--no-progress")
+    code, err = ingest(*args)
+    assert code == 0, err
+    assert err == ""
     names = zv.open(tmp_path / "all.zarr").object_attributes("name").tolist()
     order = sorted(top + deep, key=lambda p: p.relative_to(tmp_path / "swc").as_posix())
     assert names == [p.name for p in order] and len(names) == 5  # by relative path: a/, b/deeper/, then files
 
 
+@pytest.mark.slow
+def test_subfolders_are_named_when_skipped_and_read_with_recursive(tmp_path):
+    def ingest(*args):
+        proc = _run(*args, cwd=tmp_path)
+        return proc.returncode, proc.stderr
+
+    _check_subfolders(tmp_path, ingest)
+
+
+def test_subfolders_are_named_when_skipped_and_read_with_recursive_in_process(tmp_path, monkeypatch, capsys):
+    from zarr_vectors.cli import main
+
+    monkeypatch.chdir(tmp_path)
+
+    def ingest(*args):
+        capsys.readouterr()
+        code = main(list(args))
+        return code, capsys.readouterr().err
+
+    _check_subfolders(tmp_path, ingest)
+
+
+@pytest.mark.slow
 def test_a_folder_with_files_only_below_says_to_recurse(tmp_path):
     _swc_folder(tmp_path / "swc" / "inner", 1)
     proc = _run("ingest", "swc", "swc", "-o", "x.zarr", "--chunk-size", "10", cwd=tmp_path)
@@ -266,6 +287,7 @@ def test_a_folder_with_files_only_below_says_to_recurse(tmp_path):
 # ------------------------------------------------------------------ per-file errors name the file
 
 
+@pytest.mark.slow
 def test_nan_in_one_of_many_swc_files_names_the_file_and_line(tmp_path):
     paths = _swc_folder(tmp_path / "swc", 4)
     paths[2].write_text(GOOD_SWC + "4 3 nan 1 1 1 3\n")
@@ -292,6 +314,7 @@ def test_swc_errors_name_file_and_line(tmp_path, text, message):
         read_swc(tmp_path / "bad.swc")
 
 
+@pytest.mark.slow
 def test_mesh_with_nan_names_the_file(tmp_path):
     folder = tmp_path / "meshes"
     folder.mkdir()
@@ -308,6 +331,7 @@ def test_mesh_with_nan_names_the_file(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_geojson_errors_name_the_file_and_feature(tmp_path):
     from zarr_vectors.io.geojson import ingest_vector
 
@@ -339,6 +363,7 @@ def test_geojson_errors_name_the_file_and_feature(tmp_path):
     assert not (tmp_path / "g.zarr").exists()
 
 
+@pytest.mark.slow
 def test_tractogram_with_nan_names_the_file_and_streamline(tmp_path):
     nib = pytest.importorskip("nibabel")
     from nibabel.streamlines import Tractogram
@@ -398,6 +423,7 @@ def test_every_hint_site_uses_the_wording(monkeypatch, tmp_path):
         assert _both_ways(str(info.value), extra), (extra, str(info.value))
 
 
+@pytest.mark.slow
 def test_render_without_matplotlib_is_one_line_with_the_hint(tmp_path):
     _points_store(tmp_path / "cells.zarr")
     code = (
@@ -413,6 +439,7 @@ def test_render_without_matplotlib_is_one_line_with_the_hint(tmp_path):
     assert "drawing needs matplotlib" in line and _both_ways(line, "plot")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["swc", "mesh"])
 def test_an_error_while_reading_starts_its_own_line_after_the_progress_bar(tmp_path, kind):
     folder = tmp_path / "in"

@@ -15,6 +15,8 @@ import zarr_vectors as zv
 from tests.test_cli_query import _run
 from zarr_vectors.cli import build_parser
 
+pytestmark = pytest.mark.slow  # the CLI run as a process
+
 
 def _subcommands() -> list[str]:
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))

@@ -137,6 +137,7 @@ def test_every_subcommand_has_examples_in_its_help():
         assert f"zarr-vectors {name}" in p.epilog
 
 
+@pytest.mark.slow
 def test_query_box_to_csv_equals_the_library_result(stores):
     box = ([-40, -30, -60], [55, 45, 20])
     out = _run(
@@ -166,6 +167,7 @@ def test_query_box_to_csv_equals_the_library_result(stores):
     np.testing.assert_array_equal(rgb, res.attributes["rgb"])
 
 
+@pytest.mark.slow
 def test_query_count_and_attribute_selection(stores):
     ds = zv.open(stores["pts"])
     res = ds.query(([0, 0, 0], [100, 100, 100]))
@@ -190,6 +192,7 @@ def test_query_count_and_attribute_selection(stores):
     np.testing.assert_array_equal(back.attributes["size"], ref.attributes["size"])
 
 
+@pytest.mark.slow
 def test_query_objects_of_lines_to_npz_keeps_every_array(stores):
     out = _run("query", str(stores["lines"]), "--objects", "5", "2", "-o", "two.npz", cwd=stores["root"])
     assert out.returncode == 0, out.stderr
@@ -202,6 +205,7 @@ def test_query_objects_of_lines_to_npz_keeps_every_array(stores):
     assert back.axes == ("x", "y", "z") and back.parents is None and back.faces is None
 
 
+@pytest.mark.slow
 def test_query_skeleton_object_to_swc(stores):
     out = _run("query", str(stores["skel"]), "--objects", "0", "-o", "n0.swc", cwd=stores["root"])
     assert out.returncode == 0, out.stderr
@@ -216,6 +220,7 @@ def test_query_skeleton_object_to_swc(stores):
     assert sorted(swc.radius.tolist()) == sorted(ref.attributes["radius"].tolist())
 
 
+@pytest.mark.slow
 def test_query_graph_box_to_ply_with_edge_attributes(stores):
     out = _run("query", str(stores["graph"]), "--bbox", "2,2,8,9", "-o", "g.ply", cwd=stores["root"])
     assert out.returncode == 0, out.stderr
@@ -229,6 +234,7 @@ def test_query_graph_box_to_ply_with_edge_attributes(stores):
     assert len(ref.edges) > 0
 
 
+@pytest.mark.slow
 def test_query_line_box_pieces_to_obj(stores):
     box = ([40, 40, 40], [70, 70, 70])
     out = _run(
@@ -244,6 +250,7 @@ def test_query_line_box_pieces_to_obj(stores):
     assert pieces == [list(range(o[i], o[i + 1])) for i in range(len(o) - 1)]
 
 
+@pytest.mark.slow
 def test_query_errors_exit_2_with_one_line(stores, monkeypatch, capsys):
     cases = [
         (["--bbox", "0,0,0,1,1", "--count"], "has 5 numbers"),
@@ -271,29 +278,61 @@ def test_query_errors_exit_2_with_one_line(stores, monkeypatch, capsys):
         assert err.startswith("zarr-vectors query: error:") and message in err, (extra, err)
 
 
-def test_info_lists_arrays_sizes_and_crs(stores, tmp_path):
+def _geo_store(tmp_path: Path) -> Path:
     pts = np.random.default_rng(1).uniform(0, 1000, (500, 2))
     zv.write_points(tmp_path / "geo.zarr", pts, chunk_shape=250, crs="EPSG:32633")
-    out = _run("info", "geo.zarr", "--json", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
+    return tmp_path / "geo.zarr"
+
+
+def _check_info(store: Path, json_out: str, text_out: str) -> None:
+    """``info --json`` counts every file of the store; the text form names the CRS and arrays."""
+    doc = json.loads(json_out)
     on_disk = {
-        str(p.relative_to(tmp_path / "geo.zarr")).replace(os.sep, "/"): p.stat().st_size
-        for p in (tmp_path / "geo.zarr").rglob("*")
+        str(p.relative_to(store)).replace(os.sep, "/"): p.stat().st_size
+        for p in store.rglob("*")
         if p.is_file()
     }
     assert doc["bytes_on_disk"] == sum(on_disk.values())
-    assert doc["crs"] == zv.open(tmp_path / "geo.zarr").crs is not None
+    assert doc["crs"] == zv.open(store).crs is not None
     vertices = next(a for a in doc["arrays"] if a["path"] == "0/vertices")
     cells = {k: s for k, s in on_disk.items() if k.startswith("0/vertices/")}
     assert vertices["stored_chunks"] == len(cells) - 1 == 16
     assert vertices["bytes"] == sum(cells.values())
+    assert "CRS " in text_out and "32633" in text_out
+    assert "0/vertices" in text_out and "on disk:" in text_out
+
+
+@pytest.mark.slow
+def test_info_lists_arrays_sizes_and_crs(stores, tmp_path):
+    store = _geo_store(tmp_path)
+    out = _run("info", "geo.zarr", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
     text = _run("info", "geo.zarr", cwd=tmp_path)
     assert text.returncode == 0, text.stderr
-    assert "CRS " in text.stdout and "32633" in text.stdout
-    assert "0/vertices" in text.stdout and "on disk:" in text.stdout
+    _check_info(store, out.stdout, text.stdout)
 
 
+def test_info_in_process_lists_arrays_sizes_and_crs(tmp_path, capsys):
+    store = _geo_store(tmp_path)
+    assert main(["info", str(store), "--json"]) == 0
+    json_out = capsys.readouterr().out
+    assert main(["info", str(store)]) == 0
+    _check_info(store, json_out, capsys.readouterr().out)
+
+
+def test_python_dash_m_zarr_vectors_is_the_command(monkeypatch, capsys):
+    import runpy
+
+    monkeypatch.setattr(sys, "argv", ["zarr-vectors", "--help"])
+    monkeypatch.delitem(sys.modules, "zarr_vectors.__main__", raising=False)
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_module("zarr_vectors", run_name="__main__")
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: zarr-vectors") and all(c in out for c in ("query", "info", "ingest"))
+
+
+@pytest.mark.slow
 def test_file_url_with_storage_options_and_render(stores):
     url = "file://" + str(stores["pts"])
     out = _run(

@@ -20,6 +20,7 @@ import pytest
 import trimesh
 
 import zarr_vectors as zv
+from tests._builders import icosphere
 from zarr_vectors.engine.pipeline import Pipeline
 from zarr_vectors.errors import CorruptCellError, FormatError
 from zarr_vectors.format.fragments import HEADER, MAGIC, FragmentIndex, encode_fragments
@@ -73,9 +74,8 @@ def _lines(tmp_path: Path, **kw: Any) -> Path:
 
 
 def _mesh(tmp_path: Path, **kw: Any) -> Path:
-    sphere = trimesh.creation.icosphere(subdivisions=3)
     path = tmp_path / "m.zarr"
-    zv.write_mesh(path, sphere.vertices * 499 + 500, sphere.faces, chunk_shape=250, **kw)
+    zv.write_mesh(path, *icosphere(3, 499, 500), chunk_shape=250, **kw)
     return path
 
 

@@ -84,11 +84,13 @@ def test_code_block_parser_honours_the_no_run_marker():
     ]
 
 
+@pytest.mark.slow
 def test_readme_python_blocks_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert run_blocks("README.md", ("python",)) > 0, "README.md has no python block"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("doc", DOC_PAGES)
 def test_docs_code_blocks_run(doc, tmp_path, monkeypatch):
     pytest.importorskip("matplotlib").use("Agg")
@@ -119,6 +121,7 @@ def test_every_docs_page_is_in_the_site_navigation():
     assert not [p for p in listed if not (ROOT / "docs" / p).is_file()]
 
 
+@pytest.mark.slow
 def test_site_builds_without_warnings(tmp_path):
     pytest.importorskip("mkdocs")
     proc = subprocess.run(
@@ -135,6 +138,7 @@ def test_site_builds_without_warnings(tmp_path):
     assert "write_points" in api and ":class:" not in api
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "examples").glob("*.py")))
 def test_examples_run(script, tmp_path):
     proc = subprocess.run(
@@ -146,6 +150,7 @@ def test_examples_run(script, tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.slow
 def test_demo_runs_as_a_module(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "zarr_vectors.demo", str(tmp_path / "demo.zarr"), "--points", "20000"],
@@ -156,6 +161,20 @@ def test_demo_runs_as_a_module(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "numpy brute force" in proc.stdout
     assert zv.open(tmp_path / "demo.zarr").vertex_count() == 20000
+
+
+def test_demo_in_process_writes_and_checks_its_store(tmp_path, capsys):
+    from zarr_vectors import demo
+
+    demo.main([str(tmp_path / "demo.zarr"), "--points", "3000"])
+    out = capsys.readouterr().out
+    assert "wrote 3,000 synapses of 12 neurons" in out and "numpy brute force" in out
+    ds = zv.open(tmp_path / "demo.zarr")
+    assert ds.vertex_count() == 3000 and ds.num_objects() == 12 and len(ds.groups()) == 4
+    with pytest.raises(SystemExit):
+        demo.main([str(tmp_path / "none.zarr"), "--points", "0"])
+    assert "'0' is not a whole number of points >= 1" in capsys.readouterr().err
+    assert not (tmp_path / "none.zarr").exists()
 
 
 def test_masked_object_attributes_read_back_absent(tmp_path):

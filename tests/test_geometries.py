@@ -84,6 +84,7 @@ def test_country_layer_round_trips_exactly(tmp_path, rng):
     assert holes > 10 and ds.attribute_names() == ["geom_part", "geom_ring"]
 
 
+@pytest.mark.slow
 def test_natural_earth_countries_round_trip_exactly(tmp_path):
     """A real layer: Natural Earth's low-resolution countries (177 polygons and multipolygons,
     Lesotho a hole in South Africa), the copy that ships inside pyogrio's test fixtures."""
@@ -304,6 +305,7 @@ def geometry(draw):
     return shapely.MultiPolygon(draw(st.lists(poly, min_size=1, max_size=2)))
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(st.lists(geometry(), min_size=1, max_size=6))
 def test_decompose_then_rebuild_is_identity(geoms):

@@ -22,6 +22,7 @@ def _graph(rng, n=500, e=1200, d=3):
     return pos[order], edges
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("directed", [False, True])
 @pytest.mark.parametrize("d", [2, 3])
 def test_edges_round_trip_with_their_direction(tmp_path, rng, directed, d):
@@ -148,6 +149,7 @@ def test_offsets_names_that_break_the_grammar(tmp_path, name):
         zv.open(path).query()
 
 
+@pytest.mark.slow
 def test_edge_attributes_follow_their_edges(tmp_path, rng):
     pos, edges = _graph(rng, n=300, e=800)
     edges = np.unique(edges, axis=0)[:700]  # distinct edges, so each one's values are known
@@ -173,6 +175,7 @@ def test_edge_attributes_follow_their_edges(tmp_path, rng):
         zv.write_graph(tmp_path / "x.zarr", pos, edges, chunk_shape=100, edge_attributes={"w": weight[:5]})
 
 
+@pytest.mark.slow
 def test_duplicate_store_policy_reads_each_edge_once(tmp_path, rng):
     """Rewrite a graph's cross-chunk links under store="duplicate" (a policy our writer does not use)."""
     import json

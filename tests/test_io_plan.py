@@ -3,33 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import zarr
 
 import zarr_vectors as zv
+from tests._io import CountingBackend, open_counting
 from zarr_vectors.engine.read import plan_box
-
-
-class CountingBackend:
-    """Wraps a backend and records every batch of keys read."""
-
-    def __init__(self, inner):
-        self.inner = inner
-        self.description = inner.description
-        self.batches: list[list[str]] = []
-
-    def get_many(self, keys):
-        self.batches.append(list(keys))
-        return self.inner.get_many(keys)
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-
-def _open_counting(path):
-    ds = zv.open(path)
-    ds.level(0)  # metadata is read here, before counting starts
-    counter = CountingBackend(ds._backend)
-    ds.level(0).backend = counter
-    return ds, counter
+from zarr_vectors.engine.storage import open_backend
 
 
 def test_small_box_reads_only_its_chunks_in_one_batch(tmp_path, rng):
@@ -42,11 +21,11 @@ def test_small_box_reads_only_its_chunks_in_one_batch(tmp_path, rng):
         bin_shape=25,
         attributes={"a": rng.random(len(pos)), "b": rng.random(len(pos))},
     )
-    ds, counter = _open_counting(path)
+    ds, counter = open_counting(path)
     lo, hi = np.array([120.0, 330.0, 510.0]), np.array([260.0, 390.0, 540.0])
     res = ds.query(bbox=(lo, hi), attributes=["a"])
-    assert len(counter.batches) == 1
-    keys = counter.batches[0]
+    assert len(counter.gets) == 1
+    keys = counter.gets[0]
     chunks = {(i, j, k) for i in (1, 2) for j in (3,) for k in (5,)}
     cells = {f"{i}/{j}/{k}" for i, j, k in chunks}
     expected = {f"0/{arr}/c/{c}" for arr in ("vertices", "vertex_attributes/a") for c in cells}
@@ -61,13 +40,13 @@ def test_wholly_covered_chunks_skip_the_fragment_index(tmp_path, rng):
     pos = rng.uniform(0, 400, (20_000, 2))
     path = tmp_path / "s.zarr"
     zv.write_points(path, pos, chunk_shape=100, bin_shape=25, bounds=([0, 0], [400, 400]))
-    ds, counter = _open_counting(path)
+    ds, counter = open_counting(path)
     lo, hi = np.array([50.0, 95.0]), np.array([305.0, 205.0])
     plan = plan_box(ds.level(0), lo, hi)
     assert sorted(map(tuple, plan.full.tolist())) == [(1, 1), (2, 1)]
     assert len(plan.partial) == 4 * 3 - 2
     ds.query(bbox=(lo, hi))
-    frag_keys = [k for k in counter.batches[0] if "vertex_fragments" in k]
+    frag_keys = [k for k in counter.gets[0] if "vertex_fragments" in k]
     assert len(frag_keys) == len(plan.partial)
     assert "0/vertex_fragments/c/1/1" not in frag_keys
 
@@ -76,7 +55,36 @@ def test_empty_chunks_are_never_fetched(tmp_path):
     pos = np.array([[5.0, 5.0], [95.0, 95.0]])
     path = tmp_path / "s.zarr"
     zv.write_points(path, pos, chunk_shape=10, bounds=([0, 0], [100, 100]))
-    ds, counter = _open_counting(path)
+    ds, counter = open_counting(path)
     res = ds.query(bbox=([0, 0], [100, 100]))
     assert len(res) == 2
-    assert sorted(counter.batches[0]) == ["0/vertices/c/0/0", "0/vertices/c/9/9"]
+    assert sorted(counter.gets[0]) == ["0/vertices/c/0/0", "0/vertices/c/9/9"]
+
+
+def test_counting_backend_records_every_call_and_passes_answers_through():
+    counter = CountingBackend(open_backend(zarr.storage.MemoryStore(), read_only=False))
+    counter.set_many([("a/c/0", b"x"), ("a/zarr.json", b"{}")])
+    assert counter.get_many(["a/c/0", "missing"]) == [b"x", None]
+    assert counter.get_many(["a/zarr.json"]) == [b"{}"]
+    assert sorted(counter.list_dir("a")) == ["c", "zarr.json"]
+    counter.delete_many(["a/c/0"])
+    assert counter.get_many(["a/c/0"]) == [None]
+    assert counter.sets == [["a/c/0", "a/zarr.json"]] and counter.deletes == [["a/c/0"]]
+    assert counter.gets == [["a/c/0", "missing"], ["a/zarr.json"], ["a/c/0"]]
+    assert counter.lists == ["a"] and counter.cells_read() == ["a/c/0", "a/c/0"]
+    counter.clear()
+    assert counter.gets == counter.sets == counter.deletes == counter.lists == []
+
+
+def test_count_io_sees_levels_loaded_before_and_after(tmp_path, rng):
+    path = tmp_path / "s.zarr"
+    zv.write_points(path, rng.uniform(0, 100, (2000, 3)), chunk_shape=50)
+    zv.open(path, mode="r+").build_pyramid([2])
+    ds, counter = open_counting(path)  # level 0 loaded before counting, level 1 after
+    assert counter.gets == []
+    ds.query(level=1)
+    assert any(k.startswith("1/") and k.endswith("zarr.json") for k in counter.keys_read())
+    assert {k.split("/")[0] for k in counter.cells_read()} == {"1"}
+    counter.clear()
+    ds.query(level=0)
+    assert counter.cells_read() and {k.split("/")[0] for k in counter.cells_read()} == {"0"}

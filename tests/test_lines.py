@@ -6,14 +6,9 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
+from tests._builders import random_walks
+from tests._io import open_counting
 from zarr_vectors.errors import InputError
-
-
-def _walks(rng, n=60, d=3, lo=100.0, hi=900.0, step=15.0):
-    return [
-        np.cumsum(rng.normal(0, step, (int(rng.integers(2, 120)), d)), axis=0) + rng.uniform(lo, hi, d)
-        for _ in range(n)
-    ]
 
 
 def _brute_pieces(lines, lo, hi):
@@ -33,7 +28,7 @@ def _brute_pieces(lines, lo, hi):
 
 @pytest.mark.parametrize("kind", ["polyline", "streamline"])
 def test_objects_come_back_whole_and_in_order(tmp_path, rng, kind):
-    lines = _walks(rng)
+    lines = random_walks(rng, 60)
     t = [np.arange(len(x), dtype=np.float32) for x in lines]
     ds = zv.write_lines(
         tmp_path / "l.zarr",
@@ -56,7 +51,7 @@ def test_objects_come_back_whole_and_in_order(tmp_path, rng, kind):
 
 @pytest.mark.parametrize("d", [2, 3])
 def test_box_pieces_and_edges_match_brute_force(tmp_path, rng, d):
-    lines = _walks(rng, d=d)
+    lines = random_walks(rng, 60, d=d)
     ds = zv.write_lines(tmp_path / "l.zarr", lines, chunk_shape=80)
     for _ in range(8):
         lo = rng.uniform(0, 800, d)
@@ -103,17 +98,16 @@ def test_bad_lines_are_refused(tmp_path):
     assert not (tmp_path / "l.zarr").exists()
 
 
+@pytest.mark.slow
 def test_small_box_reads_only_link_cells_it_can_use(tmp_path, rng):
-    from tests.test_io_plan import _open_counting
-
-    lines = _walks(rng, n=200, lo=0, hi=1000)
+    lines = random_walks(rng, 200, start=(0, 1000))
     path = tmp_path / "l.zarr"
     zv.write_lines(path, lines, chunk_shape=100)
-    ds, counter = _open_counting(path)
+    ds, counter = open_counting(path)
     lo, hi = np.array([410.0, 410.0, 410.0]), np.array([480.0, 480.0, 480.0])  # inside chunk 4.4.4
     ds.query(bbox=(lo, hi), object_ids=False)
-    assert len(counter.batches) == 1
-    keys = counter.batches[0]
+    assert len(counter.gets) == 1
+    keys = counter.gets[0]
     cell = "/".join(map(str, np.array([4, 4, 4]) - ds.level(0).grid.origin))
     assert all(k.endswith(f"/c/{cell}") for k in keys), keys
     assert not any("/links/" in k for k in keys)  # a link must join two touched chunks
@@ -158,15 +152,14 @@ def _expected_box_keys(path, lo, hi, chunk, families, with_ids, outside_parents=
     return keys, touched
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["polyline", "graph", "skeleton"])
 def test_box_reads_exactly_the_cells_it_needs(tmp_path, rng, kind):
     """On a store of 10 x 10 x 10 chunks, a box over 2 x 2 x 2 of them reads, in one batch,
     exactly the cells brute force from the metadata says it needs — a few percent of the
     store's cells — and returns exactly the brute-force vertices."""
-    from tests.test_io_plan import _open_counting
-
     path = tmp_path / "s.zarr"
-    lines = _walks(rng, n=1500, lo=0, hi=1000)
+    lines = random_walks(rng, 1500, start=(0, 1000))
     pos = np.concatenate(lines)
     if kind == "polyline":
         zv.write_lines(path, lines, chunk_shape=100)
@@ -185,10 +178,10 @@ def test_box_reads_exactly_the_cells_it_needs(tmp_path, rng, kind):
         else:
             zv.write_skeleton(path, pos, par, chunk_shape=100)
     lo, hi = np.array([310.0, 420.0, 150.0]), np.array([480.0, 590.0, 260.0])
-    ds, counter = _open_counting(path)
+    ds, counter = open_counting(path)
     res = ds.query(bbox=(lo, hi))
-    assert len(counter.batches) == 1
-    got = set(counter.batches[0])
+    assert len(counter.gets) == 1
+    got = set(counter.gets[0])
     want, touched = _expected_box_keys(
         path, lo, hi, 100.0, ["links/0"], with_ids=True, outside_parents=kind == "skeleton"
     )
@@ -199,13 +192,13 @@ def test_box_reads_exactly_the_cells_it_needs(tmp_path, rng, kind):
     assert sorted(map(tuple, res.positions.tolist())) == sorted(map(tuple, pos[inside].tolist()))
     # whole_objects: exactly the objects with a vertex inside, whole; the box pass reads
     # only what tells the owners of its rows (no link cells), then one batch for the objects
-    counter.batches.clear()
+    counter.gets.clear()
     whole = ds.query(bbox=(lo, hi), whole_objects=True)
     oid = np.repeat(np.arange(len(lines)), [len(x) for x in lines])
     hit = np.unique(oid[inside])
     assert np.array_equal(np.unique(whole.object_ids), hit)
     assert sorted(map(tuple, whole.positions.tolist())) == sorted(map(tuple, pos[np.isin(oid, hit)].tolist()))
-    assert not any("/links/" in k or "/vertex_attributes/" in k for k in counter.batches[0])
+    assert not any("/links/" in k or "/vertex_attributes/" in k for k in counter.gets[0])
 
 
 def test_straight_segments(tmp_path, rng):
@@ -242,16 +235,15 @@ def test_attributes_given_per_line(tmp_path, rng):
         )
 
 
+@pytest.mark.slow
 def test_box_object_ids_come_from_the_owner_table_not_the_manifests(tmp_path, rng):
-    from tests.test_io_plan import _open_counting
-
-    lines = _walks(rng, n=300, lo=0, hi=1000)
+    lines = random_walks(rng, 300, start=(0, 1000))
     path = tmp_path / "l.zarr"
     zv.write_lines(path, lines, chunk_shape=100)
-    ds, counter = _open_counting(path)
+    ds, counter = open_counting(path)
     lo, hi = np.array([300.0, 300.0, 300.0]), np.array([520.0, 520.0, 520.0])
     res = ds.query(bbox=(lo, hi))
-    keys = [k for batch in counter.batches for k in batch]
+    keys = [k for batch in counter.gets for k in batch]
     assert not any("object_index" in k for k in keys)
     owners = [k for k in keys if "/fragment_attributes/object_id/" in k]
     assert len(owners) == len([k for k in keys if "/vertex_fragments/" in k]) > 0
@@ -268,7 +260,7 @@ def test_box_object_ids_come_from_the_owner_table_not_the_manifests(tmp_path, rn
 def test_owner_table_with_the_wrong_length_is_a_corrupt_cell(tmp_path, rng):
     from zarr_vectors.errors import CorruptCellError
 
-    lines = _walks(rng, n=50, lo=0, hi=1000)
+    lines = random_walks(rng, 50, start=(0, 1000))
     path = tmp_path / "l.zarr"
     zv.write_lines(path, lines, chunk_shape=100)
     cell = next((path / "0" / "fragment_attributes" / "object_id" / "c").rglob("*"))

@@ -44,6 +44,7 @@ def mesh_dir(tmp_path):
     return d, [a, b]
 
 
+@pytest.mark.slow
 def test_ingest_folder_and_export_objects_by_command(tmp_path, mesh_dir):
     d, _ = mesh_dir
     store = tmp_path / "m.zarr"
@@ -80,6 +81,7 @@ def test_export_a_box_through_the_api(tmp_path, mesh_dir):
     assert nv == inside.sum() and nf == inside[f].all(axis=1).sum()
 
 
+@pytest.mark.slow
 def test_unreadable_file_is_named_and_nothing_written(tmp_path, mesh_dir):
     d, _ = mesh_dir
     bad = d / "broken.stl"

@@ -7,12 +7,13 @@ import pytest
 import trimesh
 
 import zarr_vectors as zv
+from tests._builders import icosphere
+from tests._io import open_counting
 from zarr_vectors.errors import CorruptCellError, InputError
 
 
 def _sphere(sub=3, scale=499.0, offset=500.0):
-    m = trimesh.creation.icosphere(subdivisions=sub)
-    return m.vertices * scale + offset, m.faces.astype(np.int64)
+    return icosphere(sub, scale, offset)
 
 
 def _canon(faces: np.ndarray) -> set[tuple[int, ...]]:
@@ -121,16 +122,14 @@ def test_result_converts_to_trimesh(tmp_path):
 
 
 def test_small_box_reads_only_cells_anchored_in_touched_chunks(tmp_path):
-    from tests.test_io_plan import _open_counting
-
     v, f = _sphere(5)
     path = tmp_path / "m.zarr"
     zv.write_mesh(path, v, f, chunk_shape=100)
-    ds, counter = _open_counting(path)
+    ds, counter = open_counting(path)
     lo, hi = np.array([0.0, 400.0, 400.0]), np.array([60.0, 560.0, 560.0])
     r = ds.query(bbox=(lo, hi), object_ids=False)
-    keys = [k for b in counter.batches for k in b]
-    assert len(counter.batches) == 1
+    keys = [k for b in counter.gets for k in b]
+    assert len(counter.gets) == 1
     level = ds.level(0)
     touched = {
         tuple(c)
@@ -146,6 +145,7 @@ def test_small_box_reads_only_cells_anchored_in_touched_chunks(tmp_path):
     assert len(r) == inside.sum() and len(r.faces) == inside[f].all(axis=1).sum()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["inside", "touching"])
 def test_draco_box_decodes_only_the_blobs_it_needs(tmp_path, monkeypatch, mode):
     """A Draco box query decodes the blobs of the touched chunks (and, for faces="touching",
@@ -248,6 +248,7 @@ def test_draco_keeps_every_vertex_and_face_within_the_bound(tmp_path):
     assert _canon(idx[r.faces]) == _canon(f)  # faces exact, winding kept
 
 
+@pytest.mark.slow
 def test_draco_box_query_equals_filtering_the_full_read(tmp_path):
     v, f = _sphere(4)
     ds = zv.write_mesh(tmp_path / "d.zarr", v, f, chunk_shape=100, encoding="draco")
@@ -310,6 +311,7 @@ def test_zarr_python_decodes_a_draco_cell_to_raw_rows(tmp_path):
     assert bytes.fromhex(done.stdout) == rows.tobytes()
 
 
+@pytest.mark.slow
 def test_object_names_are_string_attributes(tmp_path, two_meshes):
     """Per-object names are UTF-8 ``string`` arrays (vlen-utf8): read back here and by zarr
     itself; objects beyond a short list read as absent (""); mixed lists are refused."""

@@ -154,12 +154,14 @@ def _round_trip(name: str) -> None:
         np.testing.assert_array_equal(ds.group_attributes(name), [5, 6])
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ALPHABET.filter(_accepted))
 def test_every_accepted_name_is_listed_and_reads_back(name):
     _round_trip(name)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(st.text(max_size=20), ALPHABET, st.sampled_from(["c", "zarr.json", "x.json", "aux", "a."])))
 def test_any_text_is_refused_up_front_or_round_trips(name):

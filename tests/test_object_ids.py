@@ -33,6 +33,7 @@ def _zarr_json(store: Path, path: str) -> dict:
     return json.loads((store / path / "zarr.json").read_text())
 
 
+@pytest.mark.slow
 def test_dense_id_stores_are_byte_identical_to_the_recorded_ones(tmp_path):
     """Stores whose ids are already 0..B-1 store no id map: every file matches the digests
     recorded from the writers before sparse ids existed."""
@@ -61,6 +62,7 @@ def test_two_far_apart_ids_write_two_objects_quickly(tmp_path, rng):
     assert np.array_equal(sorted_rows(full.positions, full.object_ids), sorted_rows(pos, oid))
 
 
+@pytest.mark.slow
 def test_segment_ids_round_trip_on_points(tmp_path, rng):
     """uint64 ids near 7.2e17 (one near 2**64): reads report them with their dtype, take them,
     and the object attributes follow them (sorted rows, or a mapping)."""
@@ -163,6 +165,7 @@ def test_rows_indexed_by_id_keep_objects_without_vertices(tmp_path, rng):
         sparse.objects([13])
 
 
+@pytest.mark.slow
 def test_groups_with_sparse_member_and_group_ids(tmp_path, rng):
     ids = _segment_ids(rng, 6)
     pos = rng.uniform(0, 50, (600, 3))
@@ -206,6 +209,7 @@ def _lines(rng, k):
     return [np.cumsum(rng.normal(0, 3, (int(rng.integers(2, 30)), 3)), axis=0) + 50 for _ in range(k)]
 
 
+@pytest.mark.slow
 def test_lines_take_one_id_per_line_and_rows_per_line(tmp_path, rng):
     lines = _lines(rng, 12)
     ids = _segment_ids(rng, 12)
@@ -230,6 +234,7 @@ def test_lines_take_one_id_per_line_and_rows_per_line(tmp_path, rng):
         zv.write_lines(tmp_path / "x.zarr", lines[:2], chunk_shape=8, object_ids=[ids[0], ids[0]])
 
 
+@pytest.mark.slow
 def test_skeletons_graphs_and_meshes_with_segment_ids(tmp_path, rng):
     import trimesh
 
@@ -305,6 +310,7 @@ def test_geometries_with_feature_ids_and_polygon_queries(tmp_path):
     assert ids.tolist() == [3, 2**64 - 1] and geoms[0].equals(shapely.MultiPoint([(4, 4), (5, 5)]))
 
 
+@pytest.mark.slow
 def test_pyramids_keep_the_users_ids_at_every_level(tmp_path, rng):
     ids = _segment_ids(rng, 30)
     pos = rng.uniform(0, 400, (20000, 3))
@@ -333,6 +339,7 @@ def test_pyramids_keep_the_users_ids_at_every_level(tmp_path, rng):
         assert np.array_equal(coarse.positions[[0, -1]], lines[i][[0, -1]])  # end points are kept
 
 
+@pytest.mark.slow
 def test_cli_ingest_uses_integer_file_names_as_ids(tmp_path, rng):
     import subprocess
     import sys

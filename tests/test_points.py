@@ -64,6 +64,7 @@ def test_box_is_inclusive_on_both_faces(tmp_path):
     assert len(ds.query(bbox=([30, 30], [40, 40]))) == 0
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     seed=st.integers(0, 2**32 - 1),
@@ -113,6 +114,7 @@ def test_positive_only_grid_has_no_origin_attribute(tmp_path, rng):
     assert "chunk_grid_origin" not in doc["attributes"]
 
 
+@pytest.mark.slow
 def test_objects_groups_and_their_attributes(tmp_path, rng):
     pos = _cloud(rng, 6000)
     oid = rng.integers(0, 40, len(pos))

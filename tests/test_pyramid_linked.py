@@ -9,16 +9,14 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
+from tests._builders import random_walks
 from tests.conftest import brute_force_box, sorted_rows
 from zarr_vectors.errors import InputError
 from zarr_vectors.pyramid import Sparsity
 
 
 def _walks(rng, n_lines=40):
-    lines = [
-        np.cumsum(rng.normal(0, 6, (int(rng.integers(20, 80)), 3)), axis=0) + rng.uniform(100, 300, 3)
-        for _ in range(n_lines)
-    ]
+    lines = random_walks(rng, n_lines, lengths=(20, 80), step=6, start=(100, 300))
     return [np.clip(line, 0, 400).astype(np.float32) for line in lines]
 
 
@@ -43,6 +41,7 @@ def _max_deviation(fine: np.ndarray, coarse: np.ndarray) -> float:
     return worst
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["polyline", "streamline"])
 def test_lines_are_simplified_within_tolerance(tmp_path, rng, kind):
     lines = _walks(rng)
@@ -80,6 +79,7 @@ def test_lines_are_simplified_within_tolerance(tmp_path, rng, kind):
     assert lv["simplify_tolerance"] == tolerances[2] and lv["parent_level"] == 1
 
 
+@pytest.mark.slow
 def test_line_box_queries_are_exact_at_coarse_levels(tmp_path, rng):
     zv.write_lines(tmp_path / "l.zarr", _walks(rng), chunk_shape=50, bounds=([0] * 3, [400] * 3))
     zv.open(tmp_path / "l.zarr", mode="r+").build_pyramid([2, 2], tolerance=2.0)
@@ -272,6 +272,7 @@ def test_closed_rings_keep_a_triangle():
     assert simplify_graph(open_line, edges, 100.0).kept.tolist() == [0, 29]
 
 
+@pytest.mark.slow
 def test_polygon_pyramid_stays_valid_within_tolerance(tmp_path, rng):
     import shapely
 
@@ -326,6 +327,7 @@ def test_polygon_pyramid_stays_valid_within_tolerance(tmp_path, rng):
     assert got == [lookup[(int(o), *p)] for o, p in zip(cur.object_ids, cur.positions.tolist())]
 
 
+@pytest.mark.slow
 def test_polygon_pyramid_box_queries_are_exact(tmp_path, rng):
     zv.write_geometries(tmp_path / "p.zarr", _shapes(rng), chunk_shape=20, bounds=([0, 0], [500, 500]))
     zv.open(tmp_path / "p.zarr", mode="r+").build_pyramid([2, 2])

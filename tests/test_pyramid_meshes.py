@@ -9,6 +9,7 @@ import pytest
 import trimesh
 
 import zarr_vectors as zv
+from tests._builders import icosphere
 from tests.conftest import brute_force_box
 from zarr_vectors.errors import InputError, ReadOnlyError
 from zarr_vectors.pyramid import Sparsity
@@ -18,11 +19,7 @@ pytest.importorskip("fast_simplification")
 
 
 def _spheres(subdivisions=3):
-    a = trimesh.creation.icosphere(subdivisions=subdivisions)
-    b = trimesh.creation.icosphere(subdivisions=subdivisions - 1)
-    va = a.vertices * 90 + 110
-    vb = b.vertices * 60 + 300
-    return [(va.astype(np.float32), a.faces), (vb.astype(np.float32), b.faces)]
+    return [icosphere(subdivisions, 90, 110, np.float32), icosphere(subdivisions - 1, 60, 300, np.float32)]
 
 
 def test_decimate_keeps_a_closed_surface_and_maps_every_vertex():
@@ -36,6 +33,7 @@ def test_decimate_keeps_a_closed_surface_and_maps_every_vertex():
     assert len(tiny_f) == 2 and tiny_p.tolist() == [0, 1, 2, 3]  # too small to decimate: unchanged
 
 
+@pytest.mark.slow
 def test_mesh_pyramid(tmp_path, rng):
     meshes = _spheres()
     zv.write_meshes(tmp_path / "m.zarr", meshes, chunk_shape=60, bounds=([0] * 3, [400] * 3))

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
+from tests._io import count_io
 from tests.conftest import brute_force_box, sorted_rows
 from zarr_vectors.engine.arrays import CellArray
 from zarr_vectors.errors import InputError, ReadOnlyError
@@ -62,6 +63,7 @@ def _expected_level1(data, bin_edge=50.0):
     return mean.astype(np.float32), uniq[:, 3], v.astype(np.float32), label.astype(np.uint8)
 
 
+@pytest.mark.slow
 def test_level1_metavertices_are_object_bin_means(tmp_path, rng):
     ds, data = _store(tmp_path, rng)
     mean, oid, v, label = _expected_level1(data)
@@ -72,6 +74,7 @@ def test_level1_metavertices_are_object_bin_means(tmp_path, rng):
     np.testing.assert_allclose(have, want, rtol=0, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_without_objects_one_representative_per_bin(tmp_path, rng):
     ds, data = _store(tmp_path, rng, objects=False)
     occupied = np.unique(np.floor(data["positions"] / 100.0).astype(np.int64), axis=0)
@@ -81,6 +84,7 @@ def test_without_objects_one_representative_per_bin(tmp_path, rng):
     assert got.object_ids is None
 
 
+@pytest.mark.slow
 def test_box_queries_are_exact_at_every_level(tmp_path, rng):
     ds, _ = _store(tmp_path, rng)
     boxes = [(rng.uniform(0, 300, 3), None) for _ in range(6)]
@@ -101,6 +105,7 @@ def test_box_queries_are_exact_at_every_level(tmp_path, rng):
             )
 
 
+@pytest.mark.slow
 def test_objects_keep_their_ids_and_tables(tmp_path, rng):
     ds, data = _store(tmp_path, rng)
     for k in ds.levels:
@@ -114,6 +119,7 @@ def test_objects_keep_their_ids_and_tables(tmp_path, rng):
     assert np.array_equal(np.unique(np.floor(coarse / 50), axis=0), np.unique(np.floor(fine / 50), axis=0))
 
 
+@pytest.mark.slow
 def test_metadata(tmp_path, rng):
     ds, _ = _store(tmp_path, rng)
     root = json.loads((tmp_path / "p.zarr" / "zarr.json").read_text())["attributes"]
@@ -168,6 +174,7 @@ def _parent_records(store, level, ds):
     return fine, coarse, np.concatenate(pairs), meta
 
 
+@pytest.mark.slow
 def test_plus_one_links_give_each_fine_vertex_its_metavertex(tmp_path, rng):
     ds, _ = _store(tmp_path, rng)
     fine, coarse, pairs, meta = _parent_records(tmp_path / "p.zarr", 0, ds)
@@ -185,6 +192,7 @@ def test_plus_one_links_give_each_fine_vertex_its_metavertex(tmp_path, rng):
     assert np.array_equal(fine.object_ids[pairs[:, 0]], coarse.object_ids[g])
 
 
+@pytest.mark.slow
 def test_cross_level_modes(tmp_path, rng):
     _store(tmp_path, rng, name="e.zarr", cross_level="explicit", factors=[2])
     _store(tmp_path, rng, name="n.zarr", cross_level="none", factors=[2])
@@ -227,9 +235,7 @@ def test_reductions_can_be_chosen(tmp_path, rng):
 def test_level_for_and_max_vertices_read_no_vertex_data(tmp_path, rng):
     ds, _ = _store(tmp_path, rng, factors=[2, 2, 2])
     counts = [ds.vertex_count(k) for k in ds.levels]
-    keys: list[str] = []
-    real = ds._backend.get_many
-    ds._backend.get_many = lambda ks: (keys.extend(ks), real(ks))[1]
+    io = count_io(ds, ds.levels)
     assert ds.level_for(max_vertices=counts[0]) == 0
     assert ds.level_for(max_vertices=counts[1]) == 1
     assert ds.level_for(max_vertices=counts[2] - 1) == 3
@@ -240,14 +246,14 @@ def test_level_for_and_max_vertices_read_no_vertex_data(tmp_path, rng):
     np.testing.assert_allclose([estimates[k] for k in ds.levels], actual, rtol=0.1)
     assert ds.level_for(max_vertices=counts[0] // 5, bbox=box) == 0
     assert ds.level_for(max_vertices=700, bbox=box) == 1  # estimates: 739 at level 0, 608 at level 1
-    keys.clear()
+    assert io.cells_read()  # the counter sees the reads of this dataset
+    io.clear()
     assert (
         ds.level_for(resolution=60) == 1
         and ds.level_for(resolution=10) == 0
         and ds.level_for(resolution=1e9) == 3
     )
-    assert not [k for k in keys if "/c/" in k], "level choice must read metadata only"
-    ds._backend.get_many = real
+    assert not io.cells_read(), "level choice must read metadata only"
     res = ds.query(box, max_vertices=700)
     assert res.origin.level == 1
     assert np.array_equal(sorted_rows(res.positions), sorted_rows(ds.query(box, level=1).positions))
@@ -257,6 +263,7 @@ def test_level_for_and_max_vertices_read_no_vertex_data(tmp_path, rng):
         ds.level_for()
 
 
+@pytest.mark.slow
 def test_read_only_and_existing_levels(tmp_path, rng):
     ds, _ = _store(tmp_path, rng, factors=[2])
     with pytest.raises(ReadOnlyError, match="mode='r\\+'"):
@@ -273,6 +280,7 @@ def test_read_only_and_existing_levels(tmp_path, rng):
     assert "links" not in l0["arrays_present"]
 
 
+@pytest.mark.slow
 def test_failed_build_leaves_the_store_as_it_was(tmp_path, rng, monkeypatch):
     """A build is all or nothing: a failure at level 2 leaves no level 1 and no file changed."""
     _store(tmp_path, rng, build=False)
@@ -303,6 +311,7 @@ def test_failed_build_leaves_the_store_as_it_was(tmp_path, rng, monkeypatch):
     assert zv.open(store).levels == [0, 1]
 
 
+@pytest.mark.slow
 def test_plans_chunk_scales_and_factors(tmp_path, rng):
     ds, _ = _store(tmp_path, rng, factors=[(2, 2, 1), 1.5], chunk_scale="auto")
     lv1, lv2 = ds.level(1), ds.level(2)
@@ -323,6 +332,7 @@ def test_plans_chunk_scales_and_factors(tmp_path, rng):
         rw.build_pyramid([3], chunk_scale=[1], overwrite=True)
 
 
+@pytest.mark.slow
 def test_object_sparsity(tmp_path, rng):
     ds, _ = _store(tmp_path, rng, factors=[2, 2], object_sparsity=[0.5, Sparsity(0.5, by="size")])
     present1 = np.unique(ds.read(level=1).object_ids)
@@ -351,6 +361,7 @@ def test_object_sparsity(tmp_path, rng):
         Sparsity(0.0)
 
 
+@pytest.mark.slow
 def test_compression_follows_level0(tmp_path, rng):
     data = _cloud(rng, n=2000)
     zv.write_points(

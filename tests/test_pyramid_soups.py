@@ -72,6 +72,7 @@ def test_faces_collapsing_away_leave_loose_vertices_at_their_centroid():
     assert tri.max() < len(coarse) and np.all((tri[:, 0] != tri[:, 1]) & (tri[:, 1] != tri[:, 2]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoding", ["raw", "draco"])
 def test_pyramid_of_a_soup_validates_and_stays_closed(tmp_path, encoding):
     meshes = [_soup(4, 90, 110), _soup(3, 60, 300)]
@@ -89,6 +90,7 @@ def test_pyramid_of_a_soup_validates_and_stays_closed(tmp_path, encoding):
         assert len(ds.objects([oid], level=1).faces) < len(f) // 2
 
 
+@pytest.mark.slow
 def test_soup_stl_through_the_command(tmp_path):
     """The user's path: an STL file ingested, then a pyramid built, by the command."""
     v, f = _soup(4, 50, 100)

@@ -57,6 +57,7 @@ def _meshes(tmp_path, rng):
 EXPLICIT_HALF = {"cross_level": "explicit", "object_sparsity": Sparsity(0.5, by="size")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [_lines, _meshes])
 @pytest.mark.parametrize("options", [{}, EXPLICIT_HALF])
 def test_store_does_not_depend_on_the_batch_size(tmp_path, rng, monkeypatch, make, options):

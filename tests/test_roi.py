@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import zarr_vectors as zv
+from tests._io import open_counting
 from zarr_vectors.errors import InputError
 from zarr_vectors.result import Result
 
@@ -25,18 +26,6 @@ ISLANDS = shapely.MultiPolygon([shapely.box(40, 40, 260, 180), LAKE_ISLAND, shap
 def _rows(positions, *columns):
     table = np.column_stack([positions, *[np.asarray(c, float).reshape(len(positions), -1) for c in columns]])
     return table[np.lexsort(table.T[::-1])]
-
-
-class CountingBackend:
-    def __init__(self, inner):
-        self.inner, self.description, self.batches = inner, inner.description, []
-
-    def get_many(self, keys):
-        self.batches.append(list(keys))
-        return self.inner.get_many(keys)
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
 
 
 @pytest.mark.parametrize("polygon", [STAR, ISLANDS], ids=["star-with-hole", "multipolygon"])
@@ -68,14 +57,11 @@ def test_points_inside_match_contains_xy(tmp_path, rng, polygon, bin_shape):
 def test_reads_only_the_chunks_of_the_polygon_box(tmp_path, rng):
     pos = rng.uniform(0, 1000, (20_000, 2))
     zv.write_points(tmp_path / "p.zarr", pos, chunk_shape=100)
-    ds = zv.open(tmp_path / "p.zarr")
-    ds.level(0)
-    counter = CountingBackend(ds._backend)
-    ds.level(0).backend = counter
+    ds, counter = open_counting(tmp_path / "p.zarr")
     roi = shapely.Polygon([(130, 210), (380, 250), (250, 390)])
     res = ds.query(polygon=roi)
-    assert len(counter.batches) == 1
-    cells = {k.rsplit("/c/", 1)[1] for k in counter.batches[0] if k.startswith("0/vertices/")}
+    assert len(counter.gets) == 1
+    cells = {k.rsplit("/c/", 1)[1] for k in counter.gets[0] if k.startswith("0/vertices/")}
     assert cells == {f"{i}/{j}" for i in (1, 2, 3) for j in (2, 3)}
     assert len(res) == int(shapely.contains_xy(roi, pos[:, 0], pos[:, 1]).sum())
 

@@ -69,6 +69,7 @@ def test_bad_swc_files(tmp_path, text, message):
         read_swc(path)
 
 
+@pytest.mark.slow
 def test_cli_ingest_info_export_round_trip(tmp_path, rng):
     files = _neurons(tmp_path / "swc", rng)
     proc = _run("ingest", "swc", str(tmp_path / "swc"), "-o", "n.zarr", "--chunk-size", "100", cwd=tmp_path)
@@ -102,6 +103,7 @@ def test_cli_ingest_info_export_round_trip(tmp_path, rng):
     )
 
 
+@pytest.mark.slow
 def test_cli_errors_are_one_line_and_exit_2(tmp_path):
     (tmp_path / "bad.swc").write_text("1 1 0 0 0 1 7\n")
     proc = _run("ingest", "swc", "bad.swc", "-o", "x.zarr", "--chunk-size", "10", cwd=tmp_path)

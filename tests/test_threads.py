@@ -10,6 +10,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+pytestmark = pytest.mark.slow  # eight threads over four codecs in a child interpreter
+
 SCRIPT = textwrap.dedent(
     """
     import sys, threading

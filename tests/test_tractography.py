@@ -68,6 +68,7 @@ def test_ingest_keeps_streamlines_and_data(tmp_path, bundle, kind):
         assert ds.group_names() == ["left"] and ds.groups()[0].tolist() == [0, 3, 5]
 
 
+@pytest.mark.slow
 def test_cli_ingests_a_trx_file(tmp_path, bundle):
     _save("trx", tmp_path / "t.trx", *bundle)
     proc = subprocess.run(

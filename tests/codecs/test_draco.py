@@ -20,7 +20,6 @@ import DracoPy
 import numcodecs
 import numpy as np
 import pytest
-import trimesh
 import zarr
 import zarr.registry
 import zarr_vectors_draco
@@ -43,6 +42,7 @@ from zarr_vectors_draco import (
 )
 
 import zarr_vectors as zv
+from tests._builders import icosphere
 from zarr_vectors import _draco
 from zarr_vectors.errors import CorruptCellError, DecodeError, FormatError, InputError, ZarrVectorsError
 
@@ -84,8 +84,7 @@ def roundtrip(positions, faces, bits: int = 11, level: int = 7) -> tuple[bytes, 
 
 
 def sphere(subdivisions: int = 2, scale: float = 100.0) -> tuple[np.ndarray, np.ndarray]:
-    mesh = trimesh.creation.icosphere(subdivisions=subdivisions)
-    return np.asarray(mesh.vertices) * scale, np.asarray(mesh.faces, dtype=np.int64)
+    return icosphere(subdivisions, scale)
 
 
 def shuffled(positions: np.ndarray, faces: np.ndarray, rng: np.random.Generator):
@@ -241,6 +240,7 @@ def test_property_every_vertex_and_face_round_trips(mesh, bits):
     roundtrip(*mesh, bits=bits)
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(
     st.lists(st.tuples(*[st.floats(-1e5, 1e5, width=32)] * 3), min_size=1, max_size=60),
@@ -637,9 +637,9 @@ def test_an_encoder_self_check_failure_is_the_base_class_and_a_format_error_in_t
 
 def test_reading_a_store_with_a_corrupt_draco_cell_raises_corrupt_cell_error(tmp_path):
     """End to end: the library names the array and the chunk of a cell Draco cannot decode."""
-    mesh = trimesh.creation.icosphere(subdivisions=2)
+    vertices, faces = icosphere(subdivisions=2, scale=499, offset=500)
     store = tmp_path / "d.zarr"
-    zv.write_mesh(store, mesh.vertices * 499 + 500, mesh.faces, chunk_shape=500, encoding="draco")
+    zv.write_mesh(store, vertices, faces, chunk_shape=500, encoding="draco")
     cells = sorted(p for p in (store / "0/vertices/c").rglob("*") if p.is_file())
     cell = cells[len(cells) // 2]
     count, length = struct.unpack_from("<II", cell.read_bytes())  # meshes default to no compressor

@@ -6,17 +6,13 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
+from tests._builders import random_walks
 
 pytestmark = pytest.mark.interop
 
 
 def _walks(rng, n=40):
-    return [
-        (
-            np.cumsum(rng.normal(0, 12, (int(rng.integers(5, 90)), 3)), axis=0) + rng.uniform(150, 850, 3)
-        ).astype(np.float32)
-        for _ in range(n)
-    ]
+    return [w.astype(np.float32) for w in random_walks(rng, n, lengths=(5, 90), step=12, start=(150, 850))]
 
 
 def _as_dict(lines):

@@ -18,6 +18,7 @@ import pytest
 import trimesh
 
 import zarr_vectors as zv
+from tests._builders import icosphere
 
 pytestmark = pytest.mark.interop
 
@@ -29,8 +30,7 @@ BOXES = [  # corners chosen to cut chunks of 100 and 250 and both meshes
 
 
 def _sphere() -> tuple[np.ndarray, np.ndarray]:
-    m = trimesh.creation.icosphere(subdivisions=3)
-    return (m.vertices * 499.0 + 500.0).astype(np.float32), m.faces.astype(np.int64)
+    return icosphere(3, 499.0, 500.0, np.float32)
 
 
 def _torus() -> tuple[np.ndarray, np.ndarray]:

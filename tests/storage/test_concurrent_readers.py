@@ -23,6 +23,8 @@ import zarr
 import zarr_vectors as zv
 from zarr_vectors.errors import IncompleteStoreError, StoreChangedError
 
+pytestmark = pytest.mark.slow  # races: hundreds of overwrites, reader subprocesses
+
 N = 1000
 BOX = ([10.0, 0.0, 0.0], [70.0, 100.0, 60.0])
 

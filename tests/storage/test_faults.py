@@ -103,6 +103,7 @@ def write(t: StoreTarget, v: dict[str, Any], chunk: float, **kwargs: Any) -> zv.
     return zv.write_points(t.target, chunk_shape=chunk, storage_options=t.storage_options, **v, **kwargs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("kind", "samples", "chunks"),
     [
@@ -156,6 +157,7 @@ def test_unencodable_attribute_fails_before_the_old_store_is_touched(make_target
         assert sorted(backend.list_keys()) == keys_before
 
 
+@pytest.mark.slow
 def test_pyramid_rebuild_in_place_interrupted_anywhere() -> None:
     """Memory store with levels 0, 1 rebuilt as 0, 1, 2: after an interruption the root
     lists the old levels, level 0 only, or the new levels, and each listed level reads

@@ -22,6 +22,8 @@ import pytest
 import zarr_vectors as zv
 from zarr_vectors.engine.commit import find_leftovers
 
+pytestmark = pytest.mark.slow  # writers killed in subprocesses
+
 _SETUP = r"""
 import os, signal, sys
 import numpy as np

@@ -57,6 +57,7 @@ def test_directory_with_other_files_is_refused_and_kept(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["d"]  # no staging folder left beside it
 
 
+@pytest.mark.slow
 def test_cli_overwrite_refuses_a_folder_that_is_not_a_store(tmp_path: Path) -> None:
     swc = tmp_path / "n.swc"
     swc.write_text("1 1 0 0 0 1 -1\n2 3 10 0 0 1 1\n3 3 20 5 0 1 2\n")

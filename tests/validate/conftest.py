@@ -13,33 +13,9 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
+from tests._builders import graph_store, lines_store, mesh_store, points_store, skeleton_store
 
 RNG_SEED = 2024
-
-
-def _points(path: Path, n: int = 200, objects: bool = True) -> None:
-    rng = np.random.default_rng(RNG_SEED)
-    pos = rng.uniform(10, 290, (n, 3)).astype(np.float32)
-    kw: dict[str, Any] = {}
-    if objects:
-        kw = dict(
-            object_ids=rng.integers(0, 10, n),
-            object_attributes={"w": rng.random(10)},
-            groups=[[0, 1], [2, 3, 4]],
-            group_attributes={"s": np.array([1.0, 2.0])},
-        )
-    zv.write_points(
-        path,
-        pos,
-        chunk_shape=150,
-        bin_shape=50,
-        bounds=([5.0] * 3, [295.0] * 3),
-        attributes={
-            "a": rng.random(n).astype(np.float32),
-            "rgb": rng.integers(0, 255, (n, 3)).astype(np.uint8),
-        },
-        **kw,
-    )
 
 
 def _points_geo(path: Path) -> None:
@@ -51,69 +27,16 @@ def _points_geo(path: Path) -> None:
     )
 
 
-def _lines(path: Path) -> None:
-    rng = np.random.default_rng(RNG_SEED)
-    lines = [np.clip(np.cumsum(rng.normal(0, 30, (20, 3)), axis=0) + 150, 1, 299) for _ in range(6)]
-    zv.write_lines(path, lines, chunk_shape=150, attributes={"t": rng.random(120).astype(np.float32)})
-
-
-def _graph(path: Path) -> None:
-    rng = np.random.default_rng(RNG_SEED)
-    pos = rng.uniform(0, 300, (150, 3)).astype(np.float32)
-    edges = np.stack([np.arange(150), (np.arange(150) * 7 + 3) % 150], axis=1)
-    zv.write_graph(
-        path, pos, edges, chunk_shape=150, edge_attributes={"w": rng.random(150).astype(np.float32)}
-    )
-
-
-def _skeleton(path: Path) -> None:
-    rng = np.random.default_rng(RNG_SEED)
-    pos = rng.uniform(0, 300, (150, 3)).astype(np.float32)
-    parents = np.array([-1] + [int(rng.integers(max(0, i - 5), i)) for i in range(1, 150)])
-    zv.write_skeleton(path, pos, parents, chunk_shape=150)
-
-
-def _sphere() -> tuple[np.ndarray, np.ndarray]:
-    """A UV sphere of radius 120 around (150, 150, 150): 10 rings x 16 segments."""
-    rings, segs = 10, 16
-    th = np.linspace(0, np.pi, rings + 1)[1:-1]
-    ph = np.linspace(0, 2 * np.pi, segs, endpoint=False)
-    body = np.stack(
-        [
-            np.outer(np.sin(th), np.cos(ph)),
-            np.outer(np.sin(th), np.sin(ph)),
-            np.repeat(np.cos(th)[:, None], segs, 1),
-        ],
-        axis=-1,
-    ).reshape(-1, 3)
-    verts = np.vstack([[0, 0, 1], body, [0, 0, -1]]) * 120 + 150
-    faces = []
-    for s in range(segs):
-        t = (s + 1) % segs
-        faces.append([0, 1 + s, 1 + t])
-        for r in range(rings - 2):
-            a, b = 1 + r * segs + s, 1 + r * segs + t
-            faces += [[a, a + segs, b], [b, a + segs, b + segs]]
-        last = 1 + (rings - 2) * segs
-        faces.append([last + s, len(verts) - 1, last + t])
-    return verts, np.asarray(faces)
-
-
-def _mesh(path: Path, encoding: str = "raw") -> None:
-    verts, faces = _sphere()
-    zv.write_mesh(path, verts, faces, chunk_shape=150, encoding=encoding)
-
-
-WRITERS: dict[str, Callable[[Path], None]] = {
-    "points": _points,
-    "points_plain": lambda p: _points(p, objects=False),
-    "points_small": lambda p: _points(p, n=60),
+WRITERS: dict[str, Callable[[Path], Any]] = {
+    "points": lambda p: points_store(p, seed=RNG_SEED, bounds=([5.0] * 3, [295.0] * 3)),
+    "points_plain": lambda p: points_store(p, seed=RNG_SEED, objects=False, bounds=([5.0] * 3, [295.0] * 3)),
+    "points_small": lambda p: points_store(p, seed=RNG_SEED, n=60, bounds=([5.0] * 3, [295.0] * 3)),
     "points_geo": _points_geo,
-    "lines": _lines,
-    "graph": _graph,
-    "skeleton": _skeleton,
-    "mesh": _mesh,
-    "draco": lambda p: _mesh(p, "draco"),
+    "lines": lambda p: lines_store(p, seed=RNG_SEED),
+    "graph": lambda p: graph_store(p, seed=RNG_SEED),
+    "skeleton": lambda p: skeleton_store(p, seed=RNG_SEED),
+    "mesh": mesh_store,
+    "draco": lambda p: mesh_store(p, encoding="draco"),
 }
 
 

@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +31,7 @@ def _copy(src: Path) -> Path:
     return dst
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(data=st.data())
 def test_any_attribute_value_is_reported_not_raised(pristine, data):
@@ -52,6 +54,7 @@ def test_any_attribute_value_is_reported_not_raised(pristine, data):
         shutil.rmtree(store.parent)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(data=st.data())
 def test_any_cell_bytes_are_reported_not_raised(pristine, data):

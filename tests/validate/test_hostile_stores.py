@@ -312,6 +312,7 @@ def reports(pristine, tmp_path_factory) -> dict[str, dict[str, Any]]:
 SAYS = {"grid of 2**93 cells": "int64", "grid origin 2**62": "chunk_grid_origin must be"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_hostile_store_is_reported_not_raised(name, reports):
     got = reports[name]
