@@ -226,13 +226,55 @@ def write_graph(
 ) -> None:
     """Write a graph: vertices ``positions`` (N, D) and ``edges`` (E, 2) of vertex indices.
 
-    ``object_ids`` gives one object per vertex, int64 or uint64 ids of any value (default:
-    every vertex in object 0); ``object_attributes`` follow the distinct ids in ascending
-    order (or are a mapping ``{id: value}``), as in :func:`zarr_vectors.write_points`;
-    ``edge_attributes`` one value (or row) per edge, stored in ``link_attributes``.
-    ``directed=True`` keeps each edge's direction as given; undirected edges come back
-    in the order given too (through ``perm_idx``). Other parameters as in
-    :func:`zarr_vectors.write_points`.
+    Queries return the edges whose two vertices are both in the result, as rows of
+    ``Result.edges``, with their ``edge_attributes``.
+
+    Parameters
+    ----------
+    target
+        Where to write, as in :func:`zarr_vectors.write_points`.
+    positions
+        (N, D) finite vertex coordinates.
+    edges
+        (E, 2) integer vertex indices, each in ``[0, N)``.
+    directed
+        Keep each edge's direction as given. Undirected edges come back in the order
+        given too (through ``perm_idx``).
+    edge_attributes
+        name -> one value (or row) per edge, stored in ``link_attributes``.
+    object_ids
+        One object per vertex, int64 or uint64 ids of any value; default every vertex in
+        object 0. ``object_attributes`` follow the distinct ids in ascending order (or are a
+        mapping ``{id: value}``), as in :func:`zarr_vectors.write_points`.
+    chunk_shape, bounds, attributes, channel_names, object_attributes, groups, group_attributes, group_names, axes, units, crs, compression, checksums, overwrite, storage_options
+        As in :func:`zarr_vectors.write_points`.
+
+    Returns
+    -------
+    Dataset
+        The new store, opened for reading.
+
+    Raises
+    ------
+    InputError
+        Malformed input: edges that are not (E, 2) or name a vertex out of range, edge
+        attributes without one row per edge, and the input errors of
+        :func:`zarr_vectors.write_points`.
+    StoreExistsError
+        ``target`` holds data and ``overwrite`` is false.
+
+    Examples
+    --------
+    >>> import zarr_vectors as zv
+    >>> positions = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [5.0, 5.0]]
+    >>> edges = [[0, 1], [1, 2], [2, 3]]
+    >>> ds = zv.write_graph(
+    ...     "memory://doc-graph", positions, edges, chunk_shape=2,
+    ...     edge_attributes={"weight": [0.5, 1.5, 2.5]},
+    ... )
+    >>> res = ds.query(bbox=([0, 0], [1, 1]))
+    >>> res.positions.tolist(), res.edges.tolist(), res.edge_attributes["weight"].tolist()
+    ([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]], [[0, 1], [1, 2]], [0.5, 1.5])
     """
     pos = _inputs.positions_array(positions, _inputs.call_ndim(chunk_shape, bounds, axes))
     n = len(pos)

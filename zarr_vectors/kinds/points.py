@@ -104,14 +104,43 @@ def write_points(
         :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
     overwrite
         Replace an existing store. Local and zip targets are swapped in only once complete.
+    storage_options
+        Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
+
+    Returns
+    -------
+    Dataset
+        The new store, opened for reading.
+
+    Raises
+    ------
+    InputError
+        Malformed input: positions that are not finite or not (N, D), positions outside
+        ``bounds``, attributes without one row per point, object attributes or groups
+        without ``object_ids``, an unknown compression.
+    StoreExistsError
+        ``target`` holds data and ``overwrite`` is false.
 
     Examples
     --------
     >>> import numpy as np, zarr_vectors as zv
     >>> pts = np.random.default_rng(0).uniform(0, 100, (1000, 3)).astype("float32")
-    >>> ds = zv.write_points("memory://doc-points", pts, chunk_shape=25, bin_shape=12.5)
-    >>> int(ds.query(bbox=([0, 0, 0], [50, 50, 50])).positions.shape[1])
-    3
+    >>> ds = zv.write_points(
+    ...     "memory://doc-points", pts, chunk_shape=25, bin_shape=12.5,
+    ...     attributes={"intensity": np.linspace(0, 1, 1000, dtype="float32")},
+    ... )
+    >>> ds.vertex_count(), ds.attribute_names()
+    (1000, ['intensity'])
+    >>> box = ds.query(bbox=([0, 0, 0], [50, 50, 50]))
+    >>> bool(np.all(box.positions <= 50)), box.positions.dtype.name
+    (True, 'float32')
+
+    Segment ids of any value name the objects:
+
+    >>> ids = np.where(pts[:, 0] < 50, 2**63 + 5, 17).astype("uint64")
+    >>> ds = zv.write_points("memory://doc-points-ids", pts, chunk_shape=25, object_ids=ids)
+    >>> ds.object_ids().tolist()
+    [17, 9223372036854775813]
     """
     pos = _inputs.positions_array(positions, _inputs.call_ndim(chunk_shape, bounds, axes))
     n = len(pos)
