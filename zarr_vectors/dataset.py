@@ -173,8 +173,8 @@ class Dataset:
 
         Raises
         ------
-        KeyError
-            The store has no level ``index``.
+        LevelNotFoundError
+            The store has no level ``index`` (a ``KeyError``).
 
         Examples
         --------
@@ -368,8 +368,10 @@ class Dataset:
         InputError
             A malformed or inverted ``bbox``, an unknown polygon axis, or both ``level`` and
             ``max_vertices`` given.
-        KeyError
-            An attribute name or a level the store does not have.
+        AttributeNotFoundError
+            A vertex attribute the level does not have (a ``KeyError``).
+        LevelNotFoundError
+            A level the store does not have (a ``KeyError``).
 
         Examples
         --------
@@ -532,9 +534,10 @@ class Dataset:
 
         Raises
         ------
-        KeyError
-            The level has no object attribute ``name``, or (:class:`~zarr_vectors.errors.UnknownIdError`)
-            does not hold one of ``ids``.
+        AttributeNotFoundError
+            The level has no object attribute ``name`` (a ``KeyError``).
+        UnknownIdError
+            The level does not hold one of ``ids`` (a ``KeyError``).
 
         Examples
         --------
@@ -679,8 +682,8 @@ class Dataset:
 
         Raises
         ------
-        KeyError
-            The level has no group attribute ``name``.
+        AttributeNotFoundError
+            The level has no group attribute ``name`` (a ``KeyError``).
 
         Examples
         --------
@@ -892,8 +895,8 @@ def open(target: Any, mode: str = "r", *, storage_options: dict[str, Any] | None
         ``target`` is a Zarr v2 store (a ``ValueError``).
     FormatError
         ``target`` is a Zarr v3 group that is not a Zarr Vectors 0.9 store.
-    FileNotFoundError
-        Nothing is stored at a local ``target``.
+    StoreNotFoundError
+        Nothing is stored at a local ``target`` (a ``FileNotFoundError``).
     InputError
         ``mode`` is neither ``"r"`` nor ``"r+"``.
 

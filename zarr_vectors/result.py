@@ -140,7 +140,7 @@ class Result:
 
         Raises
         ------
-        ValueError
+        InputError
             ``mask`` does not have one entry per row.
 
         Examples
@@ -239,7 +239,7 @@ class Result:
 
         Raises
         ------
-        ValueError
+        InputError
             The result has no faces (not a mesh read).
 
         Examples

@@ -237,17 +237,48 @@ def write_graph(
         (N, D) finite vertex coordinates.
     edges
         (E, 2) integer vertex indices, each in ``[0, N)``.
+    chunk_shape
+        Edge length of a spatial chunk: one number or one per axis.
     directed
         Keep each edge's direction as given. Undirected edges come back in the order
         given too (through ``perm_idx``).
+    bounds
+        Inclusive ``(lo, hi)`` corners; every vertex must lie inside. Default: the data's extent.
+    attributes
+        Per-vertex values, name -> (N,) or (N, C) array.
+    channel_names
+        Optional channel names per attribute: name -> one name per channel.
     edge_attributes
         name -> one value (or row) per edge, stored in ``link_attributes``.
     object_ids
         One object per vertex, int64 or uint64 ids of any value; default every vertex in
-        object 0. ``object_attributes`` follow the distinct ids in ascending order (or are a
-        mapping ``{id: value}``), as in :func:`zarr_vectors.write_points`.
-    chunk_shape, bounds, attributes, channel_names, object_attributes, groups, group_attributes, group_names, axes, units, crs, compression, checksums, overwrite, storage_options
-        As in :func:`zarr_vectors.write_points`.
+        object 0.
+    object_attributes
+        name -> one row per distinct object id in ascending order, or a mapping ``{id: value}``, as
+        in :func:`zarr_vectors.write_points`.
+    groups
+        Groups of object ids: a list of lists, or a mapping group id -> ids (group ids of any
+        integer value).
+    group_attributes
+        Per-group values: one per group in ascending group id, or a mapping ``{group id: value}``.
+    group_names
+        Optional names of the groups, one per group (read back by :meth:`Dataset.group_names`).
+    axes
+        Axis names, or ``{"name", "unit"}`` dicts.
+    units
+        A default unit for the axes.
+    crs
+        A coordinate reference system: an EPSG code, WKT2, PROJJSON or ``pyproj.CRS`` (see
+        :func:`zarr_vectors.geo.parse_crs`); a dict of other keys is stored as an opaque record.
+    compression
+        ``"none"`` (the format's default), ``"zstd"``, ``"gzip"`` or ``"blosc"``.
+    checksums
+        Append Zarr's ``crc32c`` codec to every array, so a changed byte in any cell is a
+        :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
+    overwrite
+        Replace an existing store. Local and zip targets are swapped in only once complete.
+    storage_options
+        Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
 
     Returns
     -------

@@ -78,8 +78,10 @@ def write_points(
         Bin edge inside a chunk (must divide ``chunk_shape``); each bin is a contiguous
         row range, so a box query touching part of a chunk tests only the bins it meets.
         Default: one bin per chunk.
-    attributes, channel_names
-        Per-point values, name -> (N,) or (N, C) array; optional channel names per attribute.
+    attributes
+        Per-point values, name -> (N,) or (N, C) array.
+    channel_names
+        Optional channel names per attribute: name -> one name per channel.
     object_ids
         One integer per point: int64 or uint64 ids of any value (segment ids, feature ids).
         Objects are numbered ``0 .. B-1`` on disk in ascending id order; unless the ids
@@ -91,12 +93,20 @@ def write_points(
         ``0 .. B-1``, shorter arrays leave the missing rows absent and longer ones add
         objects without points. Absent rows read as NaN, or the integer dtype's minimum /
         maximum. ``object_id`` is reserved.
-    groups, group_attributes, group_names
-        Groups of object ids (a list of lists, or a mapping group id -> ids, group ids of any
-        integer value), per-group values (one per group in ascending group id, or a mapping),
-        and optional names of the groups (one per group, read back by ``Dataset.group_names``).
-    axes, units, crs
-        Axis names (or ``{"name", "unit"}`` dicts), a default unit, and an opaque CRS record.
+    groups
+        Groups of object ids: a list of lists, or a mapping group id -> ids (group ids of any
+        integer value).
+    group_attributes
+        Per-group values: one per group in ascending group id, or a mapping ``{group id: value}``.
+    group_names
+        Optional names of the groups, one per group (read back by :meth:`Dataset.group_names`).
+    axes
+        Axis names, or ``{"name", "unit"}`` dicts.
+    units
+        A default unit for the axes.
+    crs
+        A coordinate reference system: an EPSG code, WKT2, PROJJSON or ``pyproj.CRS`` (see
+        :func:`zarr_vectors.geo.parse_crs`); a dict of other keys is stored as an opaque record.
     compression
         ``"none"`` (the format's default), ``"zstd"``, ``"gzip"`` or ``"blosc"``.
     checksums

@@ -255,17 +255,44 @@ def write_skeleton(
         (N, D) finite vertex coordinates.
     parents
         (N,) parent index of every vertex, -1 for a root; no cycles.
+    chunk_shape
+        Edge length of a spatial chunk: one number or one per axis.
     object_ids
         One object per vertex, int64 or uint64 ids of any value such as segment ids
         (default: one object per tree, numbered by root order). An object may hold several
         trees, but a parent must belong to its child's object.
+    bounds
+        Inclusive ``(lo, hi)`` corners; every vertex must lie inside. Default: the data's extent.
     attributes
         name -> per-vertex values; typical are ``radius`` and ``type``.
+    channel_names
+        Optional channel names per attribute: name -> one name per channel.
     object_attributes
         name -> values that follow the distinct ids in ascending order, or a mapping
         ``{id: value}``.
-    chunk_shape, bounds, channel_names, groups, group_attributes, group_names, axes, units, crs, compression, checksums, overwrite, storage_options
-        As in :func:`zarr_vectors.write_points`.
+    groups
+        Groups of object ids: a list of lists, or a mapping group id -> ids (group ids of any
+        integer value).
+    group_attributes
+        Per-group values: one per group in ascending group id, or a mapping ``{group id: value}``.
+    group_names
+        Optional names of the groups, one per group (read back by :meth:`Dataset.group_names`).
+    axes
+        Axis names, or ``{"name", "unit"}`` dicts.
+    units
+        A default unit for the axes.
+    crs
+        A coordinate reference system: an EPSG code, WKT2, PROJJSON or ``pyproj.CRS`` (see
+        :func:`zarr_vectors.geo.parse_crs`); a dict of other keys is stored as an opaque record.
+    compression
+        ``"none"`` (the format's default), ``"zstd"``, ``"gzip"`` or ``"blosc"``.
+    checksums
+        Append Zarr's ``crc32c`` codec to every array, so a changed byte in any cell is a
+        :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
+    overwrite
+        Replace an existing store. Local and zip targets are swapped in only once complete.
+    storage_options
+        Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
 
     Returns
     -------

@@ -68,12 +68,12 @@ def validate(
 
     Raises
     ------
-    ValueError
+    InputError
         ``level`` is not an integer from 1 to :data:`MAX_LEVEL`.
     ZarrV2StoreError
         ``target`` is a Zarr v2 store (a ``ValueError``).
-    FileNotFoundError
-        Nothing is stored at a local ``target``.
+    StoreNotFoundError
+        Nothing is stored at a local ``target`` (a ``FileNotFoundError``).
     StoreError
         An object store cannot be reached. Nothing else raises: a broken store gives a
         report.
