@@ -147,7 +147,7 @@ def write_points(
 
     Segment ids of any value name the objects:
 
-    >>> ids = np.where(pts[:, 0] < 50, 2**63 + 5, 17).astype("uint64")
+    >>> ids = np.where(pts[:, 0] < 50, np.uint64(2**63 + 5), np.uint64(17))
     >>> ds = zv.write_points("memory://doc-points-ids", pts, chunk_shape=25, object_ids=ids)
     >>> ds.object_ids().tolist()
     [17, 9223372036854775813]
