@@ -30,6 +30,19 @@ class Dataset:
     checked against the root read on open: when another writer replaced the store in
     the meantime, :class:`~zarr_vectors.errors.StoreChangedError` is raised instead of
     an answer mixing two versions (open the store again).
+
+    Get one from :func:`zarr_vectors.open` or from any ``write_*`` function.
+
+    Examples
+    --------
+    >>> import zarr_vectors as zv
+    >>> ds = zv.write_points("memory://doc-dataset", [[0, 0], [1, 2], [6, 7]], chunk_shape=4)
+    >>> ds
+    <zarr_vectors.Dataset memory://doc-dataset point_cloud axes=x,y bounds=[0.0, 0.0]..[6.0, 7.0] levels=[0]>
+    >>> ds.geometry_types, ds.axes, ds.ndim, ds.levels
+    (('point_cloud',), ('x', 'y'), 2, [0])
+    >>> ds.query(bbox=([0, 0], [2, 2])).positions.tolist()
+    [[0, 0], [1, 2]]
     """
 
     def __init__(self, store: VectorStore) -> None:
@@ -37,7 +50,28 @@ class Dataset:
 
     @classmethod
     def open(cls, target: Any, mode: str = "r", storage_options: dict[str, Any] | None = None) -> Dataset:
-        """Open ``target``; see :func:`zarr_vectors.open`."""
+        """Open ``target``; the same as :func:`zarr_vectors.open`.
+
+        Parameters
+        ----------
+        target
+            A directory, a ``.zip`` file, a URL or a zarr v3 ``Store``.
+        mode
+            ``"r"`` (read only) or ``"r+"`` (coarser levels may be added).
+        storage_options
+            Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
+
+        Returns
+        -------
+        Dataset
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> _ = zv.write_points("memory://doc-dataset-open", [[0, 0, 0]], chunk_shape=1)
+        >>> zv.Dataset.open("memory://doc-dataset-open").vertex_count()
+        1
+        """
         return cls(VectorStore.open(target, mode, storage_options))
 
     @property
@@ -72,50 +106,198 @@ class Dataset:
 
     @property
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """The store's inclusive bounds ``(lo, hi)``, two float arrays of length :attr:`ndim`.
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> ds = zv.write_points("memory://doc-bounds", [[0, 5], [3, 1]], chunk_shape=2)
+        >>> [corner.tolist() for corner in ds.bounds]
+        [[0.0, 1.0], [3.0, 5.0]]
+        """
         return np.asarray(self.root.bounds[0]), np.asarray(self.root.bounds[1])
 
     @property
     def chunk_shape(self) -> np.ndarray:
+        """Edge lengths of a level-0 spatial chunk, one per axis (coarser levels may have larger chunks)."""
         return np.asarray(self.root.chunk_shape)
 
     @property
     def bin_shape(self) -> np.ndarray:
+        """Edge lengths of a level-0 bin, one per axis; equal to :attr:`chunk_shape` when
+        every chunk is one bin.
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> ds = zv.write_points("memory://doc-bins", [[0, 0], [7, 7]], chunk_shape=4, bin_shape=2)
+        >>> ds.chunk_shape.tolist(), ds.bin_shape.tolist()
+        ([4.0, 4.0], [2.0, 2.0])
+        """
         return np.asarray(self.root.effective_bin_shape)
 
     @property
     def geometry_types(self) -> tuple[str, ...]:
+        """The geometry kinds the store declares (``"point_cloud"``, ``"polyline"``,
+        ``"streamline"``, ``"skeleton"``, ``"graph"``, ``"mesh"``, ...)."""
         return self.root.geometry_types
 
     @property
     def crs(self) -> Any:
         """The store's CRS: a :class:`~zarr_vectors.geo.CRS` (a dict of GeoZarr ``proj:`` keys,
         with ``code``/``wkt2``/``projjson`` and ``to_pyproj()``), another stored record as it
-        is, or None."""
+        is, or None.
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> ds = zv.write_points("memory://doc-crs", [[13.4, 52.5]], chunk_shape=1, crs="EPSG:4326")
+        >>> ds.crs.code
+        'EPSG:4326'
+        """
         from zarr_vectors.geo import crs_view
 
         return crs_view(self.root.crs)
 
     def level(self, index: int = 0) -> Level:
-        """Level ``index`` (its metadata read on first use)."""
+        """Level ``index`` (its metadata read on first use): the engine's view of one level.
+
+        Parameters
+        ----------
+        index
+            A level of :attr:`levels`; 0 is the finest.
+
+        Returns
+        -------
+        zarr_vectors.engine.level.Level
+
+        Raises
+        ------
+        LevelNotFoundError
+            The store has no level ``index`` (a ``KeyError``).
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> ds = zv.write_points("memory://doc-level", [[0, 0], [1, 1]], chunk_shape=1)
+        >>> ds.level(0).meta.vertex_count
+        2
+        """
         return self._store.level(index)
 
     def vertex_count(self, level: int = 0) -> int:
+        """Number of vertices stored at ``level``, from its metadata (no vertex data is read).
+
+        Parameters
+        ----------
+        level
+            The level to count.
+
+        Returns
+        -------
+        int
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> ds = zv.write_points("memory://doc-vertex-count", [[0, 0], [1, 1], [2, 2]], chunk_shape=1)
+        >>> ds.vertex_count()
+        3
+        """
         return self.level(level).meta.vertex_count
 
     def num_objects(self, level: int = 0) -> int:
-        """Number of objects (OIDs ``0 .. n-1`` on disk, whatever ids the user gave them)."""
+        """Number of objects (OIDs ``0 .. n-1`` on disk, whatever ids the user gave them).
+
+        Parameters
+        ----------
+        level
+            The level to count.
+
+        Returns
+        -------
+        int
+            0 when the level has no object index.
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> pts = [[0, 0], [1, 1], [5, 5]]
+        >>> ds = zv.write_points("memory://doc-num-objects", pts, chunk_shape=4, object_ids=[7, 7, 9])
+        >>> ds.num_objects()
+        2
+        """
         return self.level(level).num_objects
 
     def object_ids(self, level: int = 0) -> np.ndarray:
         """The objects' ids, ascending: the user's ids (int64 or uint64) when the store keeps
-        them (``object_attributes/object_id``), else ``0 .. num_objects - 1``."""
+        them (``object_attributes/object_id``), else ``0 .. num_objects - 1``.
+
+        Parameters
+        ----------
+        level
+            The level to list.
+
+        Returns
+        -------
+        numpy.ndarray
+            (B,) int64 or uint64.
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> pts = [[0, 0], [1, 1], [5, 5]]
+        >>> ds = zv.write_points("memory://doc-object-ids", pts, chunk_shape=4, object_ids=[90, 12, 90])
+        >>> ds.object_ids().tolist()
+        [12, 90]
+        """
         return self.level(level).object_id_map.ids()
 
     def attribute_names(self, level: int = 0) -> list[str]:
+        """Names of the per-vertex attributes of ``level``, sorted.
+
+        Parameters
+        ----------
+        level
+            The level to list.
+
+        Returns
+        -------
+        list of str
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> attrs = {"intensity": [0.5, 2.0], "label": [3, 4]}
+        >>> pts = [[0, 0], [1, 1]]
+        >>> ds = zv.write_points("memory://doc-attribute-names", pts, chunk_shape=1, attributes=attrs)
+        >>> ds.attribute_names()
+        ['intensity', 'label']
+        """
         return sorted(self.level(level).vertex_attributes)
 
     def object_attribute_names(self, level: int = 0) -> list[str]:
-        """Object attribute names; the id table ``object_id`` is left out (see :meth:`object_ids`)."""
+        """Object attribute names, sorted; the id table ``object_id`` is left out (see :meth:`object_ids`).
+
+        Parameters
+        ----------
+        level
+            The level to list.
+
+        Returns
+        -------
+        list of str
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> ds = zv.write_points(
+        ...     "memory://doc-object-attribute-names", [[0, 0], [1, 1]], chunk_shape=1,
+        ...     object_ids=[5, 8], object_attributes={"volume": [2.5, 4.0]},
+        ... )
+        >>> ds.object_attribute_names()
+        ['volume']
+        """
         lv = self.level(level)
         hidden = {OBJECT_ID_ATTRIBUTE} if lv.object_id_map.user is not None else set()
         return sorted(set(lv.object_attributes) - hidden)
@@ -143,21 +325,77 @@ class Dataset:
     ) -> Result:
         """Vertices with ``lo <= p <= hi`` on every axis (``bbox=(lo, hi)``; None reads everything).
 
-        ``attributes``: names to read (default all, ``False`` for none). ``object_ids``:
-        whether to map rows to objects (default: when the level has an object index).
-        Only the cells of chunks the box touches are fetched, in one batch.
-        For lines the result also has ``edges`` and ``line_offsets`` (pieces cut at the
-        box); ``whole_objects=True`` returns instead every complete line with a vertex inside.
-        For meshes the result has ``faces``: those with all three vertices inside, or with
-        ``faces="touching"`` every face with a vertex inside (with all its vertices).
+        Only the cells of chunks the box touches are fetched, in one batch. For lines the
+        result also has ``edges`` and ``line_offsets`` (pieces cut at the box); for meshes it
+        has ``faces``. ``Result.to_shapely()`` turns any result into geometries.
 
-        ``polygon`` (a shapely Polygon or MultiPolygon) keeps only the vertices strictly
-        inside it (``shapely.contains_xy``), tested on ``polygon_axes`` (two axis names;
-        default the axes of a 2-D store), reading only the chunks its bounding box (within
-        ``bbox``, when given) touches. ``Result.to_shapely()`` turns any result into geometries.
+        Parameters
+        ----------
+        bbox
+            ``(lo, hi)``: the inclusive low and high corners, each a number or one per axis.
+            None reads the whole level.
+        level
+            The level to read (0, the finest, by default).
+        attributes
+            Vertex attribute names to read; default (None or True) all, ``False`` none.
+        object_ids
+            Whether to map rows to objects (``Result.object_ids``); default: when the level
+            has an object index.
+        whole_objects
+            Lines: return every complete line with a vertex inside instead of the pieces
+            inside the box.
+        faces
+            Meshes: ``"inside"`` keeps the faces with all three vertices inside;
+            ``"touching"`` every face with a vertex inside (with all its vertices).
+        polygon
+            A shapely Polygon or MultiPolygon: keep only the vertices strictly inside it
+            (``shapely.contains_xy``), reading only the chunks its bounding box (within
+            ``bbox``, when given) touches.
+        polygon_axes
+            The two axes (names or indices) ``polygon`` is tested on; default the axes of a
+            2-D store.
+        max_vertices
+            Instead of ``level``: read the finest level whose estimated count in the box is
+            at most this many (see :meth:`level_for`); ``result.origin.level`` tells which.
 
-        ``max_vertices=N`` (instead of ``level``) reads the finest level whose estimated
-        count in the box is at most N (see :meth:`level_for`); ``result.origin.level`` tells which.
+        Returns
+        -------
+        Result
+            The rows found, with ``region`` (the box and polygon) and ``origin`` set.
+
+        Raises
+        ------
+        InputError
+            A malformed or inverted ``bbox``, an unknown polygon axis, or both ``level`` and
+            ``max_vertices`` given.
+        AttributeNotFoundError
+            A vertex attribute the level does not have (a ``KeyError``).
+        LevelNotFoundError
+            A level the store does not have (a ``KeyError``).
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> pts = [[0, 0], [1, 1], [5, 5], [9, 2]]
+        >>> ds = zv.write_points("memory://doc-query", pts, chunk_shape=4, attributes={"t": [1, 2, 3, 4]})
+        >>> res = ds.query(bbox=([0, 0], [5, 5]))
+        >>> res.positions.tolist(), res.attributes["t"].tolist()
+        ([[0, 0], [1, 1], [5, 5]], [1, 2, 3])
+
+        A polygon query tests the vertices against the polygon:
+
+        >>> import shapely
+        >>> ds.query(polygon=shapely.box(4, 0, 10, 6)).positions.tolist()
+        [[5, 5], [9, 2]]
+
+        Lines come back cut at the box, or whole with ``whole_objects=True``:
+
+        >>> lines = [[[0, 0], [2, 1], [6, 3]], [[7, 7], [8, 8]]]
+        >>> ls = zv.write_lines("memory://doc-query-lines", lines, chunk_shape=4)
+        >>> ls.query(bbox=([0, 0], [3, 3])).lines[0].tolist()
+        [[0, 0], [2, 1]]
+        >>> ls.query(bbox=([0, 0], [3, 3]), whole_objects=True).line_offsets.tolist()
+        [0, 3]
         """
         if max_vertices is not None:
             if level != 0:
@@ -208,16 +446,65 @@ class Dataset:
         return family_of(self.geometry_types) in ("lines", "graph", "shapes")
 
     def read(self, *, level: int = 0, attributes: Sequence[str] | bool | None = None) -> Result:
-        """Every vertex of a level."""
+        """Every vertex of a level: ``query(None, level=level, attributes=attributes)``.
+
+        Parameters
+        ----------
+        level
+            The level to read.
+        attributes
+            Vertex attribute names to read; default all, ``False`` none.
+
+        Returns
+        -------
+        Result
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> ds = zv.write_points("memory://doc-read", [[0, 0], [5, 5]], chunk_shape=4)
+        >>> len(ds.read())
+        2
+        """
         return self.query(None, level=level, attributes=attributes)
 
     def objects(
         self, ids: Sequence[int] | int, *, level: int = 0, attributes: Sequence[str] | bool | None = None
     ) -> Result:
         """All vertices of the objects ``ids`` (the user's ids, see :meth:`object_ids`), grouped
-        by object in the order given (an id given twice is read once). Lines come in order
-        along each line, with ``line_offsets``; linked geometry also has ``edges``. An id the
-        level does not hold raises :class:`~zarr_vectors.errors.UnknownIdError` (a ``KeyError``)."""
+        by object in the order given (an id given twice is read once).
+
+        Lines come in order along each line, with ``line_offsets``; linked geometry also
+        has ``edges``; skeletons ``parents``; meshes ``faces``.
+
+        Parameters
+        ----------
+        ids
+            One object id or a sequence of them.
+        level
+            The level to read.
+        attributes
+            Vertex attribute names to read; default all, ``False`` none.
+
+        Returns
+        -------
+        Result
+            With ``origin.complete`` true: every object in it is whole.
+
+        Raises
+        ------
+        UnknownIdError
+            An id the level does not hold (a ``KeyError``).
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> pts = [[0, 0], [1, 1], [5, 5]]
+        >>> ds = zv.write_points("memory://doc-objects", pts, chunk_shape=4, object_ids=[7, 9, 7])
+        >>> res = ds.objects([9, 7])
+        >>> res.object_ids.tolist(), res.positions.tolist()
+        ([9, 7, 7], [[1, 1], [0, 0], [5, 5]])
+        """
         lv = self.level(level)
         oids = lv.object_id_map.to_oids(ids)
         _, first = np.unique(oids, return_index=True)
@@ -229,7 +516,39 @@ class Dataset:
 
     def object_attributes(self, name: str, ids: Sequence[int] | None = None, *, level: int = 0) -> np.ndarray:
         """Values of one object attribute, one row per object in the order of :meth:`object_ids`
-        (or of the user's ``ids``); absent entries read as NaN or the dtype's sentinel."""
+        (or of the user's ``ids``); absent entries read as NaN or the dtype's sentinel.
+
+        Parameters
+        ----------
+        name
+            The attribute (see :meth:`object_attribute_names`).
+        ids
+            Object ids to read, in the order wanted; default every object.
+        level
+            The level to read.
+
+        Returns
+        -------
+        numpy.ndarray
+            (B,) or (B, C), in the attribute's dtype.
+
+        Raises
+        ------
+        AttributeNotFoundError
+            The level has no object attribute ``name`` (a ``KeyError``).
+        UnknownIdError
+            The level does not hold one of ``ids`` (a ``KeyError``).
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> ds = zv.write_points(
+        ...     "memory://doc-object-attributes", [[0, 0], [1, 1]], chunk_shape=1,
+        ...     object_ids=[5, 8], object_attributes={"volume": [2.5, 4.0]},
+        ... )
+        >>> ds.object_attributes("volume").tolist(), ds.object_attributes("volume", [8]).tolist()
+        ([2.5, 4.0], [4.0])
+        """
         lv = self.level(level)
         if name not in lv.object_attributes:
             raise AttributeNotFoundError("object", [name], level, self.object_attribute_names(level))
@@ -238,11 +557,62 @@ class Dataset:
 
     def group_ids(self, *, level: int = 0) -> np.ndarray:
         """The groups' ids, ascending: the user's group ids when the store keeps them
-        (``group_attributes/group_id``), else ``0 .. G-1``."""
+        (``group_attributes/group_id``), else ``0 .. G-1``.
+
+        Parameters
+        ----------
+        level
+            The level to list.
+
+        Returns
+        -------
+        numpy.ndarray
+            (G,) int64 or uint64; empty when the level has no groups.
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> pts = [[0, 0], [1, 1], [5, 5]]
+        >>> ds = zv.write_points(
+        ...     "memory://doc-group-ids", pts, chunk_shape=4, object_ids=[10, 20, 30],
+        ...     groups={7: [10, 30], 8: [20]}, group_names=["left", "right"],
+        ...     group_attributes={"size": [2, 1]},
+        ... )
+        >>> ds.group_ids().tolist()
+        [7, 8]
+        """
         return self.level(level).group_id_map.ids()
 
     def groups(self, *, level: int = 0) -> list[np.ndarray]:
-        """Member object ids (the user's ids) of every group, in the order of :meth:`group_ids`."""
+        """Member object ids (the user's ids) of every group, in the order of :meth:`group_ids`.
+
+        Parameters
+        ----------
+        level
+            The level to read.
+
+        Returns
+        -------
+        list of numpy.ndarray
+            One array of object ids per group; an empty list when the level has no groups.
+
+        Raises
+        ------
+        CorruptCellError
+            A stored group is not a whole number of 64-bit ids.
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> pts = [[0, 0], [1, 1], [5, 5]]
+        >>> ds = zv.write_points(
+        ...     "memory://doc-groups", pts, chunk_shape=4, object_ids=[10, 20, 30],
+        ...     groups={7: [10, 30], 8: [20]}, group_names=["left", "right"],
+        ...     group_attributes={"size": [2, 1]},
+        ... )
+        >>> [members.tolist() for members in ds.groups()]
+        [[10, 30], [20]]
+        """
         lv = self.level(level)
         if lv.groups is None:
             return []
@@ -265,20 +635,105 @@ class Dataset:
         return out
 
     def group_names(self, *, level: int = 0) -> list[str] | None:
-        """Names of the groups, when the writer recorded them (``group_names`` on ``groups``)."""
+        """Names of the groups in the order of :meth:`group_ids`, when the writer recorded them
+        (``group_names`` on ``groups``); else None.
+
+        Parameters
+        ----------
+        level
+            The level to read.
+
+        Returns
+        -------
+        list of str or None
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> pts = [[0, 0], [1, 1], [5, 5]]
+        >>> ds = zv.write_points(
+        ...     "memory://doc-group-names", pts, chunk_shape=4, object_ids=[10, 20, 30],
+        ...     groups={7: [10, 30], 8: [20]}, group_names=["left", "right"],
+        ...     group_attributes={"size": [2, 1]},
+        ... )
+        >>> ds.group_names()
+        ['left', 'right']
+        """
         lv = self.level(level)
         names = None if lv.groups is None else lv.groups.attrs.get("group_names")
         return None if names is None else [str(n) for n in names]
 
     def group_attributes(self, name: str, *, level: int = 0) -> np.ndarray:
-        """Values of one group attribute, one row per group in the order of :meth:`group_ids`."""
+        """Values of one group attribute, one row per group in the order of :meth:`group_ids`.
+
+        Parameters
+        ----------
+        name
+            The attribute.
+        level
+            The level to read.
+
+        Returns
+        -------
+        numpy.ndarray
+            (G,) or (G, C), in the attribute's dtype.
+
+        Raises
+        ------
+        AttributeNotFoundError
+            The level has no group attribute ``name`` (a ``KeyError``).
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> pts = [[0, 0], [1, 1], [5, 5]]
+        >>> ds = zv.write_points(
+        ...     "memory://doc-group-attributes", pts, chunk_shape=4, object_ids=[10, 20, 30],
+        ...     groups={7: [10, 30], 8: [20]}, group_names=["left", "right"],
+        ...     group_attributes={"size": [2, 1]},
+        ... )
+        >>> ds.group_attributes("size").tolist()
+        [2, 1]
+        """
         lv = self.level(level)
         if name not in lv.group_attributes:
             raise AttributeNotFoundError("group", [name], level, lv.group_attributes)
         return table_values(lv, lv.group_attributes[name])
 
     def group(self, gid: int, *, level: int = 0, attributes: Sequence[str] | bool | None = None) -> Result:
-        """All vertices of the objects in group ``gid`` (the user's group id, see :meth:`group_ids`)."""
+        """All vertices of the objects in group ``gid`` (the user's group id, see :meth:`group_ids`),
+        as :meth:`objects` reads them.
+
+        Parameters
+        ----------
+        gid
+            The group's id.
+        level
+            The level to read.
+        attributes
+            Vertex attribute names to read; default all, ``False`` none.
+
+        Returns
+        -------
+        Result
+
+        Raises
+        ------
+        UnknownIdError
+            The level has no group ``gid`` (a ``KeyError``).
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> pts = [[0, 0], [1, 1], [5, 5]]
+        >>> ds = zv.write_points(
+        ...     "memory://doc-group", pts, chunk_shape=4, object_ids=[10, 20, 30],
+        ...     groups={7: [10, 30], 8: [20]}, group_names=["left", "right"],
+        ...     group_attributes={"size": [2, 1]},
+        ... )
+        >>> ds.group(7).object_ids.tolist()
+        [10, 30]
+        """
         groups = self.groups(level=level)
         (index,) = self.level(level).group_id_map.to_oids([gid])
         return self.objects(groups[index], level=level, attributes=attributes)
@@ -298,22 +753,58 @@ class Dataset:
         progress: bool = False,
     ) -> list[int]:
         """Add coarser levels ``1, 2, ...``, one per factor, each built from the level before
-        (the store must be opened with ``mode="r+"``). Returns the new level indices.
+        (the store must be opened with ``mode="r+"``). See ``docs/levels.md``.
 
-        ``factors``: bin growth per level, a number or one per axis (each level's bins are
-        the previous level's times the factor). ``chunk_scale``: ``"auto"`` grows the chunks
-        with the bins (``round(factor)``, raised until the bins tile them), ``None`` keeps
-        them, or one integer step (or one per axis) per level. ``reductions``: vertex
-        attribute -> ``mean``/``mode``/``sum``/``min``/``max``/``first`` for point
-        metavertices (default: mean for floats, mode for integers). ``cross_level``:
-        ``"implicit"`` writes ``links/+1`` (each fine vertex's coarse parent, compact
-        indices), ``"explicit"`` also ``links/-1``, ``"none"`` neither. ``object_sparsity``:
-        a fraction of objects kept per level, a :class:`~zarr_vectors.pyramid.Sparsity`, or one
-        per level. ``tolerance``: Douglas-Peucker tolerance for lines, skeletons, graphs and
-        the paths of polygon / multi-line stores (default half the level's smallest bin edge;
-        a polygon ring keeps a triangle and polygons stay valid). ``face_fraction``: faces kept per level for
-        meshes (default ``1 / mean(factor) ** 2``). ``overwrite=True`` rebuilds existing
-        coarse levels. See ``docs/levels.md``.
+        Parameters
+        ----------
+        factors
+            One entry per new level: its bin growth, a number or one per axis (each level's
+            bins are the previous level's times the factor).
+        chunk_scale
+            ``"auto"`` grows the chunks with the bins (``round(factor)``, raised until the
+            bins tile them), ``None`` keeps them, or one integer step (or one per axis) per level.
+        reductions
+            Vertex attribute -> ``mean``/``mode``/``sum``/``min``/``max``/``first`` for point
+            metavertices (default: mean for floats, mode for integers).
+        cross_level
+            ``"implicit"`` writes ``links/+1`` (each fine vertex's coarse parent, compact
+            indices), ``"explicit"`` also ``links/-1``, ``"none"`` neither.
+        object_sparsity
+            A fraction of objects kept per level, a :class:`~zarr_vectors.pyramid.Sparsity`,
+            or one per level.
+        tolerance
+            Douglas-Peucker tolerance for lines, skeletons, graphs and the paths of polygon /
+            multi-line stores (default half the level's smallest bin edge; a polygon ring
+            keeps a triangle and polygons stay valid).
+        face_fraction
+            Faces kept per level for meshes (default ``1 / mean(factor) ** 2``).
+        overwrite
+            Rebuild coarse levels that exist already.
+        progress
+            Show a progress bar on stderr.
+
+        Returns
+        -------
+        list of int
+            The new level indices.
+
+        Raises
+        ------
+        ReadOnlyError
+            The store was opened with ``mode="r"``.
+        InputError
+            Malformed factors or options.
+
+        Examples
+        --------
+        >>> import numpy as np, zarr_vectors as zv
+        >>> pts = np.random.default_rng(0).uniform(0, 8, (200, 2))
+        >>> _ = zv.write_points("memory://doc-pyramid", pts, chunk_shape=4, bin_shape=1)
+        >>> ds = zv.open("memory://doc-pyramid", mode="r+")
+        >>> ds.build_pyramid([2, 2])
+        [1, 2]
+        >>> ds.levels, ds.vertex_count(1) < ds.vertex_count(0)
+        ([0, 1, 2], True)
         """
         return build_pyramid(
             self._store,
@@ -329,9 +820,43 @@ class Dataset:
         )
 
     def level_for(self, *, max_vertices: int | None = None, resolution: Any = None, bbox: Any = None) -> int:
-        """The level to read for a vertex budget (the finest whose estimated count in ``bbox``
-        fits ``max_vertices``, else the coarsest) or a ``resolution`` (the coarsest whose bins
-        are no larger). Decided from level metadata alone: no vertex data is read."""
+        """The level to read for a vertex budget or a resolution, decided from level metadata
+        alone (no vertex data is read).
+
+        Parameters
+        ----------
+        max_vertices
+            A vertex budget: the finest level whose estimated count in ``bbox`` fits it,
+            else the coarsest.
+        resolution
+            A bin edge (one number or one per axis): the coarsest level whose bins are no
+            larger.
+        bbox
+            ``(lo, hi)`` the budget applies to; default the whole store.
+
+        Returns
+        -------
+        int
+            A level of :attr:`levels`.
+
+        Raises
+        ------
+        InputError
+            Neither or both of ``max_vertices`` and ``resolution`` given, or malformed values.
+
+        Examples
+        --------
+        >>> import numpy as np, zarr_vectors as zv
+        >>> pts = np.random.default_rng(0).uniform(0, 8, (200, 2))
+        >>> _ = zv.write_points("memory://doc-level-for", pts, chunk_shape=4, bin_shape=1)
+        >>> ds = zv.open("memory://doc-level-for", mode="r+")
+        >>> ds.build_pyramid([2, 2])
+        [1, 2]
+        >>> ds.level_for(max_vertices=1_000), ds.level_for(max_vertices=1)
+        (0, 2)
+        >>> ds.level_for(resolution=2)
+        1
+        """
         return level_for(self._store, max_vertices=max_vertices, resolution=resolution, bbox=bbox)
 
 
@@ -343,10 +868,44 @@ def _user_ids(level: Level, oids: np.ndarray | None) -> np.ndarray | None:
 def open(target: Any, mode: str = "r", *, storage_options: dict[str, Any] | None = None) -> Dataset:  # noqa: A001
     """Open a Zarr Vectors store: a directory, a ``.zip`` file, a URL or a zarr v3 ``Store``.
 
-    Raises ``ValueError`` (:class:`~zarr_vectors.engine.storage.ZarrV2StoreError`) for a Zarr v2
-    store and :class:`~zarr_vectors.errors.FormatError` for a Zarr v3 group that is not a
-    Zarr Vectors 0.9 store. ``storage_options`` go to fsspec, except ``zv_timeout``
-    (seconds per request to an object store, default 30) and ``zv_follow_symlinks``
-    (local stores: read links that lead out of the store); see ``docs/storage.md``.
+    Only the root metadata is read here; see :class:`Dataset` for what is read when.
+
+    Parameters
+    ----------
+    target
+        A directory path, a ``.zip`` path, a URL (``s3://``, ``memory://``, ``file://``, ...)
+        or a zarr v3 ``Store``.
+    mode
+        ``"r"`` (read only) or ``"r+"`` (coarser levels may be added with
+        :meth:`Dataset.build_pyramid`).
+    storage_options
+        Options for fsspec, except ``zv_timeout`` (seconds per request to an object store,
+        default 30) and ``zv_follow_symlinks`` (local stores: read links that lead out of
+        the store); see ``docs/storage.md``.
+
+    Returns
+    -------
+    Dataset
+
+    Raises
+    ------
+    ZarrV2StoreError
+        ``target`` is a Zarr v2 store (a ``ValueError``).
+    FormatError
+        ``target`` is a Zarr v3 group that is not a Zarr Vectors 0.9 store.
+    StoreNotFoundError
+        Nothing is stored at a local ``target`` (a ``FileNotFoundError``).
+    InputError
+        ``mode`` is neither ``"r"`` nor ``"r+"``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, zarr_vectors as zv
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = pathlib.Path(folder) / "cells.zarr"
+    ...     _ = zv.write_points(path, [[0, 0, 0], [4, 5, 6]], chunk_shape=2)
+    ...     ds = zv.open(path)
+    ...     print(ds.geometry_types, ds.vertex_count())
+    ('point_cloud',) 2
     """
     return Dataset.open(target, mode=mode, storage_options=storage_options)

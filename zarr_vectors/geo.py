@@ -109,7 +109,17 @@ class CRS(dict):  # type: ignore[type-arg]
     """A CRS as stored: a dict of GeoZarr ``proj:`` properties (a plain dict to JSON and ``==``).
 
     At least one of ``proj:code`` (``"EPSG:32633"``), ``proj:wkt2`` and ``proj:projjson``
-    is present. Build one with :func:`parse_crs`.
+    is present. Build one with :func:`parse_crs`; :attr:`zarr_vectors.Dataset.crs`
+    returns one.
+
+    Examples
+    --------
+    >>> from zarr_vectors.geo import parse_crs
+    >>> crs = parse_crs("EPSG:32633")
+    >>> crs
+    CRS('EPSG:32633')
+    >>> crs == {"proj:code": "EPSG:32633"}, crs.code, crs.wkt2
+    (True, 'EPSG:32633', None)
     """
 
     @property
@@ -119,14 +129,34 @@ class CRS(dict):  # type: ignore[type-arg]
 
     @property
     def wkt2(self) -> str | None:
+        """The WKT2 text when stored (``proj:wkt2``), else None."""
         return self.get("proj:wkt2")
 
     @property
     def projjson(self) -> dict[str, Any] | None:
+        """The PROJJSON object when stored (``proj:projjson``), else None."""
         return self.get("proj:projjson")
 
     def to_pyproj(self) -> Any:
-        """The CRS as a ``pyproj.CRS`` (needs pyproj, from the ``geo`` extra)."""
+        """The CRS as a ``pyproj.CRS`` (needs pyproj, from the ``geo`` extra), built from the
+        PROJJSON, else the WKT2, else the code.
+
+        Returns
+        -------
+        pyproj.CRS
+
+        Raises
+        ------
+        InputError
+            pyproj is not installed.
+
+        Examples
+        --------
+        >>> from zarr_vectors.geo import parse_crs
+        >>> utm = parse_crs("EPSG:32633").to_pyproj()
+        >>> utm.name, utm.to_epsg()
+        ('WGS 84 / UTM zone 33N', 32633)
+        """
         pyproj = _pyproj()
         if pyproj is None:
             raise InputError(needs("CRS.to_pyproj", "pyproj", "geo"))
@@ -275,11 +305,31 @@ def _check_with_pyproj(crs: CRS, given: Any) -> None:
 
 
 def parse_crs(value: Any) -> CRS:
-    """A :class:`CRS` from an EPSG code (``"EPSG:4326"``, ``4326``, an OGC URN or URL), a WKT2
-    string, PROJJSON (dict or text), a dict of ``proj:`` keys, or a ``pyproj.CRS``.
+    """A :class:`CRS` from any of the usual ways to name one; writers' ``crs=`` goes through it.
 
-    Raises :class:`~zarr_vectors.errors.InputError` for anything else, for WKT1, and (when
-    pyproj is installed) for a CRS that PROJ does not know.
+    Parameters
+    ----------
+    value
+        An EPSG code (``"EPSG:4326"``, ``4326``, an OGC URN or URL), a WKT2 string, PROJJSON
+        (dict or text), a dict of ``proj:`` keys, or a ``pyproj.CRS``.
+
+    Returns
+    -------
+    CRS
+
+    Raises
+    ------
+    InputError
+        Anything else, WKT1, and (when pyproj is installed) a CRS that PROJ does not know.
+
+    Examples
+    --------
+    >>> from zarr_vectors.geo import parse_crs
+    >>> parse_crs(4326), parse_crs("urn:ogc:def:crs:EPSG::3857")
+    (CRS('EPSG:4326'), CRS('EPSG:3857'))
+    >>> import pyproj
+    >>> sorted(parse_crs(pyproj.CRS("EPSG:4326").to_wkt()))
+    ['proj:code', 'proj:wkt2']
     """
     if isinstance(value, CRS):
         return CRS(value)

@@ -43,9 +43,31 @@ def _require_matplotlib() -> Any:
 def resolve_view(view: str | Sequence[int | str] | None, names: Sequence[str]) -> tuple[int, ...]:
     """Axis indices to draw: two for a 2-D projection, three for a 3-D view.
 
-    ``view`` is ``None`` (3-D when there are 3 or more axes, else the first two), ``"3d"``,
-    ``"2d"``, a string of one-letter axis names (``"xz"``), comma-separated names
-    (``"x,z"``), or a sequence of names or indices.
+    Parameters
+    ----------
+    view
+        ``None`` (3-D when there are 3 or more axes, else the first two), ``"3d"``,
+        ``"2d"``, a string of one-letter axis names (``"xz"``), comma-separated names
+        (``"x,z"``), or a sequence of names or indices.
+    names
+        The axis names of the data, in coordinate order.
+
+    Returns
+    -------
+    tuple of int
+
+    Raises
+    ------
+    InputError
+        An unknown axis name or index, a repeated axis, or a count other than two or three.
+
+    Examples
+    --------
+    >>> from zarr_vectors.plot import resolve_view
+    >>> resolve_view(None, ["x", "y", "z"]), resolve_view("xz", ["x", "y", "z"])
+    ((0, 1, 2), (0, 2))
+    >>> resolve_view(["z", 0], ["x", "y", "z"])
+    (2, 0)
     """
     d = len(names)
     if view is None or view in ("3d", "2d"):
@@ -239,12 +261,53 @@ def plot(
     colorbar: bool = True,
     title: str | None = None,
 ) -> Axes:
-    """Draw ``result`` on ``ax`` (a new figure when None) and return the axes.
+    """Draw ``result`` on ``ax`` (a new pyplot figure when None) and return the axes.
 
-    ``view``: see :func:`resolve_view`; a 3-D view needs ``ax`` made with
-    ``projection="3d"``. ``color_by``: ``"object"``, a vertex attribute or an edge
-    attribute name. ``point_size`` defaults to a size that shrinks with the vertex count.
-    Coordinates are drawn as float64; rows keep the result's order.
+    Coordinates are drawn as float64; rows keep the result's order. The module
+    documentation says what is drawn and how colours are chosen.
+
+    Parameters
+    ----------
+    result
+        What to draw.
+    ax
+        Matplotlib axes to draw on; a 3-D view needs axes made with ``projection="3d"``.
+    view
+        The axes to show; see :func:`resolve_view`.
+    color_by
+        ``"object"``, a vertex attribute or an edge attribute name; default one colour.
+    cmap
+        Colour map for a scalar attribute.
+    point_size
+        Marker size; default a size that shrinks with the vertex count.
+    line_width
+        Width of edges and line pieces.
+    colorbar
+        Add a colour bar when colouring by a scalar attribute.
+    title
+        Title of the axes.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    InputError
+        A view that does not fit the data or ``ax``, or an unknown ``color_by``.
+    ZarrVectorsError
+        Matplotlib is not installed (extra ``plot``).
+
+    Examples
+    --------
+    >>> import numpy as np, zarr_vectors as zv
+    >>> from matplotlib.figure import Figure
+    >>> from zarr_vectors.plot import plot
+    >>> pts = np.random.default_rng(0).uniform(0, 10, (50, 3))
+    >>> ds = zv.write_points("memory://doc-plot", pts, chunk_shape=5, attributes={"t": np.arange(50.0)})
+    >>> ax = plot(ds.read(), ax=Figure().add_subplot(), view="xz", color_by="t")
+    >>> ax.get_xlabel(), ax.get_ylabel(), len(ax.figure.axes)  # the plot and its colour bar
+    ('x', 'z', 2)
     """
     _require_matplotlib()
     names = axis_names(result)
@@ -272,8 +335,29 @@ def plot(
 
 
 def image_format(path: str | Path) -> str:
-    """The image format matplotlib writes for ``path``'s extension (``"png"``, ``"svg"``, ...);
-    InputError naming the formats when it writes none for it."""
+    """The image format matplotlib writes for ``path``'s extension (``"png"``, ``"svg"``, ...).
+
+    Parameters
+    ----------
+    path
+        An image file name.
+
+    Returns
+    -------
+    str
+        The extension, lower case, without the dot.
+
+    Raises
+    ------
+    InputError
+        Matplotlib writes no format for the extension (the message names those it writes).
+
+    Examples
+    --------
+    >>> from zarr_vectors.plot import image_format
+    >>> image_format("cells.PNG"), image_format("figures/cells.svg")
+    ('png', 'svg')
+    """
     _require_matplotlib()
     from matplotlib.backend_bases import FigureCanvasBase
 
@@ -296,11 +380,38 @@ def render(
     dpi: float = 100,
     **kwargs: Any,
 ) -> None:
-    """Draw ``result`` (see :func:`plot` for ``kwargs``) into an image file; its extension picks
-    the format (``.png``, ``.svg``, ``.pdf``, ...; see :func:`image_format`). The image is
-    ``size`` inches at ``dpi``.
+    """Draw ``result`` into an image file; its extension picks the format.
 
     No pyplot state is touched, so this works without a display and inside servers.
+
+    Parameters
+    ----------
+    result
+        What to draw.
+    path
+        The image to write: ``.png``, ``.svg``, ``.pdf``, ... (see :func:`image_format`).
+    size
+        Width and height in inches.
+    dpi
+        Dots per inch.
+    **kwargs
+        The keywords of :func:`plot` (``view``, ``color_by``, ...), except ``ax``.
+
+    Raises
+    ------
+    InputError
+        An extension matplotlib cannot write, or options :func:`plot` refuses.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, zarr_vectors as zv
+    >>> from zarr_vectors.plot import render
+    >>> ds = zv.write_points("memory://doc-render", [[0, 0, 0], [1, 2, 3], [3, 1, 2]], chunk_shape=2)
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = pathlib.Path(folder) / "cloud.png"
+    ...     render(ds.read(), path, size=(3, 2), dpi=50, view="xz")
+    ...     print(path.read_bytes()[1:4])
+    b'PNG'
     """
     fmt = image_format(path)
     from matplotlib.figure import Figure

@@ -41,7 +41,23 @@ class Result:
     rows of ``positions``: ``edges`` (E, 2); for lines, line ``i`` is rows
     ``line_offsets[i]:line_offsets[i + 1]`` in order along the line; for skeletons,
     ``edges`` are ``(parent, child)`` and ``parents[i]`` is row i's parent row (-1 for a
-    root or a parent outside the result).
+    root or a parent outside the result); for meshes, ``faces`` (F, 3).
+
+    Examples
+    --------
+    >>> import zarr_vectors as zv
+    >>> ds = zv.write_points("memory://doc-result", [[0.0, 0.0], [1.0, 1.0], [5.0, 5.0]], chunk_shape=4)
+    >>> res = ds.query(bbox=([0, 0], [2, 2]))
+    >>> res
+    <Result 2 vertices x 2 axes; attributes: none>
+    >>> len(res), res.axes, res.positions.tolist()
+    (2, ('x', 'y'), [[0.0, 0.0], [1.0, 1.0]])
+
+    A result can also be made by hand, for example to export or draw:
+
+    >>> import numpy as np
+    >>> zv.Result(np.zeros((3, 2)), attributes={"t": np.arange(3)})
+    <Result 3 vertices x 2 axes; attributes: t>
     """
 
     positions: np.ndarray
@@ -60,7 +76,16 @@ class Result:
 
     @property
     def lines(self) -> list[np.ndarray] | None:
-        """Positions of each line (or line piece), from ``line_offsets``; None for other geometry."""
+        """Positions of each line (or line piece), from ``line_offsets``; None for other geometry.
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> lines = [[[0, 0], [1, 1]], [[3, 3], [3, 4], [4, 4]]]
+        >>> ds = zv.write_lines("memory://doc-result-lines", lines, chunk_shape=4)
+        >>> [line.tolist() for line in ds.read().lines]
+        [[[0, 0], [1, 1]], [[3, 3], [3, 4], [4, 4]]]
+        """
         if self.line_offsets is None:
             return None
         o = self.line_offsets
@@ -75,8 +100,26 @@ class Result:
         return f"<Result {len(self)} vertices x {self.positions.shape[1]} axes; attributes: {names}{objs}>"
 
     def plot(self, **kwargs: Any) -> Any:
-        """Draw the result with matplotlib (extra ``plot``) and return the axes; the keywords
-        (``ax``, ``view``, ``color_by``, ...) are those of :func:`zarr_vectors.plot.plot`."""
+        """Draw the result with matplotlib (extra ``plot``) and return the axes.
+
+        Parameters
+        ----------
+        **kwargs
+            ``ax``, ``view``, ``color_by``, ...: the keywords of :func:`zarr_vectors.plot.plot`.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> from matplotlib.figure import Figure
+        >>> ds = zv.write_points("memory://doc-result-plot", [[0, 0], [1, 2], [3, 1]], chunk_shape=2)
+        >>> ax = ds.read().plot(ax=Figure().add_subplot(), title="three points")
+        >>> ax.get_title()
+        'three points'
+        """
         from zarr_vectors.plot import plot
 
         return plot(self, **kwargs)
@@ -87,6 +130,31 @@ class Result:
         Edges and faces survive when all their rows do; a line piece splits where rows
         are dropped; a parent outside the subset becomes -1. ``region`` and ``origin``
         are carried over (the caller narrows ``region`` when it means to).
+
+        Parameters
+        ----------
+        mask
+            (N,) booleans, one per row.
+
+        Returns
+        -------
+        Result
+
+        Raises
+        ------
+        InputError
+            ``mask`` does not have one entry per row.
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> ds = zv.write_lines("memory://doc-subset", [[[0, 0], [1, 0], [2, 0], [3, 0]]], chunk_shape=4)
+        >>> res = ds.read()
+        >>> part = res.subset(res.positions[:, 0] != 1)
+        >>> [line.tolist() for line in part.lines]
+        [[[0, 0]], [[2, 0], [3, 0]]]
+        >>> part.edges.tolist()
+        [[1, 2]]
         """
         mask = np.asarray(mask, bool)
         if mask.shape != (len(self),):
@@ -129,6 +197,31 @@ class Result:
         (graph edges) per object. ``object_attributes`` (True for all, or names) adds a
         third item, a dict name -> values aligned with ``ids``. See
         :func:`zarr_vectors.shapely_io.result_to_shapely`.
+
+        Parameters
+        ----------
+        clip
+            Cut a region query's objects to its box or polygon.
+        object_attributes
+            True for every object attribute, or a list of names: add a dict name -> values
+            aligned with ``ids`` as a third item.
+
+        Returns
+        -------
+        tuple
+            ``(ids, geometries)``, or ``(ids, geometries, attributes)``.
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> lines = [[[0, 0], [4, 0]], [[0, 2], [0, 6]]]
+        >>> ds = zv.write_lines("memory://doc-to-shapely", lines, chunk_shape=2, object_ids=[11, 12])
+        >>> ids, geoms = ds.query(bbox=([0, 0], [1, 1])).to_shapely()
+        >>> ids.tolist(), [g.wkt for g in geoms]
+        ([11], ['LINESTRING (0 0, 4 0)'])
+        >>> ids, geoms = ds.query(bbox=([0, 0], [1, 1])).to_shapely(clip=True)
+        >>> [g.wkt for g in geoms]
+        ['LINESTRING (0 0, 1 0)']
         """
         from zarr_vectors.shapely_io import result_to_shapely
 
@@ -137,7 +230,28 @@ class Result:
     def to_trimesh(self, process: bool = False) -> Any:
         """The result as a ``trimesh.Trimesh`` (positions and ``faces``; meshes only).
 
-        ``process=False`` keeps every vertex and face as read (no merging or reordering).
+        Parameters
+        ----------
+        process
+            Let trimesh merge and reorder vertices; ``False`` keeps every vertex and face as read.
+
+        Returns
+        -------
+        trimesh.Trimesh
+
+        Raises
+        ------
+        InputError
+            The result has no faces (not a mesh read).
+
+        Examples
+        --------
+        >>> import zarr_vectors as zv
+        >>> vertices = [[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0]]
+        >>> ds = zv.write_mesh("memory://doc-to-trimesh", vertices, [[0, 1, 2], [1, 3, 2]], chunk_shape=2)
+        >>> mesh = ds.read().to_trimesh()
+        >>> mesh.vertices.shape, mesh.faces.tolist(), float(mesh.area)
+        ((4, 3), [[0, 1, 2], [1, 3, 2]], 1.0)
         """
         if self.faces is None:
             raise InputError("this result has no faces: to_trimesh needs a mesh query or object read")
@@ -146,7 +260,20 @@ class Result:
         return trimesh.Trimesh(vertices=self.positions, faces=self.faces, process=process)
 
     def sorted(self) -> Result:
-        """A copy with rows in lexicographic order of (object id, position): a canonical order for comparing."""
+        """A copy with rows in lexicographic order of (object id, position): a canonical order
+        for comparing. Connectivity is not carried over.
+
+        Returns
+        -------
+        Result
+
+        Examples
+        --------
+        >>> import numpy as np, zarr_vectors as zv
+        >>> res = zv.Result(np.array([[2.0, 0.0], [1.0, 5.0], [1.0, 3.0]]), object_ids=np.array([0, 1, 0]))
+        >>> res.sorted().positions.tolist()
+        [[1.0, 3.0], [2.0, 0.0], [1.0, 5.0]]
+        """
         keys = [self.positions[:, i] for i in reversed(range(self.positions.shape[1]))]
         if self.object_ids is not None:
             keys.append(self.object_ids)

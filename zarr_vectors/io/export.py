@@ -85,7 +85,29 @@ def _line_index(result: Result) -> np.ndarray | None:
 
 
 def edges_of(result: Result) -> np.ndarray | None:
-    """Edges of the result, or consecutive pairs of each line piece when only offsets exist."""
+    """Edges of the result as (E, 2) row indices: ``result.edges``, else the ``(parent, child)``
+    pairs of a skeleton's ``parents`` or of consecutive rows of each line piece.
+
+    Parameters
+    ----------
+    result
+        Any result.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        (E, 2) int64, or None when the result has no connectivity (points, meshes).
+
+    Examples
+    --------
+    >>> import numpy as np, zarr_vectors as zv
+    >>> from zarr_vectors.io.export import edges_of
+    >>> lines = zv.Result(np.zeros((5, 2)), line_offsets=np.array([0, 3, 5]))
+    >>> edges_of(lines).tolist()
+    [[0, 1], [1, 2], [3, 4]]
+    >>> print(edges_of(zv.Result(np.zeros((2, 2)))))
+    None
+    """
     if result.edges is not None:
         return np.asarray(result.edges, np.int64).reshape(-1, 2)
     parents = _parent_rows(result)
@@ -240,7 +262,35 @@ def write_npz(result: Result, path: Path) -> None:
 
 
 def read_npz(path: str | Path) -> Result:
-    """A Result from a file :func:`export_result` wrote as ``.npz``: every array as it was."""
+    """A Result from a file :func:`export_result` wrote as ``.npz``: every array as it was.
+
+    Parameters
+    ----------
+    path
+        The ``.npz`` file.
+
+    Returns
+    -------
+    Result
+        Without ``region`` and ``origin``.
+
+    Raises
+    ------
+    InputError
+        The file has no ``positions`` array.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, numpy as np, zarr_vectors as zv
+    >>> from zarr_vectors.io.export import export_result, read_npz
+    >>> res = zv.Result(np.array([[0.5, 1.0], [2.0, 3.0]]), {"t": np.array([7, 8])}, axes=("x", "y"))
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = pathlib.Path(folder) / "rows.npz"
+    ...     _ = export_result(res, path)
+    ...     back = read_npz(path)
+    >>> back.positions.tolist(), back.attributes["t"].tolist(), back.axes
+    ([[0.5, 1.0], [2.0, 3.0]], [7, 8], ('x', 'y'))
+    """
     with np.load(path, allow_pickle=False) as z:
         data = {k: z[k] for k in z.files}
     if "positions" not in data:
@@ -291,11 +341,48 @@ EXPORT_FORMATS: dict[str, Callable[[Result, Path], None]] = {
 
 
 def export_result(result: Result, path: str | Path) -> str:
-    """Write ``result`` to ``path`` in the format its extension names; returns the extension.
+    """Write ``result`` to ``path`` in the format its extension names.
 
-    Raises :class:`~zarr_vectors.errors.InputError` for an unknown extension or data the
-    format cannot hold (more than 3 axes in OBJ or SWC, 64-bit values outside 32-bit range
-    in PLY, SWC of a result without parents or lines).
+    Row ``i`` of the file is row ``i`` of the result; the module documentation lists what
+    each format keeps.
+
+    Parameters
+    ----------
+    result
+        Any result (of a query, an object read, or made by hand).
+    path
+        The file to write; the extension (any case) picks the format: ``.csv``, ``.ply``,
+        ``.obj``, ``.npz``, ``.swc`` or ``.geojson``.
+
+    Returns
+    -------
+    str
+        The extension, lower case (``".csv"``, ...).
+
+    Raises
+    ------
+    InputError
+        An unknown extension, or data the format cannot hold (more than 3 axes in OBJ or
+        SWC, 64-bit values outside 32-bit range in PLY, SWC of a result without parents or
+        lines).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, zarr_vectors as zv
+    >>> from zarr_vectors.io.export import export_result
+    >>> lines = [[[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]], [[5.0, 5.0], [6.0, 6.0]]]
+    >>> ds = zv.write_lines("memory://doc-export", lines, chunk_shape=4, object_ids=[3, 8])
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = pathlib.Path(folder) / "lines.csv"
+    ...     print(export_result(ds.read(), path))
+    ...     print(path.read_text(), end="")
+    .csv
+    x,y,object_id,line
+    0.0,0.0,3,0
+    1.0,0.0,3,0
+    2.0,0.0,3,0
+    5.0,5.0,8,1
+    6.0,6.0,8,1
     """
     path = Path(path)
     ext = path.suffix.lower()

@@ -34,7 +34,38 @@ class Swc:
 
 
 def read_swc(path: str | Path) -> Swc:
-    """Parse an SWC file; raises InputError naming the file and line for anything malformed."""
+    """Parse an SWC file: samples in file order, parents resolved by id to row indices.
+
+    Parameters
+    ----------
+    path
+        The ``.swc`` file.
+
+    Returns
+    -------
+    Swc
+        ``positions`` float64 (N, 3), ``parents`` int64 row indices (-1 for roots),
+        ``radius`` float32, ``type`` int16 and the file's sample ``ids`` int64.
+
+    Raises
+    ------
+    InputError
+        Anything malformed, naming the file and line: a sample without 7 fields, text
+        where a number belongs, a NaN or infinite coordinate or radius, a repeated id, a
+        parent that is not in the file or a sample that is its own parent; or a file with
+        no samples.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from zarr_vectors.io.swc import read_swc
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = pathlib.Path(folder) / "cell.swc"
+    ...     _ = path.write_text("# a soma and a branch\\n1 1 0 0 0 2.0 -1\\n7 3 1 0 0 0.5 1\\n9 3 2 1 0 0.5 7\\n")
+    ...     swc = read_swc(path)
+    >>> swc.ids.tolist(), swc.parents.tolist(), swc.radius.tolist()
+    ([1, 7, 9], [-1, 0, 1], [2.0, 0.5, 0.5])
+    """
     path = Path(path)
     rows = []
     linenos = []
@@ -103,7 +134,34 @@ def write_swc(
     radius: np.ndarray | None = None,
     type: np.ndarray | None = None,
 ) -> None:  # noqa: A002
-    """Write an SWC file with samples numbered 1..N in depth-first order (parents first)."""
+    """Write an SWC file with samples numbered 1..N in depth-first order (parents first).
+
+    Parameters
+    ----------
+    path
+        The file to write (replaced if it exists).
+    positions
+        (N, 3) coordinates; floats are written so that they read back exactly.
+    parents
+        (N,) parent row of every row, -1 for a root.
+    radius
+        (N,) radii; default 1.
+    type
+        (N,) SWC structure types (1 soma, 2 axon, 3 dendrite, ...); default 0.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from zarr_vectors.io.swc import write_swc
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = pathlib.Path(folder) / "tree.swc"
+    ...     write_swc(path, [[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]], parents=[1, -1], radius=[0.5, 2.0])
+    ...     print(path.read_text(), end="")
+    # written by zarr_vectors
+    # id type x y z radius parent
+    1 0 0.0 0.0 0.0 2.0 -1
+    2 0 1.0 1.0 0.0 0.5 1
+    """
     from zarr_vectors.kinds.skeletons import depth_first_order, tree_roots
 
     n = len(positions)
@@ -134,12 +192,58 @@ def ingest_swc(
 ) -> Dataset:
     """Write many SWC files into one skeleton store, one object per file.
 
-    A file's object id is ``object_ids[i]`` when given; else, when every file name is an
-    integer (``720575940621039145.swc``, as neuPrint, navis and cloud-volume save
-    segments) and ``ids_from_names``, that integer (uint64); else ``i``, its place in
-    ``files``. Keeps ``radius`` and ``type`` per vertex, and per object the sample count
-    (``n_samples``) and the file's name (``name``).
-    Every file is parsed before anything is written, so a bad file leaves no store.
+    Keeps ``radius`` and ``type`` per vertex, and per object the sample count
+    (``n_samples``) and the file's name (``name``). Every file is parsed before anything
+    is written, so a bad file leaves no store.
+
+    Parameters
+    ----------
+    target
+        Where to write, as in :func:`zarr_vectors.write_points`.
+    files
+        The SWC files.
+    chunk_shape
+        Edge length of a spatial chunk: one number or one per axis.
+    progress
+        Show a progress bar on stderr while the files are parsed.
+    overwrite
+        Replace an existing store.
+    object_ids
+        One id per file. Default: when every file name is an integer
+        (``720575940621039145.swc``, as neuPrint, navis and cloud-volume save segments)
+        and ``ids_from_names``, that integer (uint64); else ``i``, the file's place in
+        ``files``.
+    ids_from_names
+        Take the ids from integer file names (see ``object_ids``).
+    **kwargs
+        Other keywords of :func:`zarr_vectors.write_skeleton` (``bounds``, ``compression``, ...).
+
+    Returns
+    -------
+    Dataset
+        The new skeleton store, opened for reading.
+
+    Raises
+    ------
+    InputError
+        No files, a malformed file (see :func:`read_swc`), ids that are not one per file
+        or repeat, a malformed ``chunk_shape``.
+    StoreExistsError
+        ``target`` holds data and ``overwrite`` is false.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from zarr_vectors.io.swc import ingest_swc
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     folder = pathlib.Path(folder)
+    ...     _ = (folder / "720575940621039145.swc").write_text("1 1 0 0 0 2 -1\\n2 3 1 0 0 1 1\\n3 3 2 1 0 1 2\\n")
+    ...     _ = (folder / "17.swc").write_text("1 1 5 5 5 1 -1\\n2 3 6 5 5 1 1\\n")
+    ...     ds = ingest_swc("memory://doc-ingest-swc", sorted(folder.glob("*.swc")), chunk_shape=4, progress=False)
+    >>> ds.object_ids().tolist(), ds.object_attributes("n_samples").tolist()
+    ([17, 720575940621039145], [2, 3])
+    >>> ds.objects([720575940621039145]).parents.tolist()
+    [-1, 0, 1]
     """
     from zarr_vectors.api import write_skeleton
     from zarr_vectors.engine.ids import file_ids
@@ -175,7 +279,48 @@ def ingest_swc(
 
 
 def export_swc(ds: Dataset, object_id: int, path: str | Path) -> int:
-    """Write one skeleton object of ``ds`` to an SWC file; returns the number of samples."""
+    """Write one skeleton object of ``ds`` to an SWC file, with its ``radius`` and ``type``
+    attributes when the store has them.
+
+    Parameters
+    ----------
+    ds
+        A skeleton store.
+    object_id
+        The object to write (the user's id, see :meth:`Dataset.object_ids`).
+    path
+        The file to write.
+
+    Returns
+    -------
+    int
+        The number of samples written.
+
+    Raises
+    ------
+    InputError
+        ``ds`` holds no skeletons, or the object has no vertices.
+    UnknownIdError
+        The store has no object ``object_id`` (a ``KeyError``).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, zarr_vectors as zv
+    >>> from zarr_vectors.io.swc import export_swc
+    >>> ds = zv.write_skeleton(
+    ...     "memory://doc-export-swc", [[0, 0, 0], [1, 0, 0], [5, 5, 5]], [-1, 0, -1],
+    ...     chunk_shape=2, object_ids=[4, 4, 9], attributes={"radius": [2.0, 1.0, 1.0]},
+    ... )
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = pathlib.Path(folder) / "4.swc"
+    ...     print(export_swc(ds, 4, path))
+    ...     print(path.read_text(), end="")
+    2
+    # written by zarr_vectors
+    # id type x y z radius parent
+    1 0 0.0 0.0 0.0 2.0 -1
+    2 0 1.0 0.0 0.0 1.0 1
+    """
     if "skeleton" not in ds.geometry_types:
         raise InputError(
             f"the store holds {list(ds.geometry_types)}, not skeletons; SWC export needs a skeleton"

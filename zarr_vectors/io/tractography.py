@@ -70,7 +70,40 @@ def _check_finite(path: Path, positions: np.ndarray, offsets: np.ndarray) -> Non
 
 
 def read_tractogram(path: str | Path) -> Tractogram:
-    """Read a .trk, .tck or .trx file."""
+    """Read a .trk, .tck or .trx file, with streamlines in world coordinates (RAS+ millimetres).
+
+    Parameters
+    ----------
+    path
+        The file; its extension picks the reader (nibabel for TRK and TCK, trx-python for TRX).
+
+    Returns
+    -------
+    Tractogram
+        ``positions`` (V, 3) and ``offsets`` (L + 1,), per-point data (``per_vertex``),
+        per-streamline data (``per_streamline``) and, for TRX, ``groups`` (name -> streamline
+        indices).
+
+    Raises
+    ------
+    InputError
+        Not a tractography extension, a path that does not exist, a file the reader cannot
+        parse, or NaN or infinite coordinates.
+    ZarrVectorsError
+        The reader is not installed (extra ``tractography``).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, nibabel as nib, numpy as np
+    >>> from zarr_vectors.io.tractography import read_tractogram
+    >>> lines = [np.array([[0, 0, 0], [1, 1, 1], [2, 2, 2]], "float32"), np.array([[5, 5, 5], [6, 6, 6]], "float32")]
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = pathlib.Path(folder) / "bundle.tck"
+    ...     nib.streamlines.save(nib.streamlines.Tractogram(lines, affine_to_rasmm=np.eye(4)), str(path))
+    ...     tractogram = read_tractogram(path)
+    >>> tractogram.offsets.tolist(), tractogram.positions[3].tolist()
+    ([0, 3, 5], [5.0, 5.0, 5.0])
+    """
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in TRACTOGRAPHY_SUFFIXES:
@@ -108,7 +141,51 @@ def read_tractogram(path: str | Path) -> Tractogram:
 def ingest_tractogram(
     target: Any, path: str | Path, *, chunk_shape: Any, overwrite: bool = False, **kwargs: Any
 ) -> Dataset:
-    """Write one tractography file as a ``streamline`` store (streamline i is object i)."""
+    """Write one tractography file as a ``streamline`` store (streamline i is object i).
+
+    Per-point data become vertex attributes, per-streamline data object attributes, and
+    TRX groups become groups (their names in ``group_names``). Axes are in ``millimeter``
+    unless ``units`` says otherwise.
+
+    Parameters
+    ----------
+    target
+        Where to write, as in :func:`zarr_vectors.write_points`.
+    path
+        A .trk, .tck or .trx file (see :func:`read_tractogram`).
+    chunk_shape
+        Edge length of a spatial chunk, in millimetres: one number or one per axis.
+    overwrite
+        Replace an existing store.
+    **kwargs
+        Other keywords of :func:`zarr_vectors.write_lines` (``bounds``, ``units``,
+        ``compression``, ...).
+
+    Returns
+    -------
+    Dataset
+        The new store, opened for reading.
+
+    Raises
+    ------
+    InputError
+        A malformed ``chunk_shape``, a file :func:`read_tractogram` refuses, or data that
+        cannot be stored as it is (the message names the file).
+    StoreExistsError
+        ``target`` holds data and ``overwrite`` is false.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, nibabel as nib, numpy as np
+    >>> from zarr_vectors.io.tractography import ingest_tractogram
+    >>> lines = [np.array([[0, 0, 0], [1, 1, 1], [2, 2, 2]], "float32"), np.array([[5, 5, 5], [6, 6, 6]], "float32")]
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = pathlib.Path(folder) / "bundle.tck"
+    ...     nib.streamlines.save(nib.streamlines.Tractogram(lines, affine_to_rasmm=np.eye(4)), str(path))
+    ...     ds = ingest_tractogram("memory://doc-ingest-tractogram", path, chunk_shape=4)
+    >>> ds.geometry_types, ds.num_objects(), ds.objects([1]).positions.tolist()
+    (('streamline',), 2, [[5.0, 5.0, 5.0], [6.0, 6.0, 6.0]])
+    """
     from zarr_vectors.api import write_lines
 
     positive_numbers(chunk_shape, "chunk_shape")

@@ -226,13 +226,86 @@ def write_graph(
 ) -> None:
     """Write a graph: vertices ``positions`` (N, D) and ``edges`` (E, 2) of vertex indices.
 
-    ``object_ids`` gives one object per vertex, int64 or uint64 ids of any value (default:
-    every vertex in object 0); ``object_attributes`` follow the distinct ids in ascending
-    order (or are a mapping ``{id: value}``), as in :func:`zarr_vectors.write_points`;
-    ``edge_attributes`` one value (or row) per edge, stored in ``link_attributes``.
-    ``directed=True`` keeps each edge's direction as given; undirected edges come back
-    in the order given too (through ``perm_idx``). Other parameters as in
-    :func:`zarr_vectors.write_points`.
+    Queries return the edges whose two vertices are both in the result, as rows of
+    ``Result.edges``, with their ``edge_attributes``.
+
+    Parameters
+    ----------
+    target
+        Where to write, as in :func:`zarr_vectors.write_points`.
+    positions
+        (N, D) finite vertex coordinates.
+    edges
+        (E, 2) integer vertex indices, each in ``[0, N)``.
+    chunk_shape
+        Edge length of a spatial chunk: one number or one per axis.
+    directed
+        Keep each edge's direction as given. Undirected edges come back in the order
+        given too (through ``perm_idx``).
+    bounds
+        Inclusive ``(lo, hi)`` corners; every vertex must lie inside. Default: the data's extent.
+    attributes
+        Per-vertex values, name -> (N,) or (N, C) array.
+    channel_names
+        Optional channel names per attribute: name -> one name per channel.
+    edge_attributes
+        name -> one value (or row) per edge, stored in ``link_attributes``.
+    object_ids
+        One object per vertex, int64 or uint64 ids of any value; default every vertex in
+        object 0.
+    object_attributes
+        name -> one row per distinct object id in ascending order, or a mapping ``{id: value}``, as
+        in :func:`zarr_vectors.write_points`.
+    groups
+        Groups of object ids: a list of lists, or a mapping group id -> ids (group ids of any
+        integer value).
+    group_attributes
+        Per-group values: one per group in ascending group id, or a mapping ``{group id: value}``.
+    group_names
+        Optional names of the groups, one per group (read back by :meth:`Dataset.group_names`).
+    axes
+        Axis names, or ``{"name", "unit"}`` dicts.
+    units
+        A default unit for the axes.
+    crs
+        A coordinate reference system: an EPSG code, WKT2, PROJJSON or ``pyproj.CRS`` (see
+        :func:`zarr_vectors.geo.parse_crs`); a dict of other keys is stored as an opaque record.
+    compression
+        ``"none"`` (the format's default), ``"zstd"``, ``"gzip"`` or ``"blosc"``.
+    checksums
+        Append Zarr's ``crc32c`` codec to every array, so a changed byte in any cell is a
+        :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
+    overwrite
+        Replace an existing store. Local and zip targets are swapped in only once complete.
+    storage_options
+        Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
+
+    Returns
+    -------
+    Dataset
+        The new store, opened for reading.
+
+    Raises
+    ------
+    InputError
+        Malformed input: edges that are not (E, 2) or name a vertex out of range, edge
+        attributes without one row per edge, and the input errors of
+        :func:`zarr_vectors.write_points`.
+    StoreExistsError
+        ``target`` holds data and ``overwrite`` is false.
+
+    Examples
+    --------
+    >>> import zarr_vectors as zv
+    >>> positions = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [5.0, 5.0]]
+    >>> edges = [[0, 1], [1, 2], [2, 3]]
+    >>> ds = zv.write_graph(
+    ...     "memory://doc-graph", positions, edges, chunk_shape=2,
+    ...     edge_attributes={"weight": [0.5, 1.5, 2.5]},
+    ... )
+    >>> res = ds.query(bbox=([0, 0], [1, 1]))
+    >>> res.positions.tolist(), res.edges.tolist(), res.edge_attributes["weight"].tolist()
+    ([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]], [[0, 1], [1, 2]], [0.5, 1.5])
     """
     pos = _inputs.positions_array(positions, _inputs.call_ndim(chunk_shape, bounds, axes))
     n = len(pos)

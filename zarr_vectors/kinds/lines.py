@@ -309,14 +309,85 @@ def write_lines(
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> None:
-    """Write polylines, streamlines or straight segments; line ``i`` is object ``object_ids[i]``
-    (distinct int64 or uint64 ids of any value; default ``i``).
+    """Write polylines, streamlines or straight segments; line ``i`` is object ``object_ids[i]``.
 
-    ``lines`` is a list of (n_i, D) arrays, or ``(positions, offsets)`` with line i at
-    ``positions[offsets[i]:offsets[i + 1]]``; for ``kind="line"``, an (M, 2, D) array of
-    segments. ``attributes`` are per vertex, flat in line order or as one array per
-    line; ``object_attributes`` one row per line in the order given (or a mapping
-    ``{id: value}``). Other parameters as in :func:`zarr_vectors.write_points`.
+    Reads return lines in order along each line, with ``Result.line_offsets`` and
+    ``Result.edges``; a box query cuts lines into the pieces inside the box.
+
+    Parameters
+    ----------
+    target
+        Where to write, as in :func:`zarr_vectors.write_points`.
+    lines
+        A list of (n_i, D) arrays, or ``(positions, offsets)`` with line i at
+        ``positions[offsets[i]:offsets[i + 1]]``; for ``kind="line"``, an (M, 2, D) array of
+        segments.
+    chunk_shape
+        Edge length of a spatial chunk: one number or one per axis.
+    kind
+        ``"polyline"``, ``"streamline"`` or ``"line"`` (two-point segments): the declared
+        geometry type.
+    bounds
+        Inclusive ``(lo, hi)`` corners; every vertex must lie inside. Default: the data's extent.
+    attributes
+        name -> per-vertex values, flat in line order or as one array per line.
+    channel_names
+        Optional channel names per attribute: name -> one name per channel.
+    object_ids
+        One distinct int64 or uint64 id per line, of any value; default ``i``.
+    object_attributes
+        name -> one row per line in the order given, or a mapping ``{id: value}``.
+    groups
+        Groups of object ids: a list of lists, or a mapping group id -> ids (group ids of any
+        integer value).
+    group_attributes
+        Per-group values: one per group in ascending group id, or a mapping ``{group id: value}``.
+    group_names
+        Optional names of the groups, one per group (read back by :meth:`Dataset.group_names`).
+    axes
+        Axis names, or ``{"name", "unit"}`` dicts.
+    units
+        A default unit for the axes.
+    crs
+        A coordinate reference system: an EPSG code, WKT2, PROJJSON or ``pyproj.CRS`` (see
+        :func:`zarr_vectors.geo.parse_crs`); a dict of other keys is stored as an opaque record.
+    compression
+        ``"none"`` (the format's default), ``"zstd"``, ``"gzip"`` or ``"blosc"``.
+    checksums
+        Append Zarr's ``crc32c`` codec to every array, so a changed byte in any cell is a
+        :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
+    overwrite
+        Replace an existing store. Local and zip targets are swapped in only once complete.
+    storage_options
+        Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
+
+    Returns
+    -------
+    Dataset
+        The new store, opened for reading.
+
+    Raises
+    ------
+    InputError
+        Malformed input: an unknown ``kind``, lines with inconsistent offsets or axes,
+        per-line attributes whose lengths differ from their lines', repeated ``object_ids``,
+        and the input errors of :func:`zarr_vectors.write_points`.
+    StoreExistsError
+        ``target`` holds data and ``overwrite`` is false.
+
+    Examples
+    --------
+    >>> import numpy as np, zarr_vectors as zv
+    >>> lines = [np.array([[0.0, 0.0], [2.0, 1.0], [6.0, 3.0]]), np.array([[7.0, 7.0], [8.0, 8.0]])]
+    >>> ds = zv.write_lines(
+    ...     "memory://doc-lines", lines, chunk_shape=4, kind="streamline", object_ids=[100, 200],
+    ...     attributes={"fa": [np.array([0.1, 0.2, 0.3]), np.array([0.4, 0.5])]},
+    ... )
+    >>> res = ds.objects([100])
+    >>> res.positions.tolist(), res.attributes["fa"].tolist()
+    ([[0.0, 0.0], [2.0, 1.0], [6.0, 3.0]], [0.1, 0.2, 0.3])
+    >>> [piece.tolist() for piece in ds.query(bbox=([0, 0], [3, 3])).lines]
+    [[[0.0, 0.0], [2.0, 1.0]]]
     """
     if kind not in LINE_KINDS:
         raise InputError(choice_message("kind", kind, LINE_KINDS))

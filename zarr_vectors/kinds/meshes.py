@@ -148,11 +148,84 @@ def write_mesh(
 ) -> None:
     """Write a triangle mesh: ``vertices`` (N, 3), ``faces`` (F, 3) vertex indices.
 
-    ``object_ids`` gives one object per vertex (default: one object, id 0); every face
-    must join vertices of one object. ``encoding="draco"`` stores each chunk's vertices
-    and intra-chunk faces as a Draco blob quantized to ``quantization_bits`` over the
-    chunk's bounding box (see ``docs/meshes.md`` for the error bound). Other parameters
-    as in :func:`zarr_vectors.write_points`.
+    Reads return ``Result.faces`` as rows of the result; see :meth:`Result.to_trimesh`.
+
+    Parameters
+    ----------
+    target
+        Where to write, as in :func:`zarr_vectors.write_points`.
+    vertices
+        (N, 3) finite coordinates.
+    faces
+        (F, 3) triangles, each naming three distinct vertices in ``[0, N)``.
+    chunk_shape
+        Edge length of a spatial chunk: one number or one per axis.
+    encoding
+        ``"raw"`` (exact) or ``"draco"``: each chunk's vertices and intra-chunk faces as a
+        Draco blob quantized to ``quantization_bits`` over the chunk's bounding box (see
+        ``docs/meshes.md`` for the error bound). Draco may reorder a chunk's vertices.
+    quantization_bits
+        Draco position quantization, 1 to 30 bits.
+    compression_level
+        Draco compression effort, 0 to 10.
+    bounds
+        Inclusive ``(lo, hi)`` corners; every vertex must lie inside. Default: the data's extent.
+    attributes
+        Per-vertex values, name -> (N,) or (N, C) array.
+    channel_names
+        Optional channel names per attribute: name -> one name per channel.
+    object_ids
+        One object per vertex (default: one object, id 0); every face must join vertices
+        of one object.
+    object_attributes
+        name -> one row per distinct object id in ascending order, or a mapping ``{id: value}``, as
+        in :func:`zarr_vectors.write_points`.
+    groups
+        Groups of object ids: a list of lists, or a mapping group id -> ids (group ids of any
+        integer value).
+    group_attributes
+        Per-group values: one per group in ascending group id, or a mapping ``{group id: value}``.
+    group_names
+        Optional names of the groups, one per group (read back by :meth:`Dataset.group_names`).
+    axes
+        Axis names, or ``{"name", "unit"}`` dicts.
+    units
+        A default unit for the axes.
+    crs
+        A coordinate reference system: an EPSG code, WKT2, PROJJSON or ``pyproj.CRS`` (see
+        :func:`zarr_vectors.geo.parse_crs`); a dict of other keys is stored as an opaque record.
+    compression
+        ``"none"`` (the format's default), ``"zstd"``, ``"gzip"`` or ``"blosc"``.
+    checksums
+        Append Zarr's ``crc32c`` codec to every array, so a changed byte in any cell is a
+        :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
+    overwrite
+        Replace an existing store. Local and zip targets are swapped in only once complete.
+    storage_options
+        Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
+
+    Returns
+    -------
+    Dataset
+        The new store, opened for reading.
+
+    Raises
+    ------
+    InputError
+        Malformed input: vertices that are not (N, 3), faces out of range, degenerate or
+        joining two objects, an unknown ``encoding``, Draco settings out of range, and the
+        input errors of :func:`zarr_vectors.write_points`.
+    StoreExistsError
+        ``target`` holds data and ``overwrite`` is false.
+
+    Examples
+    --------
+    >>> import zarr_vectors as zv
+    >>> vertices = [[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0]]
+    >>> ds = zv.write_mesh("memory://doc-mesh", vertices, [[0, 1, 2], [1, 3, 2]], chunk_shape=2)
+    >>> res = ds.read()
+    >>> res.faces.tolist(), float(res.to_trimesh().area)
+    ([[0, 1, 2], [1, 3, 2]], 1.0)
     """
     if encoding not in ENCODINGS:
         raise InputError(choice_message("encoding", encoding, ENCODINGS))
@@ -274,10 +347,50 @@ def write_meshes(
 ) -> None:
     """Write several meshes: ``(vertices, faces)`` pairs or ``trimesh.Trimesh`` objects.
 
-    Mesh ``i`` is object ``object_ids[i]`` (distinct int64 or uint64 ids of any value, e.g.
-    segment ids; default ``i``). ``object_attributes`` hold one row per mesh in the order
-    given (a name, a volume, ...), or a mapping ``{id: value}``. Other keyword arguments as
-    for :func:`write_mesh`.
+    Mesh ``i`` is object ``object_ids[i]``; :meth:`Dataset.objects` reads a mesh back whole.
+
+    Parameters
+    ----------
+    target
+        Where to write, as in :func:`zarr_vectors.write_points`.
+    meshes
+        A sequence of ``(vertices, faces)`` pairs ((n_i, 3) and (f_i, 3), faces indexing
+        their own mesh's vertices) or ``trimesh.Trimesh`` objects.
+    chunk_shape
+        As in :func:`zarr_vectors.write_points`.
+    object_ids
+        One distinct int64 or uint64 id per mesh, of any value (segment ids, ...); default ``i``.
+    **kwargs
+        The other keywords of :func:`write_mesh`. ``object_attributes`` hold one row per
+        mesh in the order given (a name, a volume, ...), or a mapping ``{id: value}``.
+
+    Returns
+    -------
+    Dataset
+        The new store, opened for reading.
+
+    Raises
+    ------
+    InputError
+        No meshes, an item that is neither a pair nor a ``trimesh.Trimesh``, vertices that
+        are not (n, 3), and the input errors of :func:`write_mesh`.
+    StoreExistsError
+        ``target`` holds data and ``overwrite`` is false.
+
+    Examples
+    --------
+    >>> import zarr_vectors as zv
+    >>> triangle = ([[0, 0, 0], [1, 0, 0], [0, 1, 0]], [[0, 1, 2]])
+    >>> moved = ([[5, 5, 5], [6, 5, 5], [5, 6, 5]], [[0, 1, 2]])
+    >>> ds = zv.write_meshes(
+    ...     "memory://doc-meshes", [triangle, moved], chunk_shape=4, object_ids=[100, 200],
+    ...     object_attributes={"name": ["near", "far"]},
+    ... )
+    >>> ds.object_ids().tolist()
+    [100, 200]
+    >>> far = ds.objects([200])
+    >>> far.positions.tolist(), far.faces.tolist()
+    ([[5, 5, 5], [6, 5, 5], [5, 6, 5]], [[0, 1, 2]])
     """
     pairs = [_as_pair(m, i) for i, m in enumerate(meshes)]
     if not pairs:

@@ -78,8 +78,10 @@ def write_points(
         Bin edge inside a chunk (must divide ``chunk_shape``); each bin is a contiguous
         row range, so a box query touching part of a chunk tests only the bins it meets.
         Default: one bin per chunk.
-    attributes, channel_names
-        Per-point values, name -> (N,) or (N, C) array; optional channel names per attribute.
+    attributes
+        Per-point values, name -> (N,) or (N, C) array.
+    channel_names
+        Optional channel names per attribute: name -> one name per channel.
     object_ids
         One integer per point: int64 or uint64 ids of any value (segment ids, feature ids).
         Objects are numbered ``0 .. B-1`` on disk in ascending id order; unless the ids
@@ -91,12 +93,20 @@ def write_points(
         ``0 .. B-1``, shorter arrays leave the missing rows absent and longer ones add
         objects without points. Absent rows read as NaN, or the integer dtype's minimum /
         maximum. ``object_id`` is reserved.
-    groups, group_attributes, group_names
-        Groups of object ids (a list of lists, or a mapping group id -> ids, group ids of any
-        integer value), per-group values (one per group in ascending group id, or a mapping),
-        and optional names of the groups (one per group, read back by ``Dataset.group_names``).
-    axes, units, crs
-        Axis names (or ``{"name", "unit"}`` dicts), a default unit, and an opaque CRS record.
+    groups
+        Groups of object ids: a list of lists, or a mapping group id -> ids (group ids of any
+        integer value).
+    group_attributes
+        Per-group values: one per group in ascending group id, or a mapping ``{group id: value}``.
+    group_names
+        Optional names of the groups, one per group (read back by :meth:`Dataset.group_names`).
+    axes
+        Axis names, or ``{"name", "unit"}`` dicts.
+    units
+        A default unit for the axes.
+    crs
+        A coordinate reference system: an EPSG code, WKT2, PROJJSON or ``pyproj.CRS`` (see
+        :func:`zarr_vectors.geo.parse_crs`); a dict of other keys is stored as an opaque record.
     compression
         ``"none"`` (the format's default), ``"zstd"``, ``"gzip"`` or ``"blosc"``.
     checksums
@@ -104,14 +114,43 @@ def write_points(
         :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
     overwrite
         Replace an existing store. Local and zip targets are swapped in only once complete.
+    storage_options
+        Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
+
+    Returns
+    -------
+    Dataset
+        The new store, opened for reading.
+
+    Raises
+    ------
+    InputError
+        Malformed input: positions that are not finite or not (N, D), positions outside
+        ``bounds``, attributes without one row per point, object attributes or groups
+        without ``object_ids``, an unknown compression.
+    StoreExistsError
+        ``target`` holds data and ``overwrite`` is false.
 
     Examples
     --------
     >>> import numpy as np, zarr_vectors as zv
     >>> pts = np.random.default_rng(0).uniform(0, 100, (1000, 3)).astype("float32")
-    >>> ds = zv.write_points("memory://doc-points", pts, chunk_shape=25, bin_shape=12.5)
-    >>> int(ds.query(bbox=([0, 0, 0], [50, 50, 50])).positions.shape[1])
-    3
+    >>> ds = zv.write_points(
+    ...     "memory://doc-points", pts, chunk_shape=25, bin_shape=12.5,
+    ...     attributes={"intensity": np.linspace(0, 1, 1000, dtype="float32")},
+    ... )
+    >>> ds.vertex_count(), ds.attribute_names()
+    (1000, ['intensity'])
+    >>> box = ds.query(bbox=([0, 0, 0], [50, 50, 50]))
+    >>> bool(np.all(box.positions <= 50)), box.positions.dtype.name
+    (True, 'float32')
+
+    Segment ids of any value name the objects:
+
+    >>> ids = np.where(pts[:, 0] < 50, np.uint64(2**63 + 5), np.uint64(17))
+    >>> ds = zv.write_points("memory://doc-points-ids", pts, chunk_shape=25, object_ids=ids)
+    >>> ds.object_ids().tolist()
+    [17, 9223372036854775813]
     """
     pos = _inputs.positions_array(positions, _inputs.call_ndim(chunk_shape, bounds, axes))
     n = len(pos)

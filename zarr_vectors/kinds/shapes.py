@@ -284,10 +284,14 @@ def write_geometries(
 
     Parameters
     ----------
+    target
+        Where to write, as in :func:`zarr_vectors.write_points`.
     geometries
         A sequence or array of Point, MultiPoint, LineString, MultiLineString, Polygon (with
         holes) and MultiPolygon geometries, all 2-D or all 3-D (a GeoSeries works too).
         Coordinates are stored as float64, exactly.
+    chunk_shape
+        Edge length of a spatial chunk: one number or one per axis.
     crs
         An EPSG code (``"EPSG:4326"``), WKT2, PROJJSON or ``pyproj.CRS``; the root then
         declares the GeoZarr ``proj:`` and ``spatial:`` conventions (see docs/geospatial.md).
@@ -296,19 +300,45 @@ def write_geometries(
     object_attributes
         name -> one numeric value (or row) per geometry in the order given, or a mapping
         ``{id: value}``. ``geom_type`` and ``object_id`` are reserved.
-    groups, group_attributes, group_names
-        Groups of geometry ids, per-group values and names, as in :func:`zarr_vectors.write_points`.
+    groups
+        Groups of geometry ids: a list of lists, or a mapping group id -> ids.
+    group_attributes
+        Per-group values: one per group in ascending group id, or a mapping ``{group id: value}``.
+    group_names
+        Optional names of the groups, one per group (read back by :meth:`Dataset.group_names`).
+    bounds
+        Inclusive ``(lo, hi)`` corners; every vertex must lie inside. Default: the data's extent.
+    bin_shape
+        As in :func:`zarr_vectors.write_points`; only for input made of points.
+    axes
+        Axis names, or ``{"name", "unit"}`` dicts.
+    units
+        A default unit for the axes.
     repair
         Replace invalid polygons by ``shapely.make_valid`` output (with a
         :class:`GeometryRepairedWarning`) instead of refusing them.
-    chunk_shape, bounds, bin_shape, axes, units, compression, checksums, overwrite, storage_options
-        As in :func:`zarr_vectors.write_points` (``bin_shape`` only for point-only input).
+    compression
+        ``"none"`` (the format's default), ``"zstd"``, ``"gzip"`` or ``"blosc"``.
+    checksums
+        Append Zarr's ``crc32c`` codec to every array, so a changed byte in any cell is a
+        :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
+    overwrite
+        Replace an existing store. Local and zip targets are swapped in only once complete.
+    storage_options
+        Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
+
+    Returns
+    -------
+    Dataset
+        The new store, opened for reading.
 
     Raises
     ------
     InputError
         Empty geometries, unsupported types, mixed 2-D/3-D input, invalid polygons
         without ``repair``, an unknown CRS.
+    StoreExistsError
+        ``target`` holds data and ``overwrite`` is false.
 
     Examples
     --------

@@ -244,13 +244,83 @@ def write_skeleton(
 ) -> None:
     """Write one or many trees: ``parents[i]`` is vertex i's parent index, -1 for a root.
 
-    ``object_ids`` gives one object per vertex, int64 or uint64 ids of any value such as
-    segment ids (default: one object per tree, numbered by root order); an object may hold
-    several trees, but a parent must belong to its child's object. ``object_attributes``
-    follow the distinct ids in ascending order, or are a mapping ``{id: value}``. Typical
-    attributes are ``radius`` and ``type`` per vertex. The store-wide keywords
-    (``chunk_shape``, ``bounds``, ``axes``, ``compression``, ...) and the group tables are as
-    in :func:`zarr_vectors.write_points`.
+    Reads return ``Result.parents`` (row of each row's parent, -1 for a root or a parent
+    outside the result) and ``Result.edges`` as ``(parent, child)`` rows.
+
+    Parameters
+    ----------
+    target
+        Where to write, as in :func:`zarr_vectors.write_points`.
+    positions
+        (N, D) finite vertex coordinates.
+    parents
+        (N,) parent index of every vertex, -1 for a root; no cycles.
+    chunk_shape
+        Edge length of a spatial chunk: one number or one per axis.
+    object_ids
+        One object per vertex, int64 or uint64 ids of any value such as segment ids
+        (default: one object per tree, numbered by root order). An object may hold several
+        trees, but a parent must belong to its child's object.
+    bounds
+        Inclusive ``(lo, hi)`` corners; every vertex must lie inside. Default: the data's extent.
+    attributes
+        name -> per-vertex values; typical are ``radius`` and ``type``.
+    channel_names
+        Optional channel names per attribute: name -> one name per channel.
+    object_attributes
+        name -> values that follow the distinct ids in ascending order, or a mapping
+        ``{id: value}``.
+    groups
+        Groups of object ids: a list of lists, or a mapping group id -> ids (group ids of any
+        integer value).
+    group_attributes
+        Per-group values: one per group in ascending group id, or a mapping ``{group id: value}``.
+    group_names
+        Optional names of the groups, one per group (read back by :meth:`Dataset.group_names`).
+    axes
+        Axis names, or ``{"name", "unit"}`` dicts.
+    units
+        A default unit for the axes.
+    crs
+        A coordinate reference system: an EPSG code, WKT2, PROJJSON or ``pyproj.CRS`` (see
+        :func:`zarr_vectors.geo.parse_crs`); a dict of other keys is stored as an opaque record.
+    compression
+        ``"none"`` (the format's default), ``"zstd"``, ``"gzip"`` or ``"blosc"``.
+    checksums
+        Append Zarr's ``crc32c`` codec to every array, so a changed byte in any cell is a
+        :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
+    overwrite
+        Replace an existing store. Local and zip targets are swapped in only once complete.
+    storage_options
+        Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
+
+    Returns
+    -------
+    Dataset
+        The new store, opened for reading.
+
+    Raises
+    ------
+    InputError
+        Malformed input: parents out of range or forming a cycle, a parent in another
+        object than its child, and the input errors of :func:`zarr_vectors.write_points`.
+    StoreExistsError
+        ``target`` holds data and ``overwrite`` is false.
+
+    Examples
+    --------
+    >>> import zarr_vectors as zv
+    >>> positions = [[0, 0, 0], [1, 0, 0], [2, 0, 0], [1, 1, 0], [5, 5, 5], [6, 5, 5]]
+    >>> parents = [-1, 0, 1, 1, -1, 4]
+    >>> ds = zv.write_skeleton(
+    ...     "memory://doc-skeleton", positions, parents, chunk_shape=2,
+    ...     attributes={"radius": [1.0, 0.5, 0.5, 0.25, 1.0, 1.0]},
+    ... )
+    >>> ds.object_ids().tolist()
+    [0, 1]
+    >>> tree = ds.objects([0])
+    >>> tree.parents.tolist(), tree.edges.tolist()
+    ([-1, 0, 1, 1], [[0, 1], [1, 2], [1, 3]])
     """
     pos = _inputs.positions_array(positions, _inputs.call_ndim(chunk_shape, bounds, axes))
     n, d = pos.shape

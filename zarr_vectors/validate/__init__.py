@@ -47,17 +47,52 @@ def validate(
 
     Every problem found is collected with its path, rule and a plain sentence; the
     store is never modified. Cells are read in batches through the storage backend.
-    ``progress`` shows a bar on stderr when many cells are read.
+    A broken store gives a :class:`Report` whose ``ok`` is false.
 
-    Raises only when the store cannot be reached (``FileNotFoundError`` and the like)
-    or is a Zarr v2 store (:class:`~zarr_vectors.ZarrV2StoreError`, a ValueError); a
-    broken store gives a :class:`Report` whose ``ok`` is false.
+    Parameters
+    ----------
+    target
+        A directory, a ``.zip`` file, a URL or a zarr v3 ``Store``.
+    level
+        How deep to check, 1 to :data:`MAX_LEVEL` (all): 1 structure, 2 metadata, 3 the
+        bytes of every cell and their agreement, 4 geometry, 5 multi-resolution.
+    storage_options
+        Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
+    progress
+        Show a bar on stderr when many cells are read.
+
+    Returns
+    -------
+    Report
+        ``ok``, ``problems`` and ``warnings`` (each a :class:`Problem` with path, rule and
+        message), and ``cells_checked``.
+
+    Raises
+    ------
+    InputError
+        ``level`` is not an integer from 1 to :data:`MAX_LEVEL`.
+    ZarrV2StoreError
+        ``target`` is a Zarr v2 store (a ``ValueError``).
+    StoreNotFoundError
+        Nothing is stored at a local ``target`` (a ``FileNotFoundError``).
+    StoreError
+        An object store cannot be reached. Nothing else raises: a broken store gives a
+        report.
 
     Examples
     --------
-    >>> report = validate("cells.zarr")          # doctest: +SKIP
-    >>> report.ok, [p.rule for p in report.problems]   # doctest: +SKIP
+    >>> import tempfile, pathlib, zarr_vectors as zv
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = pathlib.Path(folder) / "cells.zarr"
+    ...     _ = zv.write_points(path, [[0, 0], [1, 1], [5, 5]], chunk_shape=4)
+    ...     before = zv.validate(path)
+    ...     cell = path / "0" / "vertices" / "c" / "1" / "1"
+    ...     _ = cell.write_bytes(cell.read_bytes()[:-3])  # cut a cell short
+    ...     after = zv.validate(path)
+    >>> before.ok, before.problems
     (True, [])
+    >>> after.ok, [problem.rule for problem in after.problems]
+    (False, ['cells.decode'])
     """
     if not isinstance(level, int) or not 1 <= level <= MAX_LEVEL:
         raise InputError(f"level must be an integer from 1 to {MAX_LEVEL}, got {level!r}")
