@@ -19,7 +19,7 @@ class CountingBackend:
 
     ``gets``: the keys of each ``get_many`` call (one list per call, so ``len(gets)`` is the
     number of batches); ``sets`` and ``deletes``: the keys of each ``set_many`` /
-    ``delete_many`` call; ``lists``: the prefixes passed to ``list_dir`` (``""`` for ``list_all``).
+    ``delete_many`` call; ``lists``: the prefixes passed to ``list_dir`` and ``list_keys``.
     Any other attribute (``description``, ``root``, ``check``, ...) is the inner backend's.
     """
 

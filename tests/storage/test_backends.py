@@ -23,13 +23,12 @@ import zarr
 
 import zarr_vectors as zv
 from zarr_vectors.engine import storage
-from zarr_vectors.engine.commit import MemoryStage
+from zarr_vectors.engine.commit import MemoryStage, write_session
 from zarr_vectors.engine.storage import (
     LocalBackend,
     ZarrStoreBackend,
     ZarrV2StoreError,
     open_backend,
-    write_session,
 )
 
 from .conftest import IN_PLACE_KINDS, StoreTarget, kind_param
