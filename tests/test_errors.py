@@ -419,7 +419,13 @@ def _raise(exc):
 
 @pytest.mark.parametrize(
     "exc",
-    [CorruptCellError("0/links/0", "1", "x"), StoreError("s", "k", "r"), KeyError("k"), TypeError("t")],
+    [
+        CorruptCellError("0/links/0", "1", "x"),
+        StoreError("s", "k", "r"),
+        KeyError("k"),
+        TypeError("t"),
+        MemoryError("out of memory"),
+    ],
 )
 def test_decoding_passes_other_errors_through(exc):
     with pytest.raises(type(exc)) as info:

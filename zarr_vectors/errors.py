@@ -271,8 +271,8 @@ class _Decoding:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> Literal[False]:
-        if exc is None or not isinstance(exc, DECODE_FAILURES):
-            return False
+        if exc is None or not isinstance(exc, DECODE_FAILURES) or isinstance(exc, MemoryError):
+            return False  # running out of memory is no proof of a bad cell: it stays MemoryError
         if isinstance(exc, ZarrVectorsError) and not isinstance(exc, DecodeError):
             return False  # already the library's (a CorruptCellError with its own place, ...)
         chunk = self.chunk
@@ -288,5 +288,6 @@ def decoding(array: str, chunk: str | int | Iterable[int], context: str = "") ->
     """Context for decoding the cell ``chunk`` (a key ``"2.1.0"``, a table chunk index, or
     chunk coordinates) of ``array`` (``"0/vertices"``): a :data:`DECODE_FAILURES` raised
     inside leaves it as a :class:`CorruptCellError` naming both, ``context`` (``"object 7"``)
-    prefixed to the reason; other exceptions pass through unchanged."""
+    prefixed to the reason; other exceptions (and MemoryError, which the validator alone
+    reports as damage) pass through unchanged."""
     return _Decoding(array, chunk, context)

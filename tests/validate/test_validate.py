@@ -13,6 +13,7 @@ import zarr
 
 import zarr_vectors as zv
 from zarr_vectors.cli import main
+from zarr_vectors.engine.storage import ZarrStoreBackend
 from zarr_vectors.validate import MAX_LEVEL, RULES, Problem, Report, validate
 
 from .conftest import attrs, cells, edit_json, payload, set_payload
@@ -290,3 +291,20 @@ def test_cli_unreadable_target_exits_2(tmp_path, capsys):
     zarr.open_group(tmp_path / "v2.zarr", mode="w", zarr_format=2)
     assert main(["validate", str(tmp_path / "v2.zarr")]) == 2
     assert "Zarr v2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_dot_names_are_not_keys_on_any_backend(tmp_path, where):
+    """A ``.DS_Store`` or a write's ``.zv-part-`` file is no key: not a loose key, not a cell."""
+    pos = np.random.default_rng(3).uniform(0, 100, (50, 3))
+    target = tmp_path / "s.zarr" if where == "local" else zarr.storage.MemoryStore()
+    zv.write_points(target, pos, chunk_shape=50)
+    stray = [(".DS_Store", b"x"), ("0/vertices/c/.0.zv-part-0123abcd", b"y"), (".git/HEAD", b"z")]
+    if where == "local":
+        for key, value in stray:
+            (tmp_path / "s.zarr" / key).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / "s.zarr" / key).write_bytes(value)
+    else:
+        ZarrStoreBackend(target).set_many(stray)
+    report = validate(target)
+    assert report.ok and report.warnings == [], str(report)
