@@ -13,18 +13,21 @@ from zarr_vectors.api import (
     write_skeleton,
 )
 from zarr_vectors.dataset import Dataset
-from zarr_vectors.engine.storage import ZarrV2StoreError
 from zarr_vectors.errors import (
+    AttributeNotFoundError,
     CorruptCellError,
     DecodeError,
     FormatError,
     IncompleteStoreError,
     InputError,
+    LevelNotFoundError,
     ReadOnlyError,
     StoreChangedError,
     StoreError,
     StoreExistsError,
+    StoreNotFoundError,
     UnknownIdError,
+    ZarrV2StoreError,
     ZarrVectorsError,
 )
 from zarr_vectors.format.metadata import UnknownCapabilityWarning
@@ -58,6 +61,9 @@ __all__ = [
     "StoreChangedError",
     "IncompleteStoreError",
     "ZarrV2StoreError",
+    "StoreNotFoundError",
+    "LevelNotFoundError",
+    "AttributeNotFoundError",
     "UnknownCapabilityWarning",
     "validate",
     "__version__",
