@@ -78,9 +78,10 @@ def count_io(ds: zv.Dataset, levels: Sequence[int] = (0,)) -> CountingBackend:
     """
     for k in levels:
         ds.level(k)
-    counter = CountingBackend(ds._backend)
-    ds._backend = counter
-    for level in ds._levels.values():
+    store = ds._store
+    counter = CountingBackend(store.backend)
+    store.backend = counter
+    for level in store._levels.values():
         level.backend = counter
     return counter
 
