@@ -501,10 +501,13 @@ def parse_root(attrs: Any) -> tuple[RootMeta | None, list[Finding]]:
     version = _version(block, out)
     chunk_shape, bounds, base = _grid_fields(block, out)
     caps = _capabilities(block, out)
+    scales = base is not None or block.get("base_bin_shape") is None  # else the ratio is unknown
     axes, level_bins = (
         ((), ())
         if chunk_shape is None
-        else _parse_multiscales(attrs.get("multiscales"), len(chunk_shape), base or tuple(chunk_shape), out)
+        else _parse_multiscales(
+            attrs.get("multiscales"), len(chunk_shape), base or tuple(chunk_shape), scales, out
+        )
     )
     gtypes = _geometry_types(block, out)
     enums = {
@@ -587,7 +590,7 @@ def _axes(entry: dict[str, Any], nd: int, out: Findings) -> tuple[Axis, ...]:
 
 
 def _dataset_bins(
-    i: int, ds: dict[str, Any], nd: int, base_bin: tuple[float, ...], out: Findings
+    i: int, ds: dict[str, Any], nd: int, base_bin: tuple[float, ...], scales: bool, out: Findings
 ) -> tuple[float, ...]:
     """Bin shape of dataset ``i`` (twice its translation; ``base_bin`` without one), with its
     ``scale`` checked to be bin_shape / base_bin_shape."""
@@ -614,7 +617,7 @@ def _dataset_bins(
         out.add(ROOT, code, f"{where} translation has {len(translation)} entries for {nd} space axes")
         return base_bin
     bins = tuple(2.0 * float(v) for v in translation[-nd:])
-    if scale is not None and len(scale) >= nd:
+    if scales and scale is not None and len(scale) >= nd:
         want = [b / c for b, c in zip(bins, base_bin)]
         if not np.allclose(np.asarray(scale[-nd:], np.float64), want, rtol=1e-6):
             out.add(
@@ -627,9 +630,10 @@ def _dataset_bins(
 
 
 def _parse_multiscales(
-    ms: Any, nd: int, base_bin: tuple[float, ...], out: Findings
+    ms: Any, nd: int, base_bin: tuple[float, ...], scales: bool, out: Findings
 ) -> tuple[tuple[Axis, ...], tuple[tuple[float, ...], ...]]:
-    """Axes and per-level bin shapes from the NGFF ``multiscales`` list."""
+    """Axes and per-level bin shapes from the NGFF ``multiscales`` list (``scales``: check each
+    scale against the bin shape ratio)."""
     code = "metadata.multiscales"
     if ms is None:
         out.add(
@@ -657,7 +661,7 @@ def _parse_multiscales(
         return axes, ()
     if not datasets:
         out.add(ROOT, code, "multiscales datasets is empty; it must list level 0 (path '0') at least")
-    return axes, tuple(_dataset_bins(i, ds, nd, base_bin, out) for i, ds in enumerate(datasets))
+    return axes, tuple(_dataset_bins(i, ds, nd, base_bin, scales, out) for i, ds in enumerate(datasets))
 
 
 def parse_level(block: Any, index: int, nd: int | None = None) -> tuple[LevelMeta | None, list[Finding]]:
