@@ -13,7 +13,7 @@ import math
 import re
 import warnings
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -237,45 +237,17 @@ class LevelMeta:
 # readers never see those values, as every such field is a finding that blocks reading.
 
 ROOT = "zarr.json"
-#: Keys of the root ``zarr_vectors`` block (``attribute_specs``: written by the reference 0.9.2
-#: when a schema declares attributes; ``format_version``: the pre-0.5 name of ``zv_version``).
-ROOT_KEYS = frozenset(
-    {
-        "zv_version",
-        "format_version",
-        "chunk_shape",
-        "bounds",
-        "geometry_types",
-        "crs",
-        "links_convention",
-        "object_index_convention",
-        "cross_chunk_strategy",
-        "cross_level_storage",
-        "cross_level_depth",
-        "reduction_factor",
-        "base_bin_shape",
-        "format_capabilities",
-        "attribute_specs",
-    }
-)
-LEVEL_KEYS = frozenset(
-    {
-        "level",
-        "vertex_count",
-        "arrays_present",
-        "chunk_shape",
-        "fragments_tile",
-        "object_sparsity",
-        "coarsening_method",
-        "parent_level",
-        "preserves_object_ids",
-        "inherited_num_objects",
-        "shared_fragments",
-        "chunk_dims",
-        "chunk_attribute_name",
-        "chunk_attribute_values",
-    }
-)
+#: Keys of the root ``zarr_vectors`` block: the fields of :class:`RootMeta` stored there, plus
+#: ``format_version`` (the pre-0.5 name of ``zv_version``) and ``attribute_specs`` (written by
+#: the reference 0.9.2 when a schema declares attributes; kept in ``extra``).
+ROOT_KEYS = frozenset(f.name for f in fields(RootMeta)) - {"axes", "level_bin_shapes", "extra"} | {
+    "format_version",
+    "attribute_specs",
+}
+#: Keys that are fields of :class:`LevelMeta` (the others are kept in ``extra``).
+_LEVEL_FIELDS = frozenset(f.name for f in fields(LevelMeta)) - {"extra"}
+#: Keys of a level's ``zarr_vectors_level`` block (the ``chunk_*`` ones: a reference 0.9.2 writer's).
+LEVEL_KEYS = _LEVEL_FIELDS | {"chunk_dims", "chunk_attribute_name", "chunk_attribute_values"}
 #: Keys a level block must not hold: bin shapes live in the root multiscales, bounds in the root.
 FORBIDDEN_LEVEL_KEYS = ("bin_shape", "bin_ratio", "bin_size", "bounds")
 #: The array and group families a level may hold (what ``arrays_present`` names).
@@ -550,7 +522,7 @@ def parse_root(attrs: Any) -> tuple[RootMeta | None, list[Finding]]:
         reduction_factor=rf,
         format_capabilities=caps,
         zv_version=version,
-        extra={k: v for k, v in block.items() if k not in ROOT_KEYS or k == "attribute_specs"},
+        extra={k: v for k, v in block.items() if k not in ROOT_KEYS - {"attribute_specs"}},
         **enums,
     )
     # The stored crs is kept as written (the format leaves it opaque): no parsing on read.
@@ -679,25 +651,7 @@ def _flag(block: dict[str, Any], key: str, where: str, path: str, out: Findings)
     return value
 
 
-def _parse_level(
-    block: Any, where: str, path: str, index: int | None, nd: int | None
-) -> tuple[LevelMeta | None, list[Finding]]:
-    out = Findings()
-    if not isinstance(block, dict):
-        out.add(path, _LEVEL_CODE, f"{where}: the level group has no 'zarr_vectors_level' attribute block")
-        return None, out
-    raw_level = block.get("level")
-    level = _int_field(block, "level", -1, where, path, out, minimum=-1)
-    if index is not None and level != index and (raw_level is None or raw_level == level):
-        out.add(
-            path,
-            _LEVEL_CODE,
-            f"{where}: zarr_vectors_level.level is {short(raw_level)} but the group is level {index}",
-            NONCONFORMING,
-        )
-    if block.get("vertex_count") is None:
-        out.add(path, _LEVEL_CODE, f"{where}.vertex_count is missing; it must be an integer >= 0")
-    count = _int_field(block, "vertex_count", -1, where, path, out)
+def _arrays_present(block: dict[str, Any], where: str, path: str, out: Findings) -> tuple[str, ...]:
     present = block.get("arrays_present", [])
     if not isinstance(present, (list, tuple)) or not all(isinstance(a, str) for a in present):
         out.add(
@@ -705,7 +659,7 @@ def _parse_level(
             "metadata.arrays-present",
             f"{where}.arrays_present must be a list of array family names, got {short(present)}",
         )
-        present = ()
+        return ()
     for name in present:
         if name not in LEVEL_ARRAYS + LEVEL_GROUPS:
             out.add(
@@ -714,8 +668,13 @@ def _parse_level(
                 f"{where}: arrays_present lists {name!r}, which is not a family name",
                 NONCONFORMING,
             )
-    inherited = _int_field(block, "inherited_num_objects", None, where, path, out)
-    parent = _int_field(block, "parent_level", None, where, path, out)
+    return tuple(present)
+
+
+def _level_numbers(
+    block: dict[str, Any], where: str, path: str, nd: int | None, out: Findings
+) -> tuple[tuple[float, ...] | None, float]:
+    """The ``chunk_shape`` override (None: the root's) and ``object_sparsity``."""
     cs = block.get("chunk_shape")
     chunk_shape = None
     if cs is not None:
@@ -737,18 +696,11 @@ def _parse_level(
         out.add(
             path, _LEVEL_CODE, f"{where}.object_sparsity must be in (0, 1], got {sparsity!r}", NONCONFORMING
         )
-    method = block.get("coarsening_method", "none")
-    if method not in COARSENING_METHODS:
-        out.add(
-            path,
-            _LEVEL_CODE,
-            f"{where}.coarsening_method {short(method)} is not one of {', '.join(COARSENING_METHODS)}",
-            WARNING,
-        )
-    flags = {
-        k: _flag(block, k, where, path, out)
-        for k in ("fragments_tile", "preserves_object_ids", "shared_fragments")
-    }
+    return chunk_shape, float(sparsity)
+
+
+def _level_keys(block: dict[str, Any], where: str, path: str, out: Findings) -> None:
+    """Keys a level block must not hold, and keys 0.9 does not know."""
     for bad in FORBIDDEN_LEVEL_KEYS:
         if bad in block:
             out.add(
@@ -765,12 +717,50 @@ def _parse_level(
             f"unknown key zarr_vectors_level.{key} (kept, but not part of 0.9)",
             WARNING,
         )
+
+
+def _parse_level(
+    block: Any, where: str, path: str, index: int | None, nd: int | None
+) -> tuple[LevelMeta | None, list[Finding]]:
+    out = Findings()
+    if not isinstance(block, dict):
+        out.add(path, _LEVEL_CODE, f"{where}: the level group has no 'zarr_vectors_level' attribute block")
+        return None, out
+    raw_level = block.get("level")
+    level = _int_field(block, "level", -1, where, path, out, minimum=-1)
+    if index is not None and level != index and (raw_level is None or raw_level == level):
+        out.add(
+            path,
+            _LEVEL_CODE,
+            f"{where}: zarr_vectors_level.level is {short(raw_level)} but the group is level {index}",
+            NONCONFORMING,
+        )
+    if block.get("vertex_count") is None:
+        out.add(path, _LEVEL_CODE, f"{where}.vertex_count is missing; it must be an integer >= 0")
+    count = _int_field(block, "vertex_count", -1, where, path, out)
+    present = _arrays_present(block, where, path, out)
+    inherited = _int_field(block, "inherited_num_objects", None, where, path, out)
+    parent = _int_field(block, "parent_level", None, where, path, out)
+    chunk_shape, sparsity = _level_numbers(block, where, path, nd, out)
+    method = block.get("coarsening_method", "none")
+    if method not in COARSENING_METHODS:
+        out.add(
+            path,
+            _LEVEL_CODE,
+            f"{where}.coarsening_method {short(method)} is not one of {', '.join(COARSENING_METHODS)}",
+            WARNING,
+        )
+    flags = {
+        k: _flag(block, k, where, path, out)
+        for k in ("fragments_tile", "preserves_object_ids", "shared_fragments")
+    }
+    _level_keys(block, where, path, out)
     meta = LevelMeta(
         level=level,
         vertex_count=count,
-        arrays_present=tuple(present),
+        arrays_present=present,
         chunk_shape=chunk_shape,
-        object_sparsity=float(sparsity),
+        object_sparsity=sparsity,
         coarsening_method=str(method),
         parent_level=parent,
         inherited_num_objects=inherited,
@@ -778,24 +768,6 @@ def _parse_level(
         **flags,
     )
     return meta, out
-
-
-#: Keys that are fields of :class:`LevelMeta` (the others are kept in ``extra``).
-_LEVEL_FIELDS = frozenset(
-    {
-        "level",
-        "vertex_count",
-        "arrays_present",
-        "chunk_shape",
-        "fragments_tile",
-        "object_sparsity",
-        "coarsening_method",
-        "parent_level",
-        "preserves_object_ids",
-        "inherited_num_objects",
-        "shared_fragments",
-    }
-)
 
 
 #: ``arrays_present`` families whose loss would silently change what a read returns

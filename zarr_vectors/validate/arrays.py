@@ -9,18 +9,20 @@ listing) but its cells are not decoded (``pipeline`` is None), as a reader would
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from zarr.registry import get_codec_class
 
-from zarr_vectors.engine.arrays import CellArray, LinkArray
+from zarr_vectors.engine.arrays import DRACO_BYTES, FRAGMENT_BYTES, CellArray, LinkArray
 from zarr_vectors.errors import DecodeError
 from zarr_vectors.format.findings import UNSUPPORTED, Finding, short
+from zarr_vectors.format.grid import bins_per_chunk
 from zarr_vectors.format.groups import parse_link_attribute_family, parse_links_family
 from zarr_vectors.format.links import parse_delta
-from zarr_vectors.format.metadata import LevelMeta
+from zarr_vectors.format.metadata import MAX_READ_BINS, LevelMeta
 from zarr_vectors.validate._report import Collector
 from zarr_vectors.validate._store import StoreView
 from zarr_vectors.validate.metadata import RootInfo, report
@@ -195,10 +197,52 @@ def _same_grid(model: LevelModel, out: Collector) -> None:
             )
 
 
+def _bound(arr: CellArray | None, max_rows: int | None, row_bytes: int | None = None) -> None:
+    """Bound the decoded size of the array's cells as the reader does (see
+    :mod:`zarr_vectors.engine.arrays`): a cell claiming more is a ``cells.decode`` problem."""
+    if arr is None or arr.pipeline is None or max_rows is None:
+        return
+    arr.max_rows, arr.row_bytes = max_rows, row_bytes
+    arr.pipeline = arr.pipeline.bounded(arr.max_bytes)
+
+
+def _bins(model: LevelModel, root: RootInfo) -> int | None:
+    """Bins per chunk of the level (None when its bin shape does not tile its chunks)."""
+    try:
+        bins = bins_per_chunk(model.chunk_shape, root.level_bins.get(model.index, model.chunk_shape))
+    except ValueError:
+        return None
+    n = math.prod(int(b) for b in bins)
+    return n if n <= MAX_READ_BINS else None
+
+
+def _bound_all(model: LevelModel, root: RootInfo) -> None:
+    """The reader's decoded-size bounds, from ``vertex_count``, the bins per chunk and the links
+    family's ``num_physical_records`` (no bound where one of them is unusable)."""
+    count = None if model.meta is None or model.meta.vertex_count < 0 else model.meta.vertex_count
+    bins = _bins(model, root)
+    per_cell = None if count is None or bins is None else count + bins
+    v = model.vertices
+    if v is not None and v.parsed is not None and v.parsed.dtype is not None:
+        _bound(v, count, DRACO_BYTES if v.draco else v.parsed.dtype.itemsize * root.sid_ndim)
+    _bound(model.fragments, per_cell, FRAGMENT_BYTES)
+    for arr in model.vertex_attrs:
+        _bound(arr, count)
+    for arr in model.fragment_attrs:
+        _bound(arr, per_cell)
+    records = model.families.get(0, {}).get("num_physical_records")
+    records = records if isinstance(records, int) and not isinstance(records, bool) and records >= 0 else None
+    intra_level = [a for a in model.link_attrs if a.parallel.split("/")[2] == "0"]
+    for arr in [*(a for a in model.links if a.delta == 0), *intra_level]:
+        _bound(arr, records)
+    _bound(model.link_fragments, None if records is None or bins is None else records + bins, FRAGMENT_BYTES)
+
+
 def check_cell_arrays(
     view: StoreView, lv: int, meta: LevelMeta | None, root: RootInfo, out: Collector
 ) -> LevelModel:
-    """Check the per-chunk arrays of level ``lv`` and describe the readable ones."""
+    """Check the per-chunk arrays of level ``lv`` and describe the readable ones, their cells
+    bounded as the reader bounds them."""
     cs = None if meta is None else meta.chunk_shape
     model = LevelModel(lv, meta, root.chunk_shape if cs is None else np.asarray(cs, np.float64))
     p = str(lv)
@@ -212,4 +256,5 @@ def check_cell_arrays(
     _links(view, model, root, out)
     _link_attributes(view, model, root, out)
     _same_grid(model, out)
+    _bound_all(model, root)
     return model
