@@ -11,6 +11,7 @@ are parsed by :mod:`zarr_vectors.format.groups`.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import warnings
@@ -103,15 +104,18 @@ def array_kind(path: str) -> str | None:
 
 
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return type(value) is int  # JSON integers; a bool is no integer here
+
+
+_INT = {int}
 
 
 def _ints(value: Any, what: str, minimum: int, path: str, code: str, out: Findings) -> tuple[int, ...] | None:
     """``value`` as a tuple of ints in ``[minimum, 2**62)`` (JSON booleans and floats refused)."""
-    if not isinstance(value, list) or not all(_is_int(v) for v in value):
+    if type(value) is not list or not set(map(type, value)) <= _INT:
         out.add(path, code, f"{what} must be a list of integers, got {short(value)}")
         return None
-    if any(v < minimum or v >= MAX_CELLS for v in value):
+    if value and (min(value) < minimum or max(value) >= MAX_CELLS):
         out.add(path, code, f"{what} must hold integers in [{minimum}, 2**62), got {short(value)}")
         return None
     return tuple(value)
@@ -336,13 +340,19 @@ def numeric_dtype(name: Any, kinds: str = "biuf") -> np.dtype | None:
     """``name`` as a little-endian numpy dtype of one of ``kinds``, or None."""
     if not isinstance(name, str):
         return None
+    dtype = _dtype(name)
+    if dtype is None or dtype.kind not in kinds or dtype.itemsize == 0:
+        return None
+    return dtype
+
+
+@functools.lru_cache(maxsize=256)
+def _dtype(name: str) -> np.dtype | None:
+    """The little-endian dtype numpy names ``name`` (None when it names none)."""
     try:
-        dtype = np.dtype(name)
+        return np.dtype(name).newbyteorder("<")
     except (TypeError, ValueError):
         return None
-    if dtype.kind not in kinds or dtype.itemsize == 0:
-        return None
-    return dtype.newbyteorder("<")
 
 
 def _cell_dtype(path: str, attrs: dict[str, Any], kind: str | None, out: Findings) -> np.dtype | None:
@@ -373,11 +383,7 @@ def _cell_dtype(path: str, attrs: dict[str, Any], kind: str | None, out: Finding
 
 
 def _known_dtype(name: str) -> bool:
-    try:
-        np.dtype(name)
-    except (TypeError, ValueError):
-        return False
-    return True
+    return _dtype(name) is not None
 
 
 def _row_width(path: str, attrs: dict[str, Any], out: Findings) -> int | None:
@@ -454,19 +460,28 @@ def parse_nonempty(
     keys = value
     if chunks is None:
         chunks, keys = _slow_keys(path, value, nd, out)
-    org = np.asarray(origin, np.int64)
-    cell = chunks - org
-    outside = np.any((cell < 0) | (cell >= np.asarray(shape, np.int64)), axis=1)
-    for i in np.flatnonzero(outside)[:MAX_LISTED_FINDINGS].tolist():
-        out.add(
-            path,
-            code,
-            f"array {path!r}: nonempty_chunks entry {short(keys[i])} lies outside its grid of "
-            f"{list(shape)} cells from origin {list(origin)}",
-        )
-    _summary(path, int(outside.sum()), "entries outside the grid", out)
-    chunks, cell = chunks[~outside], cell[~outside]
-    lin = _linear(cell, shape)
+    cell = chunks - np.asarray(origin, np.int64)
+    dims = np.asarray(shape, np.int64)
+    inside = len(cell) == 0 or (cell.min() >= 0 and bool(np.all(cell.max(axis=0) < dims)))
+    if not inside:
+        outside = np.any((cell < 0) | (cell >= dims), axis=1)
+        for i in np.flatnonzero(outside)[:MAX_LISTED_FINDINGS].tolist():
+            out.add(
+                path,
+                code,
+                f"array {path!r}: nonempty_chunks entry {short(keys[i])} lies outside its grid of "
+                f"{list(shape)} cells from origin {list(origin)}",
+            )
+        _summary(path, int(outside.sum()), "entries outside the grid", out)
+        chunks, cell = chunks[~outside], cell[~outside]
+    lin = np.sort(_linear(cell, shape))
+    if len(lin) > 1 and np.any(lin[1:] == lin[:-1]):
+        chunks = _once(path, chunks, _linear(cell, shape), out)
+    return chunks, out
+
+
+def _once(path: str, chunks: np.ndarray, lin: np.ndarray, out: Findings) -> np.ndarray:
+    """``chunks`` without repeats, each repeat a finding."""
     order = np.argsort(lin, kind="stable")
     twice = np.zeros(len(lin), bool)
     twice[order[1:]] = lin[order[1:]] == lin[order[:-1]]
@@ -474,11 +489,11 @@ def parse_nonempty(
         key = ".".join(map(str, chunks[i].tolist()))
         out.add(
             path,
-            code,
+            "metadata.grid",
             f"array {path!r}: nonempty_chunks lists chunk {key} twice; each chunk may be listed once",
         )
     _summary(path, int(twice.sum()), "repeated entries", out)
-    return chunks[~twice], out
+    return chunks[~twice]
 
 
 def _summary(path: str, n: int, what: str, out: Findings) -> None:
@@ -491,33 +506,39 @@ def _summary(path: str, n: int, what: str, out: Findings) -> None:
 
 
 def _linear(cell: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    dims = np.asarray(shape, np.int64)
-    strides = np.r_[np.cumprod(dims[::-1])[:-1][::-1], 1].astype(np.int64)
-    return cell @ strides
+    """Row-major linear index of each cell (K, D) of a grid of ``shape`` cells."""
+    strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
+    return cell @ np.asarray(strides, np.int64)
+
+
+#: Bytes a key list joined by '|' may hold: digits, '-', '.' and '|'.
+_KEY_BYTES = np.zeros(256, bool)
+_KEY_BYTES[[*b"0123456789-.|"]] = True
 
 
 def _fast_keys(keys: list[Any], nd: int) -> np.ndarray | None:
-    """Every key parsed in one vectorised pass; None when any is not ``nd`` integers joined by '.'."""
+    """Every key parsed in one vectorised pass; None when any is not ``nd`` integers joined by '.'.
+
+    The text may hold only digits, '-' and separators, its separators must run ``nd - 1`` dots
+    then a '|' (so each key has ``nd`` parts), and it must parse to ``nd`` integers per key (so
+    no part is empty)."""
     try:
         text = "|".join(keys)
     except TypeError:
         return None
-    if not text or any(c.isspace() for c in set(text)):
+    raw = np.frombuffer(text.encode(), np.uint8)
+    if not len(raw) or not _KEY_BYTES[raw].all() or text.count("|") != len(keys) - 1:
         return None
+    seps = raw[(raw == ord(".")) | (raw == ord("|"))]
+    if len(seps) != nd * len(keys) - 1 or not np.all(seps[nd - 1 :: nd] == ord("|")):
+        return None  # the K - 1 pipes are not every nd-th separator
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # numpy warns when text stops parsing early
         try:
             flat = np.fromstring(text.replace(".", " ").replace("|", " "), dtype=np.int64, sep=" ")
         except ValueError:  # numpy >= 2.? raises where older ones warned
             return None
-    if len(flat) != nd * len(keys):
-        return None
-    raw = np.frombuffer(text.encode(), np.uint8)
-    ends = np.r_[np.flatnonzero(raw == ord("|")), len(raw) - 1]
-    dots = np.cumsum(raw == ord("."))[ends]
-    if len(ends) != len(keys) or np.any(np.diff(np.r_[0, dots]) != nd - 1):
-        return None
-    if np.any(np.abs(flat) >= MAX_CELLS):
+    if len(flat) != nd * len(keys) or np.any(np.abs(flat) >= MAX_CELLS):
         return None
     return flat.reshape(-1, nd)
 

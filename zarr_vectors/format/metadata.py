@@ -266,15 +266,15 @@ LEVEL_GROUPS = (
 def _numbers(value: Any, name: str, n: int | None = None, *, positive: bool = False) -> str | None:
     """Why ``value`` is not a list of finite numbers (each > 0 when ``positive``, ``n`` of them
     when given), or None when it is."""
-    if not isinstance(value, (list, tuple)) or not all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+    if not isinstance(value, (list, tuple)) or any(
+        type(v) is bool or not isinstance(v, (int, float)) for v in value
     ):
         return f"{name} must be a list of numbers, got {short(value)}"
     if n is not None and len(value) != n:
         return f"{name} must have {n} entries (one per space axis), got {len(value)}"
-    if not all(math.isfinite(v) for v in value):
+    if not all(map(math.isfinite, value)):
         return f"{name} must hold finite numbers, got {short(value)}"
-    if positive and not all(v > 0 for v in value):
+    if positive and value and min(value) <= 0:
         return f"{name} must be positive numbers, got {short(value)}"
     return None
 
@@ -591,7 +591,7 @@ def _dataset_bins(
     bins = tuple(2.0 * float(v) for v in translation[-nd:])
     if scales and scale is not None and len(scale) >= nd:
         want = [b / c for b, c in zip(bins, base_bin)]
-        if not np.allclose(np.asarray(scale[-nd:], np.float64), want, rtol=1e-6):
+        if not all(math.isclose(a, w, rel_tol=1e-6, abs_tol=1e-8) for a, w in zip(scale[-nd:], want)):
             out.add(
                 ROOT,
                 "pyramid.bin-shape",
