@@ -199,12 +199,17 @@ def test_empty_geometry_types_is_a_format_error():
         ({"bounds": [[2, 0], [1, 1]]}, "min corner"),
         ({"base_bin_shape": [0.0, 1.0]}, "base_bin_shape must be positive"),
         ({"reduction_factor": "8"}, "reduction_factor must be an integer"),
-        ({"cross_level_depth": -1}, "cross_level_depth must be an integer >= 0"),
+        ({"cross_level_depth": -2}, "cross_level_depth must be an integer >= -1"),
     ],
 )
 def test_root_metadata_values_are_checked_before_use(change, match):
     with pytest.raises(FormatError, match=match):
         RootMeta.from_attributes(_root(**change))
+
+
+def test_cross_level_depth_minus_one_means_every_level_pair():
+    """The format gives -1 the meaning 'all adjacent level pairs': a valid value, read as is."""
+    assert RootMeta.from_attributes(_root(cross_level_depth=-1)).cross_level_depth == -1
 
 
 def test_multiscales_translation_must_be_positive_and_long_enough():

@@ -19,24 +19,46 @@ exactly its chunk's bytes; manifest buckets get a bound from the level's fragmen
 
 A cell listed in ``nonempty_chunks`` that is missing from the store is a
 :class:`CorruptCellError`, never an empty cell.
+
+The ``zarr.json`` of every array is parsed by :mod:`zarr_vectors.format.documents` (the
+validator reads the same parse); this module adds the pipelines and the decoding.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from zarr_vectors.engine.pipeline import DEFAULT_MAX_DECODED, Pipeline, UnsupportedPipeline
-from zarr_vectors.errors import CorruptCellError, DecodeError, FormatError, decoding
+from zarr_vectors.errors import CorruptCellError, FormatError, decoding
+from zarr_vectors.format.documents import (
+    MAX_CELLS,
+    MAX_ROW_WIDTH,
+    CellArrayDoc,
+    TableDoc,
+    parse_cell_array,
+    parse_nonempty,
+    parse_table,
+)
+from zarr_vectors.format.findings import UNSUPPORTED, Finding, raise_for
 from zarr_vectors.format.grid import cell_key
+from zarr_vectors.format.groups import LinkLayout, LinksFamily, parse_link_layout
 
-__all__ = ["CellArray", "TableArray", "LinkArray", "BOUND_SLACK", "FRAGMENT_BYTES", "DRACO_BYTES"]
+__all__ = [
+    "CellArray",
+    "TableArray",
+    "LinkArray",
+    "BOUND_SLACK",
+    "FRAGMENT_BYTES",
+    "DRACO_BYTES",
+    "MAX_CELLS",
+    "MAX_ROW_WIDTH",
+]
 
 #: Bytes every decoded-size bound allows on top of its per-row part (headers, framing).
 BOUND_SLACK = 1 << 20
@@ -46,10 +68,9 @@ FRAGMENT_BYTES = 64
 #: Bytes per vertex a Draco blob may take (it compresses 12 bytes of position and about
 #: two faces per vertex; the order-preserving coder is about ten times larger than edgebreaker).
 DRACO_BYTES = 256
-#: Largest element count of one row (``row_shape`` product) an attribute may declare.
-MAX_ROW_WIDTH = 1 << 20
-#: Chunk coordinates, cell counts and linear cell indices must stay below this (int64-safe).
-MAX_CELLS = 1 << 62
+
+_A = TypeVar("_A", bound="CellArray")
+_T = TypeVar("_T", bound="TableArray")
 
 
 def _pipeline(path: str, doc: dict[str, Any]) -> Pipeline:
@@ -66,40 +87,6 @@ def _pipeline(path: str, doc: dict[str, Any]) -> Pipeline:
         raise FormatError(f"array {path!r}: {exc}") from exc
 
 
-def _ints(value: Any, what: str, *, minimum: int) -> tuple[int, ...]:
-    """``value`` as a tuple of ints >= ``minimum`` (JSON booleans and floats refused)."""
-    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        raise FormatError(f"{what} must be a list of integers, got {value!r}")
-    if any(v < minimum or v >= MAX_CELLS for v in value):
-        raise FormatError(f"{what} must hold integers in [{minimum}, 2**62), got {value}")
-    return tuple(value)
-
-
-def _chunk_shape(path: str, doc: dict[str, Any], ndim: int) -> tuple[int, ...]:
-    grid = doc.get("chunk_grid")
-    conf = grid.get("configuration") if isinstance(grid, dict) else None
-    if not isinstance(conf, dict) or (isinstance(grid, dict) and grid.get("name", "regular") != "regular"):
-        raise FormatError(
-            f"array {path!r}: chunk_grid must be a regular grid with a configuration, got {grid!r}"
-        )
-    shape = _ints(conf.get("chunk_shape"), f"array {path!r}: chunk_shape", minimum=1)
-    if len(shape) != ndim:
-        raise FormatError(
-            f"array {path!r}: chunk_shape {list(shape)} has {len(shape)} dimensions, shape has {ndim}"
-        )
-    return shape
-
-
-def _numeric_dtype(name: Any, what: str) -> np.dtype:
-    try:
-        dtype = np.dtype(name).newbyteorder("<")
-    except TypeError as exc:
-        raise FormatError(f"{what} has an unknown dtype {name!r}") from exc
-    if dtype.kind not in "biuf" or dtype.itemsize == 0:
-        raise FormatError(f"{what} has dtype {name!r}; cell data must be a numeric type")
-    return dtype
-
-
 @dataclass(eq=False)
 class CellArray:
     """A per-chunk vlen array over the level's chunk grid (``vertices``, attributes, ...).
@@ -108,103 +95,115 @@ class CellArray:
     metadata and ``row_bytes`` the bytes each may take (default: dtype x row width); they
     bound decoding (see the module docstring). Without ``max_rows`` the bound is
     ``DEFAULT_MAX_DECODED``.
+
+    The document is parsed by :func:`~zarr_vectors.format.documents.parse_cell_array`
+    (``ndim``: the store's space axes, to check the grid's rank; ``parsed``: a parse already
+    made); anything that blocks reading raises FormatError. :meth:`parse` builds the array
+    without raising and returns the findings instead (``pipeline`` is then None when the
+    cells cannot be decoded here).
     """
 
     path: str
     doc: dict[str, Any]
     max_rows: int | None = None
     row_bytes: int | None = None
-    pipeline: Pipeline = field(init=False)
+    ndim: int | None = field(default=None, kw_only=True)
+    parsed: CellArrayDoc | None = field(default=None, kw_only=True, repr=False)
+    strict: bool = field(default=True, kw_only=True, repr=False)
+    pipeline: Pipeline | None = field(init=False, repr=False)
+    findings: list[Finding] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.doc.get("node_type") != "array":
-            raise FormatError(
-                f"{self.path!r} should be an array but its zarr.json says {self.doc.get('node_type')!r}"
-            )
-        if not isinstance(self.attrs, dict):
-            raise FormatError(f"array {self.path!r}: attributes must be an object")
-        self.shape = _ints(self.doc.get("shape"), f"array {self.path!r}: shape", minimum=0)
-        if math.prod(self.shape) >= MAX_CELLS:
-            raise FormatError(
-                f"array {self.path!r}: a grid of {list(self.shape)} cells is too large to index"
-            )
-        if _chunk_shape(self.path, self.doc, len(self.shape)) != (1,) * len(self.shape):
-            raise FormatError(f"array {self.path!r}: a per-chunk array has chunk_shape [1, ..., 1]")
-        self.pipeline = _pipeline(self.path, self.doc).bounded(self.max_bytes)
+        self.findings = []
+        if self.parsed is None:
+            parsed, found = parse_cell_array(self.path, self.doc, self.ndim)
+            self._found(found)
+            if parsed is None:  # a finding that blocks reading says why
+                raise FormatError(f"array {self.path!r} cannot be parsed")
+            self.parsed = parsed
+        self.shape = self.parsed.shape
+        self._layout()
+        try:
+            self.pipeline = _pipeline(self.path, self.doc).bounded(self.max_bytes)
+        except FormatError as exc:
+            if self.strict:
+                raise
+            self.pipeline = None
+            self.findings.append(Finding(self.path, "metadata.codecs", str(exc), UNSUPPORTED))
+
+    def _found(self, found: list[Finding]) -> None:
+        self.findings += found
+        if self.strict:
+            raise_for(found)
+
+    def _layout(self) -> None:
+        """Hook for arrays whose row layout needs more than their own document."""
+
+    def _usable(self) -> bool:
+        return True
+
+    @classmethod
+    def parse(
+        cls: type[_A],
+        path: str,
+        doc: dict[str, Any],
+        max_rows: int | None = None,
+        row_bytes: int | None = None,
+        **options: Any,
+    ) -> tuple[_A | None, list[Finding]]:
+        """The array and every finding about it, without raising for them (None when the
+        document is unusable); ``options`` are the keyword-only fields (``ndim``, ...)."""
+        parsed, found = parse_cell_array(path, doc, options.pop("ndim", None))
+        if parsed is None:
+            return None, found
+        arr = cls(
+            path, doc, max_rows, row_bytes, ndim=len(parsed.shape), parsed=parsed, strict=False, **options
+        )
+        return (arr if arr._usable() else None), found + arr.findings
 
     @property
     def attrs(self) -> dict[str, Any]:
-        return self.doc.get("attributes") or {}
+        assert self.parsed is not None
+        return self.parsed.attributes
 
     @property
     def max_bytes(self) -> int:
         """Most bytes one decoded cell may hold (see the module docstring)."""
         if self.max_rows is None:
             return DEFAULT_MAX_DECODED
-        per_row = self.row_bytes if self.row_bytes is not None else self.dtype.itemsize * self.row_width
+        if self.row_bytes is not None:
+            per_row = self.row_bytes
+        elif self.parsed is not None and self.parsed.dtype is not None:
+            per_row = self.parsed.dtype.itemsize * self.row_width
+        else:
+            return DEFAULT_MAX_DECODED
         return min(BOUND_SLACK + int(self.max_rows) * per_row, DEFAULT_MAX_DECODED)
+
+    @property
+    def decoder(self) -> Pipeline:
+        """The pipeline, which an array made by :meth:`parse` may lack."""
+        if self.pipeline is None:
+            raise FormatError(f"array {self.path!r}: this library cannot decode its cells")
+        return self.pipeline
 
     @cached_property
     def origin(self) -> np.ndarray:
-        value = self.attrs.get("chunk_grid_origin")
-        if value is None:
-            return np.zeros(len(self.shape), np.int64)
-        if not isinstance(value, list) or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value
-        ):
-            raise FormatError(
-                f"array {self.path!r}: chunk_grid_origin must be a list of integers, got {value!r}"
-            )
-        if len(value) != len(self.shape) or any(abs(v) >= MAX_CELLS for v in value):
-            raise FormatError(
-                f"array {self.path!r}: chunk_grid_origin {value} must have {len(self.shape)} integers below 2**62"
-            )
-        return np.asarray(value, dtype=np.int64)
+        assert self.parsed is not None
+        return np.asarray(self.parsed.origin, dtype=np.int64)
+
+    @cached_property
+    def listing(self) -> tuple[np.ndarray | None, list[Finding]]:
+        """``nonempty_chunks`` parsed: its usable chunks (None: unusable as a whole) and findings."""
+        return parse_nonempty(
+            self.path, self.attrs.get("nonempty_chunks"), self.shape, tuple(self.origin.tolist())
+        )
 
     @cached_property
     def nonempty(self) -> np.ndarray:
         """(M, D) absolute chunk coordinates listed in ``nonempty_chunks``, each inside the grid."""
-        keys = self.attrs.get("nonempty_chunks")
-        nd = len(self.shape)
-        if keys is None:
-            raise FormatError(f"array {self.path!r} has no nonempty_chunks attribute")
-        if not isinstance(keys, list):
-            raise FormatError(f"array {self.path!r}: nonempty_chunks must be a list of strings like '1.0.2'")
-        if not keys:
-            return np.zeros((0, nd), np.int64)
-        try:
-            text = "|".join(keys)
-        except TypeError:
-            text = ""
-        if not text or any(c.isspace() for c in set(text)):
-            raise FormatError(f"array {self.path!r}: nonempty_chunks entries must be strings like '1.0.2'")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # numpy warns when text stops parsing early
-            try:
-                flat = np.fromstring(text.replace(".", " ").replace("|", " "), dtype=np.int64, sep=" ")
-            except ValueError:  # numpy >= 2.? raises where older ones warned
-                flat = np.zeros(0, np.int64)
-        if len(flat) != nd * len(keys):
-            raise FormatError(
-                f"array {self.path!r}: nonempty_chunks entries must be {nd} integers joined by '.', "
-                f"like {'.'.join(['0'] * nd)!r}"
-            )
-        chunks = flat.reshape(-1, nd)
-        cell = chunks - self.origin
-        outside = np.any((cell < 0) | (cell >= np.asarray(self.shape, np.int64)), axis=1)
-        if outside.any():
-            i = int(np.argmax(outside))
-            raise FormatError(
-                f"array {self.path!r}: nonempty_chunks entry {keys[i]!r} lies outside its grid of "
-                f"{list(self.shape)} cells from origin {self.origin.tolist()}"
-            )
-        lin = np.sort(self._linear(chunks))
-        twice = np.flatnonzero(lin[1:] == lin[:-1])
-        if len(twice):
-            raise FormatError(
-                f"array {self.path!r}: nonempty_chunks lists a chunk twice (cell index {int(lin[twice[0]])}); "
-                "each chunk may be listed once"
-            )
+        chunks, found = self.listing
+        raise_for(found)
+        assert chunks is not None
         return chunks
 
     @cached_property
@@ -241,18 +240,40 @@ class CellArray:
 
     @cached_property
     def dtype(self) -> np.dtype:
-        return _numeric_dtype(self.attrs.get("dtype"), f"array {self.path!r}")
+        assert self.parsed is not None
+        if self.parsed.dtype is None:
+            raise FormatError(f"array {self.path!r} has no usable dtype attribute")
+        return self.parsed.dtype
 
-    @cached_property
+    @property
     def row_width(self) -> int:
-        shape = self.attrs.get("row_shape") or []
-        dims = _ints(shape, f"array {self.path!r}: row_shape", minimum=1)
-        width = math.prod(dims)
-        if width > MAX_ROW_WIDTH:
-            raise FormatError(
-                f"array {self.path!r}: row_shape {list(dims)} has {width} values per row (at most {MAX_ROW_WIDTH})"
-            )
-        return width
+        assert self.parsed is not None
+        return self.parsed.row_width
+
+    @property
+    def width(self) -> int:
+        """Values of ``dtype`` per row of a cell."""
+        return self.row_width
+
+    @property
+    def parallel(self) -> str:
+        """For a link attribute array, the path of the links array it mirrors (else ``""``)."""
+        assert self.parsed is not None
+        return self.parsed.parallel
+
+    def chunk_of(self, key: str) -> tuple[int, ...] | None:
+        """Absolute chunk of a stored cell key ``c/i/j/k`` (relative to the array; None when it
+        is not a cell of the grid's rank)."""
+        parts = key.split("/")
+        if len(parts) != len(self.shape) + 1 or parts[0] != "c":
+            return None
+        try:
+            cell = [int(p) for p in parts[1:]]
+        except ValueError:
+            return None
+        if any(abs(c) >= MAX_CELLS for c in cell):
+            return None
+        return tuple(c + o for c, o in zip(cell, self.origin.tolist()))
 
     def key(self, chunk: Sequence[int] | np.ndarray) -> str:
         return f"{self.path}/{cell_key(np.asarray(chunk) - self.origin)}"
@@ -274,7 +295,7 @@ class CellArray:
                 )
             return memoryview(b"")
         with decoding(self.path, chunk):
-            return self.pipeline.decode(raw)
+            return self.decoder.decode(raw)
 
     @cached_property
     def draco(self) -> bool:
@@ -324,29 +345,40 @@ class TableArray:
 
     ``max_bytes`` bounds a decoded vlen chunk (a dense chunk decodes to exactly its size);
     ``max_absent`` is how many elements may be the fill value, so that a missing vlen
-    chunk holding more elements than that is a CorruptCellError (None: no limit).
+    chunk holding more elements than that is a CorruptCellError (None: no limit). The
+    document is parsed by :func:`~zarr_vectors.format.documents.parse_table`; :meth:`parse`
+    returns the findings instead of raising for them.
     """
 
     path: str
     doc: dict[str, Any]
     max_bytes: int = DEFAULT_MAX_DECODED
     max_absent: int | None = None
+    parsed: TableDoc | None = field(default=None, kw_only=True, repr=False)
+    strict: bool = field(default=True, kw_only=True, repr=False)
+    findings: list[Finding] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.doc.get("node_type") != "array":
-            raise FormatError(
-                f"{self.path!r} should be an array but its zarr.json says {self.doc.get('node_type')!r}"
-            )
-        self.shape = _ints(self.doc.get("shape"), f"array {self.path!r}: shape", minimum=0)
-        if len(self.shape) not in (1, 2):
-            raise FormatError(f"table {self.path!r} must be 1-D or 2-D, got shape {list(self.shape)}")
-        self.chunk_shape = _chunk_shape(self.path, self.doc, len(self.shape))
-        if len(self.shape) == 2 and self.chunk_shape[1] != self.shape[1]:
-            raise FormatError(
-                f"table {self.path!r}: chunk_shape {list(self.chunk_shape)} must span the {self.shape[1]} columns"
-            )
-        if not isinstance(self.attrs, dict):
-            raise FormatError(f"array {self.path!r}: attributes must be an object")
+        self.findings = []
+        if self.parsed is None:
+            parsed, self.findings = parse_table(self.path, self.doc)
+            if self.strict:
+                raise_for(self.findings)
+            if parsed is None:  # a finding that blocks reading says why
+                raise FormatError(f"table {self.path!r} cannot be parsed")
+            self.parsed = parsed
+        self.shape = self.parsed.shape
+        self.chunk_shape = self.parsed.chunk_shape
+
+    @classmethod
+    def parse(
+        cls: type[_T], path: str, doc: dict[str, Any], **options: Any
+    ) -> tuple[_T | None, list[Finding]]:
+        """The table and every finding about it, without raising (None when unusable)."""
+        parsed, found = parse_table(path, doc)
+        if parsed is None:
+            return None, found
+        return cls(path, doc, parsed=parsed, strict=False, **options), found
 
     @cached_property
     def pipeline(self) -> Pipeline:
@@ -357,7 +389,8 @@ class TableArray:
 
     @property
     def attrs(self) -> dict[str, Any]:
-        return self.doc.get("attributes") or {}
+        assert self.parsed is not None
+        return self.parsed.attributes
 
     @property
     def length(self) -> int:
@@ -373,7 +406,10 @@ class TableArray:
 
     @cached_property
     def dense_dtype(self) -> np.dtype:
-        return _numeric_dtype(self.doc.get("data_type"), f"array {self.path!r}")
+        assert self.parsed is not None
+        if self.parsed.dtype is None:
+            raise FormatError(f"table {self.path!r} has data_type {self.parsed.data_type!r}, not numbers")
+        return self.parsed.dtype
 
     def chunk_keys(self, chunks: Sequence[int]) -> list[str]:
         tail = "/0" * (len(self.shape) - 1)
@@ -448,36 +484,42 @@ class TableArray:
 
 @dataclass(eq=False)
 class LinkArray(CellArray):
-    """One ``links/<delta>/<offsets>`` array: its segment, row layout and cell decoding."""
+    """One ``links/<delta>/<offsets>`` array: its segment, row layout and cell decoding.
+
+    With its ``family`` (the parsed ``links/<delta>`` group), the declared ``has_perm`` is
+    checked against the family's policy (see :func:`~zarr_vectors.format.groups.parse_link_layout`).
+    """
 
     segment: str = ""
     link_width: int = 2
     delta: int = 0
+    family: LinksFamily | None = field(default=None, kw_only=True)
+    layout: LinkLayout | None = field(init=False, default=None, repr=False)
 
-    def __post_init__(self) -> None:
-        from zarr_vectors.format.links import parse_offsets
+    def _layout(self) -> None:
+        layout, found = parse_link_layout(
+            self.path, self.attrs, self.segment, self.link_width, self.delta, len(self.shape), self.family
+        )
+        self._found(found)
+        self.layout = layout
+        if layout is None:  # only without strict: the array is left out (see _usable)
+            self.has_perm, self.intra = False, False
+            self.offsets = np.zeros((max(self.link_width - 1, 0), len(self.shape)), np.int64)
+            return
+        self.offsets, self.has_perm, self.intra = layout.offsets, layout.has_perm, layout.intra
 
-        if self.attrs.get("dtype") is None:
-            raise FormatError(f"links array {self.path!r} has no dtype attribute")
-        self.has_perm = bool(self.attrs.get("has_perm", False))
-        super().__post_init__()
-        try:
-            self.offsets = parse_offsets(self.segment, self.link_width, len(self.shape))
-        except DecodeError as exc:
-            raise FormatError(f"{self.path!r}: {exc}") from exc
-        self.intra = self.delta == 0 and not np.any(self.offsets)
-        if self.dtype.kind not in "iu":
-            raise FormatError(f"links array {self.path!r} has dtype {self.dtype}; link rows are integers")
+    def _usable(self) -> bool:
+        return self.layout is not None and self.parsed is not None and self.parsed.dtype is not None
 
     @property
     def max_bytes(self) -> int:
         """Most bytes one decoded cell may hold: ``max_rows`` records plus a ragged offset each."""
-        if self.max_rows is None:
+        if self.max_rows is None or self.parsed is None or self.parsed.dtype is None:
             return DEFAULT_MAX_DECODED
-        return BOUND_SLACK + int(self.max_rows) * (self.dtype.itemsize * self.row_width + 8)
+        return BOUND_SLACK + int(self.max_rows) * (self.parsed.dtype.itemsize * self.row_width + 8)
 
     @property
-    def row_width(self) -> int:  # type: ignore[override]
+    def row_width(self) -> int:
         return self.link_width + int(self.has_perm)
 
     def listed_ids(self, grid: Any) -> np.ndarray:

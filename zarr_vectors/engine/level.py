@@ -14,7 +14,6 @@ from zarr_vectors.engine.arrays import (
     BOUND_SLACK,
     DRACO_BYTES,
     FRAGMENT_BYTES,
-    MAX_CELLS,
     CellArray,
     LinkArray,
     TableArray,
@@ -22,11 +21,17 @@ from zarr_vectors.engine.arrays import (
 from zarr_vectors.engine.ids import GROUP_ID_ATTRIBUTE, OBJECT_ID_ATTRIBUTE, IdMap, IdTableWarning
 from zarr_vectors.engine.pipeline import DEFAULT_MAX_DECODED
 from zarr_vectors.engine.storage import Backend
-from zarr_vectors.errors import FormatError, UnknownIdError, choice_message, decoding
+from zarr_vectors.errors import (
+    FormatError,
+    UnknownIdError,
+    decoding,
+)
+from zarr_vectors.format.documents import parse_cell_array
+from zarr_vectors.format.findings import raise_for
 from zarr_vectors.format.grid import Grid
-from zarr_vectors.format.links import STORE_POLICIES, links_has_perm
+from zarr_vectors.format.groups import LinksFamily, check_object_index, parse_links_family, parse_object_index
 from zarr_vectors.format.manifests import ManifestBlock, decode_manifest, decode_manifests_batch
-from zarr_vectors.format.metadata import MAX_READ_BINS, LevelMeta, RootMeta
+from zarr_vectors.format.metadata import MAX_READ_BINS, LevelMeta, RootMeta, check_arrays_present, parse_level
 from zarr_vectors.format.zarr_json import check_zarr_v3, load_json
 
 __all__ = ["Level"]
@@ -49,25 +54,6 @@ _SINGLES = (
     "fragment_attributes",
     "link_attributes",
 )
-#: Object index layouts this reader understands. ``vlen_manifests_v2`` (written by the
-#: reference implementation 0.9.2, not in spec 0.9) adds ``object_ids``: row r of
-#: ``manifests`` describes object ``object_ids[r]``.
-_LAYOUTS = ("vlen_manifests_v1", "vlen_manifests_v2")
-
-
-#: Bins per chunk beyond which a level's bins are not used to prune rows (writers make <= 4096).
-#: ``arrays_present`` families whose loss would silently change what a read returns (attributes,
-#: edges and faces, objects): a declared one whose ``zarr.json`` is missing is a FormatError. Others
-#: (``link_fragments``, ``fragment_attributes``, ...) are not needed to answer correctly.
-_DECLARED = (
-    "vertex_fragments",
-    "vertex_attributes",
-    "links",
-    "object_index",
-    "object_attributes",
-    "groups",
-    "group_attributes",
-)
 
 
 def _parse(raw: bytes | None, where: str) -> dict[str, Any] | None:
@@ -76,34 +62,19 @@ def _parse(raw: bytes | None, where: str) -> dict[str, Any] | None:
     return check_zarr_v3(load_json(raw, where), where)
 
 
-def _owner_table(p: str, doc: dict[str, Any] | None, max_rows: int) -> CellArray | None:
+def _owner_table(p: str, doc: dict[str, Any] | None, max_rows: int, nd: int) -> CellArray | None:
     """``fragment_attributes/object_id`` when it is a usable owner table (one integer per fragment)."""
     if doc is None:
         return None
-    arr = CellArray(f"{p}/fragment_attributes/object_id", doc, max_rows=max_rows)
+    arr = CellArray(f"{p}/fragment_attributes/object_id", doc, max_rows=max_rows, ndim=nd)
     if arr.row_width != 1 or arr.dtype.kind not in "iu":
         return None
     return arr
 
 
-def _count(attrs: dict[str, Any], key: str, where: str) -> int | None:
-    """A non-negative integer attribute, or None when absent."""
-    value = attrs.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_CELLS:
-        raise FormatError(f"{where}: {key} must be a non-negative integer, got {value!r}")
-    return value
-
-
 def _level_grid(p: str, root: RootMeta, meta: LevelMeta, index: int, vertices: CellArray) -> Grid:
     """The level's grid from the root and level metadata and the vertices array's shape."""
-    nd = root.sid_ndim
     root_cs = np.asarray(root.chunk_shape, np.float64)
-    if meta.chunk_shape is not None and len(meta.chunk_shape) != nd:
-        raise FormatError(
-            f"level {p}: chunk_shape {list(meta.chunk_shape)} has {len(meta.chunk_shape)} entries for {nd} space axes"
-        )
     cs = root_cs if meta.chunk_shape is None else np.asarray(meta.chunk_shape, np.float64)
     bin_shape = (
         root.level_bin_shapes[index] if index < len(root.level_bin_shapes) else root.effective_bin_shape
@@ -114,11 +85,8 @@ def _level_grid(p: str, root: RootMeta, meta: LevelMeta, index: int, vertices: C
         tiles = np.all(np.isfinite(ratio)) and np.allclose(ratio * bs, cs, rtol=1e-9)
     if not tiles or math.prod(int(r) for r in ratio) > MAX_READ_BINS:
         bs = cs  # a bin shape that does not tile the chunk (or absurdly fine bins) cannot prune rows
-    shape = vertices.shape
-    if len(shape) != nd:
-        raise FormatError(f"{p}/vertices has {len(shape)} dimensions but the store has {nd} space axes")
     try:
-        grid = Grid(cs, bs, vertices.origin, np.asarray(shape, np.int64))
+        grid = Grid(cs, bs, vertices.origin, np.asarray(vertices.shape, np.int64))
     except ValueError as exc:
         raise FormatError(f"level {p}: {exc}") from exc
     _check_listed_in_bounds(p, root, cs, vertices)
@@ -145,70 +113,49 @@ def _check_listed_in_bounds(p: str, root: RootMeta, cs: np.ndarray, vertices: Ce
         )
 
 
-def _check_family(p: str, family: dict[str, Any]) -> None:
-    """The links family's ``directed`` is a boolean and ``store`` a known policy (they decide
-    how every record is read)."""
-    directed = family.get("directed", False)
-    if not isinstance(directed, bool):
-        raise FormatError(f"{p}/links/0: directed must be true or false, got {directed!r}")
-    store = family.get("store", "canonical")
-    if store not in STORE_POLICIES:
-        raise FormatError(choice_message(f"{p}/links/0: store", store, STORE_POLICIES))
+def _links_family(p: str, doc: dict[str, Any] | None, arrays: bool, nd: int) -> LinksFamily | None:
+    """The parsed ``links/0`` group (None when the level has none); links arrays without it are refused."""
+    if doc is None:
+        if arrays:
+            raise FormatError(f"{p}/links/0 holds links arrays but has no zarr.json of its own")
+        return None
+    family, found = parse_links_family(f"{p}/links/0", doc.get("attributes") or {}, 0, nd)
+    raise_for(found)
+    return family
 
 
 def _link_arrays(
-    p: str, docs: dict[str, dict[str, Any]], family: dict[str, Any], records: int | None, width: int
+    p: str, docs: dict[str, dict[str, Any]], family: LinksFamily | None, records: int | None, nd: int
 ) -> dict[str, LinkArray]:
-    """The ``links/0/<offsets>`` arrays; a declared ``has_perm`` must be what the family's
-    direction and store policy give for the array's offsets (it sets the row width)."""
-    out = {}
-    for name, doc in docs.items():
-        arr = LinkArray(f"{p}/links/0/{name}", doc, records, segment=name, link_width=width, delta=0)
-        declared = arr.attrs.get("has_perm")
-        expected = links_has_perm(
-            arr.offsets,
+    """The ``links/0/<offsets>`` arrays, each checked against its family's policy."""
+    if family is None:
+        return {}
+    return {
+        name: LinkArray(
+            f"{p}/links/0/{name}",
+            doc,
+            records,
+            segment=name,
+            link_width=family.link_width,
             delta=0,
-            directed=family.get("directed", False),
-            store=family.get("store", "canonical"),
+            ndim=nd,
+            family=family,
         )
-        if declared is not None and declared is not expected:
-            raise FormatError(
-                f"{arr.path}: has_perm is {declared!r} but a {'directed' if family.get('directed') else 'undirected'} "
-                f"{family.get('store', 'canonical')} family stores perm_idx {'with' if expected else 'without'} "
-                "these offsets"
-            )
-        out[name] = arr
-    return out
-
-
-def _missing_nodes(p: str, meta: LevelMeta, docs: dict[str, bytes | None]) -> None:
-    """Every family ``arrays_present`` declares must have its ``zarr.json``."""
-    for name in meta.arrays_present:
-        if name in _DECLARED and docs.get(name) is None:
-            raise FormatError(
-                f"level {p} declares {name!r} in arrays_present but {p}/{name}/zarr.json is missing "
-                "(deleted or never written); the level cannot be read completely"
-            )
+        for name, doc in docs.items()
+    }
 
 
 def _vertices(p: str, vdoc: dict[str, Any], vertex_count: int, nd: int) -> CellArray:
     """The ``vertices`` array: raw rows of ``nd`` coordinates or Draco blobs, ``vertex_count`` at most per cell."""
-    attrs = vdoc.get("attributes") or {}
-    encoding = attrs.get("encoding", "raw") if isinstance(attrs, dict) else None
-    if encoding not in ("raw", "draco"):
-        raise FormatError(f"{p}/vertices has encoding {encoding!r}, which this library cannot read")
+    parsed, found = parse_cell_array(f"{p}/vertices", vdoc, nd)
+    raise_for(found)
+    assert parsed is not None and parsed.dtype is not None
     codecs = vdoc.get("codecs")
     first = codecs[0] if isinstance(codecs, list) and codecs else None
     draco = isinstance(first, dict) and first.get("name") == "draco"
-    if encoding == "draco" and not draco:
-        raise FormatError(
-            f"{p}/vertices has encoding 'draco' but its codec list does not start with the draco codec "
-            "(a Draco blob stored as plain vlen bytes); this library reads Draco cells through the codec"
-        )
     if draco:
-        return CellArray(f"{p}/vertices", vdoc, vertex_count, DRACO_BYTES)
-    probe = CellArray(f"{p}/vertices", vdoc)
-    return CellArray(f"{p}/vertices", vdoc, vertex_count, probe.dtype.itemsize * nd)
+        return CellArray(f"{p}/vertices", vdoc, vertex_count, DRACO_BYTES, parsed=parsed)
+    return CellArray(f"{p}/vertices", vdoc, vertex_count, parsed.dtype.itemsize * nd, parsed=parsed)
 
 
 def _is_child(name: str) -> bool:
@@ -237,6 +184,25 @@ def _families(backend: Backend, p: str) -> dict[str, dict[str, dict[str, Any]]]:
     return fams
 
 
+def _manifests(
+    p: str, doc: dict[str, Any] | None, present: int | None, nd: int, fragments: int
+) -> TableArray | None:
+    """The manifests table; a bucket decodes to at most ``BOUND_SLACK + bucket * (8 + (8 * nd + 25) * F)``
+    bytes (and ``DEFAULT_MAX_DECODED``), ``F`` being the fragments the level can hold: each manifest
+    names each fragment at most once (objects may share fragments, so the bound is per manifest)."""
+    if doc is None:
+        return None
+    probe = TableArray(f"{p}/object_index/manifests", doc)
+    rows = probe.length
+    return TableArray(
+        probe.path,
+        doc,
+        max_bytes=min(BOUND_SLACK + probe.chunk * (8 + (8 * nd + 25) * fragments), DEFAULT_MAX_DECODED),
+        max_absent=None if present is None else max(rows - present, 0),
+        parsed=probe.parsed,
+    )
+
+
 def _tables(
     p: str,
     meta: LevelMeta,
@@ -247,56 +213,28 @@ def _tables(
     nd: int,
     listed: int,
 ) -> dict[str, Any]:
-    """The level's object and group tables, checked to agree with the object index and groups.
-
-    A manifest bucket decodes to at most ``BOUND_SLACK + bucket * (8 + (8 * nd + 25) * F)`` bytes
-    (and ``DEFAULT_MAX_DECODED``), ``F`` being the fragments the level can hold
-    (``vertex_count + (bins + 1) * listed chunks``): each manifest names each fragment at most once
-    (objects may share fragments, so the bound is per manifest).
-    """
-    man, oids, groups = docs["object_index/manifests"], docs["object_index/object_ids"], docs["groups"]
-    if oi is not None and man is None:
-        raise FormatError(
-            f"{p}/object_index has no manifests array ({p}/object_index/manifests/zarr.json is missing)"
-        )
-    oi_attrs = {} if oi is None else oi.get("attributes") or {}
-    layout = oi_attrs.get("layout", "vlen_manifests_v1")
+    """The level's object and group tables, checked to agree with the object index and groups
+    (``F`` of the manifests' bound: ``vertex_count + (bins + 1) * listed chunks``)."""
+    index = None
     if oi is not None:
-        if layout not in _LAYOUTS:
-            raise FormatError(
-                f"{p}/object_index has layout {layout!r}; this library reads {', '.join(_LAYOUTS)}"
-            )
-        if layout == "vlen_manifests_v2" and oids is None:
-            raise FormatError(f"{p}/object_index has layout vlen_manifests_v2 but no object_ids array")
-    fragments = _level_fragments(meta, grid, listed)
-    manifests = None
-    if man is not None:
-        probe = TableArray(f"{p}/object_index/manifests", man)
-        num_objects = _count(oi_attrs, "num_objects", f"{p}/object_index")
-        present = _count(oi_attrs, "num_present", f"{p}/object_index")
-        rows = probe.length
-        if layout == "vlen_manifests_v1" and num_objects is not None and rows != num_objects:
-            raise FormatError(
-                f"{probe.path} has {rows} rows but {p}/object_index says num_objects is {num_objects}"
-            )
-        manifests = TableArray(
-            probe.path,
-            man,
-            max_bytes=min(BOUND_SLACK + probe.chunk * (8 + (8 * nd + 25) * fragments), DEFAULT_MAX_DECODED),
-            max_absent=None if present is None else max(rows - present, 0),
-        )
+        index, found = parse_object_index(f"{p}/object_index", oi.get("attributes") or {}, nd)
+        raise_for(found)
+    present = None if index is None else index.num_present
+    manifests = _manifests(
+        p, docs["object_index/manifests"], present, nd, _level_fragments(meta, grid, listed)
+    )
+    oids, groups = docs["object_index/object_ids"], docs["groups"]
     manifest_ids = None if oids is None else TableArray(f"{p}/object_index/object_ids", oids)
-    if manifest_ids is not None and manifests is not None and manifest_ids.length != manifests.length:
-        raise FormatError(
-            f"{manifest_ids.path} has {manifest_ids.length} rows but the manifests have {manifests.length}"
+    if index is not None:
+        raise_for(
+            check_object_index(
+                f"{p}/object_index",
+                index,
+                None if manifests is None else manifests.parsed,
+                None if manifest_ids is None else manifest_ids.parsed,
+            )
         )
     group_table = None if groups is None else TableArray(f"{p}/groups", groups)
-    if group_table is not None:
-        num_groups = _count(group_table.attrs, "num_groups", group_table.path)
-        if num_groups is not None and num_groups != group_table.length:
-            raise FormatError(
-                f"{group_table.path} has {group_table.length} rows but num_groups is {num_groups}"
-            )
     object_attributes = {
         n: TableArray(f"{p}/object_attributes/{n}", d) for n, d in fams["object_attributes"].items()
     }
@@ -379,7 +317,7 @@ class Level:
 
     @classmethod
     def load(cls, backend: Backend, root: RootMeta, index: int) -> Level:
-        p = str(index)
+        p, nd = str(index), root.sid_ndim
         keys = [f"{p}/zarr.json"] + [f"{p}/{name}/zarr.json" for name in _SINGLES]
         raw_docs = dict(zip(["level", *_SINGLES], backend.get_many(keys)))
         docs = {
@@ -393,26 +331,21 @@ class Level:
             raise FormatError(
                 f"level {p} has a cross_chunk_links group: a pre-0.9 store; rewrite it from source"
             )
-        meta = LevelMeta.from_json(
-            (level_doc.get("attributes") or {}).get("zarr_vectors_level"), f"level {p}"
-        )
-        _missing_nodes(p, meta, raw_docs)
+        meta, found = parse_level((level_doc.get("attributes") or {}).get("zarr_vectors_level"), index, nd)
+        raise_for(found)
+        assert meta is not None
+        raise_for(check_arrays_present(meta, index, {n for n, d in docs.items() if d is not None}))
         vdoc = docs["vertices"]
         if vdoc is None:
             raise FormatError(f"level {p} has no vertices array")
-        vertices = _vertices(p, vdoc, meta.vertex_count, root.sid_ndim)
+        vertices = _vertices(p, vdoc, meta.vertex_count, nd)
         grid = _level_grid(p, root, meta, index, vertices)
         fams = _families(backend, p)
         v = meta.vertex_count
         per_cell = v + grid.n_bins  # fragments one cell may hold: its bins, or runs of its rows
-        family = {} if docs["links/0"] is None else docs["links/0"].get("attributes") or {}
-        width = family.get("link_width", 2)
-        if isinstance(width, bool) or not isinstance(width, int) or not 1 <= width <= 20:
-            raise FormatError(f"{p}/links/0: link_width must be an integer from 1 to 20, got {width!r}")
-        records = _count(family, "num_physical_records", f"{p}/links/0")
-        _check_family(p, family)
-        oi = docs["object_index"]
-        tables = _tables(p, meta, grid, docs, fams, oi, root.sid_ndim, len(vertices.nonempty))
+        family = _links_family(p, docs["links/0"], bool(fams["links/0"]), nd)
+        records = None if family is None else family.num_physical_records
+        tables = _tables(p, meta, grid, docs, fams, docs["object_index"], nd, len(vertices.nonempty))
         fdoc, lf = docs["vertex_fragments"], docs["link_fragments"]
         return cls(
             backend=backend,
@@ -423,16 +356,19 @@ class Level:
             vertices=vertices,
             fragments=None
             if fdoc is None
-            else CellArray(f"{p}/vertex_fragments", fdoc, per_cell, FRAGMENT_BYTES),
+            else CellArray(f"{p}/vertex_fragments", fdoc, per_cell, FRAGMENT_BYTES, ndim=nd),
             vertex_attributes={
-                n: CellArray(f"{p}/vertex_attributes/{n}", d, v) for n, d in fams["vertex_attributes"].items()
+                n: CellArray(f"{p}/vertex_attributes/{n}", d, v, ndim=nd)
+                for n, d in fams["vertex_attributes"].items()
             },
-            object_index=None if oi is None else oi.get("attributes") or {},
-            links=_link_arrays(p, fams["links/0"], family, records, width),
-            links_family=family,
+            object_index=None
+            if docs["object_index"] is None
+            else docs["object_index"].get("attributes") or {},
+            links=_link_arrays(p, fams["links/0"], family, records, nd),
+            links_family={} if family is None else family.attributes,
             link_attributes={
                 fam.split("/")[1]: {
-                    seg: CellArray(f"{p}/{fam}/{seg}", d, records) for seg, d in docs_.items()
+                    seg: CellArray(f"{p}/{fam}/{seg}", d, records, ndim=nd) for seg, d in docs_.items()
                 }
                 for fam, docs_ in fams.items()
                 if fam.startswith("link_attributes/")
@@ -440,9 +376,13 @@ class Level:
             link_fragments=None
             if lf is None
             else CellArray(
-                f"{p}/link_fragments", lf, None if records is None else records + grid.n_bins, FRAGMENT_BYTES
+                f"{p}/link_fragments",
+                lf,
+                None if records is None else records + grid.n_bins,
+                FRAGMENT_BYTES,
+                ndim=nd,
             ),
-            fragment_object_ids=_owner_table(p, fams["fragment_attributes"].get("object_id"), per_cell),
+            fragment_object_ids=_owner_table(p, fams["fragment_attributes"].get("object_id"), per_cell, nd),
             **tables,
         )
 

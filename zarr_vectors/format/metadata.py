@@ -1,8 +1,10 @@
 """Root and level metadata: the ``zarr_vectors``, ``multiscales`` and ``zarr_vectors_level`` blocks.
 
-Each block is a frozen dataclass with ``to_json`` and ``from_json``. Parsing checks
-types and values and raises :class:`~zarr_vectors.errors.FormatError` naming the
-field; unknown keys are kept in ``extra`` and written back unchanged.
+Each block is a frozen dataclass with ``to_json`` and ``from_json``. :func:`parse_root` and
+:func:`parse_level` check types and values and return the block with every
+:class:`~zarr_vectors.format.findings.Finding` (the validator reports them); ``from_attributes``
+and ``from_json`` raise one :class:`~zarr_vectors.errors.FormatError` for those that block
+reading. Unknown keys are kept in ``extra`` and written back unchanged.
 """
 
 from __future__ import annotations
@@ -10,22 +12,29 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import Collection
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
-from zarr_vectors.errors import FormatError, check_choice
-from zarr_vectors.geo import crs_block, geozarr_attributes
+from zarr_vectors.errors import FormatError, choice_message
+from zarr_vectors.format.findings import NONCONFORMING, WARNING, Finding, Findings, raise_for, short
+from zarr_vectors.geo import check_geozarr, crs_block, geozarr_attributes
 
 __all__ = [
     "ZV_VERSION",
     "GEOMETRY_TYPES",
     "KNOWN_CAPABILITIES",
+    "LEVEL_ARRAYS",
+    "LEVEL_GROUPS",
     "Axis",
     "RootMeta",
     "LevelMeta",
     "parse_version",
+    "parse_root",
+    "parse_level",
+    "check_arrays_present",
 ]
 
 ZV_VERSION = "0.9.0"
@@ -51,36 +60,6 @@ def parse_version(text: Any) -> tuple[int, int, int]:
     if not m:
         raise FormatError(f"zv_version {text!r} is not of the form X.Y.Z")
     return int(m.group(1)), int(m.group(2)), int(m.group(3))
-
-
-def _float_list(value: Any, name: str, n: int | None = None, *, positive: bool = False) -> list[float]:
-    """A list of finite numbers (``positive``: each > 0), of length ``n`` when given."""
-    if not isinstance(value, (list, tuple)) or not all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
-    ):
-        raise FormatError(f"{name} must be a list of numbers, got {value!r}")
-    if n is not None and len(value) != n:
-        raise FormatError(f"{name} must have {n} entries (one per space axis), got {len(value)}")
-    out = [float(v) for v in value]
-    if not all(np.isfinite(out)):
-        raise FormatError(f"{name} must hold finite numbers, got {value!r}")
-    if positive and not all(v > 0 for v in out):
-        raise FormatError(f"{name} must be positive numbers, got {value!r}")
-    return out
-
-
-def _int_field(block: dict[str, Any], key: str, default: Any, where: str, *, minimum: int = 0) -> Any:
-    """``block[key]`` as an int >= ``minimum`` (``default`` when absent or null)."""
-    value = block.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise FormatError(f"{where}.{key} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _choice(block: dict[str, Any], key: str, allowed: tuple[str, ...], default: str, where: str) -> str:
-    return check_choice(f"{where}.{key}", block.get(key, default), allowed, error=FormatError)
 
 
 @dataclass(frozen=True)
@@ -183,170 +162,24 @@ class RootMeta:
 
     @classmethod
     def from_attributes(cls, attrs: dict[str, Any]) -> RootMeta:
-        """Parse a root group's attributes; raise FormatError on anything unusable."""
-        block = attrs.get("zarr_vectors")
-        if not isinstance(block, dict):
-            raise FormatError(
-                "the root group has no 'zarr_vectors' attribute block: it is not a Zarr Vectors store"
-            )
-        version = block.get("zv_version", block.get("format_version"))
-        if version is None:
-            raise FormatError("zarr_vectors.zv_version is missing")
-        major, minor, _ = parse_version(version)
-        if (major, minor) != (0, 9):
-            raise FormatError(
-                f"store has Zarr Vectors version {version}; this library reads 0.9.x only"
-                + (" (pre-0.9 stores must be rewritten from source)" if (major, minor) < (0, 9) else "")
-            )
-        chunk_shape = _float_list(block.get("chunk_shape"), "zarr_vectors.chunk_shape", positive=True)
-        nd = len(chunk_shape)
-        if nd == 0:
-            raise FormatError("zarr_vectors.chunk_shape must have one entry per space axis, got []")
-        bounds = block.get("bounds")
-        if not isinstance(bounds, (list, tuple)) or len(bounds) != 2:
-            raise FormatError(f"zarr_vectors.bounds must be [min_corner, max_corner], got {bounds!r}")
-        lo = _float_list(bounds[0], "zarr_vectors.bounds[0]", nd)
-        hi = _float_list(bounds[1], "zarr_vectors.bounds[1]", nd)
-        if any(a > b for a, b in zip(lo, hi)):
-            raise FormatError(f"zarr_vectors.bounds: min corner {lo} exceeds max corner {hi}")
-        base = block.get("base_bin_shape")
-        base_t = (
-            None
-            if base is None
-            else tuple(_float_list(base, "zarr_vectors.base_bin_shape", nd, positive=True))
-        )
-        if base_t is not None:
-            _check_tiles(chunk_shape, base_t)
-        caps = tuple(block.get("format_capabilities") or ())
-        retired = [c for c in caps if c in RETIRED_CAPABILITIES]
-        if retired:
-            raise FormatError(f"store declares the pre-0.9 capability {retired[0]!r}; rewrite it from source")
-        unknown = [c for c in caps if c not in KNOWN_CAPABILITIES]
+        """Parse a root group's attributes; raise FormatError on anything unusable (see
+        :func:`parse_root`) and warn about unknown capability tokens."""
+        meta, findings = parse_root(attrs)
+        raise_for(findings)
+        assert meta is not None  # a root that parses to nothing has a blocking finding
+        unknown = [c for c in meta.format_capabilities if c not in KNOWN_CAPABILITIES]
         if unknown:
             warnings.warn(
                 f"unknown Zarr Vectors capability tokens ignored: {unknown}",
                 UnknownCapabilityWarning,
                 stacklevel=3,
             )
-        where = "zarr_vectors"
-        known = {
-            "zv_version",
-            "format_version",
-            "chunk_shape",
-            "bounds",
-            "geometry_types",
-            "crs",
-            "links_convention",
-            "object_index_convention",
-            "cross_chunk_strategy",
-            "cross_level_storage",
-            "cross_level_depth",
-            "reduction_factor",
-            "base_bin_shape",
-            "format_capabilities",
-        }
-        axes, level_bins = _parse_multiscales(attrs.get("multiscales"), nd, base_t or tuple(chunk_shape))
-        gtypes = block.get("geometry_types", ["point_cloud"])
-        if not isinstance(gtypes, list) or not gtypes or not all(isinstance(g, str) for g in gtypes):
-            raise FormatError(f"zarr_vectors.geometry_types must be a list of strings, got {gtypes!r}")
-        meta = cls(
-            chunk_shape=tuple(chunk_shape),
-            bounds=(tuple(lo), tuple(hi)),
-            axes=axes,
-            geometry_types=tuple(gtypes),
-            base_bin_shape=base_t,
-            level_bin_shapes=level_bins,
-            crs=None,
-            links_convention=_choice(
-                block, "links_convention", LINKS_CONVENTIONS, "implicit_sequential", where
-            ),
-            object_index_convention=_choice(
-                block, "object_index_convention", OBJECT_INDEX_CONVENTIONS, "standard", where
-            ),
-            cross_chunk_strategy=_choice(
-                block, "cross_chunk_strategy", CROSS_CHUNK_STRATEGIES, "explicit_links", where
-            ),
-            cross_level_storage=_choice(block, "cross_level_storage", CROSS_LEVEL_STORAGE, "explicit", where),
-            cross_level_depth=_int_field(block, "cross_level_depth", 1, where),
-            reduction_factor=_int_field(block, "reduction_factor", 8, where),
-            format_capabilities=caps,
-            zv_version=str(version),
-            extra={k: v for k, v in block.items() if k not in known},
-        )
-        # The stored crs is kept as written (the format leaves it opaque): no parsing on read.
-        object.__setattr__(meta, "crs", block.get("crs"))
         return meta
 
 
 #: Most bins one chunk may hold when read (writers allow far fewer); past it the bin
 #: shape is corrupt, not a choice.
 MAX_READ_BINS = 1 << 20
-
-
-def _check_tiles(chunk_shape: list[float], bin_shape: tuple[float, ...]) -> None:
-    """The base bin shape divides the chunk shape into at most ``MAX_READ_BINS`` bins."""
-    ratio = [c / b for c, b in zip(chunk_shape, bin_shape)]
-    whole = all(abs(r - round(r)) <= 1e-6 * max(1.0, r) and round(r) >= 1 for r in ratio)
-    if not whole or math.prod(round(r) for r in ratio) > MAX_READ_BINS:
-        raise FormatError(
-            f"zarr_vectors.base_bin_shape {list(bin_shape)} must divide chunk_shape {chunk_shape} "
-            f"into whole bins (at most {MAX_READ_BINS} per chunk)"
-        )
-
-
-def _parse_multiscales(
-    ms: Any, nd: int, base_bin: tuple[float, ...]
-) -> tuple[tuple[Axis, ...], tuple[tuple[float, ...], ...]]:
-    """Axes and per-level bin shapes from the NGFF ``multiscales`` list (defaults when absent)."""
-    default_axes = (
-        tuple(Axis(n) for n in ("x", "y", "z", "w")[:nd])
-        if nd <= 4
-        else tuple(Axis(f"dim{i}") for i in range(nd))
-    )
-    if ms is None:
-        raise FormatError(
-            "the root group has no multiscales list; Zarr Vectors stores list their levels there"
-        )
-    if not isinstance(ms, list) or not ms or not isinstance(ms[0], dict):
-        raise FormatError(f"multiscales must be a list holding one object, got {ms!r}")
-    entry = ms[0]
-    axes_json = entry.get("axes") or []
-    if not isinstance(axes_json, list):
-        raise FormatError(f"multiscales axes must be a list, got {axes_json!r}")
-    axes = tuple(
-        Axis(str(a.get("name", f"dim{i}")), str(a.get("type", "space")), a.get("unit"))
-        for i, a in enumerate(axes_json)
-        if isinstance(a, dict)
-    )
-    space = [a for a in axes if a.type == "space"]
-    if axes and len(space) != nd:
-        raise FormatError(f"multiscales axes declare {len(space)} space axes but chunk_shape has {nd}")
-    bins: list[tuple[float, ...]] = []
-    datasets = entry.get("datasets") or []
-    if not isinstance(datasets, list) or not all(isinstance(ds, dict) for ds in datasets):
-        raise FormatError(f"multiscales datasets must be a list of objects, got {datasets!r}")
-    if "datasets" in entry and not datasets:
-        raise FormatError("multiscales datasets is empty; it must list level 0 (path '0') at least")
-    for i, ds in enumerate(datasets):
-        translation = None
-        transforms = ds.get("coordinateTransformations") or []
-        if not isinstance(transforms, list) or not all(isinstance(t, dict) for t in transforms):
-            raise FormatError(
-                f"multiscales datasets[{i}].coordinateTransformations must be a list of objects"
-            )
-        for t in transforms:
-            if t.get("type") == "translation":
-                translation = t.get("translation")
-        if translation is None:
-            bins.append(base_bin)
-        else:
-            half = _float_list(translation, f"multiscales datasets[{i}] translation", positive=True)
-            if len(half) < nd:
-                raise FormatError(
-                    f"multiscales datasets[{i}] translation has {len(half)} entries for {nd} space axes"
-                )
-            bins.append(tuple(2.0 * v for v in half[-nd:]))
-    return axes or default_axes, tuple(bins)
 
 
 @dataclass(frozen=True)
@@ -389,40 +222,588 @@ class LevelMeta:
 
     @classmethod
     def from_json(cls, block: Any, where: str) -> LevelMeta:
-        if not isinstance(block, dict):
-            raise FormatError(f"{where}: the level group has no 'zarr_vectors_level' attribute block")
-        level = _int_field(block, "level", -1, where, minimum=-1)
-        count = _int_field(block, "vertex_count", 0, where)
-        present = block.get("arrays_present") or ()
-        if not isinstance(present, (list, tuple)) or not all(isinstance(a, str) for a in present):
-            raise FormatError(f"{where}.arrays_present must be a list of array family names, got {present!r}")
-        inherited = _int_field(block, "inherited_num_objects", None, where)
-        parent = _int_field(block, "parent_level", None, where)
-        cs = block.get("chunk_shape")
-        known = {
-            "level",
-            "vertex_count",
-            "arrays_present",
-            "chunk_shape",
-            "fragments_tile",
-            "object_sparsity",
-            "coarsening_method",
-            "parent_level",
-            "preserves_object_ids",
-            "inherited_num_objects",
-            "shared_fragments",
-        }
-        return cls(
-            level=level,
-            vertex_count=count,
-            arrays_present=tuple(present),
-            chunk_shape=None if cs is None else tuple(_float_list(cs, f"{where}.chunk_shape", positive=True)),
-            fragments_tile=bool(block.get("fragments_tile", False)),
-            object_sparsity=_float_list([block.get("object_sparsity", 1.0)], f"{where}.object_sparsity")[0],
-            coarsening_method=str(block.get("coarsening_method", "none")),
-            parent_level=parent,
-            preserves_object_ids=bool(block.get("preserves_object_ids", False)),
-            inherited_num_objects=inherited,
-            shared_fragments=bool(block.get("shared_fragments", False)),
-            extra={k: v for k, v in block.items() if k not in known},
+        """Parse a ``zarr_vectors_level`` block (``where`` names the level in messages, e.g.
+        ``"level 0"``); raise FormatError on anything unusable (see :func:`parse_level`)."""
+        meta, findings = _parse_level(block, where, "zarr.json", None, None)
+        raise_for(findings)
+        assert meta is not None
+        return meta
+
+
+# ------------------------------------------------------------------ parsing
+#
+# Each parser returns its best reading of the block plus every finding. A field that is
+# unusable gets its default (bounds: NaN, an unknown box) so that the validator can go on;
+# readers never see those values, as every such field is a finding that blocks reading.
+
+ROOT = "zarr.json"
+#: Keys of the root ``zarr_vectors`` block: the fields of :class:`RootMeta` stored there, plus
+#: ``format_version`` (the pre-0.5 name of ``zv_version``) and ``attribute_specs`` (written by
+#: the reference 0.9.2 when a schema declares attributes; kept in ``extra``).
+ROOT_KEYS = frozenset(f.name for f in fields(RootMeta)) - {"axes", "level_bin_shapes", "extra"} | {
+    "format_version",
+    "attribute_specs",
+}
+#: Keys that are fields of :class:`LevelMeta` (the others are kept in ``extra``).
+_LEVEL_FIELDS = frozenset(f.name for f in fields(LevelMeta)) - {"extra"}
+#: Keys of a level's ``zarr_vectors_level`` block (the ``chunk_*`` ones: a reference 0.9.2 writer's).
+LEVEL_KEYS = _LEVEL_FIELDS | {"chunk_dims", "chunk_attribute_name", "chunk_attribute_values"}
+#: Keys a level block must not hold: bin shapes live in the root multiscales, bounds in the root.
+FORBIDDEN_LEVEL_KEYS = ("bin_shape", "bin_ratio", "bin_size", "bounds")
+#: The array and group families a level may hold (what ``arrays_present`` names).
+LEVEL_ARRAYS = ("vertices", "vertex_fragments", "link_fragments", "groups")
+LEVEL_GROUPS = (
+    "links",
+    "vertex_attributes",
+    "fragment_attributes",
+    "link_attributes",
+    "object_index",
+    "object_attributes",
+    "group_attributes",
+)
+
+
+def _numbers(value: Any, name: str, n: int | None = None, *, positive: bool = False) -> str | None:
+    """Why ``value`` is not a list of finite numbers (each > 0 when ``positive``, ``n`` of them
+    when given), or None when it is."""
+    if not isinstance(value, (list, tuple)) or any(
+        type(v) is bool or not isinstance(v, (int, float)) for v in value
+    ):
+        return f"{name} must be a list of numbers, got {short(value)}"
+    if n is not None and len(value) != n:
+        return f"{name} must have {n} entries (one per space axis), got {len(value)}"
+    if not all(map(math.isfinite, value)):
+        return f"{name} must hold finite numbers, got {short(value)}"
+    if positive and value and min(value) <= 0:
+        return f"{name} must be positive numbers, got {short(value)}"
+    return None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_field(
+    block: dict[str, Any], key: str, default: Any, where: str, path: str, out: Findings, *, minimum: int = 0
+) -> Any:
+    """``block[key]`` as an int >= ``minimum`` (``default`` when absent, null or unusable)."""
+    value = block.get(key)
+    if value is None:
+        return default
+    if not _is_int(value) or value < minimum:
+        out.add(path, _LEVEL_CODE, f"{where}.{key} must be an integer >= {minimum}, got {short(value)}")
+        return default
+    return value
+
+
+_LEVEL_CODE = "metadata.level"
+
+
+def _version(block: dict[str, Any], out: Findings) -> str:
+    """The declared version (``format_version`` is read when ``zv_version`` is missing)."""
+    version = block.get("zv_version")
+    if version is None:
+        version = block.get("format_version")
+        if version is None:
+            out.add(ROOT, "metadata.version", "zarr_vectors.zv_version is missing")
+            return ZV_VERSION
+        out.add(
+            ROOT,
+            "metadata.version",
+            "zarr_vectors.zv_version is missing (format_version is the pre-0.5 name)",
+            NONCONFORMING,
         )
+    m = _VERSION_RE.match(str(version))
+    if not m:
+        out.add(
+            ROOT, "metadata.version", f"zarr_vectors.zv_version {short(version)} is not of the form X.Y.Z"
+        )
+    elif (int(m.group(1)), int(m.group(2))) != (0, 9):
+        old = (int(m.group(1)), int(m.group(2))) < (0, 9)
+        out.add(
+            ROOT,
+            "metadata.version",
+            f"zarr_vectors.zv_version is {version}; this library reads 0.9.x only"
+            + (" (pre-0.9 stores must be rewritten from source)" if old else ""),
+        )
+    return str(version)
+
+
+def _grid_fields(
+    block: dict[str, Any], out: Findings
+) -> tuple[list[float] | None, tuple[tuple[float, ...], tuple[float, ...]], tuple[float, ...] | None]:
+    """``chunk_shape`` (None when unusable), ``bounds`` (NaN when unusable) and ``base_bin_shape``."""
+    code = "metadata.root"
+    cs = block.get("chunk_shape")
+    if (why := _numbers(cs, "zarr_vectors.chunk_shape", positive=True)) is not None:
+        out.add(ROOT, code, why)
+        return None, ((), ()), None
+    if not cs:
+        out.add(ROOT, code, "zarr_vectors.chunk_shape must have one entry per space axis, got []")
+        return None, ((), ()), None
+    chunk_shape = [float(v) for v in cs]
+    nd = len(chunk_shape)
+    unknown = (float("nan"),) * nd
+    bounds: tuple[tuple[float, ...], tuple[float, ...]] = (unknown, unknown)
+    box = block.get("bounds")
+    if not isinstance(box, (list, tuple)) or len(box) != 2:
+        out.add(ROOT, code, f"zarr_vectors.bounds must be [min_corner, max_corner], got {short(box)}")
+    else:
+        why = _numbers(box[0], "zarr_vectors.bounds[0]", nd) or _numbers(box[1], "zarr_vectors.bounds[1]", nd)
+        if why is not None:
+            out.add(ROOT, code, why)
+        elif any(a > b for a, b in zip(box[0], box[1])):
+            lo, hi = [float(v) for v in box[0]], [float(v) for v in box[1]]
+            out.add(ROOT, code, f"zarr_vectors.bounds: min corner {lo} exceeds max corner {hi}")
+        else:
+            bounds = (tuple(float(v) for v in box[0]), tuple(float(v) for v in box[1]))
+    base = block.get("base_bin_shape")
+    if base is None:
+        return chunk_shape, bounds, None
+    if (why := _numbers(base, "zarr_vectors.base_bin_shape", nd, positive=True)) is not None:
+        out.add(ROOT, code, why)
+        return chunk_shape, bounds, None
+    bins = tuple(float(v) for v in base)
+    ratio = [c / b for c, b in zip(chunk_shape, bins)]
+    whole = all(abs(r - round(r)) <= 1e-6 * max(1.0, r) and round(r) >= 1 for r in ratio)
+    if not whole or math.prod(round(r) for r in ratio) > MAX_READ_BINS:
+        out.add(
+            ROOT,
+            code,
+            f"zarr_vectors.base_bin_shape {list(bins)} must divide chunk_shape {chunk_shape} "
+            f"into whole bins (at most {MAX_READ_BINS} per chunk)",
+        )
+        return chunk_shape, bounds, None
+    return chunk_shape, bounds, bins
+
+
+def _capabilities(block: dict[str, Any], out: Findings) -> tuple[str, ...]:
+    code = "metadata.capabilities"
+    caps = block.get("format_capabilities", [])
+    if caps is None:
+        caps = []
+    if not isinstance(caps, list) or not all(isinstance(c, str) for c in caps):
+        out.add(ROOT, code, f"zarr_vectors.format_capabilities must be a list of strings, got {short(caps)}")
+        return ()
+    for token in caps:
+        if token in RETIRED_CAPABILITIES:
+            out.add(
+                ROOT,
+                code,
+                f"store declares the pre-0.9 capability {token!r} (retired in 0.9); rewrite it from source",
+            )
+        elif token not in KNOWN_CAPABILITIES:
+            out.add(
+                ROOT,
+                code,
+                f"unknown capability token {token!r}; readers treat the feature as absent",
+                WARNING,
+            )
+    if "fragment_index" not in caps:
+        out.add(
+            ROOT,
+            code,
+            "format_capabilities lacks 'fragment_index', which 0.9 calls mandatory "
+            "(the reference 0.9.2 omits it too)",
+            WARNING,
+        )
+    return tuple(caps)
+
+
+def _geometry_types(block: dict[str, Any], out: Findings) -> tuple[str, ...]:
+    code = "metadata.geometry-types"
+    gtypes = block.get("geometry_types", ["point_cloud"])
+    if not isinstance(gtypes, list) or not gtypes or not all(isinstance(g, str) for g in gtypes):
+        out.add(
+            ROOT,
+            code,
+            f"zarr_vectors.geometry_types must be a list of strings (at least one), got {short(gtypes)}",
+        )
+        return ()
+    for g in gtypes:
+        if g not in GEOMETRY_TYPES:
+            out.add(
+                ROOT, code, f"geometry type {g!r} is custom: geometry rules are not checked for it", WARNING
+            )
+    return tuple(gtypes)
+
+
+def _choice(block: dict[str, Any], key: str, allowed: tuple[str, ...], default: str, out: Findings) -> str:
+    value = block.get(key, default)
+    if isinstance(value, str) and value in allowed:
+        return value
+    out.add(ROOT, "metadata.enum", choice_message(f"zarr_vectors.{key}", value, allowed))
+    return value if isinstance(value, str) else default
+
+
+def _counts(block: dict[str, Any], out: Findings) -> tuple[int, int]:
+    """``reduction_factor`` (an integer >= 2) and ``cross_level_depth`` (>= -1; -1: every pair)."""
+    rf = block.get("reduction_factor", 8)
+    message = f"zarr_vectors.reduction_factor must be an integer >= 2, got {short(rf)}"
+    if not _is_int(rf) or rf < 0:
+        out.add(ROOT, "metadata.root", message)
+        rf = 8
+    elif rf < 2:  # meaningless for a pyramid, harmless for reading
+        out.add(ROOT, "metadata.root", message, NONCONFORMING)
+    depth = block.get("cross_level_depth", 1)
+    if not _is_int(depth) or depth < -1:
+        out.add(
+            ROOT,
+            "metadata.root",
+            f"zarr_vectors.cross_level_depth must be an integer >= -1, got {short(depth)}",
+        )
+        depth = 1
+    return rf, depth
+
+
+def parse_root(attrs: Any) -> tuple[RootMeta | None, list[Finding]]:
+    """Parse a root group's attributes: the ``zarr_vectors`` block, NGFF ``multiscales`` and the
+    GeoZarr keys. Returns the block (None when its chunk shape is unusable) and every finding."""
+    out = Findings()
+    block = attrs.get("zarr_vectors") if isinstance(attrs, dict) else None
+    if not isinstance(block, dict):
+        out.add(
+            ROOT,
+            "structure.zv-block",
+            "the root group has no 'zarr_vectors' attribute block: it is not a Zarr Vectors store",
+        )
+        return None, out
+    version = _version(block, out)
+    chunk_shape, bounds, base = _grid_fields(block, out)
+    caps = _capabilities(block, out)
+    scales = base is not None or block.get("base_bin_shape") is None  # else the ratio is unknown
+    axes, level_bins = (
+        ((), ())
+        if chunk_shape is None
+        else _parse_multiscales(
+            attrs.get("multiscales"), len(chunk_shape), base or tuple(chunk_shape), scales, out
+        )
+    )
+    gtypes = _geometry_types(block, out)
+    enums = {
+        "links_convention": _choice(block, "links_convention", LINKS_CONVENTIONS, "implicit_sequential", out),
+        "object_index_convention": _choice(
+            block, "object_index_convention", OBJECT_INDEX_CONVENTIONS, "standard", out
+        ),
+        "cross_chunk_strategy": _choice(
+            block, "cross_chunk_strategy", CROSS_CHUNK_STRATEGIES, "explicit_links", out
+        ),
+        "cross_level_storage": _choice(block, "cross_level_storage", CROSS_LEVEL_STORAGE, "explicit", out),
+    }
+    rf, depth = _counts(block, out)
+    for key in sorted(set(block) - ROOT_KEYS, key=str):
+        out.add(
+            ROOT,
+            "metadata.unknown-key",
+            f"unknown key zarr_vectors.{key} (kept, but not part of 0.9)",
+            WARNING,
+        )
+    for problem in check_geozarr(attrs):
+        out.add(
+            ROOT,
+            "metadata.geozarr",
+            f"{problem}; GeoZarr readers take the CRS and extent from these root attributes, "
+            "so rewrite them from zarr_vectors.crs, bounds and the axes",
+            NONCONFORMING,
+        )
+    if chunk_shape is None:
+        return None, out
+    meta = RootMeta(
+        chunk_shape=tuple(chunk_shape),
+        bounds=bounds,
+        axes=axes,
+        geometry_types=gtypes,
+        base_bin_shape=base,
+        level_bin_shapes=level_bins,
+        crs=None,
+        cross_level_depth=depth,
+        reduction_factor=rf,
+        format_capabilities=caps,
+        zv_version=version,
+        extra={k: v for k, v in block.items() if k not in ROOT_KEYS - {"attribute_specs"}},
+        **enums,
+    )
+    # The stored crs is kept as written (the format leaves it opaque): no parsing on read.
+    object.__setattr__(meta, "crs", block.get("crs"))
+    return meta, out
+
+
+def _axes(entry: dict[str, Any], nd: int, out: Findings) -> tuple[Axis, ...]:
+    """The axes of a multiscales entry (defaults when it lists none)."""
+    code = "metadata.multiscales"
+    axes_json = entry.get("axes") or []
+    if not isinstance(axes_json, list):
+        out.add(ROOT, code, f"multiscales axes must be a list, got {short(axes_json)}")
+        axes_json = []
+    elif not all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in axes_json):
+        out.add(
+            ROOT,
+            code,
+            f"multiscales[0].axes must be a list of {{name, type}} objects, got {short(axes_json)}",
+            NONCONFORMING,
+        )
+    axes = tuple(
+        Axis(str(a.get("name", f"dim{i}")), str(a.get("type", "space")), a.get("unit"))
+        for i, a in enumerate(axes_json)
+        if isinstance(a, dict)
+    )
+    space = [a for a in axes if a.type == "space"]
+    if axes and len(space) != nd:
+        out.add(ROOT, code, f"multiscales axes declare {len(space)} space axes but chunk_shape has {nd}")
+    if axes:
+        return axes
+    return (
+        tuple(Axis(n) for n in ("x", "y", "z", "w")[:nd])
+        if nd <= 4
+        else tuple(Axis(f"dim{i}") for i in range(nd))
+    )
+
+
+def _dataset_bins(
+    i: int, ds: dict[str, Any], nd: int, base_bin: tuple[float, ...], scales: bool, out: Findings
+) -> tuple[float, ...]:
+    """Bin shape of dataset ``i`` (twice its translation; ``base_bin`` without one), with its
+    ``scale`` checked to be bin_shape / base_bin_shape."""
+    code, where = "metadata.multiscales", f"multiscales datasets[{i}]"
+    transforms = ds.get("coordinateTransformations") or []
+    if not isinstance(transforms, list) or not all(isinstance(t, dict) for t in transforms):
+        out.add(ROOT, code, f"{where}.coordinateTransformations must be a list of objects")
+        return base_bin
+    scale = translation = None
+    for t in transforms:
+        if t.get("type") == "translation":
+            translation = t.get("translation")
+        elif t.get("type") == "scale":
+            scale = t.get("scale")
+    if scale is None or _numbers(scale, "") is not None:
+        out.add(ROOT, code, f"{where} has no numeric scale transform", NONCONFORMING)
+        scale = None
+    if translation is None:
+        return base_bin
+    if (why := _numbers(translation, f"{where} translation", positive=True)) is not None:
+        out.add(ROOT, code, f"{why} (half the bin shape)")
+        return base_bin
+    if len(translation) < nd:
+        out.add(ROOT, code, f"{where} translation has {len(translation)} entries for {nd} space axes")
+        return base_bin
+    bins = tuple(2.0 * float(v) for v in translation[-nd:])
+    if scales and scale is not None and len(scale) >= nd:
+        want = [b / c for b, c in zip(bins, base_bin)]
+        if not all(math.isclose(a, w, rel_tol=1e-6, abs_tol=1e-8) for a, w in zip(scale[-nd:], want)):
+            out.add(
+                ROOT,
+                "pyramid.bin-shape",
+                f"{where}: scale {list(scale)} should be bin_shape / base_bin_shape = {want}",
+                NONCONFORMING,
+            )
+    return bins
+
+
+def _parse_multiscales(
+    ms: Any, nd: int, base_bin: tuple[float, ...], scales: bool, out: Findings
+) -> tuple[tuple[Axis, ...], tuple[tuple[float, ...], ...]]:
+    """Axes and per-level bin shapes from the NGFF ``multiscales`` list (``scales``: check each
+    scale against the bin shape ratio)."""
+    code = "metadata.multiscales"
+    if ms is None:
+        out.add(
+            ROOT, code, "the root group has no multiscales list; Zarr Vectors stores list their levels there"
+        )
+        return _axes({}, nd, Findings()), ()
+    if not isinstance(ms, list) or not ms or not isinstance(ms[0], dict):
+        out.add(ROOT, code, f"multiscales must be a list holding one object, got {short(ms)}")
+        return _axes({}, nd, Findings()), ()
+    entry = ms[0]
+    if (entry.get("metadata") or {}).get("format") != "zarr_vectors":
+        out.add(ROOT, code, "multiscales[0].metadata.format must be 'zarr_vectors'", NONCONFORMING)
+    axes = _axes(entry, nd, out)
+    datasets = entry.get("datasets")
+    if datasets is None:
+        out.add(
+            ROOT,
+            code,
+            "multiscales[0].datasets must list one {path, coordinateTransformations} per level",
+            NONCONFORMING,
+        )
+        return axes, ()
+    if not isinstance(datasets, list) or not all(isinstance(ds, dict) for ds in datasets):
+        out.add(ROOT, code, f"multiscales datasets must be a list of objects, got {short(datasets)}")
+        return axes, ()
+    if not datasets:
+        out.add(ROOT, code, "multiscales datasets is empty; it must list level 0 (path '0') at least")
+    return axes, tuple(_dataset_bins(i, ds, nd, base_bin, scales, out) for i, ds in enumerate(datasets))
+
+
+def parse_level(block: Any, index: int, nd: int | None = None) -> tuple[LevelMeta | None, list[Finding]]:
+    """Parse the ``zarr_vectors_level`` block of level ``index`` (``nd``: the store's space axes,
+    to check a ``chunk_shape`` override). Returns the block (None when there is none) and every
+    finding."""
+    return _parse_level(block, f"level {index}", f"{index}/zarr.json", index, nd)
+
+
+def _flag(block: dict[str, Any], key: str, where: str, path: str, out: Findings) -> bool:
+    value = block.get(key, False)
+    if not isinstance(value, bool):
+        out.add(path, _LEVEL_CODE, f"{where}.{key} must be true or false, got {short(value)}")
+        return False
+    return value
+
+
+def _arrays_present(block: dict[str, Any], where: str, path: str, out: Findings) -> tuple[str, ...]:
+    present = block.get("arrays_present", [])
+    if not isinstance(present, (list, tuple)) or not all(isinstance(a, str) for a in present):
+        out.add(
+            path,
+            "metadata.arrays-present",
+            f"{where}.arrays_present must be a list of array family names, got {short(present)}",
+        )
+        return ()
+    for name in present:
+        if name not in LEVEL_ARRAYS + LEVEL_GROUPS:
+            out.add(
+                path,
+                "metadata.arrays-present",
+                f"{where}: arrays_present lists {name!r}, which is not a family name",
+                NONCONFORMING,
+            )
+    return tuple(present)
+
+
+def _level_numbers(
+    block: dict[str, Any], where: str, path: str, nd: int | None, out: Findings
+) -> tuple[tuple[float, ...] | None, float]:
+    """The ``chunk_shape`` override (None: the root's) and ``object_sparsity``."""
+    cs = block.get("chunk_shape")
+    chunk_shape = None
+    if cs is not None:
+        if (why := _numbers(cs, f"{where}.chunk_shape", positive=True)) is not None:
+            out.add(path, _LEVEL_CODE, why)
+        elif nd is not None and len(cs) != nd:
+            out.add(
+                path,
+                _LEVEL_CODE,
+                f"{where}: chunk_shape {[float(v) for v in cs]} has {len(cs)} entries for {nd} space axes",
+            )
+        else:
+            chunk_shape = tuple(float(v) for v in cs)
+    sparsity = block.get("object_sparsity", 1.0)
+    if (why := _numbers([sparsity], f"{where}.object_sparsity")) is not None:
+        out.add(path, _LEVEL_CODE, why)
+        sparsity = 1.0
+    elif not 0 < sparsity <= 1:
+        out.add(
+            path, _LEVEL_CODE, f"{where}.object_sparsity must be in (0, 1], got {sparsity!r}", NONCONFORMING
+        )
+    return chunk_shape, float(sparsity)
+
+
+def _level_keys(block: dict[str, Any], where: str, path: str, out: Findings) -> None:
+    """Keys a level block must not hold, and keys 0.9 does not know."""
+    for bad in FORBIDDEN_LEVEL_KEYS:
+        if bad in block:
+            out.add(
+                path,
+                _LEVEL_CODE,
+                f"{where}: level metadata must not hold {bad!r} (bin shapes live in the root multiscales "
+                "transforms, bounds in the root block)",
+                NONCONFORMING,
+            )
+    for key in sorted(set(block) - LEVEL_KEYS - set(FORBIDDEN_LEVEL_KEYS), key=str):
+        out.add(
+            path,
+            "metadata.unknown-key",
+            f"unknown key zarr_vectors_level.{key} (kept, but not part of 0.9)",
+            WARNING,
+        )
+
+
+def _parse_level(
+    block: Any, where: str, path: str, index: int | None, nd: int | None
+) -> tuple[LevelMeta | None, list[Finding]]:
+    out = Findings()
+    if not isinstance(block, dict):
+        out.add(path, _LEVEL_CODE, f"{where}: the level group has no 'zarr_vectors_level' attribute block")
+        return None, out
+    raw_level = block.get("level")
+    level = _int_field(block, "level", -1, where, path, out, minimum=-1)
+    if index is not None and level != index and (raw_level is None or raw_level == level):
+        out.add(
+            path,
+            _LEVEL_CODE,
+            f"{where}: zarr_vectors_level.level is {short(raw_level)} but the group is level {index}",
+            NONCONFORMING,
+        )
+    if block.get("vertex_count") is None:
+        out.add(path, _LEVEL_CODE, f"{where}.vertex_count is missing; it must be an integer >= 0")
+    count = _int_field(block, "vertex_count", -1, where, path, out)
+    present = _arrays_present(block, where, path, out)
+    inherited = _int_field(block, "inherited_num_objects", None, where, path, out)
+    parent = _int_field(block, "parent_level", None, where, path, out)
+    chunk_shape, sparsity = _level_numbers(block, where, path, nd, out)
+    method = block.get("coarsening_method", "none")
+    if method not in COARSENING_METHODS:
+        out.add(
+            path,
+            _LEVEL_CODE,
+            choice_message(f"{where}.coarsening_method", method, COARSENING_METHODS),
+            WARNING,
+        )
+    flags = {
+        k: _flag(block, k, where, path, out)
+        for k in ("fragments_tile", "preserves_object_ids", "shared_fragments")
+    }
+    _level_keys(block, where, path, out)
+    meta = LevelMeta(
+        level=level,
+        vertex_count=count,
+        arrays_present=present,
+        chunk_shape=chunk_shape,
+        object_sparsity=sparsity,
+        coarsening_method=str(method),
+        parent_level=parent,
+        inherited_num_objects=inherited,
+        extra={k: v for k, v in block.items() if k not in _LEVEL_FIELDS},
+        **flags,
+    )
+    return meta, out
+
+
+#: ``arrays_present`` families whose loss would silently change what a read returns
+#: (attributes, edges and faces, objects): one declared whose ``zarr.json`` is missing blocks
+#: reading. The others (``link_fragments``, ``fragment_attributes``, ...) are not needed to
+#: answer correctly: their absence is a warning.
+DECLARED_FAMILIES = (
+    "vertex_fragments",
+    "vertex_attributes",
+    "links",
+    "object_index",
+    "object_attributes",
+    "groups",
+    "group_attributes",
+)
+
+
+def check_arrays_present(meta: LevelMeta, index: int, present: Collection[str]) -> list[Finding]:
+    """Level ``index``'s ``arrays_present`` against the families it holds (``present``: the
+    names of its child nodes that have a ``zarr.json``)."""
+    out = Findings()
+    p = str(index)
+    for name in meta.arrays_present:
+        if name in present or name not in LEVEL_ARRAYS + LEVEL_GROUPS:
+            continue
+        if name in DECLARED_FAMILIES:
+            out.add(
+                f"{p}/zarr.json",
+                "metadata.arrays-present",
+                f"level {p} declares {name!r} in arrays_present but {p}/{name}/zarr.json is missing "
+                "(deleted or never written); the level cannot be read completely",
+            )
+        else:
+            out.add(
+                f"{p}/zarr.json",
+                "metadata.arrays-present",
+                f"arrays_present lists {name!r} but level {p} has no such node "
+                "(readers look nodes up, so this misleads only)",
+                WARNING,
+            )
+    return out

@@ -121,7 +121,7 @@ def _run(view: StoreView, level: int, out: Collector, progress: bool) -> int:
         return 0
     models = {}
     for lv in levels:
-        meta = check_level_block(view, lv, root, out) or {}
+        meta = check_level_block(view, lv, root, out)
         models[lv] = check_cell_arrays(view, lv, meta, root, out)
         models[lv].tables = check_table_meta(view, lv, root, out)
     if level < 3:

@@ -9,7 +9,7 @@ from typing import Any
 
 from zarr_vectors.engine.storage import Backend
 from zarr_vectors.errors import FormatError
-from zarr_vectors.format.zarr_json import load_json
+from zarr_vectors.format.zarr_json import check_zarr_v3, load_json
 
 __all__ = ["StoreView", "list_keys", "batched"]
 
@@ -35,14 +35,17 @@ class StoreView:
 
     ``docs`` maps a node path (``""`` for the root, ``"0/vertices"``) to its parsed
     ``zarr.json``; ``bad_docs`` maps node paths whose ``zarr.json`` is not JSON to the
-    parser's message. ``cells`` maps an array path to its stored chunk keys relative to
-    the array (``"c/1/2/3"``), filled by :meth:`index_cells`.
+    reader's message, and ``node_problems`` those whose JSON is not a Zarr v3 group or array
+    document (the reader's :func:`~zarr_vectors.format.zarr_json.check_zarr_v3`). ``cells``
+    maps an array path to its stored chunk keys relative to the array (``"c/1/2/3"``),
+    filled by :meth:`index_cells`.
     """
 
     backend: Backend
     keys: list[str]
     docs: dict[str, Any] = field(default_factory=dict)
     bad_docs: dict[str, str] = field(default_factory=dict)
+    node_problems: dict[str, str] = field(default_factory=dict)
     cells: dict[str, list[str]] = field(default_factory=dict)
     loose: list[str] = field(default_factory=list)
 
@@ -57,9 +60,13 @@ class StoreView:
                 if raw is None:
                     continue
                 try:
-                    view.docs[node] = load_json(raw, node or "(root)")
+                    view.docs[node] = doc = load_json(raw, node or "(root)")
+                    check_zarr_v3(doc, node or "(root)")
                 except FormatError as exc:  # the reader's own parse: same depth and encoding limits
-                    view.bad_docs[node] = str(exc)
+                    if node in view.docs:
+                        view.node_problems[node] = str(exc)
+                    else:
+                        view.bad_docs[node] = str(exc)
         view.index_cells()
         return view
 

@@ -1,6 +1,11 @@
 """Level 2, per-chunk arrays: the ``zarr.json`` of every array over a level's chunk grid
-(vertices, fragments, attributes, links, link attributes), turned into :class:`CellArray`
-descriptions the cell checks of level 3 read through."""
+(vertices, fragments, attributes, links, link attributes), parsed into the reader's own
+:class:`~zarr_vectors.engine.arrays.CellArray` objects, whose findings are reported. The
+cell checks of level 3 read through those objects.
+
+An array whose document has a finding that blocks reading is described (its grid, its
+listing) but its cells are not decoded (``pipeline`` is None), as a reader would refuse it.
+"""
 
 from __future__ import annotations
 
@@ -11,84 +16,36 @@ from typing import Any
 import numpy as np
 from zarr.registry import get_codec_class
 
-from zarr_vectors.engine.pipeline import Pipeline, UnsupportedPipeline
+from zarr_vectors.engine.arrays import DRACO_BYTES, FRAGMENT_BYTES, CellArray, LinkArray
 from zarr_vectors.errors import DecodeError
-from zarr_vectors.format.links import links_has_perm, parse_delta, parse_offsets
-from zarr_vectors.validate._report import Collector, short
+from zarr_vectors.format.findings import UNSUPPORTED, Finding, short
+from zarr_vectors.format.grid import bins_per_chunk
+from zarr_vectors.format.groups import parse_link_attribute_family, parse_links_family
+from zarr_vectors.format.links import parse_delta
+from zarr_vectors.format.metadata import MAX_READ_BINS, LevelMeta
+from zarr_vectors.validate._report import Collector
 from zarr_vectors.validate._store import StoreView
-from zarr_vectors.validate.metadata import RootInfo
+from zarr_vectors.validate.metadata import RootInfo, report
 
-__all__ = ["CellArray", "LevelModel", "check_cell_arrays"]
-
-VLEN = ("variable_length_bytes", "bytes")
-#: Largest grid coordinate or cell count accepted: arithmetic on larger ones leaves int64.
-LIMIT = 2**62
-ZV_ARRAY = {
-    "vertices": "vertices",
-    "vertex_fragments": "vertex_fragments",
-    "link_fragments": "link_fragments",
-    "vertex_attribute": "attribute",
-    "fragment_attribute": "fragment_attribute",
-    "links": "links",
-    "link_attribute": "link_attribute",
-}
-
-
-@dataclass(eq=False)
-class CellArray:
-    """A per-chunk array as level 3 reads it.
-
-    ``pipeline`` is None when its cells cannot be decoded here (a warning says why);
-    ``nonempty`` holds the absolute chunks of ``nonempty_chunks`` (None when unusable);
-    ``width`` is the number of ``dtype`` values per row.
-    """
-
-    path: str
-    kind: str
-    attrs: dict[str, Any]
-    shape: np.ndarray
-    origin: np.ndarray
-    pipeline: Pipeline | None = None
-    dtype: np.dtype | None = None
-    width: int = 1
-    nonempty: set[tuple[int, ...]] | None = None
-    draco: bool = False
-    delta: int = 0
-    link_width: int = 0
-    offsets: np.ndarray | None = None
-    has_perm: bool = False
-    intra: bool = False
-    segment: str = ""
-    parallel: str = ""
-
-    def chunk_of(self, cell_key: str) -> tuple[int, ...] | None:
-        """Absolute chunk of a stored key ``c/i/j/k`` (None when malformed)."""
-        parts = cell_key.split("/")[1:]
-        try:
-            cell = np.asarray([int(p) for p in parts], np.int64)
-        except (ValueError, OverflowError):
-            return None
-        if len(cell) != len(self.shape):
-            return None
-        return tuple((cell + self.origin).tolist())
-
-    def key(self, chunk: tuple[int, ...]) -> str:
-        return f"{self.path}/c/" + "/".join(str(c - o) for c, o in zip(chunk, self.origin.tolist()))
+__all__ = ["CellArray", "LevelModel", "check_cell_arrays", "unknown_codecs"]
 
 
 @dataclass(eq=False)
 class LevelModel:
-    """The arrays of one level that passed their level-2 checks well enough to be read."""
+    """The arrays of one level that passed their level-2 checks well enough to be read.
+
+    ``families`` maps a links family's level delta to its attributes.
+    """
 
     index: int
-    meta: dict[str, Any]
+    meta: LevelMeta | None
     chunk_shape: np.ndarray
     vertices: CellArray | None = None
     fragments: CellArray | None = None
     link_fragments: CellArray | None = None
     vertex_attrs: list[CellArray] = field(default_factory=list)
     fragment_attrs: list[CellArray] = field(default_factory=list)
-    links: list[CellArray] = field(default_factory=list)
+    links: list[LinkArray] = field(default_factory=list)
     link_attrs: list[CellArray] = field(default_factory=list)
     families: dict[int, dict[str, Any]] = field(default_factory=dict)
     tables: Any = None  # tables.TableModel, filled by tables.check_table_meta
@@ -111,284 +68,47 @@ def unknown_codecs(codecs: list[dict[str, Any]]) -> list[Any]:
     return bad
 
 
-def _pipeline(path: str, codecs: Any, out: Collector) -> tuple[Pipeline | None, bool]:
-    """The decoding pipeline of a vlen array, and whether it starts with the draco codec."""
-    if not isinstance(codecs, list) or not all(isinstance(c, dict) for c in codecs):
-        out.error("metadata.array", path, f"codecs must be a list of codec objects, got {short(codecs)}")
-        return None, False
-    draco = bool(codecs) and codecs[0].get("name") == "draco"
-    body = codecs[1:] if draco else codecs
-    names = [c.get("name") for c in codecs]
-    if unknown := unknown_codecs(codecs):
+def _report_codecs(path: str, codecs: list[dict[str, Any]], findings: list[Finding], out: Collector) -> bool:
+    """Report the findings of one array, a codec zarr does not know taking the place of this
+    library's 'cannot decode' warning; whether the cells can be read."""
+    unknown = unknown_codecs(codecs)
+    if unknown:
         out.error(
             "metadata.codecs",
             path,
             f"codec {short(unknown[0])} is not one zarr knows, so no reader can decode these cells",
         )
-        return None, draco
-    try:
-        pipe = Pipeline.from_codecs(body)
-    except (UnsupportedPipeline, ImportError, ValueError) as exc:
-        out.warn(
-            "metadata.codecs",
-            path,
-            f"cells are not checked: this validator cannot decode the codec list {names} ({exc})",
-        )
-        return None, draco
-    if pipe.serializer != "vlen-bytes":
-        out.error("metadata.array", path, f"codec list {names} does not serialise with vlen-bytes")
-        return None, draco
-    return pipe, draco
+        findings = [f for f in findings if not (f.code == "metadata.codecs" and f.severity == UNSUPPORTED)]
+    report(findings, out)
+    return not unknown and not any(f.blocks_reading for f in findings)
 
 
-def _dtype(path: str, attrs: dict[str, Any], kinds: str, out: Collector) -> np.dtype | None:
-    name = attrs.get("dtype")
-    try:
-        dt = np.dtype(name) if isinstance(name, str) else None
-    except TypeError:
-        dt = None
-    if dt is None or dt.kind not in kinds or dt.itemsize == 0:
-        need = "an integer type" if kinds == "iu" else "a numeric type"
-        out.error("metadata.dtype", path, f"dtype attribute {name!r} is not {need}")
-        return None
-    return dt.newbyteorder("<")
-
-
-def _row_width(path: str, attrs: dict[str, Any], out: Collector) -> int:
-    shape = attrs.get("row_shape", [])
-    if not isinstance(shape, list) or not all(
-        isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape
-    ):
-        out.error("metadata.attribute", path, f"row_shape must be a list of positive integers, got {shape!r}")
-        return 1
-    return int(np.prod(shape, dtype=np.int64)) if shape else 1
-
-
-def _ints(values: Any, n: int, low: int) -> bool:
-    """``n`` integers from ``low`` to :data:`LIMIT` (bool is no integer here)."""
-    return (
-        isinstance(values, list)
-        and len(values) == n
-        and all(isinstance(v, int) and not isinstance(v, bool) and low <= v <= LIMIT for v in values)
-    )
-
-
-def _grid_attrs(
-    path: str, doc: dict[str, Any], nd: int, out: Collector
-) -> tuple[np.ndarray, np.ndarray] | None:
-    shape = doc.get("shape")
-    if not _ints(shape, nd, 0):
-        out.error(
-            "metadata.array",
-            path,
-            f"shape {short(shape)} is not a chunk grid of {nd} axes (integers 0 .. 2**62)",
-        )
-        return None
-    if math.prod(shape) > LIMIT:
-        out.error(
-            "metadata.grid",
-            path,
-            f"the chunk grid {shape} has {math.prod(shape):.3g} cells, more than int64 "
-            "indexes can number; readers cannot address it",
-        )
-        return None
-    if doc.get("data_type") not in VLEN:
-        out.error(
-            "metadata.array",
-            path,
-            f"data_type is {doc.get('data_type')!r}; per-chunk arrays are variable_length_bytes",
-        )
-    grid = (doc.get("chunk_grid") or {}).get("configuration", {}).get("chunk_shape")
-    if (doc.get("chunk_grid") or {}).get("name") != "regular":
-        out.error(
-            "metadata.array", path, f"chunk_grid is {doc.get('chunk_grid')!r}; cell arrays use a regular grid"
-        )
-    codecs = doc.get("codecs") or []
-    sharded = bool(codecs) and isinstance(codecs[0], dict) and codecs[0].get("name") == "sharding_indexed"
-    inner = (codecs[0].get("configuration") or {}).get("chunk_shape") if sharded else grid
-    if inner != [1] * nd:
-        out.error(
-            "metadata.array",
-            path,
-            f"chunks are {inner!r}; one Zarr chunk must be one spatial chunk ({[1] * nd})",
-        )
-    enc = doc.get("chunk_key_encoding") or {}
-    if enc.get("name") != "default" or (enc.get("configuration") or {}).get("separator", "/") != "/":
-        out.error(
-            "metadata.array", path, f"chunk_key_encoding is {enc!r}; cells live at c/i/j/k (default, '/')"
-        )
-    attrs = doc.get("attributes") or {}
-    origin = attrs.get("chunk_grid_origin", [0] * nd)
-    if not _ints(origin, nd, -LIMIT) or any(o + s > LIMIT for o, s in zip(origin, shape)):
-        out.error(
-            "metadata.grid",
-            path,
-            f"chunk_grid_origin must be {nd} integers whose grid stays within +-2**62, got {short(origin)}",
-        )
-        return None
-    return np.asarray(shape, np.int64), np.asarray(origin, np.int64)
-
-
-def _nonempty(arr: CellArray, out: Collector) -> set[tuple[int, ...]] | None:
-    keys = arr.attrs.get("nonempty_chunks")
-    nd = len(arr.shape)
-    if not isinstance(keys, list):
-        out.error(
-            "metadata.grid",
-            arr.path,
-            "nonempty_chunks is missing; it must list the occupied chunks as dot keys",
-        )
-        return None
-    chunks: set[tuple[int, ...]] = set()
-    lo, hi = arr.origin.tolist(), (arr.origin + arr.shape - 1).tolist()
-    for k in keys:
-        try:
-            c = tuple(int(p) for p in k.split(".")) if isinstance(k, str) else ()
-        except ValueError:
-            c = ()
-        if len(c) != nd:
-            out.error(
-                "metadata.grid",
-                arr.path,
-                f"nonempty_chunks entry {short(k)} is not a dot key of {nd} integers",
-            )
-            continue
-        if any(not a <= x <= b for a, x, b in zip(lo, c, hi)):
-            out.error(
-                "metadata.grid",
-                arr.path,
-                f"nonempty_chunks names chunk {short(k)}, outside the grid {lo}..{hi}",
-            )
-            continue
-        if c in chunks:
-            out.error("metadata.grid", arr.path, f"nonempty_chunks lists chunk {k} more than once")
-            continue
-        chunks.add(c)
-    if len(chunks) != len(keys):
-        return chunks if chunks else None
-    return chunks
-
-
-def _cell_array(view: StoreView, path: str, kind: str, root: RootInfo, out: Collector) -> CellArray | None:
-    doc = view.docs.get(path)
+def _cell_array(
+    view: StoreView,
+    path: str,
+    root: RootInfo,
+    out: Collector,
+    cls: type[CellArray] = CellArray,
+    **options: Any,
+) -> CellArray | None:
+    """The array at ``path`` as the reader parses it (None when it is not an array or unusable)."""
     if not view.is_array(path):
         return None
-    attrs = view.attrs(path)
-    if attrs.get("zv_array") != ZV_ARRAY[kind]:
-        out.error(
-            "metadata.zv-array", path, f"zv_array is {attrs.get('zv_array')!r}, expected {ZV_ARRAY[kind]!r}"
-        )
-    grid = _grid_attrs(path, doc, root.sid_ndim, out)
-    if grid is None:
+    arr, findings = cls.parse(path, view.docs[path], ndim=root.sid_ndim, **options)
+    codecs = view.docs[path].get("codecs")
+    listed = isinstance(codecs, list) and all(isinstance(c, dict) for c in codecs)
+    readable = _report_codecs(path, codecs if listed else [], findings, out)
+    if arr is None:
         return None
-    arr = CellArray(path, kind, attrs, grid[0], grid[1])
-    arr.pipeline, arr.draco = _pipeline(path, doc.get("codecs"), out)
-    arr.nonempty = _nonempty(arr, out)
+    if not readable:
+        arr.pipeline = None
+    report(arr.listing[1], out)
     return arr
 
 
-def _vertices(arr: CellArray, root: RootInfo, out: Collector) -> None:
-    arr.dtype = _dtype(arr.path, arr.attrs, "iuf", out)
-    arr.width = root.sid_ndim
-    enc = arr.attrs.get("encoding", "raw")
-    if enc not in ("raw", "draco"):
-        out.error(
-            "metadata.encoding",
-            arr.path,
-            f"encoding {enc!r} is unknown (raw or draco); its bytes cannot be read",
-        )
-        arr.pipeline = None
-    elif (enc == "draco") != arr.draco:
-        what = (
-            "encoding is 'draco' but the codec list does not start with the draco codec"
-            if enc == "draco"
-            else "the codec list starts with the draco codec but encoding is not 'draco'"
-        )
-        out.error("metadata.encoding", arr.path, what)
-    arr.draco = enc == "draco"
-
-
-def _fragments(arr: CellArray, out: Collector) -> None:
-    enc = arr.attrs.get("encoding")
-    if enc != "fragment_index_v1":
-        out.error(
-            "metadata.encoding", arr.path, f"encoding is {enc!r}; fragment indices are 'fragment_index_v1'"
-        )
-        arr.pipeline = None
-
-
-def _family(view: StoreView, path: str, delta: int, root: RootInfo, out: Collector) -> dict[str, Any] | None:
-    a = view.attrs(path)
-    ok = True
-    if a.get("zv_array") != "links_family":
-        out.error("metadata.zv-array", path, f"zv_array is {a.get('zv_array')!r}, expected 'links_family'")
-    width = a.get("link_width")
-    if not isinstance(width, int) or isinstance(width, bool) or width < 1:
-        out.error("metadata.links", path, f"link_width must be an integer >= 1, got {width!r}")
-        ok = False
-    if a.get("sid_ndim", root.sid_ndim) != root.sid_ndim:
-        out.error(
-            "metadata.links",
-            path,
-            f"sid_ndim is {a.get('sid_ndim')!r} but the store has {root.sid_ndim} space axes",
-        )
-    if not isinstance(a.get("directed", False), bool):
-        out.error("metadata.links", path, f"directed must be true or false, got {a.get('directed')!r}")
-        ok = False
-    if a.get("store", "canonical") not in ("canonical", "duplicate"):
-        out.error("metadata.links", path, f"store is {a.get('store')!r}; expected 'canonical' or 'duplicate'")
-        ok = False
-    if a.get("level_delta", delta) != delta:
-        out.error(
-            "metadata.links",
-            path,
-            f"level_delta is {a.get('level_delta')!r} but the folder names delta {delta}",
-        )
-    for key in ("num_links", "num_physical_records"):
-        v = a.get(key)
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
-            out.error("metadata.links", path, f"{key} must be an integer >= 0, got {v!r}")
-    return a if ok else None
-
-
-def _link_array(
-    arr: CellArray, fam: dict[str, Any], delta: int, segment: str, nd: int, out: Collector
-) -> bool:
-    width = fam["link_width"]
-    try:
-        offsets = parse_offsets(segment, width, nd)
-    except DecodeError as exc:
-        out.error("metadata.links", arr.path, str(exc))
-        return False
-    arr.dtype = _dtype(arr.path, arr.attrs, "iu", out)
-    arr.delta, arr.link_width, arr.offsets, arr.segment = delta, width, offsets, segment
-    arr.intra = delta == 0 and not offsets.any()
-    want = links_has_perm(
-        offsets, delta=delta, directed=fam.get("directed", False), store=fam.get("store", "canonical")
-    )
-    arr.has_perm = bool(arr.attrs.get("has_perm", want))
-    if arr.attrs.get("has_perm", want) != want:
-        out.error(
-            "metadata.links",
-            arr.path,
-            f"has_perm is {arr.attrs.get('has_perm')!r} but the family policy "
-            f"(delta {delta}, directed {fam.get('directed', False)}, store {fam.get('store', 'canonical')!r}) "
-            f"gives {want}",
-        )
-    if "offsets" in arr.attrs and arr.attrs["offsets"] != offsets.tolist():
-        out.error(
-            "metadata.links",
-            arr.path,
-            f"offsets attribute {arr.attrs['offsets']!r} disagrees with the "
-            f"array name {segment!r} ({offsets.tolist()})",
-        )
-    for key, value in (("link_width", width), ("level_delta", delta)):
-        if arr.attrs.get(key, value) != value:
-            out.error(
-                "metadata.links", arr.path, f"{key} is {arr.attrs.get(key)!r} but its family says {value}"
-            )
-    arr.width = width + int(arr.has_perm)
-    return arr.dtype is not None
+def _rows_described(arr: CellArray | None) -> bool:
+    """The array's ``dtype`` is usable (its rows can be told apart)."""
+    return arr is not None and arr.parsed is not None and arr.parsed.dtype is not None
 
 
 def _links(view: StoreView, model: LevelModel, root: RootInfo, out: Collector) -> None:
@@ -402,13 +122,24 @@ def _links(view: StoreView, model: LevelModel, root: RootInfo, out: Collector) -
             continue
         if not view.is_group(path):
             continue
-        fam = _family(view, path, delta, root, out)
-        if fam is None:
+        family, findings = parse_links_family(path, view.attrs(path), delta, root.sid_ndim)
+        report(findings, out)
+        if family is None:
             continue
-        model.families[delta] = fam
+        model.families[delta] = family.attributes
         for seg in view.children(path):
-            arr = _cell_array(view, f"{path}/{seg}", "links", root, out)
-            if arr is not None and _link_array(arr, fam, delta, seg, root.sid_ndim, out):
+            arr = _cell_array(
+                view,
+                f"{path}/{seg}",
+                root,
+                out,
+                LinkArray,
+                segment=seg,
+                link_width=family.link_width,
+                delta=delta,
+                family=family,
+            )
+            if isinstance(arr, LinkArray):
                 model.links.append(arr)
 
 
@@ -418,59 +149,36 @@ def _link_attributes(view: StoreView, model: LevelModel, root: RootInfo, out: Co
     for name in view.children(base):
         for dname in view.children(f"{base}/{name}"):
             dpath = f"{base}/{name}/{dname}"
-            fa = view.attrs(dpath)
-            if fa.get("zv_array") != "link_attribute_family":
-                out.error(
-                    "metadata.zv-array",
-                    dpath,
-                    f"zv_array is {fa.get('zv_array')!r}, expected 'link_attribute_family'",
-                )
-            if fa.get("name", name) != name:
-                out.error(
-                    "metadata.link-attributes",
-                    dpath,
-                    f"name is {fa.get('name')!r} but the folder is {name!r}",
-                )
+            report(parse_link_attribute_family(dpath, view.attrs(dpath), name), out)
             for seg in view.children(dpath):
-                arr = _cell_array(view, f"{dpath}/{seg}", "link_attribute", root, out)
+                arr = _cell_array(view, f"{dpath}/{seg}", root, out)
                 if arr is None:
                     continue
-                parallel = f"{model.index}/links/{dname}/{seg}"
-                if parallel not in links:
+                mirrored = links.get(arr.parallel)
+                if mirrored is None:
                     out.error(
                         "metadata.link-attributes",
                         arr.path,
-                        f"there is no links array {parallel} for it to mirror",
+                        f"there is no links array {arr.parallel} for it to mirror",
                     )
                     continue
-                if "offsets" in arr.attrs and arr.attrs["offsets"] != links[parallel].offsets.tolist():
+                if "offsets" in arr.attrs and arr.attrs["offsets"] != mirrored.offsets.tolist():
                     out.error(
                         "metadata.link-attributes",
                         arr.path,
-                        f"offsets {arr.attrs['offsets']!r} differ from those of {parallel}",
+                        f"offsets {short(arr.attrs['offsets'])} differ from those of {arr.parallel}",
                     )
-                arr.parallel = parallel
-                arr.dtype = _dtype(arr.path, arr.attrs, "biuf", out)
-                arr.width = _row_width(arr.path, arr.attrs, out)
-                if arr.dtype is not None:
+                if _rows_described(arr):
                     model.link_attrs.append(arr)
 
 
 def _attributes(
-    view: StoreView, model: LevelModel, family: str, kind: str, root: RootInfo, out: Collector
+    view: StoreView, model: LevelModel, family: str, root: RootInfo, out: Collector
 ) -> list[CellArray]:
     found = []
     for name in view.children(f"{model.index}/{family}"):
-        arr = _cell_array(view, f"{model.index}/{family}/{name}", kind, root, out)
-        if arr is None:
-            continue
-        if arr.attrs.get("name", name) != name:
-            out.error(
-                "metadata.attribute", arr.path, f"name is {arr.attrs.get('name')!r} but the array is {name!r}"
-            )
-        arr.dtype = _dtype(arr.path, arr.attrs, "biuf", out)
-        arr.width = _row_width(arr.path, arr.attrs, out)
-        if arr.dtype is not None:
+        arr = _cell_array(view, f"{model.index}/{family}/{name}", root, out)
+        if arr is not None and _rows_described(arr):
             found.append(arr)
     return found
 
@@ -480,36 +188,73 @@ def _same_grid(model: LevelModel, out: Collector) -> None:
     if ref is None:
         return
     for arr in model.cell_arrays()[1:]:
-        if not np.array_equal(arr.shape, ref.shape) or not np.array_equal(arr.origin, ref.origin):
+        if arr.shape != ref.shape or not np.array_equal(arr.origin, ref.origin):
             out.error(
                 "metadata.grid",
                 arr.path,
-                f"grid shape {arr.shape.tolist()} / origin {arr.origin.tolist()} differs "
-                f"from vertices ({ref.shape.tolist()} / {ref.origin.tolist()})",
+                f"grid shape {list(arr.shape)} / origin {arr.origin.tolist()} differs "
+                f"from vertices ({list(ref.shape)} / {ref.origin.tolist()})",
             )
 
 
+def _bound(arr: CellArray | None, max_rows: int | None, row_bytes: int | None = None) -> None:
+    """Bound the decoded size of the array's cells as the reader does (see
+    :mod:`zarr_vectors.engine.arrays`): a cell claiming more is a ``cells.decode`` problem."""
+    if arr is None or arr.pipeline is None or max_rows is None:
+        return
+    arr.max_rows, arr.row_bytes = max_rows, row_bytes
+    arr.pipeline = arr.pipeline.bounded(arr.max_bytes)
+
+
+def _bins(model: LevelModel, root: RootInfo) -> int | None:
+    """Bins per chunk of the level (None when its bin shape does not tile its chunks)."""
+    try:
+        bins = bins_per_chunk(model.chunk_shape, root.level_bins.get(model.index, model.chunk_shape))
+    except ValueError:
+        return None
+    n = math.prod(int(b) for b in bins)
+    return n if n <= MAX_READ_BINS else None
+
+
+def _bound_all(model: LevelModel, root: RootInfo) -> None:
+    """The reader's decoded-size bounds, from ``vertex_count``, the bins per chunk and the links
+    family's ``num_physical_records`` (no bound where one of them is unusable)."""
+    count = None if model.meta is None or model.meta.vertex_count < 0 else model.meta.vertex_count
+    bins = _bins(model, root)
+    per_cell = None if count is None or bins is None else count + bins
+    v = model.vertices
+    if v is not None and v.parsed is not None and v.parsed.dtype is not None:
+        _bound(v, count, DRACO_BYTES if v.draco else v.parsed.dtype.itemsize * root.sid_ndim)
+    _bound(model.fragments, per_cell, FRAGMENT_BYTES)
+    for arr in model.vertex_attrs:
+        _bound(arr, count)
+    for arr in model.fragment_attrs:
+        _bound(arr, per_cell)
+    records = model.families.get(0, {}).get("num_physical_records")
+    records = records if isinstance(records, int) and not isinstance(records, bool) and records >= 0 else None
+    intra_level = [a for a in model.link_attrs if a.parallel.split("/")[2] == "0"]
+    for arr in [*(a for a in model.links if a.delta == 0), *intra_level]:
+        _bound(arr, records)
+    _bound(model.link_fragments, None if records is None or bins is None else records + bins, FRAGMENT_BYTES)
+
+
 def check_cell_arrays(
-    view: StoreView, lv: int, meta: dict[str, Any], root: RootInfo, out: Collector
+    view: StoreView, lv: int, meta: LevelMeta | None, root: RootInfo, out: Collector
 ) -> LevelModel:
-    """Check the per-chunk arrays of level ``lv`` and describe the readable ones."""
-    cs = meta.get("chunk_shape")
+    """Check the per-chunk arrays of level ``lv`` and describe the readable ones, their cells
+    bounded as the reader bounds them."""
+    cs = None if meta is None else meta.chunk_shape
     model = LevelModel(lv, meta, root.chunk_shape if cs is None else np.asarray(cs, np.float64))
     p = str(lv)
-    model.vertices = _cell_array(view, f"{p}/vertices", "vertices", root, out)
-    if model.vertices is not None:
-        _vertices(model.vertices, root, out)
-        if model.vertices.dtype is None:
-            model.vertices.pipeline = None
-    model.fragments = _cell_array(view, f"{p}/vertex_fragments", "vertex_fragments", root, out)
-    if model.fragments is not None:
-        _fragments(model.fragments, out)
-    model.link_fragments = _cell_array(view, f"{p}/link_fragments", "link_fragments", root, out)
-    if model.link_fragments is not None:
-        _fragments(model.link_fragments, out)
-    model.vertex_attrs = _attributes(view, model, "vertex_attributes", "vertex_attribute", root, out)
-    model.fragment_attrs = _attributes(view, model, "fragment_attributes", "fragment_attribute", root, out)
+    model.vertices = _cell_array(view, f"{p}/vertices", root, out)
+    if model.vertices is not None and not _rows_described(model.vertices):
+        model.vertices.pipeline = None
+    model.fragments = _cell_array(view, f"{p}/vertex_fragments", root, out)
+    model.link_fragments = _cell_array(view, f"{p}/link_fragments", root, out)
+    model.vertex_attrs = _attributes(view, model, "vertex_attributes", root, out)
+    model.fragment_attrs = _attributes(view, model, "fragment_attributes", root, out)
     _links(view, model, root, out)
     _link_attributes(view, model, root, out)
     _same_grid(model, out)
+    _bound_all(model, root)
     return model

@@ -47,27 +47,29 @@ class LevelCells:
 def stored_chunks(view: StoreView, arr: CellArray, out: Collector) -> set[Chunk]:
     """Chunks whose cell is stored; checks them against the grid and ``nonempty_chunks``."""
     found: set[Chunk] = set()
-    hi = arr.shape - 1
+    hi = np.asarray(arr.shape, np.int64) - 1
     for key in view.cells.get(arr.path, []):
         chunk = arr.chunk_of(key)
-        cell = None if chunk is None else np.asarray(chunk) - arr.origin
-        if cell is None or np.any(cell < 0) or np.any(cell > hi):
+        cell = None if chunk is None else np.asarray(chunk, np.int64) - arr.origin
+        if chunk is None or cell is None or np.any(cell < 0) or np.any(cell > hi):
             out.error(
                 "cells.present",
                 f"{arr.path}/{key}",
-                f"stored key is not a cell of the {arr.shape.tolist()} grid",
+                f"stored key is not a cell of the {list(arr.shape)} grid",
             )
             continue
         found.add(chunk)
-    if arr.nonempty is None or arr.pipeline is None:
+    chunks = arr.listing[0]
+    if chunks is None or arr.pipeline is None:
         return found
-    for c in sorted(arr.nonempty - found):
+    listed: set[Chunk] = set(map(tuple, chunks.tolist()))
+    for c in sorted(listed - found):
         out.error(
             "cells.present",
             arr.key(c),
             f"chunk {'.'.join(map(str, c))} is listed in nonempty_chunks but no cell is stored",
         )
-    for c in sorted(found - arr.nonempty):
+    for c in sorted(found - listed):
         out.error(
             "cells.present",
             arr.key(c),
@@ -134,19 +136,26 @@ def _draco_rows(arr: CellArray, chunk: Chunk, data: memoryview, out: Collector) 
 
 
 def _rows(
-    arr: CellArray, chunk: Chunk, data: memoryview, rule: str, what: str, out: Collector
+    arr: CellArray,
+    chunk: Chunk,
+    data: memoryview,
+    rule: str,
+    what: str,
+    out: Collector,
+    width: int | None = None,
 ) -> np.ndarray | None:
-    assert arr.dtype is not None
-    stride = arr.dtype.itemsize * arr.width
+    """The cell's rows of ``width`` values (default: the array's row width)."""
+    width = arr.width if width is None else width
+    stride = arr.dtype.itemsize * width
     if len(data) % stride:
         out.error(
             rule,
             arr.key(chunk),
             f"{len(data)} bytes is not a whole number of {what} "
-            f"({arr.width} x {arr.dtype.name} = {stride} bytes each)",
+            f"({width} x {arr.dtype.name} = {stride} bytes each)",
         )
         return None
-    return np.frombuffer(data, arr.dtype).reshape(-1, arr.width)
+    return np.frombuffer(data, arr.dtype).reshape(-1, width)
 
 
 @dataclass(eq=False)
@@ -302,7 +311,7 @@ def _check_chunk(
     if raw is not None and v.pipeline is not None and (data := decode_cell(v, chunk, raw, out)) is not None:
         if v.draco:
             n = _draco_rows(v, chunk, data, out)
-        elif (rows := _rows(v, chunk, data, "cells.vertices", "vertex rows", out)) is not None:
+        elif (rows := _rows(v, chunk, data, "cells.vertices", "vertex rows", out, len(v.shape))) is not None:
             n, pos = len(rows), rows
     if raw is not None:
         cells.rows[chunk] = n
@@ -322,7 +331,8 @@ def _check_chunk(
     if (
         frag is not None
         and n is not None
-        and model.meta.get("fragments_tile") is True
+        and model.meta is not None
+        and model.meta.fragments_tile
         and not _tiles(frag, n)
     ):
         out.error(
@@ -392,12 +402,13 @@ def check_vertex_cells(
             _check_chunk(model, c, by_chunk[c], cells, geo, out)
         cells.cells_read += sum(r is not None for r in raws)
         bar.update(len(keys))
-    if level >= 3 and all(n is not None for n in cells.rows.values()):
+    declared = -1 if model.meta is None else model.meta.vertex_count  # -1: unusable, a finding already
+    if level >= 3 and declared >= 0 and all(n is not None for n in cells.rows.values()):
         total = sum(n for n in cells.rows.values() if n is not None)
-        if model.meta.get("vertex_count") != total and isinstance(model.meta.get("vertex_count"), int):
+        if declared != total:
             out.error(
                 "consistency.vertex-count",
                 f"{model.index}/zarr.json",
-                f"vertex_count is {model.meta['vertex_count']} but the vertices cells hold {total} rows",
+                f"vertex_count is {declared} but the vertices cells hold {total} rows",
             )
     return cells

@@ -20,7 +20,7 @@ def _whole(ratio: np.ndarray) -> bool:
 
 def _level(root: RootInfo, model: LevelModel, prev: LevelModel | None, out: Collector) -> None:
     k, meta, key = model.index, model.meta, f"{model.index}/zarr.json"
-    parent, method = meta.get("parent_level"), meta.get("coarsening_method", "none")
+    parent, method = (None, "none") if meta is None else (meta.parent_level, meta.coarsening_method)
     if k == 0 and (parent is not None or method != "none"):
         out.error(
             "pyramid.levels",
@@ -67,13 +67,15 @@ def _level(root: RootInfo, model: LevelModel, prev: LevelModel | None, out: Coll
                 key,
                 f"bin shape {bins.tolist()} is finer than level {prev.index}'s {prev_bins.tolist()}",
             )
-    if prev is not None:
-        vc, pvc = meta.get("vertex_count"), prev.meta.get("vertex_count")
-        if isinstance(vc, int) and isinstance(pvc, int) and vc > pvc:
+    if meta is None:
+        return
+    if prev is not None and prev.meta is not None:
+        vc, pvc = meta.vertex_count, prev.meta.vertex_count  # -1: unusable, a finding already
+        if vc >= 0 and pvc >= 0 and vc > pvc:
             out.error("pyramid.vertex-count", key, f"vertex_count {vc} exceeds level {prev.index}'s {pvc}")
-    if meta.get("preserves_object_ids") is True:
-        inherited = meta.get("inherited_num_objects")
-        if not isinstance(inherited, int) or inherited < 0:
+    if meta.preserves_object_ids:
+        inherited = meta.inherited_num_objects
+        if inherited is None:
             out.error(
                 "pyramid.object-ids",
                 key,

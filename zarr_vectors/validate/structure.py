@@ -3,21 +3,12 @@
 
 from __future__ import annotations
 
+from zarr_vectors.format.metadata import LEVEL_ARRAYS, LEVEL_GROUPS
 from zarr_vectors.validate._report import Collector
 from zarr_vectors.validate._store import StoreView
 
 __all__ = ["check_structure", "LEVEL_ARRAYS", "LEVEL_GROUPS"]
 
-LEVEL_ARRAYS = ("vertices", "vertex_fragments", "link_fragments", "groups")
-LEVEL_GROUPS = (
-    "links",
-    "vertex_attributes",
-    "fragment_attributes",
-    "link_attributes",
-    "object_index",
-    "object_attributes",
-    "group_attributes",
-)
 # Families whose children are all arrays.
 _ARRAY_FAMILIES = ("vertex_attributes", "fragment_attributes", "object_attributes", "group_attributes")
 PRE_09 = ("cross_chunk_links", "cross_chunk_link_attributes")
@@ -34,20 +25,8 @@ def _node_docs(view: StoreView, out: Collector) -> None:
             path,
             "holds Zarr nodes but has no zarr.json of its own (Zarr v3 has no implicit groups)",
         )
-    for path, doc in sorted(view.docs.items()):
-        key = f"{path}/zarr.json".lstrip("/")
-        if not isinstance(doc, dict):
-            out.error("structure.node", key, "zarr.json is not a JSON object")
-        elif doc.get("zarr_format") != 3:
-            out.error(
-                "structure.node",
-                key,
-                f"zarr_format is {doc.get('zarr_format')!r}; Zarr Vectors needs Zarr v3 (3)",
-            )
-        elif doc.get("node_type") not in ("group", "array"):
-            out.error(
-                "structure.node", key, f"node_type is {doc.get('node_type')!r}, expected 'group' or 'array'"
-            )
+    for path, message in sorted(view.node_problems.items()):
+        out.error("structure.node", f"{path}/zarr.json".lstrip("/"), message)
 
 
 def _orphan_arrays(view: StoreView, out: Collector) -> None:

@@ -12,17 +12,14 @@ import numpy as np
 
 from zarr_vectors.engine.arrays import TableArray
 from zarr_vectors.errors import DECODE_FAILURES, ZarrVectorsError, failure_reason
+from zarr_vectors.format.groups import check_object_index, parse_object_index
 from zarr_vectors.validate._report import Collector, short
 from zarr_vectors.validate._store import StoreView, batched
 from zarr_vectors.validate.arrays import unknown_codecs
 from zarr_vectors.validate.manifests import check_refs, walk_manifests
-from zarr_vectors.validate.metadata import RootInfo
+from zarr_vectors.validate.metadata import RootInfo, report
 
 __all__ = ["TableModel", "check_table_meta", "check_table_data"]
-
-LAYOUTS = ("vlen_manifests_v1", "vlen_manifests_v2")
-#: Largest shape or chunk size accepted: the arithmetic on larger ones leaves int64.
-LIMIT = 2**62
 
 
 @dataclass(eq=False)
@@ -40,132 +37,46 @@ class TableModel:
     group_attrs: list[TableArray] = field(default_factory=list)
 
 
-def _count(attrs: dict[str, Any], key: str, path: str, out: Collector, rule: str) -> int | None:
-    v = attrs.get(key)
-    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-        out.error(rule, path, f"{key} must be an integer >= 0, got {v!r}")
-        return None
-    return v
-
-
-def _sizes(values: Any, low: int) -> bool:
-    """A list of integers from ``low`` to :data:`LIMIT`."""
-    return isinstance(values, list) and all(
-        isinstance(v, int) and not isinstance(v, bool) and low <= v <= LIMIT for v in values
-    )
-
-
-def _one_d(view: StoreView, path: str, vlen: bool, rule: str, out: Collector) -> TableArray | None:
+def _table(view: StoreView, path: str, out: Collector) -> TableArray | None:
+    """The table at ``path`` as the reader parses it (None when absent, or when a finding
+    blocks reading it: a reader would refuse it)."""
     if not view.is_array(path):
         return None
-    doc = view.docs[path]
-    shape, grid = (
-        doc.get("shape"),
-        ((doc.get("chunk_grid") or {}).get("configuration") or {}).get("chunk_shape"),
-    )
-    dims = (1,) if vlen else (1, 2)
-    if (
-        not isinstance(shape, list)
-        or len(shape) not in dims
-        or not isinstance(grid, list)
-        or len(grid) != len(shape)
-    ):
-        out.error(
-            rule,
-            path,
-            f"shape {short(shape)} / chunks {short(grid)} are not a {'1-D' if vlen else '1-D or 2-D'} table",
-        )
-        return None
-    if not _sizes(shape, 0) or not _sizes(grid, 1):
-        out.error(
-            rule,
-            path,
-            f"shape {short(shape)} / chunks {short(grid)} must be integers from 0 (chunks: 1) to 2**62",
-        )
-        return None
-    codecs = doc.get("codecs")
-    if not isinstance(codecs, list) or not all(isinstance(c, dict) for c in codecs):
-        out.error(rule, path, f"codecs must be a list of codec objects, got {short(codecs)}")
-        return None
-    if vlen != (doc.get("data_type") in ("variable_length_bytes", "bytes")):
-        out.error(
-            rule, path, f"data_type {short(doc.get('data_type'))} is {'not ' * vlen}variable-length bytes"
-        )
-        return None
-    if not vlen and doc.get("data_type") == "string":  # names, labels (1-D, vlen-utf8)
-        if len(shape) != 1:
-            out.error(rule, path, f"a string table must be 1-D, got shape {shape!r}")
-            return None
-    elif not vlen:
-        try:
-            if not isinstance(doc.get("data_type"), str) or np.dtype(doc["data_type"]).kind not in "biuf":
-                raise TypeError
-        except TypeError:
-            out.error(rule, path, f"data_type {short(doc.get('data_type'))} is not a numeric type")
-            return None
-    return TableArray(path, doc)
+    arr, findings = TableArray.parse(path, view.docs[path])
+    report(findings, out)
+    return None if any(f.blocks_reading for f in findings) else arr
 
 
 def _object_index(view: StoreView, p: str, root: RootInfo, t: TableModel, out: Collector) -> None:
     path = f"{p}/object_index"
-    a = view.attrs(path)
-    rule = "metadata.object-index"
-    if a.get("zv_array") != "object_index":
-        out.error("metadata.zv-array", path, f"zv_array is {a.get('zv_array')!r}, expected 'object_index'")
-    layout = a.get("layout", "vlen_manifests_v1")
-    if layout not in LAYOUTS:
-        out.error(
-            rule, path, f"layout {layout!r} is unknown ({', '.join(LAYOUTS)}); its manifests cannot be read"
-        )
+    index, findings = parse_object_index(path, view.attrs(path), root.sid_ndim)
+    report(findings, out)
+    if index is None:
         return
-    t.layout = layout
-    t.num_objects = _count(a, "num_objects", path, out, rule)
-    t.num_present = _count(a, "num_present", path, out, rule)
-    if t.num_objects is not None and t.num_present is not None and t.num_present > t.num_objects:
-        out.error(rule, path, f"num_present {t.num_present} exceeds num_objects {t.num_objects}")
-    if a.get("sid_ndim", root.sid_ndim) != root.sid_ndim:
-        out.error(
-            rule, path, f"sid_ndim is {a.get('sid_ndim')!r} but the store has {root.sid_ndim} space axes"
-        )
-    t.manifests = _one_d(view, f"{path}/manifests", True, rule, out)
-    if t.manifests is None:
-        out.error(rule, path, "object_index has no usable manifests array")
-        return
-    if t.num_objects is not None and t.manifests.length != t.num_objects:
-        out.error(rule, t.manifests.path, f"has {t.manifests.length} rows but num_objects is {t.num_objects}")
-    if layout == "vlen_manifests_v2":
-        t.object_ids = _one_d(view, f"{path}/object_ids", False, rule, out)
-        if t.object_ids is None:
-            out.error(
-                rule, path, "layout vlen_manifests_v2 needs an integer object_ids array beside manifests"
-            )
-        elif (
-            np.dtype(t.object_ids.doc.get("data_type", "f8")).kind not in "iu"
-            or t.object_ids.length != t.manifests.length
-        ):
-            out.error(rule, t.object_ids.path, "object_ids must be integers with one row per manifest row")
-            t.object_ids = None
+    t.layout, t.num_objects, t.num_present = index.layout, index.num_objects, index.num_present
+    t.manifests = _table(view, f"{path}/manifests", out)
+    if index.layout == "vlen_manifests_v2":
+        t.object_ids = _table(view, f"{path}/object_ids", out)
+    found = check_object_index(
+        path,
+        index,
+        None if t.manifests is None else t.manifests.parsed,
+        None if t.object_ids is None else t.object_ids.parsed,
+    )
+    report(found, out)
+    ids = t.object_ids
+    if ids is not None and (
+        ids.parsed is None or ids.parsed.dtype is None or any(f.path == ids.path for f in found)
+    ):
+        t.object_ids = None
 
 
-def _named_tables(view: StoreView, family: str, zv: str, rule: str, out: Collector) -> list[TableArray]:
+def _named_tables(view: StoreView, family: str, out: Collector) -> list[TableArray]:
     found = []
     for name in view.children(family):
-        path = f"{family}/{name}"
-        arr = _one_d(view, path, False, rule, out)
-        if arr is None:
-            continue
-        a = arr.attrs
-        if a.get("zv_array") != zv:
-            out.error("metadata.zv-array", path, f"zv_array is {a.get('zv_array')!r}, expected {zv!r}")
-        if a.get("name", name) != name:
-            out.error(rule, path, f"name is {a.get('name')!r} but the array is {name!r}")
-        if "dtype" in a and a["dtype"] != arr.doc.get("data_type"):
-            out.error(
-                rule,
-                path,
-                f"dtype attribute {a['dtype']!r} differs from data_type {arr.doc.get('data_type')!r}",
-            )
-        found.append(arr)
+        arr = _table(view, f"{family}/{name}", out)
+        if arr is not None:
+            found.append(arr)
     return found
 
 
@@ -174,35 +85,11 @@ def check_table_meta(view: StoreView, lv: int, root: RootInfo, out: Collector) -
     t = TableModel()
     if view.is_group(f"{p}/object_index"):
         _object_index(view, p, root, t, out)
-    t.object_attrs = _named_tables(view, f"{p}/object_attributes", "object_attribute", "metadata.tables", out)
-    t.group_attrs = _named_tables(
-        view, f"{p}/group_attributes", "groupings_attribute", "metadata.tables", out
-    )
-    t.groups = _one_d(view, f"{p}/groups", True, "metadata.tables", out)
-    if t.groups is not None:
-        a = t.groups.attrs
-        if a.get("zv_array") != "groups":
-            out.error(
-                "metadata.zv-array", t.groups.path, f"zv_array is {a.get('zv_array')!r}, expected 'groups'"
-            )
-        if a.get("num_groups", t.groups.length) != t.groups.length:
-            out.error(
-                "metadata.tables",
-                t.groups.path,
-                f"num_groups is {a.get('num_groups')!r} but the array has {t.groups.length} rows",
-            )
-        ranges = a.get("group_ranges", {})
-        if not isinstance(ranges, dict) or not all(
-            isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) for x in v) and 0 <= v[0] <= v[1]
-            for v in ranges.values()
-        ):
-            out.error(
-                "metadata.tables",
-                t.groups.path,
-                f"group_ranges must map group ids to [start, stop], got {ranges!r}",
-            )
-        else:
-            t.group_ranges = ranges
+    t.object_attrs = _named_tables(view, f"{p}/object_attributes", out)
+    t.group_attrs = _named_tables(view, f"{p}/group_attributes", out)
+    t.groups = _table(view, f"{p}/groups", out)
+    if t.groups is not None and t.groups.parsed is not None:
+        t.group_ranges = t.groups.parsed.group_ranges
     return t
 
 
@@ -213,7 +100,8 @@ def check_table_meta(view: StoreView, lv: int, root: RootInfo, out: Collector) -
 
 
 def _readable(arr: TableArray, out: Collector) -> bool:
-    if unknown := unknown_codecs(arr.doc["codecs"]):
+    assert arr.parsed is not None
+    if unknown := unknown_codecs(list(arr.parsed.codecs)):
         out.error(
             "metadata.codecs",
             arr.path,
@@ -233,8 +121,7 @@ def _readable(arr: TableArray, out: Collector) -> bool:
 
 
 def _grid(arr: TableArray) -> list[int]:
-    chunks = arr.doc["chunk_grid"]["configuration"]["chunk_shape"]
-    return [-(-s // c) for s, c in zip(arr.doc["shape"], chunks)]
+    return [-(-s // c) for s, c in zip(arr.shape, arr.chunk_shape)]
 
 
 def _stored(view: StoreView, arr: TableArray, out: Collector) -> list[tuple[int, ...]]:
@@ -250,7 +137,7 @@ def _stored(view: StoreView, arr: TableArray, out: Collector) -> list[tuple[int,
             out.error(
                 "cells.table-chunks",
                 f"{arr.path}/{key}",
-                f"stored key is not a chunk of the array's {grid} chunk grid (shape {arr.doc['shape']})",
+                f"stored key is not a chunk of the array's {grid} chunk grid (shape {list(arr.shape)})",
             )
             continue
         found.append(idx)
@@ -306,8 +193,8 @@ def _dense_chunks(
             except UnicodeDecodeError as exc:
                 out.error("cells.decode", f"{arr.path}/c/{c}", f"an element is not UTF-8 ({exc.reason})")
         return {}
-    dtype = np.dtype(arr.doc["data_type"]).newbyteorder("<")
-    chunk = [int(c) for c in arr.doc["chunk_grid"]["configuration"]["chunk_shape"]]
+    dtype = arr.dense_dtype
+    chunk = list(arr.chunk_shape)
     want = int(np.prod(chunk, dtype=object)) * dtype.itemsize
     values = {}
     for i, raw in _chunks(view, arr, idx):
