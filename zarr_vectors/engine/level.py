@@ -20,7 +20,7 @@ from zarr_vectors.engine.arrays import (
     TableArray,
 )
 from zarr_vectors.engine.ids import GROUP_ID_ATTRIBUTE, OBJECT_ID_ATTRIBUTE, IdMap, IdTableWarning
-from zarr_vectors.engine.pipeline import DEFAULT_MAX_DECODED
+from zarr_vectors.engine.pipeline import DEFAULT_MAX_DECODED, DRACO, geometry_codec
 from zarr_vectors.engine.storage import Backend
 from zarr_vectors.errors import CorruptCellError, DecodeError, FormatError
 from zarr_vectors.format.grid import Grid
@@ -197,9 +197,7 @@ def _vertices(p: str, vdoc: dict[str, Any], vertex_count: int, nd: int) -> CellA
     encoding = attrs.get("encoding", "raw") if isinstance(attrs, dict) else None
     if encoding not in ("raw", "draco"):
         raise FormatError(f"{p}/vertices has encoding {encoding!r}, which this library cannot read")
-    codecs = vdoc.get("codecs")
-    first = codecs[0] if isinstance(codecs, list) and codecs else None
-    draco = isinstance(first, dict) and first.get("name") == "draco"
+    draco = geometry_codec(vdoc.get("codecs")) == DRACO
     if encoding == "draco" and not draco:
         raise FormatError(
             f"{p}/vertices has encoding 'draco' but its codec list does not start with the draco codec "

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from zarr.registry import get_codec_class
 
-from zarr_vectors.engine.pipeline import Pipeline, UnsupportedPipeline
+from zarr_vectors.engine.pipeline import DRACO, Pipeline, UnsupportedPipeline, geometry_codec
 from zarr_vectors.errors import DecodeError
 from zarr_vectors.format.links import links_has_perm, parse_delta, parse_offsets
 from zarr_vectors.validate._report import Collector, short
@@ -116,8 +116,8 @@ def _pipeline(path: str, codecs: Any, out: Collector) -> tuple[Pipeline | None, 
     if not isinstance(codecs, list) or not all(isinstance(c, dict) for c in codecs):
         out.error("metadata.array", path, f"codecs must be a list of codec objects, got {short(codecs)}")
         return None, False
-    draco = bool(codecs) and codecs[0].get("name") == "draco"
-    body = codecs[1:] if draco else codecs
+    draco = geometry_codec(codecs) == DRACO
+    body = codecs[1:] if draco else codecs  # the vlen framing is checked even without the package
     names = [c.get("name") for c in codecs]
     if unknown := unknown_codecs(codecs):
         out.error(
