@@ -150,9 +150,12 @@ def _zstd(codec: Any, data: Any, bound: int) -> bytes:
         raise DecodeError(f"zstd decompression failed (or needs more than {bound} bytes): {exc}") from exc
 
 
-def _streams(name: str, new: Callable[[], Any], data: Any, bound: int, padding: bool) -> bytes:
-    """Concatenated streams (gzip members, bz2 or xz streams) decoded under ``bound``; zero
-    bytes after the last one are ignored when ``padding`` (as the gzip module does)."""
+def _streams(
+    name: str, new: Callable[[], Any], data: Any, bound: int, padding: bool, multi: bool = True
+) -> bytes:
+    """Concatenated streams (gzip members, bz2 or xz streams; one only unless ``multi``)
+    decoded under ``bound``; zero bytes after the last one are ignored when ``padding`` (as
+    the gzip module does)."""
     parts: list[bytes] = []
     total, rest = 0, memoryview(data).cast("B")
     while True:
@@ -169,6 +172,8 @@ def _streams(name: str, new: Callable[[], Any], data: Any, bound: int, padding: 
         rest = memoryview(dec.unused_data).cast("B")
         if not rest or (padding and not any(rest)):
             break
+        if not multi:
+            raise DecodeError(f"{name} stream is followed by {len(rest)} bytes that belong to no stream")
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
@@ -181,7 +186,7 @@ def _gzip(codec: Any, data: Any, bound: int) -> bytes:
 
 def _zlib(codec: Any, data: Any, bound: int) -> bytes:
     try:
-        return _streams("zlib", zlib.decompressobj, data, bound, False)
+        return _streams("zlib", zlib.decompressobj, data, bound, False, multi=False)
     except zlib.error as exc:
         raise DecodeError(f"zlib decompression failed: {exc}") from exc
 
@@ -189,6 +194,8 @@ def _zlib(codec: Any, data: Any, bound: int) -> bytes:
 def _bz2(codec: Any, data: Any, bound: int) -> bytes:
     try:
         return _streams("bz2", bz2.BZ2Decompressor, data, bound, False)
+    except DecodeError:
+        raise
     except (OSError, ValueError, EOFError) as exc:
         raise DecodeError(f"bz2 decompression failed: {exc}") from exc
 
@@ -206,6 +213,8 @@ def _lzma(codec: Any, data: Any, bound: int) -> bytes:
 
     try:
         return _streams("lzma", new, data, bound, fmt == lzma.FORMAT_XZ)
+    except DecodeError:
+        raise
     except (lzma.LZMAError, ValueError, EOFError) as exc:
         raise DecodeError(f"lzma decompression failed: {exc}") from exc
 
