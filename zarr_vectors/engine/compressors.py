@@ -458,15 +458,17 @@ def compressor_json(compression: str | None, *, level: int | None = None) -> lis
 
 def compression_of(codecs: list[dict[str, Any]]) -> tuple[str, int | None]:
     """The ``compression=`` name and level that write the first compressor of ``codecs`` (a
-    ``zarr.json`` codec list); ``("none", None)`` when it has none. Other configuration keys
-    (a blosc ``cname``, an lzma filter chain) are not carried over."""
+    ``zarr.json`` codec list); ``("none", None)`` when it has none. The blosc shuffle is kept;
+    other configuration keys (a blosc ``cname``, an lzma filter chain) are not carried over."""
     for spec in codecs:
         name = spec.get("name") if isinstance(spec, dict) else None
         conf = spec.get("configuration") or {} if isinstance(spec, dict) else {}
         if not isinstance(name, str) or not isinstance(conf, dict):
             continue
         cid = name.removeprefix(NUMCODECS_PREFIX)
-        if name in _ZARR_CODECS:
+        if name == "blosc" and conf.get("shuffle") == "bitshuffle":
+            found = "blosc-bitshuffle"
+        elif name in _ZARR_CODECS:
             found = name
         elif name.startswith(NUMCODECS_PREFIX) and cid in _numcodecs_compressors():
             found = name if cid in _ZARR_CODECS else cid
