@@ -351,3 +351,18 @@ def test_concatenated_streams_and_trailing_bytes_read_like_the_codec(compression
             pipe.decode(two)
     with pytest.raises(DecodeError, match=f"{compression} (stream is truncated|decompression failed)"):
         pipe.decode(make(b"abc" * 1000)[:-7])
+
+
+def test_a_codec_without_a_bounded_decoder_is_checked_once_decoded(monkeypatch):
+    """numcodecs codecs outside the bounded-decoder table (none of numcodecs' own today) run
+    numcodecs' decoder; the output is still refused past the bound, naming the codec."""
+    from zarr_vectors.engine import compressors
+
+    monkeypatch.delitem(compressors._DECODERS, "lz4")
+    pipe = _pipe("lz4", serializer="bytes")
+    raw = pipe.encode(bytes(5000))
+    assert bytes(pipe.bounded(5000).decode(raw)) == bytes(5000)
+    with pytest.raises(DecodeError, match="^lz4 data claims 5000 decoded bytes, more than the 4999"):
+        pipe.bounded(4999).decode(raw)
+    with pytest.raises(DecodeError, match="^lz4 decompression failed: LZ4 decompression error"):
+        pipe.decode(raw[:-3])

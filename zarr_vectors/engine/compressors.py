@@ -102,7 +102,8 @@ class UnsupportedPipeline(Exception):
 
 
 class BytesCodec(Protocol):
-    """One bytes-to-bytes stage: ``decode`` never returns more than ``bound`` bytes."""
+    """One bytes-to-bytes stage: ``decode`` returns at most ``bound`` bytes (refused before
+    they are allocated where the codec's bytes tell their size: see the module docstring)."""
 
     @property
     def codec_id(self) -> str: ...
@@ -249,11 +250,14 @@ def _lz4(codec: Any, data: Any, bound: int) -> Any:
 
 
 def _plain(codec: Any, data: Any, bound: int) -> Any:
-    """numcodecs' own decoder (the output size is checked by the caller)."""
+    """numcodecs' own decoder, its output checked against ``bound`` once it exists."""
     try:
-        return codec.decode(data)
+        out = codec.decode(data)
     except _CODEC_ERRORS as exc:
         raise DecodeError(f"{codec.codec_id} decompression failed: {exc}") from exc
+    if memoryview(out).nbytes > bound:
+        raise _too_big(codec.codec_id, memoryview(out).nbytes, bound)
+    return out
 
 
 #: Bounded decoders by numcodecs id; any other codec decodes through :func:`_plain`.
