@@ -34,7 +34,13 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from zarr_vectors.engine.pipeline import DEFAULT_MAX_DECODED, Pipeline, UnsupportedPipeline
+from zarr_vectors.engine.pipeline import (
+    DEFAULT_MAX_DECODED,
+    DRACO,
+    Pipeline,
+    UnsupportedPipeline,
+    geometry_codec,
+)
 from zarr_vectors.errors import CorruptCellError, FormatError, decoding
 from zarr_vectors.format.documents import (
     MAX_CELLS,
@@ -300,8 +306,7 @@ class CellArray:
     @cached_property
     def draco(self) -> bool:
         """Cells are Draco blobs (``encoding: "draco"``, the draco codec first in the list)."""
-        codecs = self.doc.get("codecs") or []
-        return bool(codecs) and isinstance(codecs[0], dict) and codecs[0].get("name") == "draco"
+        return geometry_codec(self.doc.get("codecs")) == DRACO
 
     def mesh_rows(self, raw: bytes | None, chunk: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """A Draco cell's (N, 3) float32 positions and (F, 3) int64 intra-chunk faces.

@@ -26,6 +26,7 @@ from zarr_vectors.errors import (
     UnknownIdError,
     decoding,
 )
+from zarr_vectors.format.codecs import DRACO, geometry_codec
 from zarr_vectors.format.documents import parse_cell_array
 from zarr_vectors.format.findings import raise_for
 from zarr_vectors.format.grid import Grid
@@ -150,10 +151,7 @@ def _vertices(p: str, vdoc: dict[str, Any], vertex_count: int, nd: int) -> CellA
     parsed, found = parse_cell_array(f"{p}/vertices", vdoc, nd)
     raise_for(found)
     assert parsed is not None and parsed.dtype is not None
-    codecs = vdoc.get("codecs")
-    first = codecs[0] if isinstance(codecs, list) and codecs else None
-    draco = isinstance(first, dict) and first.get("name") == "draco"
-    if draco:
+    if geometry_codec(vdoc.get("codecs")) == DRACO:
         return CellArray(f"{p}/vertices", vdoc, vertex_count, DRACO_BYTES, parsed=parsed)
     return CellArray(f"{p}/vertices", vdoc, vertex_count, parsed.dtype.itemsize * nd, parsed=parsed)
 

@@ -1,45 +1,53 @@
-"""Encode and decode whole Zarr chunks for the codec lists this library writes.
+"""Encode and decode whole Zarr chunks for the codec lists this library reads and writes.
 
-A :class:`Pipeline` is built from an array's ``codecs`` JSON. It handles the
-``vlen-bytes`` and ``bytes`` serialisers followed by the bytes-to-bytes codecs
-``zstd``, ``gzip``, ``blosc`` and ``crc32c``, producing exactly the bytes
+A :class:`Pipeline` is built from an array's ``codecs`` JSON: an optional geometry codec
+(``draco``: the library decodes its blobs itself, so the pipeline yields the blob), the
+``vlen-bytes`` or ``bytes`` serialiser, then any bytes-to-bytes codecs zarr's and numcodecs'
+registries know (see :mod:`zarr_vectors.engine.compressors`), producing exactly the bytes
 zarr-python produces. Codec lists it cannot handle (sharding, ...) raise
 :class:`UnsupportedPipeline` so the caller can say which codec is missing.
 
-Decoding is bounded and thread-safe:
-
-* every stage's output is at most ``Pipeline.max_size`` bytes (the reader derives
-  it from the array's metadata, see ``_arrays.py``): the zstd frame's declared
-  content size, the gzip stream's output and the blosc header's ``nbytes`` are
-  checked before anything that size is allocated;
-* a blosc buffer's ``cbytes`` must equal its length (a truncated buffer is
-  refused instead of decoding to bytes it did not hold);
-* every failure of a codec is a :class:`DecodeError`;
-* zstd decompression contexts are per thread; the other codecs keep no state.
+Decoding is bounded and thread-safe: every stage's output is at most ``Pipeline.max_size``
+bytes (the reader derives it from the array's metadata, see ``engine/arrays.py``), checked
+before anything that size is allocated where the codec's bytes say it (the table in
+:mod:`~zarr_vectors.engine.compressors`); every failure of a codec is a :class:`DecodeError`.
 """
 
 from __future__ import annotations
 
 import struct
-import threading
-import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
-import google_crc32c
-import numcodecs
-import numcodecs.blosc
 import numpy as np
-import zstandard
 
-from zarr_vectors.errors import DecodeError, InputError, choice_message
+from zarr_vectors.engine.compressors import (
+    BytesCodec,
+    UnsupportedPipeline,
+    bytes_codec,
+    compression_names,
+    compression_of,
+    compressor_json,
+)
+from zarr_vectors.errors import DecodeError
+from zarr_vectors.format.codecs import DRACO, geometry_codec
 
-__all__ = ["DEFAULT_MAX_DECODED", "Pipeline", "UnsupportedPipeline", "compressor_json", "CHECKSUM_CODEC"]
+__all__ = [
+    "CHECKSUM_CODEC",
+    "DEFAULT_MAX_DECODED",
+    "DRACO",
+    "Pipeline",
+    "UnsupportedPipeline",
+    "compression_names",
+    "compression_of",
+    "compressor_json",
+    "draco_codec",
+    "geometry_codec",
+]
 
 _VLEN_HEAD = struct.Struct("<II")
 _U32 = struct.Struct("<I")
-_BLOSC_HEAD = struct.Struct("<BBBBIII")
 
 #: Decoded-size ceiling of a pipeline whose caller gives no bound of its own. The readers
 #: always give one derived from the array's metadata (see ``zarr_vectors.engine.arrays``).
@@ -47,163 +55,22 @@ DEFAULT_MAX_DECODED = 1 << 31
 #: The codec entry that ``checksums=True`` appends to every array's codec list.
 CHECKSUM_CODEC: dict[str, Any] = {"name": "crc32c"}
 
-_local = threading.local()
+
+def _require_draco() -> None:
+    from zarr_vectors._draco import require_codec
+
+    require_codec()
 
 
-def _zstd_context() -> zstandard.ZstdDecompressor:
-    """This thread's zstd decompressor (a context must never be used by two threads at once)."""
-    dctx = getattr(_local, "zstd", None)
-    if dctx is None:
-        dctx = _local.zstd = zstandard.ZstdDecompressor()
-    return dctx
+#: For each geometry codec (see :mod:`zarr_vectors.format.codecs`), a check that raises
+#: ImportError when it is unavailable.
+GEOMETRY_CODEC_CHECKS: dict[str, Callable[[], None]] = {DRACO: _require_draco}
 
 
-def _too_big(name: str, size: int, bound: int) -> DecodeError:
-    return DecodeError(
-        f"{name} data claims {size} decoded bytes, more than the {bound} this array's metadata allows"
-    )
-
-
-class _BytesCodec(Protocol):
-    codec_id: str
-
-    def encode(self, data: Any) -> Any: ...
-
-    def decode(self, data: Any, bound: int) -> Any: ...
-
-
-@dataclass(frozen=True)
-class _Zstd:
-    """One zstd frame (numcodecs' encoder, as zarr-python writes it)."""
-
-    level: int = 0
-    checksum: bool = False
-    codec_id = "zstd"
-
-    def encode(self, data: Any) -> Any:
-        return numcodecs.Zstd(level=self.level, checksum=self.checksum).encode(data)
-
-    def decode(self, data: Any, bound: int) -> bytes:
-        try:
-            size = zstandard.frame_content_size(data)
-        except zstandard.ZstdError as exc:
-            raise DecodeError(f"zstd: the data does not start with a zstd frame header ({exc})") from exc
-        if size > bound:
-            raise _too_big("zstd", size, bound)
-        dctx = _zstd_context()
-        try:
-            if size >= 0:
-                return dctx.decompress(data, allow_extra_data=False)
-            # No declared size: try growing output limits, never past the bound.
-            cap = min(bound, max(1 << 16, 8 * len(data)))
-            while True:
-                try:
-                    return dctx.decompress(data, max_output_size=cap, allow_extra_data=False)
-                except zstandard.ZstdError as exc:
-                    if cap >= bound or "full frame" not in str(exc):
-                        raise
-                    cap = min(bound, 4 * cap)
-        except zstandard.ZstdError as exc:
-            raise DecodeError(f"zstd decompression failed (or needs more than {bound} bytes): {exc}") from exc
-
-
-@dataclass(frozen=True)
-class _Gzip:
-    """gzip members (RFC 1952), decoded with zlib under an output limit."""
-
-    level: int = 5
-    codec_id = "gzip"
-
-    def encode(self, data: Any) -> Any:
-        return numcodecs.GZip(level=self.level).encode(data)
-
-    def decode(self, data: Any, bound: int) -> bytes:
-        parts: list[bytes] = []
-        total, rest = 0, memoryview(data).cast("B")
-        try:
-            while True:
-                member = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                out = member.decompress(rest, bound - total + 1)
-                total += len(out)
-                if total > bound:
-                    raise DecodeError(
-                        f"gzip data decodes to more than the {bound} bytes this array's metadata allows"
-                    )
-                if not member.eof:
-                    raise DecodeError("gzip stream is truncated")
-                parts.append(out)
-                rest = memoryview(member.unused_data).cast("B")
-                if not any(rest):  # the gzip module also ignores zero padding after the last member
-                    break
-        except zlib.error as exc:
-            raise DecodeError(f"gzip decompression failed: {exc}") from exc
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-_BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
-
-
-@dataclass(frozen=True)
-class _Blosc:
-    """A blosc 1 buffer; its 16-byte header is checked before blosc sees it."""
-
-    cname: str = "zstd"
-    clevel: int = 5
-    shuffle: int = 0
-    blocksize: int = 0
-    codec_id = "blosc"
-
-    def encode(self, data: Any) -> Any:
-        codec = numcodecs.Blosc(
-            cname=self.cname, clevel=self.clevel, shuffle=self.shuffle, blocksize=self.blocksize
-        )
-        return codec.encode(data)
-
-    def decode(self, data: Any, bound: int) -> Any:
-        view = memoryview(data).cast("B")
-        if len(view) < _BLOSC_HEAD.size:
-            raise DecodeError(
-                f"blosc buffer is {len(view)} bytes, shorter than its {_BLOSC_HEAD.size}-byte header"
-            )
-        nbytes, cbytes = _BLOSC_HEAD.unpack_from(view)[4], _BLOSC_HEAD.unpack_from(view)[6]
-        if cbytes != len(view):
-            raise DecodeError(
-                f"blosc header says the buffer is {cbytes} bytes but it holds {len(view)} (truncated or padded)"
-            )
-        if nbytes > bound:
-            raise _too_big("blosc", nbytes, bound)
-        try:
-            return numcodecs.blosc.decompress(view)
-        except (RuntimeError, ValueError) as exc:
-            raise DecodeError(f"blosc decompression failed: {exc}") from exc
-
-
-@dataclass(frozen=True)
-class _Crc32c:
-    """Zarr's ``crc32c`` codec: a little-endian CRC-32C of the bytes, appended."""
-
-    codec_id = "crc32c"
-
-    def encode(self, data: Any) -> bytes:
-        raw = bytes(data)
-        return raw + _U32.pack(google_crc32c.value(raw))
-
-    def decode(self, data: Any, bound: int) -> memoryview:
-        view = memoryview(data).cast("B")
-        if len(view) < 4:
-            raise DecodeError(f"crc32c: {len(view)} bytes cannot hold the 4-byte checksum")
-        body = view[:-4]
-        (stored,) = _U32.unpack_from(view, len(view) - 4)
-        computed = google_crc32c.value(np.frombuffer(body, np.uint8))
-        if stored != computed:
-            raise DecodeError(
-                f"crc32c checksum mismatch (stored 0x{stored:08x}, computed 0x{computed:08x}): "
-                "the bytes changed after they were written"
-            )
-        return body
-
-
-Compression = Literal["none", "zstd", "gzip", "blosc", "blosc-bitshuffle"]
+def draco_codec(quantization_bits: int, compression_level: int) -> dict[str, Any]:
+    """The ``draco`` entry of a Draco ``vertices`` array's codec list."""
+    conf = {"quantization_bits": int(quantization_bits), "compression_level": int(compression_level)}
+    return {"name": DRACO, "configuration": conf}
 
 
 def _check_count(count: int, size: int) -> None:
@@ -214,76 +81,19 @@ def _check_count(count: int, size: int) -> None:
         )
 
 
-class UnsupportedPipeline(Exception):
-    """The codec list needs zarr-python's own pipeline."""
-
-
-#: The ``compression`` names writers take.
-COMPRESSIONS = ("none", "zstd", "gzip", "blosc", "blosc-bitshuffle")
-
-
-def compressor_json(compression: str | None, *, level: int | None = None) -> list[dict[str, Any]]:
-    """The bytes-to-bytes codec list for a ``compression=`` choice.
-
-    ``"none"`` (the format's default), ``"zstd"``, ``"gzip"``, ``"blosc"``
-    (Blosc/Zstd with byte shuffle) or ``"blosc-bitshuffle"``; levels default to 5.
-    """
-    name = (compression or "none").lower()
-    lvl = 5 if level is None else int(level)
-    if name == "none":
-        return []
-    if name == "zstd":
-        return [{"name": "zstd", "configuration": {"level": lvl, "checksum": False}}]
-    if name == "gzip":
-        return [{"name": "gzip", "configuration": {"level": lvl}}]
-    if name in ("blosc", "blosc-bitshuffle"):
-        shuffle = "bitshuffle" if name == "blosc-bitshuffle" else "shuffle"
-        return [
-            {
-                "name": "blosc",
-                "configuration": {
-                    "typesize": 1,
-                    "cname": "zstd",
-                    "clevel": lvl,
-                    "shuffle": shuffle,
-                    "blocksize": 0,
-                },
-            }
-        ]
-    raise InputError(choice_message("compression", compression, COMPRESSIONS))
-
-
-def _codec(spec: dict[str, Any]) -> _BytesCodec:
-    name = spec.get("name")
-    conf = spec.get("configuration") or {}
-    if not isinstance(conf, dict):
-        raise UnsupportedPipeline(f"{name} with configuration {conf!r}")
-    if name == "zstd":
-        return _Zstd(level=conf.get("level", 0), checksum=conf.get("checksum", False))
-    if name == "gzip":
-        return _Gzip(level=conf.get("level", 5))
-    if name == "blosc":
-        return _Blosc(
-            cname=conf.get("cname", "zstd"),
-            clevel=conf.get("clevel", 5),
-            shuffle=_BLOSC_SHUFFLE.get(conf.get("shuffle", "noshuffle"), 0),
-            blocksize=conf.get("blocksize", 0),
-        )
-    if name == "crc32c":
-        return _Crc32c()
-    raise UnsupportedPipeline(str(name))
-
-
 @dataclass(frozen=True)
 class Pipeline:
     """Serialiser kind plus bytes-to-bytes codecs, for one array.
 
     ``max_size`` bounds the bytes every decoding stage may produce (see the module docstring).
+    ``geometry`` names the geometry codec ahead of the serialiser (:func:`geometry_codec`);
+    the cells it decodes are then that codec's blobs.
     """
 
     serializer: Literal["vlen-bytes", "bytes"]
-    compressors: tuple[_BytesCodec, ...]
+    compressors: tuple[BytesCodec, ...]
     max_size: int = DEFAULT_MAX_DECODED
+    geometry: str | None = None
 
     @classmethod
     def from_codecs(cls, codecs: list[dict[str, Any]]) -> Pipeline:
@@ -291,15 +101,14 @@ class Pipeline:
             raise UnsupportedPipeline(f"codecs must be a list of objects, got {codecs!r}")
         if not codecs:
             raise UnsupportedPipeline("empty codec list")
-        if codecs[0].get("name") == "draco":
-            # The draco array codec maps raw rows <-> a Draco blob; the library decodes the
-            # blob itself (it needs the faces too), so the pipeline yields the blob.
-            from zarr_vectors._draco import require_codec
-
-            require_codec()
+        geometry = geometry_codec(codecs)
+        if geometry is not None:
+            # The geometry codec maps raw rows <-> a blob; the library decodes the blob
+            # itself (a Draco blob holds the faces too), so the pipeline yields the blob.
+            GEOMETRY_CODEC_CHECKS[geometry]()
             codecs = codecs[1:]
             if not codecs:
-                raise UnsupportedPipeline("draco without a serialiser")
+                raise UnsupportedPipeline(f"{geometry} without a serialiser")
         first = codecs[0].get("name")
         if first in ("vlen-bytes", "vlen-utf8"):  # one framing: count, then length-prefixed items
             serializer: Literal["vlen-bytes", "bytes"] = "vlen-bytes"
@@ -310,7 +119,7 @@ class Pipeline:
             serializer = "bytes"
         else:
             raise UnsupportedPipeline(str(first))
-        return cls(serializer, tuple(_codec(c) for c in codecs[1:]))
+        return cls(serializer, tuple(bytes_codec(c) for c in codecs[1:]), geometry=geometry)
 
     def bounded(self, max_size: int) -> Pipeline:
         """This pipeline with decoded output limited to ``max_size`` bytes per stage."""

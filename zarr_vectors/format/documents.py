@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from zarr_vectors.format.codecs import DRACO, geometry_codec
 from zarr_vectors.format.findings import NONCONFORMING, Finding, Findings, short
 
 __all__ = [
@@ -157,7 +158,7 @@ def parse_cell_array(
     _discriminator(path, attrs, kind, out)
     shape = _grid_shape(path, doc, ndim, out)
     codecs = _codecs(path, doc, out)
-    draco = bool(codecs) and codecs[0].get("name") == "draco"
+    draco = geometry_codec(codecs) == DRACO
     if shape is not None:
         _cell_chunking(path, doc, len(shape), codecs, out)
     origin = None if shape is None else _origin(path, attrs, shape, out)
@@ -302,7 +303,7 @@ def _cell_chunking(
             f"{[1] * rank} (one Zarr chunk per spatial chunk)",
         )
     _key_encoding(path, doc, out)
-    body = codecs[1:] if codecs and codecs[0].get("name") == "draco" else codecs
+    body = codecs[1:] if geometry_codec(codecs) is not None else codecs
     if body and body[0].get("name") == "bytes":
         names = [c.get("name") for c in codecs]
         out.add(

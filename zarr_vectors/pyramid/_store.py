@@ -9,6 +9,7 @@ import numpy as np
 
 from zarr_vectors.engine.arrays import TableArray
 from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.pipeline import compression_of as compression_of_codecs
 from zarr_vectors.engine.storage import Backend, dump_json
 from zarr_vectors.errors import FormatError
 from zarr_vectors.format.fragments import decode_fragments, range_tables
@@ -39,23 +40,8 @@ def write_docs(backend: Backend, docs: dict[str, dict[str, Any]]) -> None:
 
 def compression_of(level: Level) -> tuple[str, int | None]:
     """The ``compression=`` name and level a writer would give to reproduce the level's
-    ``vertices`` codecs (``"none"`` when it has none or an unfamiliar one)."""
-    codecs = [
-        c
-        for c in level.vertices.doc.get("codecs") or []
-        if c.get("name") not in ("vlen-bytes", "draco", "crc32c")
-    ]
-    if not codecs:
-        return "none", None
-    conf = codecs[0].get("configuration") or {}
-    name = codecs[0].get("name")
-    if name == "zstd":
-        return "zstd", conf.get("level")
-    if name == "gzip":
-        return "gzip", conf.get("level")
-    if name == "blosc":
-        return "blosc", conf.get("clevel")
-    return "none", None
+    ``vertices`` compressor (``"none"`` when it has none); see :func:`compression_of_codecs`."""
+    return compression_of_codecs(level.vertices.doc.get("codecs") or [])
 
 
 def checksums_of(level: Level) -> bool:

@@ -29,6 +29,7 @@ import numpy as np
 from zarr_vectors._extras import needs
 from zarr_vectors.engine.inputs import NamedArray
 from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.pipeline import draco_codec
 from zarr_vectors.engine.read import attribute_names
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.level0 import LevelArrays, Tables, partition_owners, write_level_arrays
@@ -303,7 +304,7 @@ def _write(
         bits, level = int(conf.get("quantization_bits", 11)), int(conf.get("compression_level", 7))
         blobs, part, frags = draco_cells(pos, faces, part, intra, bits, level)
         stored, payloads = faces[~intra], blobs
-        codecs = [{"name": "draco", "configuration": {"quantization_bits": bits, "compression_level": level}}]
+        codecs = [draco_codec(bits, level)]
     else:
         stored, payloads, frags, codecs = faces, None, fragment_payloads(part), []
 

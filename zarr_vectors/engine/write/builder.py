@@ -49,6 +49,7 @@ class StoreBuilder:
         self.compression = compression
         self.compression_level = level
         self.checksums = checksums
+        compressor_json(compression, level=level)  # an unknown name or level: InputError before any write
         self._pending: list[tuple[str, bytes]] = []
         self._pending_bytes = 0
         self.arrays: dict[str, dict[str, Any]] = {}
@@ -71,8 +72,9 @@ class StoreBuilder:
 
         Fragment indices are compressed like the data when compression is asked for:
         the spec suggests leaving them raw, but an all-range index is 16 bytes per bin
-        and compresses about tenfold, which is most of a small store's size. With
-        ``checksums`` Zarr's ``crc32c`` codec comes last, as zarr-python writes it.
+        and compresses about tenfold, which is most of a small store's size. ``"blosc"``
+        links use bit shuffle (their high bits are zero). With ``checksums`` Zarr's ``crc32c``
+        codec comes last, as zarr-python writes it.
         """
         name = self.compression
         if kind == "links" and name == "blosc":
