@@ -77,3 +77,12 @@ def test_each_store_declares_a_kind_of_the_table_and_reads_as_its_family(tmp_pat
         "polygon",
         "multi_polyline",
     }
+
+
+def test_geometry_codec_reads_a_codec_list_or_tuple():
+    from zarr_vectors.format.codecs import geometry_codec
+
+    draco = [{"name": "draco", "configuration": {}}, {"name": "vlen-bytes"}]
+    assert geometry_codec(draco) == geometry_codec(tuple(draco)) == "draco"
+    assert geometry_codec([{"name": "vlen-bytes"}, {"name": "zstd"}]) is None
+    assert geometry_codec([]) is None and geometry_codec(None) is None and geometry_codec([5]) is None

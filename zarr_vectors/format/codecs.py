@@ -21,6 +21,6 @@ GEOMETRY_CODECS = (DRACO,)
 def geometry_codec(codecs: Any) -> str | None:
     """The geometry codec that leads the ``codecs`` list of a ``zarr.json``, or None: the one
     test of whether an array's cells are blobs the library decodes itself."""
-    first = codecs[0] if isinstance(codecs, list) and codecs else None
+    first = codecs[0] if isinstance(codecs, (list, tuple)) and codecs else None
     name = first.get("name") if isinstance(first, dict) else None
     return name if isinstance(name, str) and name in GEOMETRY_CODECS else None

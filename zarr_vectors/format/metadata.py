@@ -20,11 +20,13 @@ import numpy as np
 
 from zarr_vectors.errors import FormatError, choice_message
 from zarr_vectors.format.findings import NONCONFORMING, WARNING, Finding, Findings, raise_for, short
+from zarr_vectors.format.kinds import CANONICAL_KINDS, kind
 from zarr_vectors.geo import check_geozarr, crs_block, geozarr_attributes
 
 __all__ = [
     "ZV_VERSION",
     "GEOMETRY_TYPES",
+    "LIBRARY_LEVEL_KEYS",
     "KNOWN_CAPABILITIES",
     "LEVEL_ARRAYS",
     "LEVEL_GROUPS",
@@ -38,7 +40,8 @@ __all__ = [
 ]
 
 ZV_VERSION = "0.9.0"
-GEOMETRY_TYPES = ("point_cloud", "line", "polyline", "streamline", "skeleton", "graph", "mesh")
+#: The format's own geometry types (others are custom values; see :mod:`zarr_vectors.format.kinds`).
+GEOMETRY_TYPES = CANONICAL_KINDS
 KNOWN_CAPABILITIES = ("fragment_index", "shared_fragments", "preserved_object_ids", "multiscale_links")
 RETIRED_CAPABILITIES = ("partitioned_cross_chunk_links",)
 LINKS_CONVENTIONS = ("explicit", "implicit_sequential", "implicit_sequential_with_branches")
@@ -248,6 +251,20 @@ ROOT_KEYS = frozenset(f.name for f in fields(RootMeta)) - {"axes", "level_bin_sh
 _LEVEL_FIELDS = frozenset(f.name for f in fields(LevelMeta)) - {"extra"}
 #: Keys of a level's ``zarr_vectors_level`` block (the ``chunk_*`` ones: a reference 0.9.2 writer's).
 LEVEL_KEYS = _LEVEL_FIELDS | {"chunk_dims", "chunk_attribute_name", "chunk_attribute_values"}
+#: Keys this library adds to the level blocks of pyramid levels, recording how they were
+#: built (kept in ``extra``; the format leaves room for such keys).
+LIBRARY_LEVEL_KEYS = frozenset(
+    {
+        "coarsening_algorithm",
+        "simplify_tolerance",
+        "face_fraction",
+        "attribute_reductions",
+        "object_sparsity_strategy",
+        "object_sparsity_seed",
+        "object_sparsity_attribute",
+        "object_sparsity_largest",
+    }
+)
 #: Keys a level block must not hold: bin shapes live in the root multiscales, bounds in the root.
 FORBIDDEN_LEVEL_KEYS = ("bin_shape", "bin_ratio", "bin_size", "bounds")
 #: The array and group families a level may hold (what ``arrays_present`` names).
@@ -421,9 +438,12 @@ def _geometry_types(block: dict[str, Any], out: Findings) -> tuple[str, ...]:
         )
         return ()
     for g in gtypes:
-        if g not in GEOMETRY_TYPES:
+        if kind(g) is None:
             out.add(
-                ROOT, code, f"geometry type {g!r} is custom: geometry rules are not checked for it", WARNING
+                ROOT,
+                code,
+                f"geometry type {g!r} is custom and unknown to this library: geometry rules are not checked for it",
+                WARNING,
             )
     return tuple(gtypes)
 
@@ -708,7 +728,7 @@ def _level_keys(block: dict[str, Any], where: str, path: str, out: Findings) -> 
                 "transforms, bounds in the root block)",
                 NONCONFORMING,
             )
-    for key in sorted(set(block) - LEVEL_KEYS - set(FORBIDDEN_LEVEL_KEYS), key=str):
+    for key in sorted(set(block) - LEVEL_KEYS - LIBRARY_LEVEL_KEYS - set(FORBIDDEN_LEVEL_KEYS), key=str):
         out.add(
             path,
             "metadata.unknown-key",

@@ -3,22 +3,17 @@ type needs. (Per-vertex and per-record rules run while the cells are read.)"""
 
 from __future__ import annotations
 
+from zarr_vectors.format.kinds import KINDS
 from zarr_vectors.validate._report import Collector
 from zarr_vectors.validate.arrays import LevelModel
 from zarr_vectors.validate.metadata import RootInfo
 
 __all__ = ["check_geometry", "CONVENTIONS"]
 
-#: links_convention values each known geometry type allows (point clouds: any).
-CONVENTIONS: dict[str, tuple[str, ...]] = {
-    "polyline": ("implicit_sequential",),
-    "streamline": ("implicit_sequential",),
-    "line": ("implicit_sequential", "explicit"),
-    "graph": ("explicit",),
-    "skeleton": ("implicit_sequential_with_branches", "explicit"),
-    "mesh": ("explicit",),
-}
-_PAIRS = ("line", "polyline", "streamline", "graph", "skeleton")
+#: links_convention values each known geometry type allows (from the kind table; point clouds: any).
+CONVENTIONS: dict[str, tuple[str, ...]] = {name: k.conventions for name, k in KINDS.items() if k.conventions}
+#: Kinds whose link records join two vertices.
+_PAIRS = tuple(name for name, k in KINDS.items() if k.link_width == 2)
 
 
 def check_geometry(root: RootInfo, models: dict[int, LevelModel], out: Collector) -> None:
