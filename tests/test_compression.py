@@ -18,7 +18,7 @@ import zarr_vectors as zv
 from tests.conftest import sorted_rows
 from zarr_vectors.engine.pipeline import CHECKSUM_CODEC, compression_names, compressor_json
 from zarr_vectors.errors import CorruptCellError, FormatError, InputError
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 
 COMPRESSIONS = compression_names()
 KINDS = ["points", "lines", "graph", "skeleton", "mesh", "geometries"]

@@ -24,7 +24,7 @@ from tests._builders import icosphere
 from zarr_vectors.engine.pipeline import Pipeline
 from zarr_vectors.errors import CorruptCellError, FormatError
 from zarr_vectors.format.fragments import HEADER, MAGIC, FragmentIndex, encode_fragments
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 
 BOX = ([0, 0, 0], [60, 60, 60])  # cuts chunks of 25: whole and partial ones
 

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("zarr_vectors.format", "zarr_vectors.geo"),
     ("zarr_vectors.engine", "zarr_vectors._draco", "zarr_vectors.result"),
     ("zarr_vectors.kinds.", "zarr_vectors.pyramid.", "zarr_vectors.shapely_io"),
-    ("zarr_vectors.kinds", "zarr_vectors.pyramid", "zarr_vectors.validate"),
+    ("zarr_vectors.kinds", "zarr_vectors.pyramid", "zarr_vectors.validation"),
     ("zarr_vectors.dataset",),
     ("zarr_vectors.api", "zarr_vectors"),
     (

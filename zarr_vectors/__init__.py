@@ -33,7 +33,7 @@ from zarr_vectors.errors import (
 from zarr_vectors.format.metadata import UnknownCapabilityWarning
 from zarr_vectors.kinds.shapes import GeometryRepairedWarning
 from zarr_vectors.result import Result
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 
 __version__ = "0.1.0"
 

@@ -437,7 +437,7 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from zarr_vectors.validate import validate
+    from zarr_vectors.validation import validate
 
     report = validate(
         args.store,

@@ -105,7 +105,7 @@ Two places leave that surface (unavoidable, both flagged where they occur):
   goes through ``zarr_vectors.types.points.write_points`` (a module the reference marks
   "undecided", not internal);
 * if ``zarr_vectors.open`` refuses a store, ``info`` falls back to
-  ``zarr_vectors.validate.validate`` (also "undecided") so it can still report errors.
+  ``zarr_vectors.validation.validate`` (also "undecided") so it can still report errors.
 """
 
 from __future__ import annotations
@@ -964,7 +964,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         info["open_error"] = f"{type(exc).__name__}: {exc}"
         try:
             # Unavoidable fallback: the api validator needs an open Dataset.
-            from zarr_vectors.validate import validate
+            from zarr_vectors.validation import validate
 
             info.update(_validation(lambda n: validate(args.store, level=n), args.validate_level))
         except Exception as vexc:

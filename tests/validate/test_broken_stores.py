@@ -15,7 +15,7 @@ import pytest
 from zarr_vectors.format.fragments import FragmentIndex, encode_fragments
 from zarr_vectors.format.manifests import ManifestBlock, encode_manifest
 from zarr_vectors.format.zarr_json import dense_array_doc
-from zarr_vectors.validate import RULES, validate
+from zarr_vectors.validation import RULES, validate
 
 from .conftest import add_level, attrs, cells, chunk_of, edit_json, items, payload, set_items, set_payload
 

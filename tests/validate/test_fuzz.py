@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 
 from .conftest import payload, set_payload
 

@@ -29,7 +29,7 @@ from .conftest import attrs, cells, edit_json, items, payload, set_items, set_pa
 CHILD = """
 import json, resource, sys, time, traceback
 resource.setrlimit(resource.RLIMIT_AS, (3 << 29, 3 << 29))
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 for path in sys.argv[1:]:
     t0 = time.perf_counter()
     try:

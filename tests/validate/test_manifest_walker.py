@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from zarr_vectors.errors import DecodeError
 from zarr_vectors.format.manifests import ManifestBlock, decode_manifest, encode_manifest
-from zarr_vectors.validate.manifests import check_refs, walk_manifests
+from zarr_vectors.validation.manifests import check_refs, walk_manifests
 
 ND = 3
 CHUNK = st.tuples(*[st.integers(-5, 5)] * ND)

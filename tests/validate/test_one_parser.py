@@ -11,7 +11,7 @@ import pytest
 
 import zarr_vectors as zv
 from zarr_vectors.errors import FormatError
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 
 from .conftest import attrs, edit_json
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 
 pytestmark = pytest.mark.interop
 

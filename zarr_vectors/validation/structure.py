@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from zarr_vectors.format.metadata import LEVEL_ARRAYS, LEVEL_GROUPS
-from zarr_vectors.validate._report import Collector
-from zarr_vectors.validate._store import StoreView
+from zarr_vectors.validation._report import Collector
+from zarr_vectors.validation._store import StoreView
 
 __all__ = ["check_structure", "LEVEL_ARRAYS", "LEVEL_GROUPS"]
 

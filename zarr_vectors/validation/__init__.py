@@ -18,17 +18,17 @@ from typing import Any
 
 from zarr_vectors.engine.storage import check_not_v2, open_backend
 from zarr_vectors.errors import InputError
-from zarr_vectors.validate._report import Collector, Problem, Report
-from zarr_vectors.validate._store import StoreView
-from zarr_vectors.validate.arrays import check_cell_arrays
-from zarr_vectors.validate.cells import check_vertex_cells
-from zarr_vectors.validate.geometry import check_geometry
-from zarr_vectors.validate.links import LinkContext, check_link_cells
-from zarr_vectors.validate.metadata import check_level_block, check_root
-from zarr_vectors.validate.pyramid import check_pyramid
-from zarr_vectors.validate.rules import LEVEL_NAMES, MAX_LEVEL, RULES
-from zarr_vectors.validate.structure import check_structure
-from zarr_vectors.validate.tables import check_table_data, check_table_meta
+from zarr_vectors.validation._report import Collector, Problem, Report
+from zarr_vectors.validation._store import StoreView
+from zarr_vectors.validation.arrays import check_cell_arrays
+from zarr_vectors.validation.cells import check_vertex_cells
+from zarr_vectors.validation.geometry import check_geometry
+from zarr_vectors.validation.links import LinkContext, check_link_cells
+from zarr_vectors.validation.metadata import check_level_block, check_root
+from zarr_vectors.validation.pyramid import check_pyramid
+from zarr_vectors.validation.rules import LEVEL_NAMES, MAX_LEVEL, RULES
+from zarr_vectors.validation.structure import check_structure
+from zarr_vectors.validation.tables import check_table_data, check_table_meta
 
 __all__ = ["validate", "Report", "Problem", "RULES", "MAX_LEVEL", "LEVEL_NAMES"]
 

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from zarr_vectors.validate.rules import RULES
+from zarr_vectors.validation.rules import RULES
 
 __all__ = ["Problem", "Report", "Collector", "short"]
 
@@ -22,7 +22,7 @@ def short(value: Any, limit: int = 80) -> str:
 
 @dataclass(frozen=True)
 class Problem:
-    """One finding: the ``rule`` it breaks (see :data:`~zarr_vectors.validate.RULES`), the
+    """One finding: the ``rule`` it breaks (see :data:`~zarr_vectors.validation.RULES`), the
     conformance ``level`` of that rule, the store ``path`` it concerns (``""`` for the store
     itself, else a key such as ``"0/vertices/c/1/2/3"``) and a plain-sentence ``message``."""
 
@@ -41,10 +41,10 @@ class Problem:
 
 @dataclass
 class Report:
-    """Result of :func:`~zarr_vectors.validate.validate`.
+    """Result of :func:`~zarr_vectors.validation.validate`.
 
     ``ok`` is true iff ``problems`` is empty; ``warnings`` never affect it. ``level`` is
-    the depth that was checked (1 to :data:`~zarr_vectors.validate.MAX_LEVEL`) and
+    the depth that was checked (1 to :data:`~zarr_vectors.validation.MAX_LEVEL`) and
     ``cells_checked`` the number of per-chunk cells whose bytes were decoded.
     """
 

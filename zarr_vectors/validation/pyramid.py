@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from zarr_vectors.validate._report import Collector
-from zarr_vectors.validate.arrays import LevelModel
-from zarr_vectors.validate.metadata import RootInfo
+from zarr_vectors.validation._report import Collector
+from zarr_vectors.validation.arrays import LevelModel
+from zarr_vectors.validation.metadata import RootInfo
 
 __all__ = ["check_pyramid"]
 

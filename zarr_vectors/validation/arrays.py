@@ -23,9 +23,9 @@ from zarr_vectors.format.grid import bins_per_chunk
 from zarr_vectors.format.groups import parse_link_attribute_family, parse_links_family
 from zarr_vectors.format.links import parse_delta
 from zarr_vectors.format.metadata import MAX_READ_BINS, LevelMeta
-from zarr_vectors.validate._report import Collector
-from zarr_vectors.validate._store import StoreView
-from zarr_vectors.validate.metadata import RootInfo, report
+from zarr_vectors.validation._report import Collector
+from zarr_vectors.validation._store import StoreView
+from zarr_vectors.validation.metadata import RootInfo, report
 
 __all__ = ["CellArray", "LevelModel", "check_cell_arrays", "unknown_codecs"]
 

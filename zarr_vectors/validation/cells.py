@@ -18,10 +18,10 @@ from zarr_vectors.engine.pipeline import Pipeline
 from zarr_vectors.errors import DECODE_FAILURES, failure_reason
 from zarr_vectors.format.fragments import HEADER, FragmentIndex, decode_fragments
 from zarr_vectors.format.grid import bins_per_chunk
-from zarr_vectors.validate._report import Collector
-from zarr_vectors.validate._store import StoreView, batched
-from zarr_vectors.validate.arrays import CellArray, LevelModel
-from zarr_vectors.validate.metadata import RootInfo
+from zarr_vectors.validation._report import Collector
+from zarr_vectors.validation._store import StoreView, batched
+from zarr_vectors.validation.arrays import CellArray, LevelModel
+from zarr_vectors.validation.metadata import RootInfo
 
 __all__ = [
     "LevelCells",

@@ -4,9 +4,9 @@ type needs. (Per-vertex and per-record rules run while the cells are read.)"""
 from __future__ import annotations
 
 from zarr_vectors.format.kinds import KINDS
-from zarr_vectors.validate._report import Collector
-from zarr_vectors.validate.arrays import LevelModel
-from zarr_vectors.validate.metadata import RootInfo
+from zarr_vectors.validation._report import Collector
+from zarr_vectors.validation.arrays import LevelModel
+from zarr_vectors.validation.metadata import RootInfo
 
 __all__ = ["check_geometry", "CONVENTIONS"]
 

@@ -13,11 +13,11 @@ import numpy as np
 from zarr_vectors.engine.arrays import TableArray
 from zarr_vectors.errors import DECODE_FAILURES, ZarrVectorsError, failure_reason
 from zarr_vectors.format.groups import check_object_index, parse_object_index
-from zarr_vectors.validate._report import Collector, short
-from zarr_vectors.validate._store import StoreView, batched
-from zarr_vectors.validate.arrays import unknown_codecs
-from zarr_vectors.validate.manifests import check_refs, walk_manifests
-from zarr_vectors.validate.metadata import RootInfo, report
+from zarr_vectors.validation._report import Collector, short
+from zarr_vectors.validation._store import StoreView, batched
+from zarr_vectors.validation.arrays import unknown_codecs
+from zarr_vectors.validation.manifests import check_refs, walk_manifests
+from zarr_vectors.validation.metadata import RootInfo, report
 
 __all__ = ["TableModel", "check_table_meta", "check_table_data"]
 

@@ -18,8 +18,8 @@ from zarr_vectors.format.metadata import (
     parse_level,
     parse_root,
 )
-from zarr_vectors.validate._report import Collector
-from zarr_vectors.validate._store import StoreView
+from zarr_vectors.validation._report import Collector
+from zarr_vectors.validation._store import StoreView
 
 __all__ = ["RootInfo", "check_root", "check_level_block", "report"]
 

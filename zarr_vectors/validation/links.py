@@ -17,10 +17,10 @@ from zarr_vectors.format.links import (
     lehmer_decode,
     undo_order,
 )
-from zarr_vectors.validate._report import Collector
-from zarr_vectors.validate._store import StoreView, batched
-from zarr_vectors.validate.arrays import CellArray, LevelModel
-from zarr_vectors.validate.cells import Chunk, LevelCells, decode_cell, read_fragments, stored_chunks
+from zarr_vectors.validation._report import Collector
+from zarr_vectors.validation._store import StoreView, batched
+from zarr_vectors.validation.arrays import CellArray, LevelModel
+from zarr_vectors.validation.cells import Chunk, LevelCells, decode_cell, read_fragments, stored_chunks
 
 __all__ = ["check_link_cells", "LinkContext"]
 
