@@ -477,6 +477,21 @@ def test_mesh_exports_faces_to_ply_obj_and_npz(tmp_path):
     np.testing.assert_array_equal(read_npz(tmp_path / "m.npz").faces, res.faces)
 
 
+def test_obj_of_graphs_and_skeletons_has_one_line_per_edge(tmp_path):
+    # A skeleton has no ``edges``, only ``parents``: OBJ must still write its (parent, child) pairs.
+    pos = np.arange(15, dtype=np.float64).reshape(5, 3)
+    graph = Result(pos, edges=np.array([[0, 1], [1, 2], [3, 4]]), axes=("x", "y", "z"))
+    skeleton = Result(pos, parents=np.array([-1, 0, 1, 1, -1]), axes=("x", "y", "z"))
+    for name, res, want in (
+        ("g", graph, [[1, 2], [2, 3], [4, 5]]),
+        ("s", skeleton, [[1, 2], [2, 3], [2, 4]]),
+    ):
+        export_result(res, tmp_path / f"{name}.obj")
+        text = (tmp_path / f"{name}.obj").read_text().splitlines()
+        assert [[float(t) for t in ln.split()[1:]] for ln in text if ln.startswith("v ")] == pos.tolist()
+        assert [[int(t) for t in ln.split()[1:]] for ln in text if ln.startswith("l ")] == want
+
+
 def test_two_dimensional_obj_is_padded_and_swc_of_lines_is_chains(tmp_path):
     res = Result(
         positions=np.array([[0, 0], [1, 0], [1, 1], [5, 5]], np.float64),

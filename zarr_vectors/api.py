@@ -36,7 +36,7 @@ def _opening(writer: Callable[..., None]) -> Callable[..., Dataset]:
         writer(target, *args, **kwargs)
         return Dataset.open(target, mode="r", storage_options=kwargs.get("storage_options"))
 
-    write.__signature__ = inspect.signature(writer).replace(return_annotation=Dataset)  # type: ignore[attr-defined]
+    write.__signature__ = inspect.signature(writer).replace(return_annotation=Dataset)  # type: ignore[attr-defined]  # inspect reads it; not in function stubs
     write.__annotations__ = {**writer.__annotations__, "return": Dataset}
     return write
 

@@ -81,6 +81,7 @@ def run(store: str, points: int = DEFAULT_POINTS) -> None:
     )
     assert len(box) == expected
     if len(box):
+        assert box.object_ids is not None  # the store has an object index
         neurons = len(np.unique(box.object_ids))
         print(f"  mean size {box.attributes['size'].mean():.3f}, from {neurons} neurons")
 

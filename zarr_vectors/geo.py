@@ -105,7 +105,7 @@ def _pyproj() -> ModuleType | None:
     return importlib.import_module("pyproj")
 
 
-class CRS(dict):  # type: ignore[type-arg]
+class CRS(dict[str, Any]):
     """A CRS as stored: a dict of GeoZarr ``proj:`` properties (a plain dict to JSON and ``==``).
 
     At least one of ``proj:code`` (``"EPSG:32633"``), ``proj:wkt2`` and ``proj:projjson``

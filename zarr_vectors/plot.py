@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from zarr_vectors.result import Result
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.cm import ScalarMappable
+    from mpl_toolkits.mplot3d.axes3d import Axes3D
 
 __all__ = ["image_format", "plot", "render", "resolve_view"]
 
@@ -200,14 +201,20 @@ def _draw(
         if three:
             from mpl_toolkits.mplot3d.art3d import Poly3DCollection
 
-            ax.add_collection3d(Poly3DCollection(pos[faces], facecolors=face_rgba, edgecolors="none"))
+            cast("Axes3D", ax).add_collection3d(
+                Poly3DCollection(pos[faces], facecolors=face_rgba, edgecolors="none")
+            )
         else:
             from matplotlib.collections import PolyCollection
 
             depth = full[faces][:, :, [i for i in range(full.shape[1]) if i not in idx]].sum(axis=(1, 2))
             order = np.argsort(depth, kind="stable")
             ax.add_collection(
-                PolyCollection(pos[faces][order], facecolors=face_rgba[order], edgecolors="none")
+                PolyCollection(
+                    pos[faces][order],  # type: ignore[arg-type]  # an (F, 3, 2) array is a sequence of polygons
+                    facecolors=face_rgba[order],
+                    edgecolors="none",
+                )
             )
     elif edges is not None and len(edges):
         alone[edges.ravel()] = False
@@ -215,7 +222,9 @@ def _draw(
         if three:
             from mpl_toolkits.mplot3d.art3d import Line3DCollection
 
-            ax.add_collection3d(Line3DCollection(pos[edges], colors=edge_rgba, linewidths=line_width))
+            cast("Axes3D", ax).add_collection3d(
+                Line3DCollection(pos[edges], colors=edge_rgba, linewidths=line_width)
+            )
         else:
             from matplotlib.collections import LineCollection
 
@@ -223,29 +232,36 @@ def _draw(
     if alone.any():
         size = point_size if point_size is not None else float(np.clip(4e4 / max(len(pos), 1), 0.5, 20.0))
         colour = rgba_v[alone] if rgba_v is not None else "C0"
-        ax.scatter(*pos[alone].T, s=size, c=colour, linewidths=0)
+        xyz = pos[alone].T
+        if three:
+            cast("Axes3D", ax).scatter(*xyz, s=size, c=colour, linewidths=0)
+        else:
+            ax.scatter(xyz[0], xyz[1], s=size, c=colour, linewidths=0)
 
 
 def _frame(ax: Axes, pos: np.ndarray, labels: list[str]) -> None:
     """Limits, equal scales and axis labels."""
-    three = pos.shape[1] == 3
-    if not three:
+    if pos.shape[1] != 3:
         ax.set_aspect("equal", adjustable="datalim")
         ax.autoscale_view()
-    elif len(pos):
+        ax.set_xlabel(labels[0])
+        ax.set_ylabel(labels[1])
+        return
+    ax3 = cast("Axes3D", ax)
+    if len(pos):
         lo, hi = pos.min(axis=0), pos.max(axis=0)
         span = float((hi - lo).max()) or 1.0
         half = np.maximum((hi - lo) / 2, span * 0.05) * 1.04  # flat axes get 10% of the widest
         lo, hi = (lo + hi) / 2 - half, (lo + hi) / 2 + half
-        for i, setter in enumerate((ax.set_xlim, ax.set_ylim, ax.set_zlim)):
+        for i, setter in enumerate((ax3.set_xlim, ax3.set_ylim, ax3.set_zlim)):
             setter(lo[i], hi[i])
-        ax.set_box_aspect(tuple(hi - lo))
+        ax3.set_box_aspect(tuple(hi - lo))
         from matplotlib.ticker import MaxNLocator
 
-        for axis, extent in zip((ax.xaxis, ax.yaxis, ax.zaxis), (hi - lo) / float((hi - lo).max())):
+        for axis, extent in zip((ax3.xaxis, ax3.yaxis, ax3.zaxis), (hi - lo) / float((hi - lo).max())):
             if extent < 0.25:  # a thin side of the box: few ticks, so their labels do not overlap
                 axis.set_major_locator(MaxNLocator(2))
-    for setter, label in zip((ax.set_xlabel, ax.set_ylabel, *((ax.set_zlabel,) if three else ())), labels):
+    for setter, label in zip((ax3.set_xlabel, ax3.set_ylabel, ax3.set_zlabel), labels):
         setter(label)
 
 

@@ -132,7 +132,7 @@ def _structural(res: Result, ids: np.ndarray) -> np.ndarray:
         out[pos[_starts(pos)]] = shapely.from_ragged_array(
             GeometryType.MULTILINESTRING, coords, (line_off, obj_off)
         )
-    missing = np.flatnonzero(np.equal(out, None))  # objects without edges: their vertices
+    missing = np.flatnonzero(shapely.is_missing(out))  # objects without edges: their vertices
     if len(missing):
         rows, pos = _group_rows(res.object_ids, ids[missing])
         points = shapely.from_ragged_array(
@@ -181,7 +181,8 @@ def result_to_shapely(result: Result, clip: bool = False, object_attributes: Any
     res = _whole(result, ids, clip)
     types = _shape_types(res, ids)
     if types is not None:
-        rows, pos = _group_rows(res.object_ids, ids)  # type: ignore[arg-type]
+        assert res.object_ids is not None  # result had ids (checked above); object reads always do
+        rows, pos = _group_rows(res.object_ids, ids)
         part = res.attributes[PART_ATTRIBUTE][rows].astype(np.int64)
         ring = res.attributes.get(RING_ATTRIBUTE, np.zeros(len(res), np.int64))[rows].astype(np.int64)
         order = np.lexsort((ring, part, pos))

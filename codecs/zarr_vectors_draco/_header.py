@@ -130,7 +130,7 @@ def _check_point_cloud_attributes(reader: _Reader, method: int, points: int) -> 
 
 
 def check_blob(
-    blob: bytes | memoryview, max_points: int = MAX_CELL_VERTICES, max_faces: int = MAX_CELL_FACES
+    blob: bytes | bytearray | memoryview, max_points: int = MAX_CELL_VERTICES, max_faces: int = MAX_CELL_FACES
 ) -> BlobHeader:
     """Parse and sanity-check the header of a Draco 2.x blob.
 

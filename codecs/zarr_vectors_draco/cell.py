@@ -145,7 +145,7 @@ def _encode(
 
 
 def _decode_raw(
-    blob: bytes | memoryview, max_points: int = MAX_CELL_VERTICES, max_faces: int = MAX_CELL_FACES
+    blob: bytes | bytearray | memoryview, max_points: int = MAX_CELL_VERTICES, max_faces: int = MAX_CELL_FACES
 ) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
     """DracoPy's view of a checked blob: points, faces and generic attributes by unique id."""
     header = check_blob(blob, max_points, max_faces)

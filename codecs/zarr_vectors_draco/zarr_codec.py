@@ -75,7 +75,7 @@ class DracoCodec(ArrayArrayCodec):
         unknown = sorted(set(configuration) - {"quantization_bits", "compression_level"})
         if unknown:
             raise DracoInputError(f"codec draco has no configuration key {unknown[0]!r}")
-        return cls(**configuration)  # type: ignore[arg-type]
+        return cls(**configuration)  # type: ignore[arg-type]  # JSON values: __init__ checks them
 
     def to_dict(self) -> dict[str, JSON]:
         return {

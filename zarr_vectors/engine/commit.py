@@ -57,7 +57,7 @@ from zarr_vectors.format import zarr_json
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: staging folders are not locked
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # no module on Windows; users check for None
 
 __all__ = ["write_session", "rebuild_session", "find_leftovers", "protected_reason"]
 
@@ -127,7 +127,9 @@ def _temp_prefix(description: str) -> str:
     return f"zv-stage-{hashlib.sha1(description.encode()).hexdigest()[:12]}-"
 
 
-def _candidates(parent: Path, match: Callable[[str], bool]) -> list[Path]:
+def _candidates(parent: Path, match: Callable[[str], object]) -> list[Path]:
+    """Files and folders (not links) in ``parent``, sorted, whose name ``match`` answers
+    truthy for (a predicate or a ``re.Pattern.fullmatch``); none without file locks."""
     if fcntl is None:  # without locks a live writer's folder cannot be told from a dead one's
         return []
     try:
@@ -160,7 +162,7 @@ def find_leftovers(store: str | os.PathLike[str]) -> list[Path]:
     return [p for p in _candidates(path.parent, pattern.fullmatch) if _is_dead(p)]
 
 
-def remove_leftovers(parent: Path, match: Callable[[str], bool]) -> None:
+def remove_leftovers(parent: Path, match: Callable[[str], object]) -> None:
     for path in _candidates(parent, match):
         _remove_unlocked(str(path))
 

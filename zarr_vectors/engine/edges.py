@@ -85,6 +85,7 @@ def link_plan(level: Level, chunks: np.ndarray, any_end: bool = False) -> list[t
         ends = np.array([member(_chunk_ids(level, cand + o), touched) for o in offsets]).reshape(
             -1, len(cand)
         )
+        reach: np.ndarray | np.bool_  # numpy's stubs allow a scalar from all(axis=0)
         if any_end:
             reach = member(cand_ids, touched) | ends.any(axis=0)
         else:

@@ -25,8 +25,9 @@ import shutil
 import stat
 import sys
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Literal
 
 from zarr_vectors.errors import ReadOnlyError, StoreError
 
@@ -108,10 +109,11 @@ class LocalBackend:
                     if exc.errno == errno.ENXIO:
                         raise StoreError(self.description, key, "is a socket, not a regular file") from exc
                     raise
-                fd = self._open_link(path, key)
-                if fd is None:
+                link_fd = self._open_link(path, key)
+                if link_fd is None:
                     out.append(None)
                     continue
+                fd = link_fd
             try:
                 out.append(self._read_fd(fd, key))
             finally:
@@ -355,7 +357,8 @@ def remove_tree(path: str | os.PathLike[str]) -> None:
 
 
 _RENAME_EXCHANGE = 2
-_renameat2 = None
+#: renameat2 from libc once looked up; False when the system has none.
+_renameat2: Callable[..., int] | Literal[False] | None = None
 
 
 def exchange(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:

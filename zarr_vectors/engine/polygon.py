@@ -189,7 +189,7 @@ def _concat(parts: list[Result]) -> Result:
     if len(parts) == 1:
         return parts[0]
     first = parts[0]
-    ids = None if first.object_ids is None else np.concatenate([p.object_ids for p in parts])  # type: ignore
+    ids = None if first.object_ids is None else np.concatenate([p.object_ids for p in parts])
     return Result(
         np.concatenate([p.positions for p in parts]),
         {k: np.concatenate([p.attributes[k] for p in parts]) for k in first.attributes},

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from zarr_vectors.engine.arrays import CellArray
 from zarr_vectors.engine.level import Level
 from zarr_vectors.errors import AttributeNotFoundError, CorruptCellError, FormatError, InputError, decoding
 from zarr_vectors.format.fragments import (
@@ -53,10 +53,12 @@ class BoxPlan:
 
 def parse_box(bbox: object, ndim: int, axes: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
     """``(lo, hi)`` float64 (D,) of an inclusive box; lo <= hi on every axis (named from ``axes``)."""
+    lo_in: object
+    hi_in: object
     try:
-        lo, hi = bbox  # type: ignore[misc]
-        lo = np.broadcast_to(np.asarray(lo, np.float64), (ndim,)).copy()
-        hi = np.broadcast_to(np.asarray(hi, np.float64), (ndim,)).copy()
+        lo_in, hi_in = bbox  # type: ignore[misc]  # any object: one that is not a pair raises, handled below
+        lo = np.broadcast_to(np.asarray(lo_in, np.float64), (ndim,)).copy()
+        hi = np.broadcast_to(np.asarray(hi_in, np.float64), (ndim,)).copy()
     except (TypeError, ValueError) as exc:
         raise InputError(f"bbox must be (lo, hi) with {ndim} numbers each, got {bbox!r}") from exc
     if np.any(np.isnan(lo)) or np.any(np.isnan(hi)):
@@ -126,7 +128,7 @@ def _owners_of_rows(
     return out
 
 
-def _fragments_array(level: Level) -> Any:
+def _fragments_array(level: Level) -> CellArray:
     """The level's ``vertex_fragments`` array; a FormatError when the store lacks it."""
     if level.fragments is None:
         raise FormatError(
@@ -137,12 +139,12 @@ def _fragments_array(level: Level) -> Any:
 
 
 def _decode_frag(level: Level, data: memoryview, chunk: np.ndarray, n_rows: int) -> FragmentIndex:
-    _fragments_array(level)
-    with decoding(level.fragments.path, chunk):
+    fragments = _fragments_array(level)
+    with decoding(fragments.path, chunk):
         index = decode_fragments(data, n_rows)
     if level.meta.fragments_tile and index.all_ranges and int(index.ranges[:, 1].sum()) != n_rows:
         raise CorruptCellError(
-            level.fragments.path,
+            fragments.path,
             ".".join(map(str, chunk)),
             f"its fragments cover {int(index.ranges[:, 1].sum())} rows but the vertex cell has {n_rows} "
             "(fragments_tile says every row is in one fragment): the cell or the vertices dtype is corrupt",
@@ -177,7 +179,7 @@ def _partial_rows(
         binned.append(i)
     whole_idx = np.asarray(whole, np.int64)
     test = [ranges_to_rows(offsets[whole_idx], counts[whole_idx])]
-    sure = []
+    sure: list[np.ndarray] = []
     if binned:
         idx = np.asarray(binned, np.int64)
         table = np.stack(tables)  # (K, F, 2)
@@ -239,8 +241,9 @@ def fetch_cells(
     arrays = [level.vertices] + [level.vertex_attributes[n] for n in names]
     keys = [key for arr in arrays for key in arr.keys(chunks)]
     table = level.fragment_object_ids if owners else None
-    if len(frag_idx):
-        keys += _fragments_array(level).keys(chunks[frag_idx])
+    fragments = _fragments_array(level) if len(frag_idx) else None
+    if fragments is not None:
+        keys += fragments.keys(chunks[frag_idx])
         if table is not None:
             keys += table.keys(chunks[frag_idx])
     n_main = len(keys)
@@ -268,10 +271,11 @@ def fetch_cells(
         attrs[name] = flat.reshape((-1, *(arr.attrs.get("row_shape") or [])))
     frags, tables = {}, {}
     base = len(arrays) * k
-    for j, i in enumerate(frag_idx.tolist()):
-        frags[i] = level.fragments.payload(raws[base + j], chunks[i])  # type: ignore[union-attr]
-        if table is not None and raws[base + len(frag_idx) + j] is not None:
-            tables[i] = table.rows(raws[base + len(frag_idx) + j], chunks[i]).reshape(-1)
+    if fragments is not None:
+        for j, i in enumerate(frag_idx.tolist()):
+            frags[i] = fragments.payload(raws[base + j], chunks[i])
+            if table is not None and raws[base + len(frag_idx) + j] is not None:
+                tables[i] = table.rows(raws[base + len(frag_idx) + j], chunks[i]).reshape(-1)
     positions = np.concatenate(cells) if cells else np.zeros((0, d), level.vertices.dtype)
     return Cells(chunks, positions, offsets, attrs, frags, tables, faces), raws[n_main:]
 
@@ -285,9 +289,10 @@ def row_owners(level: Level, cells: Cells) -> np.ndarray:
             frag = cells.fragment_index(level, i)
             table = cells.owner_tables.get(i)
             if table is not None and len(table) != frag.num_fragments:
+                assert level.fragment_object_ids is not None  # the owner tables were read from it
                 raise CorruptCellError(
                     level.fragment_object_ids.path,
-                    ".".join(map(str, chunk)),  # type: ignore[union-attr]
+                    ".".join(map(str, chunk)),
                     f"{len(table)} object ids for {frag.num_fragments} fragments",
                 )
             parts.append(_owners_of_rows(level, chunk, frag, n, table))

@@ -519,6 +519,7 @@ def open_backend(target: Any, *, read_only: bool, storage_options: dict[str, Any
 
         return ZarrStoreBackend(run_sync(ZipStore.open(path, mode="r")), str(path), options.timeout)
     if not path.exists():
+        assert not isinstance(target, Store)  # local_path gives None for a Store
         raise StoreNotFoundError(os.fspath(target))
     return LocalBackend(path, read_only=read_only, follow_symlinks=options.follow_symlinks)
 

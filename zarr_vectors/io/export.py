@@ -244,8 +244,8 @@ def write_obj(result: Result, path: Path) -> None:
             rows = np.arange(1, len(result) + 1).astype(str)
             pieces = [rows[o[i] : o[i + 1]] for i in range(len(o) - 1) if o[i + 1] > o[i]]
             fh.writelines(f"{'l' if len(p) > 1 else 'p'} {' '.join(p)}\n" for p in pieces)
-        elif result.edges is not None:
-            fh.write(_text_rows(list((edges_of(result) + 1).T), prefix="l "))
+        elif (edges := edges_of(result)) is not None:  # graphs, and skeletons by their parents
+            fh.write(_text_rows(list((edges + 1).T), prefix="l "))
 
 
 def write_npz(result: Result, path: Path) -> None:
@@ -253,12 +253,12 @@ def write_npz(result: Result, path: Path) -> None:
     for name in ("object_ids", "edges", "line_offsets", "parents"):
         if getattr(result, name) is not None:
             arrays[name] = getattr(result, name)
-    if getattr(result, "faces", None) is not None:
+    if result.faces is not None:
         arrays["faces"] = result.faces
     arrays |= {f"attributes/{k}": v for k, v in result.attributes.items()}
     arrays |= {f"edge_attributes/{k}": v for k, v in result.edge_attributes.items()}
     with open(path, "wb") as fh:
-        np.savez(fh, **arrays)
+        np.savez(fh, **arrays)  # type: ignore[arg-type]  # no key is "allow_pickle" (the stubs fear one)
 
 
 def read_npz(path: str | Path) -> Result:

@@ -331,7 +331,7 @@ def to_feature_collection(
     import shapely
     import shapely.geometry
 
-    features = []
+    features: list[dict[str, Any]] = []
     if result.object_ids is None:
         attrs = {k: v for k, v in result.attributes.items()}
         for i, p in enumerate(result.positions.tolist()):

@@ -249,15 +249,15 @@ def ingest_swc(
     from zarr_vectors.engine.ids import file_ids
 
     shape_vector(chunk_shape, 3, "chunk_shape")  # options first: parsing thousands of files takes a while
-    files = [Path(f) for f in files]
-    if not files:
+    paths = [Path(f) for f in files]
+    if not paths:
         raise InputError("no SWC files given")
-    ids = file_ids(files, object_ids, ids_from_names, "ids_from_names=False (CLI: --sequential-ids)")
+    ids = file_ids(paths, object_ids, ids_from_names, "ids_from_names=False (CLI: --sequential-ids)")
     order = np.argsort(ids, kind="stable")  # objects in ascending id: per-object rows follow
-    files, ids = [files[i] for i in order], ids[order]
+    paths, ids = [paths[i] for i in order], ids[order]
     from tqdm.auto import tqdm
 
-    with tqdm(files, desc="reading SWC", unit="file", disable=not progress) as bar:  # closed on error too
+    with tqdm(paths, desc="reading SWC", unit="file", disable=not progress) as bar:  # closed on error too
         parsed = [read_swc(f) for f in bar]
     sizes = np.array([len(s.positions) for s in parsed])
     base = np.cumsum(sizes) - sizes
@@ -272,7 +272,7 @@ def ingest_swc(
             "radius": np.concatenate([s.radius for s in parsed]),
             "type": np.concatenate([s.type for s in parsed]),
         },
-        object_attributes={"n_samples": sizes.astype(np.int64), "name": [f.name for f in files]},
+        object_attributes={"n_samples": sizes.astype(np.int64), "name": [f.name for f in paths]},
         overwrite=overwrite,
         **kwargs,
     )

@@ -97,7 +97,7 @@ def rows_per_chunk(level: Level, batch: int = 4096) -> tuple[np.ndarray, np.ndar
     for start in range(0, len(chunks), batch):
         part = chunks[start : start + batch]
         raws = level.backend.get_many(level.fragments.keys(part))
-        payloads = [level.fragments.payload(raw, c) for raw, c in zip(raws, part)]
+        payloads: list[bytes | memoryview] = [level.fragments.payload(raw, c) for raw, c in zip(raws, part)]
         tables = range_tables(payloads)
         if tables is not None:
             out[start : start + len(part)] = [int((t[:, 0] + t[:, 1]).max()) if len(t) else 0 for t in tables]

@@ -60,6 +60,10 @@ def _groups(counts: np.ndarray) -> Iterator[tuple[int, int]]:
         a = min(b, n)
 
 
+# (lin, start, count, parent, vertex offsets of the runs or None when not per vertex)
+_Runs = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]
+
+
 @dataclass(eq=False)
 class ParentRuns:
     """Parent records of one level pair as runs of fine rows (see the module docstring).
@@ -92,7 +96,7 @@ class ParentRuns:
         self._count.append(_small(np.diff(np.append(starts, n))))
         self._parent.append(_small(np.asarray(parent if self.per_vertex else parent[starts])))
 
-    def _arrays(self) -> tuple[np.ndarray, ...]:
+    def _arrays(self) -> _Runs:
         z = np.zeros(0, np.int64)
         cat = lambda parts: np.concatenate(parts) if parts else z  # noqa: E731
         lin, start, count, parent = cat(self._lin), cat(self._start), cat(self._count), cat(self._parent)
@@ -104,7 +108,7 @@ class ParentRuns:
         return lin, start, count, parent, voff
 
     def _expand(
-        self, runs: np.ndarray, arrays: tuple[np.ndarray, ...], final: np.ndarray | None
+        self, runs: np.ndarray, arrays: _Runs, final: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(fine lin, fine row, final parent) of every row of ``runs``, run by run."""
         lin, start, count, parent, voff = arrays
@@ -141,9 +145,7 @@ class ParentRuns:
         if xl.down is not None:
             self._emit_down(xl, out, final, arrays)
 
-    def _emit_down(
-        self, xl: CrossLevelWriter, out: Written, final: np.ndarray | None, arrays: tuple[np.ndarray, ...]
-    ) -> None:
+    def _emit_down(self, xl: CrossLevelWriter, out: Written, final: np.ndarray | None, arrays: _Runs) -> None:
         """``-1`` records, by groups of whole coarse chunks (indices into ``out.chunks``)."""
         lin, start, count, parent, voff = arrays
         n_cells = len(out.chunks)
@@ -170,11 +172,12 @@ class ParentRuns:
             xl.add_down(table, idx, local[order], out.chunks, ci[order], cl[order])
 
     def _pick_vertices(
-        self, a: int, b: int, arrays: tuple[np.ndarray, ...], final: np.ndarray | None, out: Written
+        self, a: int, b: int, arrays: _Runs, final: np.ndarray | None, out: Written
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(fine lin, fine row, final parent) of the per-vertex records whose coarse cell is in
         ``[a, b)``, scanning the parents slice by slice."""
         lin, start, count, parent, voff = arrays
+        assert voff is not None  # only per-vertex runs come here, and they have vertex offsets
         picked = []
         for s in range(0, len(parent), EMIT_VERTICES):
             c = _coarse_cell(parent[s : s + EMIT_VERTICES], final, out)

@@ -183,7 +183,8 @@ def coarsen_points(
     )
     streams = _PointStreams(builder, src, plan, objects)
     frag_tables: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    out_chunks, out_rows = [], []
+    out_chunks: list[np.ndarray] = []
+    out_rows: list[np.ndarray] = []
     total = 0
     for idx in chunk_batches(dst_lin, src_rows):
         chunks = src_chunks[idx]
@@ -208,6 +209,7 @@ def coarsen_points(
             meta_pos, {n: reduce_rows(cells.attributes[n][rows], groups, how[n]) for n in names}, part
         )
         if objects:
+            assert part.frag_object is not None  # partition() was given meta_oid
             base = sum(len(c) for c in out_chunks)
             frag_tables.append((part.frag_cell + base, part.frag_local, part.frag_object))
         out_chunks.append(part.cells + grid.origin)
@@ -257,7 +259,7 @@ def _write_manifests(
     frags = SimpleNamespace(
         frag_cell=cat(0), frag_local=cat(1), frag_object=cat(2), cells=cells.reshape(-1, grid.ndim)
     )
-    manifests = build_manifests(frags, grid, num_objects)  # type: ignore[arg-type]
+    manifests = build_manifests(frags, grid, num_objects)  # type: ignore[arg-type]  # reads only frags' fields
     return write_object_tables(
         builder,
         "0",

@@ -226,5 +226,5 @@ def simplify_graph(
     order = np.argsort(key, kind="stable")
     at = np.searchsorted(key[order], edges[:, 0] * max(n, 1) + edges[:, 1])
     at = order[np.minimum(at, max(len(order) - 1, 0))] if len(order) else at
-    edge_of = edge_at[last_kept[pair[at]]] if len(pair) else np.zeros(len(edges), np.int64)
-    return Simplified(np.flatnonzero(kept_mask), new_edges, edge_of, parent)
+    new_edge_of = edge_at[last_kept[pair[at]]] if len(pair) else np.zeros(len(edges), np.int64)
+    return Simplified(np.flatnonzero(kept_mask), new_edges, new_edge_of, parent)
