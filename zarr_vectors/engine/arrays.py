@@ -85,7 +85,7 @@ def _pipeline(path: str, doc: dict[str, Any]) -> Pipeline:
     except UnsupportedPipeline as exc:
         codecs = doc.get("codecs")
         listed = isinstance(codecs, list) and all(isinstance(c, dict) for c in codecs)
-        names = [c.get("name") for c in codecs] if listed else codecs
+        names = [c.get("name") for c in codecs] if listed and codecs is not None else codecs
         raise FormatError(
             f"array {path!r} uses codecs {names}, which this library cannot decode yet ({exc})"
         ) from exc

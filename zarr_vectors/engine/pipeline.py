@@ -153,7 +153,8 @@ class Pipeline:
         (count,) = _U32.unpack_from(view, 0)
         _check_count(count, size)
         wanted = count if limit is None else min(limit, count)
-        unpack, pos, out = _U32.unpack_from, 4, []
+        out: list[memoryview] = []
+        unpack, pos = _U32.unpack_from, 4
         append = out.append
         try:
             for _ in range(wanted):
@@ -183,7 +184,8 @@ class Pipeline:
         need = sorted(set(wanted))
         if need and need[-1] >= count:
             raise DecodeError(f"vlen-bytes chunk holds {count} items; item {need[-1]} was asked for")
-        unpack, pos, starts = _U32.unpack_from, 4, []
+        starts: list[int] = []
+        unpack, pos = _U32.unpack_from, 4
         append = starts.append
         try:
             for _ in range(need[-1] + 1 if need else 0):
@@ -208,7 +210,7 @@ class Pipeline:
         for i, codec in enumerate(reversed(self.compressors)):
             data = codec.decode(data, bound if i == last else inner)
         if isinstance(data, np.ndarray):
-            view = memoryview(np.ascontiguousarray(data).view(np.uint8).reshape(-1))
+            view = np.ascontiguousarray(data).view(np.uint8).reshape(-1).data
         else:
             view = memoryview(data).cast("B")
         if len(view) > bound:

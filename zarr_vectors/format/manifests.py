@@ -20,6 +20,7 @@ counts them in a ``uint32``), so a crafted mode-1 count never expands to more in
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -194,7 +195,7 @@ def _gather(buf: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def decode_manifests_batch(
-    items: list[bytes | memoryview],
+    items: Sequence[bytes | memoryview],
     ndim: int,
     max_fragments: int = MAX_FRAGMENTS,
     max_per_object: int | None = None,

@@ -330,6 +330,7 @@ def _check_chunk(
                 cells.fragments[chunk] = frag.num_fragments if frag is not None else 0
     if (
         frag is not None
+        and model.fragments is not None  # always so when frag is set
         and n is not None
         and model.meta is not None
         and model.meta.fragments_tile

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from zarr_vectors.engine.arrays import CellArray, LinkArray
 from zarr_vectors.errors import DECODE_FAILURES, failure_reason
 from zarr_vectors.format.links import (
     cross_level_anchor,
@@ -19,7 +20,7 @@ from zarr_vectors.format.links import (
 )
 from zarr_vectors.validation._report import Collector
 from zarr_vectors.validation._store import StoreView, batched
-from zarr_vectors.validation.arrays import CellArray, LevelModel
+from zarr_vectors.validation.arrays import LevelModel
 from zarr_vectors.validation.cells import Chunk, LevelCells, decode_cell, read_fragments, stored_chunks
 
 __all__ = ["check_link_cells", "LinkContext"]
@@ -37,7 +38,7 @@ class LinkContext:
 
 
 def _records(
-    arr: CellArray, chunk: Chunk, data: memoryview, out: Collector
+    arr: LinkArray, chunk: Chunk, data: memoryview, out: Collector
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """(endpoint rows (M, L) int64, perm codes (M,) or None-as-empty) of one cell."""
     assert arr.dtype is not None
@@ -61,7 +62,7 @@ def _records(
 
 
 def _endpoints(
-    arr: CellArray, model: LevelModel, chunk: Chunk, vi: np.ndarray, ctx: LinkContext, out: Collector
+    arr: LinkArray, model: LevelModel, chunk: Chunk, vi: np.ndarray, ctx: LinkContext, out: Collector
 ) -> None:
     """Each endpoint's chunk must exist at its level and its row index lie inside it."""
     assert arr.offsets is not None
@@ -105,7 +106,7 @@ def _endpoints(
 
 
 def _geometry(
-    arr: CellArray,
+    arr: LinkArray,
     model: LevelModel,
     chunk: Chunk,
     vi: np.ndarray,
@@ -136,7 +137,7 @@ def _geometry(
 
 
 def _check_array(
-    view: StoreView, model: LevelModel, arr: CellArray, ctx: LinkContext, out: Collector, bar: Any
+    view: StoreView, model: LevelModel, arr: LinkArray, ctx: LinkContext, out: Collector, bar: Any
 ) -> tuple[int, int]:
     """Check one links array; returns (records stored, cells read)."""
     attrs = [a for a in model.link_attrs if a.parallel == arr.path and a.pipeline is not None]
@@ -162,7 +163,7 @@ def _check_array(
 
 def _check_cell(
     model: LevelModel,
-    arr: CellArray,
+    arr: LinkArray,
     lf: CellArray | None,
     attrs: list[CellArray],
     c: Chunk,
@@ -250,7 +251,8 @@ def check_link_cells(
     if lf is not None and lf.pipeline is not None:
         covered: set[Chunk] = set()
         for a in intra:
-            covered |= set(view.cells.get(a.path) and [a.chunk_of(k) for k in view.cells[a.path]] or [])
+            listed = (a.chunk_of(k) for k in view.cells.get(a.path, []))
+            covered |= {c for c in listed if c is not None}
         for c in sorted(stored_chunks(view, lf, out) - covered):
             out.error(
                 "cells.link-fragments", lf.key(c), "link_fragments cell has no intra links cell beside it"

@@ -10,6 +10,7 @@ bytes themselves bound).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,10 +101,10 @@ def walk_manifests(items: list[bytes | memoryview], ndim: int) -> tuple[Blocks, 
             bad[i] = (
                 f"has {int(end[i] - cur[i])} bytes after its {int(_gather(buf, starts[i : i + 1], '<u4')[0])} blocks"
             )
-    parts = (
+    parts: list[Sequence[np.ndarray]] = (
         list(zip(*found))
         if found
-        else [[np.zeros(0, np.int64)], [np.zeros((0, ndim), np.int64)]] + [[np.zeros(0, np.int64)]] * 3
+        else [[np.zeros(0, np.int64)], [np.zeros((0, ndim), np.int64)], *[[np.zeros(0, np.int64)]] * 3]
     )
     entry, chunk, mode, first, count = (np.concatenate(p) for p in parts)
     keep = ~np.isin(entry, np.fromiter(bad, np.int64, len(bad)))

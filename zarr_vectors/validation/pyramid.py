@@ -61,7 +61,7 @@ def _level(root: RootInfo, model: LevelModel, prev: LevelModel | None, out: Coll
                 f"chunk_shape {model.chunk_shape.tolist()}",
             )
         prev_bins = None if prev is None else root.level_bins.get(prev.index)
-        if prev_bins is not None and np.any(bins < prev_bins * (1 - 1e-9)):
+        if prev is not None and prev_bins is not None and np.any(bins < prev_bins * (1 - 1e-9)):
             out.error(
                 "pyramid.bin-shape",
                 key,

@@ -168,8 +168,8 @@ class StoreBuilder:
         suffix = "/0" * (values.ndim - 1)
         for c, start in enumerate(range(0, len(values), chunk)):
             block = np.full(chunk_shape, fill_value, dtype=dtype)
-            part = values[start : start + chunk]
-            block[: len(part)] = part
+            rows = values[start : start + chunk]
+            block[: len(rows)] = rows
             self._chunk(f"{path}/c/{c}{suffix}", pipe.encode(block.tobytes()))
         doc = zarr_json.dense_array_doc(values.shape, chunk_shape, dtype, fill_value, compressors, attributes)
         self.arrays[path] = doc
