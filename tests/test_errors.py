@@ -337,9 +337,11 @@ def test_lookup_errors_carry_what_was_asked(tmp_path, pts):
         (lambda p: zv.open(12345), "cannot open a store from int; give a path, URL or zarr Store"),
         (
             lambda p: zv.write_points(
-                p.parent / "n.zarr", np.zeros((2, 3)), chunk_shape=1, compression="lz4"
+                p.parent / "n.zarr", np.zeros((2, 3)), chunk_shape=1, compression="snappy"
             ),
-            "compression must be one of 'none', 'zstd', 'gzip', 'blosc', 'blosc-bitshuffle'; got 'lz4'",
+            "compression must be one of 'none', 'zstd', 'gzip', 'blosc', 'blosc-bitshuffle', 'bz2', 'lz4', "
+            "'lzma', 'zlib'; got 'snappy' (or numcodecs.<id> for numcodecs' own blosc, bz2, gzip, lz4, lzma, "
+            "zlib, zstd)",
         ),
         (lambda p: zv.validate(p, level=9), "level must be an integer from 1 to 5, got 9"),
         (lambda p: zv.open(p).read().subset(np.ones(3, bool)), "mask must have shape (500,), got (3,)"),

@@ -50,7 +50,7 @@ import zstandard
 from zarr.abc.codec import BytesBytesCodec
 from zarr.registry import get_codec_class
 
-from zarr_vectors.errors import DecodeError, InputError
+from zarr_vectors.errors import DecodeError, InputError, choice_message
 
 __all__ = [
     "BytesCodec",
@@ -442,8 +442,8 @@ def compressor_json(compression: str | None, *, level: int | None = None) -> lis
         cid = name.removeprefix(NUMCODECS_PREFIX) if name else None
         if cid is None or cid not in _numcodecs_compressors():
             raise InputError(
-                f"unknown compression {compression!r}: use one of {', '.join(compression_names())} "
-                f"(or {NUMCODECS_PREFIX}<id> for numcodecs' own {', '.join(_numcodecs_compressors())})"
+                choice_message("compression", compression, compression_names())
+                + f" (or {NUMCODECS_PREFIX}<id> for numcodecs' own {', '.join(_numcodecs_compressors())})"
             )
         config = numcodecs.get_codec({"id": cid}).get_config()
         key = _LEVEL_KEYS.get(cid)
