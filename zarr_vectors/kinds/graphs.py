@@ -271,7 +271,8 @@ def write_graph(
         A coordinate reference system: an EPSG code, WKT2, PROJJSON or ``pyproj.CRS`` (see
         :func:`zarr_vectors.geo.parse_crs`); a dict of other keys is stored as an opaque record.
     compression
-        ``"none"`` (the format's default), ``"zstd"``, ``"gzip"`` or ``"blosc"``.
+        ``"none"`` (the format's default), ``"zstd"``, ``"gzip"``, ``"blosc"``, ``"lz4"``, ``"zlib"``,
+        ``"bz2"``, ``"lzma"`` or ``"numcodecs.<id>"`` (see ``docs/writing.md``).
     checksums
         Append Zarr's ``crc32c`` codec to every array, so a changed byte in any cell is a
         :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).

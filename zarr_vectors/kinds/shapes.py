@@ -318,7 +318,8 @@ def write_geometries(
         Replace invalid polygons by ``shapely.make_valid`` output (with a
         :class:`GeometryRepairedWarning`) instead of refusing them.
     compression
-        ``"none"`` (the format's default), ``"zstd"``, ``"gzip"`` or ``"blosc"``.
+        ``"none"`` (the format's default), ``"zstd"``, ``"gzip"``, ``"blosc"``, ``"lz4"``, ``"zlib"``,
+        ``"bz2"``, ``"lzma"`` or ``"numcodecs.<id>"`` (see ``docs/writing.md``).
     checksums
         Append Zarr's ``crc32c`` codec to every array, so a changed byte in any cell is a
         :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
