@@ -24,6 +24,7 @@ import numpy as np
 
 from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.engine.ids import as_id_array, dense_ids, table_rows
+from zarr_vectors.engine.pipeline import draco_codec
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.level0 import (
     Layout,
@@ -298,7 +299,7 @@ def _write(
     if encoding == "draco":
         blobs, part, frags = draco_cells(pos, faces, part, intra, bits, level)
         stored_faces, vertex_payloads = faces[~intra], blobs
-        codec = {"name": "draco", "configuration": {"quantization_bits": bits, "compression_level": level}}
+        codec = draco_codec(bits, level)
         vertex_codecs = [codec]
     else:
         stored_faces, vertex_payloads, frags, vertex_codecs = faces, None, fragment_payloads(part), []
