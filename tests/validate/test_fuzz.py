@@ -74,7 +74,11 @@ def test_any_cell_bytes_are_reported_not_raised(pristine, data):
             cell.write_bytes(new)
             changed = new != original
         report = validate(store)
-        if changed:
+        # New values of the right length in a value array (coordinates, attributes) can be a
+        # valid store: nothing but a checksum could tell. Every other change is damage.
+        values = "/vertices/" in cell.as_posix() or "_attributes/" in cell.as_posix()
+        same_size = len(cell.read_bytes()) == len(original)
+        if changed and not (values and same_size and "/fragment_attributes/" not in cell.as_posix()):
             assert not report.ok, (cell, new)
     finally:
         shutil.rmtree(store.parent)
