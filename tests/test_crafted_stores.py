@@ -515,3 +515,30 @@ def test_pyramid_levels_keep_the_checksum_choice(tmp_path):
     plain = _points(tmp_path, name="plain.zarr", compression="zstd")
     zv.open(plain, mode="r+").build_pyramid([2])
     assert all(c["name"] != "crc32c" for c in _doc(plain, "1/vertices")["codecs"])
+
+
+def test_a_text_table_bomb_is_refused_under_a_bound_from_its_rows(tmp_path):
+    """A gzip cell of a string object attribute that inflates to GiBs is refused once it
+    passes 1 MiB per row (plus slack), long before the 2 GiB ceiling; long labels still read."""
+    import gzip
+    import time
+
+    pts = np.arange(30, dtype=np.float32).reshape(10, 3)
+    names = np.array(["x" * 300_000] + [f"n{i}" for i in range(1, 10)])
+    store = tmp_path / "t.zarr"
+    zv.write_points(
+        store,
+        pts,
+        chunk_shape=10,
+        object_ids=np.arange(10),
+        object_attributes={"name": names},
+        compression="gzip",
+    )
+    assert zv.open(store).object_attributes("name")[0] == "x" * 300_000
+    cell = store / "0/object_attributes/name/c/0"
+    cell.write_bytes(gzip.compress(bytes(64 << 20), compresslevel=1))
+    t0 = time.perf_counter()
+    with pytest.raises(CorruptCellError, match=r"decodes to more than the 1\d{7} bytes"):
+        zv.open(store).object_attributes("name")
+    assert time.perf_counter() - t0 < 5
+    assert not zv.validate(store).ok

@@ -66,6 +66,9 @@ __all__ = [
     "MAX_ROW_WIDTH",
 ]
 
+#: Decoded bytes a chunk of a text table (object or group names, labels) may hold per row, on
+#: average: text attributes are labels, not documents, so a chunk claiming far more is damage.
+TEXT_ROW_BYTES = 1 << 20
 #: Bytes every decoded-size bound allows on top of its per-row part (headers, framing).
 BOUND_SLACK = 1 << 20
 #: Bytes per fragment a fragment-index cell may take: a 16-byte range row, its bitmap bit,
@@ -390,6 +393,9 @@ class TableArray:
         pipe = _pipeline(self.path, self.doc)
         if pipe.serializer == "bytes":
             return pipe.bounded(math.prod(self.chunk_shape) * self.dense_dtype.itemsize)
+        if self.doc.get("data_type") == "string":  # text: at most TEXT_ROW_BYTES per row on average
+            rows = min(math.prod(self.chunk_shape), math.prod(self.shape))
+            return pipe.bounded(min(self.max_bytes, BOUND_SLACK + rows * (4 + TEXT_ROW_BYTES)))
         return pipe.bounded(self.max_bytes)
 
     @property
