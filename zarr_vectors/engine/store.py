@@ -114,14 +114,15 @@ class VectorStore:
         backend, root_before = self.backend, self.root
         self.backend = overlay
         self.replace_root(root)
+        completed = False
         try:
             yield
-        except BaseException:
-            self.root = root_before
-            raise
+            completed = True
         finally:
             self.backend = backend
             self._levels.clear()
+            if not completed:
+                self.root = root_before
 
 
 def table_values(level: Level, table: TableArray) -> np.ndarray:
