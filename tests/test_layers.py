@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("zarr_vectors.kinds.", "zarr_vectors.pyramid.", "zarr_vectors.shapely_io"),
     ("zarr_vectors.kinds", "zarr_vectors.pyramid", "zarr_vectors.validation"),
     ("zarr_vectors.dataset",),
-    ("zarr_vectors.api", "zarr_vectors"),
+    ("zarr_vectors.api", "zarr_vectors.streaming", "zarr_vectors"),
     (
         "zarr_vectors.io",
         "zarr_vectors.cli",

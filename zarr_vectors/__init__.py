@@ -33,6 +33,7 @@ from zarr_vectors.errors import (
 from zarr_vectors.format.metadata import UnknownCapabilityWarning
 from zarr_vectors.kinds.shapes import GeometryRepairedWarning
 from zarr_vectors.result import Result
+from zarr_vectors.streaming import create
 from zarr_vectors.validation import validate
 
 __version__ = "0.1.0"
@@ -41,6 +42,7 @@ __all__ = [
     "Dataset",
     "Result",
     "open",
+    "create",
     "write_points",
     "write_lines",
     "write_graph",

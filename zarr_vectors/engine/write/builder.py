@@ -61,6 +61,22 @@ class StoreBuilder:
         if self._pending_bytes >= FLUSH_BYTES or len(self._pending) >= FLUSH_KEYS:
             self.flush()
 
+    def put(self, key: str, data: bytes) -> None:
+        """Queue one already-encoded chunk."""
+        self._chunk(key, data)
+
+    def register_cells(
+        self, path: str, grid: Grid, cells: np.ndarray, attributes: dict[str, Any], kind: str = "data"
+    ) -> None:
+        """The ``zarr.json`` of a per-chunk vlen array whose chunks were queued with :meth:`put`;
+        ``cells`` (K, D) are its occupied cell indices, listed in that order."""
+        attrs = dict(attributes)
+        if np.any(grid.origin != 0):
+            attrs["chunk_grid_origin"] = [int(o) for o in grid.origin]
+        attrs["nonempty_chunks"] = [chunk_key(c) for c in np.asarray(cells, np.int64) + grid.origin]
+        shape = tuple(int(s) for s in grid.shape)
+        self.arrays[path] = zarr_json.vlen_array_doc(shape, (1,) * len(shape), self.compressors(kind), attrs)
+
     def flush(self) -> None:
         """Write the pending chunks."""
         if self._pending:

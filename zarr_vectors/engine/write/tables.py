@@ -12,22 +12,43 @@ from zarr_vectors.format.grid import Grid
 from zarr_vectors.format.manifests import encode_manifests_batch
 from zarr_vectors.format.zarr_json import absent_fill
 
-__all__ = ["build_manifests", "write_object_tables"]
+__all__ = ["build_manifests", "manifests_of", "write_object_tables"]
 
 
 def build_manifests(part: Partition, grid: Grid, num_objects: int) -> list[bytes]:
     """One manifest per object id in ``[0, num_objects)``; absent ids get the empty manifest."""
     assert part.frag_object is not None
-    obj = part.frag_object
-    order = np.lexsort((part.frag_local, part.frag_cell, obj))
-    obj_s, cell_s, local_s = obj[order], part.frag_cell[order], part.frag_local[order]
-    chunks = part.cells[cell_s] + grid.origin
+    chunks = part.cells[part.frag_cell] + grid.origin
+    return manifests_of(part.frag_object, chunks, part.frag_local, num_objects, part.frag_cell)
+
+
+def manifests_of(
+    obj: np.ndarray,
+    chunks: np.ndarray,
+    local: np.ndarray,
+    num_objects: int,
+    cell_order: np.ndarray | None = None,
+) -> list[bytes]:
+    """Manifests from every fragment's ``(object, chunk coordinates (F, D), local index)``.
+
+    Within an object, chunks are listed in ``cell_order`` (the cells' linear order; by
+    default the chunk coordinates' C order, which is the same) and fragments ascending.
+    """
+    if cell_order is None:
+        cell_order = (
+            np.ravel_multi_index(tuple((chunks - chunks.min(axis=0)).T), tuple(np.ptp(chunks, axis=0) + 1))
+            if len(chunks)
+            else np.zeros(0, np.int64)
+        )
+    order = np.lexsort((local, cell_order, obj))
+    obj_s, cell_s, local_s = obj[order], cell_order[order], local[order]
     new_block = np.ones(len(obj_s), bool)
     new_block[1:] = (obj_s[1:] != obj_s[:-1]) | (cell_s[1:] != cell_s[:-1])
     block_first = np.flatnonzero(new_block)
-    block_obj = obj_s[block_first]
     block_offsets = np.append(block_first, len(obj_s))
-    return encode_manifests_batch(num_objects, block_obj, chunks[block_first], block_offsets, local_s)
+    return encode_manifests_batch(
+        num_objects, obj_s[block_first], chunks[order[block_first]], block_offsets, local_s
+    )
 
 
 def _dtype_name(values: np.ndarray) -> str:

@@ -1,0 +1,151 @@
+"""Rows grouped by cell, held in memory up to a limit and spilled to disk beyond it.
+
+A :class:`CellSpill` takes batches of rows (several named columns sharing the row count)
+with the linear cell index of each row. Rows wait in memory; when they pass the byte
+limit they are sorted by cell (stably) and written as a *run*: one ``.npy`` file per
+column plus the run's cells and offsets. :meth:`CellSpill.read` gathers the rows of a
+range of cells from every run, in arrival order, so a cell's rows come back exactly as
+they were appended. Memory holds the unsorted buffer, or one group of cells being read.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["CellSpill", "Run"]
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """Rows sorted by cell: cell ``cells[i]`` holds rows ``offsets[i]:offsets[i + 1]``."""
+
+    cells: np.ndarray  # (R,) int64, ascending
+    offsets: np.ndarray  # (R + 1,) int64
+    columns: dict[str, np.ndarray]  # in memory, or memory-mapped from the spill folder
+
+    def rows_of(self, lo: int, hi: int) -> tuple[int, int]:
+        """Row range of the cells ``lo <= cell < hi``."""
+        a, b = np.searchsorted(self.cells, [lo, hi])
+        return int(self.offsets[a]), int(self.offsets[b])
+
+
+def _sorted_run(cell: np.ndarray, columns: dict[str, np.ndarray]) -> Run:
+    order = np.argsort(cell, kind="stable")
+    scell = cell[order]
+    cells, first = np.unique(scell, return_index=True)
+    offsets = np.append(first, len(scell)).astype(np.int64)
+    return Run(cells.astype(np.int64), offsets, {k: np.take(v, order, axis=0) for k, v in columns.items()})
+
+
+class CellSpill:
+    """Rows by cell under ``limit`` bytes of memory; runs beyond it go to ``folder``."""
+
+    def __init__(self, limit: int | None, folder: str | os.PathLike[str] | None = None) -> None:
+        self.limit = limit
+        self._parent = folder
+        self._folder: Path | None = None
+        self._cells: list[np.ndarray] = []
+        self._columns: list[dict[str, np.ndarray]] = []
+        self._bytes = 0
+        self.runs: list[Run] = []
+        self.rows = 0
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._bytes
+
+    @property
+    def folder(self) -> Path | None:
+        """The spill folder, once a run has been written."""
+        return self._folder
+
+    def add(self, cell: np.ndarray, columns: dict[str, np.ndarray]) -> None:
+        """Queue rows: ``cell`` (N,) their linear cell index, ``columns`` each with N rows."""
+        if not len(cell):
+            return
+        self._cells.append(np.asarray(cell, np.int64))
+        self._columns.append(columns)
+        self._bytes += cell.nbytes + sum(v.nbytes for v in columns.values())
+        self.rows += len(cell)
+        if self.limit is not None and self._bytes >= self.limit:
+            self.spill()
+
+    def _merged(self) -> Run | None:
+        if not self._cells:
+            return None
+        cell = np.concatenate(self._cells)
+        names = list(self._columns[0])
+        columns = {k: np.concatenate([c[k] for c in self._columns]) for k in names}
+        self._cells, self._columns, self._bytes = [], [], 0
+        return _sorted_run(cell, columns)
+
+    def spill(self) -> None:
+        """Write the buffered rows to disk as one run."""
+        run = self._merged()
+        if run is None:
+            return
+        if self._folder is None:
+            self._folder = Path(tempfile.mkdtemp(prefix="zv-spill-", dir=self._parent))
+        stem = self._folder / f"run{len(self.runs):05d}"
+        mapped = {}
+        for name, values in run.columns.items():
+            path = f"{stem}.{name}.npy"
+            np.save(path, values, allow_pickle=False)
+            mapped[name] = np.load(path, mmap_mode="r")
+        self.runs.append(Run(run.cells, run.offsets, mapped))
+
+    def finish(self) -> None:
+        """Make the buffered rows a run (in memory when nothing was spilled, else on disk)."""
+        if self.runs and self._folder is not None:
+            self.spill()
+            return
+        run = self._merged()
+        if run is not None:
+            self.runs.append(run)
+
+    def cells(self) -> tuple[np.ndarray, np.ndarray]:
+        """Occupied cells (ascending) and their row counts, over all runs (call :meth:`finish` first)."""
+        if not self.runs:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        cells = np.concatenate([r.cells for r in self.runs])
+        counts = np.concatenate([np.diff(r.offsets) for r in self.runs])
+        unique, inverse = np.unique(cells, return_inverse=True)
+        return unique, np.bincount(inverse.reshape(-1), weights=counts, minlength=len(unique)).astype(
+            np.int64
+        )
+
+    def groups(self, max_rows: int) -> Iterator[tuple[int, int]]:
+        """Half-open ranges of cells ``[lo, hi)`` holding about ``max_rows`` rows each (a cell
+        is never split, so one larger cell makes a larger group)."""
+        cells, counts = self.cells()
+        start, acc = 0, 0
+        for i, n in enumerate(counts.tolist()):
+            if acc and acc + n > max_rows:
+                yield int(cells[start]), int(cells[i])
+                start, acc = i, 0
+            acc += n
+        if len(cells):
+            yield int(cells[start]), int(cells[-1]) + 1
+
+    def read(self, lo: int, hi: int) -> dict[str, np.ndarray]:
+        """Every row of cells ``lo <= cell < hi``: runs in order, a run's rows in arrival order."""
+        parts: dict[str, list[np.ndarray]] = {}
+        for run in self.runs:
+            a, b = run.rows_of(lo, hi)
+            for name, values in run.columns.items():
+                parts.setdefault(name, []).append(values[a:b])
+        return {k: np.concatenate(v) if len(v) > 1 else np.asarray(v[0]) for k, v in parts.items()}
+
+    def close(self) -> None:
+        """Forget every row and remove the spill folder."""
+        self.runs, self._cells, self._columns, self._bytes = [], [], [], 0
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None

@@ -1,0 +1,416 @@
+"""The streaming point writer: batches in, bounded memory, one store out.
+
+Each batch is checked, its rows are keyed by cell and queued in a :class:`CellSpill`
+(in memory up to a quarter of ``memory_limit``, then sorted runs on disk). ``close``
+reads the rows back a group of whole cells at a time, encodes the groups in a pool of
+threads (numpy sorting and the compressors release the GIL) and writes them in cell
+order; then the object tables, the level and, last, the root. Nothing reaches the
+target before ``close``: the store is staged and committed like every other write.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from zarr_vectors.engine import inputs as _inputs
+from zarr_vectors.engine.commit import write_session
+from zarr_vectors.engine.ids import DenseIds, as_id_array, dense_ids
+from zarr_vectors.engine.pipeline import Pipeline
+from zarr_vectors.engine.storage import local_path
+from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine.write.cells import AttributeSpec, EncodedCells, PointCells
+from zarr_vectors.engine.write.level0 import Layout, Tables, make_layout, object_tables
+from zarr_vectors.engine.write.options import StoreOptions
+from zarr_vectors.engine.write.partition import sort_keys
+from zarr_vectors.engine.write.spill import CellSpill
+from zarr_vectors.engine.write.tables import manifests_of, write_object_tables
+from zarr_vectors.errors import InputError, ZarrVectorsError
+from zarr_vectors.format.metadata import LevelMeta, RootMeta
+
+__all__ = ["DEFAULT_MEMORY_LIMIT", "BATCH_ROWS", "PointStream", "default_workers", "encode_groups"]
+
+#: Default ``memory_limit``: suits a laptop.
+DEFAULT_MEMORY_LIMIT = 1 << 30
+#: Rows taken from an input array at a time (a memory-mapped input is read in such slices).
+BATCH_ROWS = 1 << 21
+
+
+def default_workers() -> int:
+    """The cores this process may use."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def check_workers(workers: int | None) -> int:
+    if workers is None:
+        return default_workers()
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise InputError(f"workers must be a positive integer, got {workers!r}")
+    return int(workers)
+
+
+def check_inside(positions: np.ndarray, bounds: np.ndarray, what: str) -> None:
+    """Refuse rows outside the store's inclusive bounds, saying how to get them in."""
+    if not len(positions):
+        return
+    if np.all(positions.min(axis=0) >= bounds[0]) and np.all(positions.max(axis=0) <= bounds[1]):
+        return
+    outside = np.any((positions < bounds[0]) | (positions > bounds[1]), axis=1)
+    i = int(np.flatnonzero(outside)[0])
+    raise InputError(
+        f"{int(outside.sum())} {what} lie outside the store's bounds {bounds.tolist()} (first: row {i} "
+        f"at {positions[i].tolist()}); the chunk grid is fixed by the bounds, so a store cannot grow: "
+        "write a new store whose bounds= contain every batch"
+    )
+
+
+def encode_groups(
+    encode: Callable[[int, int], EncodedCells],
+    groups: Iterable[tuple[int, int]],
+    workers: int,
+) -> Iterable[EncodedCells]:
+    """``encode(lo, hi)`` of each group, in group order, ``workers`` at a time (at most
+    ``workers + 1`` groups are held at once)."""
+    if workers <= 1:
+        yield from (encode(lo, hi) for lo, hi in groups)
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="zv-encode") as pool:
+        pending: deque[Future[EncodedCells]] = deque()
+        for lo, hi in groups:
+            pending.append(pool.submit(encode, lo, hi))
+            if len(pending) > workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+class PointStream:
+    """A point cloud written batch by batch: :meth:`append` any number of times, then :meth:`close`.
+
+    Use :func:`zarr_vectors.create` to make one. Memory stays near ``memory_limit`` whatever
+    the total size; rows beyond it wait in a spill folder (``spill_dir``, by default beside
+    a local target, else the system's temporary folder), removed at the end.
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        options: StoreOptions,
+        *,
+        channel_names: Mapping[str, Sequence[str]] | None = None,
+        object_attributes: Mapping[str, Any] | None = None,
+        groups: Any = None,
+        group_attributes: Mapping[str, Any] | None = None,
+        group_names: Sequence[str] | None = None,
+        memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
+        workers: int | None = None,
+        spill_dir: str | os.PathLike[str] | None = None,
+        progress: bool | None = None,
+    ) -> None:
+        if options.bounds is None:
+            raise InputError(
+                "a streaming writer needs bounds=(lo, hi) up front: the chunk grid is fixed before "
+                "the first batch arrives (give the extent every batch will lie in)"
+            )
+        if memory_limit is not None and (
+            not isinstance(memory_limit, (int, np.integer)) or memory_limit < 1 << 20
+        ):
+            raise InputError(f"memory_limit must be at least 1 MiB (in bytes), got {memory_limit!r}")
+        ndim = _inputs.call_ndim(options.chunk_shape, options.bounds, options.axes)
+        if ndim is None:
+            ndim = np.asarray(options.bounds, dtype=np.float64).reshape(2, -1).shape[1]
+        self.target = target
+        self.options = options
+        self.layout: Layout = make_layout(np.zeros((0, ndim)), options)
+        StoreBuilder(None, options.compression, checksums=options.checksums)  # type: ignore[arg-type]  # checks the compression name now
+        self.memory_limit = memory_limit
+        self.workers = check_workers(workers)
+        self.progress = progress
+        self._channel_names = dict(channel_names or {})
+        self._tables_in = (object_attributes, groups, group_attributes, group_names)
+        if spill_dir is None:
+            spill_dir = _local_parent(target)
+        self._spill = CellSpill(None if memory_limit is None else memory_limit // 4, spill_dir)
+        self._dtype: np.dtype | None = None
+        self._specs: list[AttributeSpec] | None = None
+        self._objects: bool | None = None
+        self._ids: np.ndarray | None = None
+        self._closed = False
+
+    # -- batches -------------------------------------------------------------------
+    @property
+    def rows(self) -> int:
+        """Points appended so far."""
+        return self._spill.rows
+
+    def append(
+        self, positions: Any, *, attributes: Mapping[str, Any] | None = None, object_ids: Any = None
+    ) -> None:
+        """Add points: (N, D) positions, per-point ``attributes`` and ``object_ids`` as for
+        :func:`zarr_vectors.write_points`. Arrays (memory-mapped ones too) are taken
+        :data:`BATCH_ROWS` rows at a time. The first batch fixes the position dtype and the
+        attributes' names, dtypes and shapes; later batches must match (safe casts are made)."""
+        self._require_open()
+        n = int(np.shape(positions)[0]) if np.ndim(positions) == 2 else None
+        if n is None or n <= BATCH_ROWS:
+            self._add(positions, attributes, object_ids)
+            return
+        for start in range(0, n, BATCH_ROWS):
+            stop = min(start + BATCH_ROWS, n)
+            self._add(
+                positions[start:stop],
+                {k: v[start:stop] for k, v in (attributes or {}).items()},
+                None if object_ids is None else object_ids[start:stop],
+            )
+
+    def extend(self, batches: Iterable[Any]) -> None:
+        """:meth:`append` each batch: an (N, D) array, or a mapping with ``positions`` and
+        optionally ``attributes`` and ``object_ids``."""
+        for batch in batches:
+            if isinstance(batch, Mapping):
+                unknown = set(batch) - {"positions", "attributes", "object_ids"}
+                if unknown or "positions" not in batch:
+                    raise InputError(
+                        "a batch mapping holds 'positions' and optionally 'attributes' and 'object_ids'; "
+                        f"got keys {sorted(batch)}"
+                    )
+                self.append(
+                    batch["positions"], attributes=batch.get("attributes"), object_ids=batch.get("object_ids")
+                )
+            else:
+                self.append(batch)
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise ZarrVectorsError(
+                "this writer is closed; create a new one (or open the store with mode='r+' to append)"
+            )
+
+    def _add(self, positions: Any, attributes: Mapping[str, Any] | None, object_ids: Any) -> None:
+        d = self.layout.grid.ndim
+        pos = _inputs.positions_array(positions, d)
+        if pos.shape[1] != d:
+            raise InputError(f"positions have {pos.shape[1]} columns but the store has {d} axes")
+        n = len(pos)
+        if self._dtype is None:
+            self._dtype = pos.dtype
+        elif pos.dtype != self._dtype:
+            pos = AttributeSpec("positions", self._dtype, (d,)).conform(pos, n)
+        check_inside(pos, self.layout.bounds, "positions")
+        columns = {"positions": pos}
+        if self._specs is None:
+            named = _inputs.vertex_attributes(attributes, n, self._channel_names)
+            self._specs = [AttributeSpec.of(a) for a in named]
+            values = [a.values for a in named]
+        else:
+            given = dict(attributes or {})
+            names = [s.name for s in self._specs]
+            if sorted(given) != sorted(names):
+                raise InputError(
+                    f"this batch has attributes {sorted(given)} but the first batch had {sorted(names)}; "
+                    "every batch must give the same attributes"
+                )
+            values = [s.conform(given[s.name], n) for s in self._specs]
+        columns.update({f"a{i}": v for i, v in enumerate(values)})
+        ids = _inputs.object_id_array(object_ids, n)
+        if self._objects is None:
+            self._objects = ids is not None
+        elif self._objects != (ids is not None):
+            raise InputError(
+                "every batch must give object_ids, or none: "
+                + ("this batch has none" if ids is None else "the first batch had none")
+            )
+        if ids is not None:
+            seen = np.unique(ids)
+            if self._ids is None:
+                self._ids = seen
+            else:
+                if self._ids.dtype != seen.dtype:
+                    both = as_id_array(
+                        np.concatenate([self._ids.astype(object), seen.astype(object)]), "object_ids"
+                    )
+                    self._ids, seen = both[: len(self._ids)], both[len(self._ids) :]
+                self._ids = np.union1d(self._ids, seen)
+            columns["ids"] = ids
+        grid = self.layout.grid
+        self._spill.add(sort_keys(pos, grid) // grid.n_bins, columns)
+
+    # -- finishing -----------------------------------------------------------------
+    def _tables(self) -> tuple[Tables, np.ndarray | None]:
+        """The object tables, and the OID of each distinct user id (None without objects)."""
+        oattrs, groups, gattrs, gnames = self._tables_in
+        if not self._objects:
+            if oattrs or groups is not None:
+                raise InputError("object_attributes and groups need object_ids (one object id per point)")
+            return object_tables(DenseIds.identity(0), None, None, None, None), None
+        assert self._ids is not None
+        dense = dense_ids(self._ids)
+        tables = object_tables(dense, oattrs, groups, gattrs, gnames)
+        return tables, tables.oids
+
+    def close(self) -> None:
+        """Write the store (root ``zarr.json`` last) and free the spill folder."""
+        self._require_open()
+        self._closed = True
+        try:
+            self._finish()
+        finally:
+            self._spill.close()
+
+    def abort(self) -> None:
+        """Drop every batch; nothing is written."""
+        self._closed = True
+        self._spill.close()
+
+    def __enter__(self) -> PointStream:
+        return self
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        if self._closed:
+            return
+        if kind is None:
+            self.close()
+        else:
+            self.abort()
+
+    def _finish(self) -> None:
+        spill, layout = self._spill, self.layout
+        spill.finish()
+        tables, oid_of = self._tables()
+        dtype = self._dtype or np.dtype(np.float64)
+        specs = self._specs or []
+        options = self.options
+        with write_session(
+            self.target, overwrite=options.overwrite, storage_options=options.storage_options
+        ) as backend:
+            builder = StoreBuilder(backend, options.compression, checksums=options.checksums)
+            pipes = {
+                k: Pipeline.from_codecs([{"name": "vlen-bytes"}, *builder.compressors(k)])
+                for k in ("data", "fragments")
+            }
+            cells = PointCells(
+                layout.grid, pipes, specs, objects=bool(self._objects), owners=tables.num_objects > 1
+            )
+            ids = self._ids
+
+            def encode(lo: int, hi: int) -> EncodedCells:
+                rows = spill.read(lo, hi)
+                oids = None
+                if ids is not None and oid_of is not None:
+                    oids = oid_of[np.searchsorted(ids, rows["ids"])]
+                return cells.encode(rows["positions"], [rows[f"a{i}"] for i in range(len(specs))], oids)
+
+            row_bytes = (
+                dtype.itemsize * layout.grid.ndim
+                + sum(s.dtype.itemsize * int(np.prod(s.row_shape)) for s in specs)
+                + (8 if self._objects else 0)
+            )
+            budget = (self.memory_limit or DEFAULT_MEMORY_LIMIT) // 2
+            max_rows = max(1 << 14, budget // ((4 * row_bytes + 48) * (self.workers + 1)))
+            groups = list(spill.groups(max_rows))
+            summaries = write_cells(
+                builder, cells, encode_groups(encode, groups, self.workers), dtype, len(groups), self.progress
+            )
+            finish_level(builder, layout, options, cells, summaries, tables, spill.rows, dtype)
+
+
+def write_cells(
+    builder: StoreBuilder,
+    cells: PointCells,
+    encoded: Iterable[EncodedCells],
+    dtype: np.dtype,
+    total: int,
+    progress: bool | None,
+) -> tuple[list[np.ndarray], list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """Queue every encoded chunk at ``0/...``; return the occupied cells and fragments of each group."""
+    occupied: list[np.ndarray] = []
+    fragments: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    bar = tqdm(
+        total=total, desc="writing cells", unit="group", disable=None if progress is None else not progress
+    )
+    with bar:
+        for group in encoded:
+            for key, data in group.items:
+                builder.put(f"0/{key}", data)
+            occupied.append(group.cells)
+            if group.fragments is not None:
+                fragments.append(group.fragments)
+            bar.update(1)
+    return occupied, fragments
+
+
+def finish_level(
+    builder: StoreBuilder,
+    layout: Layout,
+    options: StoreOptions,
+    cells: PointCells,
+    summaries: tuple[list[np.ndarray], list[tuple[np.ndarray, np.ndarray, np.ndarray]]],
+    tables: Tables,
+    vertex_count: int,
+    dtype: np.dtype | None = None,
+) -> None:
+    """Register the cell arrays, write the object tables, the level and the root (last)."""
+    grid = layout.grid
+    occupied, fragments = summaries
+    all_cells = np.concatenate(occupied) if occupied else np.zeros((0, grid.ndim), np.int64)
+    metas = cells.metas(dtype or np.dtype(np.float64))
+    for path, (meta, kind) in metas.items():
+        if path.startswith("vertex_attributes/") and "0/vertex_attributes" not in builder.groups:
+            builder.group("0/vertex_attributes")
+        if path.startswith("fragment_attributes/"):
+            builder.group("0/fragment_attributes")
+        builder.register_cells(f"0/{path}", grid, all_cells, meta, kind)
+    present = ["vertices", "vertex_fragments"]
+    if cells.attributes:
+        present.append("vertex_attributes")
+    if cells.owners:
+        present.append("fragment_attributes")
+    manifests = None
+    if cells.objects:
+        d = grid.ndim
+        obj = np.concatenate([f[0] for f in fragments]) if fragments else np.zeros(0, np.int64)
+        chunks = np.concatenate([f[1] for f in fragments]) if fragments else np.zeros((0, d), np.int64)
+        local = np.concatenate([f[2] for f in fragments]) if fragments else np.zeros(0, np.int64)
+        manifests = manifests_of(obj, chunks, local, tables.num_objects)
+    present += write_object_tables(
+        builder,
+        "0",
+        sid_ndim=grid.ndim,
+        num_objects=tables.num_objects,
+        manifests=manifests,
+        object_attributes=tables.object_attributes,
+        groups=tables.groups,
+        group_attributes=tables.group_attributes,
+        group_names=tables.group_names,
+    )
+    root = RootMeta(
+        chunk_shape=tuple(float(c) for c in grid.chunk_shape),
+        bounds=(tuple(float(v) for v in layout.bounds[0]), tuple(float(v) for v in layout.bounds[1])),
+        axes=layout.axes,
+        geometry_types=("point_cloud",),
+        links_convention="implicit_sequential",
+        crs=options.crs,
+        base_bin_shape=tuple(float(v) for v in grid.bin_shape),
+    )
+    level = LevelMeta(level=0, vertex_count=vertex_count, arrays_present=tuple(present), fragments_tile=True)
+    builder.group("0", {"zarr_vectors_level": level.to_json()})
+    builder.commit(root.to_attributes())
+
+
+def _local_parent(target: Any) -> str | None:
+    """The folder beside a local target (spill files stay on the target's disk), else None."""
+    path = local_path(target)
+    if path is None:
+        return None
+    parent = path.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    return str(parent)
