@@ -22,6 +22,7 @@ from zarr_vectors.errors import (
     InputError,
     LevelNotFoundError,
     ReadOnlyError,
+    StaleLevelWarning,
     StoreChangedError,
     StoreError,
     StoreExistsError,
@@ -67,6 +68,7 @@ __all__ = [
     "LevelNotFoundError",
     "AttributeNotFoundError",
     "UnknownCapabilityWarning",
+    "StaleLevelWarning",
     "validate",
     "__version__",
 ]

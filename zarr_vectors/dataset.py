@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,8 @@ from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.polygon import query_polygon
 from zarr_vectors.engine.read import parse_box
 from zarr_vectors.engine.store import VectorStore, table_values
-from zarr_vectors.errors import AttributeNotFoundError, CorruptCellError, InputError
+from zarr_vectors.engine.write.append import append_points
+from zarr_vectors.errors import AttributeNotFoundError, CorruptCellError, InputError, StaleLevelWarning
 from zarr_vectors.format.kinds import family_of
 from zarr_vectors.pyramid import build_pyramid, level_for
 from zarr_vectors.result import Origin, Region, Result
@@ -818,6 +820,80 @@ class Dataset:
             overwrite=overwrite,
             progress=progress,
         )
+
+    def append(
+        self,
+        positions: Any,
+        *,
+        attributes: dict[str, Any] | None = None,
+        object_ids: Any = None,
+        object_attributes: dict[str, dict[Any, Any]] | None = None,
+        extend: bool = False,
+        pyramid: bool = False,
+        workers: int | None = None,
+        progress: bool | None = None,
+    ) -> None:
+        """Add points to this point cloud (opened with ``mode="r+"``); see ``docs/large-data.md``.
+
+        Only the cells the new points fall in and the object tables are rewritten. The store's
+        bounds must contain the points, and the batch must give the store's vertex attributes
+        (and object ids when the store has objects). Coarser levels are marked stale (reads of
+        them warn, :meth:`level_for` skips them) until the pyramid is rebuilt; ``pyramid=True``
+        rebuilds it at once with the same factors. A local store changes in one exchange; an
+        interrupted append to another store leaves it readable as incomplete.
+
+        Parameters
+        ----------
+        positions, attributes, object_ids
+            As for :func:`zarr_vectors.write_points`.
+        object_attributes
+            Rows of the store's object attributes for new objects: ``{name: {id: value}}``.
+        extend
+            Allow ids that are already in the store (their objects gain the points);
+            without it such ids are refused.
+
+        Examples
+        --------
+        >>> import numpy as np, zarr_vectors as zv
+        >>> _ = zv.write_points("memory://doc-append", np.zeros((3, 2)), chunk_shape=4, bounds=([0, 0], [8, 8]))
+        >>> ds = zv.open("memory://doc-append", mode="r+")
+        >>> ds.append([[5.0, 5.0], [7.5, 1.0]])
+        >>> ds.vertex_count()
+        5
+        """
+        factors = self._pyramid_factors() if pyramid else None
+        append_points(
+            self._store,
+            positions,
+            attributes=attributes,
+            object_ids=object_ids,
+            object_attributes=object_attributes,
+            extend=extend,
+            workers=workers,
+            progress=progress,
+        )
+        if factors:
+            self.build_pyramid(factors[0], chunk_scale=factors[1], overwrite=True, progress=bool(progress))
+
+    def stale_levels(self) -> list[int]:
+        """Levels above 0 built before points were appended (they lack those points)."""
+        return [k for k in self.levels if self._store.is_stale(k)]
+
+    def _pyramid_factors(self) -> tuple[list[Any], list[Any]] | None:
+        """Bin growth and chunk steps of the levels above 0, to rebuild them alike."""
+        levels = self.levels
+        if len(levels) < 2:
+            return None
+        bins = [np.asarray(self._store.root.level_bin_shapes[k], np.float64) for k in levels]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StaleLevelWarning)
+            chunks = [self._store.level(k).grid.chunk_shape for k in levels]
+        factors = [(b / a).tolist() for a, b in zip(bins[:-1], bins[1:])]
+        steps = [
+            np.round(np.asarray(b) / np.asarray(a)).astype(int).tolist()
+            for a, b in zip(chunks[:-1], chunks[1:])
+        ]
+        return factors, steps
 
     def level_for(self, *, max_vertices: int | None = None, resolution: Any = None, bbox: Any = None) -> int:
         """The level to read for a vertex budget or a resolution, decided from level metadata

@@ -291,3 +291,8 @@ def decoding(array: str, chunk: str | int | Iterable[int], context: str = "") ->
     prefixed to the reason; other exceptions (and MemoryError, which the validator alone
     reports as damage) pass through unchanged."""
     return _Decoding(array, chunk, context)
+
+
+class StaleLevelWarning(UserWarning):
+    """A coarser level was read that no longer matches level 0 (points were appended since it
+    was built); ``Dataset.build_pyramid(..., overwrite=True)`` rebuilds it."""

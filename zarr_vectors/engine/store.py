@@ -10,6 +10,8 @@ forget the levels read so far.
 from __future__ import annotations
 
 import contextlib
+import json
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +20,13 @@ import numpy as np
 from zarr_vectors.engine.arrays import TableArray
 from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.storage import Backend, ConsistentBackend, check_complete, check_not_v2, open_backend
-from zarr_vectors.errors import FormatError, LevelNotFoundError, ReadOnlyError, check_choice
+from zarr_vectors.errors import (
+    FormatError,
+    LevelNotFoundError,
+    ReadOnlyError,
+    StaleLevelWarning,
+    check_choice,
+)
 from zarr_vectors.format.metadata import RootMeta
 from zarr_vectors.format.zarr_json import check_zarr_v3, load_json
 
@@ -89,8 +97,30 @@ class VectorStore:
         if index not in self.levels:
             raise LevelNotFoundError(index, self.levels)
         if index not in self._levels:
-            self._levels[index] = Level.load(self.backend, self.root, index)
+            level = Level.load(self.backend, self.root, index)
+            if level.meta.extra.get("stale") is True:
+                warnings.warn(
+                    f"level {index} of {self.description} is stale: points were appended to level 0 after it "
+                    "was built, so it lacks them; rebuild the pyramid (build_pyramid(..., overwrite=True), "
+                    "or append(..., pyramid=True))",
+                    StaleLevelWarning,
+                    stacklevel=3,
+                )
+            self._levels[index] = level
         return self._levels[index]
+
+    def is_stale(self, index: int) -> bool:
+        """Whether level ``index`` was marked stale by an append (read from its metadata only)."""
+        if index == 0:
+            return False
+        raw = self.backend.get_many([f"{index}/zarr.json"])[0]
+        if raw is None:
+            return False
+        try:
+            block = (json.loads(raw).get("attributes") or {}).get("zarr_vectors_level") or {}
+        except (json.JSONDecodeError, AttributeError):
+            return False
+        return isinstance(block, dict) and block.get("stale") is True
 
     def require_writable(self) -> None:
         """Raise :class:`~zarr_vectors.errors.ReadOnlyError` unless opened with ``mode="r+"``."""

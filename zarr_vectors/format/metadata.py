@@ -263,6 +263,7 @@ LIBRARY_LEVEL_KEYS = frozenset(
         "object_sparsity_seed",
         "object_sparsity_attribute",
         "object_sparsity_largest",
+        "stale",  # set on coarser levels once level 0 changed under them (an append)
     }
 )
 #: Keys a level block must not hold: bin shapes live in the root multiscales, bounds in the root.

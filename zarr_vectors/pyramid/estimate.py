@@ -50,14 +50,14 @@ def estimate_count(level: Level, lo: np.ndarray | None, hi: np.ndarray | None) -
     return total * float(np.prod(cover, axis=1).sum() / volume.sum())
 
 
-def estimate_counts(ds: VectorStore, bbox: Any = None) -> dict[int, float]:
-    """Estimated vertex count of every level inside ``bbox`` (None: the whole level)."""
+def estimate_counts(ds: VectorStore, bbox: Any = None, levels: list[int] | None = None) -> dict[int, float]:
+    """Estimated vertex count of every level (or of ``levels``) inside ``bbox`` (None: the whole level)."""
     lo = hi = None
     if bbox is not None:
         from zarr_vectors.engine.read import parse_box
 
         lo, hi = parse_box(bbox, ds.ndim, ds.axes)
-    return {k: estimate_count(ds.level(k), lo, hi) for k in ds.levels}
+    return {k: estimate_count(ds.level(k), lo, hi) for k in (ds.levels if levels is None else levels)}
 
 
 def level_for(
@@ -72,7 +72,7 @@ def level_for(
     """
     if (max_vertices is None) == (resolution is None):
         raise InputError("give exactly one of max_vertices= or resolution=")
-    levels = ds.levels
+    levels = [k for k in ds.levels if not ds.is_stale(k)]  # a stale level lacks appended points
     if resolution is not None:
         try:
             res = np.broadcast_to(np.asarray(resolution, np.float64), (ds.ndim,))
@@ -84,6 +84,6 @@ def level_for(
         return max(fine_enough) if fine_enough else levels[0]
     if isinstance(max_vertices, bool) or not isinstance(max_vertices, (int, np.integer)) or max_vertices < 0:
         raise InputError(f"max_vertices must be a non-negative integer, got {max_vertices!r}")
-    counts = estimate_counts(ds, bbox)
+    counts = estimate_counts(ds, bbox, levels)
     fits = [k for k in levels if counts[k] <= max_vertices]
     return min(fits) if fits else levels[-1]

@@ -1,0 +1,445 @@
+"""Append points to an existing point cloud: only the touched cells and the object tables change.
+
+The new rows are keyed by cell; each touched cell is read back (positions, attributes and
+the owner of each row), joined with its new rows and re-encoded exactly as a one-shot
+write of the joined rows would encode it. Object ids stay dense and ascending: new ids
+that fall between old ones renumber the old objects, and then the owner tables of the
+untouched cells are rewritten as well (a few bytes per fragment). Coarser levels are
+kept but marked stale (``zarr_vectors_level.stale``) until the pyramid is rebuilt.
+
+The commit goes through :func:`~zarr_vectors.engine.commit.rebuild_session`: a local
+store is exchanged whole with its staged copy (unchanged files hard-linked); another
+store first gets a placeholder root, so an interrupted append reads as incomplete.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors.engine import inputs as _inputs
+from zarr_vectors.engine.commit import placeholder_root, rebuild_session
+from zarr_vectors.engine.ids import OBJECT_ID_ATTRIBUTE, as_id_array, dense_ids
+from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.pipeline import Pipeline, compression_of
+from zarr_vectors.engine.store import VectorStore, table_values
+from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine.write.cells import AttributeSpec, EncodedCells, PointCells
+from zarr_vectors.engine.write.level0 import fragment_owner_payloads
+from zarr_vectors.engine.write.partition import sort_keys
+from zarr_vectors.engine.write.spill import CellSpill
+from zarr_vectors.engine.write.stream import check_inside, check_workers, encode_groups, write_cells
+from zarr_vectors.engine.write.tables import manifests_of, write_object_tables
+from zarr_vectors.errors import InputError
+from zarr_vectors.format.fragments import decode_fragments
+from zarr_vectors.format.grid import cell_key
+from zarr_vectors.format.metadata import RootMeta
+from zarr_vectors.format.zarr_json import absent_fill
+
+__all__ = ["STALE_KEY", "append_points"]
+
+#: Key of ``zarr_vectors_level`` set on levels above 0 once level 0 has changed under them.
+STALE_KEY = "stale"
+#: Order of ``arrays_present`` (the one-shot writers' order).
+_ORDER = [
+    "vertices",
+    "vertex_fragments",
+    "vertex_attributes",
+    "fragment_attributes",
+    "object_index",
+    "object_attributes",
+    "groups",
+    "group_attributes",
+]
+
+
+def _rank(family: str) -> int:
+    return _ORDER.index(family) if family in _ORDER else len(_ORDER)
+
+
+#: Touched cells re-encoded per group (old and new rows together).
+GROUP_ROWS = 1 << 20
+
+
+def _specs(level: Level) -> list[AttributeSpec]:
+    out = []
+    for name, arr in level.vertex_attributes.items():
+        attrs = arr.attrs
+        row_shape = tuple(int(v) for v in attrs.get("row_shape") or [])
+        names = attrs.get("channel_names")
+        out.append(
+            AttributeSpec(name, arr.dtype.newbyteorder("<"), row_shape, tuple(names) if names else None)
+        )
+    return out
+
+
+def _pipelines(level: Level) -> dict[str, Pipeline]:
+    """The codecs the level's arrays already use, per array path (relative to the level)."""
+    out = {
+        "data": Pipeline.from_codecs(level.vertices.doc["codecs"]),
+        "fragments": Pipeline.from_codecs(level.fragments.doc["codecs"] if level.fragments else []),
+    }
+    for name, arr in level.vertex_attributes.items():
+        out[f"vertex_attributes/{name}"] = Pipeline.from_codecs(arr.doc["codecs"])
+    if level.fragment_object_ids is not None:
+        out["fragment_attributes/object_id"] = Pipeline.from_codecs(level.fragment_object_ids.doc["codecs"])
+    return out
+
+
+def _union_ids(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    if old.dtype != new.dtype:
+        both = as_id_array(np.concatenate([old.astype(object), new.astype(object)]), "object ids")
+        old, new = both[: len(old)], both[len(old) :]
+    return np.union1d(old, new)
+
+
+class _Cells:
+    """Read back the rows of existing cells: positions, attributes and each row's old OID."""
+
+    def __init__(self, level: Level, specs: list[AttributeSpec], objects: bool) -> None:
+        self.level, self.specs, self.objects = level, specs, objects
+        self.owners = level.fragment_owners if objects else None
+        self.listed = (
+            set(
+                np.ravel_multi_index(
+                    tuple((level.vertices.nonempty - level.grid.origin).T),
+                    tuple(int(s) for s in level.grid.shape),
+                ).tolist()
+            )
+            if len(level.vertices.nonempty)
+            else set()
+        )
+
+    def read(self, lins: np.ndarray) -> dict[str, np.ndarray]:
+        level, grid = self.level, self.level.grid
+        lins = np.asarray([c for c in lins.tolist() if c in self.listed], np.int64)
+        cells = np.stack(np.unravel_index(lins, tuple(int(s) for s in grid.shape)), axis=1).reshape(
+            -1, grid.ndim
+        )
+        chunks = cells + grid.origin
+        arrays = [level.vertices, *(level.vertex_attributes[s.name] for s in self.specs)]
+        if self.objects:
+            assert level.fragments is not None
+            arrays.append(level.fragments)
+        keys = [a.key(ch) for a in arrays for ch in chunks]
+        raws = level.backend.get_many(keys)
+        k = len(chunks)
+        cols: dict[str, list[np.ndarray]] = {"positions": [], "ids": []}
+        for i, ch in enumerate(chunks):
+            pos = level.vertices.rows(raws[i], ch, grid.ndim)
+            cols["positions"].append(pos)
+            for j, spec in enumerate(self.specs):
+                arr = level.vertex_attributes[spec.name]
+                vals = arr.rows(raws[(j + 1) * k + i], ch, int(np.prod(spec.row_shape)))
+                cols.setdefault(f"a{j}", []).append(vals.reshape(len(pos), *spec.row_shape))
+            if self.objects:
+                assert self.owners is not None and level.fragments is not None
+                index = decode_fragments(
+                    level.fragments.payload(raws[(len(self.specs) + 1) * k + i], ch), len(pos)
+                )
+                owner = self.owners.of_cell(int(lins[i]), index.num_fragments)
+                every = np.arange(index.num_fragments)
+                sizes = (
+                    [len(index.rows_of(every[f : f + 1])) for f in every]
+                    if not index.all_ranges
+                    else index.ranges[:, 1]
+                )
+                oid = np.full(len(pos), -1, np.int64)
+                oid[index.rows_of(every)] = np.repeat(owner, sizes)
+                cols["ids"].append(oid)
+        out = {
+            name: np.concatenate(v) if v else np.zeros(0)
+            for name, v in cols.items()
+            if v or name == "positions"
+        }
+        if not cols["positions"]:
+            out["positions"] = np.zeros((0, grid.ndim), level.vertices.dtype)
+        return out
+
+
+def append_points(
+    store: VectorStore,
+    positions: Any,
+    *,
+    attributes: Mapping[str, Any] | None = None,
+    object_ids: Any = None,
+    object_attributes: Mapping[str, Mapping[Any, Any]] | None = None,
+    extend: bool = False,
+    workers: int | None = None,
+    progress: bool | None = None,
+) -> RootMeta:
+    """Add points to level 0 of a point cloud opened with ``mode="r+"``; return the new root."""
+    store.require_writable()
+    root = store.root
+    if tuple(root.geometry_types) != ("point_cloud",):
+        raise InputError(
+            f"append adds points to a point cloud; this store holds {list(root.geometry_types)} "
+            "(write lines, skeletons, graphs and meshes again with zarr_vectors.create)"
+        )
+    level = store.level(0)
+    grid = level.grid
+    workers = check_workers(workers)
+    pos = _inputs.positions_array(positions, grid.ndim)
+    n = len(pos)
+    if pos.shape[1] != grid.ndim:
+        raise InputError(f"positions have {pos.shape[1]} columns but the store has {grid.ndim} axes")
+    vdtype = level.vertices.dtype.newbyteorder("<")
+    if pos.dtype != vdtype:
+        pos = AttributeSpec("positions", vdtype, (grid.ndim,)).conform(pos, n)
+    check_inside(pos, np.asarray(root.bounds, np.float64), "positions")
+    specs = _specs(level)
+    given = dict(attributes or {})
+    if sorted(given) != sorted(s.name for s in specs):
+        raise InputError(
+            f"the store's points have attributes {sorted(s.name for s in specs)}; this append gives "
+            f"{sorted(given)}: give exactly the store's attributes"
+        )
+    values = [s.conform(given[s.name], n) for s in specs]
+    objects = level.manifests is not None
+    user = _inputs.object_id_array(object_ids, n)
+    if objects != (user is not None):
+        need = "has objects: give object_ids" if objects else "has no objects: leave object_ids out"
+        raise InputError(f"this store {need} (one per point)")
+    plan = _IdPlan(level, user, extend) if user is not None else None
+    if object_attributes and plan is None:
+        raise InputError("object_attributes need object_ids")
+    # New rows by cell; the touched cells are re-encoded with their old rows.
+    spill = CellSpill(None)
+    cols = {"positions": pos, **{f"a{i}": v for i, v in enumerate(values)}}
+    if plan is not None:
+        cols["ids"] = plan.new_oids
+    spill.add(sort_keys(pos, grid) // grid.n_bins, cols)
+    spill.finish()
+    touched, _ = spill.cells()
+    old = _Cells(level, specs, objects)
+    num_objects = plan.num_objects if plan is not None else 0
+    cells = PointCells(grid, _pipelines(level), specs, objects=objects, owners=num_objects > 1)
+
+    def encode(lo: int, hi: int) -> EncodedCells:
+        lins = touched[(touched >= lo) & (touched < hi)]
+        before, after = old.read(lins), spill.read(lo, hi)
+        oids = None
+        if plan is not None:
+            oids = np.concatenate([plan.remap(before["ids"]), after["ids"]])
+        joined = [np.concatenate([before[f"a{i}"], after[f"a{i}"]]) for i in range(len(specs))] if n else []
+        return cells.encode(np.concatenate([before["positions"], after["positions"]]), joined, oids)
+
+    groups = list(spill.groups(GROUP_ROWS // 2))
+    hidden = _hidden_tables(level, plan)
+    with rebuild_session(
+        store.backend, hidden=lambda key: key.startswith(hidden), first={"zarr.json": placeholder_root()}
+    ) as overlay:
+        name, clevel = compression_of(level.vertices.doc.get("codecs") or [])
+        checksums = any(c.get("name") == "crc32c" for c in level.vertices.doc.get("codecs") or [])
+        builder = StoreBuilder(overlay, name, clevel, checksums=checksums)
+        occupied, fragments = write_cells(
+            builder, cells, encode_groups(encode, groups, workers), vdtype, len(groups), progress
+        )
+        new_cells = np.concatenate(occupied) if occupied else np.zeros((0, grid.ndim), np.int64)
+        _register(builder, level, cells, new_cells, vdtype)
+        present = set(level.meta.arrays_present) - {"links"}
+        if plan is not None:
+            present |= _finish_objects(builder, level, plan, touched, fragments, object_attributes)
+        if cells.owners:
+            present.add("fragment_attributes")
+        new_root = _finish_levels(builder, store, level, n, present)
+    store.replace_root(new_root)
+    return new_root
+
+
+def _hidden_tables(level: Level, plan: _IdPlan | None) -> tuple[str, ...]:
+    """Key prefixes an append replaces whole: the object tables, and level 0's links to level 1
+    (they name rows of the cells being rewritten; the pyramid rebuild writes them anew)."""
+    out = ["0/links/"]
+    if plan is None:
+        return tuple(out)
+    out += ["0/object_index/", "0/object_attributes/"]
+    if plan.renumbered:
+        out += ["0/groups/"]
+    return tuple(out)
+
+
+class _IdPlan:
+    """Old and new object ids: the union, old OIDs -> new OIDs, new rows' OIDs."""
+
+    def __init__(self, level: Level, user: np.ndarray, extend: bool) -> None:
+        old = level.object_id_map.ids()
+        new = np.unique(user)
+        union = _union_ids(old, new)
+        if len(old) and not extend:
+            pos = np.searchsorted(union, old.astype(union.dtype))
+            mask = np.zeros(len(union), bool)
+            mask[pos] = True
+            clash = mask[np.searchsorted(union, new.astype(union.dtype))]
+            if clash.any():
+                first = new[np.argmax(clash)]
+                raise InputError(
+                    f"{int(clash.sum())} of these object ids are already in the store (first: {int(first)}); "
+                    "pass extend=True to add points to those objects, or give new ids"
+                )
+        self.old_ids, self.union = old, union
+        self.old_to_new = np.searchsorted(union, old.astype(union.dtype)).astype(np.int64)
+        self.renumbered = bool(len(old)) and not np.array_equal(self.old_to_new, np.arange(len(old)))
+        self.dense = dense_ids(union)
+        self.num_objects = len(union)
+        self.new_oids = np.searchsorted(union, user.astype(union.dtype)).astype(np.int64)
+        self.old_count = len(old)
+
+    def remap(self, oids: np.ndarray) -> np.ndarray:
+        out = np.asarray(oids, np.int64).copy()
+        ok = out >= 0
+        out[ok] = self.old_to_new[out[ok]]
+        return out
+
+
+def _register(
+    builder: StoreBuilder, level: Level, cells: PointCells, new_cells: np.ndarray, dtype: np.dtype
+) -> None:
+    """Every cell array's ``zarr.json``: its old document with the joined ``nonempty_chunks``."""
+    grid = level.grid
+    listed = level.vertices.nonempty - grid.origin
+    every = np.unique(np.concatenate([listed.reshape(-1, grid.ndim), new_cells]), axis=0)
+    lin = (
+        np.ravel_multi_index(tuple(every.T), tuple(int(s) for s in grid.shape))
+        if len(every)
+        else np.zeros(0, np.int64)
+    )
+    every = every[np.argsort(lin)]
+    docs = {
+        "vertices": level.vertices.doc,
+        "vertex_fragments": level.fragments.doc if level.fragments else None,
+    }
+    docs |= {f"vertex_attributes/{n}": a.doc for n, a in level.vertex_attributes.items()}
+    if level.fragment_object_ids is not None:
+        docs["fragment_attributes/object_id"] = level.fragment_object_ids.doc
+    metas = cells.metas(dtype)
+    for path in cells.paths():
+        doc = docs.get(path)
+        if doc is None:  # an owner table the store did not need before
+            builder.group("0/fragment_attributes")
+            builder.register_cells(f"0/{path}", grid, every, metas[path][0], metas[path][1])
+            continue
+        doc = json.loads(json.dumps(doc))
+        doc["attributes"]["nonempty_chunks"] = [".".join(str(int(v)) for v in c) for c in every + grid.origin]
+        builder.arrays[f"0/{path}"] = doc
+
+
+def _finish_objects(
+    builder: StoreBuilder,
+    level: Level,
+    plan: _IdPlan,
+    touched: np.ndarray,
+    fragments: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    object_attributes: Mapping[str, Mapping[Any, Any]] | None,
+) -> set[str]:
+    """Manifests, object attributes and groups for the joined objects; owners of untouched cells."""
+    grid = level.grid
+    shape = tuple(int(s) for s in grid.shape)
+    owners = level.fragment_owners
+    keep = ~np.isin(owners.cell, touched)
+    obj = plan.remap(owners.object_id[keep])
+    cell = owners.cell[keep]
+    chunks = np.stack(np.unravel_index(cell, shape), axis=1).reshape(-1, grid.ndim) + grid.origin
+    local = owners.fragment[keep]
+    if plan.num_objects > 1 and (plan.renumbered or level.fragment_object_ids is None):
+        # The untouched cells' owner tables name old OIDs (or do not exist yet): rewrite them.
+        pipe = _owner_pipeline(builder, level)
+        ucell, inverse = np.unique(cell, return_inverse=True)
+        payloads = fragment_owner_payloads(inverse.reshape(-1), local, obj, len(ucell))
+        for c, p in zip(np.stack(np.unravel_index(ucell, shape), axis=1).reshape(-1, grid.ndim), payloads):
+            builder.put(f"0/fragment_attributes/object_id/{cell_key(c)}", pipe.encode(p))
+    for f_obj, f_chunks, f_local in fragments:
+        obj = np.concatenate([obj, f_obj])
+        chunks = np.concatenate([chunks, f_chunks])
+        local = np.concatenate([local, f_local])
+    manifests = manifests_of(obj, chunks, local, plan.num_objects)
+    oattrs = _object_tables(level, plan, object_attributes)
+    groups: list[np.ndarray] = []
+    if level.groups is not None and plan.renumbered:
+        for bucket in range(level.groups.n_chunks):
+            raw = level.backend.get_many(level.groups.chunk_keys([bucket]))[0]
+            items = level.groups.vlen_items(raw, bucket)
+            groups += [plan.old_to_new[np.frombuffer(it, "<i8")] for it in items]
+    names = None
+    if level.groups is not None:
+        names = level.groups.attrs.get("group_names")
+    present = write_object_tables(
+        builder,
+        "0",
+        sid_ndim=grid.ndim,
+        num_objects=plan.num_objects,
+        manifests=manifests,
+        object_attributes=oattrs,
+        groups=groups,
+        group_attributes=[],
+        group_names=names if plan.renumbered else None,
+    )
+    return set(present) | ({"groups"} if level.groups is not None else set())
+
+
+def _owner_pipeline(builder: StoreBuilder, level: Level) -> Pipeline:
+    if level.fragment_object_ids is not None:
+        return Pipeline.from_codecs(level.fragment_object_ids.doc["codecs"])
+    return Pipeline.from_codecs([{"name": "vlen-bytes"}, *builder.compressors("data")])
+
+
+def _object_tables(
+    level: Level, plan: _IdPlan, given: Mapping[str, Mapping[Any, Any]] | None
+) -> list[_inputs.NamedArray]:
+    """Old object attribute rows moved to their new OIDs, the new objects' rows absent or given."""
+    out = []
+    given = dict(given or {})
+    for name, arr in level.object_attributes.items():
+        if name == OBJECT_ID_ATTRIBUTE:
+            continue
+        old = table_values(level, arr)[: plan.old_count]
+        values = np.full((plan.num_objects, *old.shape[1:]), absent_fill(old.dtype), old.dtype)
+        values[plan.old_to_new[: len(old)]] = old
+        rows = given.pop(name, None)
+        if rows is not None:
+            if not isinstance(rows, Mapping):
+                raise InputError(
+                    f"object_attributes[{name!r}] must be a mapping {{object id: value}} on append"
+                )
+            oids = plan.dense.id_map().to_oids(list(rows))
+            values[oids] = np.asarray(list(rows.values()), old.dtype)
+        out.append(_inputs.NamedArray(name, values))
+    if given:
+        raise InputError(
+            f"object_attributes {sorted(given)} are not in this store; an append can fill the store's "
+            f"own object attributes only ({sorted(n for n in level.object_attributes if n != OBJECT_ID_ATTRIBUTE)})"
+        )
+    if plan.dense.user is not None:
+        user = plan.dense.user
+        out.insert(0, _inputs.NamedArray(OBJECT_ID_ATTRIBUTE, user.astype(user.dtype.newbyteorder("<"))))
+    return out
+
+
+def _finish_levels(
+    builder: StoreBuilder, store: VectorStore, level: Level, n: int, present: set[str]
+) -> RootMeta:
+    """Level 0's new metadata, coarser levels marked stale, the root last."""
+    meta = replace(
+        level.meta, vertex_count=level.meta.vertex_count + n, arrays_present=tuple(sorted(present, key=_rank))
+    )
+    raw = store.backend.get_many(["0/zarr.json"])[0]
+    assert raw is not None
+    doc = json.loads(raw)
+    doc.setdefault("attributes", {})["zarr_vectors_level"] = meta.to_json()
+    builder.groups["0"] = doc
+    for k in store.levels:
+        if k == 0:
+            continue
+        raw = store.backend.get_many([f"{k}/zarr.json"])[0]
+        if raw is None:
+            continue
+        kdoc = json.loads(raw)
+        kdoc.setdefault("attributes", {}).setdefault("zarr_vectors_level", {})[STALE_KEY] = True
+        builder.groups[str(k)] = kdoc
+    root = store.root
+    builder.commit(root.to_attributes())
+    return root
