@@ -34,7 +34,7 @@ from zarr_vectors.errors import (
 from zarr_vectors.format.metadata import UnknownCapabilityWarning
 from zarr_vectors.kinds.shapes import GeometryRepairedWarning
 from zarr_vectors.result import Result
-from zarr_vectors.streaming import create
+from zarr_vectors.streaming import BatchWriter, PointStream, create
 from zarr_vectors.validation import validate
 
 __version__ = "0.1.0"
@@ -44,6 +44,8 @@ __all__ = [
     "Result",
     "open",
     "create",
+    "PointStream",
+    "BatchWriter",
     "write_points",
     "write_lines",
     "write_graph",

@@ -73,6 +73,13 @@ def _join(parts: list[Any]) -> Any:
     return out
 
 
+def _one_mesh(value: Any) -> bool:
+    """A single mesh (a ``(vertices, faces)`` pair of 2-D arrays, or a mesh object), not a list of them."""
+    if not isinstance(value, (list, tuple)):
+        return True
+    return len(value) == 2 and all(isinstance(v, np.ndarray) and v.ndim == 2 for v in value)
+
+
 class BatchWriter:
     """Lines, skeletons, graphs or meshes given in batches; written at :meth:`close`.
 
@@ -117,7 +124,7 @@ class BatchWriter:
                 "(give store-wide and per-object keywords to create())"
             )
         batch = dict(zip(names, data)) | keywords
-        if self.kind == "meshes" and not isinstance(batch["meshes"], (list, tuple)):
+        if self.kind == "meshes" and _one_mesh(batch["meshes"]):
             batch["meshes"] = [batch["meshes"]]
         path = self._folder / f"batch{len(self._files):06d}.pickle"
         with path.open("wb") as f:

@@ -76,13 +76,15 @@ class AttributeSpec:
             )
         if arr.dtype == self.dtype:
             return np.ascontiguousarray(arr)
-        if not np.can_cast(arr.dtype, self.dtype, "same_kind"):
+        numeric = arr.dtype.kind in "iuf" and self.dtype.kind in "iuf"
+        if not numeric and not np.can_cast(arr.dtype, self.dtype, "same_kind"):
             raise InputError(
                 f"attribute {self.name!r} is {self.dtype.name} in this store, and {arr.dtype.name} "
                 "values cannot be stored there; cast them first"
             )
-        out = arr.astype(self.dtype)
-        if arr.dtype.kind in "iuf" and not np.array_equal(out, arr, equal_nan=arr.dtype.kind == "f"):
+        with np.errstate(invalid="ignore", over="ignore"):
+            out = arr.astype(self.dtype)
+        if numeric and not np.array_equal(out, arr, equal_nan=arr.dtype.kind == "f"):
             raise InputError(
                 f"attribute {self.name!r} is {self.dtype.name} in this store; these {arr.dtype.name} "
                 "values do not fit it exactly"
