@@ -876,7 +876,23 @@ class Dataset:
             self.build_pyramid(factors[0], chunk_scale=factors[1], overwrite=True, progress=bool(progress))
 
     def stale_levels(self) -> list[int]:
-        """Levels above 0 built before points were appended (they lack those points)."""
+        """Levels above 0 built before points were appended (they lack those points).
+
+        Examples
+        --------
+        >>> import numpy as np, zarr_vectors as zv
+        >>> pts = np.random.default_rng(0).uniform(0, 8, (200, 2))
+        >>> _ = zv.write_points("memory://doc-stale", pts, chunk_shape=4, bounds=([0, 0], [8, 8]))
+        >>> ds = zv.open("memory://doc-stale", mode="r+")
+        >>> ds.build_pyramid([2])
+        [1]
+        >>> ds.append([[1.0, 1.0]])
+        >>> ds.stale_levels(), ds.level_for(max_vertices=10)
+        ([1], 0)
+        >>> ds.append([[2.0, 2.0]], pyramid=True)
+        >>> ds.stale_levels()
+        []
+        """
         return [k for k in self.levels if self._store.is_stale(k)]
 
     def _pyramid_factors(self) -> tuple[list[Any], list[Any]] | None:

@@ -30,6 +30,7 @@ __all__ = [
     "positive_numbers",
     "shape_vector",
     "resolve_bounds",
+    "extent",
     "vertex_attributes",
     "object_id_array",
     "table_attributes",
@@ -177,20 +178,27 @@ def positive_numbers(value: Any, what: str) -> np.ndarray:
     return arr
 
 
+def extent(positions: np.ndarray) -> np.ndarray:
+    """(2, D) float64 per-axis minimum and maximum of (N >= 1, D) positions (a column at a
+    time: a strided reduction over ``axis=0`` is an order of magnitude slower)."""
+    cols = [positions[:, k] for k in range(positions.shape[1])]
+    return np.array([[float(c.min()) for c in cols], [float(c.max()) for c in cols]], np.float64)
+
+
 def resolve_bounds(bounds: Any, positions: np.ndarray) -> np.ndarray:
     """(2, D) float64 inclusive bounds; given bounds must contain every position."""
     d = positions.shape[1]
     if bounds is None:
         if len(positions) == 0:
             raise InputError("cannot infer bounds from zero positions; pass bounds=(lo, hi)")
-        return np.stack([positions.min(axis=0), positions.max(axis=0)]).astype(np.float64)
+        return extent(positions)
     try:
         b = np.asarray(bounds, dtype=np.float64).reshape(2, d)
     except (TypeError, ValueError) as exc:
         raise InputError(f"bounds must be (lo, hi) with {d} numbers each, got {bounds!r}") from exc
     if not np.all(np.isfinite(b)) or np.any(b[0] > b[1]):
         raise InputError(f"bounds must be finite with lo <= hi on every axis, got {b.tolist()}")
-    if len(positions) and (np.any(positions.min(axis=0) < b[0]) or np.any(positions.max(axis=0) > b[1])):
+    if len(positions) and (np.any((e := extent(positions))[0] < b[0]) or np.any(e[1] > b[1])):
         outside = np.any((positions < b[0]) | (positions > b[1]), axis=1)
         if outside.any():
             i = int(np.flatnonzero(outside)[0])

@@ -18,6 +18,7 @@ import numpy as np
 from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.engine.ids import dense_ids
 from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine.write.cells import fragment_payloads
 from zarr_vectors.engine.write.level0 import (
     LevelArrays,
     make_layout,
@@ -38,7 +39,6 @@ from zarr_vectors.format.links import (
     place_links,
     smallest_index_dtype,
 )
-from zarr_vectors.kinds.points import fragment_payloads
 
 __all__ = ["write_graph", "write_edges", "vertex_locals"]
 

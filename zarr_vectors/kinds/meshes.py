@@ -26,6 +26,7 @@ from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.engine.ids import as_id_array, dense_ids, table_rows
 from zarr_vectors.engine.pipeline import draco_codec
 from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine.write.cells import fragment_payloads
 from zarr_vectors.engine.write.level0 import (
     Layout,
     LevelArrays,
@@ -40,7 +41,6 @@ from zarr_vectors.engine.write.tables import build_manifests
 from zarr_vectors.errors import InputError, choice_message
 from zarr_vectors.format.fragments import FragmentIndex, encode_fragments
 from zarr_vectors.kinds.graphs import vertex_locals, write_edges
-from zarr_vectors.kinds.points import fragment_payloads
 
 __all__ = ["write_mesh", "write_meshes", "face_array", "ENCODINGS"]
 

@@ -6,37 +6,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zarr_vectors.engine import inputs as _inputs
-from zarr_vectors.engine.ids import DenseIds, dense_ids
 from zarr_vectors.engine.write.level0 import (
-    LevelArrays,
     make_layout,
-    object_tables,
-    partition_owners,
-    write_level0,
 )
 from zarr_vectors.engine.write.options import StoreOptions
-from zarr_vectors.engine.write.partition import Partition, partition
-from zarr_vectors.engine.write.tables import build_manifests
+from zarr_vectors.engine.write.stream import PointStream
 from zarr_vectors.errors import InputError
-from zarr_vectors.format.fragments import FragmentIndex, encode_fragments, encode_range_batch
 
 __all__ = ["write_points"]
-
-
-def fragment_payloads(part: Partition) -> list[bytes]:
-    """Encoded ``vertex_fragments`` cells, one per occupied cell."""
-    if part.per_bin:
-        k = len(part.cells)
-        if k == 0:
-            return []
-        return encode_range_batch(part.frag_start.reshape(k, -1), part.frag_count.reshape(k, -1))
-    out = []
-    for k in range(len(part.cells)):
-        lo, hi = part.cell_frag_offsets[k], part.cell_frag_offsets[k + 1]
-        out.append(
-            encode_fragments(FragmentIndex.from_ranges(part.frag_start[lo:hi], part.frag_count[lo:hi]))
-        )
-    return out
 
 
 def write_points(
@@ -60,6 +37,7 @@ def write_points(
     checksums: bool = False,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
+    workers: int | None = None,
 ) -> None:
     """Write a point cloud to a new Zarr Vectors store and return it opened for reading.
 
@@ -117,6 +95,9 @@ def write_points(
         Replace an existing store. Local and zip targets are swapped in only once complete.
     storage_options
         Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
+    workers
+        Threads that encode and compress the cells (default: every core). For data that
+        does not fit in memory, or arrives in pieces, use :func:`zarr_vectors.create`.
 
     Returns
     -------
@@ -155,9 +136,14 @@ def write_points(
     """
     pos = _inputs.positions_array(positions, _inputs.call_ndim(chunk_shape, bounds, axes))
     n = len(pos)
+    user_ids = _inputs.object_id_array(object_ids, n)
+    if object_attributes and user_ids is None:
+        raise InputError("object_attributes need object_ids (one object id per point)")
+    if groups is not None and user_ids is None:
+        raise InputError("groups need object_ids: a group is a list of object ids")
     options = StoreOptions(
         chunk_shape,
-        bounds=bounds,
+        bounds=_inputs.resolve_bounds(bounds, pos),
         bin_shape=bin_shape,
         axes=axes,
         units=units,
@@ -167,30 +153,19 @@ def write_points(
         overwrite=overwrite,
         storage_options=storage_options,
     )
-    layout = make_layout(pos, options)
-    vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
-    user_ids = _inputs.object_id_array(object_ids, n)
-    if object_attributes and user_ids is None:
-        raise InputError("object_attributes need object_ids (one object id per point)")
-    if groups is not None and user_ids is None:
-        raise InputError("groups need object_ids: a group is a list of object ids")
-    ids = dense_ids(user_ids) if user_ids is not None else DenseIds.identity(0)
-    tables = object_tables(ids, object_attributes, groups, group_attributes, group_names)
-    part = partition(pos, layout.grid, None if user_ids is None else tables.oids)
-    manifests = build_manifests(part, layout.grid, tables.num_objects) if user_ids is not None else None
-    write_level0(
+    make_layout(pos, options)  # grid and bounds checks, before any work
+    _inputs.vertex_attributes(attributes, n, channel_names)  # shapes and names, before any work
+    writer = PointStream(
         target,
         options,
-        layout,
-        "point_cloud",
-        "implicit_sequential",
-        LevelArrays(
-            positions=pos,
-            part=part,
-            fragments=fragment_payloads(part),
-            vertex_attributes=vattrs,
-            tables=tables,
-            fragment_objects=partition_owners(part),
-            manifests=manifests,
-        ),
+        channel_names=channel_names,
+        object_attributes=object_attributes,
+        groups=groups,
+        group_attributes=group_attributes,
+        group_names=group_names,
+        memory_limit=None,  # the input is in memory already
+        workers=workers,
+        progress=False,
     )
+    with writer:
+        writer.append(pos, attributes=attributes, object_ids=user_ids)

@@ -23,6 +23,7 @@ import numpy as np
 from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.engine.ids import dense_ids
 from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine.write.cells import fragment_payloads
 from zarr_vectors.engine.write.level0 import (
     LevelArrays,
     make_layout,
@@ -37,7 +38,6 @@ from zarr_vectors.format.grid import Grid
 from zarr_vectors.format.links import encode_ragged, parse_offsets, place_links, smallest_index_dtype
 from zarr_vectors.format.manifests import encode_manifests_batch
 from zarr_vectors.kinds.graphs import intra_payloads, vertex_locals
-from zarr_vectors.kinds.points import fragment_payloads
 
 __all__ = ["write_skeleton", "tree_roots", "depth_first_order"]
 

@@ -29,6 +29,7 @@ from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.read import attribute_names
 from zarr_vectors.engine.store import table_values
 from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine.write.cells import fragment_payloads
 from zarr_vectors.engine.write.level0 import LevelArrays, Tables, partition_owners, write_level_arrays
 from zarr_vectors.engine.write.partition import partition
 from zarr_vectors.engine.write.tables import build_manifests
@@ -36,7 +37,6 @@ from zarr_vectors.errors import InputError
 from zarr_vectors.format.manifests import encode_manifests_batch
 from zarr_vectors.kinds.graphs import vertex_locals, write_edges
 from zarr_vectors.kinds.lines import line_payloads, partition_lines, write_line_links
-from zarr_vectors.kinds.points import fragment_payloads
 from zarr_vectors.kinds.skeletons import skeleton_manifests, skeleton_partition, write_parent_links
 from zarr_vectors.pyramid.parents import ParentRuns
 from zarr_vectors.pyramid.plan import LevelPlan

@@ -32,12 +32,12 @@ from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.pipeline import draco_codec
 from zarr_vectors.engine.read import attribute_names
 from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine.write.cells import fragment_payloads
 from zarr_vectors.engine.write.level0 import LevelArrays, Tables, partition_owners, write_level_arrays
 from zarr_vectors.engine.write.partition import partition
 from zarr_vectors.engine.write.tables import build_manifests
 from zarr_vectors.errors import InputError
 from zarr_vectors.kinds.graphs import vertex_locals, write_edges
-from zarr_vectors.kinds.points import fragment_payloads
 from zarr_vectors.pyramid.linked import (
     CoarseObjects,
     ObjectBatch,

@@ -25,6 +25,7 @@ from zarr_vectors.format.metadata import Axis, LevelMeta, RootMeta
 
 __all__ = [
     "OBJECT_ID_META",
+    "attribute_meta",
     "fragment_owner_payloads",
     "MAX_BINS_PER_CHUNK",
     "LevelArrays",

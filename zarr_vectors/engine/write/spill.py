@@ -29,6 +29,14 @@ class Run:
     cells: np.ndarray  # (R,) int64, ascending
     offsets: np.ndarray  # (R + 1,) int64
     columns: dict[str, np.ndarray]  # in memory, or memory-mapped from the spill folder
+    #: When set, ``columns`` are in arrival order and sorted row ``i`` is ``order[i]``
+    #: (an in-memory run gathers rows a group at a time instead of copying them all).
+    order: np.ndarray | None = None
+
+    def column(self, name: str, a: int, b: int) -> np.ndarray:
+        """Sorted rows ``a:b`` of one column."""
+        values = self.columns[name]
+        return values[a:b] if self.order is None else np.take(values, self.order[a:b], axis=0)
 
     def rows_of(self, lo: int, hi: int) -> tuple[int, int]:
         """Row range of the cells ``lo <= cell < hi``."""
@@ -36,12 +44,24 @@ class Run:
         return int(self.offsets[a]), int(self.offsets[b])
 
 
+def _stable_order(cell: np.ndarray) -> np.ndarray:
+    """Stable argsort of non-negative cell indices (radix sort when they fit 16 bits)."""
+    if len(cell) and int(cell.max()) < 1 << 16:
+        return np.argsort(cell.astype(np.uint16), kind="stable")
+    return np.argsort(cell, kind="stable")
+
+
 def _sorted_run(cell: np.ndarray, columns: dict[str, np.ndarray]) -> Run:
-    order = np.argsort(cell, kind="stable")
+    order = _stable_order(cell)
     scell = cell[order]
-    cells, first = np.unique(scell, return_index=True)
+    first = (
+        np.flatnonzero(np.concatenate([[True], scell[1:] != scell[:-1]]))
+        if len(scell)
+        else np.zeros(0, np.int64)
+    )
+    cells = scell[first]
     offsets = np.append(first, len(scell)).astype(np.int64)
-    return Run(cells.astype(np.int64), offsets, {k: np.take(v, order, axis=0) for k, v in columns.items()})
+    return Run(cells.astype(np.int64), offsets, columns, order)
 
 
 class CellSpill:
@@ -80,9 +100,12 @@ class CellSpill:
     def _merged(self) -> Run | None:
         if not self._cells:
             return None
-        cell = np.concatenate(self._cells)
+        one = len(self._cells) == 1  # a single batch is sorted straight from the caller's arrays
+        cell = self._cells[0] if one else np.concatenate(self._cells)
         names = list(self._columns[0])
-        columns = {k: np.concatenate([c[k] for c in self._columns]) for k in names}
+        columns = {
+            k: self._columns[0][k] if one else np.concatenate([c[k] for c in self._columns]) for k in names
+        }
         self._cells, self._columns, self._bytes = [], [], 0
         return _sorted_run(cell, columns)
 
@@ -95,9 +118,9 @@ class CellSpill:
             self._folder = Path(tempfile.mkdtemp(prefix="zv-spill-", dir=self._parent))
         stem = self._folder / f"run{len(self.runs):05d}"
         mapped = {}
-        for name, values in run.columns.items():
+        for name in run.columns:
             path = f"{stem}.{name}.npy"
-            np.save(path, values, allow_pickle=False)
+            np.save(path, run.column(name, 0, int(run.offsets[-1])), allow_pickle=False)
             mapped[name] = np.load(path, mmap_mode="r")
         self.runs.append(Run(run.cells, run.offsets, mapped))
 
@@ -139,8 +162,8 @@ class CellSpill:
         parts: dict[str, list[np.ndarray]] = {}
         for run in self.runs:
             a, b = run.rows_of(lo, hi)
-            for name, values in run.columns.items():
-                parts.setdefault(name, []).append(values[a:b])
+            for name in run.columns:
+                parts.setdefault(name, []).append(run.column(name, a, b))
         return {k: np.concatenate(v) if len(v) > 1 else np.asarray(v[0]) for k, v in parts.items()}
 
     def close(self) -> None:

@@ -34,7 +34,17 @@ from zarr_vectors.engine.write.tables import manifests_of, write_object_tables
 from zarr_vectors.errors import InputError, ZarrVectorsError
 from zarr_vectors.format.metadata import LevelMeta, RootMeta
 
-__all__ = ["DEFAULT_MEMORY_LIMIT", "BATCH_ROWS", "PointStream", "default_workers", "encode_groups"]
+__all__ = [
+    "DEFAULT_MEMORY_LIMIT",
+    "BATCH_ROWS",
+    "PointStream",
+    "check_inside",
+    "check_workers",
+    "default_workers",
+    "encode_groups",
+    "finish_level",
+    "write_cells",
+]
 
 #: Default ``memory_limit``: suits a laptop.
 DEFAULT_MEMORY_LIMIT = 1 << 30
@@ -62,7 +72,8 @@ def check_inside(positions: np.ndarray, bounds: np.ndarray, what: str) -> None:
     """Refuse rows outside the store's inclusive bounds, saying how to get them in."""
     if not len(positions):
         return
-    if np.all(positions.min(axis=0) >= bounds[0]) and np.all(positions.max(axis=0) <= bounds[1]):
+    lo, hi = _inputs.extent(positions)
+    if np.all(lo >= bounds[0]) and np.all(hi <= bounds[1]):
         return
     outside = np.any((positions < bounds[0]) | (positions > bounds[1]), axis=1)
     i = int(np.flatnonzero(outside)[0])
@@ -161,7 +172,7 @@ class PointStream:
         attributes' names, dtypes and shapes; later batches must match (safe casts are made)."""
         self._require_open()
         n = int(np.shape(positions)[0]) if np.ndim(positions) == 2 else None
-        if n is None or n <= BATCH_ROWS:
+        if n is None or n <= BATCH_ROWS or self.memory_limit is None:
             self._add(positions, attributes, object_ids)
             return
         for start in range(0, n, BATCH_ROWS):
