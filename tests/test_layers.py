@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("zarr_vectors.api", "zarr_vectors.streaming", "zarr_vectors"),
     (
         "zarr_vectors.io",
+        "zarr_vectors.icechunk",
         "zarr_vectors.cli",
         "zarr_vectors.demo",
         "zarr_vectors.plot",

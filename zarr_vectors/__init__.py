@@ -24,6 +24,7 @@ from zarr_vectors.errors import (
     ReadOnlyError,
     StaleLevelWarning,
     StoreChangedError,
+    StoreConflictError,
     StoreError,
     StoreExistsError,
     StoreNotFoundError,
@@ -71,6 +72,7 @@ __all__ = [
     "AttributeNotFoundError",
     "UnknownCapabilityWarning",
     "StaleLevelWarning",
+    "StoreConflictError",
     "validate",
     "__version__",
 ]

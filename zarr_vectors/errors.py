@@ -296,3 +296,8 @@ def decoding(array: str, chunk: str | int | Iterable[int], context: str = "") ->
 class StaleLevelWarning(UserWarning):
     """A coarser level was read that no longer matches level 0 (points were appended since it
     was built); ``Dataset.build_pyramid(..., overwrite=True)`` rebuilds it."""
+
+
+class StoreConflictError(ZarrVectorsError):
+    """A transactional write (an Icechunk commit) lost a race: another writer committed to the
+    same branch first. Nothing of this write was applied; run it again on a new session."""

@@ -383,12 +383,22 @@ def commit_in_place(
     """Make the store hold the staged keys (plus the old keys ``keep`` accepts).
 
     Order: ``first_root`` as the root (where the store can delete), stale keys deleted,
-    staged keys written, the staged root last.
+    staged keys written, the staged root last. In an Icechunk session (:func:`transactional`)
+    readers see nothing before the commit, so metadata goes first there.
     """
     staged = stage.key_sizes()
     root = stage.get_many(["zarr.json"])[0]
     assert root is not None, "a staged store has a root zarr.json"
-    if backend.supports_deletes:
+    if transactional(backend):
+        # Nothing is visible before the session's commit, and Icechunk takes a chunk only
+        # once its array's zarr.json is there: stale keys out, then metadata, parents first.
+        if backend.supports_deletes:
+            backend.delete_many([k for k in backend.list_keys() if k not in staged and not keep(k)])
+        docs = [k for k in staged if k.endswith("zarr.json")]
+        for depth in sorted({k.count("/") for k in docs}):
+            _upload(backend, stage, [k for k in docs if k.count("/") == depth])
+        staged = {k: n for k, n in staged.items() if not k.endswith("zarr.json")}
+    elif backend.supports_deletes:
         stale = [k for k in backend.list_keys() if k not in staged and k != "zarr.json" and not keep(k)]
         backend.set_many([("zarr.json", first_root)])
         backend.delete_many(stale)
@@ -404,6 +414,19 @@ def commit_in_place(
             batch, size = [], 0
     _upload(backend, stage, batch)
     backend.set_many([("zarr.json", root)])
+
+
+def transactional(backend: Any) -> bool:
+    """Whether ``backend`` writes into a transaction that readers see only once committed
+    (an Icechunk session's store), found through wrapping backends."""
+    seen = 0
+    while backend is not None and seen < 8:
+        store = getattr(backend, "store", None)
+        if store is not None and type(store).__module__.split(".")[0] == "icechunk":
+            return True
+        backend = getattr(backend, "inner", None) or getattr(backend, "base", None)
+        seen += 1
+    return False
 
 
 def _upload(backend: Backend, stage: Backend, keys: Sequence[str]) -> None:
