@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +46,7 @@ from zarr_vectors.engine.read import fetch_cells, parse_box, plan_box, row_owner
 from zarr_vectors.engine.storage import Backend, StorageOptions, local_path, remote_backend
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.cells import AttributeSpec, EncodedCells, PointCells
-from zarr_vectors.engine.write.level0 import axes_from, make_layout, object_tables
+from zarr_vectors.engine.write.level0 import make_layout, object_tables
 from zarr_vectors.engine.write.options import StoreOptions
 from zarr_vectors.engine.write.partition import sort_keys
 from zarr_vectors.engine.write.stream import check_inside, finish_level
@@ -96,8 +96,11 @@ class _Job:
         return PointCells(self.grid, pipes, self.specs, objects=self.objects, owners=self.owners)
 
 
-def _frame(data: Any, columns: Sequence[str] | None, axes: Sequence[Any] | None) -> tuple[Any, list[str]]:
-    """``data`` as a Dask DataFrame and the names of its position columns."""
+def _frame(
+    data: Any, columns: Sequence[str] | None, axes: Sequence[Any] | None
+) -> tuple[Any, list[str], Sequence[Any] | None]:
+    """``data`` as a Dask DataFrame, the names of its position columns and the store's axes
+    (default: those names; for an array without ``columns``, the writers' default axes)."""
     import dask.array as da
 
     if isinstance(data, da.Array):
@@ -106,10 +109,11 @@ def _frame(data: Any, columns: Sequence[str] | None, axes: Sequence[Any] | None)
                 f"a Dask array of positions must have shape (N, D) with D known, got {data.shape}"
             )
         d = int(data.shape[1])
-        names = list(columns) if columns is not None else [a.name for a in axes_from(axes, d)]
+        names = [str(c) for c in columns] if columns is not None else [f"dim{i}" for i in range(d)]
         if len(names) != d:
             raise InputError(f"columns names {len(names)} position columns but the array has {d}")
-        return dd.from_dask_array(data, columns=names), names
+        default = None if columns is None else names
+        return dd.from_dask_array(data, columns=names), names, axes if axes is not None else default
     if not isinstance(data, dd.DataFrame):
         raise InputError(
             f"data must be a Dask DataFrame or a Dask array, got {type(data).__name__}; "
@@ -119,7 +123,7 @@ def _frame(data: Any, columns: Sequence[str] | None, axes: Sequence[Any] | None)
     if columns is not None:
         names = [str(c) for c in columns]
     elif axes is not None:
-        names = [a.name for a in axes_from(axes, len(axes))]
+        names = [str(a["name"]) if isinstance(a, Mapping) else str(getattr(a, "name", a)) for a in axes]
     else:
         names = ["x", "y", "z"] if "z" in present else ["x", "y"]
     missing = [c for c in names if c not in present]
@@ -128,7 +132,7 @@ def _frame(data: Any, columns: Sequence[str] | None, axes: Sequence[Any] | None)
             f"data has no position column {missing[0]!r} (its columns: {present}); name the position "
             "columns with columns=[...]"
         )
-    return data, names
+    return data, names, axes if axes is not None else names
 
 
 def _columns(frame: Any, names: list[str], object_id: str | None) -> _Columns:
@@ -152,6 +156,22 @@ def _columns(frame: Any, names: list[str], object_id: str | None) -> _Columns:
             f"{object_id!r} is stored as a numeric vertex attribute; drop or convert it first"
         )
     return _Columns(names, attrs, id_col, np.dtype(dtype))
+
+
+def _extent(
+    part: pd.DataFrame, cols: _Columns, bounds: np.ndarray | None
+) -> tuple[int, np.ndarray, np.ndarray | None]:
+    """Rows of a partition, their extent ``(2, D)`` and distinct object ids (None without);
+    bad positions are refused here, before anything is written."""
+    pos = _inputs.positions_array(part[cols.positions].to_numpy(dtype=cols.dtype), len(cols.positions))
+    if bounds is not None:
+        check_inside(pos, bounds, "positions")
+    ids = None
+    if cols.object_id is not None:
+        ids = np.unique(as_id_array(part[cols.object_id].to_numpy(), "object ids"))
+    if not len(pos):
+        return 0, np.zeros((2, pos.shape[1]), pos.dtype), ids
+    return len(pos), np.stack([pos.min(axis=0), pos.max(axis=0)]), ids
 
 
 def _keyed(part: pd.DataFrame, grid: Grid, bounds: np.ndarray, cols: _Columns) -> pd.DataFrame:
@@ -220,7 +240,7 @@ def _session(
             yield backend, ("remote", os.fspath(target), storage_options)
             return
     with write_session(target, overwrite=overwrite, storage_options=storage_options) as staged:
-        folder = backend.local_dir if path is not None else None
+        folder = staged.local_dir if path is not None else None
         yield staged, None if folder is None else ("local", str(folder))
 
 
@@ -282,37 +302,36 @@ def write_points(
         ``target`` holds data and ``overwrite`` is false.
     """
     compressor_json(compression)  # an unknown name fails before any work
-    frame, names = _frame(data, columns, axes)
+    frame, names, store_axes = _frame(data, columns, axes)
     cols = _columns(frame, names, object_id)
     options = StoreOptions(
         chunk_shape,
         bounds=bounds,
         bin_shape=bin_shape,
-        axes=axes if axes is not None else names,
+        axes=store_axes,
         crs=crs,
         compression=compression,
         checksums=checksums,
         overwrite=overwrite,
         storage_options=storage_options,
     )
-    stats = [frame.map_partitions(len).sum()]
-    if bounds is None:
-        stats += [frame[names].min(), frame[names].max()]
-    if cols.object_id is not None:
-        stats.append(frame[cols.object_id].unique())
-    found = dask.compute(*stats)
-    rows = int(found[0])
-    extent = np.zeros((0, len(names)), cols.dtype)
-    if bounds is None and rows:
-        extent = np.stack([np.asarray(found[1], cols.dtype), np.asarray(found[2], cols.dtype)])
-    layout = make_layout(extent, options)
+    layout = None if bounds is None else make_layout(np.zeros((0, len(names)), cols.dtype), options)
+    checked = None if layout is None else layout.bounds
+    read = names if cols.object_id is None else [*names, cols.object_id]
+    found = dask.compute(*[dask.delayed(_extent)(p, cols, checked) for p in frame[read].to_delayed()])
+    rows = sum(n for n, _, _ in found)
+    if layout is None:
+        ext = [e for n, e, _ in found if n]
+        extent = np.stack([np.min([e[0] for e in ext], 0), np.max([e[1] for e in ext], 0)]) if ext else None
+        layout = make_layout(np.zeros((0, len(names)), cols.dtype) if extent is None else extent, options)
     specs = [
         AttributeSpec.of(a)
         for a in _inputs.vertex_attributes({c: np.zeros(0, frame.dtypes[c]) for c in cols.attributes}, 0)
     ]
     ids = oids = None
     if cols.object_id is not None:
-        ids = np.unique(as_id_array(np.asarray(found[-1]), "object ids"))
+        parts = [i for _, _, i in found if i is not None]
+        ids = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
         tables = object_tables(dense_ids(ids), None, None, None)
         oids = tables.oids
     else:
