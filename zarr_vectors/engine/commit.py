@@ -59,7 +59,15 @@ try:
 except ImportError:  # pragma: no cover - Windows: staging folders are not locked
     fcntl = None  # type: ignore[assignment]  # no module on Windows; users check for None
 
-__all__ = ["write_session", "rebuild_session", "find_leftovers", "protected_reason", "placeholder_root"]
+__all__ = [
+    "check_in_place_target",
+    "find_leftovers",
+    "placeholder_root",
+    "transactional",
+    "protected_reason",
+    "rebuild_session",
+    "write_session",
+]
 
 #: Bytes of staged keys sent to an in-place target per batch.
 UPLOAD_BYTES = 32 << 20
