@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "zarr_vectors.io",
         "zarr_vectors.icechunk",
+        "zarr_vectors.dask",
         "zarr_vectors.cli",
         "zarr_vectors.demo",
         "zarr_vectors.plot",

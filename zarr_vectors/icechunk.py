@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from zarr_vectors._extras import needs
 from zarr_vectors.dataset import Dataset
 from zarr_vectors.errors import StoreConflictError
 
@@ -22,7 +23,7 @@ def _icechunk() -> Any:
     try:
         import icechunk
     except ImportError as exc:  # pragma: no cover - exercised without the extra
-        raise ImportError("zarr_vectors.icechunk needs the icechunk package: pip install icechunk") from exc
+        raise ImportError(needs("zarr_vectors.icechunk", "the icechunk package", "icechunk")) from exc
     return icechunk
 
 
