@@ -243,6 +243,7 @@ def append_points(
         _register(builder, level, cells, new_cells, vdtype)
         present = set(level.meta.arrays_present) - {"links"}
         if plan is not None:
+            present -= {"object_index", "object_attributes", *(["groups"] if plan.renumbered else [])}
             present |= _finish_objects(builder, level, plan, touched, fragments, object_attributes)
         if cells.owners:
             present.add("fragment_attributes")
@@ -378,7 +379,7 @@ def _finish_objects(
         group_attributes=[],
         group_names=names if plan.renumbered else None,
     )
-    return set(present) | ({"groups"} if level.groups is not None else set())
+    return set(present)
 
 
 def _owner_pipeline(builder: StoreBuilder, level: Level) -> Pipeline:
@@ -406,7 +407,10 @@ def _object_tables(
                     f"object_attributes[{name!r}] must be a mapping {{object id: value}} on append"
                 )
             oids = plan.dense.id_map().to_oids(list(rows))
-            values[oids] = np.asarray(list(rows.values()), old.dtype)
+            given_values = np.asarray(list(rows.values()))
+            if old.dtype.kind == "U":  # a longer name widens the column
+                values = values.astype(np.result_type(values.dtype, given_values.dtype))
+            values[oids] = given_values
         out.append(_inputs.NamedArray(name, values))
     if given:
         raise InputError(
