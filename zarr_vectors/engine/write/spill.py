@@ -2,7 +2,7 @@
 
 A :class:`CellSpill` takes batches of rows (several named columns sharing the row count)
 with the linear cell index of each row. Rows wait in memory; when they pass the byte
-limit they are sorted by cell (stably) and written as a *run*: one ``.npy`` file per
+limit they are sorted by cell (stably) and written as a *run*: one raw file per
 column plus the run's cells and offsets. :meth:`CellSpill.read` gathers the rows of a
 range of cells from every run, in arrival order, so a cell's rows come back exactly as
 they were appended. Memory holds the unsorted buffer, or one group of cells being read.
@@ -16,10 +16,36 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-__all__ = ["CellSpill", "Run"]
+__all__ = ["CellSpill", "DiskColumn", "Run"]
+
+
+@dataclass(frozen=True, eq=False)
+class DiskColumn:
+    """A column of a run on disk: raw little-endian rows, read a slice at a time with plain
+    reads (a memory map would keep every page it touched resident in this process)."""
+
+    path: Path
+    dtype: np.dtype
+    row_shape: tuple[int, ...]
+
+    @classmethod
+    def save(cls, path: Path, values: np.ndarray) -> DiskColumn:
+        with path.open("wb") as f:
+            np.ascontiguousarray(values).tofile(f)
+        return cls(path, values.dtype, tuple(values.shape[1:]))
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        a, b = rows.start or 0, rows.stop
+        width = int(np.prod(self.row_shape, dtype=np.int64))
+        count = (b - a) * width
+        data = np.fromfile(self.path, self.dtype, count=count, offset=a * width * self.dtype.itemsize)
+        if len(data) != count:
+            raise OSError(f"spill file {self.path} is shorter than written (was it removed?)")
+        return data.reshape(b - a, *self.row_shape)
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,7 +54,7 @@ class Run:
 
     cells: np.ndarray  # (R,) int64, ascending
     offsets: np.ndarray  # (R + 1,) int64
-    columns: dict[str, np.ndarray]  # in memory, or memory-mapped from the spill folder
+    columns: dict[str, Any]  # numpy arrays in memory, or DiskColumn in the spill folder
     #: When set, ``columns`` are in arrival order and sorted row ``i`` is ``order[i]``
     #: (an in-memory run gathers rows a group at a time instead of copying them all).
     order: np.ndarray | None = None
@@ -117,12 +143,11 @@ class CellSpill:
         if self._folder is None:
             self._folder = Path(tempfile.mkdtemp(prefix="zv-spill-", dir=self._parent))
         stem = self._folder / f"run{len(self.runs):05d}"
-        mapped = {}
+        on_disk = {}
         for name in run.columns:
-            path = f"{stem}.{name}.npy"
-            np.save(path, run.column(name, 0, int(run.offsets[-1])), allow_pickle=False)
-            mapped[name] = np.load(path, mmap_mode="r")
-        self.runs.append(Run(run.cells, run.offsets, mapped))
+            path = stem.with_name(f"{stem.name}.{name}.bin")
+            on_disk[name] = DiskColumn.save(path, run.column(name, 0, int(run.offsets[-1])))
+        self.runs.append(Run(run.cells, run.offsets, on_disk))
 
     def finish(self) -> None:
         """Make the buffered rows a run (in memory when nothing was spilled, else on disk)."""

@@ -10,6 +10,7 @@ target before ``close``: the store is staged and committed like every other writ
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -58,6 +59,24 @@ def default_workers() -> int:
         return max(len(os.sched_getaffinity(0)), 1)
     except AttributeError:  # pragma: no cover - not on Linux
         return os.cpu_count() or 1
+
+
+def release_pages(arr: Any, start: int, stop: int) -> None:
+    """Let the kernel drop the pages of rows ``start:stop`` of a read-only memory-mapped
+    input once they were copied (they would otherwise stay resident in this process)."""
+    mapping = getattr(arr, "_mmap", None)  # set by np.memmap / np.load(mmap_mode="r")
+    if mapping is None or not hasattr(mapping, "madvise") or not arr.flags.c_contiguous or arr.ndim < 1:
+        return
+    if getattr(arr, "mode", "r") not in ("r", "c"):
+        return
+    base = np.frombuffer(mapping, np.uint8).ctypes.data
+    row = arr.strides[0]
+    first = arr.ctypes.data - base + start * row
+    page = mmap.PAGESIZE
+    lo = -(-first // page) * page  # whole pages inside the rows only
+    hi = ((first + (stop - start) * row) // page) * page
+    if hi > lo:
+        mapping.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
 
 def check_workers(workers: int | None) -> int:
@@ -175,13 +194,16 @@ class PointStream:
         if n is None or n <= BATCH_ROWS or self.memory_limit is None:
             self._add(positions, attributes, object_ids)
             return
+        inputs = [positions, *(attributes or {}).values(), object_ids]
         for start in range(0, n, BATCH_ROWS):
             stop = min(start + BATCH_ROWS, n)
             self._add(
-                positions[start:stop],
-                {k: v[start:stop] for k, v in (attributes or {}).items()},
-                None if object_ids is None else object_ids[start:stop],
+                np.array(positions[start:stop]),
+                {k: np.array(v[start:stop]) for k, v in (attributes or {}).items()},
+                None if object_ids is None else np.array(object_ids[start:stop]),
             )
+            for arr in inputs:
+                release_pages(arr, start, stop)
 
     def extend(self, batches: Iterable[Any]) -> None:
         """:meth:`append` each batch: an (N, D) array, or a mapping with ``positions`` and
