@@ -23,7 +23,7 @@ from tests.storage.s3server import DUMMY_AWS_ENV, start_s3_server  # noqa: E402
 from zarr_vectors import dask as zd  # noqa: E402
 from zarr_vectors.errors import IncompleteStoreError, InputError, StoreExistsError  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.s3]
+pytestmark = [pytest.mark.slow, pytest.mark.s3, pytest.mark.cluster]
 
 N = 30_000
 CHUNK, BIN = 25.0, 12.5
