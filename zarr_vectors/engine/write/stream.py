@@ -15,6 +15,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,7 @@ __all__ = [
     "encode_groups",
     "finish_level",
     "write_cells",
+    "written",
 ]
 
 #: Default ``memory_limit``: suits a laptop.
@@ -85,6 +87,19 @@ def check_workers(workers: int | None) -> int:
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
         raise InputError(f"workers must be a positive integer, got {workers!r}")
     return int(workers)
+
+
+def parallel_keys(positions: np.ndarray, grid: Any, workers: int) -> np.ndarray:
+    """:func:`sort_keys` of a large batch computed in ``workers`` threads (numpy releases the GIL)."""
+    n = len(positions)
+    if workers <= 1 or n < 1 << 20:
+        return sort_keys(positions, grid)
+    bounds = np.linspace(0, n, workers + 1).astype(np.int64)
+    with ThreadPoolExecutor(workers, thread_name_prefix="zv-keys") as pool:
+        parts = list(
+            pool.map(lambda ab: sort_keys(positions[ab[0] : ab[1]], grid), zip(bounds[:-1], bounds[1:]))
+        )
+    return np.concatenate(parts)
 
 
 def check_inside(positions: np.ndarray, bounds: np.ndarray, what: str) -> None:
@@ -275,7 +290,7 @@ class PointStream:
                 self._ids = np.union1d(self._ids, seen)
             columns["ids"] = ids
         grid = self.layout.grid
-        self._spill.add(sort_keys(pos, grid) // grid.n_bins, columns)
+        self._spill.add(parallel_keys(pos, grid, self.workers) // grid.n_bins, columns)
 
     # -- finishing -----------------------------------------------------------------
     def _tables(self) -> tuple[Tables, np.ndarray | None]:
@@ -340,7 +355,8 @@ class PointStream:
                 oids = None
                 if ids is not None and oid_of is not None:
                     oids = oid_of[np.searchsorted(ids, rows["ids"])]
-                return cells.encode(rows["positions"], [rows[f"a{i}"] for i in range(len(specs))], oids)
+                done = cells.encode(rows["positions"], [rows[f"a{i}"] for i in range(len(specs))], oids)
+                return written(backend, done)  # each worker writes its own whole cells
 
             row_bytes = (
                 dtype.itemsize * layout.grid.ndim
@@ -349,11 +365,19 @@ class PointStream:
             )
             budget = (self.memory_limit or DEFAULT_MEMORY_LIMIT) // 2
             max_rows = max(1 << 14, budget // ((4 * row_bytes + 48) * (self.workers + 1)))
+            # At least four groups per worker (when that many rows exist) to balance the pool.
+            max_rows = min(max_rows, max(1 << 14, -(-spill.rows // (4 * self.workers))))
             groups = list(spill.groups(max_rows))
             summaries = write_cells(
                 builder, cells, encode_groups(encode, groups, self.workers), dtype, len(groups), self.progress
             )
             finish_level(builder, layout, options, cells, summaries, tables, spill.rows, dtype)
+
+
+def written(backend: Any, encoded: EncodedCells, prefix: str = "0") -> EncodedCells:
+    """Write ``encoded``'s chunks under ``prefix`` and return its summary without them."""
+    backend.set_many([(f"{prefix}/{k}", v) for k, v in encoded.items])
+    return replace(encoded, items=[])
 
 
 def write_cells(
