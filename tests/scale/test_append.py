@@ -172,3 +172,32 @@ def test_groups_follow_renumbered_objects(tmp_path: Path) -> None:
     assert [g.tolist() for g in ds.groups()] == [[10, 30], [20, 40]]
     assert ds.group(7).object_ids.tolist() == [10] * 250 + [30] * 250
     assert zv.validate(tmp_path / "s").ok
+
+
+def test_points_in_empty_chunks_and_empty_appends(tmp_path: Path) -> None:
+    """New points in chunks the store had no rows in (a group of only new cells)."""
+    pts = np.random.default_rng(7).uniform(0, 40, (2_000, 3)).astype(np.float32)  # chunks 0-1 only
+    w = np.ones((2_000, 2), np.float32)
+    zv.write_points(
+        tmp_path / "s",
+        pts,
+        chunk_shape=25,
+        bounds=BOUNDS,
+        attributes={"w": w},
+        object_ids=np.arange(2_000) % 7,
+    )
+    far = np.random.default_rng(8).uniform(60, 100, (500, 3)).astype(np.float32)  # chunks 2-3 only
+    ds = zv.open(tmp_path / "s", "r+")
+    ds.append(far, attributes={"w": np.zeros((500, 2), np.float32)}, object_ids=np.arange(500) % 3 + 100)
+    ds.append(
+        np.zeros((0, 3), np.float32),
+        attributes={"w": np.zeros((0, 2), np.float32)},
+        object_ids=np.zeros(0, int),
+    )
+    ds = zv.open(tmp_path / "s")
+    both = np.concatenate([pts, far])
+    for lo, hi in BOXES:
+        r = ds.query(bbox=(lo, hi))
+        assert np.array_equal(sorted_rows(r.positions), sorted_rows(both[brute_force_box(both, lo, hi)]))
+    assert len(ds.objects([101]).positions) == len(far[np.arange(500) % 3 == 1])
+    assert zv.validate(tmp_path / "s").ok

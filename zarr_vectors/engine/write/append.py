@@ -35,7 +35,7 @@ from zarr_vectors.engine.write.spill import CellSpill
 from zarr_vectors.engine.write.stream import check_inside, check_workers, encode_groups, write_cells
 from zarr_vectors.engine.write.tables import manifests_of, write_object_tables
 from zarr_vectors.errors import InputError
-from zarr_vectors.format.fragments import decode_fragments
+from zarr_vectors.format.fragments import FragmentIndex, decode_fragments
 from zarr_vectors.format.grid import cell_key
 from zarr_vectors.format.metadata import RootMeta
 from zarr_vectors.format.zarr_json import absent_fill
@@ -97,67 +97,60 @@ def _union_ids(old: np.ndarray, new: np.ndarray) -> np.ndarray:
     return np.union1d(old, new)
 
 
+def _linear(cells: np.ndarray, grid: Any) -> np.ndarray:
+    shape = tuple(int(v) for v in grid.shape)
+    return np.ravel_multi_index(tuple(cells.T), shape) if len(cells) else np.zeros(0, np.int64)
+
+
+def _row_owners(index: FragmentIndex, owner: np.ndarray, n_rows: int) -> np.ndarray:
+    """The object of each row of a cell from its fragments' owners (-1 where none)."""
+    every = np.arange(index.num_fragments)
+    sizes = index.ranges[:, 1] if index.all_ranges else [len(index.rows(int(f))) for f in every]
+    out = np.full(n_rows, -1, np.int64)
+    out[index.rows_of(every)] = np.repeat(owner, sizes)
+    return out
+
+
 class _Cells:
     """Read back the rows of existing cells: positions, attributes and each row's old OID."""
 
     def __init__(self, level: Level, specs: list[AttributeSpec], objects: bool) -> None:
         self.level, self.specs, self.objects = level, specs, objects
         self.owners = level.fragment_owners if objects else None
-        self.listed = (
-            set(
-                np.ravel_multi_index(
-                    tuple((level.vertices.nonempty - level.grid.origin).T),
-                    tuple(int(s) for s in level.grid.shape),
-                ).tolist()
-            )
-            if len(level.vertices.nonempty)
-            else set()
-        )
+        self.listed = _linear(level.vertices.nonempty - level.grid.origin, level.grid)
 
     def read(self, lins: np.ndarray) -> dict[str, np.ndarray]:
-        level, grid = self.level, self.level.grid
-        lins = np.asarray([c for c in lins.tolist() if c in self.listed], np.int64)
-        cells = np.stack(np.unravel_index(lins, tuple(int(s) for s in grid.shape)), axis=1).reshape(
-            -1, grid.ndim
-        )
-        chunks = cells + grid.origin
-        arrays = [level.vertices, *(level.vertex_attributes[s.name] for s in self.specs)]
+        """Rows of the cells ``lins`` (linear indices; cells the level does not list have none)."""
+        level, grid, specs = self.level, self.level.grid, self.specs
+        lins = lins[np.isin(lins, self.listed)]
+        chunks = np.stack(np.unravel_index(lins, tuple(int(v) for v in grid.shape)), axis=1)
+        chunks = chunks.reshape(-1, grid.ndim) + grid.origin
+        arrays = [level.vertices, *(level.vertex_attributes[s.name] for s in specs)]
         if self.objects:
             assert level.fragments is not None
             arrays.append(level.fragments)
-        keys = [a.key(ch) for a in arrays for ch in chunks]
-        raws = level.backend.get_many(keys)
         k = len(chunks)
-        cols: dict[str, list[np.ndarray]] = {"positions": [], "ids": []}
-        for i, ch in enumerate(chunks):
-            pos = level.vertices.rows(raws[i], ch, grid.ndim)
-            cols["positions"].append(pos)
-            for j, spec in enumerate(self.specs):
-                arr = level.vertex_attributes[spec.name]
-                vals = arr.rows(raws[(j + 1) * k + i], ch, int(np.prod(spec.row_shape)))
-                cols.setdefault(f"a{j}", []).append(vals.reshape(len(pos), *spec.row_shape))
-            if self.objects:
-                assert self.owners is not None and level.fragments is not None
-                index = decode_fragments(
-                    level.fragments.payload(raws[(len(self.specs) + 1) * k + i], ch), len(pos)
+        raws = level.backend.get_many([a.key(ch) for a in arrays for ch in chunks])
+        pos = [level.vertices.rows(raws[i], ch, grid.ndim) for i, ch in enumerate(chunks)]
+        out = {"positions": np.concatenate(pos) if pos else np.zeros((0, grid.ndim), level.vertices.dtype)}
+        for j, spec in enumerate(specs):
+            arr, width = level.vertex_attributes[spec.name], int(np.prod(spec.row_shape))
+            vals = [arr.rows(raws[(j + 1) * k + i], ch, width) for i, ch in enumerate(chunks)]
+            out[f"a{j}"] = (
+                np.concatenate(vals).reshape(-1, *spec.row_shape)
+                if vals
+                else np.zeros((0, *spec.row_shape), spec.dtype)
+            )
+        if self.objects:
+            assert self.owners is not None and level.fragments is not None
+            ids = []
+            for i, ch in enumerate(chunks):
+                raw = raws[(len(specs) + 1) * k + i]
+                index = decode_fragments(level.fragments.payload(raw, ch), len(pos[i]))
+                ids.append(
+                    _row_owners(index, self.owners.of_cell(int(lins[i]), index.num_fragments), len(pos[i]))
                 )
-                owner = self.owners.of_cell(int(lins[i]), index.num_fragments)
-                every = np.arange(index.num_fragments)
-                sizes = (
-                    [len(index.rows_of(every[f : f + 1])) for f in every]
-                    if not index.all_ranges
-                    else index.ranges[:, 1]
-                )
-                oid = np.full(len(pos), -1, np.int64)
-                oid[index.rows_of(every)] = np.repeat(owner, sizes)
-                cols["ids"].append(oid)
-        out = {
-            name: np.concatenate(v) if v else np.zeros(0)
-            for name, v in cols.items()
-            if v or name == "positions"
-        }
-        if not cols["positions"]:
-            out["positions"] = np.zeros((0, grid.ndim), level.vertices.dtype)
+            out["ids"] = np.concatenate(ids) if ids else np.zeros(0, np.int64)
         return out
 
 
