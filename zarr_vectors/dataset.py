@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,9 +15,9 @@ from zarr_vectors.engine.polygon import query_polygon
 from zarr_vectors.engine.read import parse_box
 from zarr_vectors.engine.store import VectorStore, table_values
 from zarr_vectors.engine.write.append import append_points
-from zarr_vectors.errors import AttributeNotFoundError, CorruptCellError, InputError, StaleLevelWarning
+from zarr_vectors.errors import AttributeNotFoundError, CorruptCellError, InputError
 from zarr_vectors.format.kinds import family_of
-from zarr_vectors.pyramid import build_pyramid, level_for
+from zarr_vectors.pyramid import build_pyramid, existing_factors, level_for
 from zarr_vectors.result import Origin, Region, Result
 
 __all__ = ["Dataset", "open"]
@@ -861,7 +860,7 @@ class Dataset:
         >>> ds.vertex_count()
         5
         """
-        factors = self._pyramid_factors() if pyramid else None
+        factors = existing_factors(self._store) if pyramid else None
         append_points(
             self._store,
             positions,
@@ -894,22 +893,6 @@ class Dataset:
         []
         """
         return [k for k in self.levels if self._store.is_stale(k)]
-
-    def _pyramid_factors(self) -> tuple[list[Any], list[Any]] | None:
-        """Bin growth and chunk steps of the levels above 0, to rebuild them alike."""
-        levels = self.levels
-        if len(levels) < 2:
-            return None
-        bins = [np.asarray(self._store.root.level_bin_shapes[k], np.float64) for k in levels]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", StaleLevelWarning)
-            chunks = [self._store.level(k).grid.chunk_shape for k in levels]
-        factors = [(b / a).tolist() for a, b in zip(bins[:-1], bins[1:])]
-        steps = [
-            np.round(np.asarray(b) / np.asarray(a)).astype(int).tolist()
-            for a, b in zip(chunks[:-1], chunks[1:])
-        ]
-        return factors, steps
 
     def level_for(self, *, max_vertices: int | None = None, resolution: Any = None, bbox: Any = None) -> int:
         """The level to read for a vertex budget or a resolution, decided from level metadata

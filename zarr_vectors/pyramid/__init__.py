@@ -11,7 +11,7 @@ See ``docs/levels.md`` and :meth:`zarr_vectors.Dataset.build_pyramid`.
 from __future__ import annotations
 
 from zarr_vectors.pyramid.build import CROSS_LEVEL, build_pyramid
-from zarr_vectors.pyramid.estimate import estimate_counts, level_for
+from zarr_vectors.pyramid.estimate import estimate_counts, existing_factors, level_for
 from zarr_vectors.pyramid.plan import LevelPlan, plan_levels
 from zarr_vectors.pyramid.reduce import REDUCTIONS
 from zarr_vectors.pyramid.sparsity import STRATEGIES, Sparsity
@@ -24,6 +24,7 @@ __all__ = [
     "Sparsity",
     "build_pyramid",
     "estimate_counts",
+    "existing_factors",
     "level_for",
     "plan_levels",
 ]

@@ -8,11 +8,12 @@ levels' ``zarr.json`` documents are read.
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zarr_vectors.errors import InputError
+from zarr_vectors.errors import InputError, StaleLevelWarning
 
 if TYPE_CHECKING:
     from zarr_vectors.engine.level import Level
@@ -87,3 +88,18 @@ def level_for(
     counts = estimate_counts(ds, bbox, levels)
     fits = [k for k in levels if counts[k] <= max_vertices]
     return min(fits) if fits else levels[-1]
+
+
+def existing_factors(ds: VectorStore) -> tuple[list[Any], list[Any]] | None:
+    """Bin growth and chunk steps of the levels above 0 (None without any), so that a
+    rebuild after an append makes levels alike."""
+    levels = ds.levels
+    if len(levels) < 2:
+        return None
+    bins = [np.asarray(ds.root.level_bin_shapes[k], np.float64) for k in levels]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StaleLevelWarning)  # only the grids are read
+        chunks = [ds.level(k).grid.chunk_shape for k in levels]
+    factors = [(b / a).tolist() for a, b in zip(bins[:-1], bins[1:])]
+    steps = [np.round(b / a).astype(int).tolist() for a, b in zip(chunks[:-1], chunks[1:])]
+    return factors, steps
