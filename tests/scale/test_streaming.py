@@ -201,3 +201,22 @@ def test_lines_skeletons_graphs_meshes_in_batches(tmp_path: Path) -> None:
         zv.create(tmp_path / "m3", "meshes", chunk_shape=30).append([(v, f)], compression="zstd")
     with pytest.raises(zv.InputError, match="no lines were appended"):
         zv.create(tmp_path / "l3", "lines", chunk_shape=30).close()
+
+
+def test_graph_batches_shift_edges_to_the_joined_numbering(tmp_path: Path) -> None:
+    rng = np.random.default_rng(9)
+    pos = rng.uniform(0, 100, (60, 3))
+    edges = np.array(
+        [[i, (i + 1) % 30] for i in range(30)] + [[30 + i, 30 + (i + 7) % 30] for i in range(30)]
+    )
+    zv.write_graph(tmp_path / "g1", pos, edges, chunk_shape=30)
+    with zv.create(tmp_path / "g2", "graphs", chunk_shape=30) as w:
+        w.append(pos[:30], edges[:30])
+        w.append(pos[30:], edges[30:] - 30)  # each batch numbers its own vertices
+    a, b = zv.open(tmp_path / "g1").read(), zv.open(tmp_path / "g2").read()
+
+    def segments(r: zv.Result) -> np.ndarray:
+        return sorted_rows(r.positions[r.edges].reshape(len(r.edges), -1))
+
+    assert len(a.edges) == len(b.edges) == 60
+    assert np.array_equal(segments(a), segments(b))
