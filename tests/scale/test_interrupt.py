@@ -171,7 +171,7 @@ def test_killed_stream_spill_is_removed_by_next_write(tmp_path: Path) -> None:
     kill_after(cfg, tmp, 0.0, after_closing=True)  # the batches are spilled (16 MiB limit)
     assert not target.exists()
     left = find_leftovers(target)
-    assert len(left) == 1 and list(left[0].glob("*.npy")), os.listdir(tmp_path)
+    assert len(left) == 1 and list(left[0].rglob("*.npy")), os.listdir(tmp_path)
     zv.write_points(target, np.zeros((1, 3)), chunk_shape=50, bounds=BOUNDS)
     assert sorted(os.listdir(tmp_path)) == ["s.zarr", "tmp"]
 
@@ -181,18 +181,19 @@ def test_streamed_rewrite_killed_leaves_old_or_new(tmp_path: Path) -> None:
     tmp.mkdir()
     first = Versions((1, 40_000))
     pos, v, ids = first.rows()
-    zv.write_points(target, pos, chunk_shape=5, bounds=BOUNDS, attributes={"v": v}, object_ids=ids)
-    cfg = {"op": "create", "target": str(target), "chunk": 5, "n": 1_500_000}
+    zv.write_points(target, pos, chunk_shape=10, bounds=BOUNDS, attributes={"v": v}, object_ids=ids)
+    cfg = {"op": "create", "target": str(target), "chunk": 10, "n": 1_000_000}
     # A full run elsewhere measures the phases (the killed runs rewrite the target).
     marks = run_to_end({**cfg, "target": str(tmp_path / "timing.zarr"), "seed": 2}, tmp)
     rng = np.random.default_rng(14)
     current, outcomes = first, []
     for seed, (delay, in_close) in enumerate(kill_times(rng, marks, 6), start=3):
-        kill_after({**cfg, "seed": seed}, tmp, delay, in_close)
+        n = cfg["n"] + seed  # every version has its own count
+        kill_after({**cfg, "seed": seed, "n": n}, tmp, delay, in_close)
         report = zv.validate(target)
         assert report.ok, f"killed {delay:.2f}s after {'closing' if in_close else 'ready'}: {report}"
         ds = zv.open(target)
-        new = Versions((seed, cfg["n"]))
+        new = Versions((seed, n))
         if answers_like(ds, current):
             outcomes.append("old")
         else:
@@ -205,3 +206,35 @@ def test_streamed_rewrite_killed_leaves_old_or_new(tmp_path: Path) -> None:
     assert answers_like(zv.open(target), Versions((50, 20_000)))
     assert find_leftovers(target) == []
     assert os.listdir(target.parent) == ["s.zarr"], os.listdir(target.parent)
+
+
+def test_append_killed_leaves_before_or_after(tmp_path: Path) -> None:
+    target, tmp = tmp_path / "s.zarr", tmp_path / "tmp"
+    tmp.mkdir()
+    base = Versions((1, 300_000))
+    pos, v, ids = base.rows()
+    options = {"chunk_shape": 10, "bounds": BOUNDS, "compression": "zstd"}
+    zv.write_points(target, pos, attributes={"v": v}, object_ids=ids, **options)
+    timing = tmp_path / "timing.zarr"
+    zv.write_points(timing, pos, attributes={"v": v}, object_ids=ids, **options)
+    cfg = {"op": "append", "target": str(target), "n": 150_000}
+    marks = run_to_end({**cfg, "target": str(timing), "seed": 2}, tmp)
+    rng = np.random.default_rng(15)
+    current, outcomes = base, []
+    for seed, (delay, in_close) in enumerate(kill_times(rng, marks, 5), start=3):
+        n = cfg["n"] + seed
+        kill_after({**cfg, "seed": seed, "n": n}, tmp, delay, in_close)
+        report = zv.validate(target)
+        assert report.ok, f"killed {delay:.2f}s after {'closing' if in_close else 'ready'}: {report}"
+        ds = zv.open(target)
+        if answers_like(ds, current):
+            outcomes.append("before")
+        else:
+            current = current.plus(seed, n)
+            assert answers_like(ds, current), f"seed {seed}: neither before the append nor after it"
+            outcomes.append("after")
+    assert "before" in outcomes, outcomes
+    run_to_end({**cfg, "seed": 60, "n": 1000}, tmp)  # an append run to the end cleans up
+    assert answers_like(zv.open(target), current.plus(60, 1000))
+    assert find_leftovers(target) == []
+    assert sorted(os.listdir(tmp_path)) == ["s.zarr", "timing.zarr", "tmp"]
