@@ -27,12 +27,16 @@ import pytest
 
 import zarr_vectors as zv
 from tests.conftest import brute_force_box, sorted_rows
+from tests.storage.s3server import DUMMY_AWS_ENV, start_s3_server
 from zarr_vectors.engine.commit import find_leftovers
+from zarr_vectors.errors import IncompleteStoreError
 
 pytestmark = pytest.mark.slow  # writers killed in subprocesses
 
 ROOT = Path(__file__).resolve().parents[2]
 BOUNDS = ([0.0, 0.0, 0.0], [100.0, 100.0, 100.0])
+#: Store options of every version (the children's zv.create uses the same).
+STORE = {"bounds": BOUNDS, "compression": "zstd"}
 BOXES = [([10, 20, 30], [60, 70, 80]), ([0, 0, 0], [15, 15, 15]), ([80, 0, 50], [100, 40, 100])]
 
 
@@ -58,8 +62,7 @@ target, so = cfg["target"], cfg.get("storage_options")
 pos, v, ids = version(cfg["seed"], cfg["n"])
 print("ready", flush=True)
 if cfg["op"] == "create":
-    w = zv.create(target, "points", chunk_shape=cfg["chunk"], bounds=([0.0] * 3, [100.0] * 3),
-                  compression="zstd", memory_limit=16 << 20, overwrite=True, storage_options=so)
+    w = zv.create(target, "points", chunk_shape=cfg["chunk"], bounds=([0.0] * 3, [100.0] * 3), compression="zstd", memory_limit=16 << 20, overwrite=True, storage_options=so)
     for part in np.array_split(np.arange(len(pos)), 4):
         w.append(pos[part], attributes={"v": v[part]}, object_ids=ids[part])
     print("closing", flush=True)
@@ -112,6 +115,7 @@ def child_env(tmp: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "codecs"), env.get("PYTHONPATH", "")])
     env["TMPDIR"] = str(tmp)  # the child's staging and spill folders, to look for leftovers
+    env.update(DUMMY_AWS_ENV)
     return env
 
 
@@ -160,6 +164,43 @@ def kill_times(rng: np.random.Generator, marks: dict[str, float], k: int) -> Ite
         yield float(span * (lo + rng.uniform(0, 1.1 / (k - 1)))), True
 
 
+def kill_trials(
+    cfg: dict[str, Any], current: Versions, first: int, k: int, tmp: Path, in_place: bool = False
+) -> tuple[Versions, list[str]]:
+    """Run ``cfg``'s write to the end once (elsewhere, ``cfg["timing"]``) to time it, then ``k``
+    times killed at seeded delays over it (versions ``first + 1``...); after each kill the store must answer like
+    ``current`` (before) or like ``current`` with the write (after), or, ``in_place``, refuse
+    to open as incomplete (then the test restores ``current``). Return the last state and the
+    outcomes."""
+    so = cfg.get("storage_options")
+    marks = run_to_end({**cfg, "target": cfg["timing"], "seed": first}, tmp)
+    rng = np.random.default_rng(first)
+    outcomes = []
+    for seed, (delay, in_close) in enumerate(kill_times(rng, marks, k), start=first + 1):
+        n = cfg["n"] + seed  # every version has its own count
+        kill_after({**cfg, "seed": seed, "n": n}, tmp, delay, in_close)
+        when = f"killed {delay:.2f}s after {'closing' if in_close else 'ready'}"
+        after = current.plus(seed, n) if cfg["op"] == "append" else Versions((seed, n))
+        try:
+            ds = zv.open(cfg["target"], storage_options=so)
+        except IncompleteStoreError as exc:
+            assert in_place, f"{when}: a local store is never incomplete"
+            message = str(exc)
+            assert "\n" not in message and message.endswith("rewrite it or restore it"), message
+            outcomes.append("incomplete")
+            write_version(cfg["target"], current, cfg["chunk"], overwrite=True, storage_options=so)
+            continue
+        report = zv.validate(cfg["target"], storage_options=so)
+        assert report.ok, f"{when}: {report}"
+        if answers_like(ds, current):
+            outcomes.append("before")
+        else:
+            assert answers_like(ds, after), f"{when}: neither the store before the write nor after it"
+            outcomes.append("after")
+            current = after
+    return current, outcomes
+
+
 # ------------------------------------------------------------------ local directory
 
 
@@ -167,7 +208,7 @@ def test_killed_stream_spill_is_removed_by_next_write(tmp_path: Path) -> None:
     """Rows a killed writer spilled beside the target are a leftover: reported, then removed."""
     target, tmp = tmp_path / "s.zarr", tmp_path / "tmp"
     tmp.mkdir()
-    cfg = {"op": "create", "target": str(target), "chunk": 50, "n": 400_000, "seed": 1, "stall": True}
+    cfg = {"op": "create", "target": str(target), "n": 400_000, "seed": 1, "stall": True, "chunk": 50}
     kill_after(cfg, tmp, 0.0, after_closing=True)  # the batches are spilled (16 MiB limit)
     assert not target.exists()
     left = find_leftovers(target)
@@ -176,65 +217,65 @@ def test_killed_stream_spill_is_removed_by_next_write(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["s.zarr", "tmp"]
 
 
-def test_streamed_rewrite_killed_leaves_old_or_new(tmp_path: Path) -> None:
+def write_version(target: Any, want: Versions, chunk: float, **kwargs: Any) -> None:
+    pos, v, ids = want.rows()
+    zv.write_points(target, pos, attributes={"v": v}, object_ids=ids, chunk_shape=chunk, **STORE, **kwargs)
+
+
+@pytest.mark.parametrize("op", ["create", "append"])
+def test_local_write_killed_leaves_before_or_after(tmp_path: Path, op: str) -> None:
+    """A streamed rewrite (1 M points over 300 k) or an append (100 k points to 300 k)."""
     target, tmp = tmp_path / "out" / "s.zarr", tmp_path / "tmp"
     tmp.mkdir()
-    first = Versions((1, 40_000))
-    pos, v, ids = first.rows()
-    zv.write_points(target, pos, chunk_shape=10, bounds=BOUNDS, attributes={"v": v}, object_ids=ids)
-    cfg = {"op": "create", "target": str(target), "chunk": 10, "n": 1_000_000}
-    # A full run elsewhere measures the phases (the killed runs rewrite the target).
-    marks = run_to_end({**cfg, "target": str(tmp_path / "timing.zarr"), "seed": 2}, tmp)
-    rng = np.random.default_rng(14)
-    current, outcomes = first, []
-    for seed, (delay, in_close) in enumerate(kill_times(rng, marks, 6), start=3):
-        n = cfg["n"] + seed  # every version has its own count
-        kill_after({**cfg, "seed": seed, "n": n}, tmp, delay, in_close)
-        report = zv.validate(target)
-        assert report.ok, f"killed {delay:.2f}s after {'closing' if in_close else 'ready'}: {report}"
-        ds = zv.open(target)
-        new = Versions((seed, n))
-        if answers_like(ds, current):
-            outcomes.append("old")
-        else:
-            assert answers_like(ds, new), f"seed {seed}: neither the old store nor the new one"
-            outcomes.append("new")
-            current = new
-    assert "old" in outcomes, outcomes  # the kills hit the window before the commit ...
-    # ... and a write run to the end removes what the killed ones left beside the target.
-    run_to_end({**cfg, "seed": 50, "n": 20_000}, tmp)
-    assert answers_like(zv.open(target), Versions((50, 20_000)))
+    base = Versions((1, 300_000))
+    write_version(target, base, 20)
+    write_version(tmp_path / "timing.zarr", base, 20)
+    cfg = {"op": op, "target": str(target), "timing": str(tmp_path / "timing.zarr"), "chunk": 20}
+    cfg["n"] = 1_000_000 if op == "create" else 100_000
+    current, outcomes = kill_trials(cfg, base, 10, 5, tmp)
+    assert "before" in outcomes, outcomes  # (the first kill always lands before the commit)
+    # A write run to the end removes what the killed ones left beside the target.
+    run_to_end({**cfg, "seed": 50, "n": 2000}, tmp)
+    final = current.plus(50, 2000) if op == "append" else Versions((50, 2000))
+    assert answers_like(zv.open(target), final)
     assert find_leftovers(target) == []
     assert os.listdir(target.parent) == ["s.zarr"], os.listdir(target.parent)
+    assert os.listdir(tmp) == []
 
 
-def test_append_killed_leaves_before_or_after(tmp_path: Path) -> None:
-    target, tmp = tmp_path / "s.zarr", tmp_path / "tmp"
+# ------------------------------------------------------------------ S3 (moto), written in place
+
+
+@pytest.fixture(scope="module")
+def s3_server() -> Iterator[tuple[str, dict[str, Any]]]:
+    """A moto S3 server on 127.0.0.1 with one bucket: ``(url_prefix, storage_options)``."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in DUMMY_AWS_ENV.items():
+            mp.setenv(name, value)
+        server = start_s3_server("zv-interrupt")
+        try:
+            yield server.url_prefix, server.storage_options
+        finally:
+            server.stop()
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("op", ["create", "append"])
+def test_s3_write_killed_leaves_before_after_or_incomplete(
+    tmp_path: Path, s3_server: tuple[str, dict[str, Any]], op: str
+) -> None:
+    prefix, so = s3_server
+    target, tmp = f"{prefix}/{op}.zarr", tmp_path / "tmp"
     tmp.mkdir()
-    base = Versions((1, 300_000))
-    pos, v, ids = base.rows()
-    options = {"chunk_shape": 10, "bounds": BOUNDS, "compression": "zstd"}
-    zv.write_points(target, pos, attributes={"v": v}, object_ids=ids, **options)
-    timing = tmp_path / "timing.zarr"
-    zv.write_points(timing, pos, attributes={"v": v}, object_ids=ids, **options)
-    cfg = {"op": "append", "target": str(target), "n": 150_000}
-    marks = run_to_end({**cfg, "target": str(timing), "seed": 2}, tmp)
-    rng = np.random.default_rng(15)
-    current, outcomes = base, []
-    for seed, (delay, in_close) in enumerate(kill_times(rng, marks, 5), start=3):
-        n = cfg["n"] + seed
-        kill_after({**cfg, "seed": seed, "n": n}, tmp, delay, in_close)
-        report = zv.validate(target)
-        assert report.ok, f"killed {delay:.2f}s after {'closing' if in_close else 'ready'}: {report}"
-        ds = zv.open(target)
-        if answers_like(ds, current):
-            outcomes.append("before")
-        else:
-            current = current.plus(seed, n)
-            assert answers_like(ds, current), f"seed {seed}: neither before the append nor after it"
-            outcomes.append("after")
+    base = Versions((1, 20_000))
+    write_version(target, base, 50, storage_options=so)  # 8 cells: moto takes about 20 ms a key
+    write_version(f"{prefix}/{op}-timing.zarr", base, 50, storage_options=so)
+    cfg = {"op": op, "target": target, "timing": f"{prefix}/{op}-timing.zarr", "storage_options": so}
+    cfg["chunk"] = 50
+    cfg["n"] = 20_000
+    current, outcomes = kill_trials(cfg, base, 20, 5, tmp, in_place=True)
     assert "before" in outcomes, outcomes
-    run_to_end({**cfg, "seed": 60, "n": 1000}, tmp)  # an append run to the end cleans up
-    assert answers_like(zv.open(target), current.plus(60, 1000))
-    assert find_leftovers(target) == []
-    assert sorted(os.listdir(tmp_path)) == ["s.zarr", "timing.zarr", "tmp"]
+    run_to_end({**cfg, "seed": 70, "n": 500}, tmp)
+    final = current.plus(70, 500) if op == "append" else Versions((70, 500))
+    assert answers_like(zv.open(target, storage_options=so), final)
+    assert os.listdir(tmp) == []  # the staging folders of the killed writes are gone
