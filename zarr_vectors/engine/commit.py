@@ -59,7 +59,14 @@ try:
 except ImportError:  # pragma: no cover - Windows: staging folders are not locked
     fcntl = None  # type: ignore[assignment]  # no module on Windows; users check for None
 
-__all__ = ["write_session", "rebuild_session", "find_leftovers", "protected_reason"]
+__all__ = [
+    "write_session",
+    "rebuild_session",
+    "find_leftovers",
+    "protected_reason",
+    "staging",
+    "placeholder_root",
+]
 
 #: Bytes of staged keys sent to an in-place target per batch.
 UPLOAD_BYTES = 32 << 20

@@ -36,7 +36,16 @@ from zarr_vectors.engine.write.tables import manifests_of, write_object_tables
 from zarr_vectors.errors import InputError, ZarrVectorsError
 from zarr_vectors.format.metadata import LevelMeta, RootMeta
 
-__all__ = ["DEFAULT_MEMORY_LIMIT", "BATCH_ROWS", "PointStream", "default_workers", "encode_groups"]
+__all__ = [
+    "DEFAULT_MEMORY_LIMIT",
+    "BATCH_ROWS",
+    "PointStream",
+    "default_workers",
+    "encode_groups",
+    "check_inside",
+    "check_workers",
+    "write_cells",
+]
 
 #: Default ``memory_limit``: suits a laptop.
 DEFAULT_MEMORY_LIMIT = 1 << 30
