@@ -220,3 +220,14 @@ def test_graph_batches_shift_edges_to_the_joined_numbering(tmp_path: Path) -> No
 
     assert len(a.edges) == len(b.edges) == 60
     assert np.array_equal(segments(a), segments(b))
+
+
+def test_an_existing_target_is_refused_before_any_batch(tmp_path: Path) -> None:
+    pts, _, _ = _points(100)
+    zv.write_points(tmp_path / "s", pts, chunk_shape=25, bounds=BOUNDS)
+    with pytest.raises(zv.StoreExistsError):
+        zv.create(tmp_path / "s", "points", chunk_shape=25, bounds=BOUNDS)
+    with zv.create(tmp_path / "s", "points", chunk_shape=25, bounds=BOUNDS, overwrite=True) as w:
+        w.append(pts[:10])
+    assert zv.open(tmp_path / "s").vertex_count() == 10
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]  # no staging or spill folder left

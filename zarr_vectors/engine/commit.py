@@ -61,12 +61,14 @@ except ImportError:  # pragma: no cover - Windows: staging folders are not locke
 
 __all__ = [
     "check_in_place_target",
+    "check_target",
     "find_leftovers",
     "placeholder_root",
     "transactional",
     "protected_reason",
     "rebuild_session",
     "write_session",
+    "staging",
 ]
 
 #: Bytes of staged keys sent to an in-place target per batch.
@@ -257,6 +259,18 @@ def write_session(
     if path is None:
         return _in_place_session(remote_backend(target, options, False), overwrite)
     return _local_session(path, os.fspath(target), overwrite)
+
+
+def check_target(target: Any, *, overwrite: bool, storage_options: dict[str, Any] | None = None) -> None:
+    """The checks :func:`write_session` makes of ``target`` (exists without ``overwrite``, a
+    protected folder, not a store), made up front by writers that finish much later."""
+    path = local_path(target)
+    if path is None:
+        check_in_place_target(remote_backend(target, StorageOptions.parse(storage_options), False), overwrite)
+        return
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    check_local_target(path.absolute(), os.fspath(target), overwrite)
 
 
 @contextlib.contextmanager

@@ -10,19 +10,21 @@ target before ``close``: the store is staged and committed like every other writ
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from zarr_vectors.engine import inputs as _inputs
-from zarr_vectors.engine.commit import write_session
+from zarr_vectors.engine.commit import check_target, staging, write_session
 from zarr_vectors.engine.ids import DenseIds, as_id_array, dense_ids
 from zarr_vectors.engine.pipeline import Pipeline
 from zarr_vectors.engine.storage import local_path
@@ -182,8 +184,10 @@ class PointStream:
         self.progress = progress
         self._channel_names = dict(channel_names or {})
         self._tables_in = (object_attributes, groups, group_attributes, group_names)
-        if spill_dir is None:
-            spill_dir = _local_parent(target)
+        check_target(target, overwrite=options.overwrite, storage_options=options.storage_options)
+        self._folders = contextlib.ExitStack()
+        if spill_dir is None and memory_limit is not None:
+            spill_dir = self._local_spill_dir(target)
         self._spill = CellSpill(None if memory_limit is None else memory_limit // 4, spill_dir)
         self._dtype: np.dtype | None = None
         self._specs: list[AttributeSpec] | None = None
@@ -313,11 +317,24 @@ class PointStream:
             self._finish()
         finally:
             self._spill.close()
+            self._folders.close()
 
     def abort(self) -> None:
         """Drop every batch; nothing is written."""
         self._closed = True
         self._spill.close()
+        self._folders.close()
+
+    def _local_spill_dir(self, target: Any) -> str | None:
+        """For a local target, a locked folder ``.NAME.zv-tmp-*`` beside it (on the target's
+        disk; a killed writer's is removed by the next write there, like a staging folder);
+        None for other targets (the system's temporary folder)."""
+        path = local_path(target)
+        if path is None:
+            return None
+        path = Path(os.path.realpath(path))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return str(self._folders.enter_context(staging(path.parent, f".{path.name}.zv-tmp-")))
 
     def __enter__(self) -> PointStream:
         return self
@@ -461,13 +478,3 @@ def finish_level(
     level = LevelMeta(level=0, vertex_count=vertex_count, arrays_present=tuple(present), fragments_tile=True)
     builder.group("0", {"zarr_vectors_level": level.to_json()})
     builder.commit(root.to_attributes())
-
-
-def _local_parent(target: Any) -> str | None:
-    """The folder beside a local target (spill files stay on the target's disk), else None."""
-    path = local_path(target)
-    if path is None:
-        return None
-    parent = path.absolute().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    return str(parent)
