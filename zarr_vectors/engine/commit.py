@@ -64,7 +64,6 @@ __all__ = [
     "check_target",
     "find_leftovers",
     "placeholder_root",
-    "transactional",
     "protected_reason",
     "rebuild_session",
     "write_session",
@@ -303,6 +302,7 @@ class MemoryStage:
     description = "staging area (memory)"
     read_only = False
     supports_deletes = True
+    transactional = False
     local_dir = None
     in_memory = True
 
@@ -405,13 +405,13 @@ def commit_in_place(
     """Make the store hold the staged keys (plus the old keys ``keep`` accepts).
 
     Order: ``first_root`` as the root (where the store can delete), stale keys deleted,
-    staged keys written, the staged root last. In an Icechunk session (:func:`transactional`)
+    staged keys written, the staged root last. In an Icechunk session (``backend.transactional``)
     readers see nothing before the commit, so metadata goes first there.
     """
     staged = stage.key_sizes()
     root = stage.get_many(["zarr.json"])[0]
     assert root is not None, "a staged store has a root zarr.json"
-    if transactional(backend):
+    if backend.transactional:
         # Nothing is visible before the session's commit, and Icechunk takes a chunk only
         # once its array's zarr.json is there: stale keys out, then metadata, parents first.
         if backend.supports_deletes:
@@ -438,19 +438,6 @@ def commit_in_place(
     backend.set_many([("zarr.json", root)])
 
 
-def transactional(backend: Any) -> bool:
-    """Whether ``backend`` writes into a transaction that readers see only once committed
-    (an Icechunk session's store), found through wrapping backends."""
-    seen = 0
-    while backend is not None and seen < 8:
-        store = getattr(backend, "store", None)
-        if store is not None and type(store).__module__.split(".")[0] == "icechunk":
-            return True
-        backend = getattr(backend, "inner", None) or getattr(backend, "base", None)
-        seen += 1
-    return False
-
-
 def _upload(backend: Backend, stage: Backend, keys: Sequence[str]) -> None:
     values = stage.get_many(keys)
     backend.set_many([(k, v) for k, v in zip(keys, values) if v is not None])
@@ -473,6 +460,10 @@ class Overlay:
     read_only = False
     supports_deletes = True
     local_dir = None
+
+    @property
+    def transactional(self) -> bool:
+        return self.base.transactional
 
     @property
     def in_memory(self) -> bool:

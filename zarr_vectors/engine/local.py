@@ -60,6 +60,7 @@ class LocalBackend:
     folders. Implements :class:`zarr_vectors.engine.storage.Backend`."""
 
     supports_deletes = True
+    transactional = False
     in_memory = False
 
     def __init__(

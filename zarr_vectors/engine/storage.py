@@ -112,6 +112,12 @@ class Backend(Protocol):
     def supports_deletes(self) -> bool: ...
 
     @property
+    def transactional(self) -> bool:
+        """Whether writes stay invisible to readers until a commit of their own (an Icechunk
+        session's store): the order of writes then does not matter for safety."""
+        ...
+
+    @property
     def local_dir(self) -> Path | None:
         """The folder holding the store's files when it is a local directory (a write
         there is built beside it and swapped in whole), else None."""
@@ -330,6 +336,10 @@ class ZarrStoreBackend:
         return bool(self.store.supports_deletes)
 
     @property
+    def transactional(self) -> bool:
+        return type(self.store).__module__.split(".")[0] == "icechunk"
+
+    @property
     def local_dir(self) -> Path | None:
         return None
 
@@ -408,6 +418,10 @@ class ConsistentBackend:
     @property
     def supports_deletes(self) -> bool:
         return self.inner.supports_deletes
+
+    @property
+    def transactional(self) -> bool:
+        return self.inner.transactional
 
     @property
     def local_dir(self) -> Path | None:
