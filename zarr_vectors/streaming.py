@@ -9,16 +9,16 @@ them with the one-shot writer, so their finalisation holds the whole data in mem
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
-import shutil
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from zarr_vectors.engine.commit import check_target, scratch_folder
 from zarr_vectors.engine.write.options import StoreOptions
 from zarr_vectors.engine.write.stream import DEFAULT_MEMORY_LIMIT, PointStream
 from zarr_vectors.errors import InputError, ZarrVectorsError, choice_message
@@ -103,7 +103,11 @@ class BatchWriter:
 
     def __init__(self, target: Any, kind: str, options: dict[str, Any], spill_dir: str | None = None) -> None:
         self.target, self.kind, self.options = target, kind, options
-        self._folder = Path(tempfile.mkdtemp(prefix="zv-batches-", dir=spill_dir))
+        check_target(
+            target, overwrite=bool(options.get("overwrite")), storage_options=options.get("storage_options")
+        )
+        self._scratch = contextlib.ExitStack()
+        self._folder = self._scratch.enter_context(scratch_folder("zv-batches-", spill_dir))
         self._files: list[Path] = []
         self._closed = False
 
@@ -180,12 +184,12 @@ class BatchWriter:
             else:
                 meshes.write_meshes(self.target, **data, **self.options)
         finally:
-            shutil.rmtree(self._folder, ignore_errors=True)
+            self._scratch.close()
 
     def abort(self) -> None:
         """Drop every batch; nothing is written."""
         self._closed = True
-        shutil.rmtree(self._folder, ignore_errors=True)
+        self._scratch.close()
 
     def __enter__(self) -> BatchWriter:
         return self

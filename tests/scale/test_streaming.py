@@ -231,3 +231,27 @@ def test_an_existing_target_is_refused_before_any_batch(tmp_path: Path) -> None:
         w.append(pts[:10])
     assert zv.open(tmp_path / "s").vertex_count() == 10
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]  # no staging or spill folder left
+
+
+def test_scratch_folders_of_killed_writers_are_removed(tmp_path: Path) -> None:
+    """A spill or batch folder nobody holds (its writer was killed) goes at the next writer's start."""
+    dead_spill, dead_batches = tmp_path / "zv-spill-0123456789ab", tmp_path / "zv-batches-0123456789ab"
+    for d in (dead_spill, dead_batches):
+        d.mkdir()
+        (d / "run00000.positions.bin").write_bytes(b"x" * 100)
+    w = zv.create(
+        "memory://scratch-test",
+        "points",
+        chunk_shape=25,
+        bounds=BOUNDS,
+        spill_dir=tmp_path,
+        memory_limit=1 << 20,
+    )
+    assert not dead_spill.exists()
+    live = [p for p in tmp_path.iterdir() if p.name.startswith("zv-spill-")]
+    assert len(live) == 1  # the live writer's own, locked
+    w2 = zv.create(tmp_path / "l", "lines", chunk_shape=25, spill_dir=tmp_path)
+    assert not dead_batches.exists() and live[0].exists()  # a live writer's folder is kept
+    w.abort()
+    w2.abort()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

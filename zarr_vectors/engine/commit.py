@@ -68,6 +68,7 @@ __all__ = [
     "rebuild_session",
     "write_session",
     "staging",
+    "scratch_folder",
 ]
 
 #: Bytes of staged keys sent to an in-place target per batch.
@@ -111,6 +112,18 @@ def staging(parent: Path, prefix: str) -> Iterator[Path]:
                 RuntimeWarning,
                 stacklevel=3,
             )
+
+
+def scratch_folder(
+    prefix: str, parent: str | os.PathLike[str] | None = None
+) -> contextlib.AbstractContextManager[Path]:
+    """A locked folder ``<prefix><hex>`` in ``parent`` (default: the system's temporary folder)
+    for a writer's own temporary files; folders of that prefix left by killed writers there
+    are removed first (a live writer's stays: it holds the lock)."""
+    where = Path(tempfile.gettempdir() if parent is None else parent)
+    where.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(where, lambda name: name.startswith(prefix))
+    return staging(where, prefix)
 
 
 def _remove_unlocked(path: str) -> bool:

@@ -24,7 +24,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from zarr_vectors.engine import inputs as _inputs
-from zarr_vectors.engine.commit import check_target, staging, write_session
+from zarr_vectors.engine.commit import check_target, scratch_folder, staging, write_session
 from zarr_vectors.engine.ids import DenseIds, as_id_array, dense_ids
 from zarr_vectors.engine.pipeline import Pipeline
 from zarr_vectors.engine.storage import local_path
@@ -186,8 +186,8 @@ class PointStream:
         self._tables_in = (object_attributes, groups, group_attributes, group_names)
         check_target(target, overwrite=options.overwrite, storage_options=options.storage_options)
         self._folders = contextlib.ExitStack()
-        if spill_dir is None and memory_limit is not None:
-            spill_dir = self._local_spill_dir(target)
+        if memory_limit is not None:
+            spill_dir = self._spill_folder(target, spill_dir)
         self._spill = CellSpill(None if memory_limit is None else memory_limit // 4, spill_dir)
         self._dtype: np.dtype | None = None
         self._specs: list[AttributeSpec] | None = None
@@ -325,16 +325,16 @@ class PointStream:
         self._spill.close()
         self._folders.close()
 
-    def _local_spill_dir(self, target: Any) -> str | None:
-        """For a local target, a locked folder ``.NAME.zv-tmp-*`` beside it (on the target's
-        disk; a killed writer's is removed by the next write there, like a staging folder);
-        None for other targets (the system's temporary folder)."""
+    def _spill_folder(self, target: Any, spill_dir: str | os.PathLike[str] | None) -> str:
+        """A locked folder for spilled rows, removed when the writer ends; one a killed writer
+        left is removed by the next write. For a local target without ``spill_dir`` it is
+        ``.NAME.zv-tmp-*`` beside the target (on its disk, like a staging folder)."""
         path = local_path(target)
-        if path is None:
-            return None
-        path = Path(os.path.realpath(path))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return str(self._folders.enter_context(staging(path.parent, f".{path.name}.zv-tmp-")))
+        if spill_dir is None and path is not None:
+            path = Path(os.path.realpath(path))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return str(self._folders.enter_context(staging(path.parent, f".{path.name}.zv-tmp-")))
+        return str(self._folders.enter_context(scratch_folder("zv-spill-", spill_dir)))
 
     def __enter__(self) -> PointStream:
         return self
