@@ -87,6 +87,12 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
 
 
+def cpu_s() -> float:
+    """User + system CPU seconds of this process (all threads)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 class RssPoll:
     """Peak anonymous and file-backed RSS, sampled from /proc/self/status every 0.1 s.
 
@@ -145,6 +151,7 @@ def store_keywords(job: dict[str, Any]) -> dict[str, Any]:
 def task_stream(zv: Any, job: dict[str, Any]) -> dict[str, Any]:
     """``zv.create`` fed batch by batch; generation time is measured apart and subtracted."""
     rss0 = peak_rss_mib()
+    cpu0 = cpu_s()
     gen_s = 0.0
     t0 = time.perf_counter()
     w = zv.create(
@@ -167,6 +174,7 @@ def task_stream(zv: Any, job: dict[str, Any]) -> dict[str, Any]:
         "write_s": t1 - t0 - gen_s,
         "close_s": t1 - t_close,
         "gen_s": gen_s,
+        "cpu_s": cpu_s() - cpu0,
         "rss_after_import_mib": rss0,
         "peak_rss_mib": peak_rss_mib(),
     }
@@ -175,10 +183,16 @@ def task_stream(zv: Any, job: dict[str, Any]) -> dict[str, Any]:
 def task_oneshot(zv: Any, job: dict[str, Any]) -> dict[str, Any]:
     pos, attr = in_memory(job["n"], job["seed"])
     rss_data = peak_rss_mib()
+    cpu0 = cpu_s()
     t0 = time.perf_counter()
     zv.write_points(job["path"], pos, attributes={ATTR: attr}, **store_keywords(job))
     t1 = time.perf_counter()
-    return {"write_s": t1 - t0, "rss_data_mib": rss_data, "peak_rss_mib": peak_rss_mib()}
+    return {
+        "write_s": t1 - t0,
+        "cpu_s": cpu_s() - cpu0,
+        "rss_data_mib": rss_data,
+        "peak_rss_mib": peak_rss_mib(),
+    }
 
 
 def task_append(zv: Any, job: dict[str, Any]) -> dict[str, Any]:
@@ -422,27 +436,36 @@ class Bench:
         return out
 
     def workers(self, n: int, comp: str) -> None:
-        times: dict[tuple[str, int], float] = {}
+        """``workers=1`` and ``2`` alternated ``--workers-runs`` times; medians (the first run checked)."""
         for mode, limit in (("no limit", None), ("1 GiB", GIB)):
+            runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
+            checks: dict[int, str] = {}
+            for rep in range(self.args.workers_runs):
+                for k in (1, 2) if rep % 2 == 0 else (2, 1):
+                    j = self.job(
+                        "stream", f"workers{k}-{comp}-{n}-{limit}", n, comp, memory_limit=limit, workers=k
+                    )
+                    runs[k].append(self.ours(j))
+                    if rep == 0:
+                        checks[k] = self.check(j)
+                    self.drop(j)
+            med = {k: float(np.median([r["write_s"] for r in runs[k]])) for k in runs}
             for k in (1, 2):
-                j = self.job(
-                    "stream", f"workers{k}-{comp}-{n}-{limit}", n, comp, memory_limit=limit, workers=k
-                )
-                r = self.ours(j)
-                times[(mode, k)] = r["write_s"]
-                speed = "" if k == 1 else f"; speed-up 2 vs 1: {times[(mode, 1)] / r['write_s']:.2f}x"
+                r = runs[k][0]
+                walls = ", ".join(f"{x['write_s']:.1f}" for x in runs[k])
+                cpu = float(np.median([x.get("cpu_s", np.nan) / x["write_s"] for x in runs[k]]))
+                speed = "" if k == 1 else f"; speed-up 2 vs 1 (medians): {med[1] / med[2]:.2f}x"
                 self.rows.append(
                     (
                         f"{n / 1e6:g}M",
                         comp,
                         f"create workers={k}, memory_limit {mode}",
-                        f"{r['write_s']:.1f}",
-                        f"{n / r['write_s'] / 1e6:.2f}",
+                        f"{med[k]:.1f}",
+                        f"{n / med[k] / 1e6:.2f}",
                         rss(r),
-                        f"{self.check(j)}; close {r['close_s']:.1f} s{speed}",
+                        f"{checks[k]}; runs {walls} s; cpu/wall {cpu:.2f}{speed}",
                     )
                 )
-                self.drop(j)
 
     def reference(self, n: int, ours_s: float | None) -> None:
         py = reference_python(self.args.reference_python)
@@ -498,6 +521,7 @@ def main() -> int:
     p.add_argument("--reference-python", default=None, help="default: $ZV_REFERENCE_PYTHON")
     p.add_argument("--no-reference", action="store_true")
     p.add_argument("--no-workers", action="store_true")
+    p.add_argument("--workers-runs", type=int, default=3, help="alternating repetitions of the workers rows")
     p.add_argument("--quick", action="store_true", help="1 M points everywhere (smoke run)")
     p.add_argument("--seed", type=int, default=20261125)
     p.add_argument("--workdir", default=None, help="where the stores go (default: a temporary folder)")
