@@ -32,7 +32,7 @@ from zarr_vectors.engine.write.cells import AttributeSpec, EncodedCells, PointCe
 from zarr_vectors.engine.write.level0 import fragment_owner_payloads
 from zarr_vectors.engine.write.partition import sort_keys
 from zarr_vectors.engine.write.spill import CellSpill
-from zarr_vectors.engine.write.stream import check_inside, check_workers, encode_groups, write_cells
+from zarr_vectors.engine.write.stream import check_inside, check_workers, encode_groups, write_cells, written
 from zarr_vectors.engine.write.tables import manifests_of, write_object_tables
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.fragments import FragmentIndex, decode_fragments
@@ -208,20 +208,11 @@ def append_points(
     spill.add(sort_keys(pos, grid) // grid.n_bins, cols)
     spill.finish()
     touched, _ = spill.cells()
-    old = _Cells(level, specs, objects)
     num_objects = plan.num_objects if plan is not None else 0
     cells = PointCells(grid, _pipelines(level), specs, objects=objects, owners=num_objects > 1)
 
-    def encode(lo: int, hi: int) -> EncodedCells:
-        lins = touched[(touched >= lo) & (touched < hi)]
-        before, after = old.read(lins), spill.read(lo, hi)
-        oids = None
-        if plan is not None:
-            oids = np.concatenate([plan.remap(before["ids"]), after["ids"]])
-        joined = [np.concatenate([before[f"a{i}"], after[f"a{i}"]]) for i in range(len(specs))] if n else []
-        return cells.encode(np.concatenate([before["positions"], after["positions"]]), joined, oids)
-
-    groups = list(spill.groups(GROUP_ROWS // 2))
+    encode = _Joiner(_Cells(level, specs, objects), spill, plan, cells, touched)
+    groups = _groups(spill, level, GROUP_ROWS)
     hidden = _hidden_tables(level, plan)
     with rebuild_session(
         store.backend, hidden=lambda key: key.startswith(hidden), first={"zarr.json": placeholder_root()}
@@ -229,6 +220,7 @@ def append_points(
         name, clevel = compression_of(level.vertices.doc.get("codecs") or [])
         checksums = any(c.get("name") == "crc32c" for c in level.vertices.doc.get("codecs") or [])
         builder = StoreBuilder(overlay, name, clevel, checksums=checksums)
+        encode.target = overlay  # each worker writes the cells it encoded
         occupied, fragments = write_cells(
             builder, cells, encode_groups(encode, groups, workers), vdtype, len(groups), progress
         )
@@ -243,6 +235,47 @@ def append_points(
         new_root = _finish_levels(builder, store, level, n, present)
     store.replace_root(new_root)
     return new_root
+
+
+class _Joiner:
+    """Encode a group of touched cells: their old rows read back and joined with the new ones
+    (old first, so rows keep the order a one-shot write of everything gives); written to
+    ``target`` once it is set."""
+
+    def __init__(
+        self, old: _Cells, spill: CellSpill, plan: _IdPlan | None, cells: PointCells, touched: np.ndarray
+    ) -> None:
+        self.old, self.spill, self.plan, self.cells, self.touched = old, spill, plan, cells, touched
+        self.target: Any = None
+
+    def __call__(self, lo: int, hi: int) -> EncodedCells:
+        before = self.old.read(self.touched[(self.touched >= lo) & (self.touched < hi)])
+        after = self.spill.read(lo, hi)
+        oids = None
+        if self.plan is not None:
+            oids = np.concatenate([self.plan.remap(before["ids"]), after["ids"]])
+        joined = [
+            np.concatenate([before[f"a{i}"], after[f"a{i}"]]) for i in range(len(self.cells.attributes))
+        ]
+        done = self.cells.encode(np.concatenate([before["positions"], after["positions"]]), joined, oids)
+        return done if self.target is None else written(self.target, done)
+
+
+def _groups(spill: CellSpill, level: Level, max_rows: int) -> list[tuple[int, int]]:
+    """Ranges of touched cells of about ``max_rows`` old and new rows each (the old rows of a
+    cell estimated as the level's mean per listed cell), so memory holds a few groups."""
+    cells, new = spill.cells()
+    listed = max(len(level.vertices.nonempty), 1)
+    old = level.meta.vertex_count // listed
+    out, start, acc = [], 0, 0
+    for i, n in enumerate((new + old).tolist()):
+        if acc and acc + n > max_rows:
+            out.append((int(cells[start]), int(cells[i])))
+            start, acc = i, 0
+        acc += n
+    if len(cells):
+        out.append((int(cells[start]), int(cells[-1]) + 1))
+    return out
 
 
 def _hidden_tables(level: Level, plan: _IdPlan | None) -> tuple[str, ...]:
