@@ -6,9 +6,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zarr_vectors.engine import inputs as _inputs
-from zarr_vectors.engine.write.level0 import (
-    make_layout,
-)
 from zarr_vectors.engine.write.options import StoreOptions
 from zarr_vectors.engine.write.stream import PointStream
 from zarr_vectors.errors import InputError
@@ -153,8 +150,6 @@ def write_points(
         overwrite=overwrite,
         storage_options=storage_options,
     )
-    make_layout(pos, options)  # grid and bounds checks, before any work
-    _inputs.vertex_attributes(attributes, n, channel_names)  # shapes and names, before any work
     writer = PointStream(
         target,
         options,

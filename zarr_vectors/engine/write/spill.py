@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,8 +94,11 @@ def _sorted_run(cell: np.ndarray, columns: dict[str, np.ndarray]) -> Run:
 class CellSpill:
     """Rows by cell under ``limit`` bytes of memory; runs beyond it go to ``folder``."""
 
-    def __init__(self, limit: int | None, folder: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self, limit: int | None, folder: str | os.PathLike[str] | None = None, workers: int = 1
+    ) -> None:
         self.limit = limit
+        self.workers = workers
         self._parent = folder
         self._folder: Path | None = None
         self._cells: list[np.ndarray] = []
@@ -123,9 +127,12 @@ class CellSpill:
         if self.limit is not None and self._bytes >= self.limit:
             self.spill()
 
-    def _merged(self) -> Run | None:
+    def _merged(self) -> list[Run]:
+        """The buffered rows as sorted runs: one, or (large buffers, several workers) one per
+        worker over consecutive rows, sorted in threads. Runs are read back in order, so
+        splitting keeps every cell's rows in arrival order."""
         if not self._cells:
-            return None
+            return []
         one = len(self._cells) == 1  # a single batch is sorted straight from the caller's arrays
         cell = self._cells[0] if one else np.concatenate(self._cells)
         names = list(self._columns[0])
@@ -133,30 +140,41 @@ class CellSpill:
             k: self._columns[0][k] if one else np.concatenate([c[k] for c in self._columns]) for k in names
         }
         self._cells, self._columns, self._bytes = [], [], 0
-        return _sorted_run(cell, columns)
+        parts = self.workers if len(cell) >= 1 << 20 else 1
+        if parts <= 1:
+            return [_sorted_run(cell, columns)]
+        edges = np.linspace(0, len(cell), parts + 1).astype(np.int64).tolist()
+        pieces = list(zip(edges[:-1], edges[1:]))
+        with ThreadPoolExecutor(parts, thread_name_prefix="zv-sort") as pool:
+            return list(
+                pool.map(
+                    lambda ab: _sorted_run(
+                        cell[ab[0] : ab[1]], {k: v[ab[0] : ab[1]] for k, v in columns.items()}
+                    ),
+                    pieces,
+                )
+            )
 
     def spill(self) -> None:
-        """Write the buffered rows to disk as one run."""
-        run = self._merged()
-        if run is None:
-            return
-        if self._folder is None:
+        """Write the buffered rows to disk as sorted runs."""
+        runs = self._merged()
+        if runs and self._folder is None:
             self._folder = Path(tempfile.mkdtemp(prefix="zv-spill-", dir=self._parent))
-        stem = self._folder / f"run{len(self.runs):05d}"
-        on_disk = {}
-        for name in run.columns:
-            path = stem.with_name(f"{stem.name}.{name}.bin")
-            on_disk[name] = DiskColumn.save(path, run.column(name, 0, int(run.offsets[-1])))
-        self.runs.append(Run(run.cells, run.offsets, on_disk))
+        for run in runs:
+            assert self._folder is not None
+            stem = self._folder / f"run{len(self.runs):05d}"
+            on_disk = {}
+            for name in run.columns:
+                path = stem.with_name(f"{stem.name}.{name}.bin")
+                on_disk[name] = DiskColumn.save(path, run.column(name, 0, int(run.offsets[-1])))
+            self.runs.append(Run(run.cells, run.offsets, on_disk))
 
     def finish(self) -> None:
-        """Make the buffered rows a run (in memory when nothing was spilled, else on disk)."""
+        """Make the buffered rows runs (in memory when nothing was spilled, else on disk)."""
         if self.runs and self._folder is not None:
             self.spill()
             return
-        run = self._merged()
-        if run is not None:
-            self.runs.append(run)
+        self.runs.extend(self._merged())
 
     def cells(self) -> tuple[np.ndarray, np.ndarray]:
         """Occupied cells (ascending) and their row counts, over all runs (call :meth:`finish` first)."""

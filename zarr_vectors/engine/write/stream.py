@@ -91,24 +91,45 @@ def check_workers(workers: int | None) -> int:
     return int(workers)
 
 
-def parallel_keys(positions: np.ndarray, grid: Any, workers: int) -> np.ndarray:
-    """:func:`sort_keys` of a large batch computed in ``workers`` threads (numpy releases the GIL)."""
+def _keys_and_extent(positions: np.ndarray, grid: Any) -> tuple[np.ndarray, np.ndarray]:
+    return sort_keys(positions, grid), _inputs.extent(positions)
+
+
+def parallel_keys(positions: np.ndarray, grid: Any, workers: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`sort_keys` and the per-axis extent of a batch, over ``workers`` threads for large
+    batches (numpy releases the GIL)."""
     n = len(positions)
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros((2, positions.shape[1]))
     if workers <= 1 or n < 1 << 20:
-        return sort_keys(positions, grid)
-    bounds = np.linspace(0, n, workers + 1).astype(np.int64)
+        return _keys_and_extent(positions, grid)
+    edges = np.linspace(0, n, workers + 1).astype(np.int64).tolist()
     with ThreadPoolExecutor(workers, thread_name_prefix="zv-keys") as pool:
         parts = list(
-            pool.map(lambda ab: sort_keys(positions[ab[0] : ab[1]], grid), zip(bounds[:-1], bounds[1:]))
+            pool.map(lambda ab: _keys_and_extent(positions[ab[0] : ab[1]], grid), zip(edges[:-1], edges[1:]))
         )
-    return np.concatenate(parts)
+    extent = np.stack([np.min([p[1][0] for p in parts], axis=0), np.max([p[1][1] for p in parts], axis=0)])
+    return np.concatenate([p[0] for p in parts]), extent
 
 
-def check_inside(positions: np.ndarray, bounds: np.ndarray, what: str) -> None:
-    """Refuse rows outside the store's inclusive bounds, saying how to get them in."""
+def distinct(ids: np.ndarray, workers: int) -> np.ndarray:
+    """``np.unique(ids)``, the sorting of a large batch split over ``workers`` threads."""
+    if workers <= 1 or len(ids) < 1 << 20:
+        return np.unique(ids)
+    edges = np.linspace(0, len(ids), workers + 1).astype(np.int64).tolist()
+    with ThreadPoolExecutor(workers, thread_name_prefix="zv-ids") as pool:
+        parts = list(pool.map(lambda ab: np.unique(ids[ab[0] : ab[1]]), zip(edges[:-1], edges[1:])))
+    return np.unique(np.concatenate(parts))
+
+
+def check_inside(
+    positions: np.ndarray, bounds: np.ndarray, what: str, extent: np.ndarray | None = None
+) -> None:
+    """Refuse rows outside the store's inclusive bounds, saying how to get them in
+    (``extent``: the positions' per-axis minimum and maximum, when already known)."""
     if not len(positions):
         return
-    lo, hi = _inputs.extent(positions)
+    lo, hi = _inputs.extent(positions) if extent is None else extent
     if np.all(lo >= bounds[0]) and np.all(hi <= bounds[1]):
         return
     outside = np.any((positions < bounds[0]) | (positions > bounds[1]), axis=1)
@@ -188,7 +209,7 @@ class PointStream:
         self._folders = contextlib.ExitStack()
         if memory_limit is not None:
             spill_dir = self._spill_folder(target, spill_dir)
-        self._spill = CellSpill(None if memory_limit is None else memory_limit // 4, spill_dir)
+        self._spill = CellSpill(None if memory_limit is None else memory_limit // 4, spill_dir, self.workers)
         self._dtype: np.dtype | None = None
         self._specs: list[AttributeSpec] | None = None
         self._objects: bool | None = None
@@ -257,7 +278,9 @@ class PointStream:
             self._dtype = pos.dtype
         elif pos.dtype != self._dtype:
             pos = AttributeSpec("positions", self._dtype, (d,)).conform(pos, n)
-        check_inside(pos, self.layout.bounds, "positions")
+        grid = self.layout.grid
+        keys, extent = parallel_keys(pos, grid, self.workers)
+        check_inside(pos, self.layout.bounds, "positions", extent)
         columns = {"positions": pos}
         if self._specs is None:
             named = _inputs.vertex_attributes(attributes, n, self._channel_names)
@@ -282,7 +305,7 @@ class PointStream:
                 + ("this batch has none" if ids is None else "the first batch had none")
             )
         if ids is not None:
-            seen = np.unique(ids)
+            seen = distinct(ids, self.workers)
             if self._ids is None:
                 self._ids = seen
             else:
@@ -293,8 +316,7 @@ class PointStream:
                     self._ids, seen = both[: len(self._ids)], both[len(self._ids) :]
                 self._ids = np.union1d(self._ids, seen)
             columns["ids"] = ids
-        grid = self.layout.grid
-        self._spill.add(parallel_keys(pos, grid, self.workers) // grid.n_bins, columns)
+        self._spill.add(keys // grid.n_bins, columns)
 
     # -- finishing -----------------------------------------------------------------
     def _tables(self) -> tuple[Tables, np.ndarray | None]:
