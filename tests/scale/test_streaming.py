@@ -255,3 +255,27 @@ def test_scratch_folders_of_killed_writers_are_removed(tmp_path: Path) -> None:
     w.abort()
     w2.abort()
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_stores_do_not_depend_on_the_number_of_workers(tmp_path: Path) -> None:
+    """Above 2**20 rows the buffer is sorted as one run per worker: the store stays the same."""
+    pts, rgb, ids = _points((1 << 20) + 5_000, seed=11)
+    for w in (1, 3):
+        zv.write_points(
+            tmp_path / f"w{w}",
+            pts,
+            chunk_shape=25,
+            bounds=BOUNDS,
+            attributes={"rgb": rgb},
+            object_ids=ids,
+            workers=w,
+        )
+    one, three = _files(tmp_path / "w1"), _files(tmp_path / "w3")
+    assert one.keys() == three.keys()
+    assert [k for k in one if one[k] != three[k]] == [Path("zarr.json")]
+    with pytest.raises(zv.InputError, match="workers must be a positive integer"):
+        zv.write_points(tmp_path / "w0", pts[:10], chunk_shape=25, workers=0)
+
+
+def _files(path: Path) -> dict[Path, bytes]:
+    return {p.relative_to(path): p.read_bytes() for p in path.rglob("*") if p.is_file()}
