@@ -12,10 +12,11 @@ Measured (``--compression zstd`` by default; chunk 100 -> 1,000 chunks, bins 25)
 1. streaming: ``zv.create(path, "points", ..., memory_limit=1 GiB)`` fed 1 M rows per
    ``append``; wall time of the writer (batch generation excluded) and peak RSS, per N;
 2. one-shot: ``zv.write_points`` on the same data held in memory; ratio streaming / one-shot;
-3. workers: ``zv.create(..., workers=1|2)`` with ``memory_limit=None`` (the one-shot code
-   path, ``write_points`` takes no ``workers=``) and with ``memory_limit=1 GiB`` (spilled);
-4. append: ``zv.open(path, "r+").append(...)`` of 1 % more points to the streamed store; time
-   and ratio to the write times;
+3. workers: ``zv.create(..., workers=1|2)`` with ``memory_limit=None`` (the code path of
+   ``write_points``, which runs on the streaming writer) and with ``memory_limit=1 GiB`` (spilled);
+4. append: ``zv.open(path, "r+").append(...)`` of 1 % more points to the streamed store, placed
+   in a 1 % cube (``local``: 27 of the 1,000 chunks) and spread everywhere (``uniform``: every
+   chunk is read back and rewritten); time and ratio to the write times;
 5. reference 0.9.2 (``create`` + ``Dataset.add_points``, zstd) against our one-shot write at
    the same N, in its own venv (``ZV_REFERENCE_PYTHON`` or ``--reference-python``).
 
@@ -49,6 +50,9 @@ CHUNK = 100.0
 BIN = 25.0
 ATTR = "intensity"
 APPEND_SEED_OFFSET = 1_000_000  # batches of appended points: rng(seed + 1_000_000 + i)
+#: A "local" append puts its points in the cube [0, LOCAL_SIDE)^3: 1 % of the volume, 27 of the
+#: 1,000 chunks (a new block of a pipeline, a new survey tile); "uniform" spreads them everywhere.
+LOCAL_SIDE = 215.4
 GIB = 1 << 30
 #: bytes on disk per point, with margin: 12 (positions) + 4 (attribute), a store plus its spill
 DISK_BYTES_PER_POINT = 40
@@ -195,8 +199,14 @@ def task_oneshot(zv: Any, job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def appended(pos: np.ndarray, region: str) -> np.ndarray:
+    """Appended points placed in their region (``pos`` uniform in the whole cube)."""
+    return pos * np.float32(LOCAL_SIDE / EXTENT) if region == "local" else pos
+
+
 def task_append(zv: Any, job: dict[str, Any]) -> dict[str, Any]:
     pos, attr = in_memory(job["n_append"], job["seed"] + APPEND_SEED_OFFSET)
+    pos = appended(pos, job.get("append_region", "uniform"))
     rss_data = peak_rss_mib()
     t0 = time.perf_counter()
     ds = zv.open(job["path"], "r+")
@@ -254,6 +264,8 @@ def task_check(zv: Any, job: dict[str, Any]) -> dict[str, Any]:
     for seed, n in sources:
         for i, rows in batches(n, seed):
             pos, attr = batch(seed, i, rows)
+            if seed != job["seed"]:
+                pos = appended(pos, job.get("append_region", "uniform"))
             for k, (lo, hi) in enumerate(boxes):
                 m = np.all((pos >= lo) & (pos <= hi), axis=1)
                 expected[k].append(canonical(pos[m], attr[m]))
@@ -401,19 +413,25 @@ class Bench:
         if n > self.args.append_max:
             self.drop(sj)
             return out
-        a = self.ours({**sj, "task": "append", "n_append": n_app})
-        out["append"] = a["append_s"]
-        self.rows.append(
-            (
-                f"{n / 1e6:g}M",
-                comp,
-                f"append {n_app:,} (1 %) to it",
-                f"{a['append_s']:.1f}",
-                f"{n_app / a['append_s'] / 1e6:.2f}",
-                rss(a),
-                f"{self.check({**sj, 'n_append': n_app})}; {100 * a['append_s'] / s['write_s']:.1f} % of stream write",
+        for region in self.args.append_region.split(","):
+            if region != self.args.append_region.split(",")[0]:  # a fresh copy of the streamed store
+                self.drop(sj)
+                s = self.ours(sj)
+            aj = {**sj, "task": "append", "n_append": n_app, "append_region": region}
+            a = self.ours(aj)
+            out[f"append_{region}"] = a["append_s"]
+            self.rows.append(
+                (
+                    f"{n / 1e6:g}M",
+                    comp,
+                    f"append {n_app:,} (1 %), {region}",
+                    f"{a['append_s']:.1f}",
+                    f"{n_app / a['append_s'] / 1e6:.2f}",
+                    rss(a),
+                    f"{self.check({**aj, 'task': 'check'})}; {100 * a['append_s'] / s['write_s']:.1f} % of stream write",
+                )
             )
-        )
+        out["append"] = out[f"append_{self.args.append_region.split(',')[0]}"]
         self.drop(sj)
         if n <= self.args.oneshot_max:
             oj = self.job("oneshot", f"oneshot-{comp}-{n}", n, comp)
@@ -518,6 +536,11 @@ def main() -> int:
         "--reference-points", type=parse_count, default=parse_count("10M"), help="N of the reference row"
     )
     p.add_argument("--compression", default="zstd", help="comma-separated, e.g. zstd,none")
+    p.add_argument(
+        "--append-region",
+        default="local,uniform",
+        help="where the appended 1 %% lie: 'local' (a 1 %% cube, 27 of 1,000 chunks), 'uniform' (every chunk)",
+    )
     p.add_argument("--reference-python", default=None, help="default: $ZV_REFERENCE_PYTHON")
     p.add_argument("--no-reference", action="store_true")
     p.add_argument("--no-workers", action="store_true")

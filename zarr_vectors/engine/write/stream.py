@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.engine.commit import check_target, scratch_folder, staging, write_session
 from zarr_vectors.engine.ids import DenseIds, as_id_array, dense_ids
-from zarr_vectors.engine.pipeline import Pipeline
+from zarr_vectors.engine.pipeline import Pipeline, compressor_json
 from zarr_vectors.engine.storage import local_path
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.cells import AttributeSpec, EncodedCells, PointCells
@@ -199,7 +199,7 @@ class PointStream:
         self.target = target
         self.options = options
         self.layout: Layout = make_layout(np.zeros((0, ndim)), options)
-        StoreBuilder(None, options.compression, checksums=options.checksums)  # type: ignore[arg-type]  # checks the compression name now
+        compressor_json(options.compression)  # an unknown compression: InputError before any batch
         self.memory_limit = memory_limit
         self.workers = check_workers(workers)
         self.progress = progress
