@@ -39,6 +39,7 @@ def _same_answers(a: zv.Dataset, b: zv.Dataset, with_ids: bool = True) -> None:
             assert np.array_equal(_rows(a.objects([oid])), _rows(b.objects([oid])))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("memory_limit", [1 << 20, None])
 def test_batches_answer_like_one_shot(tmp_path: Path, memory_limit: int | None) -> None:
     pts, rgb, ids = _points(120_000)
@@ -257,6 +258,7 @@ def test_scratch_folders_of_killed_writers_are_removed(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_stores_do_not_depend_on_the_number_of_workers(tmp_path: Path) -> None:
     """Above 2**20 rows the buffer is sorted as one run per worker: the store stays the same."""
     pts, rgb, ids = _points((1 << 20) + 5_000, seed=11)
