@@ -323,6 +323,7 @@ class Dataset:
         polygon: Any = None,
         polygon_axes: Sequence[str | int] | None = None,
         max_vertices: int | None = None,
+        workers: int | None = None,
     ) -> Result:
         """Vertices with ``lo <= p <= hi`` on every axis (``bbox=(lo, hi)``; None reads everything).
 
@@ -358,6 +359,9 @@ class Dataset:
         max_vertices
             Instead of ``level``: read the finest level whose estimated count in the box is
             at most this many (see :meth:`level_for`); ``result.origin.level`` tells which.
+        workers
+            Threads that decode and filter cells (default: every core; ``1``: this thread).
+            The result is the same whatever the number.
 
         Returns
         -------
@@ -429,6 +433,7 @@ class Dataset:
             whole_objects=whole_objects,
             faces=faces,
             everything=bbox is None,
+            workers=workers,
         )
         return dataclasses.replace(
             res,

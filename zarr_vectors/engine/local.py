@@ -29,7 +29,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
+
+from zarr_vectors.engine.threads import default_workers, map_cells
 from zarr_vectors.errors import ReadOnlyError, StoreError
+
+#: Keys per batch from which reads are spread over threads.
+PARALLEL_READS = 64
 
 __all__ = ["LocalBackend", "exchange", "remove_tree"]
 
@@ -91,35 +97,36 @@ class LocalBackend:
         return self._real
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        out: list[bytes | None] = []
-        root = str(self.root)
-        dirs_ok = self._dirs_ok
-        for key in keys:
-            parent = key.rpartition("/")[0]
-            if parent not in dirs_ok and not self._check_dir(parent, key):
-                out.append(None)
-                continue
-            path = f"{root}/{key}"
-            try:
-                fd = os.open(path, _READ)
-            except (FileNotFoundError, NotADirectoryError):
-                out.append(None)
-                continue
-            except OSError as exc:
-                if exc.errno not in _LINK_ERRNOS:
-                    if exc.errno == errno.ENXIO:
-                        raise StoreError(self.description, key, "is a socket, not a regular file") from exc
-                    raise
-                link_fd = self._open_link(path, key)
-                if link_fd is None:
-                    out.append(None)
-                    continue
-                fd = link_fd
-            try:
-                out.append(self._read_fd(fd, key))
-            finally:
-                os.close(fd)
-        return out
+        """The files of ``keys`` (None where absent); a large batch is read by the shared
+        threads, a contiguous block of keys each (reads release the GIL)."""
+        if len(keys) < PARALLEL_READS:
+            return [self._get_one(key) for key in keys]
+        blocks = np.array_split(np.arange(len(keys)), default_workers())
+        parts = map_cells(lambda j: [self._get_one(keys[i]) for i in blocks[j].tolist()], len(blocks))
+        return [value for part in parts for value in part]
+
+    def _get_one(self, key: str) -> bytes | None:
+        parent = key.rpartition("/")[0]
+        if parent not in self._dirs_ok and not self._check_dir(parent, key):
+            return None
+        path = f"{self.root}/{key}"
+        try:
+            fd = os.open(path, _READ)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            if exc.errno not in _LINK_ERRNOS:
+                if exc.errno == errno.ENXIO:
+                    raise StoreError(self.description, key, "is a socket, not a regular file") from exc
+                raise
+            link_fd = self._open_link(path, key)
+            if link_fd is None:
+                return None
+            fd = link_fd
+        try:
+            return self._read_fd(fd, key)
+        finally:
+            os.close(fd)
 
     def _read_fd(self, fd: int, key: str) -> bytes | None:
         st = os.fstat(fd)

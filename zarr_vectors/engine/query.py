@@ -44,6 +44,7 @@ def box(
     whole_objects: bool = False,
     faces: str = "inside",
     everything: bool = False,
+    workers: int | None = None,
 ) -> Result:
     """Vertices of ``level`` with ``lo <= p <= hi`` (with edges or faces as the kind has them).
 
@@ -56,7 +57,7 @@ def box(
     elif family in ("lines", "graph", "shapes"):
         res = query_lines_box(level, lo, hi, attributes, with_object_ids, whole_objects)
     else:
-        res = query_box(level, lo, hi, attributes, with_object_ids)
+        res = query_box(level, lo, hi, attributes, with_object_ids, workers)
     if everything and len(res.positions) != level.meta.vertex_count:
         raise FormatError(
             f"level {level.index} of {level.backend.description} holds {len(res.positions)} vertices in its "

@@ -15,11 +15,11 @@ import numpy as np
 
 from zarr_vectors.engine.arrays import CellArray
 from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.threads import map_cells
 from zarr_vectors.errors import AttributeNotFoundError, CorruptCellError, FormatError, InputError, decoding
 from zarr_vectors.format.fragments import (
     FragmentIndex,
     decode_fragments,
-    decode_range_table,
     range_tables,
     ranges_outside,
     ranges_to_rows,
@@ -150,51 +150,6 @@ def _decode_frag(level: Level, data: memoryview, chunk: np.ndarray, n_rows: int)
             "(fragments_tile says every row is in one fragment): the cell or the vertices dtype is corrupt",
         )
     return index
-
-
-def _partial_rows(
-    level: Level,
-    chunks: np.ndarray,
-    frag_payloads: list[memoryview | None],
-    offsets: np.ndarray,
-    lo: np.ndarray,
-    hi: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Rows (indices into the concatenated cells) of partly covered chunks: (surely inside, to test).
-
-    With a usable per-bin fragment index only the bins the box meets are taken;
-    bins it covers wholly need no test. Otherwise every row of the chunk is tested.
-    """
-    grid = level.grid
-    counts = np.diff(offsets)
-    tables, binned, whole = [], [], []
-    for i, payload in enumerate(frag_payloads):
-        table = None if payload is None else decode_range_table(payload, grid.n_bins)
-        if table is None and payload is not None:
-            _decode_frag(level, payload, chunks[i], int(counts[i]))  # raises if corrupt
-        if table is None:
-            whole.append(i)
-            continue
-        tables.append(table)
-        binned.append(i)
-    whole_idx = np.asarray(whole, np.int64)
-    test = [ranges_to_rows(offsets[whole_idx], counts[whole_idx])]
-    sure: list[np.ndarray] = []
-    if binned:
-        idx = np.asarray(binned, np.int64)
-        table = np.stack(tables)  # (K, F, 2)
-        bad = ranges_outside(table[:, :, 0], table[:, :, 1], counts[idx][:, None]).any(axis=1)
-        if bad.any():
-            chunk = ".".join(map(str, chunks[idx[np.argmax(bad)]]))
-            raise CorruptCellError(
-                _fragments_array(level).path, chunk, "a range fragment lies outside the cell's rows"
-            )
-        touched, inside = grid.box_bins(chunks[idx], lo, hi)
-        starts = table[:, :, 0] + offsets[idx][:, None]
-        for mask, out in ((touched & inside, sure), (touched & ~inside, test)):
-            out.append(ranges_to_rows(starts[mask], table[:, :, 1][mask]))
-    cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)  # noqa: E731
-    return cat(sure), cat(test)
 
 
 @dataclass(frozen=True, eq=False)
@@ -342,6 +297,7 @@ def query_box(
     hi: np.ndarray,
     attributes: Sequence[str] | bool | None = None,
     with_object_ids: bool | None = None,
+    workers: int | None = None,
 ) -> Result:
     """Every vertex with ``lo <= p <= hi`` on all axes, with the asked attributes.
 
@@ -353,26 +309,96 @@ def query_box(
     names = attribute_names(level, attributes)
     with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
     chunks = np.concatenate([plan.full, plan.partial])
-    n_full, k = len(plan.full), len(chunks)
-    # Fragments are the chunk's bins only without objects: with objects a chunk holds one
-    # fragment per (bin, object) run, and one that happens to hold n_bins of them is no bin table.
-    use_bins = level.fragments is not None and level.grid.n_bins > 1 and level.manifests is None
-    if level.fragments is not None and with_ids:
-        frag_idx = np.arange(k)
-    else:
-        frag_idx = np.arange(n_full if use_bins else k, k)
+    if not with_ids and not level.vertices.draco:
+        return _box_rows(level, chunks, len(plan.full), names, lo, hi, workers)
+    frag_idx = np.arange(len(chunks)) if level.fragments is not None and with_ids else np.zeros(0, np.int64)
     cells, _ = fetch_cells(level, chunks, names, frag_idx, owners=with_ids)
     rows = None
     if len(plan.partial):
-        partial_frags = [
-            cells.fragments.get(n_full + i) if use_bins else None for i in range(len(plan.partial))
-        ]
-        sure, test = _partial_rows(level, plan.partial, partial_frags, cells.offsets[n_full:], lo, hi)
-        tp = cells.positions[test]
-        hit = test[np.all((tp >= lo) & (tp <= hi), axis=1)]
-        whole = ranges_to_rows(cells.offsets[:n_full], np.diff(cells.offsets[: n_full + 1]))
-        rows = np.sort(np.concatenate([whole, sure, hit]))
+        start = int(cells.offsets[len(plan.full)])
+        mask = np.ones(len(cells.positions), bool)  # rows of wholly covered chunks need no test
+        mask[start:] = inside_box(cells.positions[start:], lo, hi)
+        rows = np.flatnonzero(mask)
     return build_result(level, cells, rows, row_owners(level, cells) if with_ids else None)
+
+
+def _box_rows(
+    level: Level,
+    chunks: np.ndarray,
+    n_full: int,
+    names: list[str],
+    lo: np.ndarray,
+    hi: np.ndarray,
+    workers: int | None,
+) -> Result:
+    """A box query without object ids: one batch of reads; each cell decoded and, when the
+    box covers it partly, tested on the axes the box cuts it (``workers`` cells at a time);
+    then the kept rows copied once, straight into the result, in chunk order."""
+    arrays = [level.vertices] + [level.vertex_attributes[n] for n in names]
+    raws = level.backend.get_many([key for arr in arrays for key in arr.keys(chunks)])
+    k, d, grid = len(chunks), level.grid.ndim, level.grid
+    widths = [d] + [arr.row_width for arr in arrays[1:]]
+
+    def decode(i: int) -> tuple[list[np.ndarray], np.ndarray | None]:
+        pos = level.vertices.rows(raws[i], chunks[i], d)
+        cols = [pos]
+        for j, arr in enumerate(arrays[1:], start=1):
+            part = arr.rows(raws[j * k + i], chunks[i])
+            if len(part) != len(pos):
+                chunk = ".".join(map(str, chunks[i]))
+                raise CorruptCellError(arr.path, chunk, f"{len(part)} rows but vertices has {len(pos)}")
+            cols.append(part)
+        if i < n_full:
+            return cols, None
+        start = chunks[i] * grid.chunk_shape
+        return cols, np.flatnonzero(inside_box(pos, lo, hi, start, start + grid.chunk_shape))
+
+    cells = map_cells(decode, k, workers)
+    sizes = [len(cols[0]) if keep is None else len(keep) for cols, keep in cells]
+    offsets = np.zeros(k + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    out = [np.empty((int(offsets[-1]), w), arr.dtype) for w, arr in zip(widths, arrays)]
+
+    def copy(i: int) -> None:
+        cols, keep = cells[i]
+        a, b = int(offsets[i]), int(offsets[i + 1])
+        for dst, src in zip(out, cols):
+            if keep is None:
+                dst[a:b] = src
+            else:
+                np.take(src, keep, axis=0, out=dst[a:b])
+
+    map_cells(copy, k, workers)
+    attrs = {
+        n: col.reshape((-1, *(arr.attrs.get("row_shape") or [])))
+        for n, col, arr in zip(names, out[1:], arrays[1:])
+    }
+    axes = tuple(a.name for a in level.root.axes if a.type == "space")
+    return Result(out[0], attrs, None, axes)
+
+
+def inside_box(
+    positions: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    cell_lo: np.ndarray | None = None,
+    cell_hi: np.ndarray | None = None,
+) -> np.ndarray:
+    """``lo <= p <= hi`` on every axis, per row, compared in float64 an axis at a time.
+
+    With the extent of the rows' chunk (``cell_lo``, ``cell_hi``), a side of an axis the
+    chunk lies within (by more than a rounding margin) is not tested: every row passes it.
+    """
+    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    out = np.ones(len(positions), bool)
+    margin = None if cell_lo is None or cell_hi is None else 1e-9 * (np.abs(cell_hi - cell_lo) + 1)
+    for ax in range(positions.shape[1]):
+        col = positions[:, ax]
+        if margin is None or cell_lo[ax] - margin[ax] < lo[ax]:  # type: ignore[index]
+            out &= col >= lo[ax]
+        if margin is None or cell_hi[ax] + margin[ax] > hi[ax]:  # type: ignore[index]
+            out &= col <= hi[ax]
+    return out
 
 
 def fetch_objects(

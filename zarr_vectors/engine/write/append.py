@@ -27,12 +27,13 @@ from zarr_vectors.engine.ids import OBJECT_ID_ATTRIBUTE, as_id_array, dense_ids
 from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.pipeline import Pipeline, compression_of
 from zarr_vectors.engine.store import VectorStore, table_values
+from zarr_vectors.engine.threads import check_workers
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.cells import AttributeSpec, EncodedCells, PointCells
 from zarr_vectors.engine.write.level0 import fragment_owner_payloads
 from zarr_vectors.engine.write.partition import sort_keys
 from zarr_vectors.engine.write.spill import CellSpill
-from zarr_vectors.engine.write.stream import check_inside, check_workers, encode_groups, write_cells, written
+from zarr_vectors.engine.write.stream import check_inside, encode_groups, write_cells, written
 from zarr_vectors.engine.write.tables import manifests_of, write_object_tables
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.fragments import FragmentIndex, decode_fragments

@@ -28,6 +28,7 @@ from zarr_vectors.engine.commit import check_target, scratch_folder, staging, wr
 from zarr_vectors.engine.ids import DenseIds, as_id_array, dense_ids
 from zarr_vectors.engine.pipeline import Pipeline, compressor_json
 from zarr_vectors.engine.storage import local_path
+from zarr_vectors.engine.threads import check_workers
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.cells import AttributeSpec, EncodedCells, PointCells
 from zarr_vectors.engine.write.level0 import Layout, Tables, make_layout, object_tables
@@ -43,8 +44,6 @@ __all__ = [
     "BATCH_ROWS",
     "PointStream",
     "check_inside",
-    "check_workers",
-    "default_workers",
     "encode_groups",
     "finish_level",
     "write_cells",
@@ -55,14 +54,6 @@ __all__ = [
 DEFAULT_MEMORY_LIMIT = 1 << 30
 #: Rows taken from an input array at a time (a memory-mapped input is read in such slices).
 BATCH_ROWS = 1 << 21
-
-
-def default_workers() -> int:
-    """The cores this process may use."""
-    try:
-        return max(len(os.sched_getaffinity(0)), 1)
-    except AttributeError:  # pragma: no cover - not on Linux
-        return os.cpu_count() or 1
 
 
 def release_pages(arr: Any, start: int, stop: int) -> None:
@@ -81,14 +72,6 @@ def release_pages(arr: Any, start: int, stop: int) -> None:
     hi = ((first + (stop - start) * row) // page) * page
     if hi > lo:
         mapping.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
-
-
-def check_workers(workers: int | None) -> int:
-    if workers is None:
-        return default_workers()
-    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
-        raise InputError(f"workers must be a positive integer, got {workers!r}")
-    return int(workers)
 
 
 def _keys_and_extent(positions: np.ndarray, grid: Any) -> tuple[np.ndarray, np.ndarray]:

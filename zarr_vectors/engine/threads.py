@@ -1,0 +1,69 @@
+"""One thread pool per process for work numpy and the compressors do without the GIL.
+
+``workers`` options everywhere mean: at most that many threads at once on one call
+(``None``: every core this process may use; ``1``: the calling thread alone).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+import numpy as np
+
+from zarr_vectors.errors import InputError
+
+__all__ = ["check_workers", "default_workers", "map_cells"]
+
+T = TypeVar("T")
+
+_PREFIX = "zv-cells"
+_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def default_workers() -> int:
+    """The cores this process may use."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def check_workers(workers: int | None) -> int:
+    """``workers`` as a positive int (None: :func:`default_workers`); anything else is an InputError."""
+    if workers is None:
+        return default_workers()
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise InputError(f"workers must be a positive integer, got {workers!r}")
+    return int(workers)
+
+
+def _shared_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max(default_workers(), 2), thread_name_prefix=_PREFIX)
+        return _pool
+
+
+def map_cells(fn: Callable[[int], T], n: int, workers: int | None = None) -> list[T]:
+    """``[fn(0), ..., fn(n - 1)]`` computed by up to ``workers`` threads of the shared pool, each
+    taking every ``workers``-th index; results in index order, the first error raised. Called
+    from a thread of the pool itself, it runs in that thread (so it never waits on itself)."""
+    w = min(check_workers(workers), n)
+    if w <= 1 or threading.current_thread().name.startswith(_PREFIX):  # nested: no waiting on ourselves
+        return [fn(i) for i in range(n)]
+    pool = _shared_pool()
+
+    def stride(j: int) -> list[T]:
+        return [fn(i) for i in range(j, n, w)]
+
+    done = [f.result() for f in [pool.submit(stride, j) for j in range(w)]]
+    out: list[T] = [None] * n  # type: ignore[list-item]  # every slot is filled below
+    for j, results in enumerate(done):
+        out[j::w] = results
+    return out
