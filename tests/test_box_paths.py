@@ -87,3 +87,21 @@ def test_map_cells_keeps_order_raises_and_nests():
         map_cells(boom, 9, 2)
     with pytest.raises(zv.InputError, match="workers must be a positive integer"):
         map_cells(boom, 3, 0)
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_box_with_object_ids_on_the_fast_path(tmp_path, workers):
+    rng = np.random.default_rng(4)
+    pts = rng.uniform(0, 300, (30_000, 3)).astype(np.float32)
+    ids = rng.integers(0, 500, len(pts)).astype(np.uint64) * np.uint64(2**44) + np.uint64(11)
+    ds = zv.write_points(
+        tmp_path / "s", pts, chunk_shape=100, bin_shape=50, object_ids=ids, bounds=([0] * 3, [300] * 3)
+    )
+    for box in [([0, 0, 0], [300, 300, 300]), ([40, 110, 0], [260, 190, 299])]:
+        res = ds.query(bbox=box, workers=workers)
+        mask = brute_force_box(pts, *box)
+        assert res.object_ids.dtype == np.uint64
+        assert np.array_equal(
+            sorted_rows(res.positions, res.object_ids.astype(np.float64)),
+            sorted_rows(pts[mask], ids[mask].astype(np.float64)),
+        )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -119,9 +120,13 @@ def _owners_of_rows(
             np.ravel_multi_index(tuple(np.asarray(chunk) - grid.origin), tuple(int(s) for s in grid.shape))
         )
         owners = level.fragment_owners.of_cell(lin, frag.num_fragments)
+    counts = frag.ranges[:, 1]
+    if frag.all_ranges and len(counts) and int(counts.sum()) == n_rows:
+        starts = frag.ranges[:, 0]
+        if starts[0] == 0 and np.array_equal(starts[1:], np.cumsum(counts[:-1])):
+            return np.repeat(owners, counts)  # fragments tile the cell in row order (as written here)
     out = np.full(n_rows, -1, np.int64)
     ranged = np.flatnonzero(frag.is_range)
-    counts = frag.ranges[:, 1]
     out[ranges_to_rows(frag.ranges[:, 0], counts)] = np.repeat(owners[ranged], counts)
     for f in np.flatnonzero(~frag.is_range & (owners >= 0)):
         out[frag.rows(int(f))] = owners[f]
@@ -309,8 +314,8 @@ def query_box(
     names = attribute_names(level, attributes)
     with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
     chunks = np.concatenate([plan.full, plan.partial])
-    if not with_ids and not level.vertices.draco:
-        return _box_rows(level, chunks, len(plan.full), names, lo, hi, workers)
+    if not level.vertices.draco and (not with_ids or level.fragments is not None):
+        return _box_rows(level, chunks, len(plan.full), names, lo, hi, workers, with_ids)
     frag_idx = np.arange(len(chunks)) if level.fragments is not None and with_ids else np.zeros(0, np.int64)
     cells, _ = fetch_cells(level, chunks, names, frag_idx, owners=with_ids)
     rows = None
@@ -330,14 +335,24 @@ def _box_rows(
     lo: np.ndarray,
     hi: np.ndarray,
     workers: int | None,
+    with_ids: bool = False,
 ) -> Result:
-    """A box query without object ids: one batch of reads; each cell decoded and, when the
-    box covers it partly, tested on the axes the box cuts it (``workers`` cells at a time);
-    then the kept rows copied once, straight into the result, in chunk order."""
+    """A box query: one batch of reads; each cell decoded (with the object of each row, when
+    asked) and, when the box covers it partly, tested on the axes the box cuts it
+    (``workers`` cells at a time); then the kept rows copied once, straight into the result,
+    in chunk order."""
     arrays = [level.vertices] + [level.vertex_attributes[n] for n in names]
-    raws = level.backend.get_many([key for arr in arrays for key in arr.keys(chunks)])
+    keys = [key for arr in arrays for key in arr.keys(chunks)]
+    owners = level.fragment_object_ids if with_ids else None
+    if with_ids:
+        keys += _fragments_array(level).keys(chunks)
+        keys += owners.keys(chunks) if owners is not None else []
+    raws = level.backend.get_many(keys)
     k, d, grid = len(chunks), level.grid.ndim, level.grid
     widths = [d] + [arr.row_width for arr in arrays[1:]]
+    dtypes = [arr.dtype for arr in arrays] + ([np.dtype(np.int64)] if with_ids else [])
+    if with_ids:
+        widths.append(1)
 
     def decode(i: int) -> tuple[list[np.ndarray], np.ndarray | None]:
         pos = level.vertices.rows(raws[i], chunks[i], d)
@@ -348,6 +363,8 @@ def _box_rows(
                 chunk = ".".join(map(str, chunks[i]))
                 raise CorruptCellError(arr.path, chunk, f"{len(part)} rows but vertices has {len(pos)}")
             cols.append(part)
+        if with_ids:
+            cols.append(_cell_owners(level, chunks[i], raws, len(arrays) * k + i, k, len(pos)).reshape(-1, 1))
         if i < n_full:
             return cols, None
         start = chunks[i] * grid.chunk_shape
@@ -357,7 +374,7 @@ def _box_rows(
     sizes = [len(cols[0]) if keep is None else len(keep) for cols, keep in cells]
     offsets = np.zeros(k + 1, np.int64)
     np.cumsum(sizes, out=offsets[1:])
-    out = [np.empty((int(offsets[-1]), w), arr.dtype) for w, arr in zip(widths, arrays)]
+    out = [np.empty((int(offsets[-1]), w), dt) for w, dt in zip(widths, dtypes)]
 
     def copy(i: int) -> None:
         cols, keep = cells[i]
@@ -374,7 +391,25 @@ def _box_rows(
         for n, col, arr in zip(names, out[1:], arrays[1:])
     }
     axes = tuple(a.name for a in level.root.axes if a.type == "space")
-    return Result(out[0], attrs, None, axes)
+    return Result(out[0], attrs, out[-1].reshape(-1) if with_ids else None, axes)
+
+
+def _cell_owners(
+    level: Level, chunk: Any, raws: list[bytes | None], at: int, k: int, n: int
+) -> np.ndarray:
+    """The object (OID) of each of a cell's ``n`` rows: its fragment index is ``raws[at]``, its
+    ``fragment_attributes/object_id`` cell (when the level has that table) ``raws[at + k]``."""
+    frag = _decode_frag(level, _fragments_array(level).payload(raws[at], chunk), chunk, n)
+    table = None
+    if level.fragment_object_ids is not None and raws[at + k] is not None:
+        table = level.fragment_object_ids.rows(raws[at + k], chunk).reshape(-1)
+        if len(table) != frag.num_fragments:
+            raise CorruptCellError(
+                level.fragment_object_ids.path,
+                ".".join(map(str, chunk)),
+                f"{len(table)} object ids for {frag.num_fragments} fragments",
+            )
+    return _owners_of_rows(level, chunk, frag, n, table)
 
 
 def inside_box(
