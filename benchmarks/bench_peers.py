@@ -65,7 +65,7 @@ ATTR = "intensity"
 ZSTD_LEVEL = 5
 SIDES = {"q1": 215.4, "q10": 464.2}
 PEERS = ("tiledb", "parquet", "duckdb")
-SYSTEMS = ("ours", "floor", *PEERS)
+SYSTEMS = ("ours", "ours-1t", "floor", *PEERS)  # ours-1t: our query with workers=1
 
 
 def log(msg: str) -> None:
@@ -99,7 +99,9 @@ def canonical(pos: np.ndarray, attr: np.ndarray) -> np.ndarray:
 
 
 def store_path(work: str, system: str, n: int, comp: str) -> str:
-    name = "parquet" if system in ("parquet", "duckdb") else "ours" if system == "floor" else system
+    name = (
+        "parquet" if system in ("parquet", "duckdb") else "ours" if system in ("floor", "ours-1t") else system
+    )
     suffix = ".parquet" if name == "parquet" else ""
     return os.path.join(work, f"{name}-{n}-{comp}{suffix}")
 
@@ -191,6 +193,18 @@ class Ours:
 
     def read_all(self) -> tuple[np.ndarray, np.ndarray]:
         r = self.ds.read()
+        return np.asarray(r.positions), np.asarray(r.attributes[ATTR])
+
+
+class OursOneThread(Ours):
+    """Our query on one thread (``workers=1``), to compare with the single-threaded floor."""
+
+    def query(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r = self.ds.query(bbox=(lo.tolist(), hi.tolist()), workers=1)
+        return np.asarray(r.positions), np.asarray(r.attributes[ATTR])
+
+    def read_all(self) -> tuple[np.ndarray, np.ndarray]:
+        r = self.ds.query(workers=1)
         return np.asarray(r.positions), np.asarray(r.attributes[ATTR])
 
 
@@ -329,7 +343,14 @@ class DuckDB:
         return self._run(f"SELECT x, y, z, {ATTR} FROM pts")
 
 
-READERS = {"ours": Ours, "floor": Floor, "tiledb": TileDB, "parquet": Parquet, "duckdb": DuckDB}
+READERS = {
+    "ours": Ours,
+    "ours-1t": OursOneThread,
+    "floor": Floor,
+    "tiledb": TileDB,
+    "parquet": Parquet,
+    "duckdb": DuckDB,
+}
 
 
 # --------------------------------------------------------------------------- child tasks
@@ -546,7 +567,9 @@ def bench(args: argparse.Namespace, work: str, systems: list[str]) -> tuple[list
                 log(f"N={label} {comp}: query {system}")
                 reps = {"task": "query", "boxes": args.boxes, "reps": args.reps, "full_reps": args.full_reps}
                 res = run_child(base | reps | {"system": system, "path": path})
-                store = written["ours" if system == "floor" else "parquet" if system == "duckdb" else system]
+                store = written[
+                    "ours" if system in ("floor", "ours-1t") else "parquet" if system == "duckdb" else system
+                ]
                 row = {"system": system, "n_label": label, **base, **res}
                 row["size_mb"], row["alloc_mb"], row["files"] = (
                     store["size_mb"],

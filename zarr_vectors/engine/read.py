@@ -327,6 +327,11 @@ def query_box(
     return build_result(level, cells, rows, row_owners(level, cells) if with_ids else None)
 
 
+#: Bytes read by a box query from which its cells are decoded in threads when ``workers`` is
+#: left to the default (measured: below it one thread was as fast or faster).
+AUTO_THREADS_BYTES = 16 << 20
+
+
 def _box_rows(
     level: Level,
     chunks: np.ndarray,
@@ -370,6 +375,8 @@ def _box_rows(
         start = chunks[i] * grid.chunk_shape
         return cols, np.flatnonzero(inside_box(pos, lo, hi, start, start + grid.chunk_shape))
 
+    if workers is None and sum(len(r) for r in raws if r is not None) < AUTO_THREADS_BYTES:
+        workers = 1  # small reads: handing cells to threads costs more than it saves
     cells = map_cells(decode, k, workers)
     sizes = [len(cols[0]) if keep is None else len(keep) for cols, keep in cells]
     offsets = np.zeros(k + 1, np.int64)
