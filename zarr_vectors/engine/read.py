@@ -401,9 +401,7 @@ def _box_rows(
     return Result(out[0], attrs, out[-1].reshape(-1) if with_ids else None, axes)
 
 
-def _cell_owners(
-    level: Level, chunk: Any, raws: list[bytes | None], at: int, k: int, n: int
-) -> np.ndarray:
+def _cell_owners(level: Level, chunk: Any, raws: list[bytes | None], at: int, k: int, n: int) -> np.ndarray:
     """The object (OID) of each of a cell's ``n`` rows: its fragment index is ``raws[at]``, its
     ``fragment_attributes/object_id`` cell (when the level has that table) ``raws[at + k]``."""
     frag = _decode_frag(level, _fragments_array(level).payload(raws[at], chunk), chunk, n)
