@@ -35,6 +35,8 @@ __all__ = [
     "object_tables",
     "write_level0",
     "write_level_arrays",
+    "write_tables",
+    "root_meta",
     "row_payloads",
     "partition_owners",
 ]
@@ -334,10 +336,16 @@ def write_level_arrays(builder: Any, grid: Grid, arrays: LevelArrays) -> list[st
         present.append("fragment_attributes")
     if links is not None:
         present += links(builder)
-    present += write_object_tables(
+    present += write_tables(builder, grid.ndim, tables, manifests)
+    return present
+
+
+def write_tables(builder: Any, ndim: int, tables: Tables, manifests: list[bytes] | None) -> list[str]:
+    """Level 0's object index and object and group tables; the families written."""
+    return write_object_tables(
         builder,
         "0",
-        sid_ndim=grid.ndim,
+        sid_ndim=ndim,
         num_objects=tables.num_objects,
         manifests=manifests,
         object_attributes=tables.object_attributes,
@@ -345,7 +353,20 @@ def write_level_arrays(builder: Any, grid: Grid, arrays: LevelArrays) -> list[st
         group_attributes=tables.group_attributes,
         group_names=tables.group_names,
     )
-    return present
+
+
+def root_meta(layout: Layout, options: StoreOptions, geometry_type: str, links_convention: str) -> RootMeta:
+    """The root block of a new one-level store."""
+    grid = layout.grid
+    return RootMeta(
+        chunk_shape=tuple(float(c) for c in grid.chunk_shape),
+        bounds=(tuple(float(v) for v in layout.bounds[0]), tuple(float(v) for v in layout.bounds[1])),
+        axes=layout.axes,
+        geometry_types=(geometry_type,),
+        links_convention=links_convention,
+        crs=options.crs,
+        base_bin_shape=tuple(float(v) for v in grid.bin_shape),
+    )
 
 
 def write_level0(
@@ -358,15 +379,7 @@ def write_level0(
 ) -> None:
     """Write a one-level store of ``geometry_type``, its root ``zarr.json`` last."""
     grid = layout.grid
-    root = RootMeta(
-        chunk_shape=tuple(float(c) for c in grid.chunk_shape),
-        bounds=(tuple(float(v) for v in layout.bounds[0]), tuple(float(v) for v in layout.bounds[1])),
-        axes=layout.axes,
-        geometry_types=(geometry_type,),
-        links_convention=links_convention,
-        crs=options.crs,
-        base_bin_shape=tuple(float(v) for v in grid.bin_shape),
-    )
+    root = root_meta(layout, options, geometry_type, links_convention)
     with write_session(
         target, overwrite=options.overwrite, storage_options=options.storage_options
     ) as backend:

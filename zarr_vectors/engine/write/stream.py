@@ -31,13 +31,20 @@ from zarr_vectors.engine.storage import local_path
 from zarr_vectors.engine.threads import check_workers
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.cells import AttributeSpec, EncodedCells, PointCells
-from zarr_vectors.engine.write.level0 import Layout, Tables, make_layout, object_tables
+from zarr_vectors.engine.write.level0 import (
+    Layout,
+    Tables,
+    make_layout,
+    object_tables,
+    root_meta,
+    write_tables,
+)
 from zarr_vectors.engine.write.options import StoreOptions
 from zarr_vectors.engine.write.partition import sort_keys
 from zarr_vectors.engine.write.spill import CellSpill
-from zarr_vectors.engine.write.tables import manifests_of, write_object_tables
+from zarr_vectors.engine.write.tables import manifests_of
 from zarr_vectors.errors import InputError, ZarrVectorsError
-from zarr_vectors.format.metadata import LevelMeta, RootMeta
+from zarr_vectors.format.metadata import LevelMeta
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT",
@@ -460,26 +467,8 @@ def finish_level(
         chunks = np.concatenate([f[1] for f in fragments]) if fragments else np.zeros((0, d), np.int64)
         local = np.concatenate([f[2] for f in fragments]) if fragments else np.zeros(0, np.int64)
         manifests = manifests_of(obj, chunks, local, tables.num_objects)
-    present += write_object_tables(
-        builder,
-        "0",
-        sid_ndim=grid.ndim,
-        num_objects=tables.num_objects,
-        manifests=manifests,
-        object_attributes=tables.object_attributes,
-        groups=tables.groups,
-        group_attributes=tables.group_attributes,
-        group_names=tables.group_names,
-    )
-    root = RootMeta(
-        chunk_shape=tuple(float(c) for c in grid.chunk_shape),
-        bounds=(tuple(float(v) for v in layout.bounds[0]), tuple(float(v) for v in layout.bounds[1])),
-        axes=layout.axes,
-        geometry_types=("point_cloud",),
-        links_convention="implicit_sequential",
-        crs=options.crs,
-        base_bin_shape=tuple(float(v) for v in grid.bin_shape),
-    )
+    present += write_tables(builder, grid.ndim, tables, manifests)
+    root = root_meta(layout, options, "point_cloud", "implicit_sequential")
     level = LevelMeta(level=0, vertex_count=vertex_count, arrays_present=tuple(present), fragments_tile=True)
     builder.group("0", {"zarr_vectors_level": level.to_json()})
     builder.commit(root.to_attributes())
