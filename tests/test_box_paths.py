@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import zarr_vectors as zv
 from tests.conftest import brute_force_box, sorted_rows
-from zarr_vectors.engine.read import inside_box
+from zarr_vectors.engine.read import float32_bounds, inside_box
 from zarr_vectors.engine.threads import map_cells
 
 
@@ -105,3 +107,30 @@ def test_box_with_object_ids_on_the_fast_path(tmp_path, workers):
             sorted_rows(res.positions, res.object_ids.astype(np.float64)),
             sorted_rows(pts[mask], ids[mask].astype(np.float64)),
         )
+
+
+_F32 = st.floats(width=32, allow_nan=False)
+_BOUND = st.one_of(
+    st.floats(allow_nan=False), _F32.map(float), _F32.map(lambda x: float(np.nextafter(np.float64(x), 0.0)))
+)
+
+
+@given(xs=st.lists(_F32, min_size=1, max_size=20), lo=_BOUND, hi=_BOUND)
+def test_float32_bounds_keep_exactly_the_float64_answer(xs, lo, hi):
+    x = np.array(xs, np.float32)
+    lo32, hi32 = float32_bounds(np.array([lo]), np.array([hi]))
+    assert lo32.dtype == hi32.dtype == np.float32
+    wide = x.astype(np.float64)
+    assert np.array_equal(x >= lo32[0], wide >= lo)
+    assert np.array_equal(x <= hi32[0], wide <= hi)
+
+
+def test_inside_box_on_float32_rows_equals_the_float64_test():
+    rng = np.random.default_rng(5)
+    pos = rng.uniform(-1, 1, (5000, 2)).astype(np.float32)
+    pos[:100] = np.float32(0.1)  # a float32 just above the float64 0.1 bound below
+    lo, hi = np.array([0.1, -0.5]), np.array([0.7, np.float64(np.float32(0.3))])
+    want = np.all((pos.astype(np.float64) >= lo) & (pos.astype(np.float64) <= hi), axis=1)
+    got = inside_box(pos, lo, hi)
+    assert got[:100].all() == (np.float64(np.float32(0.1)) >= 0.1)
+    assert np.array_equal(got, want)

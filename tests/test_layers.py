@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "zarr_vectors"
 LAYERS: list[tuple[str, ...]] = [
     ("zarr_vectors.errors", "zarr_vectors._extras", "zarr_vectors_draco"),
     ("zarr_vectors.format", "zarr_vectors.geo"),
-    ("zarr_vectors.engine", "zarr_vectors._draco", "zarr_vectors.result"),
+    ("zarr_vectors.engine", "zarr_vectors._draco", "zarr_vectors.result", "zarr_vectors.tables"),
     ("zarr_vectors.kinds.", "zarr_vectors.pyramid.", "zarr_vectors.shapely_io"),
     ("zarr_vectors.kinds", "zarr_vectors.pyramid", "zarr_vectors.validation"),
     ("zarr_vectors.dataset",),

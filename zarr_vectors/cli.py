@@ -53,6 +53,7 @@ EXAMPLES = {
     "  zarr-vectors query cells.zarr --bbox -50,-50,0,50,50,20 --count\n"
     "  zarr-vectors query neurons.zarr --objects 3 7 -o two.swc\n"
     "  zarr-vectors query tracts.zarr --bbox 0,0,0,40,40,40 --whole-objects -o tracts.ply\n"
+    "  zarr-vectors query synapses.zarr --bbox 0,0,0,500,500,500 --where 'confidence > 0.8' --count\n"
     "  zarr-vectors query s3://bucket/cells.zarr --level 1 --attributes size -o level1.npz \\\n"
     "      --storage-options '{\"anon\": true}'\n"
     "formats by extension: .csv .ply .obj .npz .swc .geojson (see docs/cli.md)",
@@ -351,9 +352,13 @@ def _select(args: argparse.Namespace) -> Any:
     if args.objects is not None:
         if args.whole_objects:
             raise ZarrVectorsError("--whole-objects goes with --bbox; --objects already reads whole objects")
+        if args.where:
+            raise ZarrVectorsError("--where goes with --bbox or a whole read; --objects reads whole objects")
         return ds.objects(args.objects, level=args.level, attributes=attributes)
     bbox = None if args.bbox is None else _bbox(args.bbox)
-    return ds.query(bbox, level=args.level, attributes=attributes, whole_objects=args.whole_objects)
+    return ds.query(
+        bbox, level=args.level, attributes=attributes, whole_objects=args.whole_objects, where=args.where
+    )
 
 
 def _counts(res: Any) -> str:
@@ -432,6 +437,13 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
         "--whole-objects",
         action="store_true",
         help="with --bbox: every whole line or object with a vertex inside, instead of the pieces inside",
+    )
+    p.add_argument(
+        "--where",
+        action="append",
+        metavar="EXPR",
+        help="keep rows whose numeric attributes pass, e.g. 'confidence > 0.8 and type == 3' (a vertex "
+        "attribute, else an object attribute); repeat to add conditions",
     )
     _add_storage_options(p)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,8 +12,9 @@ from zarr_vectors.engine import query as engine_query
 from zarr_vectors.engine.ids import OBJECT_ID_ATTRIBUTE
 from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.polygon import query_polygon
-from zarr_vectors.engine.read import parse_box
+from zarr_vectors.engine.read import box_batches, parse_box
 from zarr_vectors.engine.store import VectorStore, table_values
+from zarr_vectors.engine.where import parse_where
 from zarr_vectors.engine.write.append import append_points
 from zarr_vectors.errors import AttributeNotFoundError, CorruptCellError, InputError
 from zarr_vectors.format.kinds import family_of
@@ -324,6 +325,7 @@ class Dataset:
         polygon_axes: Sequence[str | int] | None = None,
         max_vertices: int | None = None,
         workers: int | None = None,
+        where: Any = None,
     ) -> Result:
         """Vertices with ``lo <= p <= hi`` on every axis (``bbox=(lo, hi)``; None reads everything).
 
@@ -362,11 +364,14 @@ class Dataset:
         workers
             Threads that decode and filter cells (default: every core; ``1``: this thread).
             The result is the same whatever the number.
-
-        Returns
-        -------
-        Result
-            The rows found, with ``region`` (the box and polygon) and ``origin`` set.
+        where
+            Keep only the rows whose numeric attributes meet every condition, tested cell by
+            cell as the cells are decoded: ``{"confidence": (">", 0.8)}``, ``"confidence > 0.8
+            and type == 3"``, or a list of such strings or ``(name, op, value)`` triples.
+            Operators: ``< <= > >= == !=``, ``in`` and ``not in`` (a list), ``between``
+            (inclusive ``(low, high)``). A name is a vertex attribute or, failing that, an
+            object attribute (the row's object's value; rows without an object fail). Lines and
+            meshes lose the vertices that fail, with the edges and faces that use them.
 
         Raises
         ------
@@ -386,6 +391,11 @@ class Dataset:
         >>> res = ds.query(bbox=([0, 0], [5, 5]))
         >>> res.positions.tolist(), res.attributes["t"].tolist()
         ([[0, 0], [1, 1], [5, 5]], [1, 2, 3])
+
+        ``where`` keeps the rows whose attributes pass:
+
+        >>> ds.query(bbox=([0, 0], [9, 9]), where="t >= 3").attributes["t"].tolist()
+        [3, 4]
 
         A polygon query tests the vertices against the polygon:
 
@@ -423,6 +433,7 @@ class Dataset:
                 object_ids=object_ids,
                 whole_objects=whole_objects,
                 faces=faces,
+                where=where,
             )
         res = engine_query.box(
             lv,
@@ -434,6 +445,7 @@ class Dataset:
             faces=faces,
             everything=bbox is None,
             workers=workers,
+            where=parse_where(where),
         )
         return dataclasses.replace(
             res,
@@ -441,6 +453,65 @@ class Dataset:
             region=Region(lo, hi),
             origin=Origin(self, level, complete=whole_objects and self._is_linked),
         )
+
+    def query_batches(
+        self,
+        bbox: Any = None,
+        *,
+        level: int = 0,
+        attributes: Sequence[str] | bool | None = None,
+        object_ids: bool | None = None,
+        where: Any = None,
+        batch_chunks: int = 64,
+        workers: int | None = None,
+    ) -> Iterator[Result]:
+        """The rows of :meth:`query` as a sequence of results, each from at most
+        ``batch_chunks`` chunks, for results larger than memory: only one batch is held at a
+        time. Concatenated, the batches are the rows of ``query(bbox, ...)`` in the same order.
+        Point clouds are split by chunk; other kinds come as one batch (their rows are joined
+        by edges and faces). An empty box yields no batch.
+
+        Parameters
+        ----------
+        bbox, level, attributes, object_ids, where, workers
+            As for :meth:`query`.
+        batch_chunks
+            Chunks read per batch (the chunks the box covers wholly first, then those it cuts).
+
+        Yields
+        ------
+        Result
+            Each batch's rows, with ``region`` and ``origin`` set.
+
+        Examples
+        --------
+        >>> import numpy as np, zarr_vectors as zv
+        >>> pts = np.random.default_rng(0).uniform(0, 8, (1000, 2))
+        >>> ds = zv.write_points("memory://doc-batches", pts, chunk_shape=2)
+        >>> sizes = [len(b) for b in ds.query_batches(batch_chunks=4)]
+        >>> len(sizes), sum(sizes)
+        (4, 1000)
+        """
+        if isinstance(batch_chunks, bool) or not isinstance(batch_chunks, int) or batch_chunks < 1:
+            raise InputError(f"batch_chunks must be a positive integer, got {batch_chunks!r}")
+        lv = self.level(level)
+        if family_of(self.geometry_types) not in (None, "points"):
+            yield self.query(bbox, level=level, attributes=attributes, object_ids=object_ids, where=where)
+            return
+        lo, hi = (
+            (np.full(self.ndim, -np.inf), np.full(self.ndim, np.inf))
+            if bbox is None
+            else parse_box(bbox, self.ndim, self.axes)
+        )
+        conditions = parse_where(where)
+        row_filter = engine_query.row_filter_for(lv, conditions) if conditions else None
+        for res in box_batches(lv, lo, hi, attributes, object_ids, workers, row_filter, batch_chunks):
+            yield dataclasses.replace(
+                res,
+                object_ids=_user_ids(lv, res.object_ids),
+                region=Region(lo, hi),
+                origin=Origin(self, level, complete=False),
+            )
 
     @property
     def _is_mesh(self) -> bool:
@@ -451,8 +522,10 @@ class Dataset:
         """Geometry with connectivity: queries return edges (and line pieces for lines)."""
         return family_of(self.geometry_types) in ("lines", "graph", "shapes")
 
-    def read(self, *, level: int = 0, attributes: Sequence[str] | bool | None = None) -> Result:
-        """Every vertex of a level: ``query(None, level=level, attributes=attributes)``.
+    def read(
+        self, *, level: int = 0, attributes: Sequence[str] | bool | None = None, where: Any = None
+    ) -> Result:
+        """Every vertex of a level: ``query(None, level=level, attributes=attributes, where=where)``.
 
         Parameters
         ----------
@@ -460,6 +533,8 @@ class Dataset:
             The level to read.
         attributes
             Vertex attribute names to read; default all, ``False`` none.
+        where
+            Attribute conditions the rows must meet (see :meth:`query`).
 
         Returns
         -------
@@ -472,7 +547,7 @@ class Dataset:
         >>> len(ds.read())
         2
         """
-        return self.query(None, level=level, attributes=attributes)
+        return self.query(None, level=level, attributes=attributes, where=where)
 
     def objects(
         self, ids: Sequence[int] | int, *, level: int = 0, attributes: Sequence[str] | bool | None = None

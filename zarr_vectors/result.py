@@ -259,6 +259,39 @@ class Result:
 
         return trimesh.Trimesh(vertices=self.positions, faces=self.faces, process=process)
 
+    def to_pandas(self) -> Any:
+        """The rows as a ``pandas.DataFrame``: a column per axis, ``object_id``, ``line`` and
+        ``parent`` where the result has them, then the attributes (``name_0 ..`` for an
+        attribute of several values per row). Needs the ``dataframe`` extra.
+
+        Examples
+        --------
+        >>> import numpy as np, zarr_vectors as zv
+        >>> res = zv.Result(np.array([[0.0, 1.0], [2.0, 3.0]]), {"t": np.array([5, 6])}, axes=("x", "y"))
+        >>> res.to_pandas()
+             x    y  t
+        0  0.0  1.0  5
+        1  2.0  3.0  6
+        """
+        from zarr_vectors.tables import to_pandas
+
+        return to_pandas(self)
+
+    def to_arrow(self) -> Any:
+        """The rows as a ``pyarrow.Table`` with the columns of :meth:`to_pandas` (the axes and,
+        for a store with one, the CRS in the schema's metadata). Needs the ``dataframe`` extra.
+
+        Examples
+        --------
+        >>> import numpy as np, zarr_vectors as zv
+        >>> res = zv.Result(np.zeros((3, 3), np.float32), object_ids=np.array([7, 7, 9]), axes=("x", "y", "z"))
+        >>> res.to_arrow().column_names
+        ['x', 'y', 'z', 'object_id']
+        """
+        from zarr_vectors.tables import to_arrow
+
+        return to_arrow(self)
+
     def sorted(self) -> Result:
         """A copy with rows in lexicographic order of (object id, position): a canonical order
         for comparing. Connectivity is not carried over.

@@ -36,7 +36,13 @@ class BoxReader(Protocol):
     def level(self, index: int = 0) -> Level: ...
 
     def query(
-        self, bbox: Any = None, *, level: int = 0, attributes: Any = None, object_ids: Any = None
+        self,
+        bbox: Any = None,
+        *,
+        level: int = 0,
+        attributes: Any = None,
+        object_ids: Any = None,
+        where: Any = None,
     ) -> Result: ...
 
     def objects(self, ids: Any, *, level: int = 0, attributes: Any = None) -> Result: ...
@@ -209,8 +215,10 @@ def query_polygon(
     object_ids: bool | None = None,
     whole_objects: bool = False,
     faces: str = "inside",
+    where: Any = None,
 ) -> Result:
-    """Vertices strictly inside ``polygon`` (and inside ``bbox`` when given), with the edges,
+    """Vertices strictly inside ``polygon`` (and inside ``bbox`` when given, and meeting
+    ``where``), with the edges,
     faces and line pieces among them; ``whole_objects=True`` returns instead every whole
     object with a vertex inside."""
     if faces != "inside":
@@ -223,7 +231,11 @@ def query_polygon(
     points_only = family_of(ds.level(level).root.geometry_types) in (None, "points")
     for b_lo, b_hi, part in _boxes(points_only, poly, ax, np.asarray(lo, float), np.asarray(hi, float)):
         res = ds.query(
-            (b_lo, b_hi), level=level, attributes=False if whole_objects else attributes, object_ids=with_ids
+            (b_lo, b_hi),
+            level=level,
+            attributes=False if whole_objects and where is None else attributes,
+            object_ids=with_ids,
+            where=where,
         )
         parts.append(res.subset(contains(part, res.positions[:, ax[0]], res.positions[:, ax[1]])))
     out = _concat(parts)

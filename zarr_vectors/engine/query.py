@@ -15,12 +15,14 @@ import numpy as np
 from zarr_vectors.engine.edges import objects_with_edges, query_lines_box
 from zarr_vectors.engine.faces import mesh_objects, query_mesh_box
 from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.read import query_box, read_objects
-from zarr_vectors.errors import FormatError
+from zarr_vectors.engine.read import attribute_names, query_box, read_objects
+from zarr_vectors.engine.store import table_values
+from zarr_vectors.engine.where import Condition, RowFilter, apply_filter
+from zarr_vectors.errors import AttributeNotFoundError, FormatError, InputError
 from zarr_vectors.format.kinds import family_of
 from zarr_vectors.result import Result
 
-__all__ = ["box", "is_linked", "objects"]
+__all__ = ["box", "is_linked", "objects", "row_filter_for"]
 
 Names = Sequence[str] | bool | None
 
@@ -45,26 +47,66 @@ def box(
     faces: str = "inside",
     everything: bool = False,
     workers: int | None = None,
+    where: Sequence[Condition] = (),
 ) -> Result:
-    """Vertices of ``level`` with ``lo <= p <= hi`` (with edges or faces as the kind has them).
+    """Vertices of ``level`` with ``lo <= p <= hi`` (with edges or faces as the kind has them)
+    that meet every condition of ``where``.
 
     ``everything``: the box is the whole level, so the rows read must add up to the level's
     ``vertex_count`` (a listing or dtype that disagrees is a :class:`FormatError`).
     """
     family = _family(level)
+    row_filter = row_filter_for(level, where) if where else None
+    if family in ("mesh", "lines", "graph", "shapes") and row_filter is not None:
+        names = attribute_names(level, attributes)
+        with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
+        extra = [n for n in row_filter.vertex_names if n not in names]
+        need_ids = with_ids or bool(row_filter.objects)
+        res = box(level, lo, hi, [*names, *extra], need_ids, whole_objects=whole_objects, faces=faces)
+        return apply_filter(res, row_filter, names, with_ids)
     if family == "mesh":
         res = query_mesh_box(level, lo, hi, attributes, with_object_ids, faces)
     elif family in ("lines", "graph", "shapes"):
         res = query_lines_box(level, lo, hi, attributes, with_object_ids, whole_objects)
     else:
-        res = query_box(level, lo, hi, attributes, with_object_ids, workers)
-    if everything and len(res.positions) != level.meta.vertex_count:
+        res = query_box(level, lo, hi, attributes, with_object_ids, workers, row_filter)
+    if everything and row_filter is None and len(res.positions) != level.meta.vertex_count:
         raise FormatError(
             f"level {level.index} of {level.backend.description} holds {len(res.positions)} vertices in its "
             f"listed cells but its metadata says vertex_count {level.meta.vertex_count}: a listing or a "
             "dtype is corrupt"
         )
     return res
+
+
+def row_filter_for(level: Level, conditions: Sequence[Condition]) -> RowFilter:
+    """``conditions`` bound to ``level``: each names a numeric one-column vertex attribute or,
+    failing that, object attribute (whose values are read once, whole)."""
+    vertex, objects, values = [], [], {}
+    for cond in conditions:
+        if cond.name in level.vertex_attributes:
+            arr = level.vertex_attributes[cond.name]
+            _check_numeric(cond, arr.dtype, arr.row_width, "vertex")
+            vertex.append(cond)
+        elif cond.name in level.object_attributes:
+            table = level.object_attributes[cond.name]
+            if cond.name not in values:
+                values[cond.name] = table_values(level, table)
+            col = values[cond.name]
+            _check_numeric(cond, col.dtype, 1 if col.ndim == 1 else int(np.prod(col.shape[1:])), "object")
+            objects.append(cond)
+        else:
+            known = sorted({*level.vertex_attributes, *level.object_attributes})
+            raise AttributeNotFoundError("vertex or object", [cond.name], level.index, known)
+    return RowFilter(tuple(vertex), tuple(objects), values)
+
+
+def _check_numeric(cond: Condition, dtype: np.dtype, width: int, scope: str) -> None:
+    if dtype.kind not in "biuf" or width != 1:
+        raise InputError(
+            f"where: {scope} attribute {cond.name!r} is {dtype} with {width} values per row; filters compare "
+            "numeric attributes with one value per row"
+        )
 
 
 def objects(level: Level, oids: np.ndarray, attributes: Names = None) -> Result:

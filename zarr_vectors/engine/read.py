@@ -8,8 +8,8 @@ are tested). Fragment indices are fetched for partly covered chunks only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,7 @@ import numpy as np
 from zarr_vectors.engine.arrays import CellArray
 from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.threads import map_cells
+from zarr_vectors.engine.where import RowFilter, apply_filter
 from zarr_vectors.errors import AttributeNotFoundError, CorruptCellError, FormatError, InputError, decoding
 from zarr_vectors.format.fragments import (
     FragmentIndex,
@@ -30,7 +31,10 @@ from zarr_vectors.result import Result
 __all__ = [
     "Cells",
     "attribute_names",
+    "box_batches",
     "build_result",
+    "float32_bounds",
+    "inside_box",
     "fetch_cells",
     "fetch_objects",
     "parse_box",
@@ -303,8 +307,10 @@ def query_box(
     attributes: Sequence[str] | bool | None = None,
     with_object_ids: bool | None = None,
     workers: int | None = None,
+    row_filter: RowFilter | None = None,
 ) -> Result:
-    """Every vertex with ``lo <= p <= hi`` on all axes, with the asked attributes.
+    """Every vertex with ``lo <= p <= hi`` on all axes (and meeting ``row_filter``), with the
+    asked attributes.
 
     One batch fetches the vertex and attribute cells of every chunk the box
     touches, plus fragment indices where they are needed (partly covered chunks,
@@ -314,8 +320,14 @@ def query_box(
     names = attribute_names(level, attributes)
     with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
     chunks = np.concatenate([plan.full, plan.partial])
-    if not level.vertices.draco and (not with_ids or level.fragments is not None):
-        return _box_rows(level, chunks, len(plan.full), names, lo, hi, workers, with_ids)
+    need_ids = with_ids or (row_filter is not None and bool(row_filter.objects))
+    if not level.vertices.draco and (not need_ids or level.fragments is not None):
+        res = _box_rows(level, chunks, len(plan.full), names, lo, hi, workers, need_ids, row_filter)
+        return res if with_ids == need_ids else replace(res, object_ids=None)
+    if row_filter is not None:  # filtered after the read
+        extra = [n for n in row_filter.vertex_names if n not in names]
+        res = query_box(level, lo, hi, [*names, *extra], need_ids, workers)
+        return apply_filter(res, row_filter, names, with_ids)
     frag_idx = np.arange(len(chunks)) if level.fragments is not None and with_ids else np.zeros(0, np.int64)
     cells, _ = fetch_cells(level, chunks, names, frag_idx, owners=with_ids)
     rows = None
@@ -325,6 +337,34 @@ def query_box(
         mask[start:] = inside_box(cells.positions[start:], lo, hi)
         rows = np.flatnonzero(mask)
     return build_result(level, cells, rows, row_owners(level, cells) if with_ids else None)
+
+
+def box_batches(
+    level: Level,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    attributes: Sequence[str] | bool | None = None,
+    with_object_ids: bool | None = None,
+    workers: int | None = None,
+    row_filter: RowFilter | None = None,
+    batch_chunks: int = 64,
+) -> Iterator[Result]:
+    """The rows of :func:`query_box`, as results of at most ``batch_chunks`` chunks each (the
+    same rows in the same order, concatenated); only one batch's cells are held at a time."""
+    plan = plan_box(level, lo, hi)
+    names = attribute_names(level, attributes)
+    with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
+    need_ids = with_ids or (row_filter is not None and bool(row_filter.objects))
+    if level.vertices.draco or (need_ids and level.fragments is None):
+        yield query_box(level, lo, hi, attributes, with_object_ids, workers, row_filter)
+        return
+    for chunks, full in ((plan.full, True), (plan.partial, False)):
+        for start in range(0, len(chunks), batch_chunks):
+            part = chunks[start : start + batch_chunks]
+            res = _box_rows(
+                level, part, len(part) if full else 0, names, lo, hi, workers, need_ids, row_filter
+            )
+            yield res if with_ids == need_ids else replace(res, object_ids=None)
 
 
 #: Bytes read by a box query from which its cells are decoded in threads when ``workers`` is
@@ -341,12 +381,15 @@ def _box_rows(
     hi: np.ndarray,
     workers: int | None,
     with_ids: bool = False,
+    row_filter: RowFilter | None = None,
 ) -> Result:
     """A box query: one batch of reads; each cell decoded (with the object of each row, when
-    asked) and, when the box covers it partly, tested on the axes the box cuts it
-    (``workers`` cells at a time); then the kept rows copied once, straight into the result,
-    in chunk order."""
-    arrays = [level.vertices] + [level.vertex_attributes[n] for n in names]
+    asked) and, when the box covers it partly, tested on the axes the box cuts it, then on
+    ``row_filter`` (``workers`` cells at a time); then the kept rows copied once, straight into
+    the result, in chunk order."""
+    extra = [] if row_filter is None else [n for n in row_filter.vertex_names if n not in names]
+    arrays = [level.vertices] + [level.vertex_attributes[n] for n in [*names, *extra]]
+    n_out = 1 + len(names)  # columns returned: vertices and the asked attributes (then extra)
     keys = [key for arr in arrays for key in arr.keys(chunks)]
     owners = level.fragment_object_ids if with_ids else None
     if with_ids:
@@ -354,8 +397,8 @@ def _box_rows(
         keys += owners.keys(chunks) if owners is not None else []
     raws = level.backend.get_many(keys)
     k, d, grid = len(chunks), level.grid.ndim, level.grid
-    widths = [d] + [arr.row_width for arr in arrays[1:]]
-    dtypes = [arr.dtype for arr in arrays] + ([np.dtype(np.int64)] if with_ids else [])
+    widths = [d] + [arr.row_width for arr in arrays[1:n_out]]
+    dtypes = [arr.dtype for arr in arrays[:n_out]] + ([np.dtype(np.int64)] if with_ids else [])
     if with_ids:
         widths.append(1)
 
@@ -370,10 +413,15 @@ def _box_rows(
             cols.append(part)
         if with_ids:
             cols.append(_cell_owners(level, chunks[i], raws, len(arrays) * k + i, k, len(pos)).reshape(-1, 1))
-        if i < n_full:
-            return cols, None
-        start = chunks[i] * grid.chunk_shape
-        return cols, np.flatnonzero(inside_box(pos, lo, hi, start, start + grid.chunk_shape))
+        keep = None
+        if i >= n_full:
+            start = chunks[i] * grid.chunk_shape
+            keep = np.flatnonzero(inside_box(pos, lo, hi, start, start + grid.chunk_shape))
+        if row_filter is not None:
+            wanted = set(row_filter.vertex_names)
+            named = {n: c for n, c in zip([*names, *extra], cols[1:]) if n in wanted}
+            keep = _filtered(row_filter, keep, len(pos), named, cols[-1] if with_ids else None)
+        return cols[:n_out] + cols[len(arrays) :], keep
 
     if workers is None and sum(len(r) for r in raws if r is not None) < AUTO_THREADS_BYTES:
         workers = 1  # small reads: handing cells to threads costs more than it saves
@@ -395,10 +443,27 @@ def _box_rows(
     map_cells(copy, k, workers)
     attrs = {
         n: col.reshape((-1, *(arr.attrs.get("row_shape") or [])))
-        for n, col, arr in zip(names, out[1:], arrays[1:])
+        for n, col, arr in zip(names, out[1:], arrays[1:n_out])
     }
     axes = tuple(a.name for a in level.root.axes if a.type == "space")
     return Result(out[0], attrs, out[-1].reshape(-1) if with_ids else None, axes)
+
+
+def _filtered(
+    row_filter: RowFilter,
+    keep: np.ndarray | None,
+    n_rows: int,
+    columns: dict[str, np.ndarray],
+    owners: np.ndarray | None,
+) -> np.ndarray:
+    """``keep`` (row indices of a cell of ``n_rows``; None: all of them) narrowed to the rows
+    that meet ``row_filter`` (``columns``: the cell's rows of the attributes it names)."""
+    if keep is not None:
+        columns = {name: np.take(col, keep, axis=0) for name, col in columns.items()}
+        owners = None if owners is None else owners[keep]
+    n = n_rows if keep is None else len(keep)
+    ok = row_filter.mask(columns, None if owners is None else owners.reshape(-1), n)
+    return np.flatnonzero(ok) if keep is None else keep[ok]
 
 
 def _cell_owners(level: Level, chunk: Any, raws: list[bytes | None], at: int, k: int, n: int) -> np.ndarray:
@@ -424,12 +489,16 @@ def inside_box(
     cell_lo: np.ndarray | None = None,
     cell_hi: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``lo <= p <= hi`` on every axis, per row, compared in float64 an axis at a time.
+    """``lo <= p <= hi`` on every axis, per row, with the result of comparing in float64.
 
     With the extent of the rows' chunk (``cell_lo``, ``cell_hi``), a side of an axis the
     chunk lies within (by more than a rounding margin) is not tested: every row passes it.
+    float32 rows are compared with the bounds rounded inwards to float32 (see
+    :func:`float32_bounds`), which keeps exactly the same rows without widening them.
     """
     lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    if positions.dtype == np.float32:
+        lo, hi = float32_bounds(lo, hi)
     out = np.ones(len(positions), bool)
     margin = None if cell_lo is None or cell_hi is None else 1e-9 * (np.abs(cell_hi - cell_lo) + 1)
     for ax in range(positions.shape[1]):
@@ -439,6 +508,18 @@ def inside_box(
         if margin is None or cell_hi[ax] + margin[ax] > hi[ax]:  # type: ignore[index]
             out &= col <= hi[ax]
     return out
+
+
+def float32_bounds(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float32 ``(lo32, hi32)`` with ``x >= lo32 <=> x >= lo`` and ``x <= hi32 <=> x <= hi`` for
+    every float32 ``x`` (compared in float64 on the right): the smallest float32 not below
+    ``lo`` and the largest not above ``hi``. An empty side (``lo32 > hi32``) selects nothing,
+    as the float64 test does."""
+    with np.errstate(over="ignore"):
+        lo32, hi32 = lo.astype(np.float32), hi.astype(np.float32)
+    lo32 = np.where(lo32.astype(np.float64) < lo, np.nextafter(lo32, np.float32(np.inf)), lo32)
+    hi32 = np.where(hi32.astype(np.float64) > hi, np.nextafter(hi32, np.float32(-np.inf)), hi32)
+    return lo32, hi32
 
 
 def fetch_objects(

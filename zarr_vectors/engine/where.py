@@ -1,0 +1,219 @@
+"""Attribute filters of queries (``where=``): parsed once, evaluated on decoded rows.
+
+A filter is a conjunction of comparisons, each naming one numeric attribute (a vertex
+attribute, else an object attribute), an operator and a value. It is given as
+
+* a mapping ``{name: (op, value)}``, ``{name: [(op, value), ...]}`` or ``{name: value}``
+  (equality); ``op`` is one of ``< <= > >= == !=``, or ``in`` / ``not in`` with a list of
+  values, or ``between`` with ``(low, high)`` (inclusive);
+* a string ``"confidence > 0.8 and type == 3"``: comparisons ``name op number`` (or
+  ``number op name``) joined by ``and``;
+* a sequence of such strings or ``(name, op, value)`` triples, all of which must hold.
+
+Comparisons are made in float64 for floating attributes and exactly for integer ones (a
+float value against an integer attribute compares as the float; ``==`` then matches only
+whole numbers). NaN fails every comparison but ``!=``.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors.errors import InputError
+from zarr_vectors.result import Result
+
+__all__ = ["Condition", "OPERATORS", "RowFilter", "apply_filter", "evaluate", "parse_where"]
+
+OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
+_SETS = ("in", "not in", "between")
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+_NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|inf|nan)"
+_NAME = r"[A-Za-z_][\w.]*"
+_OP = r"<=|>=|==|!=|<|>|="
+_CMP = re.compile(rf"^\s*(?:({_NAME})\s*({_OP})\s*({_NUMBER})|({_NUMBER})\s*({_OP})\s*({_NAME}))\s*$")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """``attribute op value``: ``value`` a float, or a float64 array for ``in``/``not in``,
+    or ``(low, high)`` for ``between``."""
+
+    name: str
+    op: str
+    value: Any
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.op} {self.value!r}"
+
+    def mask(self, column: np.ndarray) -> np.ndarray:
+        """(N,) booleans of the rows of ``column`` (N,) that satisfy the condition."""
+        if self.op == "between":
+            low, high = self.value
+            return _compare(column, ">=", low) & _compare(column, "<=", high)
+        if self.op in ("in", "not in"):
+            hit = np.isin(column, self.value)
+            return ~hit if self.op == "not in" else hit
+        return _compare(column, self.op, self.value)
+
+
+def _compare(column: np.ndarray, op: str, value: float | int) -> np.ndarray:
+    """``column op value`` as exact numbers: floats (either side) in float64, integers as
+    integers, including values outside the column's dtype."""
+    if column.dtype.kind == "f" or isinstance(value, float):
+        return np.asarray(OPERATORS[op](column, np.float64(value)), bool)
+    info = np.iinfo(column.dtype) if column.dtype.kind in "iu" else np.iinfo(np.uint8)
+    if info.min <= value <= info.max:
+        return np.asarray(OPERATORS[op](column, column.dtype.type(value)), bool)
+    above = value > info.max  # every row is below the value, or every row above it
+    passes = op in (("<", "<=", "!=") if above else (">", ">=", "!="))
+    return np.full(len(column), passes)
+
+
+def _number(value: Any, where: str) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InputError(f"where: {where} needs a number, got {value!r}")
+    return value.item() if isinstance(value, (np.integer, np.floating)) else value
+
+
+def _condition(name: Any, op: Any, value: Any) -> Condition:
+    if not isinstance(name, str) or not name:
+        raise InputError(f"where: an attribute name must be a non-empty string, got {name!r}")
+    op = "==" if op == "=" else op
+    if op in OPERATORS:
+        return Condition(name, op, _number(value, f"{name} {op}"))
+    if op in ("in", "not in"):
+        if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+            raise InputError(f"where: {name} {op} needs a list of numbers, got {value!r}")
+        values = [_number(v, f"{name} {op}") for v in value]
+        return Condition(name, op, np.asarray(values))
+    if op == "between":
+        pair = list(value) if isinstance(value, (list, tuple)) else []
+        if len(pair) != 2:
+            raise InputError(f"where: {name} between needs (low, high), got {value!r}")
+        low, high = (_number(v, f"{name} between") for v in pair)
+        return Condition(name, op, (low, high))
+    raise InputError(
+        f"where: unknown operator {op!r} for {name!r}; use one of {', '.join([*OPERATORS, *_SETS])}"
+    )
+
+
+def _parse_text(text: str) -> list[Condition]:
+    out = []
+    for part in re.split(r"\s+and\s+", text.strip(), flags=re.IGNORECASE):
+        m = _CMP.match(part)
+        if m is None:
+            raise InputError(
+                f"where: cannot read {part.strip()!r}; write comparisons such as 'confidence > 0.8', "
+                "joined by 'and'"
+            )
+        if m.group(1):
+            out.append(_condition(m.group(1), m.group(2), _literal(m.group(3))))
+        else:  # number op name: the same comparison seen from the attribute
+            op = "==" if m.group(5) == "=" else m.group(5)
+            out.append(_condition(m.group(6), _FLIP[op], _literal(m.group(4))))
+    return out
+
+
+def _literal(text: str) -> int | float:
+    """A number as written: whole numbers stay exact integers (segment ids exceed 2**53)."""
+    return int(text) if re.fullmatch(r"[-+]?\d+", text) else float(text)
+
+
+def parse_where(where: Any) -> list[Condition]:
+    """The conditions of a ``where=`` filter (see the module docstring); [] for None."""
+    if where is None:
+        return []
+    if isinstance(where, Condition):
+        return [where]
+    if isinstance(where, str):
+        return _parse_text(where)
+    if isinstance(where, Mapping):
+        out = []
+        for name, spec in where.items():
+            if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str):
+                out.append(_condition(name, *spec))
+            elif isinstance(spec, list) and spec and all(isinstance(s, tuple) for s in spec):
+                out.extend(_condition(name, *s) for s in spec)
+            else:
+                out.append(_condition(name, "==", spec))
+        return out
+    if isinstance(where, Sequence):
+        out = []
+        for item in where:
+            if isinstance(item, str):
+                out.extend(_parse_text(item))
+            elif isinstance(item, (tuple, list)) and len(item) == 3:
+                out.append(_condition(*item))
+            else:
+                raise InputError(f"where: each item must be a string or (name, op, value), got {item!r}")
+        return out
+    raise InputError(
+        f"where must be a mapping, a string or a list of conditions, got {type(where).__name__}; "
+        "for example where={'confidence': ('>', 0.8)} or where='confidence > 0.8'"
+    )
+
+
+def evaluate(conditions: Sequence[Condition], columns: Mapping[str, np.ndarray], n: int) -> np.ndarray | None:
+    """(n,) booleans of the rows meeting every condition (``columns[name]``: one value per
+    row); None when there are no conditions."""
+    if not conditions:
+        return None
+    out = np.ones(n, bool)
+    for cond in conditions:
+        out &= cond.mask(columns[cond.name])
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class RowFilter:
+    """Conditions ready for a level: ``vertex`` ones read a vertex attribute column of the
+    rows, ``objects`` ones the value of the row's object (OID-indexed ``values``; rows
+    without an object fail them)."""
+
+    vertex: tuple[Condition, ...]
+    objects: tuple[Condition, ...]
+    values: Mapping[str, np.ndarray]
+
+    @property
+    def vertex_names(self) -> list[str]:
+        return list(dict.fromkeys(c.name for c in self.vertex))
+
+    def mask(self, columns: Mapping[str, np.ndarray], oids: np.ndarray | None, n: int) -> np.ndarray:
+        """(n,) booleans of the rows that meet every condition."""
+        out = np.ones(n, bool)
+        for cond in self.vertex:
+            out &= cond.mask(columns[cond.name].reshape(n))
+        if self.objects:
+            assert oids is not None  # object conditions are evaluated on rows with owners
+            owned = oids >= 0
+            at = np.where(owned, oids, 0)
+            out &= owned
+            for cond in self.objects:
+                out &= cond.mask(self.values[cond.name][at])
+        return out
+
+
+def apply_filter(res: Result, row_filter: RowFilter, names: Sequence[str], with_ids: bool) -> Result:
+    """The rows of ``res`` meeting ``row_filter`` (connectivity kept consistent, see
+    :meth:`Result.subset`), keeping only the attributes ``names`` and, when ``with_ids``, the
+    object ids; ``res`` holds the filter's attributes and, for object conditions, the OIDs."""
+    oids = None if res.object_ids is None else np.asarray(res.object_ids, np.int64)
+    columns = {name: res.attributes[name] for name in row_filter.vertex_names}
+    out = res.subset(row_filter.mask(columns, oids, len(res)))
+    out.attributes = {name: out.attributes[name] for name in names}
+    if not with_ids:
+        out.object_ids = None
+    return out
