@@ -54,6 +54,7 @@ EXAMPLES = {
     "  zarr-vectors query neurons.zarr --objects 3 7 -o two.swc\n"
     "  zarr-vectors query tracts.zarr --bbox 0,0,0,40,40,40 --whole-objects -o tracts.ply\n"
     "  zarr-vectors query synapses.zarr --bbox 0,0,0,500,500,500 --where 'confidence > 0.8' --count\n"
+    "  zarr-vectors query parcels.zarr --polygon district.geojson --predicate intersects -o hit.geojson\n"
     "  zarr-vectors query s3://bucket/cells.zarr --level 1 --attributes size -o level1.npz \\\n"
     "      --storage-options '{\"anon\": true}'\n"
     "formats by extension: .csv .ply .obj .npz .swc .geojson (see docs/cli.md)",
@@ -352,13 +353,47 @@ def _select(args: argparse.Namespace) -> Any:
     if args.objects is not None:
         if args.whole_objects:
             raise ZarrVectorsError("--whole-objects goes with --bbox; --objects already reads whole objects")
-        if args.where:
-            raise ZarrVectorsError("--where goes with --bbox or a whole read; --objects reads whole objects")
+        if args.where or args.polygon:
+            raise ZarrVectorsError(
+                "--where and --polygon go with --bbox or a whole read; --objects reads whole objects"
+            )
         return ds.objects(args.objects, level=args.level, attributes=attributes)
     bbox = None if args.bbox is None else _bbox(args.bbox)
+    if args.polygon is None and args.predicate != "contains":
+        raise ZarrVectorsError("--predicate goes with --polygon")
     return ds.query(
-        bbox, level=args.level, attributes=attributes, whole_objects=args.whole_objects, where=args.where
+        bbox,
+        level=args.level,
+        attributes=attributes,
+        whole_objects=args.whole_objects,
+        where=args.where,
+        polygon=None if args.polygon is None else _polygon(args.polygon),
+        polygon_axes=None if args.polygon is None or ds.ndim == 2 else (0, 1),
+        predicate=args.predicate,
     )
+
+
+def _polygon(text: str) -> Any:
+    """The polygon of ``--polygon``: the union of a vector file's polygons, or WKT."""
+    import shapely
+
+    from zarr_vectors.io.geojson import read_vector_file
+
+    if Path(text).is_file():
+        table = read_vector_file(text)
+        shapes = [g for g in table.geometries if g.geom_type in ("Polygon", "MultiPolygon")]
+        if not shapes:
+            raise ZarrVectorsError(f"--polygon {text}: the file holds no polygons")
+        return shapely.union_all(shapes)
+    try:
+        shape = shapely.from_wkt(text)
+    except shapely.errors.GEOSException as exc:
+        raise ZarrVectorsError(
+            f"--polygon {text!r} is neither a file nor WKT ({exc}); e.g. 'POLYGON ((0 0, 10 0, 5 8, 0 0))'"
+        ) from exc
+    if shape.geom_type not in ("Polygon", "MultiPolygon"):
+        raise ZarrVectorsError(f"--polygon {text!r} is a {shape.geom_type}; give a Polygon or MultiPolygon")
+    return shape
 
 
 def _counts(res: Any) -> str:
@@ -437,6 +472,19 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
         "--whole-objects",
         action="store_true",
         help="with --bbox: every whole line or object with a vertex inside, instead of the pieces inside",
+    )
+    p.add_argument(
+        "--polygon",
+        metavar="FILE|WKT",
+        help="keep what lies in this polygon: a WKT string ('POLYGON ((0 0, 10 0, 5 8, 0 0))') or a vector file "
+        "(GeoJSON, or any OGR file with the geo extra) whose polygons are joined; tested on the first two axes",
+    )
+    p.add_argument(
+        "--predicate",
+        choices=["contains", "intersects"],
+        default="contains",
+        help="with --polygon: contains keeps the vertices strictly inside; intersects returns every whole "
+        "object whose geometry meets the polygon",
     )
     p.add_argument(
         "--where",

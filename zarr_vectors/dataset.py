@@ -326,6 +326,7 @@ class Dataset:
         max_vertices: int | None = None,
         workers: int | None = None,
         where: Any = None,
+        predicate: str = "contains",
     ) -> Result:
         """Vertices with ``lo <= p <= hi`` on every axis (``bbox=(lo, hi)``; None reads everything).
 
@@ -372,6 +373,13 @@ class Dataset:
             (inclusive ``(low, high)``). A name is a vertex attribute or, failing that, an
             object attribute (the row's object's value; rows without an object fail). Lines and
             meshes lose the vertices that fail, with the edges and faces that use them.
+        predicate
+            With ``polygon``: ``"contains"`` (default) keeps the vertices strictly inside it;
+            ``"intersects"`` returns, whole, every object whose geometry meets the polygon,
+            even with no vertex inside (a road crossing it, a parcel around it), as
+            ``geopandas`` ``intersects`` finds them. Candidates come from the object index,
+            so only their objects are read. Without objects it keeps the vertices inside the
+            polygon or on its boundary.
 
         Raises
         ------
@@ -434,7 +442,10 @@ class Dataset:
                 whole_objects=whole_objects,
                 faces=faces,
                 where=where,
+                predicate=predicate,
             )
+        if predicate != "contains":
+            raise InputError(f"predicate={predicate!r} goes with a polygon query; give polygon=")
         res = engine_query.box(
             lv,
             lo,

@@ -227,6 +227,37 @@ class Result:
 
         return result_to_shapely(self, clip=clip, object_attributes=object_attributes)
 
+    def to_geodataframe(self, clip: bool = False, *, object_attributes: Any = True) -> Any:
+        """The result as a ``geopandas.GeoDataFrame`` in the store's CRS (the ``geo`` extra).
+
+        With object ids: one feature per object, as :meth:`to_shapely` builds it, with columns
+        ``object_id`` and the object attributes (``name_0 ..`` for several values per object).
+        Without: one Point per vertex, with the vertex attributes.
+
+        Parameters
+        ----------
+        clip
+            Cut each object to the query's region (see :meth:`to_shapely`).
+        object_attributes
+            True (all), a list of names, or False (none) for the object attribute columns.
+
+        Returns
+        -------
+        geopandas.GeoDataFrame
+
+        Examples
+        --------
+        >>> import shapely, zarr_vectors as zv
+        >>> ds = zv.write_geometries("memory://doc-gdf", [shapely.box(0, 0, 2, 2), shapely.Point(5, 5)],
+        ...                          chunk_shape=4, crs="EPSG:32633", object_attributes={"rank": [1, 2]})
+        >>> gdf = ds.read().to_geodataframe()
+        >>> gdf[["object_id", "rank"]].values.tolist(), gdf.crs.to_epsg(), list(gdf.geom_type)
+        ([[0, 1], [1, 2]], 32633, ['Polygon', 'Point'])
+        """
+        from zarr_vectors.shapely_io import result_to_geodataframe
+
+        return result_to_geodataframe(self, clip, object_attributes)
+
     def to_trimesh(self, process: bool = False) -> Any:
         """The result as a ``trimesh.Trimesh`` (positions and ``faces``; meshes only).
 

@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import shapely
 
-from zarr_vectors.engine.ids import owned
+from zarr_vectors._extras import needs
+from zarr_vectors.engine.ids import OBJECT_ID_ATTRIBUTE, owned
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.fragments import ranges_to_rows
 from zarr_vectors.kinds.shapes import PART_ATTRIBUTE, RING_ATTRIBUTE, TYPE_ATTRIBUTE
@@ -248,3 +250,40 @@ def clip_geometries(geoms: np.ndarray, region: Region | None, ndim: int) -> np.n
     cut = np.flatnonzero(~shapely.covered_by(geoms, shape))  # geometries inside stay exactly as read
     out[cut] = shapely.intersection(geoms[cut], shape)
     return out
+
+
+def result_to_geodataframe(result: Result, clip: bool = False, object_attributes: Any = True) -> Any:
+    """A ``geopandas.GeoDataFrame``: one feature per object (``object_id``, its object
+    attributes, its geometry; see :func:`result_to_shapely`), or, for a result without
+    object ids, one Point per vertex with the vertex attributes. The CRS is the store's."""
+    try:
+        import geopandas as gpd
+    except ImportError as exc:
+        raise InputError(needs("Result.to_geodataframe", "geopandas", "geo")) from exc
+    origin = result.origin
+    crs = None if origin is None or origin.dataset.crs is None else origin.dataset.crs.to_pyproj()
+    if result.object_ids is None:
+        cols: dict[str, Any] = {}
+        for name, values in result.attributes.items():
+            flat = np.asarray(values).reshape(len(result), -1)
+            if flat.shape[1] == 1 and np.ndim(values) == 1:
+                cols[name] = flat[:, 0]
+            else:
+                cols.update({f"{name}_{j}": flat[:, j] for j in range(flat.shape[1])})
+        xyz = result.positions[:, :3] if result.positions.shape[1] >= 2 else None
+        if xyz is None:
+            raise InputError("a GeoDataFrame needs at least two axes; this result has one")
+        geoms = shapely.points(xyz)
+        return gpd.GeoDataFrame(cols, geometry=geoms, crs=crs)
+    if object_attributes is None or object_attributes is False or origin is None:
+        ids, geoms = result_to_shapely(result, clip)
+        attrs: dict[str, np.ndarray] = {}
+    else:
+        ids, geoms, attrs = result_to_shapely(result, clip, object_attributes)
+    if OBJECT_ID_ATTRIBUTE in attrs:
+        raise InputError(f"an object attribute is named {OBJECT_ID_ATTRIBUTE!r}, the column of the ids")
+    table = {OBJECT_ID_ATTRIBUTE: ids, **{n: v for n, v in attrs.items() if np.ndim(v) == 1}}
+    for name, values in attrs.items():
+        if np.ndim(values) == 2:
+            table.update({f"{name}_{j}": values[:, j] for j in range(values.shape[1])})
+    return gpd.GeoDataFrame(table, geometry=list(geoms), crs=crs)

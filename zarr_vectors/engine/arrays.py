@@ -490,7 +490,24 @@ class TableArray:
             start = c * self.chunk
             part = out[start : start + self.chunk]
             part[...] = block[: len(part)]
-        return out
+        return self._as_times(out)
+
+    def _as_times(self, values: np.ndarray) -> np.ndarray:
+        """int64 ``values`` as datetime64 of the table's ``time_unit`` when it has one."""
+        unit = self.attrs.get("time_unit")
+        if unit is None:
+            return values
+        try:
+            dtype = np.dtype(f"datetime64[{unit}]")
+        except TypeError as exc:
+            raise FormatError(
+                f"array {self.path!r}: time_unit {unit!r} is not a numpy datetime unit"
+            ) from exc
+        if values.dtype != np.int64:
+            raise FormatError(
+                f"array {self.path!r}: time_unit is set but the values are {values.dtype}, not int64"
+            )
+        return values.view(dtype)
 
 
 @dataclass(eq=False)

@@ -228,8 +228,10 @@ def check_local_target(path: Path, shown: str, overwrite: bool) -> None:
         )
     if not os.path.lexists(path):
         return
-    if path.is_dir() and not path.is_symlink() and not any(os.scandir(path)):
-        return
+    if path.is_dir() and not path.is_symlink():
+        with os.scandir(path) as entries:
+            if not any(entries):
+                return
     if path.is_file() and not path.is_symlink() and path.stat().st_size == 0:
         return
     if not overwrite:

@@ -80,6 +80,9 @@ class NamedArray:
     name: str
     values: np.ndarray
     channel_names: tuple[str, ...] | None = None
+    #: For a datetime attribute: the numpy unit ("s", "ms", "us", "ns", ...) of ``values``,
+    #: which then hold int64 counts of that unit since 1970 (NaT: the int64 absent sentinel).
+    time_unit: str | None = None
 
     @property
     def row_shape(self) -> list[int]:
@@ -327,7 +330,15 @@ def table_attributes(attributes: Mapping[str, Any] | None, n: int, what: str) ->
         if isinstance(values, np.ma.MaskedArray):  # masked entries are stored as absent
             values = values.filled(absent_fill(np.asarray(values).dtype))
         arr = np.asarray(values)
-        if arr.dtype.kind in "UO" and arr.ndim == 1:  # names, labels: UTF-8 strings
+        unit = None
+        if arr.dtype.kind == "M":  # dates and times: int64 counts of their unit
+            unit = np.datetime_data(arr.dtype)[0]
+            if unit == "generic":
+                raise InputError(
+                    f"{what} {name!r} is datetime64 without a unit; give one, e.g. datetime64[s]"
+                )
+            arr = arr.view(np.int64)
+        elif arr.dtype.kind in "UO" and arr.ndim == 1:  # names, labels: UTF-8 strings
             items = values if isinstance(values, (list, tuple)) or arr.dtype.kind == "O" else ()
             if not all(isinstance(v, (str, np.str_)) for v in items):
                 raise InputError(
@@ -342,7 +353,7 @@ def table_attributes(attributes: Mapping[str, Any] | None, n: int, what: str) ->
             raise InputError(f"{what} {name!r} has {arr.shape[0]} rows, expected {n}")
         if arr.dtype.kind != "U":
             arr = arr.astype(arr.dtype.newbyteorder("<"))
-        out.append(NamedArray(name, np.ascontiguousarray(arr)))
+        out.append(NamedArray(name, np.ascontiguousarray(arr), time_unit=unit))
     return out
 
 

@@ -118,6 +118,77 @@ def _boundary_cells(poly: Any, x0: float, y0: float, size: np.ndarray, cells: in
     return hit[2 : cells + 2, 2 : cells + 2]
 
 
+#: How a polygon query selects: ``contains``, the vertices strictly inside; ``intersects``, the
+#: objects whose geometry meets the polygon (vertices inside or on it, without objects).
+PREDICATES = ("contains", "intersects")
+
+
+def _intersects_xy(poly: Any, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    import shapely
+
+    return shapely.intersects_xy(poly, x, y)
+
+
+def object_extents(level: Level) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(oids, lo, hi)``: each object the manifests name and the extent (absolute
+    coordinates) of the chunks its fragments lie in, which holds all of its vertices."""
+    owners = level.fragment_owners
+    grid = level.grid
+    cells = np.stack(np.unravel_index(owners.cell, tuple(int(s) for s in grid.shape)), axis=1) + grid.origin
+    order = np.argsort(owners.object_id, kind="stable")
+    obj, cells = owners.object_id[order], cells[order].reshape(-1, grid.ndim)
+    if not len(obj):
+        empty = np.zeros((0, grid.ndim))
+        return np.zeros(0, np.int64), empty, empty
+    starts = np.flatnonzero(np.r_[True, obj[1:] != obj[:-1]])
+    lo = np.minimum.reduceat(cells, starts, axis=0) * grid.chunk_shape
+    hi = (np.maximum.reduceat(cells, starts, axis=0) + 1) * grid.chunk_shape
+    return obj[starts], lo, hi
+
+
+def intersecting_objects(
+    ds: BoxReader,
+    poly: Any,
+    ax: tuple[int, int],
+    box: tuple[np.ndarray, np.ndarray],
+    level: int,
+    attributes: Any,
+) -> Result:
+    """Whole objects whose geometry (:meth:`Result.to_shapely`) intersects ``poly`` cut to
+    ``box`` (which may bound the polygon's axes only): candidates come from the manifests
+    alone (objects whose chunks reach the region), then each is read whole and tested exactly."""
+    import shapely
+
+    others = [k for k in range(ds.ndim) if k not in ax]
+    if np.isfinite(box[0][others]).any() or np.isfinite(box[1][others]).any():
+        raise InputError(
+            "predicate='intersects' takes a bbox on the polygon's axes only; select on the other axes with "
+            "predicate='contains' or after the read"
+        )
+    lv = ds.level(level)
+    oids, lo, hi = object_extents(lv)
+    region = poly
+    b_lo, b_hi = box[0][list(ax)], box[1][list(ax)]
+    if np.isfinite(b_lo).any() or np.isfinite(b_hi).any():
+        p_lo, p_hi = np.array(poly.bounds[:2]), np.array(poly.bounds[2:])
+        cut = shapely.box(*np.maximum(b_lo, p_lo), *np.minimum(b_hi, p_hi))
+        region = (
+            shapely.intersection(poly, cut)
+            if (np.maximum(b_lo, p_lo) <= np.minimum(b_hi, p_hi)).all()
+            else cut
+        )
+    near = np.zeros(len(oids), bool)
+    if not region.is_empty:
+        r_lo, r_hi = np.array(region.bounds[:2]), np.array(region.bounds[2:])
+        near = np.all((hi[:, list(ax)] >= r_lo) & (lo[:, list(ax)] <= r_hi), axis=1)
+    whole = ds.objects(lv.object_id_map.to_user(oids[near]), level=level, attributes=attributes)
+    if not len(whole):
+        return whole
+    ids, geoms = whole.to_shapely()
+    assert whole.object_ids is not None  # an object read always has them
+    return whole.subset(np.isin(whole.object_ids, ids[shapely.intersects(geoms, region)]))
+
+
 def contains(poly: Any, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``shapely.contains_xy(poly, x, y)``, testing only rows near the polygon's boundary.
 
@@ -216,6 +287,7 @@ def query_polygon(
     whole_objects: bool = False,
     faces: str = "inside",
     where: Any = None,
+    predicate: str = "contains",
 ) -> Result:
     """Vertices strictly inside ``polygon`` (and inside ``bbox`` when given, and meeting
     ``where``), with the edges,
@@ -223,9 +295,21 @@ def query_polygon(
     object with a vertex inside."""
     if faces != "inside":
         raise InputError("polygon queries return faces='inside' only (faces whose vertices are all inside)")
+    if predicate not in PREDICATES:
+        raise InputError(choice_message("predicate", predicate, PREDICATES))
     ax = polygon_axes_of(ds, polygon_axes)
     poly = as_polygon(polygon)
     lo, hi = (np.full(ds.ndim, -np.inf), np.full(ds.ndim, np.inf)) if bbox is None else bbox
+    if predicate == "intersects" and ds.level(level).manifests is not None:
+        if where is not None:
+            raise InputError("where= does not go with predicate='intersects', which returns whole objects")
+        found = intersecting_objects(
+            ds, poly, ax, (np.asarray(lo, float), np.asarray(hi, float)), level, attributes
+        )
+        return dataclasses.replace(
+            found, region=Region(np.asarray(lo, float), np.asarray(hi, float), poly, ax)
+        )
+    test = contains if predicate == "contains" else _intersects_xy
     with_ids = True if whole_objects else object_ids
     parts = []
     points_only = family_of(ds.level(level).root.geometry_types) in (None, "points")
@@ -237,7 +321,7 @@ def query_polygon(
             object_ids=with_ids,
             where=where,
         )
-        parts.append(res.subset(contains(part, res.positions[:, ax[0]], res.positions[:, ax[1]])))
+        parts.append(res.subset(test(part, res.positions[:, ax[0]], res.positions[:, ax[1]])))
     out = _concat(parts)
     b_lo, b_hi = np.asarray(lo, float).copy(), np.asarray(hi, float).copy()
     b_lo[list(ax)] = np.maximum(b_lo[list(ax)], poly.bounds[:2])

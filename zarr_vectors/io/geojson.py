@@ -1,9 +1,10 @@
 """GeoJSON (and, with the ``geo`` extra, any OGR vector file) in and out.
 
 Reading: feature ``i`` becomes object ``i`` of :func:`~zarr_vectors.write_geometries`;
-numeric and boolean properties become object attributes (a missing value is stored as
-absent); text and other properties cannot be stored as object attributes and are left
-out with a :class:`PropertiesSkippedWarning` naming them. A property name that is not a
+numeric, boolean, text and date-time properties become object attributes (a missing value
+is stored as absent; date-times as datetime64, from OGR files and GeoDataFrames: GeoJSON
+carries them as text); other properties (lists, objects, mixed types) are left out with a
+:class:`PropertiesSkippedWarning` naming them. A property name that is not a
 valid attribute name is renamed, with the same warning. The CRS is the file's legacy
 ``crs`` member when it has one, else ``EPSG:4326`` (RFC 7946: longitude, latitude).
 
@@ -94,7 +95,7 @@ def _clean_properties(columns: Mapping[str, Any], n: int) -> tuple[dict[str, np.
     out: dict[str, np.ndarray] = {}
     notes = []
     for name, col in columns.items():
-        arr = col if isinstance(col, np.ndarray) and col.dtype.kind in "fiub" else _column(list(col))
+        arr = col if isinstance(col, np.ndarray) and col.dtype.kind in "fiubM" else _column(list(col))
         if arr is None or len(arr) != n:
             notes.append(f"{name!r} (neither numbers nor strings)")
             continue
@@ -307,6 +308,8 @@ def _absent_to_none(values: np.ndarray) -> list[Any]:
 
     if values.dtype.kind == "U":
         return [None if x == "" else str(x) for x in values.tolist()]
+    if values.dtype.kind == "M":  # ISO 8601, as GeoJSON carries dates
+        return [None if np.isnat(x) else str(x) for x in values]
     if values.dtype.kind in "iu":
         sentinel = absent_fill(values.dtype)
         return [None if (np.ndim(x) == 0 and x == sentinel) else _json_value(x) for x in values]

@@ -102,6 +102,8 @@ def write_object_tables(
                 "shape": list(values.shape),
                 "fill_sentinel_meaning": "absent",
             }
+            if attr.time_unit is not None:
+                meta["time_unit"] = attr.time_unit  # int64 counts of this unit since 1970-01-01
             # The id table is new to the format's users: sized to the objects, not padded to a full chunk.
             chunk = OBJECT_ATTRIBUTE_CHUNK
             if attr.name == OBJECT_ID_ATTRIBUTE:
