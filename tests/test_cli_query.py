@@ -539,3 +539,17 @@ def test_geojson_dispatch(tmp_path):
     export_result(res, tmp_path / "r.geojson")
     doc = json.loads((tmp_path / "r.geojson").read_text())
     assert doc["type"] == "FeatureCollection" and len(doc["features"]) == 2
+
+
+@pytest.mark.slow
+def test_render_picks_the_level_that_fits_max_vertices(tmp_path):
+    pytest.importorskip("matplotlib")
+    rng = np.random.default_rng(6)
+    zv.write_points(tmp_path / "p.zarr", rng.uniform(0, 8, (30_000, 2)), chunk_shape=4, bin_shape=1)
+    zv.open(tmp_path / "p.zarr", mode="r+").build_pyramid([2, 2])
+    one = zv.open(tmp_path / "p.zarr").vertex_count(1)
+    out = _run("render", "p.zarr", "-o", "a.png", "--max-vertices", str(one), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"drew {one:,} vertices (level 1) to a.png"
+    full = _run("render", "p.zarr", "-o", "b.png", cwd=tmp_path)  # 30,000 fit the default budget
+    assert full.stdout.strip() == "drew 30,000 vertices to b.png"

@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
         "zarr_vectors.cli",
         "zarr_vectors.demo",
         "zarr_vectors.plot",
+        "zarr_vectors.napari_plugin",
         "zarr_vectors.__main__",
     ),
 ]

@@ -185,3 +185,47 @@ def test_object_colours_need_object_ids_and_3d_needs_three_axes():
         plot(Result(positions=np.zeros((2, 2))), ax=_axes(), color_by="object")
     with pytest.raises(InputError, match="a 3-D view needs 3 axes; this result has 2"):
         resolve_view("3d", ["x", "y"])
+
+
+def test_dense_clouds_are_drawn_as_a_density_image_of_every_point():
+    from zarr_vectors.plot import DENSITY_FROM
+
+    rng = np.random.default_rng(3)
+    n = DENSITY_FROM + 5000
+    res = Result(rng.normal(0, 1, (n, 2)), attributes={"t": rng.random(n)}, axes=("x", "y"))
+    ax = plot(res, ax=_axes())
+    (image,) = ax.get_images()
+    assert not ax.collections  # no markers at all
+    counts = np.asarray(image.get_array())
+    assert counts.sum() == n  # every point counted once
+    assert counts.max() > 10 * np.median(counts[counts > 0])  # the centre is denser than the edge
+    coloured = plot(res, ax=_axes(), color_by="t")
+    rgba = np.asarray(coloured.get_images()[0].get_array())
+    assert rgba.shape[-1] == 4 and 0.0 < rgba[..., :3].max() <= 1.0
+    three = plot(Result(rng.normal(0, 1, (n, 3))), ax=_axes(True))
+    assert len(three.collections[0].get_offsets()) == DENSITY_FROM  # an even subsample in 3-D
+
+
+def test_small_integer_attributes_are_categories_with_a_legend():
+    rng = np.random.default_rng(4)
+    kinds = rng.integers(1, 5, 300).astype(np.int16)  # SWC-like types 1..4
+    res = Result(
+        rng.uniform(0, 10, (300, 2)), attributes={"type": kinds, "w": rng.random(300)}, axes=("x", "y")
+    )
+    ax = plot(res, ax=_axes(), color_by="type")
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["type 1", "type 2", "type 3", "type 4"]
+    assert len(ax.figure.axes) == 1  # a legend, no colour bar
+    faces = ax.collections[0].get_facecolors()
+    palette = colormaps["tab10"](np.arange(4))
+    assert np.allclose(faces, palette[kinds - 1])
+    assert plot(res, ax=_axes(), color_by="w").get_legend() is None  # floats keep the colour bar
+
+
+def test_few_objects_get_a_legend_many_do_not():
+    rng = np.random.default_rng(5)
+    few = Result(rng.uniform(0, 10, (60, 2)), object_ids=np.repeat([7, 2**40, 9], 20), axes=("x", "y"))
+    labels = [t.get_text() for t in plot(few, ax=_axes(), color_by="object").get_legend().get_texts()]
+    assert labels == ["object 7", "object 9", f"object {2**40}"]
+    many = Result(rng.uniform(0, 10, (60, 2)), object_ids=np.arange(60), axes=("x", "y"))
+    assert plot(many, ax=_axes(), color_by="object").get_legend() is None

@@ -76,7 +76,7 @@ def test_level1_metavertices_are_object_bin_means(tmp_path, rng):
 
 @pytest.mark.slow
 def test_without_objects_one_representative_per_bin(tmp_path, rng):
-    ds, data = _store(tmp_path, rng, objects=False)
+    ds, data = _store(tmp_path, rng, objects=False, point_strategy="metavertex")
     occupied = np.unique(np.floor(data["positions"] / 100.0).astype(np.int64), axis=0)
     got = ds.read(level=2)
     assert len(got) == len(occupied)

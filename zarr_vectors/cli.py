@@ -344,8 +344,13 @@ def _bbox(text: str) -> tuple[list[float], list[float]]:
     return values[: len(values) // 2], values[len(values) // 2 :]
 
 
-def _select(args: argparse.Namespace) -> Any:
-    """The Result that ``--bbox`` / ``--objects`` / ``--level`` / ``--attributes`` select."""
+#: Vertices ``render`` draws at most by default: it picks the pyramid level that fits.
+RENDER_MAX_VERTICES = 2_000_000
+
+
+def _select(args: argparse.Namespace, max_vertices: int | None = None) -> Any:
+    """The Result that ``--bbox`` / ``--objects`` / ``--level`` / ``--attributes`` select
+    (``max_vertices``: instead of ``--level``, the finest level that fits)."""
     from zarr_vectors.dataset import open as open_store
 
     ds = open_store(args.store, storage_options=_storage_options(args.storage_options))
@@ -364,6 +369,7 @@ def _select(args: argparse.Namespace) -> Any:
     return ds.query(
         bbox,
         level=args.level,
+        max_vertices=max_vertices,
         attributes=attributes,
         whole_objects=args.whole_objects,
         where=args.where,
@@ -435,7 +441,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
     w, h = _pixels(args.size)
     image_format(args.output)  # before anything is read
-    res = _select(args)
+    res = _select(args, max_vertices=args.max_vertices if args.level == 0 else None)
     render(
         res,
         args.output,
@@ -446,7 +452,8 @@ def cmd_render(args: argparse.Namespace) -> int:
         point_size=args.point_size,
         title=args.title,
     )
-    print(f"drew {_counts(res)} to {args.output}")
+    level = "" if res.origin is None or res.origin.level == 0 else f" (level {res.origin.level})"
+    print(f"drew {_counts(res)}{level} to {args.output}")
     return 0
 
 
@@ -566,6 +573,7 @@ def cmd_pyramid(args: argparse.Namespace) -> int:
         face_fraction=args.face_fraction,
         overwrite=args.overwrite,
         progress=not args.no_progress,
+        point_strategy=args.point_strategy,
     )
     for k in [0, *new]:
         lv = ds.level(k)
@@ -605,7 +613,14 @@ def _add_pyramid_parser(sub: Any, fmt: Any) -> None:
         "--reduce",
         action="append",
         metavar="NAME=HOW",
-        help="point attribute reduction: mean, mode, sum, min, max or first (repeatable)",
+        help="point attribute reduction: mean, mode, sum, min, max or first (repeatable; metavertex levels)",
+    )
+    p.add_argument(
+        "--point-strategy",
+        choices=["auto", "subsample", "metavertex"],
+        default="auto",
+        help="point clouds: subsample (levels of real points, nested), metavertex (one reduced point per "
+        "coarse bin and object); auto: subsample without objects (default)",
     )
     p.add_argument("--keep", type=_fraction, help="fraction of objects each level keeps (object sparsity)")
     p.add_argument(
@@ -733,6 +748,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--point-size", type=_positive, help="marker area in points^2 (default: shrinks with the count)"
     )
     p.add_argument("--title", help="title above the drawing")
+    p.add_argument(
+        "--max-vertices",
+        type=int,
+        default=RENDER_MAX_VERTICES,
+        help="draw the finest level whose estimated count in the box is at most this "
+        f"(default {RENDER_MAX_VERTICES:,}; ignored with --level above 0 or --objects)",
+    )
     p.set_defaults(func=cmd_render)
 
     p = sub.add_parser(

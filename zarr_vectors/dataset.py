@@ -843,6 +843,7 @@ class Dataset:
         face_fraction: float | None = None,
         overwrite: bool = False,
         progress: bool = False,
+        point_strategy: str = "auto",
     ) -> list[int]:
         """Add coarser levels ``1, 2, ...``, one per factor, each built from the level before
         (the store must be opened with ``mode="r+"``). See ``docs/levels.md``.
@@ -858,6 +859,12 @@ class Dataset:
         reductions
             Vertex attribute -> ``mean``/``mode``/``sum``/``min``/``max``/``first`` for point
             metavertices (default: mean for floats, mode for integers).
+        point_strategy
+            Point clouds: ``"subsample"`` makes each level a subset of real points of the level
+            below (about ``1 / prod(factor)`` of them in every coarse bin, at least one, chosen by
+            a hash of their coordinates; attributes unchanged; nested, so a viewer can add a
+            level's points to the coarser ones); ``"metavertex"`` one reduced point per coarse
+            bin and object; ``"auto"`` (default) subsample without objects, else metavertex.
         cross_level
             ``"implicit"`` writes ``links/+1`` (each fine vertex's coarse parent, compact
             indices), ``"explicit"`` also ``links/-1``, ``"none"`` neither.
@@ -907,6 +914,7 @@ class Dataset:
             object_sparsity=object_sparsity,
             tolerance=tolerance,
             face_fraction=face_fraction,
+            point_strategy=point_strategy,
             overwrite=overwrite,
             progress=progress,
         )

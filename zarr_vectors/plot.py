@@ -3,9 +3,17 @@
 What is drawn follows what the result holds: faces as a mesh (``faces`` not None), else
 edges or line pieces as segments (plus any vertex no edge touches, as a dot), else points.
 Colours come from nothing (one colour), ``"object"`` (one colour per object id, cycling
-through 20), a scalar attribute (a colour map and a colour bar), an attribute of 3 or 4
-channels (read as RGB(A): ``uint8`` 0-255 or floats 0-1), or an edge attribute (edges only).
-The view is a 2-D projection onto two axes or a 3-D view of three, with equal scales.
+through 20, with a legend when there are at most :data:`MAX_LEGEND`), a scalar attribute
+(a colour map and a colour bar; an integer attribute of at most :data:`MAX_CATEGORIES`
+values, such as an SWC ``type`` or a LiDAR class, is a category: one colour per value and
+a legend), an attribute of 3 or 4 channels (read as RGB(A): ``uint8`` 0-255 or floats
+0-1), or an edge attribute (edges only). The view is a 2-D projection onto two axes or a
+3-D view of three, with equal scales.
+
+Clouds of more than :data:`DENSITY_FROM` points are drawn as density, not as markers that
+hide each other: in 2-D an image of the point count per pixel (log scale), or of the mean
+of a scalar attribute per pixel when colouring by one; in 3-D an even subsample of
+:data:`DENSITY_FROM` points, translucent.
 """
 
 from __future__ import annotations
@@ -27,6 +35,13 @@ if TYPE_CHECKING:
     from mpl_toolkits.mplot3d.axes3d import Axes3D
 
 __all__ = ["image_format", "plot", "render", "resolve_view"]
+
+#: Points from which a cloud is drawn as density (see the module docstring).
+DENSITY_FROM = 100_000
+#: Integer attributes with at most this many distinct values are drawn as categories.
+MAX_CATEGORIES = 20
+#: Objects (or categories) from which no legend is drawn.
+MAX_LEGEND = 12
 
 #: Direction the light of 3-D mesh shading comes from (any length).
 LIGHT = np.array([0.4, -0.6, 0.7])
@@ -124,6 +139,30 @@ def _attribute_colours(values: np.ndarray, name: str, cmap: str) -> tuple[np.nda
     )
 
 
+def _categories(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(RGBA per row, the distinct values, their RGBA)`` of an integer attribute with few
+    values, else None."""
+    values = np.asarray(values)
+    if values.dtype.kind not in "iub" or values.ndim != 1:
+        return None
+    uniq, index = np.unique(values, return_inverse=True)
+    if len(uniq) > MAX_CATEGORIES:
+        return None
+    from matplotlib import colormaps
+
+    palette = colormaps["tab10" if len(uniq) <= 10 else "tab20"](np.arange(len(uniq)))
+    return palette[index.ravel()], uniq, palette
+
+
+def _object_colours(object_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    from matplotlib import colormaps
+
+    uniq, index = np.unique(object_ids, return_inverse=True)
+    slot = np.arange(len(uniq)) % 20  # the 10 strong hues of tab20 first, then their light twins
+    palette = colormaps["tab20"](2 * (slot % 10) + slot // 10)
+    return palette[index.ravel()], uniq, palette
+
+
 def colours(
     result: Result, color_by: str | None, cmap: str = "viridis"
 ) -> tuple[np.ndarray | None, np.ndarray | None, ScalarMappable | None]:
@@ -132,26 +171,37 @@ def colours(
     Edge colours are those of edge attribute ``color_by`` when it names one, else the mean
     of the two endpoint colours.
     """
+    rgba_v, rgba_e, mappable, _ = _colours_and_legend(result, color_by, cmap)
+    return rgba_v, rgba_e, mappable
+
+
+def _colours_and_legend(
+    result: Result, color_by: str | None, cmap: str
+) -> tuple[np.ndarray | None, np.ndarray | None, ScalarMappable | None, list[tuple[str, Any]]]:
+    """:func:`colours`, plus legend entries ``(label, RGBA)`` for objects and categories."""
     if color_by is None:
-        return None, None, None
+        return None, None, None, []
     if color_by == "object":
         if result.object_ids is None:
             raise InputError(
                 "this result has no object ids to colour by; read with object_ids=True or colour "
                 "by an attribute"
             )
-        from matplotlib import colormaps
-
-        _, index = np.unique(result.object_ids, return_inverse=True)
-        index = index.ravel() % 20  # the 10 strong hues of tab20 first, then their light twins
-        rgba = colormaps["tab20"](2 * (index % 10) + index // 10)
-        return rgba, None, None
+        rgba, uniq, palette = _object_colours(result.object_ids)
+        legend = (
+            [(f"object {v}", c) for v, c in zip(uniq.tolist(), palette)] if len(uniq) <= MAX_LEGEND else []
+        )
+        return rgba, None, None, legend
     if color_by in result.attributes:
+        cats = _categories(result.attributes[color_by])
+        if cats is not None:
+            rgba, uniq, palette = cats
+            return rgba, None, None, [(f"{color_by} {v}", c) for v, c in zip(uniq.tolist(), palette)]
         rgba, mappable = _attribute_colours(result.attributes[color_by], color_by, cmap)
-        return rgba, None, mappable
+        return rgba, None, mappable, []
     if color_by in result.edge_attributes:
         edge_rgba, mappable = _attribute_colours(result.edge_attributes[color_by], color_by, cmap)
-        return None, edge_rgba, mappable
+        return None, edge_rgba, mappable, []
     names = ["object", *result.attributes, *result.edge_attributes]
     raise InputError(f"cannot colour by {color_by!r}: this result has {names}")
 
@@ -230,6 +280,10 @@ def _draw(
 
             ax.add_collection(LineCollection(pos[edges], colors=edge_rgba, linewidths=line_width))
     if alone.any():
+        n_alone = int(alone.sum())
+        if n_alone > DENSITY_FROM and faces is None and (edges is None or not len(edges)):
+            _density(ax, pos, rgba_v, point_size)
+            return
         size = point_size if point_size is not None else float(np.clip(4e4 / max(len(pos), 1), 0.5, 20.0))
         colour = rgba_v[alone] if rgba_v is not None else "C0"
         xyz = pos[alone].T
@@ -237,6 +291,56 @@ def _draw(
             cast("Axes3D", ax).scatter(*xyz, s=size, c=colour, linewidths=0)
         else:
             ax.scatter(xyz[0], xyz[1], s=size, c=colour, linewidths=0)
+
+
+def _density(ax: Axes, pos: np.ndarray, rgba: np.ndarray | None, point_size: float | None) -> None:
+    """A dense cloud: in 2-D the count (or mean colour) per pixel as an image, in 3-D an even
+    subsample of :data:`DENSITY_FROM` translucent markers."""
+    if pos.shape[1] == 3:
+        keep = np.linspace(0, len(pos) - 1, DENSITY_FROM).astype(np.int64)
+        size = point_size if point_size is not None else 0.5
+        colour = rgba[keep] if rgba is not None else "C0"
+        cast("Axes3D", ax).scatter(*pos[keep].T, s=size, c=colour, linewidths=0, alpha=0.3)
+        return
+    from matplotlib.colors import LogNorm
+
+    bbox = ax.get_window_extent()  # the axes in pixels
+    lo, hi = pos.min(axis=0), pos.max(axis=0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    # At most one bin per pixel, and about 8 points per bin on average, so that a uniform
+    # cloud reads as a tone rather than as speckle.
+    per_axis = min(
+        max(bbox.width, bbox.height), float(np.sqrt(len(pos) / 8 * span.max() ** 2 / np.prod(span)))
+    )
+    bins = np.maximum((per_axis * span / span.max()).astype(int), 1)
+    extent = (lo[0], lo[0] + span[0], lo[1], lo[1] + span[1])
+    count, _, _ = np.histogram2d(
+        pos[:, 0], pos[:, 1], bins=bins, range=[(extent[0], extent[1]), (extent[2], extent[3])]
+    )
+    if rgba is None:
+        ax.imshow(
+            count.T,
+            origin="lower",
+            extent=extent,
+            norm=LogNorm(vmin=1, vmax=max(count.max(), 1)),
+            cmap="magma",
+            interpolation="nearest",
+            aspect="equal",
+        )
+        return
+    image = np.zeros((*count.shape, 4))
+    for c in range(4):
+        sums, _, _ = np.histogram2d(
+            pos[:, 0],
+            pos[:, 1],
+            bins=bins,
+            range=[(extent[0], extent[1]), (extent[2], extent[3])],
+            weights=rgba[:, c],
+        )
+        image[..., c] = np.divide(sums, count, out=np.zeros_like(sums), where=count > 0)
+    ax.imshow(
+        np.transpose(image, (1, 0, 2)), origin="lower", extent=extent, interpolation="nearest", aspect="equal"
+    )
 
 
 def _frame(ax: Axes, pos: np.ndarray, labels: list[str]) -> None:
@@ -339,12 +443,16 @@ def plot(
     if three != (ax.name == "3d"):
         need = "projection='3d'" if three else "a 2-D projection"
         raise InputError(f"view {view!r} needs axes made with {need}; got {ax.name!r} axes")
-    rgba_v, rgba_e, mappable = colours(result, color_by, cmap)
+    rgba_v, rgba_e, mappable, legend = _colours_and_legend(result, color_by, cmap)
     pos = full[:, idx]
     _draw(ax, pos, full, result, idx, (rgba_v, rgba_e), point_size, line_width)
     _frame(ax, pos, [names[i] for i in idx])
     if mappable is not None and colorbar:
         ax.figure.colorbar(mappable, ax=ax, label=color_by, shrink=0.8)
+    if legend:
+        from matplotlib.patches import Patch
+
+        ax.legend(handles=[Patch(color=c, label=label) for label, c in legend], loc="best", fontsize="small")
     if title is not None:
         ax.set_title(title)
     return ax

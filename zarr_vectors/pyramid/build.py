@@ -150,10 +150,13 @@ def build_pyramid(
     face_fraction: float | None = None,
     overwrite: bool = False,
     progress: bool = False,
+    point_strategy: str = "auto",
 ) -> list[int]:
     """Add levels ``1 .. len(factors)`` to ``ds`` (opened ``mode="r+"``); see
     :meth:`zarr_vectors.Dataset.build_pyramid` for the parameters. Returns the new levels."""
     ds.require_writable()
+    if point_strategy not in POINT_STRATEGIES:
+        raise InputError(choice_message("point_strategy", point_strategy, POINT_STRATEGIES))
     if ds.backend.read_only:
         raise ReadOnlyError(
             f"{ds.backend.description} cannot be written in place (a .zip file opens read-only); "
@@ -163,6 +166,7 @@ def build_pyramid(
         raise InputError(choice_message("cross_level", cross_level, CROSS_LEVEL))
     kind = _kind(ds)
     _check_reductions(ds.level(0), reductions)
+    strategy = _point_strategy(ds, kind, point_strategy, reductions)
     if len(ds.levels) > 1 and not overwrite:
         raise InputError(
             f"the store already has levels {ds.levels}; pass overwrite=True (--overwrite) to rebuild levels 1.."
@@ -184,7 +188,16 @@ def build_pyramid(
         with rebuild_session(ds.backend, hidden=hidden, first=first) as overlay:
             with ds.staged(overlay, RootMeta.from_attributes(json.loads(first["zarr.json"])["attributes"])):
                 _build_levels(
-                    ds, kind, plans, sparsity, cross_level, reductions, tolerance, face_fraction, progress
+                    ds,
+                    kind,
+                    plans,
+                    sparsity,
+                    cross_level,
+                    reductions,
+                    tolerance,
+                    face_fraction,
+                    progress,
+                    strategy,
                 )
     finally:
         ds.replace_root(ds.root)
@@ -201,6 +214,7 @@ def _build_levels(
     tolerance: float | None,
     face_fraction: float | None,
     progress: bool,
+    strategy: str = "metavertex",
 ) -> None:
     """Coarsen level by level into ``ds``'s (staging) backend."""
     compression, clevel = compression_of(ds.level(0))
@@ -223,9 +237,31 @@ def _build_levels(
             tolerance,
             face_fraction,
             progress,
+            strategy,
         )
         _finalise(ds, builder, src, plan, coarse, xl, kind, cross_level)
         src_rows = coarse.rows
+
+
+#: How point levels are coarsened: ``subsample`` keeps real points (about 1 / prod(factor) of
+#: the level below in each coarse bin, at least one), ``metavertex`` one reduced point per
+#: coarse bin and object; ``auto`` is subsample for point clouds without objects.
+POINT_STRATEGIES = ("auto", "subsample", "metavertex")
+
+
+def _point_strategy(ds: VectorStore, kind: str, chosen: str, reductions: Mapping[str, str] | None) -> str:
+    """The strategy ``chosen`` resolves to for this store (checked before anything is dropped)."""
+    objects = ds.level(0).manifests is not None
+    if chosen == "auto":
+        return "subsample" if kind == "points" and not objects and not reductions else "metavertex"
+    if chosen == "subsample" and (kind != "points" or objects):
+        raise InputError(
+            "point_strategy='subsample' is for point clouds without objects; this store "
+            f"{'has objects' if objects else f'holds {kind}'}: use 'metavertex' or 'auto'"
+        )
+    if chosen == "subsample" and reductions:
+        raise InputError("reductions apply to metavertices; subsampled levels keep their points' attributes")
+    return chosen
 
 
 def _check_reductions(level0: Level, reductions: Mapping[str, str] | None) -> None:
@@ -275,6 +311,7 @@ def _coarsen(
     tolerance: float | None,
     face_fraction: float | None,
     progress: bool,
+    strategy: str = "metavertex",
 ) -> tuple[CoarseLevel, CrossLevelWriter | None]:
     make = _xlinks_factory(builder, src, plan, cross_level)
     if kind == "points":
@@ -308,6 +345,7 @@ def _coarsen(
                 xlinks=xl,
                 src_rows=src_rows,
                 progress=bar,
+                strategy=strategy,
             )
         coarse.extra.update(_sparsity_extra(spec, n_present, n_kept))
         return coarse, xl

@@ -35,7 +35,14 @@ from zarr_vectors.pyramid.plan import LevelPlan
 from zarr_vectors.pyramid.reduce import Groups, centroids, reduce_rows, reduction_for
 from zarr_vectors.pyramid.xlevel import CrossLevelWriter
 
-__all__ = ["CoarseLevel", "chunk_batches", "coarsen_points", "level_ratio"]
+__all__ = [
+    "CoarseLevel",
+    "chunk_batches",
+    "coarsen_points",
+    "coordinate_hash",
+    "level_ratio",
+    "subsample_groups",
+]
 
 #: Source cells fetched per batch (and rows, when their counts are known).
 BATCH_CELLS = 512
@@ -165,15 +172,24 @@ def coarsen_points(
     xlinks: CrossLevelWriter | None,
     src_rows: np.ndarray | None,
     progress: Any = None,
+    strategy: str = "metavertex",
 ) -> CoarseLevel:
     """Write coarse level ``plan.index`` of a point cloud from level ``src``.
 
     ``keep`` (sorted object ids) limits the objects carried over; ``src_rows`` are the
     source chunks' row counts (in ``nonempty_chunks`` order) when known, for batching.
+    ``strategy``: ``metavertex`` (one reduced row per coarse bin and object) or ``subsample``
+    (real rows of ``src``, see :func:`subsample_groups`; levels without objects only).
     """
     names = list(src.vertex_attributes)
-    how = {n: reduction_for(n, src.vertex_attributes[n].dtype, reductions) for n in names}
+    subsample = strategy == "subsample"
+    how = (
+        {} if subsample else {n: reduction_for(n, src.vertex_attributes[n].dtype, reductions) for n in names}
+    )
     objects = src.manifests is not None
+    if subsample and objects:
+        raise ZarrVectorsError("the subsample strategy is for point clouds without objects; use metavertex")
+    fraction = 1.0 / float(np.prod(plan.grid.bin_shape / src.grid.bin_shape))
     grid = plan.grid
     src_chunks = src.vertices.nonempty
     dst_of = cross_level_anchor(src_chunks, level_ratio(src), plan.chunk_scale)
@@ -199,15 +215,23 @@ def coarsen_points(
         order, groups, gkey = _groups(cells.positions[rows], None if owners is None else owners[rows], grid)
         fine_rows = rows
         rows = rows[order]  # fine rows, sorted by group
-        m = groups.size
-        meta_pos = centroids(cells.positions[rows], groups)
-        if m and not np.array_equal(sort_keys(meta_pos, grid), gkey):
-            raise ZarrVectorsError("internal error: a metavertex left its bin; please report this store")
-        meta_oid = None if owners is None else groups.first(owners[rows])
-        part = partition(meta_pos, grid, meta_oid)
-        streams.write(
-            meta_pos, {n: reduce_rows(cells.attributes[n][rows], groups, how[n]) for n in names}, part
-        )
+        if subsample:
+            rows, groups, target = subsample_groups(cells.positions, rows, groups, fraction)
+            meta_pos = cells.positions[rows[target.kept]]
+            meta_oid = None
+            part = partition(meta_pos, grid, None)
+            streams.write(meta_pos, {n: cells.attributes[n][rows[target.kept]] for n in names}, part)
+            m = len(meta_pos)
+        else:
+            m = groups.size
+            meta_pos = centroids(cells.positions[rows], groups)
+            if m and not np.array_equal(sort_keys(meta_pos, grid), gkey):
+                raise ZarrVectorsError("internal error: a metavertex left its bin; please report this store")
+            meta_oid = None if owners is None else groups.first(owners[rows])
+            part = partition(meta_pos, grid, meta_oid)
+            streams.write(
+                meta_pos, {n: reduce_rows(cells.attributes[n][rows], groups, how[n]) for n in names}, part
+            )
         if objects:
             assert part.frag_object is not None  # partition() was given meta_oid
             base = sum(len(c) for c in out_chunks)
@@ -219,7 +243,10 @@ def coarsen_points(
             stored = np.empty(m, np.int64)
             stored[part.order] = np.arange(m)
             s = np.empty(len(order), np.int64)  # coarse row of each fine row, in fine row order
-            s[order] = stored[np.repeat(np.arange(m), groups.counts)]
+            if subsample:  # a kept row is its own parent; any other row, its group's first kept row
+                s[np.searchsorted(fine_rows, rows)] = stored[target.parent]
+            else:
+                s[order] = stored[np.repeat(np.arange(m), groups.counts)]
             c = np.searchsorted(part.row_offsets, s, side="right") - 1
             cell = row_cell[fine_rows]
             xlinks.add(
@@ -238,13 +265,69 @@ def coarsen_points(
         present += _write_manifests(
             streams.builder, grid, src.num_objects, all_chunks - grid.origin, frag_tables
         )
+    extra: dict[str, Any] = {"attribute_reductions": how} if how else {}
+    if subsample:
+        extra["coarsening_algorithm"] = "subsample"
     return CoarseLevel(
         total,
         all_chunks,
         np.concatenate(out_rows) if out_rows else np.zeros(0, np.int64),
         present,
-        {"attribute_reductions": how} if how else {},
+        extra,
     )
+
+
+@dataclass(frozen=True, eq=False)
+class Subsample:
+    """Which rows of a subsampled batch stay: ``kept`` (a mask over the rows in group
+    order) and, for every row, ``parent``: the position among the kept rows of itself
+    (when kept) or of the first kept row of its group."""
+
+    kept: np.ndarray
+    parent: np.ndarray
+
+
+def subsample_groups(
+    positions: np.ndarray, rows: np.ndarray, groups: Groups, fraction: float
+) -> tuple[np.ndarray, Groups, Subsample]:
+    """Keep ``ceil(fraction * n)`` rows of each group of ``n`` (so at least one: no group,
+    hence no coarse bin with data, is left empty), chosen by a hash of their coordinates.
+
+    The choice depends only on the coordinates, so it is the same whatever the batching,
+    and a coarser level built from this one keeps a subset of it. Returns the rows
+    reordered by (group, priority), the same groups, and what stays.
+    """
+    counts = groups.counts
+    gid = np.repeat(np.arange(groups.size), counts)
+    order = np.lexsort((coordinate_hash(positions[rows]), gid))
+    rows = rows[order]
+    rank = np.arange(len(rows)) - groups.starts[gid]
+    quota = np.ceil(counts * fraction - 1e-9).astype(np.int64)
+    kept = rank < np.maximum(quota, 1)[gid]
+    ordinal = np.cumsum(kept) - 1
+    first = ordinal[groups.starts[:-1]] if len(rows) else np.zeros(0, np.int64)
+    parent = np.where(kept, ordinal, first[gid])
+    return rows, groups, Subsample(kept, parent)
+
+
+def coordinate_hash(positions: np.ndarray) -> np.ndarray:
+    """A well-mixed uint64 per row from the bits of its coordinates (splitmix64 steps), the
+    same for the same coordinates in any batch or order."""
+    bits = np.ascontiguousarray(positions).view(np.uint8).reshape(len(positions), -1)
+    width = next(w for w in (8, 4, 2, 1) if bits.shape[1] % w == 0)
+    words = bits.view(f"<u{width}")
+    h = np.zeros(len(positions), np.uint64)
+    with np.errstate(over="ignore"):
+        for col in words.T:
+            h = _mix(h ^ col.astype(np.uint64))
+    return h
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
 
 
 def _write_manifests(
