@@ -188,3 +188,63 @@ def test_cli_polygon_from_wkt_and_file(tmp_path):
         [*run, "--polygon", "LINESTRING (0 0, 1 1)", "--count"], capture_output=True, text=True
     )
     assert bad.returncode != 0 and "is a LineString; give a Polygon or MultiPolygon" in bad.stderr
+
+
+@pytest.mark.parametrize("suffix", [".gpkg", ".fgb"])
+def test_vector_files_round_trip_ids_attributes_and_crs(tmp_path, suffix):
+    from zarr_vectors.io.geojson import ingest_vector
+    from zarr_vectors.io.vector_export import TextIdsWarning, export_vector
+
+    shapes = [shapely.box(i, 0, i + 0.8, 1) for i in range(4)] + [
+        shapely.LineString([(0, 2), (3, 3)]),
+        shapely.Point(7, 7),
+    ]
+    ids = np.array([3, 9, 2**40, 2**63 + 3, 17, 11], np.uint64)
+    when = np.array(
+        ["2024-01-01T10:00", "NaT", "2023-05-05", "2020-01-01", "2021-02-02", "2019-09-09"], "datetime64[s]"
+    )
+    ds = zv.write_geometries(
+        tmp_path / "a.zarr",
+        shapes,
+        chunk_shape=2,
+        object_ids=ids,
+        crs="EPSG:32633",
+        object_attributes={"v": np.arange(6.0), "when": when},
+    )
+    with pytest.warns(TextIdsWarning, match="'object_id' holds ids above 2\\*\\*63 - 1"):
+        export_vector(ds.read(), tmp_path / f"a{suffix}")
+    back = ingest_vector(tmp_path / "b.zarr", tmp_path / f"a{suffix}", chunk_shape=2)
+    assert back.object_ids().tolist() == sorted(ids.tolist()) and back.crs.code == "EPSG:32633"
+    i1, g1, a1 = ds.read().to_shapely(object_attributes=True)
+    i2, g2, a2 = back.read().to_shapely(object_attributes=True)
+    assert np.array_equal(i1, i2) and all(shapely.equals_exact(a, b, tolerance=0) for a, b in zip(g1, g2))
+    assert np.array_equal(a1["v"], a2["v"])
+    assert np.array_equal(a1["when"], a2["when"].astype("datetime64[s]"), equal_nan=True)
+
+
+def test_geoparquet_and_shapefile(tmp_path):
+    from zarr_vectors.io.vector_export import export_vector
+
+    ds = zv.write_geometries(
+        tmp_path / "a.zarr",
+        [shapely.box(0, 0, 1, 1), shapely.box(2, 2, 3, 4)],
+        chunk_shape=2,
+        object_ids=[5, 2**62],
+        crs="EPSG:3857",
+        object_attributes={"v": [1.5, 2.5]},
+    )
+    export_vector(ds.read(), tmp_path / "a.parquet")
+    frame = gpd.read_parquet(tmp_path / "a.parquet")
+    assert frame["object_id"].tolist() == [5, 2**62] and frame.crs.to_epsg() == 3857
+    assert frame.geometry.area.tolist() == [1.0, 2.0]
+    export_vector(ds.read(), tmp_path / "a.shp")
+    assert gpd.read_file(tmp_path / "a.shp")["v"].tolist() == [1.5, 2.5]
+    mixed = zv.write_geometries(
+        tmp_path / "m.zarr", [shapely.box(0, 0, 1, 1), shapely.Point(5, 5)], chunk_shape=2
+    )
+    with pytest.raises(
+        InputError, match="a Shapefile holds one kind of geometry; this result has Point, Polygon"
+    ):
+        export_vector(mixed.read(), tmp_path / "m.shp")
+    with pytest.raises(InputError, match="cannot write .* as a vector file; use one of .gpkg"):
+        export_vector(mixed.read(), tmp_path / "m.kml")

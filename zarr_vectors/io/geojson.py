@@ -257,7 +257,7 @@ def ingest_vector(
     table = from_geodataframe(source) if from_frame else read_vector_file(source, layer=layer)
     properties, skipped = dict(table.properties), list(table.skipped)
     if OBJECT_ID_ATTRIBUTE in properties and "object_ids" not in kwargs:
-        ids = properties.pop(OBJECT_ID_ATTRIBUTE)
+        ids = _text_ids(properties.pop(OBJECT_ID_ATTRIBUTE))
         if ids.dtype.kind in "iu" and not np.ma.is_masked(ids) and len(np.unique(ids)) == len(ids):
             kwargs["object_ids"] = ids  # the features' ids, as export_geojson writes them
         else:
@@ -290,6 +290,15 @@ def ingest_vector(
         if from_frame:
             raise
         raise InputError(f"{source}: {exc}") from exc
+
+
+def _text_ids(ids: np.ndarray) -> np.ndarray:
+    """Ids written as decimal text (uint64 ids above 2**63 - 1, which OGR formats cannot
+    hold as integers) as uint64; any other column unchanged."""
+    if ids.dtype.kind != "U" or not len(ids) or not all(v.isdigit() and len(v) <= 20 for v in ids.tolist()):
+        return ids
+    values = [int(v) for v in ids.tolist()]
+    return np.array(values, np.uint64) if max(values) < 1 << 64 else ids
 
 
 def _json_value(v: Any) -> Any:
