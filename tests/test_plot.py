@@ -188,7 +188,7 @@ def test_object_colours_need_object_ids_and_3d_needs_three_axes():
 
 
 def test_dense_clouds_are_drawn_as_a_density_image_of_every_point():
-    from zarr_vectors.plot import DENSITY_FROM
+    from zarr_vectors.plot import DENSITY_FROM, MARKERS_3D
 
     rng = np.random.default_rng(3)
     n = DENSITY_FROM + 5000
@@ -203,7 +203,7 @@ def test_dense_clouds_are_drawn_as_a_density_image_of_every_point():
     rgba = np.asarray(coloured.get_images()[0].get_array())
     assert rgba.shape[-1] == 4 and 0.0 < rgba[..., :3].max() <= 1.0
     three = plot(Result(rng.normal(0, 1, (n, 3))), ax=_axes(True))
-    assert len(three.collections[0].get_offsets()) == DENSITY_FROM  # an even subsample in 3-D
+    assert len(three.collections[0].get_offsets()) == MARKERS_3D  # an even subsample in 3-D
 
 
 def test_small_integer_attributes_are_categories_with_a_legend():
