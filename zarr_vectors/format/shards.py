@@ -38,6 +38,7 @@ __all__ = [
     "decode_shard",
     "encode_index",
     "encode_shard",
+    "inner_codecs",
     "parse_sharding",
     "sharding_codec",
 ]
@@ -266,3 +267,14 @@ def coalesce(starts: np.ndarray, ends: np.ndarray, gap: int) -> tuple[np.ndarray
     group = np.empty(len(starts), np.int64)
     group[order] = ids
     return lo, hi, group
+
+
+def inner_codecs(doc: Mapping[str, Any]) -> Any:
+    """The codecs that encode one cell of an array document: those inside its
+    ``sharding_indexed`` codec when it is sharded, else its own ``codecs`` (as found, unchecked)."""
+    codecs = doc.get("codecs")
+    if isinstance(codecs, list) and codecs and isinstance(codecs[0], dict):
+        if codecs[0].get("name") == "sharding_indexed":
+            conf = codecs[0].get("configuration")
+            return conf.get("codecs") if isinstance(conf, dict) else None
+    return codecs
