@@ -49,8 +49,11 @@ class ShardReader:
     """A backend that reads the cells of sharded arrays out of their shards (see the module
     docstring); every other call goes to ``inner`` unchanged. Implements the Backend protocol."""
 
-    def __init__(self, inner: Backend, gap: int | None = None) -> None:
+    def __init__(self, inner: Backend, gap: int | None = None, *, lenient: bool = False) -> None:
         self.inner = inner
+        #: Whether a damaged shard index reads as an absent shard instead of raising
+        #: CorruptShardError (the validator, which reports the damage once, by itself).
+        self.lenient = lenient
         self.description = inner.description
         self.gap = (GAP_LOCAL if inner.local_dir is not None else GAP_REMOTE) if gap is None else gap
         self.layouts: dict[str, ShardLayout] = {}
@@ -135,9 +138,13 @@ class ShardReader:
         n = layout.index_nbytes
         return (skey, 0, n) if layout.index_location == "start" else (skey, -n, None)
 
-    @staticmethod
-    def _parse_index(raw: bytes, layout: ShardLayout, path: str, skey: str) -> Index:
-        return decode_index(raw, layout, array=path, shard=skey[len(path) + 1 :])
+    def _parse_index(self, raw: bytes, layout: ShardLayout, path: str, skey: str) -> Index | None:
+        try:
+            return decode_index(raw, layout, array=path, shard=skey[len(path) + 1 :])
+        except CorruptShardError:
+            if self.lenient:
+                return None
+            raise
 
     def _remember(self, skey: str, index: Index | None) -> None:
         self._indexes[skey] = index
@@ -202,7 +209,10 @@ class ShardReader:
         missing = [s for s in full if s not in self._indexes]
         self.index_requests += len(missing)
         for skey, raw in zip(missing, self._fetch([self._index_range(layout, s) for s in missing])):
-            self._remember(skey, None if raw is None else self._parse_index(raw, layout, path, skey))
+            index = (
+                None if raw is None else decode_index(raw, layout, array=path, shard=skey[len(path) + 1 :])
+            )
+            self._remember(skey, index)
         cps = np.asarray(layout.chunks_per_shard, np.int64)
         out: dict[str, list[str]] = {}
         for rel, skey in zip(shard_keys, full):

@@ -18,6 +18,7 @@ inside the blob, raising :class:`~zarr_vectors.errors.CorruptShardError` naming 
 
 from __future__ import annotations
 
+import json
 import math
 import struct
 from collections.abc import Mapping, Sequence
@@ -31,6 +32,10 @@ from zarr_vectors.errors import CorruptShardError, FormatError, InputError
 
 __all__ = [
     "EMPTY",
+    "TARGET_SHARD_BYTES",
+    "auto_chunks_per_shard",
+    "sharded_doc",
+    "unsharded_doc",
     "INDEX_CODECS",
     "ShardLayout",
     "coalesce",
@@ -278,3 +283,59 @@ def inner_codecs(doc: Mapping[str, Any]) -> Any:
             conf = codecs[0].get("configuration")
             return conf.get("codecs") if isinstance(conf, dict) else None
     return codecs
+
+
+#: Bytes an ``"auto"`` shard aims at: large enough that a store is few objects, small enough
+#: that a writer holds a few in memory.
+TARGET_SHARD_BYTES = 64 << 20
+
+
+def auto_chunks_per_shard(
+    grid_shape: Sequence[int], cell_bytes: float, target: int = TARGET_SHARD_BYTES, contiguous: bool = False
+) -> tuple[int, ...]:
+    """Chunks per shard along each axis so that a shard holds about ``target`` bytes when an
+    occupied cell takes ``cell_bytes``; never more than the grid on any axis.
+
+    ``contiguous``: shards are runs of whole trailing rows, ``(1, .., 1, k, n, .., n)``, so that
+    each shard is one range of C-order cell numbers (a writer going through the cells in that
+    order completes one shard after another); otherwise as near a cube as the grid allows.
+    """
+    shape = [max(1, int(s)) for s in grid_shape]
+    cells = max(1, int(target // max(float(cell_bytes), 1.0)))
+    cps = [1] * len(shape)
+    if contiguous:
+        for ax in range(len(shape) - 1, -1, -1):
+            cps[ax] = min(shape[ax], cells)
+            cells //= cps[ax]
+            if cps[ax] < shape[ax] or cells <= 1:
+                break
+        return tuple(cps)
+    while True:
+        grow = [ax for ax in range(len(shape)) if cps[ax] < shape[ax] and math.prod(cps) * 2 <= cells]
+        if not grow:
+            return tuple(cps)
+        ax = min(grow, key=lambda a: cps[a])
+        cps[ax] = min(shape[ax], cps[ax] * 2)
+
+
+def sharded_doc(doc: Mapping[str, Any], chunks_per_shard: Sequence[int]) -> dict[str, Any]:
+    """An array document with its codecs moved inside ``sharding_indexed`` and its chunk grid
+    made of shards of ``chunks_per_shard`` chunks (index at the end, with crc32c)."""
+    out = json.loads(json.dumps(doc))
+    conf = out["chunk_grid"]["configuration"]
+    inner = [int(c) for c in conf["chunk_shape"]]
+    conf["chunk_shape"] = [i * int(k) for i, k in zip(inner, chunks_per_shard)]
+    out["codecs"] = [sharding_codec(inner, out["codecs"])]
+    return out
+
+
+def unsharded_doc(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The document of the same array unsharded: chunks are the inner chunks, codecs the inner
+    codecs (the document must be sharded, see :func:`parse_sharding`)."""
+    layout = parse_sharding("", doc)
+    if layout is None:
+        raise InputError("the array document is not sharded")
+    out = json.loads(json.dumps(doc))
+    out["chunk_grid"]["configuration"]["chunk_shape"] = list(layout.inner_shape)
+    out["codecs"] = [dict(c) for c in layout.codecs]
+    return out

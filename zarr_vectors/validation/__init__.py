@@ -97,7 +97,7 @@ def validate(
     """
     if not isinstance(level, int) or not 1 <= level <= MAX_LEVEL:
         raise InputError(f"level must be an integer from 1 to {MAX_LEVEL}, got {level!r}")
-    backend = ShardReader(open_backend(target, read_only=True, storage_options=storage_options))
+    backend = ShardReader(open_backend(target, read_only=True, storage_options=storage_options), lenient=True)
     check_not_v2(backend)
     view = StoreView.load(backend)
     out = Collector()

@@ -39,6 +39,7 @@ from zarr_vectors.errors import InputError
 from zarr_vectors.format.fragments import FragmentIndex, decode_fragments
 from zarr_vectors.format.grid import cell_key
 from zarr_vectors.format.metadata import RootMeta
+from zarr_vectors.format.shards import parse_sharding
 from zarr_vectors.format.zarr_json import absent_fill
 
 __all__ = ["STALE_KEY", "append_points"]
@@ -175,6 +176,12 @@ def append_points(
             "(write lines, skeletons, graphs and meshes again with zarr_vectors.create)"
         )
     level = store.level(0)
+    if parse_sharding(level.vertices.path, level.vertices.doc) is not None:
+        raise InputError(
+            f"{store.description} is sharded: append rewrites cells one object each, which would break "
+            "its shards; write an unsharded copy first (zarr_vectors.reshard(src, dst, shards=None)), "
+            "append to it, then reshard it back"
+        )
     grid = level.grid
     workers = check_workers(workers)
     pos = _inputs.positions_array(positions, grid.ndim)
