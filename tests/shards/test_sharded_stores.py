@@ -202,3 +202,19 @@ def test_pyramids_build_on_sharded_stores_and_append_is_refused(tmp_path, rng):
     with pytest.raises(InputError, match="is sharded: append"):
         zv.open(path, mode="r+").append(pos[:3], object_ids=np.zeros(3, np.int64))
     assert len(zv.open(path).query()) == 5000
+
+
+def test_the_index_cache_is_bounded_and_reads_stay_exact(points, monkeypatch):
+    from zarr_vectors.engine import shards
+    from zarr_vectors.engine.local import LocalBackend
+
+    out, _ = points
+    monkeypatch.setattr(shards, "MAX_INDEX_BYTES", 3 * (2 * 8 * 8 + 64))  # three indexes of 8 cells
+    plain = LocalBackend(out / "plain.zarr")
+    reader = shards.ShardReader(LocalBackend(out / "two.zarr"))
+    reader.get_many(["0/vertices/zarr.json"])
+    keys = [k for k in plain.list_keys("0/vertices") if "/c/" in k]
+    assert len(keys) > 8
+    assert reader.get_many(keys) == plain.get_many(keys)
+    assert len(reader._indexes) == 3
+    assert reader.get_many(keys[:1]) == plain.get_many(keys[:1])

@@ -10,7 +10,7 @@ waves of concurrent requests:
 1. every shard index not yet known, one request per shard (a suffix range for
    ``index_location: "end"``, a prefix range for ``"start"``), together with the keys of
    unsharded arrays in the batch; indexes are cached per open store (a bounded dict), so a
-   shard's index is fetched at most once while it stays cached;
+   shard's index is fetched at most once while it stays cached (``MAX_INDEX_BYTES``);
 2. the byte ranges of the wanted inner chunks, ranges of one shard that lie at most
    ``gap`` bytes apart coalesced into one request (:func:`~zarr_vectors.format.shards.coalesce`).
 
@@ -33,14 +33,14 @@ from zarr_vectors.engine.storage import Backend, ByteRange, cut_range
 from zarr_vectors.errors import CorruptShardError, FormatError
 from zarr_vectors.format.shards import EMPTY, ShardLayout, coalesce, decode_index, parse_sharding
 
-__all__ = ["ShardReader", "shard_reader", "GAP_LOCAL", "GAP_REMOTE", "MAX_INDEXES"]
+__all__ = ["ShardReader", "shard_reader", "GAP_LOCAL", "GAP_REMOTE", "MAX_INDEX_BYTES"]
 
 #: Bytes between two wanted ranges of one shard below which they are read as one request.
 GAP_REMOTE = 1 << 20
 #: The same on local disk, where a request costs little more than its bytes.
 GAP_LOCAL = 64 << 10
-#: Shard indexes kept per open store (least recently used dropped first).
-MAX_INDEXES = 16384
+#: Bytes of shard indexes kept per open store (least recently used dropped first).
+MAX_INDEX_BYTES = 64 << 20
 
 Index = tuple[np.ndarray, np.ndarray]
 
@@ -58,6 +58,7 @@ class ShardReader:
         self.gap = (GAP_LOCAL if inner.local_dir is not None else GAP_REMOTE) if gap is None else gap
         self.layouts: dict[str, ShardLayout] = {}
         self._indexes: OrderedDict[str, Index | None] = OrderedDict()
+        self._index_bytes = 0
         #: Requests of each kind made so far (index fetches, coalesced range reads).
         self.index_requests = 0
         self.range_requests = 0
@@ -109,19 +110,29 @@ class ShardReader:
     def get_ranges(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
         out: list[bytes | None] = [None] * len(ranges)
         plain: list[int] = []
-        cells: dict[str, list[tuple[int, int]]] = {}  # shard key -> (slot, inner position)
-        shard_layout: dict[str, tuple[str, ShardLayout]] = {}
+        wanted: dict[str, tuple[ShardLayout, list[int], list[tuple[int, ...]]]] = {}
         for i, (key, start, length) in enumerate(ranges):
             found = self.sharded(key) if start == 0 and length is None else None
             if found is None:
                 plain.append(i)
                 continue
             path, layout, chunk = found
-            shard, inner = layout.locate(np.asarray([chunk]))
-            skey = f"{path}/c/" + "/".join(map(str, shard[0].tolist()))
-            cells.setdefault(skey, []).append((i, int(inner[0])))
-            shard_layout[skey] = (path, layout)
-        missing = [s for s in cells if s not in self._indexes]
+            entry = wanted.setdefault(path, (layout, [], []))
+            entry[1].append(i)
+            entry[2].append(chunk)
+        cells: dict[str, list[tuple[int, int]]] = {}  # shard key -> (slot, inner position)
+        shard_layout: dict[str, tuple[str, ShardLayout]] = {}
+        for path, (layout, slots, chunks) in wanted.items():  # one vectorised locate per array
+            shard, inner = layout.locate(np.asarray(chunks, np.int64))
+            for slot, s_, p in zip(slots, shard.tolist(), inner.tolist()):
+                skey = f"{path}/c/" + "/".join(map(str, s_))
+                cells.setdefault(skey, []).append((slot, p))
+                shard_layout[skey] = (path, layout)
+        # This batch's indexes are held here: the cache may drop some before the ranges are read.
+        indexes = {s: self._indexes[s] for s in cells if s in self._indexes}
+        for skey in indexes:
+            self._indexes.move_to_end(skey)
+        missing = [s for s in cells if s not in indexes]
         asks = [ranges[i] for i in plain] + [self._index_range(shard_layout[s][1], s) for s in missing]
         got = self._fetch(asks)
         for i, raw in zip(plain, got):
@@ -130,8 +141,9 @@ class ShardReader:
         self.index_requests += len(missing)
         for skey, raw in zip(missing, got[len(plain) :]):
             path, layout = shard_layout[skey]
-            self._remember(skey, None if raw is None else self._parse_index(raw, layout, path, skey))
-        self._read_cells(cells, shard_layout, out)
+            indexes[skey] = None if raw is None else self._parse_index(raw, layout, path, skey)
+            self._remember(skey, indexes[skey])
+        self._read_cells(cells, indexes, shard_layout, out)
         return out
 
     def _index_range(self, layout: ShardLayout, skey: str) -> ByteRange:
@@ -147,14 +159,20 @@ class ShardReader:
             raise
 
     def _remember(self, skey: str, index: Index | None) -> None:
+        self._drop(skey)
         self._indexes[skey] = index
-        self._indexes.move_to_end(skey)
-        while len(self._indexes) > MAX_INDEXES:
-            self._indexes.popitem(last=False)
+        self._index_bytes += _size(index)
+        while self._index_bytes > MAX_INDEX_BYTES and len(self._indexes) > 1:
+            self._drop(next(iter(self._indexes)))
+
+    def _drop(self, skey: str) -> None:
+        if skey in self._indexes:
+            self._index_bytes -= _size(self._indexes.pop(skey))
 
     def _read_cells(
         self,
         cells: dict[str, list[tuple[int, int]]],
+        indexes: dict[str, Index | None],
         shard_layout: dict[str, tuple[str, ShardLayout]],
         out: list[bytes | None],
     ) -> None:
@@ -162,7 +180,7 @@ class ShardReader:
         asks: list[ByteRange] = []
         plan: list[tuple[str, int, list[tuple[int, int, int]]]] = []  # shard, request start, members
         for skey, members in cells.items():
-            index = self._indexes.get(skey)
+            index = indexes[skey]
             if index is None:
                 continue  # an absent shard: its cells are absent
             offsets, nbytes = index
@@ -181,7 +199,7 @@ class ShardReader:
         for (skey, _, parts), raw, (_, _, want) in zip(plan, self._fetch(asks), asks):
             if raw is None or len(raw) != want:
                 path = shard_layout[skey][0]
-                self._indexes.pop(skey, None)
+                self._drop(skey)
                 raise CorruptShardError(
                     path,
                     skey[len(path) + 1 :],
@@ -206,17 +224,18 @@ class ShardReader:
         (relative, ``"c/1/3"``) of the inner chunks each holds; raises CorruptShardError."""
         layout = self.layouts[path]
         full = [f"{path}/{k}" for k in shard_keys]
-        missing = [s for s in full if s not in self._indexes]
+        indexes = {s: self._indexes[s] for s in full if s in self._indexes}
+        missing = [s for s in full if s not in indexes]
         self.index_requests += len(missing)
         for skey, raw in zip(missing, self._fetch([self._index_range(layout, s) for s in missing])):
-            index = (
+            indexes[skey] = (
                 None if raw is None else decode_index(raw, layout, array=path, shard=skey[len(path) + 1 :])
             )
-            self._remember(skey, index)
+            self._remember(skey, indexes[skey])
         cps = np.asarray(layout.chunks_per_shard, np.int64)
         out: dict[str, list[str]] = {}
         for rel, skey in zip(shard_keys, full):
-            index = self._indexes.get(skey)
+            index = indexes[skey]
             if index is None:
                 out[rel] = []
                 continue
@@ -229,18 +248,18 @@ class ShardReader:
     # -- everything else passes through ------------------------------------------------
     def _forget(self, prefix: str) -> None:
         for skey in [k for k in self._indexes if k.startswith(prefix)]:
-            del self._indexes[skey]
+            self._drop(skey)
 
     def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         self.inner.set_many(items)
         for key, data in items:
-            self._indexes.pop(key, None)
+            self._drop(key)
             self.learn(key, data)
 
     def delete_many(self, keys: Sequence[str]) -> None:
         self.inner.delete_many(keys)
         for key in keys:
-            self._indexes.pop(key, None)
+            self._drop(key)
             self.learn(key, None)
 
     def delete_prefix(self, prefix: str) -> None:
@@ -250,10 +269,11 @@ class ShardReader:
     def refresh_cache(self) -> None:
         """Forget every shard index (not the layouts)."""
         self._indexes.clear()
+        self._index_bytes = 0
 
     def refresh(self) -> None:
         self.inner.refresh()
-        self._indexes.clear()
+        self.refresh_cache()
         self.layouts.clear()
 
     @property
@@ -293,6 +313,10 @@ class ShardReader:
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+
+def _size(index: Index | None) -> int:
+    return 0 if index is None else int(index[0].nbytes + index[1].nbytes) + 64
 
 
 def shard_reader(backend: Backend) -> ShardReader:
