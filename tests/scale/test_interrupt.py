@@ -268,10 +268,8 @@ def test_s3_write_killed_leaves_before_after_or_incomplete(
     target, tmp = f"{prefix}/{op}.zarr", tmp_path / "tmp"
     tmp.mkdir()
     base = Versions((1, 20_000))
-    # S3 stores are sharded by default, and append refuses sharded stores: append to unsharded ones.
-    shards = {"shards": None} if op == "append" else {}
-    write_version(target, base, 50, storage_options=so, **shards)  # 8 cells: moto takes about 20 ms a key
-    write_version(f"{prefix}/{op}-timing.zarr", base, 50, storage_options=so, **shards)
+    write_version(target, base, 50, storage_options=so)  # 8 cells: moto takes about 20 ms a key
+    write_version(f"{prefix}/{op}-timing.zarr", base, 50, storage_options=so)
     cfg = {"op": op, "target": target, "timing": f"{prefix}/{op}-timing.zarr", "storage_options": so}
     cfg["chunk"] = 50
     cfg["n"] = 20_000

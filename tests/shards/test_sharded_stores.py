@@ -191,7 +191,7 @@ def test_memory_targets_stay_unsharded_by_default(rng):
     assert doc["codecs"][0]["name"] == "vlen-bytes"
 
 
-def test_pyramids_build_on_sharded_stores_and_append_is_refused(tmp_path, rng):
+def test_pyramids_build_on_sharded_stores(tmp_path, rng):
     pos = rng.uniform(0, 400, (5000, 3)).astype(np.float32)
     path = tmp_path / "pyr.zarr"
     zv.write_points(path, pos, chunk_shape=50, shards=2, object_ids=rng.integers(0, 9, 5000))
@@ -199,9 +199,41 @@ def test_pyramids_build_on_sharded_stores_and_append_is_refused(tmp_path, rng):
     ds = zv.open(path)
     assert len(ds.query(level=0)) == 5000 and 0 < len(ds.query(level=1)) < 5000
     assert zv.validate(path).ok
-    with pytest.raises(InputError, match="is sharded: append"):
-        zv.open(path, mode="r+").append(pos[:3], object_ids=np.zeros(3, np.int64))
-    assert len(zv.open(path).query()) == 5000
+
+
+def _cells(path) -> dict[str, list[bytes]]:
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for array in ("vertices", "vertex_fragments", "vertex_attributes/a", "fragment_attributes/object_id"):
+            if (path / "0" / array).is_dir():
+                out[array] = [bytes(v) for v in zarr.open_array(str(path / "0" / array), mode="r")[:].ravel()]
+    return out
+
+
+@pytest.mark.parametrize("case", ["one-corner", "new-owner-table"])
+def test_append_to_a_sharded_store_rewrites_whole_shards_like_unsharded(tmp_path, rng, case):
+    n = 4000
+    pos = rng.uniform(0, 399, (n, 3)).astype(np.float32)
+    a = rng.random(n).astype(np.float32)
+    ids = rng.integers(0, 9, n) if case == "one-corner" else np.zeros(n, np.int64)
+    more = rng.uniform(0, 90, (300, 3)).astype(np.float32)  # a corner: some shards untouched
+    more_ids = rng.integers(0, 9, 300) if case == "one-corner" else rng.integers(5, 8, 300)
+    more_a = rng.random(300).astype(np.float32)
+    kw = dict(chunk_shape=50, bin_shape=25, bounds=BOUNDS)
+    for name, shards in (("plain", None), ("sharded", (2, 3, 2))):
+        path = tmp_path / f"{name}.zarr"
+        zv.write_points(path, pos, attributes={"a": a}, object_ids=ids, shards=shards, **kw)
+        zv.open(path, mode="r+").append(more, attributes={"a": more_a}, object_ids=more_ids, extend=True)
+    plain, sharded = tmp_path / "plain.zarr", tmp_path / "sharded.zarr"
+    assert _cells(sharded) == _cells(plain) and "fragment_attributes/object_id" in _cells(plain)
+    assert len(list((sharded / "0/vertices/c").rglob("*"))) < len(list((plain / "0/vertices/c").rglob("*")))
+    assert zv.validate(sharded).ok
+    ds, allpos = zv.open(sharded), np.concatenate([pos, more])
+    assert np.array_equal(sorted_rows(ds.query().positions), sorted_rows(allpos))
+    assert np.array_equal(
+        sorted_rows(ds.objects([6]).positions), sorted_rows(allpos[np.r_[ids, more_ids] == 6])
+    )
 
 
 def test_the_index_cache_is_bounded_and_reads_stay_exact(points, monkeypatch):

@@ -10,7 +10,7 @@ that promises data which is not there yet. The root gets a new write generation
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -109,6 +109,21 @@ class StoreBuilder:
         self._pending_bytes += len(data)
         if self._pending_bytes >= FLUSH_BYTES or len(self._pending) >= FLUSH_KEYS:
             self.flush()
+
+    def merge_shards(
+        self, grid: Grid, old: Callable[[list[str]], list[bytes | None]], old_cells: dict[str, np.ndarray]
+    ) -> None:
+        """Rewrite whole the shards that the cells :meth:`put` here fall in, keeping their other
+        cells from the existing store (``old`` reads cell keys; ``old_cells``: the cells each
+        array lists there); for appends to a sharded store. The shards are written at commit."""
+        cps = self.chunks_per_shard(grid)
+        if cps is not None:
+            layout = ShardLayout(cps, (1,) * grid.ndim, ())
+            self._assembler = ShardAssembler(self, layout, None, old, old_cells)
+
+    def put_object(self, key: str, data: bytes) -> None:
+        """Queue one stored object as it is (a shard, a table chunk)."""
+        self._chunk(key, data)
 
     def put(self, key: str, data: bytes) -> None:
         """Queue one already-encoded chunk (a cell of a per-chunk array, ``<array>/c/i/j/k``:
@@ -255,10 +270,12 @@ class StoreBuilder:
         self.arrays[path] = doc
 
     def commit(self, root_attributes: dict[str, Any]) -> None:
-        """Write the last chunks, then array metadata, then groups deepest first, then the root
-        (with a new write generation)."""
+        """Write the last chunks (and shards), then array metadata, then groups deepest first,
+        then the root (with a new write generation)."""
         backend = self.backend
         root_attributes = {**root_attributes, GENERATION_KEY: new_generation()}
+        if self._assembler is not None:
+            self._assembler.finish()
         self.flush()
         backend.set_many([(f"{p}/zarr.json", dump_json(d)) for p, d in self.arrays.items()])
         inner = sorted(self.groups.items(), key=lambda kv: -kv[0].count("/"))
@@ -268,14 +285,29 @@ class StoreBuilder:
 
 class ShardAssembler:
     """Cells of the per-chunk arrays of one level arriving in pieces (:meth:`StoreBuilder.put`),
-    gathered into shards: a shard is queued once all its occupied cells (given up front) are in,
-    the rest when its array is registered. Memory: the shards not yet complete."""
+    gathered into shards. With the occupied ``cells`` given up front, a shard is queued once all
+    of them are in, the rest when its array is registered (memory: the shards not yet complete).
 
-    def __init__(self, builder: StoreBuilder, layout: ShardLayout, cells: np.ndarray) -> None:
+    Merging into an existing store (``old`` reads its cells, ``old_cells`` lists each array's
+    cell indices), every shard waits for :meth:`finish` (at commit), where the old cells of the
+    shard that did not arrive are read (one batch) and kept: a shard is rewritten whole.
+    """
+
+    def __init__(
+        self,
+        builder: StoreBuilder,
+        layout: ShardLayout,
+        cells: np.ndarray | None,
+        old: Callable[[list[str]], list[bytes | None]] | None = None,
+        old_cells: dict[str, np.ndarray] | None = None,
+    ) -> None:
         self.builder, self.layout = builder, layout
-        shard, _ = layout.locate(np.asarray(cells, np.int64))
-        keys, counts = np.unique(shard, axis=0, return_counts=True)
-        self.expected = {cell_key(k): int(n) for k, n in zip(keys.tolist(), counts.tolist())}
+        self.expected: dict[str, int] = {}
+        if cells is not None:
+            shard, _ = layout.locate(np.asarray(cells, np.int64))
+            keys, counts = np.unique(shard, axis=0, return_counts=True)
+            self.expected = {cell_key(k): int(n) for k, n in zip(keys.tolist(), counts.tolist())}
+        self.old, self.old_cells = old, old_cells or {}
         self.pending: dict[str, dict[int, bytes]] = {}
 
     def add(self, key: str, data: bytes) -> None:
@@ -289,12 +321,44 @@ class ShardAssembler:
 
     def _emit(self, key: str) -> None:
         members = self.pending.pop(key)
-        self.builder._chunk(key, encode_shard(self.layout, members))
+        self.builder.put_object(key, encode_shard(self.layout, members))
 
     def close(self, path: str) -> None:
-        """Queue every shard of ``path`` still pending (its array holds fewer cells than expected)."""
-        for key in [k for k in self.pending if k.rpartition("/c/")[0] == path]:
+        """Queue every shard of ``path`` still pending (its array holds fewer cells than expected);
+        when merging, nothing: later cells may still come."""
+        if self.old is None:
+            for key in [k for k in self.pending if k.rpartition("/c/")[0] == path]:
+                self._emit(key)
+
+    def finish(self) -> None:
+        """Queue every pending shard, completed with the old cells it did not receive."""
+        if self.old is not None:
+            asks: list[tuple[str, int]] = []
+            for key, members in self.pending.items():
+                path, _, rest = key.rpartition("/c/")
+                cells = self.old_cells.get(path)
+                if cells is None or not len(cells):
+                    continue
+                shard, inner = self.layout.locate(cells)
+                mine = np.all(shard == np.array([int(p) for p in rest.split("/")]), axis=1)
+                for pos in inner[mine].tolist():
+                    if pos not in members:
+                        asks.append((key, pos))
+                        members[pos] = b""  # placeholder, filled below
+            keys = [f"{k.rpartition('/c/')[0]}/{self._cell_key(k, p)}" for k, p in asks]
+            for (key, pos), raw in zip(asks, self.old(keys) if keys else []):
+                if raw is None:
+                    del self.pending[key][pos]
+                else:
+                    self.pending[key][pos] = raw
+        for key in list(self.pending):
             self._emit(key)
+
+    def _cell_key(self, skey: str, pos: int) -> str:
+        """The cell key (``c/i/j/k``) of inner position ``pos`` of shard ``skey``."""
+        shard = np.array([int(p) for p in skey.rpartition("/c/")[2].split("/")], np.int64)
+        cps = self.layout.chunks_per_shard
+        return cell_key(shard * np.asarray(cps) + np.asarray(np.unravel_index(pos, cps)))
 
 
 class CellStream:
