@@ -250,3 +250,33 @@ def test_the_index_cache_is_bounded_and_reads_stay_exact(points, monkeypatch):
     assert reader.get_many(keys) == plain.get_many(keys)
     assert len(reader._indexes) == 3
     assert reader.get_many(keys[:1]) == plain.get_many(keys[:1])
+
+
+def test_shards_with_the_index_at_the_start_read_the_same(tmp_path, points):
+    import shutil
+    from dataclasses import replace
+
+    from zarr_vectors.format.shards import decode_shard, encode_shard
+
+    out, data = points
+    path = tmp_path / "start.zarr"
+    shutil.copytree(out / "two.zarr", path)
+    for array in ("vertices", "vertex_attributes/a"):
+        doc_path = path / "0" / array / "zarr.json"
+        doc = json.loads(doc_path.read_text())
+        layout = parse_sharding(array, doc)
+        start = replace(layout, index_location="start")
+        for shard in (path / "0" / array / "c").rglob("*"):
+            if shard.is_file():
+                cells = {p: bytes(v) for p, v in decode_shard(shard.read_bytes(), layout).items()}
+                shard.write_bytes(encode_shard(start, cells))
+        doc["codecs"] = [start.codec_json()]
+        doc_path.write_text(json.dumps(doc))
+    ds = zv.open(path)
+    lo, hi = np.array([20.0, 70.0, 5.0]), np.array([330.0, 260.0, 390.0])
+    got = ds.query(bbox=(lo, hi))
+    mask = brute_force_box(data["pos"], lo, hi)
+    assert np.array_equal(
+        sorted_rows(got.positions, got.attributes["a"]), sorted_rows(data["pos"][mask], data["a"][mask])
+    )
+    assert zv.validate(path).ok
