@@ -19,7 +19,9 @@ class CountingBackend:
 
     ``gets``: the keys of each ``get_many`` call (one list per call, so ``len(gets)`` is the
     number of batches); ``sets`` and ``deletes``: the keys of each ``set_many`` /
-    ``delete_many`` call; ``lists``: the prefixes passed to ``list_dir`` and ``list_keys``.
+    ``delete_many`` call; ``lists``: the prefixes passed to ``list_dir`` and ``list_keys``;
+    ``ranges``: the ``(key, start, length)`` byte ranges of each ``get_ranges`` call (one list
+    per call: a wave of concurrent requests).
     Any other attribute (``description``, ``root``, ``check``, ...) is the inner backend's.
     """
 
@@ -29,6 +31,12 @@ class CountingBackend:
         self.sets: list[list[str]] = []
         self.deletes: list[list[str]] = []
         self.lists: list[str] = []
+        self.ranges: list[list[tuple[str, int, int | None]]] = []
+
+    def get_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
+        ranges = list(ranges)
+        self.ranges.append(ranges)
+        return self.inner.get_ranges(ranges)
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         keys = list(keys)
@@ -66,7 +74,7 @@ class CountingBackend:
 
     def clear(self) -> None:
         """Forget everything recorded so far (the wrapped backend is untouched)."""
-        for log in (self.gets, self.sets, self.deletes, self.lists):
+        for log in (self.gets, self.sets, self.deletes, self.lists, self.ranges):
             log.clear()
 
 
@@ -83,6 +91,18 @@ def count_io(ds: zv.Dataset, levels: Sequence[int] = (0,)) -> CountingBackend:
     store.backend = counter
     for level in store._levels.values():
         level.backend = counter
+    return counter
+
+
+def count_requests(ds: zv.Dataset, levels: Sequence[int] = (0,)) -> CountingBackend:
+    """Count the requests ``ds`` makes of its store from here on, below the shard layer: each
+    ``get_ranges`` call of the counter is one wave of concurrent requests (shard indexes, byte
+    ranges, whole keys), each ``get_many`` call one more (the root checks)."""
+    for k in levels:
+        ds.level(k)
+    reader = ds._store.backend.inner  # ConsistentBackend(ShardReader(backend))
+    counter = CountingBackend(reader.inner)
+    reader.inner = counter
     return counter
 
 

@@ -18,6 +18,7 @@ STORE_WIDE = {
     "crs",
     "compression",
     "checksums",
+    "shards",
     "overwrite",
     "storage_options",
 }

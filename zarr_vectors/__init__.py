@@ -13,6 +13,7 @@ from zarr_vectors.api import (
     write_skeleton,
 )
 from zarr_vectors.dataset import Dataset
+from zarr_vectors.engine.reshard import reshard
 from zarr_vectors.errors import (
     AttributeNotFoundError,
     CorruptCellError,
@@ -74,5 +75,6 @@ __all__ = [
     "StaleLevelWarning",
     "StoreConflictError",
     "validate",
+    "reshard",
     "__version__",
 ]

@@ -64,6 +64,10 @@ EXAMPLES = {
     + needs("render", "matplotlib", "plot"),
     "demo": "examples:\n  zarr-vectors demo\n  zarr-vectors demo /tmp/demo.zarr\n"
     "  zarr-vectors demo /tmp/small.zarr --points 20000",
+    "reshard": "examples:\n  zarr-vectors reshard cells.zarr s3://bucket/cells.zarr --shards auto\n"
+    "  zarr-vectors reshard cells.zarr packed.zarr --shards 4,4,8\n"
+    "  zarr-vectors reshard s3://bucket/cells.zarr local.zarr --shards none --overwrite\n"
+    "shards: auto (about 64 MB each), none (one object per cell), N or N,N,N chunks per shard",
     "validate": "examples:\n  zarr-vectors validate cells.zarr\n  zarr-vectors validate cells.zarr --level 2\n"
     "  zarr-vectors validate s3://bucket/cells.zarr --json --storage-options '{\"anon\": true}'\n"
     "levels: 1 structure, 2 metadata, 3 consistency of every cell, 4 geometry, 5 multi-resolution\n"
@@ -516,6 +520,34 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def shards_value(text: str) -> str | int | tuple[int, ...]:
+    """A ``--shards`` value: ``auto``, ``none``, or chunks per shard (``8`` or ``4,4,8``)."""
+    if text in ("auto", "none"):
+        return text
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not auto, none, or chunks per shard (8, or 4,4,8 one per axis)"
+        ) from exc
+    return values[0] if len(values) == 1 else values
+
+
+def cmd_reshard(args: argparse.Namespace) -> int:
+    from zarr_vectors.engine.reshard import reshard
+
+    reshard(
+        args.src,
+        args.dst,
+        shards=args.shards,
+        overwrite=args.overwrite,
+        progress=False if args.no_progress else None,
+        storage_options=_storage_options(args.storage_options),
+        dst_storage_options=_storage_options(args.dst_storage_options),
+    )
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from zarr_vectors.demo import run
 
@@ -776,6 +808,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_storage_options(p)
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser(
+        "reshard",
+        help="copy a store with its cells grouped into shards anew (or one object per cell)",
+        epilog=EXAMPLES["reshard"],
+        formatter_class=fmt,
+    )
+    p.add_argument("src", help="store to copy (path or URL)")
+    p.add_argument("dst", help="where to write the copy (path or URL)")
+    p.add_argument(
+        "--shards",
+        type=shards_value,
+        default="auto",
+        help="auto (default), none, N or N,N,N chunks per shard",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing store at DST")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_storage_options(p)
+    p.add_argument("--dst-storage-options", metavar="JSON", help="options for DST's filesystem (JSON object)")
+    p.set_defaults(func=cmd_reshard)
 
     _add_pyramid_parser(sub, fmt)
 

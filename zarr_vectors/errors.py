@@ -26,6 +26,7 @@ __all__ = [
     "FormatError",
     "CorruptCellError",
     "DecodeError",
+    "CorruptShardError",
     "IncompleteStoreError",
     "ZarrV2StoreError",
     "InputError",
@@ -81,6 +82,22 @@ class DecodeError(FormatError):
     layer decodes inside :func:`decoding`, which re-raises this as
     :class:`CorruptCellError` with that context.
     """
+
+
+class CorruptShardError(CorruptCellError):
+    """The index of one shard (a ``sharding_indexed`` object holding many cells) is damaged:
+    wrong length or checksum, or a range outside the object. ``chunk`` is the shard's key
+    relative to the array (``"c/0/1/0"``); every cell of that shard is unreadable."""
+
+    def __init__(self, array: str, chunk: str, reason: str) -> None:
+        super().__init__(array, chunk, reason)
+        self.args = (
+            f"corrupt shard {chunk} in array {array!r}: {reason}; the cells it holds cannot be read "
+            "(restore the object, or rewrite the store)",
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class IncompleteStoreError(FormatError):

@@ -35,6 +35,7 @@ _STORE_KEYWORDS = (
     "crs",
     "compression",
     "checksums",
+    "shards",
     "overwrite",
     "storage_options",
 )

@@ -94,6 +94,26 @@ def test_put_then_get(backend: Backend) -> None:
     assert backend.get_many(["a/x", "a/bc"]) == [b"new", b"yy"]
 
 
+@pytest.mark.filterwarnings("ignore:Duplicate name")
+def test_byte_ranges(backend: Backend) -> None:
+    backend.set_many(list(DATA.items()))
+    z = DATA["z"][:100] + b"0123456789"
+    backend.set_many([("r/z", z)])
+    ranges = [
+        ("r/z", 0, None),  # whole
+        ("r/z", 100, 4),  # inside
+        ("r/z", -3, None),  # suffix
+        ("r/z", 105, None),  # from an offset
+        ("r/z", 108, 50),  # cut at the end
+        ("r/z", -500, None),  # suffix longer than the object
+        ("a/b/c/1", 0, None),  # empty object
+        ("missing", -16, None),  # absent
+        ("a/b", 0, 4),  # a folder is absent
+    ]
+    assert backend.get_ranges(ranges) == [z, b"0123", b"789", b"56789", b"89", z, b"", None, None]
+    assert backend.get_ranges([]) == []
+
+
 def test_list_keys_recursively_under_a_prefix(backend: Backend) -> None:
     backend.set_many(list(DATA.items()))
     assert sorted(backend.list_keys()) == sorted(DATA)

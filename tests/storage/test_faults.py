@@ -115,10 +115,11 @@ def test_overwrite_interrupted_after_any_number_of_key_operations(
     make_target: Any, kind: str, samples: int, chunks: tuple[int, int]
 ) -> None:
     old_chunk, new_chunk = chunks
+    # Unsharded (S3 stores are sharded by default): one key per cell makes many points to interrupt at.
     probe = make_target(kind)
-    write(probe, OLD, old_chunk)
+    write(probe, OLD, old_chunk, shards=None)
     with crash_after(None) as count:
-        write(probe, NEW, new_chunk, overwrite=True)
+        write(probe, NEW, new_chunk, overwrite=True, shards=None)
     total = count["ops"]
     assert outcome(probe, OLD, NEW) == "new" and total > 20
     # the placeholder (1), deletes of stale keys, writes of new keys, the root (last)
@@ -127,12 +128,12 @@ def test_overwrite_interrupted_after_any_number_of_key_operations(
     seen = {}
     for k in ks:
         t = make_target(kind)
-        write(t, OLD, old_chunk)
+        write(t, OLD, old_chunk, shards=None)
         with crash_after(k), pytest.raises(Crash):
-            write(t, NEW, new_chunk, overwrite=True)
+            write(t, NEW, new_chunk, overwrite=True, shards=None)
         seen[k] = outcome(t, OLD, NEW)
         if k == ks[-1]:  # an interrupted store is recovered by an overwrite
-            write(t, NEW, new_chunk, overwrite=True)
+            write(t, NEW, new_chunk, overwrite=True, shards=None)
             assert outcome(t, OLD, NEW) == "new"
     assert seen[0] == "old"
     assert all(seen[k] == "incomplete" for k in ks[1:])

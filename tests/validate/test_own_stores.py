@@ -8,7 +8,16 @@ import pytest
 import shapely
 
 import zarr_vectors as zv
-from tests._builders import STORES
+from tests._builders import (
+    STORES,
+    graph_store,
+    lines_store,
+    mesh_store,
+    meshes_store,
+    points_store,
+    polygons_store,
+    skeleton_store,
+)
 from zarr_vectors.format.metadata import LIBRARY_LEVEL_KEYS
 
 
@@ -50,3 +59,26 @@ def test_compressed_checksummed_sparse_id_stores_validate_without_warning(tmp_pa
     path = tmp_path / "s.zarr"
     zv.write_points(path, pts, chunk_shape=25, object_ids=ids, compression=compression, checksums=True)
     _clean(path)
+
+
+BUILDERS = {
+    "points": points_store,
+    "lines": lines_store,
+    "graph": graph_store,
+    "skeleton": skeleton_store,
+    "mesh": mesh_store,
+    "meshes": meshes_store,
+    "polygons": polygons_store,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(STORES))
+def test_every_kind_sharded_validates_and_reads_as_unsharded(tmp_path, kind):
+    builders = {**BUILDERS, "draco": lambda p, **kw: mesh_store(p, encoding="draco", **kw)}
+    plain = builders[kind](tmp_path / "plain.zarr")
+    sharded = builders[kind](tmp_path / "sharded.zarr", shards=2)
+    vertices = (sharded / "0" / "vertices" / "zarr.json").read_text()
+    assert '"sharding_indexed"' in vertices
+    _clean(sharded)
+    a, b = zv.open(plain).query(), zv.open(sharded).query()
+    assert np.array_equal(np.sort(a.positions, axis=0), np.sort(b.positions, axis=0))

@@ -54,6 +54,7 @@ from zarr_vectors.format.documents import (
 from zarr_vectors.format.findings import UNSUPPORTED, Finding, raise_for
 from zarr_vectors.format.grid import cell_key
 from zarr_vectors.format.groups import LinkLayout, LinksFamily, parse_link_layout
+from zarr_vectors.format.shards import inner_codecs, parse_sharding
 
 __all__ = [
     "CellArray",
@@ -83,8 +84,11 @@ _T = TypeVar("_T", bound="TableArray")
 
 
 def _pipeline(path: str, doc: dict[str, Any]) -> Pipeline:
+    """The pipeline of one cell (inside the ``sharding_indexed`` codec when sharded: the
+    backend's shard layer hands out inner chunks, see :mod:`zarr_vectors.engine.shards`)."""
+    parse_sharding(path, doc)  # a malformed sharding configuration: FormatError
     try:
-        return Pipeline.from_codecs(doc.get("codecs") or [])
+        return Pipeline.from_codecs(inner_codecs(doc) or [])
     except UnsupportedPipeline as exc:
         codecs = doc.get("codecs")
         listed = isinstance(codecs, list) and all(isinstance(c, dict) for c in codecs)
@@ -309,7 +313,7 @@ class CellArray:
     @cached_property
     def draco(self) -> bool:
         """Cells are Draco blobs (``encoding: "draco"``, the draco codec first in the list)."""
-        return geometry_codec(self.doc.get("codecs")) == DRACO
+        return geometry_codec(inner_codecs(self.doc)) == DRACO
 
     def mesh_rows(self, raw: bytes | None, chunk: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """A Draco cell's (N, 3) float32 positions and (F, 3) int64 intra-chunk faces.

@@ -44,7 +44,9 @@ from zarr_vectors.engine.storage import (
     GENERATION_KEY,
     INCOMPLETE_KEY,
     Backend,
+    ByteRange,
     StorageOptions,
+    cut_range,
     dump_json,
     local_path,
     new_generation,
@@ -327,6 +329,9 @@ class MemoryStage:
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         return [self.data.get(k) for k in keys]
 
+    def get_ranges(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
+        return [cut_range(self.data.get(k), start, n) for k, start, n in ranges]
+
     def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         self.data.update((k, bytes(v)) for k, v in items)
 
@@ -493,6 +498,14 @@ class Overlay:
         ask = [i for i, (k, v) in enumerate(zip(keys, out)) if v is None and not self.hides(k)]
         if ask:
             for i, value in zip(ask, self.base.get_many([keys[i] for i in ask])):
+                out[i] = value
+        return out
+
+    def get_ranges(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
+        out = self.top.get_ranges(ranges)
+        ask = [i for i, (r, v) in enumerate(zip(ranges, out)) if v is None and not self.hides(r[0])]
+        if ask:
+            for i, value in zip(ask, self.base.get_ranges([ranges[i] for i in ask])):
                 out[i] = value
         return out
 

@@ -33,6 +33,7 @@ from zarr_vectors.format.grid import Grid
 from zarr_vectors.format.groups import LinksFamily, check_object_index, parse_links_family, parse_object_index
 from zarr_vectors.format.manifests import ManifestBlock, decode_manifest, decode_manifests_batch
 from zarr_vectors.format.metadata import MAX_READ_BINS, LevelMeta, RootMeta, check_arrays_present, parse_level
+from zarr_vectors.format.shards import inner_codecs
 from zarr_vectors.format.zarr_json import check_zarr_v3, load_json
 
 __all__ = ["Level"]
@@ -151,7 +152,7 @@ def _vertices(p: str, vdoc: dict[str, Any], vertex_count: int, nd: int) -> CellA
     parsed, found = parse_cell_array(f"{p}/vertices", vdoc, nd)
     raise_for(found)
     assert parsed is not None and parsed.dtype is not None
-    if geometry_codec(vdoc.get("codecs")) == DRACO:
+    if geometry_codec(inner_codecs(vdoc)) == DRACO:
         return CellArray(f"{p}/vertices", vdoc, vertex_count, DRACO_BYTES, parsed=parsed)
     return CellArray(f"{p}/vertices", vdoc, vertex_count, parsed.dtype.itemsize * nd, parsed=parsed)
 

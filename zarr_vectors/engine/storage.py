@@ -42,7 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from zarr.abc.store import Store
+import zarr
+from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Store, SuffixByteRequest
 from zarr.core.buffer import cpu, default_buffer_prototype
 from zarr.core.sync import sync
 
@@ -59,6 +60,9 @@ from zarr_vectors.errors import (
 )
 
 __all__ = [
+    "ByteRange",
+    "concurrency",
+    "cut_range",
     "GENERATION_KEY",
     "INCOMPLETE_KEY",
     "check_complete",
@@ -79,8 +83,12 @@ __all__ = [
     "run_sync",
 ]
 
-#: Requests in flight at once against a remote store.
+#: Requests in flight at once against a remote store when zarr's ``async.concurrency`` is unset.
 CONCURRENCY = 64
+#: A byte range of one key: ``(key, start, length)``. ``start >= 0``: from that byte, ``length``
+#: bytes (None: to the end; ``(key, 0, None)`` is the whole object); ``start < 0`` (length None):
+#: the last ``-start`` bytes. A range past the end of the object is cut short; an absent key is None.
+ByteRange = tuple[str, int, "int | None"]
 #: Seconds one request to a zarr Store (object storage) may take before it fails.
 DEFAULT_TIMEOUT = 30.0
 #: Root attribute naming the write that produced the store (a new value per write and per
@@ -129,6 +137,10 @@ class Backend(Protocol):
         ...
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]: ...
+
+    def get_ranges(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
+        """The bytes of each :data:`ByteRange`, all requests of the batch in flight together."""
+        ...
 
     def set_many(self, items: Sequence[tuple[str, bytes]]) -> None: ...
 
@@ -193,6 +205,21 @@ class StorageOptions:
         if not isinstance(follow, bool):
             raise InputError(f"storage option zv_follow_symlinks must be True or False, got {follow!r}")
         return cls(None if timeout is None else float(timeout), follow, rest)
+
+
+def cut_range(data: bytes | None, start: int, length: int | None) -> bytes | None:
+    """The part of a whole object that a :data:`ByteRange` names (for backends holding whole values)."""
+    if data is None:
+        return None
+    if start < 0:
+        return data[max(len(data) + start, 0) :]
+    return data[start:] if length is None else data[start : start + length]
+
+
+def concurrency() -> int:
+    """Requests in flight at once: zarr's ``async.concurrency`` setting (CONCURRENCY when unset)."""
+    value = zarr.config.get("async.concurrency", CONCURRENCY)
+    return int(value) if isinstance(value, int) and value > 0 else CONCURRENCY
 
 
 def get_json(backend: Backend, key: str) -> Any | None:
@@ -272,9 +299,9 @@ class ZarrStoreBackend:
                 "credentials in storage_options, then try again)",
             ) from exc
 
-    async def _each(self, keys: Iterable[str], one: Any) -> list[Any]:
-        """``one(key)`` for every key, at most CONCURRENCY at once; the first failure cancels the rest."""
-        sem = asyncio.Semaphore(CONCURRENCY)
+    async def _each(self, keys: Iterable[Any], one: Any, limit: int = CONCURRENCY) -> list[Any]:
+        """``one(key)`` for every key, at most ``limit`` at once; the first failure cancels the rest."""
+        sem = asyncio.Semaphore(limit)
 
         async def limited(key: str) -> Any:
             async with sem:
@@ -296,6 +323,24 @@ class ZarrStoreBackend:
             return None if buf is None else buf.to_bytes()
 
         return await self._each(keys, one)
+
+    async def _get_ranges(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
+        proto = default_buffer_prototype()
+
+        async def one(i: int) -> bytes | None:
+            key, start, length = ranges[i]
+            request: ByteRequest | None
+            if start < 0:
+                request = SuffixByteRequest(-start)
+            elif length is not None:
+                request = RangeByteRequest(start, start + length)
+            else:
+                request = OffsetByteRequest(start) if start else None
+            got = self.store.get(key, prototype=proto, byte_range=request)
+            buf = await self._call("reading", key, got)
+            return None if buf is None else buf.to_bytes()
+
+        return await self._each(range(len(ranges)), one, concurrency())
 
     async def _set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         data = dict(items)
@@ -360,6 +405,9 @@ class ZarrStoreBackend:
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         return run_sync(self._get_many(keys)) if keys else []
+
+    def get_ranges(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
+        return run_sync(self._get_ranges(ranges)) if ranges else []
 
     def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         if items:
@@ -434,6 +482,12 @@ class ConsistentBackend:
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         out = self.inner.get_many(keys)
         if keys:
+            self.check()
+        return out
+
+    def get_ranges(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
+        out = self.inner.get_ranges(ranges)
+        if ranges:
             self.check()
         return out
 

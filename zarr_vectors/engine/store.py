@@ -19,6 +19,7 @@ import numpy as np
 
 from zarr_vectors.engine.arrays import TableArray
 from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.shards import ShardReader
 from zarr_vectors.engine.storage import Backend, ConsistentBackend, check_complete, check_not_v2, open_backend
 from zarr_vectors.errors import (
     FormatError,
@@ -65,7 +66,7 @@ class VectorStore:
         attributes = doc.get("attributes") or {}
         check_complete(attributes, backend.description)
         root = RootMeta.from_attributes(attributes)
-        return cls(ConsistentBackend(backend, raw), root, mode)
+        return cls(ConsistentBackend(ShardReader(backend), raw), root, mode)
 
     @property
     def description(self) -> str:

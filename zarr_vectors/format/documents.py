@@ -22,6 +22,7 @@ import numpy as np
 
 from zarr_vectors.format.codecs import DRACO, geometry_codec
 from zarr_vectors.format.findings import NONCONFORMING, Finding, Findings, short
+from zarr_vectors.format.shards import inner_codecs
 
 __all__ = [
     "CellArrayDoc",
@@ -158,7 +159,7 @@ def parse_cell_array(
     _discriminator(path, attrs, kind, out)
     shape = _grid_shape(path, doc, ndim, out)
     codecs = _codecs(path, doc, out)
-    draco = geometry_codec(codecs) == DRACO
+    draco = geometry_codec(_cell_codecs(doc, codecs)) == DRACO
     if shape is not None:
         _cell_chunking(path, doc, len(shape), codecs, out)
     origin = None if shape is None else _origin(path, attrs, shape, out)
@@ -277,6 +278,14 @@ def _key_encoding(path: str, doc: dict[str, Any], out: Findings, code: str = "me
         )
 
 
+def _cell_codecs(doc: dict[str, Any], codecs: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+    """The codecs of one cell: those inside ``sharding_indexed`` when the array is sharded."""
+    inner = inner_codecs(doc)
+    if inner is doc.get("codecs") or not isinstance(inner, list):
+        return codecs
+    return tuple(c for c in inner if isinstance(c, dict))
+
+
 def _cell_chunking(
     path: str, doc: dict[str, Any], rank: int, codecs: tuple[dict[str, Any], ...], out: Findings
 ) -> None:
@@ -303,6 +312,7 @@ def _cell_chunking(
             f"{[1] * rank} (one Zarr chunk per spatial chunk)",
         )
     _key_encoding(path, doc, out)
+    codecs = _cell_codecs(doc, codecs)
     body = codecs[1:] if geometry_codec(codecs) is not None else codecs
     if body and body[0].get("name") == "bytes":
         names = [c.get("name") for c in codecs]

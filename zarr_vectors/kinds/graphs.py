@@ -221,6 +221,7 @@ def write_graph(
     crs: Any = None,
     compression: str | None = "none",
     checksums: bool = False,
+    shards: Any = "default",
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> None:
@@ -276,6 +277,12 @@ def write_graph(
     checksums
         Append Zarr's ``crc32c`` codec to every array, so a changed byte in any cell is a
         :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
+    shards
+        Group the cells of every per-chunk array into ``sharding_indexed`` shards, one stored
+        object each: ``"auto"`` (about 64 MB per shard, sized from the data), chunks per shard
+        (one integer, or one per axis), or None / ``"none"`` (one object per cell). Default:
+        ``"auto"`` for object storage (``s3://``, ``gs://``, ...), none for local directories,
+        zip files and memory (see ``docs/writing.md``).
     overwrite
         Replace an existing store. Local and zip targets are swapped in only once complete.
     storage_options
@@ -319,6 +326,7 @@ def write_graph(
         crs=crs,
         compression=compression,
         checksums=checksums,
+        shards=shards,
         overwrite=overwrite,
         storage_options=storage_options,
     )

@@ -32,6 +32,7 @@ def write_points(
     crs: Any = None,
     compression: str | None = "none",
     checksums: bool = False,
+    shards: Any = "default",
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
     workers: int | None = None,
@@ -88,6 +89,12 @@ def write_points(
     checksums
         Append Zarr's ``crc32c`` codec to every array, so a changed byte in any cell is a
         :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
+    shards
+        Group the cells of every per-chunk array into ``sharding_indexed`` shards, one stored
+        object each: ``"auto"`` (about 64 MB per shard, sized from the data), chunks per shard
+        (one integer, or one per axis), or None / ``"none"`` (one object per cell). Default:
+        ``"auto"`` for object storage (``s3://``, ``gs://``, ...), none for local directories,
+        zip files and memory (see ``docs/writing.md``).
     overwrite
         Replace an existing store. Local and zip targets are swapped in only once complete.
     storage_options
@@ -147,6 +154,7 @@ def write_points(
         crs=crs,
         compression=compression,
         checksums=checksums,
+        shards=shards,
         overwrite=overwrite,
         storage_options=storage_options,
     )

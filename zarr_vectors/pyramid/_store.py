@@ -13,6 +13,7 @@ from zarr_vectors.engine.pipeline import compression_of as compression_of_codecs
 from zarr_vectors.engine.storage import Backend, dump_json
 from zarr_vectors.errors import FormatError
 from zarr_vectors.format.fragments import decode_fragments, range_tables
+from zarr_vectors.format.shards import inner_codecs
 
 __all__ = [
     "checksums_of",
@@ -41,12 +42,12 @@ def write_docs(backend: Backend, docs: dict[str, dict[str, Any]]) -> None:
 def compression_of(level: Level) -> tuple[str, int | None]:
     """The ``compression=`` name and level a writer would give to reproduce the level's
     ``vertices`` compressor (``"none"`` when it has none); see :func:`compression_of_codecs`."""
-    return compression_of_codecs(level.vertices.doc.get("codecs") or [])
+    return compression_of_codecs(inner_codecs(level.vertices.doc) or [])
 
 
 def checksums_of(level: Level) -> bool:
     """Whether the level's ``vertices`` carry Zarr's ``crc32c`` codec (the writer's ``checksums=True``)."""
-    return any(c.get("name") == "crc32c" for c in level.vertices.doc.get("codecs") or [])
+    return any(c.get("name") == "crc32c" for c in inner_codecs(level.vertices.doc) or [])
 
 
 def _table_keys(arr: TableArray) -> list[str]:

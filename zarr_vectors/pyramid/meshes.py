@@ -37,6 +37,7 @@ from zarr_vectors.engine.write.level0 import LevelArrays, Tables, partition_owne
 from zarr_vectors.engine.write.partition import partition
 from zarr_vectors.engine.write.tables import build_manifests
 from zarr_vectors.errors import InputError
+from zarr_vectors.format.shards import inner_codecs
 from zarr_vectors.kinds.graphs import vertex_locals, write_edges
 from zarr_vectors.pyramid.linked import (
     CoarseObjects,
@@ -300,7 +301,7 @@ def _write(
     intra = np.all(cell[faces] == cell[faces[:, :1]], axis=1) if len(faces) else np.zeros(0, bool)
     draco = src.vertices.draco
     if draco:
-        conf = (src.vertices.doc.get("codecs") or [{}])[0].get("configuration") or {}
+        conf = (inner_codecs(src.vertices.doc) or [{}])[0].get("configuration") or {}
         bits, level = int(conf.get("quantization_bits", 11)), int(conf.get("compression_level", 7))
         blobs, part, frags = draco_cells(pos, faces, part, intra, bits, level)
         stored, payloads = faces[~intra], blobs

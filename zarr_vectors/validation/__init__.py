@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from zarr_vectors.engine.shards import ShardReader
 from zarr_vectors.engine.storage import check_not_v2, open_backend
 from zarr_vectors.errors import InputError
 from zarr_vectors.validation._report import Collector, Problem, Report
@@ -96,7 +97,7 @@ def validate(
     """
     if not isinstance(level, int) or not 1 <= level <= MAX_LEVEL:
         raise InputError(f"level must be an integer from 1 to {MAX_LEVEL}, got {level!r}")
-    backend = open_backend(target, read_only=True, storage_options=storage_options)
+    backend = ShardReader(open_backend(target, read_only=True, storage_options=storage_options), lenient=True)
     check_not_v2(backend)
     view = StoreView.load(backend)
     out = Collector()

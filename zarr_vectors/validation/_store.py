@@ -7,8 +7,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from zarr_vectors.engine.shards import ShardReader
 from zarr_vectors.engine.storage import Backend
-from zarr_vectors.errors import FormatError
+from zarr_vectors.errors import CorruptShardError, FormatError
 from zarr_vectors.format.zarr_json import check_zarr_v3, load_json
 
 __all__ = ["StoreView", "list_keys", "batched"]
@@ -38,7 +39,8 @@ class StoreView:
     reader's message, and ``node_problems`` those whose JSON is not a Zarr v3 group or array
     document (the reader's :func:`~zarr_vectors.format.zarr_json.check_zarr_v3`). ``cells``
     maps an array path to its stored chunk keys relative to the array (``"c/1/2/3"``),
-    filled by :meth:`index_cells`.
+    filled by :meth:`index_cells`; for a sharded array (``backend`` a
+    :class:`~zarr_vectors.engine.shards.ShardReader`), the cells its shards' indexes list.
     """
 
     backend: Backend
@@ -48,6 +50,8 @@ class StoreView:
     node_problems: dict[str, str] = field(default_factory=dict)
     cells: dict[str, list[str]] = field(default_factory=dict)
     loose: list[str] = field(default_factory=list)
+    #: For sharded arrays: the shards whose index is damaged, ``{array path: [(shard key, message)]}``.
+    shard_problems: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, backend: Backend) -> StoreView:
@@ -110,3 +114,23 @@ class StoreView:
             if owner is None:
                 self.loose.append(key)
         self.cells = cells
+        if isinstance(self.backend, ShardReader):
+            for path in sorted(set(self.backend.layouts) & arrays):
+                self._expand_shards(self.backend, path)
+
+    def _expand_shards(self, reader: ShardReader, path: str) -> None:
+        """Replace the shard keys of sharded array ``path`` by the cell keys their indexes list."""
+        inner: list[str] = []
+        for batch in batched(self.cells[path]):
+            found: dict[str, list[str]] = {}
+            try:
+                found = reader.shard_cells(path, list(batch))
+            except CorruptShardError:  # one shard at a time, to name every damaged one
+                for key in batch:
+                    try:
+                        found |= reader.shard_cells(path, [key])
+                    except CorruptShardError as exc:
+                        self.shard_problems.setdefault(path, []).append((f"{path}/{key}", str(exc)))
+            for cells in found.values():
+                inner += cells
+        self.cells[path] = inner

@@ -23,6 +23,7 @@ from zarr_vectors.format.grid import bins_per_chunk
 from zarr_vectors.format.groups import parse_link_attribute_family, parse_links_family
 from zarr_vectors.format.links import parse_delta
 from zarr_vectors.format.metadata import MAX_READ_BINS, LevelMeta
+from zarr_vectors.format.shards import inner_codecs
 from zarr_vectors.validation._report import Collector
 from zarr_vectors.validation._store import StoreView
 from zarr_vectors.validation.metadata import RootInfo, report
@@ -96,6 +97,9 @@ def _cell_array(
         return None
     arr, findings = cls.parse(path, view.docs[path], ndim=root.sid_ndim, **options)
     codecs = view.docs[path].get("codecs")
+    inner = inner_codecs(view.docs[path])
+    if inner is not codecs and isinstance(codecs, list) and isinstance(inner, list):
+        codecs = codecs + inner  # sharded: the codecs inside sharding_indexed must be known too
     listed = isinstance(codecs, list) and all(isinstance(c, dict) for c in codecs)
     readable = _report_codecs(path, codecs if listed else [], findings, out)
     if arr is None:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.engine import inputs as _inputs
+from zarr_vectors.engine.arrays import CellArray
 from zarr_vectors.engine.commit import placeholder_root, rebuild_session
 from zarr_vectors.engine.ids import OBJECT_ID_ATTRIBUTE, as_id_array, dense_ids
 from zarr_vectors.engine.level import Level
@@ -39,6 +40,7 @@ from zarr_vectors.errors import InputError
 from zarr_vectors.format.fragments import FragmentIndex, decode_fragments
 from zarr_vectors.format.grid import cell_key
 from zarr_vectors.format.metadata import RootMeta
+from zarr_vectors.format.shards import inner_codecs, parse_sharding
 from zarr_vectors.format.zarr_json import absent_fill
 
 __all__ = ["STALE_KEY", "append_points"]
@@ -81,13 +83,15 @@ def _specs(level: Level) -> list[AttributeSpec]:
 def _pipelines(level: Level) -> dict[str, Pipeline]:
     """The codecs the level's arrays already use, per array path (relative to the level)."""
     out = {
-        "data": Pipeline.from_codecs(level.vertices.doc["codecs"]),
-        "fragments": Pipeline.from_codecs(level.fragments.doc["codecs"] if level.fragments else []),
+        "data": Pipeline.from_codecs(inner_codecs(level.vertices.doc)),
+        "fragments": Pipeline.from_codecs(inner_codecs(level.fragments.doc) if level.fragments else []),
     }
     for name, arr in level.vertex_attributes.items():
-        out[f"vertex_attributes/{name}"] = Pipeline.from_codecs(arr.doc["codecs"])
+        out[f"vertex_attributes/{name}"] = Pipeline.from_codecs(inner_codecs(arr.doc))
     if level.fragment_object_ids is not None:
-        out["fragment_attributes/object_id"] = Pipeline.from_codecs(level.fragment_object_ids.doc["codecs"])
+        out["fragment_attributes/object_id"] = Pipeline.from_codecs(
+            inner_codecs(level.fragment_object_ids.doc)
+        )
     return out
 
 
@@ -175,6 +179,7 @@ def append_points(
             "(write lines, skeletons, graphs and meshes again with zarr_vectors.create)"
         )
     level = store.level(0)
+    shards = _shards_of(store, level)
     grid = level.grid
     workers = check_workers(workers)
     pos = _inputs.positions_array(positions, grid.ndim)
@@ -218,10 +223,16 @@ def append_points(
     with rebuild_session(
         store.backend, hidden=lambda key: key.startswith(hidden), first={"zarr.json": placeholder_root()}
     ) as overlay:
-        name, clevel = compression_of(level.vertices.doc.get("codecs") or [])
-        checksums = any(c.get("name") == "crc32c" for c in level.vertices.doc.get("codecs") or [])
-        builder = StoreBuilder(overlay, name, clevel, checksums=checksums)
-        encode.target = overlay  # each worker writes the cells it encoded
+        name, clevel = compression_of(inner_codecs(level.vertices.doc) or [])
+        checksums = any(c.get("name") == "crc32c" for c in inner_codecs(level.vertices.doc) or [])
+        builder = StoreBuilder(overlay, name, clevel, checksums=checksums, shards=shards)
+        if shards is None:
+            encode.target = overlay  # each worker writes the cells it encoded
+        else:  # the touched shards are rewritten whole, their other cells kept, at commit
+            arrays = _cell_arrays(level)
+            builder.merge_shards(
+                grid, level.backend.get_many, {f"0/{p}": a.nonempty - grid.origin for p, a in arrays.items()}
+            )
         occupied, fragments = write_cells(
             builder, cells, encode_groups(encode, groups, workers), vdtype, len(groups), progress
         )
@@ -324,6 +335,31 @@ class _IdPlan:
         return out
 
 
+def _cell_arrays(level: Level) -> dict[str, CellArray]:
+    """The per-chunk arrays of level 0 an append rewrites, by path below ``0/``."""
+    out: dict[str, CellArray] = {"vertices": level.vertices}
+    if level.fragments is not None:
+        out["vertex_fragments"] = level.fragments
+    out |= {f"vertex_attributes/{n}": a for n, a in level.vertex_attributes.items()}
+    if level.fragment_object_ids is not None:
+        out["fragment_attributes/object_id"] = level.fragment_object_ids
+    return out
+
+
+def _shards_of(store: VectorStore, level: Level) -> tuple[int, ...] | None:
+    """Chunks per shard of level 0's cell arrays (None: unsharded); all must agree."""
+    layouts = [parse_sharding(a.path, a.doc) for a in _cell_arrays(level).values()]
+    cps = {None if lay is None else lay.chunks_per_shard for lay in layouts}
+    usual = all(lay is None or (lay.index_location == "end" and lay.checksum) for lay in layouts)
+    if len(cps) != 1 or not usual:
+        raise InputError(
+            f"{store.description}: the cell arrays of level 0 are sharded differently from one another (or "
+            "with a shard index this library does not write), which append cannot keep; rewrite the store "
+            "with one layout first (zarr_vectors.reshard), then append"
+        )
+    return cps.pop()
+
+
 def _register(
     builder: StoreBuilder, level: Level, cells: PointCells, new_cells: np.ndarray, dtype: np.dtype
 ) -> None:
@@ -411,7 +447,7 @@ def _finish_objects(
 
 def _owner_pipeline(builder: StoreBuilder, level: Level) -> Pipeline:
     if level.fragment_object_ids is not None:
-        return Pipeline.from_codecs(level.fragment_object_ids.doc["codecs"])
+        return Pipeline.from_codecs(inner_codecs(level.fragment_object_ids.doc))
     return Pipeline.from_codecs([{"name": "vlen-bytes"}, *builder.compressors("data")])
 
 

@@ -10,7 +10,7 @@ that promises data which is not there yet. The root gets a new write generation
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ from zarr_vectors.engine.storage import GENERATION_KEY, Backend, dump_json, new_
 from zarr_vectors.errors import InputError
 from zarr_vectors.format import zarr_json
 from zarr_vectors.format.grid import Grid, cell_key, chunk_key
+from zarr_vectors.format.shards import ShardLayout, auto_chunks_per_shard, encode_shard, sharded_doc
 
 __all__ = ["StoreBuilder", "CellStream", "LevelBuilder", "MANIFEST_BUCKET", "OBJECT_ATTRIBUTE_CHUNK"]
 
@@ -35,7 +36,13 @@ FLUSH_KEYS = 2048
 
 
 class StoreBuilder:
-    """Collects one store's keys; :meth:`commit` writes them data first, root last."""
+    """Collects one store's keys; :meth:`commit` writes them data first, root last.
+
+    ``shards`` (None, ``"auto"`` or chunks per shard along each axis, see
+    :func:`~zarr_vectors.engine.write.options.check_shards`) groups the cells of every per-chunk
+    array into ``sharding_indexed`` shards, one object each; ``"auto"`` is sized on the first
+    per-chunk array written (the vertices) unless :meth:`size_shards` fixed it before.
+    """
 
     def __init__(
         self,
@@ -44,16 +51,58 @@ class StoreBuilder:
         level: int | None = None,
         *,
         checksums: bool = False,
+        shards: str | tuple[int, ...] | None = None,
     ) -> None:
         self.backend = backend
         self.compression = compression
         self.compression_level = level
         self.checksums = checksums
+        self.shards = shards
         compressor_json(compression, level=level)  # an unknown name or level: InputError before any write
         self._pending: list[tuple[str, bytes]] = []
         self._pending_bytes = 0
         self.arrays: dict[str, dict[str, Any]] = {}
         self.groups: dict[str, dict[str, Any]] = {}
+        self._assembler: ShardAssembler | None = None
+
+    # -- shards --------------------------------------------------------------------------
+    def size_shards(self, grid: Grid, cell_bytes: float, contiguous: bool = False) -> None:
+        """Fix ``"auto"`` shards for ``grid`` from the bytes an occupied cell takes on average."""
+        if self.shards == "auto":
+            self.shards = auto_chunks_per_shard(grid.shape.tolist(), cell_bytes, contiguous=contiguous)
+
+    def chunks_per_shard(self, grid: Grid) -> tuple[int, ...] | None:
+        """Chunks per shard of a per-chunk array over ``grid`` (None: unsharded), capped by the grid."""
+        if self.shards is None:
+            return None
+        if self.shards == "auto":  # nothing sized it: guess 64 KiB per cell
+            self.size_shards(grid, 64 << 10)
+        assert isinstance(self.shards, tuple)
+        if len(self.shards) != grid.ndim:
+            raise InputError(
+                f"shards {list(self.shards)} has {len(self.shards)} entries, the grid {grid.ndim} axes"
+            )
+        return tuple(min(int(k), int(n)) for k, n in zip(self.shards, grid.shape))
+
+    def _layout(self, grid: Grid, codecs: list[dict[str, Any]]) -> ShardLayout | None:
+        cps = self.chunks_per_shard(grid)
+        return None if cps is None else ShardLayout(cps, (1,) * grid.ndim, tuple(codecs))
+
+    def _shard_objects(self, path: str, layout: ShardLayout, cells: np.ndarray, data: list[bytes]) -> None:
+        """Queue the shards holding the encoded cells ``data`` of ``cells`` (K, D)."""
+        shard, inner = layout.locate(np.asarray(cells, np.int64).reshape(-1, len(layout.shard_shape)))
+        groups: dict[tuple[int, ...], dict[int, bytes]] = {}
+        for s, p, d in zip(map(tuple, shard.tolist()), inner.tolist(), data):
+            groups.setdefault(s, {})[p] = d
+        for s, members in groups.items():
+            self._chunk(f"{path}/{cell_key(s)}", encode_shard(layout, members))
+
+    def expect_cells(self, grid: Grid, cells: np.ndarray) -> None:
+        """Announce the occupied cells (K, D) of the per-chunk arrays :meth:`put` will receive,
+        so that each shard is written as soon as its last cell arrives."""
+        cps = self.chunks_per_shard(grid)
+        if cps is not None:
+            self._assembler = ShardAssembler(self, ShardLayout(cps, (1,) * grid.ndim, ()), cells)
 
     def _chunk(self, key: str, data: bytes) -> None:
         self._pending.append((key, data))
@@ -61,9 +110,28 @@ class StoreBuilder:
         if self._pending_bytes >= FLUSH_BYTES or len(self._pending) >= FLUSH_KEYS:
             self.flush()
 
-    def put(self, key: str, data: bytes) -> None:
-        """Queue one already-encoded chunk."""
+    def merge_shards(
+        self, grid: Grid, old: Callable[[list[str]], list[bytes | None]], old_cells: dict[str, np.ndarray]
+    ) -> None:
+        """Rewrite whole the shards that the cells :meth:`put` here fall in, keeping their other
+        cells from the existing store (``old`` reads cell keys; ``old_cells``: the cells each
+        array lists there); for appends to a sharded store. The shards are written at commit."""
+        cps = self.chunks_per_shard(grid)
+        if cps is not None:
+            layout = ShardLayout(cps, (1,) * grid.ndim, ())
+            self._assembler = ShardAssembler(self, layout, None, old, old_cells)
+
+    def put_object(self, key: str, data: bytes) -> None:
+        """Queue one stored object as it is (a shard, a table chunk)."""
         self._chunk(key, data)
+
+    def put(self, key: str, data: bytes) -> None:
+        """Queue one already-encoded chunk (a cell of a per-chunk array, ``<array>/c/i/j/k``:
+        into its shard when sharded, see :meth:`expect_cells`)."""
+        if self._assembler is not None and "/c/" in key:
+            self._assembler.add(key, data)
+        else:
+            self._chunk(key, data)
 
     def register_cells(
         self, path: str, grid: Grid, cells: np.ndarray, attributes: dict[str, Any], kind: str = "data"
@@ -75,7 +143,11 @@ class StoreBuilder:
             attrs["chunk_grid_origin"] = [int(o) for o in grid.origin]
         attrs["nonempty_chunks"] = [chunk_key(c) for c in np.asarray(cells, np.int64) + grid.origin]
         shape = tuple(int(s) for s in grid.shape)
-        self.arrays[path] = zarr_json.vlen_array_doc(shape, (1,) * len(shape), self.compressors(kind), attrs)
+        doc = zarr_json.vlen_array_doc(shape, (1,) * len(shape), self.compressors(kind), attrs)
+        if self._assembler is not None:
+            self._assembler.close(path)
+            doc = sharded_doc(doc, self._assembler.layout.chunks_per_shard)
+        self.arrays[path] = doc
 
     def flush(self) -> None:
         """Write the pending chunks."""
@@ -119,18 +191,25 @@ class StoreBuilder:
         """
         compressors = self.compressors(kind)
         pipe = Pipeline.from_codecs([{"name": "vlen-bytes"}, *compressors])
-        nonempty = []
-        for cell, payload in zip(cells, payloads):
-            self._chunk(f"{path}/{cell_key(cell)}", pipe.encode(payload))
-            nonempty.append(chunk_key(cell + grid.origin))
+        cells = np.asarray(cells, np.int64).reshape(-1, grid.ndim)
+        nonempty = [chunk_key(c) for c in cells + grid.origin]
+        shape = tuple(int(s) for s in grid.shape)
         attrs = dict(attributes)
         if np.any(grid.origin != 0):
             attrs["chunk_grid_origin"] = [int(o) for o in grid.origin]
         attrs["nonempty_chunks"] = nonempty
-        shape = tuple(int(s) for s in grid.shape)
-        self.arrays[path] = zarr_json.vlen_array_doc(
-            shape, (1,) * len(shape), compressors, attrs, array_codecs
-        )
+        doc = zarr_json.vlen_array_doc(shape, (1,) * len(shape), compressors, attrs, array_codecs)
+        if self.shards is None:
+            for cell, payload in zip(cells, payloads):
+                self._chunk(f"{path}/{cell_key(cell)}", pipe.encode(payload))
+        else:
+            data = [pipe.encode(p) for p in payloads]
+            self.size_shards(grid, sum(map(len, data)) / max(len(data), 1))
+            layout = self._layout(grid, doc["codecs"])
+            assert layout is not None
+            self._shard_objects(path, layout, cells, data)
+            doc = sharded_doc(doc, layout.chunks_per_shard)
+        self.arrays[path] = doc
 
     def cell_stream(
         self,
@@ -191,15 +270,95 @@ class StoreBuilder:
         self.arrays[path] = doc
 
     def commit(self, root_attributes: dict[str, Any]) -> None:
-        """Write the last chunks, then array metadata, then groups deepest first, then the root
-        (with a new write generation)."""
+        """Write the last chunks (and shards), then array metadata, then groups deepest first,
+        then the root (with a new write generation)."""
         backend = self.backend
         root_attributes = {**root_attributes, GENERATION_KEY: new_generation()}
+        if self._assembler is not None:
+            self._assembler.finish()
         self.flush()
         backend.set_many([(f"{p}/zarr.json", dump_json(d)) for p, d in self.arrays.items()])
         inner = sorted(self.groups.items(), key=lambda kv: -kv[0].count("/"))
         backend.set_many([(f"{p}/zarr.json", dump_json(d)) for p, d in inner])
         backend.set_many([("zarr.json", dump_json(zarr_json.group_doc(root_attributes)))])
+
+
+class ShardAssembler:
+    """Cells of the per-chunk arrays of one level arriving in pieces (:meth:`StoreBuilder.put`),
+    gathered into shards. With the occupied ``cells`` given up front, a shard is queued once all
+    of them are in, the rest when its array is registered (memory: the shards not yet complete).
+
+    Merging into an existing store (``old`` reads its cells, ``old_cells`` lists each array's
+    cell indices), every shard waits for :meth:`finish` (at commit), where the old cells of the
+    shard that did not arrive are read (one batch) and kept: a shard is rewritten whole.
+    """
+
+    def __init__(
+        self,
+        builder: StoreBuilder,
+        layout: ShardLayout,
+        cells: np.ndarray | None,
+        old: Callable[[list[str]], list[bytes | None]] | None = None,
+        old_cells: dict[str, np.ndarray] | None = None,
+    ) -> None:
+        self.builder, self.layout = builder, layout
+        self.expected: dict[str, int] = {}
+        if cells is not None:
+            shard, _ = layout.locate(np.asarray(cells, np.int64))
+            keys, counts = np.unique(shard, axis=0, return_counts=True)
+            self.expected = {cell_key(k): int(n) for k, n in zip(keys.tolist(), counts.tolist())}
+        self.old, self.old_cells = old, old_cells or {}
+        self.pending: dict[str, dict[int, bytes]] = {}
+
+    def add(self, key: str, data: bytes) -> None:
+        path, _, rest = key.rpartition("/c/")
+        shard, inner = self.layout.locate(np.array([[int(p) for p in rest.split("/")]], np.int64))
+        skey = cell_key(shard[0])
+        members = self.pending.setdefault(f"{path}/{skey}", {})
+        members[int(inner[0])] = data
+        if len(members) == self.expected.get(skey, -1):
+            self._emit(f"{path}/{skey}")
+
+    def _emit(self, key: str) -> None:
+        members = self.pending.pop(key)
+        self.builder.put_object(key, encode_shard(self.layout, members))
+
+    def close(self, path: str) -> None:
+        """Queue every shard of ``path`` still pending (its array holds fewer cells than expected);
+        when merging, nothing: later cells may still come."""
+        if self.old is None:
+            for key in [k for k in self.pending if k.rpartition("/c/")[0] == path]:
+                self._emit(key)
+
+    def finish(self) -> None:
+        """Queue every pending shard, completed with the old cells it did not receive."""
+        if self.old is not None:
+            asks: list[tuple[str, int]] = []
+            for key, members in self.pending.items():
+                path, _, rest = key.rpartition("/c/")
+                cells = self.old_cells.get(path)
+                if cells is None or not len(cells):
+                    continue
+                shard, inner = self.layout.locate(cells)
+                mine = np.all(shard == np.array([int(p) for p in rest.split("/")]), axis=1)
+                for pos in inner[mine].tolist():
+                    if pos not in members:
+                        asks.append((key, pos))
+                        members[pos] = b""  # placeholder, filled below
+            keys = [f"{k.rpartition('/c/')[0]}/{self._cell_key(k, p)}" for k, p in asks]
+            for (key, pos), raw in zip(asks, self.old(keys) if keys else []):
+                if raw is None:
+                    del self.pending[key][pos]
+                else:
+                    self.pending[key][pos] = raw
+        for key in list(self.pending):
+            self._emit(key)
+
+    def _cell_key(self, skey: str, pos: int) -> str:
+        """The cell key (``c/i/j/k``) of inner position ``pos`` of shard ``skey``."""
+        shard = np.array([int(p) for p in skey.rpartition("/c/")[2].split("/")], np.int64)
+        cps = self.layout.chunks_per_shard
+        return cell_key(shard * np.asarray(cps) + np.asarray(np.unravel_index(pos, cps)))
 
 
 class CellStream:

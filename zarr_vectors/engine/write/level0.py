@@ -17,7 +17,7 @@ from zarr_vectors.engine import ids as _ids
 from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.engine.commit import write_session
 from zarr_vectors.engine.write.builder import StoreBuilder
-from zarr_vectors.engine.write.options import StoreOptions
+from zarr_vectors.engine.write.options import StoreOptions, check_shards
 from zarr_vectors.engine.write.tables import write_object_tables
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.grid import Grid
@@ -383,7 +383,8 @@ def write_level0(
     with write_session(
         target, overwrite=options.overwrite, storage_options=options.storage_options
     ) as backend:
-        builder = StoreBuilder(backend, options.compression, checksums=options.checksums)
+        shards = check_shards(options.shards, grid.ndim, target)
+        builder = StoreBuilder(backend, options.compression, checksums=options.checksums, shards=shards)
         present = write_level_arrays(builder, grid, arrays)
         level = LevelMeta(
             level=0, vertex_count=len(arrays.positions), arrays_present=tuple(present), fragments_tile=True

@@ -2,18 +2,67 @@
 
 ``chunk_shape``, ``bounds``, ``bin_shape``, ``axes``, ``units`` frame the spatial grid;
 ``crs`` is recorded in the root; ``compression`` and ``checksums`` choose the codecs of
-every array; ``overwrite`` and ``storage_options`` decide where and whether the store is
-written. The public writers take them as keywords (``docs/writing.md`` documents them
+every array; ``shards`` groups the cells of every per-chunk array into ``sharding_indexed``
+shards; ``overwrite`` and ``storage_options`` decide where and whether the store is written. The public writers take them as keywords (``docs/writing.md`` documents them
 once) and hand them on as one :class:`StoreOptions`.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["StoreOptions"]
+from zarr.abc.store import Store
+
+from zarr_vectors.engine.storage import local_path
+from zarr_vectors.errors import InputError
+
+__all__ = ["StoreOptions", "check_shards", "default_shards"]
+
+#: URL schemes of object storage, where a store is sharded unless told otherwise.
+OBJECT_STORAGE = frozenset(
+    {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "http", "https", "oss", "r2"}
+)
+
+
+def default_shards(target: Any) -> str | None:
+    """``"auto"`` for object storage (``s3://``, ``gs://``, ``az://``, ``http(s)://``..., or a zarr
+    Store over such a filesystem), None (one object per cell) for local directories, zip files,
+    ``memory://`` and in-memory or transactional (Icechunk) stores."""
+    if isinstance(target, Store):
+        fs = getattr(target, "fs", None)
+        protocol = getattr(fs, "protocol", None) if fs is not None else None
+        names = {protocol} if isinstance(protocol, str) else set(protocol or ())
+        return "auto" if names & OBJECT_STORAGE else None
+    if not isinstance(target, (str, os.PathLike)) or local_path(target) is not None:
+        return None
+    scheme = os.fspath(target).split("://", 1)[0].lower()
+    return "auto" if scheme in OBJECT_STORAGE else None
+
+
+def check_shards(shards: Any, ndim: int, target: Any = None) -> str | tuple[int, ...] | None:
+    """The ``shards`` keyword checked: None (one object per cell), ``"auto"`` (shards of about
+    64 MB, sized from the data) or chunks per shard along each of ``ndim`` axes. ``"default"``
+    is :func:`default_shards` of ``target``; ``"none"`` and False are None; an int is every axis."""
+    if isinstance(shards, str) and shards == "default":
+        return default_shards(target)
+    if shards is None or shards is False or (isinstance(shards, str) and shards == "none"):
+        return None
+    if isinstance(shards, str) and shards == "auto":
+        return "auto"
+    values = [shards] * ndim if isinstance(shards, int) and not isinstance(shards, bool) else shards
+    if (
+        isinstance(values, (list, tuple))
+        and len(values) == ndim
+        and all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1 << 20 for v in values)
+    ):
+        return tuple(int(v) for v in values)
+    raise InputError(
+        f"shards must be None or 'none' (one object per cell), 'auto', 'default', or chunks per shard: "
+        f"one positive integer or {ndim} of them (one per axis); got {shards!r}"
+    )
 
 
 @dataclass(frozen=True)
@@ -28,5 +77,6 @@ class StoreOptions:
     crs: Any = None
     compression: str | None = "none"
     checksums: bool = False
+    shards: Any = "default"
     overwrite: bool = False
     storage_options: dict[str, Any] | None = None

@@ -39,7 +39,7 @@ from zarr_vectors.engine.write.level0 import (
     root_meta,
     write_tables,
 )
-from zarr_vectors.engine.write.options import StoreOptions
+from zarr_vectors.engine.write.options import StoreOptions, check_shards
 from zarr_vectors.engine.write.partition import sort_keys
 from zarr_vectors.engine.write.spill import CellSpill
 from zarr_vectors.engine.write.tables import manifests_of
@@ -189,6 +189,7 @@ class PointStream:
         self.target = target
         self.options = options
         self.layout: Layout = make_layout(np.zeros((0, ndim)), options)
+        self.shards = check_shards(options.shards, ndim, target)
         compressor_json(options.compression)  # an unknown compression: InputError before any batch
         self.memory_limit = memory_limit
         self.workers = check_workers(workers)
@@ -369,7 +370,9 @@ class PointStream:
         with write_session(
             self.target, overwrite=options.overwrite, storage_options=options.storage_options
         ) as backend:
-            builder = StoreBuilder(backend, options.compression, checksums=options.checksums)
+            builder = StoreBuilder(
+                backend, options.compression, checksums=options.checksums, shards=self.shards
+            )
             pipes = {
                 k: Pipeline.from_codecs([{"name": "vlen-bytes"}, *builder.compressors(k)])
                 for k in ("data", "fragments")
@@ -385,6 +388,8 @@ class PointStream:
                 if ids is not None and oid_of is not None:
                     oids = oid_of[np.searchsorted(ids, rows["ids"])]
                 done = cells.encode(rows["positions"], [rows[f"a{i}"] for i in range(len(specs))], oids)
+                if builder.shards is not None:
+                    return done  # the builder gathers the cells into shards
                 return written(backend, done)  # each worker writes its own whole cells
 
             row_bytes = (
@@ -392,6 +397,8 @@ class PointStream:
                 + sum(s.dtype.itemsize * int(np.prod(s.row_shape)) for s in specs)
                 + (8 if self._objects else 0)
             )
+            if builder.shards is not None:
+                expect_shards(builder, layout.grid, spill, row_bytes)
             budget = (self.memory_limit or DEFAULT_MEMORY_LIMIT) // 2
             max_rows = max(1 << 14, budget // ((4 * row_bytes + 48) * (self.workers + 1)))
             # At least four groups per worker (when that many rows exist) to balance the pool.
@@ -401,6 +408,15 @@ class PointStream:
                 builder, cells, encode_groups(encode, groups, self.workers), dtype, len(groups), self.progress
             )
             finish_level(builder, layout, options, cells, summaries, tables, spill.rows, dtype)
+
+
+def expect_shards(builder: StoreBuilder, grid: Any, spill: CellSpill, row_bytes: int) -> None:
+    """Size ``"auto"`` shards from the rows per occupied cell (shards of whole trailing rows of
+    cells, which the groups, in cell order, complete one after another) and announce the cells."""
+    linear, _ = spill.cells()
+    builder.size_shards(grid, row_bytes * spill.rows / max(len(linear), 1), contiguous=True)
+    occupied = np.stack(np.unravel_index(linear, tuple(int(n) for n in grid.shape)), axis=1)
+    builder.expect_cells(grid, occupied.reshape(-1, grid.ndim))
 
 
 def written(backend: Any, encoded: EncodedCells, prefix: str = "0") -> EncodedCells:
