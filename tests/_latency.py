@@ -72,8 +72,9 @@ BACKLOG = 256
 
 @dataclass(frozen=True)
 class Request:
-    """One forwarded request: ``start`` when it arrived, ``end`` when its answer was sent
-    (``time.monotonic`` seconds); ``bytes_in`` its body, ``bytes_out`` the answer's body."""
+    """One forwarded request: ``start`` when it arrived, ``end`` when its answer was ready to
+    send (``time.monotonic`` seconds; so a request sent after another's answer starts after
+    its end); ``bytes_in`` its body, ``bytes_out`` the answer's body."""
 
     method: str
     path: str
@@ -177,7 +178,7 @@ class _ServerThread:
         assert host == "127.0.0.1", host
         self.port = int(port)
         self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -249,6 +250,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             doc: dict[str, Any] = {"mark": proxy.mark()}
         elif parts.path == f"{CONTROL}/traffic":
             since = int(parse_qs(parts.query).get("since", ["0"])[0])
+            proxy.settle()
             doc = proxy.traffic(since).summary()
         else:
             doc = {"error": f"unknown control path {parts.path}"}
@@ -264,6 +266,15 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if self.path.startswith(CONTROL + "/"):
             self._control(proxy)
             return
+        with proxy._lock:
+            proxy._in_flight += 1
+        try:
+            self._proxy(proxy)
+        finally:
+            with proxy._lock:
+                proxy._in_flight -= 1
+
+    def _proxy(self, proxy: LatencyProxy) -> None:
         start = time.monotonic()
         body = self._body()
         if proxy.delay > 0:
@@ -278,6 +289,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.wfile.write(message)
             proxy._record(Request(self.command, self.path, 502, start, time.monotonic(), len(body), 0))
             return
+        end = time.monotonic()  # before the client can have the answer (and send its next request)
         self.send_response_only(resp.status, resp.reason)
         chunked = "chunked" in (resp.getheader("Transfer-Encoding") or "").lower()
         for name, value in resp.getheaders():
@@ -291,9 +303,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if self.command != "HEAD" and data:
             self.wfile.write(data)
         self.wfile.flush()
-        proxy._record(
-            Request(self.command, self.path, resp.status, start, time.monotonic(), len(body), len(data))
-        )
+        proxy._record(Request(self.command, self.path, resp.status, start, end, len(body), len(data)))
 
     do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _handle
 
@@ -314,11 +324,22 @@ class LatencyProxy(_ServerThread):
         self.delay = float(delay)
         self._lock = threading.Lock()
         self._log: list[Request] = []
+        self._in_flight = 0  # requests being forwarded, not yet recorded
         super().__init__(_ProxyHandler)
 
     def _record(self, request: Request) -> None:
         with self._lock:
             self._log.append(request)
+
+    def settle(self, timeout: float = 5.0) -> None:
+        """Wait (at most ``timeout`` s) until no request is being forwarded: a client has its
+        answer a moment before the proxy records the request."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._in_flight:
+                    return
+            time.sleep(0.002)
 
     def mark(self) -> int:
         """A position in the log, for :meth:`traffic`."""
@@ -335,14 +356,13 @@ class LatencyProxy(_ServerThread):
             self._log.clear()
 
     @contextmanager
-    def measure(self, settle: float = 0.0) -> Iterator[Window]:
-        """Record the requests made inside the block into the yielded :class:`Window`.
-        ``settle`` seconds are waited at the end for answers still being recorded."""
+    def measure(self) -> Iterator[Window]:
+        """Record the requests made inside the block into the yielded :class:`Window` (after
+        :meth:`settle`, so every request answered inside the block is in it)."""
         window = Window()
         since = self.mark()
         yield window
-        if settle:
-            time.sleep(settle)
+        self.settle()
         window.traffic = self.traffic(since)
 
 
