@@ -86,7 +86,8 @@ class Ours:
         ).startswith(os.path.realpath(REPO) + os.sep):
             raise SystemExit(f"ours imported {zv.__file__}, not the checkout {REPO}")
         self.zv = zv
-        self.extra: dict[str, Any] = {"shards": "auto"} if sharded else {}
+        # zstd: what the reference's public API stores every array with (ours defaults to none)
+        self.extra: dict[str, Any] = {"compression": "zstd"} | ({"shards": "auto"} if sharded else {})
 
     def write_points(self, url: str, opts: dict[str, Any], pos: np.ndarray, attr: np.ndarray) -> None:
         self.zv.write_points(

@@ -6,7 +6,8 @@ of ``tests/_latency.py`` in front of it (``--delay`` seconds per request, 20 ms 
 and every client talks to the proxy only. Systems, each in fresh processes (one to write,
 one to query), all on the same data in the same run:
 
-* ``ours``: ``write_points`` / ``write_mesh`` with chunk 100 (bins 25 for points);
+* ``ours``: ``write_points`` / ``write_mesh`` with chunk 100 (bins 25 for points) and
+  ``compression="zstd"`` (the reference's public API compresses every array with zstd);
 * ``ours-sharded``: the same with ``shards="auto"``, when ``write_points`` takes ``shards``
   (otherwise the row is printed as skipped);
 * ``reference``: zarr-vectors 0.9.2 through its public API (``create`` + ``add_points`` /

@@ -200,6 +200,15 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base's name)
         return None
 
+    def finish(self) -> None:
+        """The client's connection is done: close the upstream one it used."""
+        try:
+            super().finish()
+        finally:
+            if self._upstream is not None:
+                self._upstream.close()
+                self._upstream = None
+
     def _body(self) -> bytes:
         length = self.headers.get("Content-Length")
         if length is not None:

@@ -26,7 +26,7 @@ def test_box_query_is_one_wave_of_gets_and_the_root_check(s3_server):
     rng = np.random.default_rng(11)
     pos = rng.uniform(0, 1000, (20_000, 3)).astype(np.float32)
     inten = rng.random(len(pos)).astype(np.float32)
-    with LatencyProxy(endpoint, delay=0.1) as proxy:
+    with LatencyProxy(endpoint, delay=0.2) as proxy:  # longer than any stall of the client
         opts = {**options, "client_kwargs": {**options["client_kwargs"], "endpoint_url": proxy.url}}
         url = f"{prefix}/rt-{uuid.uuid4().hex[:8]}.zarr"
         zv.write_points(url, pos, chunk_shape=200, attributes={"i": inten}, storage_options=options)  # direct
@@ -48,5 +48,8 @@ def test_box_query_is_one_wave_of_gets_and_the_root_check(s3_server):
         # vertices and attribute of each cell (fragments where bins prune rows), then zarr.json
         assert 2 * cells + 1 <= t.count <= 3 * cells + 1, t.summary()
         assert all("/c/" in r.path for r in t.requests[:-1])
-        assert t.waves == 2 and t.depth <= 1 + -(-(t.count - 1) // CONCURRENCY), t.summary()
+        assert t.count - 1 < CONCURRENCY  # so every cell read is in flight at once
+        assert t.waves == 2, (
+            t.summary()
+        )  # (depth can exceed it when issuing 50 requests takes longer than the delay)
         assert t.requests[-1].path.endswith("/zarr.json")
