@@ -3,7 +3,7 @@
 ``pytest -m "not slow"`` is the quick loop; plain ``pytest`` (CI) runs everything. Besides the
 tests and modules marked ``slow`` by hand (the CLI run as a process, docs builds, kill and race
 tests, anything over about a second), :func:`pytest_collection_modifyitems` marks every test
-that uses the reference implementation or an S3 server, and everything under ``tests/interop``
+that uses the reference implementation, an S3 server or the GCS emulator, and everything under ``tests/interop``
 and ``tests/fuzz``, so new tests of those kinds are slow without anyone remembering.
 """
 
@@ -18,7 +18,7 @@ from tests._reference import reference  # noqa: F401  (the fixture, for every te
 
 TESTS = Path(__file__).resolve().parent
 #: A test that uses one of these fixtures (directly or through another fixture) is slow.
-SLOW_FIXTURES = frozenset({"reference", "s3_server"})
+SLOW_FIXTURES = frozenset({"reference", "s3_server", "gcs_server"})
 #: A test with one of these marks is slow (``s3``: a moto server; ``interop``: the reference).
 SLOW_MARKS = ("s3", "interop")
 #: Every test in these folders of ``tests/`` is slow.

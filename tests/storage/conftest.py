@@ -1,4 +1,4 @@
-"""Fixtures for the storage suite: a local S3 server and one store target per backend."""
+"""Fixtures for the storage suite: a local S3 server, a GCS emulator and one store target per backend."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
+from http.server import HTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +122,58 @@ def umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+#: The bucket of the GCS emulator's session.
+GCS_BUCKET = "zv-gcs-tests"
+
+
+@pytest.fixture(scope="session")
+def gcs_server() -> Iterator[tuple[str, dict[str, Any]]]:
+    """The ``gcp-storage-emulator`` package's server on 127.0.0.1 (in memory, one bucket), for
+    gcsfs: yields ``(url_prefix, storage_options)``. Skipped when gcsfs or the emulator is not
+    installed (both are in the ``test`` extra).
+
+    gcsfs's default class first asks a gRPC control API for the bucket's layout, which the
+    emulator does not serve (each lookup waits for a 60 s gRPC time limit); the plain
+    ``gcsfs.core.GCSFileSystem`` speaks only the JSON API, so it is registered for ``gs://``.
+    """
+    pytest.importorskip("gcsfs", reason="gcsfs is not installed (pip install -e '.[test]')")
+    emulator = pytest.importorskip(
+        "gcp_storage_emulator.server",
+        reason="gcp-storage-emulator is not installed (pip install -e '.[test]')",
+    )
+    import logging
+
+    import fsspec
+    import gcsfs.core
+
+    logging.getLogger("gcp_storage_emulator").setLevel(logging.CRITICAL)  # logs every absent key
+
+    class QueuedServer(HTTPServer):
+        request_queue_size = 256  # the default 5 drops bursts of connections (1 s retries each)
+
+    class Api(emulator.APIThread):
+        """The emulator's thread, serving one request at a time as it does, with a deep queue."""
+
+        def run(self) -> None:
+            self._httpd = QueuedServer(
+                (self._host, self._port), partial(emulator.RequestHandler, self._storage)
+            )
+            self.is_running.set()
+            self._httpd.serve_forever()
+
+    server = emulator.create_server("127.0.0.1", 0, in_memory=True, default_bucket=GCS_BUCKET)
+    server._api = Api("127.0.0.1", 0, server._storage, daemon=True)
+    server.start()
+    try:
+        host, port = server._api._httpd.server_address[:2]  # the emulator has no public accessor
+        assert host == "127.0.0.1", host
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+            for protocol in ("gs", "gcs"):
+                fsspec.register_implementation(protocol, gcsfs.core.GCSFileSystem, clobber=True)
+            options = {"endpoint_url": f"http://127.0.0.1:{port}", "token": "anon", "project": "zv-tests"}
+            yield f"gs://{GCS_BUCKET}", options
+    finally:
+        server.stop()

@@ -162,11 +162,20 @@ def _is_child(name: str) -> bool:
     return not name.endswith(".json") and not name.startswith(".")
 
 
-def _families(backend: Backend, p: str) -> dict[str, dict[str, dict[str, Any]]]:
+def _families(
+    backend: Backend, p: str, docs: dict[str, dict[str, Any] | None]
+) -> dict[str, dict[str, dict[str, Any]]]:
     """The array documents of each family folder (``vertex_attributes/<name>``, ...); a folder
-    without its ``zarr.json`` is a FormatError (its data would silently be missing)."""
-    fam_names = {fam: backend.list_dir(f"{p}/{fam}") for fam in _FAMILIES}
-    for name in backend.list_dir(f"{p}/link_attributes"):
+    without its ``zarr.json`` is a FormatError (its data would silently be missing).
+
+    Only families whose group ``zarr.json`` is in ``docs`` are listed (a Zarr v3 node lives in
+    a group that has its document), so a level without attribute arrays is opened without any
+    listing, which plain HTTP servers may not offer."""
+    fam_names = {
+        fam: backend.list_dir(f"{p}/{fam}") if docs.get(fam) is not None else [] for fam in _FAMILIES
+    }
+    link_names = backend.list_dir(f"{p}/link_attributes") if docs.get("link_attributes") is not None else []
+    for name in link_names:
         if _is_child(name):
             fam_names[f"link_attributes/{name}/0"] = backend.list_dir(f"{p}/link_attributes/{name}/0")
     fam_keys = [(fam, n) for fam, names in fam_names.items() for n in names if _is_child(n)]
@@ -339,7 +348,7 @@ class Level:
             raise FormatError(f"level {p} has no vertices array")
         vertices = _vertices(p, vdoc, meta.vertex_count, nd)
         grid = _level_grid(p, root, meta, index, vertices)
-        fams = _families(backend, p)
+        fams = _families(backend, p, docs)
         v = meta.vertex_count
         per_cell = v + grid.n_bins  # fragments one cell may hold: its bins, or runs of its rows
         family = _links_family(p, docs["links/0"], bool(fams["links/0"]), nd)

@@ -41,6 +41,7 @@ from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable, Seque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
+from urllib.parse import unquote
 
 import zarr
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Store, SuffixByteRequest
@@ -75,6 +76,8 @@ __all__ = [
     "Backend",
     "ConsistentBackend",
     "DEFAULT_TIMEOUT",
+    "HTTP_PROTOCOLS",
+    "HttpStoreBackend",
     "LocalBackend",
     "StorageOptions",
     "ZarrStoreBackend",
@@ -442,6 +445,86 @@ class ZarrStoreBackend:
         return None
 
 
+#: URL schemes served by plain web servers: read-only, listed only through directory pages.
+HTTP_PROTOCOLS = ("http", "https")
+#: Folder depth :meth:`HttpStoreBackend.list_keys` descends at most (a store is 6 deep at most).
+MAX_HTTP_DEPTH = 16
+
+
+class HttpStoreBackend(ZarrStoreBackend):
+    """A store served by a static web server (``http://``, ``https://``), read-only.
+
+    Keys are read with one GET each (ranges where zarr asks for them). HTTP has no listing:
+    a listing is taken from the server's directory pages (nginx ``autoindex``, Apache
+    ``Indexes``, ``python -m http.server``) when the store's root folder has one naming
+    ``zarr.json``; otherwise every listing raises :class:`StoreError` saying so. Reads of
+    known keys never list; opening a level lists only the attribute and links folders it
+    has (a point cloud without attributes or ids needs no listing at all).
+    """
+
+    def __init__(self, store: Store, url: str, timeout: float | None = DEFAULT_TIMEOUT) -> None:
+        super().__init__(store, url, timeout)
+        self.url = url.rstrip("/")
+        self._has_index: bool | None = None
+
+    async def _links(self, prefix: str) -> list[tuple[str, bool]]:
+        """``(name, is_folder)`` of the links in the directory page of ``prefix`` ([] when absent)."""
+        folder = f"{self.url}/{prefix.strip('/')}".rstrip("/") + "/"
+        try:
+            entries = await self._call("listing", prefix, self.store.fs._ls(folder, detail=True))  # type: ignore[attr-defined]
+        except StoreError as exc:
+            if isinstance(exc.__cause__, FileNotFoundError):
+                return []
+            raise
+        out = []
+        for entry in entries:
+            name = str(entry["name"])
+            if not name.startswith(folder):
+                continue  # a link elsewhere (parent folder, another site)
+            rest = name[len(folder) :]
+            is_folder = rest.endswith("/")
+            rest = unquote(rest.rstrip("/"))  # pages percent-encode names ("+1.0" as "%2B1.0")
+            if rest and "/" not in rest and "?" not in rest and "#" not in rest:
+                out.append((rest, is_folder))
+        return out
+
+    def _listed(self, prefix: str) -> list[tuple[str, bool]]:
+        if self._has_index is None:
+            self._has_index = "zarr.json" in {n for n, _ in run_sync(self._links(""))}
+        if not self._has_index:
+            raise StoreError(
+                self.description,
+                prefix,
+                "cannot list this folder: the web server gives no directory page for the store's root, and "
+                "plain HTTP has no other way to list keys. Listing is needed to open a level that has "
+                "attribute arrays, object ids or links (lines, graphs, meshes), and by validate, inventory "
+                "and pyramid builds; serve the store with "
+                "directory listings on (nginx autoindex, Apache Indexes, python -m http.server), or copy it "
+                "to local disk or object storage (s3://, gs://)",
+            )
+        return run_sync(self._links(prefix))
+
+    def list_dir(self, prefix: str) -> list[str]:
+        return sorted(name for name, _ in self._listed(prefix))
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        keys: list[str] = []
+        folders = [prefix.strip("/")]
+        for _ in range(MAX_HTTP_DEPTH):
+            found: list[str] = []
+            for folder in folders:
+                for name, is_folder in self._listed(folder):
+                    key = f"{under(folder)}{name}"
+                    (found if is_folder else keys).append(key)
+            if not found:
+                return keys
+            folders = found
+        raise StoreError(self.description, prefix, f"folders nest deeper than {MAX_HTTP_DEPTH} levels")
+
+    def is_empty(self) -> bool:
+        return self.get_many(["zarr.json"])[0] is None and not self.list_keys()
+
+
 class ConsistentBackend:
     """A dataset's view of its store that never mixes two versions of it.
 
@@ -537,11 +620,31 @@ def _is_url(text: str) -> bool:
     return "://" in text
 
 
+def fsspec_options(url: str, options: StorageOptions) -> dict[str, Any]:
+    """The fsspec options for ``url``: the caller's, over this library's defaults for S3.
+
+    s3fs reads a whole key with a HEAD first (to split large ones) unless
+    ``max_concurrency`` is 1, and botocore keeps 10 connections unless told otherwise:
+    for keys of a few MB at most, that doubles the round trips of every read and queues a
+    batch of CONCURRENCY requests behind 10 connections. The caller's values win.
+    """
+    given = dict(options.fsspec or {})
+    if url.split("://", 1)[0].lower() not in ("s3", "s3a"):
+        return given
+    config = {"max_pool_connections": CONCURRENCY, **(given.get("config_kwargs") or {})}
+    return {"max_concurrency": 1, **given, "config_kwargs": config}
+
+
 def store_from_url(url: str, options: StorageOptions, read_only: bool) -> Store:
     from zarr.storage import FsspecStore
 
+    if url.split("://", 1)[0].lower() in HTTP_PROTOCOLS and not read_only:
+        raise ReadOnlyError(
+            f"cannot write to {url}: stores served over HTTP(S) are read-only. Write the store to local "
+            "disk or object storage (s3://, gs://) and serve that folder or bucket"
+        )
     try:
-        return FsspecStore.from_url(url, storage_options=options.fsspec or {}, read_only=read_only)
+        return FsspecStore.from_url(url, storage_options=fsspec_options(url, options), read_only=read_only)
     except ImportError as exc:  # fsspec or the protocol's package (s3fs, gcsfs) is missing
         protocol = url.split("://", 1)[0]
         if protocol in ("s3", "s3a"):
@@ -549,10 +652,15 @@ def store_from_url(url: str, options: StorageOptions, read_only: bool) -> Store:
                 "install the s3 extra of zarrvec: pip install 'zarrvec[s3]' "
                 '(or, in a checkout of the source, pip install -e ".[s3]")'
             )
-        else:
+        elif protocol in ("gs", "gcs"):
             hint = (
-                f"install the fsspec package for {protocol}:// URLs (e.g. gcsfs for gs://, adlfs for az://)"
+                "install the gcs extra of zarrvec: pip install 'zarrvec[gcs]' "
+                '(or, in a checkout of the source, pip install -e ".[gcs]")'
             )
+        elif protocol in HTTP_PROTOCOLS:
+            hint = "install aiohttp (pip install aiohttp), which fsspec reads http(s):// URLs with"
+        else:
+            hint = f"install the fsspec package for {protocol}:// URLs (e.g. adlfs for az://)"
         raise ZarrVectorsError(f"cannot open {url!r}: {exc}; {hint}") from exc
 
 
@@ -571,7 +679,10 @@ def remote_backend(target: Any, options: StorageOptions, read_only: bool) -> Zar
     if isinstance(target, Store):
         return ZarrStoreBackend(target, timeout=options.timeout)
     text = os.fspath(target)
-    return ZarrStoreBackend(store_from_url(text, options, read_only), text, options.timeout)
+    store = store_from_url(text, options, read_only)
+    if text.split("://", 1)[0].lower() in HTTP_PROTOCOLS:
+        return HttpStoreBackend(store, text, options.timeout)
+    return ZarrStoreBackend(store, text, options.timeout)
 
 
 def open_backend(target: Any, *, read_only: bool, storage_options: dict[str, Any] | None = None) -> Backend:
