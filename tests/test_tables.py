@@ -68,7 +68,7 @@ def test_lines_and_skeletons_carry_their_structure():
 
 def test_a_colliding_column_is_refused_with_advice():
     res = zv.Result(np.zeros((2, 2)), {"x": np.ones(2)}, axes=("x", "y"))
-    with pytest.raises(InputError, match="column 'x', which the table already has.*attributes="):
+    with pytest.raises(InputError, match="column .x., which the table already has.*attributes="):
         res.to_pandas()
 
 

@@ -29,6 +29,7 @@ import numpy as np
 from zarr_vectors.dataset import open as open_store
 from zarr_vectors.io.export import axis_names, edges_of
 from zarr_vectors.result import Result
+from zarr_vectors.tables import attribute_columns
 
 __all__ = ["MAX_VERTICES", "layer_data", "napari_get_reader", "read_store"]
 
@@ -38,17 +39,9 @@ MAX_VERTICES = 2_000_000
 LayerData = tuple[Any, dict[str, Any], str]
 
 
-def _features(result: Result, rows: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    cols: dict[str, np.ndarray] = {}
-    if result.object_ids is not None:
-        cols["object_id"] = np.asarray(result.object_ids)
-    for name, values in result.attributes.items():
-        flat = np.asarray(values).reshape(len(result), -1)
-        if flat.shape[1] == 1 and np.ndim(values) == 1:
-            cols[name] = flat[:, 0]
-        else:
-            cols.update({f"{name}_{j}": flat[:, j] for j in range(flat.shape[1])})
-    return cols if rows is None else {k: v[rows] for k, v in cols.items()}
+def _features(result: Result) -> dict[str, np.ndarray]:
+    cols = {} if result.object_ids is None else {"object_id": np.asarray(result.object_ids)}
+    return cols | attribute_columns(result.attributes, len(result))
 
 
 def layer_data(result: Result, name: str = "zarr-vectors") -> list[LayerData]:

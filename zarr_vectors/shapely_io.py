@@ -22,6 +22,7 @@ from zarr_vectors.errors import InputError
 from zarr_vectors.format.fragments import ranges_to_rows
 from zarr_vectors.kinds.shapes import PART_ATTRIBUTE, RING_ATTRIBUTE, TYPE_ATTRIBUTE
 from zarr_vectors.result import Region, Result
+from zarr_vectors.tables import attribute_columns
 
 __all__ = ["result_to_shapely", "geometries_from_paths", "clip_geometries", "region_shape"]
 
@@ -263,13 +264,7 @@ def result_to_geodataframe(result: Result, clip: bool = False, object_attributes
     origin = result.origin
     crs = None if origin is None or origin.dataset.crs is None else origin.dataset.crs.to_pyproj()
     if result.object_ids is None:
-        cols: dict[str, Any] = {}
-        for name, values in result.attributes.items():
-            flat = np.asarray(values).reshape(len(result), -1)
-            if flat.shape[1] == 1 and np.ndim(values) == 1:
-                cols[name] = flat[:, 0]
-            else:
-                cols.update({f"{name}_{j}": flat[:, j] for j in range(flat.shape[1])})
+        cols = attribute_columns(result.attributes, len(result))
         xyz = result.positions[:, :3] if result.positions.shape[1] >= 2 else None
         if xyz is None:
             raise InputError("a GeoDataFrame needs at least two axes; this result has one")

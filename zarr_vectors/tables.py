@@ -11,6 +11,7 @@ are copied per column, everything else is shared with the result.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from zarr_vectors.errors import InputError, ZarrVectorsError
 if TYPE_CHECKING:
     from zarr_vectors.result import Result
 
-__all__ = ["result_columns", "to_arrow", "to_pandas"]
+__all__ = ["attribute_columns", "result_columns", "to_arrow", "to_pandas"]
 
 
 def result_columns(result: Result) -> dict[str, np.ndarray]:
@@ -37,20 +38,26 @@ def result_columns(result: Result) -> dict[str, np.ndarray]:
         cols["line"] = np.repeat(np.arange(len(result.line_offsets) - 1), np.diff(result.line_offsets))
     if result.parents is not None:
         cols["parent"] = np.asarray(result.parents)
-    for name, values in result.attributes.items():
+    for col, values in attribute_columns(result.attributes, n).items():
+        if col in cols:
+            raise InputError(
+                f"an attribute would make a column {col!r}, which the table already has (an axis, "
+                "object_id, line or parent); read it under another name or leave it out with attributes="
+            )
+        cols[col] = values
+    return cols
+
+
+def attribute_columns(attributes: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+    """One (n,) column per attribute value: ``name`` for a one-value attribute, ``name_0 ..``
+    for an attribute of several values per row."""
+    cols: dict[str, np.ndarray] = {}
+    for name, values in attributes.items():
         flat = np.asarray(values).reshape(n, -1)
-        names = (
-            [name]
-            if flat.shape[1] == 1 and np.ndim(values) == 1
-            else [f"{name}_{j}" for j in range(flat.shape[1])]
-        )
-        for j, col in enumerate(names):
-            if col in cols:
-                raise InputError(
-                    f"attribute {name!r} would make a column {col!r}, which the table already has (an axis, "
-                    "object_id, line or parent); read it under another name or leave it out with attributes="
-                )
-            cols[col] = flat[:, 0] if len(names) == 1 else np.ascontiguousarray(flat[:, j])
+        if flat.shape[1] == 1 and np.ndim(values) == 1:
+            cols[name] = flat[:, 0]
+        else:
+            cols.update({f"{name}_{j}": np.ascontiguousarray(flat[:, j]) for j in range(flat.shape[1])})
     return cols
 
 

@@ -300,6 +300,27 @@ def build_result(
     )
 
 
+def _box_setup(
+    level: Level,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    attributes: Sequence[str] | bool | None,
+    with_object_ids: bool | None,
+    row_filter: RowFilter | None,
+) -> tuple[BoxPlan, list[str], bool, bool]:
+    """The plan, attribute names, whether object ids are returned, and whether they are read
+    (also for the filter's object conditions)."""
+    with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
+    need_ids = with_ids or (row_filter is not None and bool(row_filter.objects))
+    return plan_box(level, lo, hi), attribute_names(level, attributes), with_ids, need_ids
+
+
+def _per_cell(level: Level, with_ids: bool) -> bool:
+    """Whether box reads of ``level`` take the per-cell path (:func:`_box_rows`): raw vertex
+    cells, and fragment indices where owners are needed."""
+    return not level.vertices.draco and (not with_ids or level.fragments is not None)
+
+
 def query_box(
     level: Level,
     lo: np.ndarray,
@@ -316,12 +337,9 @@ def query_box(
     touches, plus fragment indices where they are needed (partly covered chunks,
     or every chunk when object ids are asked for).
     """
-    plan = plan_box(level, lo, hi)
-    names = attribute_names(level, attributes)
-    with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
+    plan, names, with_ids, need_ids = _box_setup(level, lo, hi, attributes, with_object_ids, row_filter)
     chunks = np.concatenate([plan.full, plan.partial])
-    need_ids = with_ids or (row_filter is not None and bool(row_filter.objects))
-    if not level.vertices.draco and (not need_ids or level.fragments is not None):
+    if _per_cell(level, need_ids):
         res = _box_rows(level, chunks, len(plan.full), names, lo, hi, workers, need_ids, row_filter)
         return res if with_ids == need_ids else replace(res, object_ids=None)
     if row_filter is not None:  # filtered after the read
@@ -351,11 +369,8 @@ def box_batches(
 ) -> Iterator[Result]:
     """The rows of :func:`query_box`, as results of at most ``batch_chunks`` chunks each (the
     same rows in the same order, concatenated); only one batch's cells are held at a time."""
-    plan = plan_box(level, lo, hi)
-    names = attribute_names(level, attributes)
-    with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
-    need_ids = with_ids or (row_filter is not None and bool(row_filter.objects))
-    if level.vertices.draco or (need_ids and level.fragments is None):
+    plan, names, with_ids, need_ids = _box_setup(level, lo, hi, attributes, with_object_ids, row_filter)
+    if not _per_cell(level, need_ids):
         yield query_box(level, lo, hi, attributes, with_object_ids, workers, row_filter)
         return
     for chunks, full in ((plan.full, True), (plan.partial, False)):
