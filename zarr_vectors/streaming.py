@@ -37,6 +37,7 @@ _STORE_KEYWORDS = (
     "checksums",
     "overwrite",
     "storage_options",
+    "root_extra",
 )
 _KINDS = {
     "points": "points",
