@@ -141,7 +141,12 @@ class PlySource:
                 fh.seek(self._start)
                 left = self._count
                 while left > 0:
-                    table = np.loadtxt(fh, dtype=self._dtype, max_rows=min(rows, left), ndmin=1)
+                    try:
+                        table = np.loadtxt(fh, dtype=self._dtype, max_rows=min(rows, left), ndmin=1)
+                    except ValueError as exc:
+                        raise InputError(
+                            f"{self.path}: a vertex row is not {self._dtype.names} ({exc})"
+                        ) from exc
                     if len(table) == 0:
                         raise InputError(f"{self.path}: {left} vertex rows missing (truncated file)")
                     left -= len(table)

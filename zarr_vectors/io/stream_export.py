@@ -220,6 +220,10 @@ def export_points(
         raise InputError(f"cannot stream {path.name!r}; use one of {', '.join(STREAM_FORMATS)}")
     empty = _empty(ds, level, attributes)
     part = path.with_name(f".{path.stem}.zv-part{path.suffix}")  # the suffix names the format
+    try:
+        open(part, "wb").close()
+    except OSError as exc:  # say the user's path, not the part file's
+        raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
     written = 0
     try:
         with tqdm(
