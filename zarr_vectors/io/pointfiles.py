@@ -9,8 +9,7 @@ written; the next block of a file is read in a thread while the previous one is 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ from zarr_vectors.errors import InputError, choice_message
 from zarr_vectors.io._files import input_files
 from zarr_vectors.io.las import LAS_SUFFIXES, LasSource, las_header_record, open_las, read_las_chunks
 from zarr_vectors.io.plytext import TEXT_SUFFIXES, PlySource, PointSource, TextSource
+from zarr_vectors.io.stream_export import prefetched
 
 if TYPE_CHECKING:
     from zarr_vectors.dataset import Dataset
@@ -74,15 +74,6 @@ def open_point_file(
     if suffix in TEXT_SUFFIXES:
         return TextSource(path, columns=columns, positions=positions, delimiter=delimiter, dtypes=dtypes)
     raise InputError(f"{path.name}: not a point file; use one of {', '.join(POINT_SUFFIXES)}")
-
-
-def _prefetched(blocks: Iterator[Any]) -> Generator[Any, None, None]:
-    """``blocks``, the next one read in a thread while the caller handles the current one."""
-    with ThreadPoolExecutor(1, thread_name_prefix="zv-read") as pool:
-        pending: Future[Any] = pool.submit(next, blocks, None)
-        while (block := pending.result()) is not None:
-            pending = pool.submit(next, blocks, None)
-            yield block
 
 
 def _union_bounds(sources: list[PointSource]) -> tuple[np.ndarray, np.ndarray]:
@@ -193,7 +184,7 @@ def ingest_points(
     with writer, tqdm(total=total, unit="pt", desc="ingesting", disable=not progress, unit_scale=True) as bar:
         for i, source in enumerate(sources):
             seen: list[np.ndarray] = []
-            blocks = _prefetched(source.chunks(chunk_rows))
+            blocks = prefetched(source.chunks(chunk_rows))
             with contextlib.closing(blocks):
                 for pos, attrs in blocks:
                     ids = _object_ids(source, attrs, i, len(pos), file_ids, object_column)

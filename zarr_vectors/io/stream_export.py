@@ -10,8 +10,10 @@ to CSV, PLY or LAS/LAZ with a progress bar.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -26,12 +28,20 @@ from zarr_vectors.result import Result
 if TYPE_CHECKING:
     from zarr_vectors.dataset import Dataset
 
-__all__ = ["STREAM_FORMATS", "PIECE_ROWS", "ChunkBox", "chunk_boxes", "iter_pieces", "export_points"]
+__all__ = [
+    "STREAM_FORMATS",
+    "PIECE_ROWS",
+    "ChunkBox",
+    "chunk_boxes",
+    "iter_pieces",
+    "export_points",
+    "prefetched",
+]
 
 #: Extensions :func:`export_points` writes piece by piece.
 STREAM_FORMATS = (".csv", ".ply", *LAS_SUFFIXES)
 #: Points per piece aimed at (a piece is whole chunks, so one large chunk can exceed it).
-PIECE_ROWS = 1 << 20
+PIECE_ROWS = 1 << 19
 
 
 @dataclass(frozen=True)
@@ -128,6 +138,16 @@ def iter_pieces(
         piece = ds.query((lo, hi), level=level, attributes=attributes)
         owned = box.owns(np.floor(piece.positions.astype(np.float64, copy=False) / cs).astype(np.int64))
         yield piece if owned.all() else piece.subset(owned)
+
+
+def prefetched(items: Iterator[Any]) -> Generator[Any, None, None]:
+    """``items``, the next one made in a thread while the caller handles the current one
+    (at most two are held at once). Close the generator to stop early."""
+    with ThreadPoolExecutor(1, thread_name_prefix="zv-prefetch") as pool:
+        pending: Future[Any] = pool.submit(next, items, None)
+        while (item := pending.result()) is not None:
+            pending = pool.submit(next, items, None)
+            yield item
 
 
 # -- writers -----------------------------------------------------------------------------
@@ -236,9 +256,10 @@ def export_points(
             if suffix in LAS_SUFFIXES:
                 written = _write_las(ds, part, empty, bbox, level, attributes, rows, bar)
             else:
-                with open(part, "wb") as fh:
+                pieces = prefetched(iter_pieces(ds, bbox, level=level, attributes=attributes, rows=rows))
+                with open(part, "wb") as fh, contextlib.closing(pieces):
                     out = _CsvOut(fh) if suffix == ".csv" else _PlyOut(fh)
-                    for piece in iter_pieces(ds, bbox, level=level, attributes=attributes, rows=rows):
+                    for piece in pieces:
                         out.write(piece)
                         written += len(piece)
                         bar.update(len(piece))
@@ -267,8 +288,9 @@ def _write_las(
             crs = None
     kinds = {k: v.dtype for k, v in empty.attributes.items()}
     record = ds.root.extra.get("las_header")
-    with LasWriter(part, kinds, bounds=ds.bounds, record=record, crs=crs) as out:
-        for piece in iter_pieces(ds, bbox, level=level, attributes=attributes, rows=rows):
+    pieces = prefetched(iter_pieces(ds, bbox, level=level, attributes=attributes, rows=rows))
+    with LasWriter(part, kinds, bounds=ds.bounds, record=record, crs=crs) as out, contextlib.closing(pieces):
+        for piece in pieces:
             out.write(piece.positions, piece.attributes)
             bar.update(len(piece))
     if out.rounded:
