@@ -306,3 +306,19 @@ def test_truncated_ply_is_refused(tmp_path):
     (tmp_path / "t.ply").write_bytes(head + struct.pack("<4f", 1, 2, 3, 4))
     with pytest.raises(InputError, match="shorter than its 10 vertices"):
         ingest_points(mem(tmp_path, "t"), [tmp_path / "t.ply"], chunk_shape=1, progress=False)
+
+
+def test_ingest_checks_target_crs_and_files_up_front(tmp_path):
+    (tmp_path / "a.csv").write_text("x,y,k\n1,2,3\n")
+    (tmp_path / "b.csv").write_text("x,y,other\n1,2,3\n")
+    taken = tmp_path / "taken.zarr"
+    zv.write_points(taken, [[0.0, 0.0]], chunk_shape=1)
+    with pytest.raises(zv.StoreExistsError):
+        ingest_points(taken, [tmp_path / "missing.csv"], chunk_shape=1, progress=False)
+    with pytest.raises(InputError, match="EPSG:999999"):
+        ingest_points(tmp_path / "c.zarr", [tmp_path / "a.csv"], chunk_shape=1, crs="EPSG:999999")
+    files = [tmp_path / "a.csv", tmp_path / "b.csv"]
+    with pytest.raises(
+        InputError, match=r"b\.csv: this batch has attributes \['other'\] but the first batch had \['k'\]"
+    ):
+        ingest_points(mem(tmp_path, "d"), files, chunk_shape=1, progress=False)

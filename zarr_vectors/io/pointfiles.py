@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zarr_vectors.engine.commit import check_target
 from zarr_vectors.errors import InputError, choice_message
+from zarr_vectors.geo import parse_crs
 from zarr_vectors.io._files import input_files
 from zarr_vectors.io.las import LAS_SUFFIXES, LasSource, las_header_record, open_las, read_las_chunks
 from zarr_vectors.io.plytext import TEXT_SUFFIXES, PlySource, PointSource, TextSource
@@ -145,8 +147,6 @@ def ingest_points(
         An unreadable file, files that differ in attributes, an unknown ``file_ids``, or
         ``file_ids="group"`` without ``object_column``.
     """
-    from tqdm.auto import tqdm
-
     from zarr_vectors.dataset import open as open_store
     from zarr_vectors.streaming import create
 
@@ -156,6 +156,11 @@ def ingest_points(
         raise InputError("file_ids='group' groups the objects of object_column; give object_column=")
     if file_ids == "object" and object_column is not None:
         raise InputError("give file_ids='object' or object_column=, not both (each sets the object ids)")
+    if crs is not None:
+        parse_crs(crs)  # a bad crs= fails now, not after the stream
+    check_target(
+        target, overwrite=bool(options.get("overwrite")), storage_options=options.get("storage_options")
+    )
     files = [Path(p) for p in paths]
     sources = [
         open_point_file(f, columns=columns, positions=positions, delimiter=delimiter, dtypes=dtypes)
@@ -179,9 +184,28 @@ def ingest_points(
         **tables,
         **options,
     )
+    with writer:
+        _stream(writer, sources, chunk_rows, file_ids, object_column, groups, names, progress)
+    return open_store(target, storage_options=options.get("storage_options"))
+
+
+def _stream(
+    writer: Any,
+    sources: list[PointSource],
+    chunk_rows: int,
+    file_ids: str | None,
+    object_column: str | None,
+    groups: dict[int, np.ndarray],
+    names: list[str],
+    progress: bool,
+) -> None:
+    """Append every file's blocks; with ``file_ids="group"`` fill ``groups`` and ``names``
+    (the writer reads them at close, after the last file)."""
+    from tqdm.auto import tqdm
+
     counts = [s.count for s in sources]
     total = sum(c for c in counts if c is not None) if None not in counts else None
-    with writer, tqdm(total=total, unit="pt", desc="ingesting", disable=not progress, unit_scale=True) as bar:
+    with tqdm(total=total, unit="pt", desc="ingesting", disable=not progress, unit_scale=True) as bar:
         for i, source in enumerate(sources):
             seen: list[np.ndarray] = []
             blocks = prefetched(source.chunks(chunk_rows))
@@ -190,12 +214,14 @@ def ingest_points(
                     ids = _object_ids(source, attrs, i, len(pos), file_ids, object_column)
                     if file_ids == "group" and ids is not None:
                         seen.append(np.unique(ids))
-                    writer.append(pos, attributes=attrs, object_ids=ids)
+                    try:
+                        writer.append(pos, attributes=attrs, object_ids=ids)
+                    except InputError as exc:  # e.g. other attributes than the first file's
+                        raise InputError(f"{source.path}: {exc}") from exc
                     bar.update(len(pos))
-            if file_ids == "group":  # read by the writer at close, after the last file
+            if file_ids == "group":
                 groups[i] = np.unique(np.concatenate(seen)) if seen else np.zeros(0, np.int64)
                 names.append(source.path.name)
-    return open_store(target, storage_options=options.get("storage_options"))
 
 
 def _object_ids(
