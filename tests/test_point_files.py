@@ -322,3 +322,15 @@ def test_ingest_checks_target_crs_and_files_up_front(tmp_path):
         InputError, match=r"b\.csv: this batch has attributes \['other'\] but the first batch had \['k'\]"
     ):
         ingest_points(mem(tmp_path, "d"), files, chunk_shape=1, progress=False)
+
+
+def test_las_whose_integers_would_not_survive_is_refused(tmp_path):
+    header = laspy.LasHeader(point_format=0, version="1.2")
+    header.scales = np.array([1e-12, 0.01, 0.01])
+    header.offsets = np.array([1e6, 0.0, 0.0])  # |offset| / scale = 1e18: float64 cannot hold X
+    rec = laspy.ScaleAwarePointRecord.zeros(100, header=header)
+    rec.X = np.random.default_rng(8).integers(-(2**30), 2**30, 100)
+    with laspy.open(tmp_path / "odd.las", mode="w", header=header) as w:
+        w.write_points(rec)
+    with pytest.raises(InputError, match="the X integers do not survive X \\* scale \\+ offset in float64"):
+        ingest_points(mem(tmp_path, "odd"), [tmp_path / "odd.las"], chunk_shape=1e-3, progress=False)

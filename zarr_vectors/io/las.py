@@ -5,7 +5,9 @@ Positions are float64 ``X * scale + offset`` (the formula laspy uses); every oth
 standard or extra bytes, becomes a vertex attribute of its on-disk type (bit fields such as
 ``classification`` or ``return_number`` as ``uint8``; extra bytes as their raw, unscaled
 values). The invariant that makes the round trip exact: ``round((x - offset) / scale)`` gives
-back ``X`` for every point; :func:`read_las_chunks` checks it and refuses a file where it fails.
+back ``X`` for every point. :func:`read_las_chunks` proves it from the header (when
+``|offset| / scale < 2**48``, as in any survey file) or else checks it point by point, and
+refuses a file where it fails.
 
 The header's scale, offset, point format, version and extra-bytes descriptions are kept in the
 store's root block as ``las_header`` (see :func:`las_header_record`), so :class:`LasWriter`
@@ -122,13 +124,22 @@ def las_header_record(source: LasSource) -> dict[str, Any]:
     }
 
 
+#: Below this ``|offset| / scale``, ``rint((X * scale + offset - offset) / scale) == X`` holds
+#: for every int32 ``X``: the float64 rounding errors add up to at most
+#: ``2**-53 * (4 * 2**31 + |offset| / scale)`` in units of ``X``, far below 1/2.
+_EXACT_WITHOUT_CHECK = 2.0**48
+
+
 def _positions(raw: np.ndarray, source: LasSource) -> np.ndarray:
-    """float64 ``X * scale + offset`` per axis, checked to invert exactly."""
+    """float64 ``X * scale + offset`` per axis, proven (see :data:`_EXACT_WITHOUT_CHECK`) or
+    checked point by point to invert exactly."""
     pos = np.empty((len(raw), 3), np.float64)
     for ax, name in enumerate(_XYZ):
         ints = raw[name]
         np.multiply(ints, source.scale[ax], out=pos[:, ax])
         pos[:, ax] += source.offset[ax]
+        if abs(source.offset[ax]) / source.scale[ax] < _EXACT_WITHOUT_CHECK:
+            continue
         back = np.rint((pos[:, ax] - source.offset[ax]) / source.scale[ax])
         if not np.array_equal(back, ints):
             raise InputError(
