@@ -278,8 +278,8 @@ def test_export_refuses_other_kinds_and_formats(tmp_path):
     with pytest.raises(InputError, match="piecewise export reads point clouds"):
         export_points(ds, tmp_path / "l.csv", progress=False)
     pts = zv.write_points(mem(tmp_path, "p"), [[0.0, 0.0]], chunk_shape=1)
-    with pytest.raises(InputError, match="use one of .csv, .ply, .las, .laz"):
-        export_points(pts, tmp_path / "p.obj", progress=False)
+    with pytest.raises(InputError, match="use one of .csv, .ply, .obj, .npz, .las, .laz"):
+        export_points(pts, tmp_path / "p.swc", progress=False)
     with pytest.raises(InputError, match="LAS holds 3-D points"):
         export_points(pts, tmp_path / "p.las", progress=False)
 
@@ -334,3 +334,29 @@ def test_las_whose_integers_would_not_survive_is_refused(tmp_path):
         w.write_points(rec)
     with pytest.raises(InputError, match="the X integers do not survive X \\* scale \\+ offset in float64"):
         ingest_points(mem(tmp_path, "odd"), [tmp_path / "odd.las"], chunk_shape=1e-3, progress=False)
+
+
+def test_piecewise_obj_and_npz_hold_the_query(tmp_path):
+    from zarr_vectors.io.export import read_npz
+
+    rng = np.random.default_rng(9)
+    pts = rng.uniform(0, 40, (2000, 2))
+    ds = zv.write_points(
+        mem(tmp_path, "p"),
+        pts,
+        chunk_shape=10,
+        attributes={"rgb": rng.integers(0, 255, (2000, 3)).astype(np.uint8)},
+        object_ids=rng.integers(0, 9, 2000).astype(np.uint64) + np.uint64(2**63),
+    )
+    want = ds.query()
+    export_points(ds, tmp_path / "a.npz", rows=200, progress=False)
+    back = read_npz(tmp_path / "a.npz")
+    assert back.axes == ("x", "y") and back.positions.dtype == want.positions.dtype
+    assert np.array_equal(back.positions, want.positions)
+    assert np.array_equal(back.object_ids, want.object_ids) and back.object_ids.dtype == np.uint64
+    assert np.array_equal(back.attributes["rgb"], want.attributes["rgb"])
+    export_points(ds, tmp_path / "a.obj", rows=200, progress=False)
+    lines = (tmp_path / "a.obj").read_text().splitlines()
+    assert lines[0].startswith("#") and len(lines) == 2001
+    v = np.array([line.split()[1:] for line in lines[1:]], np.float64)
+    assert np.array_equal(v[:, :2], want.positions) and not v[:, 2].any()

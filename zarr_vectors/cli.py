@@ -384,7 +384,7 @@ def _counts(res: Any) -> str:
 def cmd_query(args: argparse.Namespace) -> int:
     if (args.output is None) == (not args.count):
         raise ZarrVectorsError("give -o OUTPUT (a .csv, .ply, .obj, .npz, .swc or .geojson file) or --count")
-    if args.output is not None:  # point clouds to .csv/.ply/.las/.laz: written piece by piece
+    if args.output is not None:  # point clouds to .csv/.ply/.obj/.npz/.las/.laz: piece by piece
         from zarr_vectors.cli_points import stream_query
         from zarr_vectors.dataset import open as open_store
 
@@ -652,7 +652,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["swc", "mesh", "points"],
         help="swc: one skeleton; mesh: a box or an object of a mesh "
         "store, format from the output's suffix (.ply .obj .stl .glb .gltf .off); points: a box "
-        "or all of a point cloud, written piece by piece (.csv .ply .las .laz)",
+        "or all of a point cloud, written piece by piece (.csv .ply .obj .npz .las .laz)",
     )
     p.add_argument("store")
     p.add_argument(

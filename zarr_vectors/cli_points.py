@@ -1,7 +1,7 @@
 """Point-file parts of the ``zarr-vectors`` command: ``ingest points``, ``export points`` and
 the piecewise path of ``query -o`` (see :mod:`zarr_vectors.cli` for the contract).
 
-``query -o`` of a point cloud to ``.csv``, ``.ply``, ``.las`` or ``.laz`` (without
+``query -o`` of a point cloud to ``.csv``, ``.ply``, ``.obj``, ``.npz``, ``.las`` or ``.laz`` (without
 ``--objects`` or ``--whole-objects``) is written piece by piece
 (:func:`zarr_vectors.io.stream_export.export_points`), so its memory does not grow with
 the result; every other query reads the result whole.
@@ -125,7 +125,7 @@ def add_export_options(p: argparse.ArgumentParser) -> None:
 
 
 def export_points_command(args: argparse.Namespace, ds: Any, box: Any) -> int:
-    """``export points``: a box (or everything) of a point cloud to .csv, .ply, .las or .laz."""
+    """``export points``: a box (or everything) of a point cloud to .csv, .ply, .obj, .npz, .las or .laz."""
     from zarr_vectors.io.stream_export import export_points
 
     if args.object is not None:

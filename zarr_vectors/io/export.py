@@ -165,10 +165,11 @@ def _csv_ready(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def csv_rows(columns: list[np.ndarray]) -> bytes:
-    """CSV text of the rows (no header), vectorised: pyarrow's writer when installed, else
-    numpy's string conversion. Every float is written in its shortest form that reads back
-    bit for bit as its own dtype (float32 values as float32, float64 as float64)."""
+def csv_rows(columns: list[np.ndarray], sep: str = ",") -> bytes:
+    """CSV text of the rows (no header), values separated by ``sep``, vectorised: pyarrow's
+    writer when installed, else numpy's string conversion. Every float is written in its
+    shortest form that reads back bit for bit as its own dtype (float32 as float32, float64
+    as float64); a string column is written as it is (e.g. OBJ's ``v``)."""
     if not columns or len(columns[0]) == 0:
         return b""
     columns = [_csv_ready(c) for c in columns]
@@ -176,20 +177,21 @@ def csv_rows(columns: list[np.ndarray]) -> bytes:
         import pyarrow as pa
         import pyarrow.csv as pacsv
     except ImportError:
-        return _csv_rows_numpy(columns)
+        return _csv_rows_numpy(columns, sep)
     table = pa.table({f"c{i}": c for i, c in enumerate(columns)})
     sink = pa.BufferOutputStream()
-    pacsv.write_csv(table, sink, pacsv.WriteOptions(include_header=False, quoting_style="none"))
+    options = pacsv.WriteOptions(include_header=False, quoting_style="none", delimiter=sep)
+    pacsv.write_csv(table, sink, options)
     return bytes(sink.getvalue())
 
 
-def _csv_rows_numpy(columns: list[np.ndarray]) -> bytes:
+def _csv_rows_numpy(columns: list[np.ndarray], sep: str = ",") -> bytes:
     """:func:`csv_rows` without pyarrow: ``astype(StringDType)`` per column (shortest
     round-trip text of each dtype), joined with ``np.strings.add``."""
     text = np.dtypes.StringDType()
     line = columns[0].astype(text)
     for c in columns[1:]:
-        line = np.strings.add(np.strings.add(line, ","), c.astype(text))
+        line = np.strings.add(np.strings.add(line, sep), c.astype(text))
     return ("\n".join(line.tolist()) + "\n").encode("utf-8")
 
 
@@ -199,7 +201,7 @@ def csv_header(result: Result) -> tuple[list[str], list[np.ndarray]]:
     return [n for n, _ in cols], [np.asarray(c) for _, c in cols]
 
 
-def write_csv_rows(fh: BinaryIO, columns: list[np.ndarray], block: int = CSV_BLOCK) -> None:
+def write_csv_rows(fh: BinaryIO, columns: list[np.ndarray], block: int = CSV_BLOCK, sep: str = ",") -> None:
     """Write :func:`csv_rows` of ``columns`` to ``fh``, ``block`` rows per text, the blocks
     formatted by the shared threads a few at a time (memory: a few blocks of text)."""
     from zarr_vectors.engine.threads import default_workers, map_cells
@@ -211,7 +213,7 @@ def write_csv_rows(fh: BinaryIO, columns: list[np.ndarray], block: int = CSV_BLO
         group = starts[first : first + step]
 
         def text(i: int, group: list[int] = group) -> bytes:
-            return csv_rows([c[group[i] : group[i] + block] for c in columns])
+            return csv_rows([c[group[i] : group[i] + block] for c in columns], sep)
 
         fh.writelines(map_cells(text, len(group)))
 
@@ -288,6 +290,11 @@ def write_ply(result: Result, path: Path) -> None:
     with open(path, "wb") as fh:
         fh.write(("\n".join(lines) + "\n").encode("ascii"))
         fh.write(body)
+
+
+def xyz(result: Result, fmt: str) -> np.ndarray:
+    """(N, 3) positions for a 3-D format: 2-D padded with z = 0, more axes an InputError."""
+    return _xyz(result, fmt)
 
 
 def _xyz(result: Result, fmt: str) -> np.ndarray:

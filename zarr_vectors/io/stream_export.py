@@ -5,13 +5,16 @@ expected to hold about ``rows`` points; :func:`iter_pieces` queries them in turn
 ``Dataset.query`` per box) and keeps in each piece exactly the rows of its chunks, so every
 point is in one piece. The boxes follow the chunks' linear order, so the pieces joined are
 the rows of one ``Dataset.query`` in the same order. :func:`export_points` writes the pieces
-to CSV, PLY or LAS/LAZ with a progress bar.
+to CSV, PLY, OBJ, NPZ or LAS/LAZ with a progress bar.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
+import zipfile
 from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,9 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
+from numpy.lib.format import dtype_to_descr, write_array, write_array_header_2_0
 
 from zarr_vectors.errors import InputError
-from zarr_vectors.io.export import csv_header, ply_column, vertex_table, write_csv_rows
+from zarr_vectors.io.export import axis_names, csv_header, ply_column, vertex_table, write_csv_rows, xyz
 from zarr_vectors.io.las import LAS_SUFFIXES, LasWriter
 from zarr_vectors.result import Result
 
@@ -39,7 +43,7 @@ __all__ = [
 ]
 
 #: Extensions :func:`export_points` writes piece by piece.
-STREAM_FORMATS = (".csv", ".ply", *LAS_SUFFIXES)
+STREAM_FORMATS = (".csv", ".ply", ".obj", ".npz", *LAS_SUFFIXES)
 #: Points per piece aimed at (a piece is whole chunks, so one large chunk can exceed it).
 PIECE_ROWS = 1 << 19
 
@@ -209,6 +213,64 @@ class _PlyOut:
         self.fh.seek(end)
 
 
+class _ObjOut:
+    """``v`` lines (OBJ of points: no faces, no attributes)."""
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self.fh = fh
+        fh.write(b"# written by zarr_vectors\n")
+
+    def write(self, piece: Result) -> None:
+        pos = xyz(piece, "OBJ")
+        write_csv_rows(self.fh, [np.full(len(piece), "v"), *pos.T], sep=" ")
+
+    def close(self, empty: Result) -> None:
+        xyz(empty, "OBJ")  # more than 3 axes: the error, even for an empty result
+
+
+class _NpzOut:
+    """The arrays :func:`~zarr_vectors.io.export.read_npz` reads, each column appended to an
+    anonymous temporary file, then copied into the (uncompressed) zip with its final shape."""
+
+    def __init__(self, fh: BinaryIO, folder: Path) -> None:
+        self.fh, self.folder = fh, folder
+        self.columns: dict[str, tuple[Any, np.dtype, tuple[int, ...]]] = {}
+        self.axes: np.ndarray | None = None
+        self.count = 0
+
+    def write(self, piece: Result) -> None:
+        if self.axes is None:
+            self.axes = np.array(axis_names(piece))
+        arrays = {"positions": piece.positions}
+        if piece.object_ids is not None:
+            arrays["object_ids"] = piece.object_ids
+        arrays |= {f"attributes/{k}": np.asarray(v) for k, v in piece.attributes.items()}
+        for name, values in arrays.items():
+            if name not in self.columns:
+                spool = tempfile.TemporaryFile(dir=self.folder, prefix=".zv-npz-")
+                self.columns[name] = (spool, values.dtype, values.shape[1:])
+            np.ascontiguousarray(values).tofile(self.columns[name][0])
+        self.count += len(piece)
+
+    def close(self, empty: Result) -> None:
+        if self.axes is None:
+            self.write(empty)
+        with zipfile.ZipFile(self.fh, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+            for name, (spool, dtype, shape) in self.columns.items():
+                header = {
+                    "descr": dtype_to_descr(dtype),
+                    "fortran_order": False,
+                    "shape": (self.count, *shape),
+                }
+                with spool, z.open(f"{name}.npy", "w", force_zip64=True) as out:
+                    write_array_header_2_0(out, header)
+                    spool.seek(0)
+                    shutil.copyfileobj(spool, out, 1 << 22)
+            assert self.axes is not None  # set by the first write
+            with z.open("axes.npy", "w") as out:
+                write_array(out, self.axes)
+
+
 def _empty(ds: Dataset, level: int, attributes: Sequence[str] | bool | None) -> Result:
     """A zero-row result with the columns a query of the level would have."""
     lo = np.asarray(ds.bounds[0], np.float64) - 1.0
@@ -226,8 +288,9 @@ def export_points(
     progress: bool = True,
 ) -> int:
     """Write the points of a box (``bbox``; default everything) to ``path`` piece by piece,
-    and return how many. The format comes from the suffix: ``.csv`` (as
-    :func:`~zarr_vectors.io.export.export_result` writes it), ``.ply`` (binary), ``.las`` or
+    and return how many. The format comes from the suffix: ``.csv``, ``.obj`` and ``.npz`` (the
+    files :func:`~zarr_vectors.io.export.export_result` writes; NPZ uncompressed, its columns
+    spooled to temporary files), ``.ply`` (binary), ``.las`` or
     ``.laz`` (with the store's ``las_header`` when it was ingested from LAS, so the same
     integers come back; its CRS when pyproj is installed). Memory stays near ``rows``
     points whatever the result's size; the file is written to ``path`` only when complete.
@@ -258,7 +321,7 @@ def export_points(
             else:
                 pieces = prefetched(iter_pieces(ds, bbox, level=level, attributes=attributes, rows=rows))
                 with open(part, "wb") as fh, contextlib.closing(pieces):
-                    out = _CsvOut(fh) if suffix == ".csv" else _PlyOut(fh)
+                    out = _writer(suffix, fh, part.parent)
                     for piece in pieces:
                         out.write(piece)
                         written += len(piece)
@@ -268,6 +331,14 @@ def export_points(
     finally:
         part.unlink(missing_ok=True)
     return written
+
+
+def _writer(suffix: str, fh: BinaryIO, folder: Path) -> Any:
+    if suffix == ".csv":
+        return _CsvOut(fh)
+    if suffix == ".ply":
+        return _PlyOut(fh)
+    return _ObjOut(fh) if suffix == ".obj" else _NpzOut(fh, folder)
 
 
 def _write_las(
