@@ -620,7 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--draco", action="store_true", help="meshes: Draco-encode each chunk (11-bit quantization)"
     )
     p.add_argument(
-        "--crs", help="geojson/vector: the CRS (EPSG:xxxx, WKT2 or PROJJSON), overriding the file's"
+        "--crs", help="geojson/vector/points: the CRS (EPSG:xxxx, WKT2 or PROJJSON), overriding the file's"
     )
     p.add_argument("--layer", help="vector: the layer to read (default: the first)")
     p.add_argument(
