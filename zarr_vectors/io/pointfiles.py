@@ -108,7 +108,7 @@ def ingest_points(
     delimiter: str | None = None,
     dtypes: dict[str, str] | None = None,
     crs: Any = None,
-    chunk_rows: int = 1 << 20,
+    chunk_rows: int = 1 << 19,
     memory_limit: int | None = INGEST_MEMORY,
     progress: bool = True,
     **options: Any,
