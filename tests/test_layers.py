@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
         "zarr_vectors.icechunk",
         "zarr_vectors.dask",
         "zarr_vectors.cli",
+        "zarr_vectors.cli_points",
         "zarr_vectors.demo",
         "zarr_vectors.plot",
         "zarr_vectors.napari_plugin",

@@ -99,7 +99,15 @@ def test_soup_stl_through_the_command(tmp_path):
         "ingest", "mesh", "ball.stl", "-o", "b.zarr", "--chunk-size", "40", "--no-progress", cwd=tmp_path
     )
     assert ingest.returncode == 0, ingest.stderr
-    assert zv.open(tmp_path / "b.zarr").vertex_count() == len(v)  # process=False: the soup as it is
+    distinct = len(np.unique(v, axis=0))
+    assert distinct < len(v)
+    assert zv.open(tmp_path / "b.zarr").vertex_count() == distinct  # identical vertices merged
+    kept = _run(
+        "ingest", "mesh", "ball.stl", "-o", "k.zarr", "--chunk-size", "40", "--no-progress",
+        "--keep-duplicate-vertices", cwd=tmp_path,
+    )  # fmt: skip
+    assert kept.returncode == 0, kept.stderr
+    assert zv.open(tmp_path / "k.zarr").vertex_count() == len(v)  # the soup as it is
     proc = _run("pyramid", "b.zarr", "--factors", "2", "--no-progress", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert zv.validate(tmp_path / "b.zarr").ok

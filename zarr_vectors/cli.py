@@ -36,6 +36,8 @@ EXIT_BROKEN_PIPE = 141
 
 EXAMPLES = {
     "ingest": "examples:\n  zarr-vectors ingest swc neurons/ -o neurons.zarr --chunk-size 200\n"
+    "  zarr-vectors ingest points tiles/*.laz -o city.zarr --chunk-size 50 --file-ids object\n"
+    "  zarr-vectors ingest points scan.csv -o scan.zarr --chunk-size 10 --position-columns X,Y,Z\n"
     "  zarr-vectors ingest mesh cells/ -o cells.zarr --chunk-size 1000 --draco\n"
     "  zarr-vectors ingest swc a.swc b.swc -o two.zarr --chunk-size 50 --overwrite\n"
     "  zarr-vectors ingest mesh scans/ -o scans.zarr --chunk-size 500 --recursive\n"
@@ -43,6 +45,8 @@ EXAMPLES = {
     "  zarr-vectors ingest geojson countries.geojson -o countries.zarr --chunk-size 10\n"
     "  zarr-vectors ingest vector parcels.gpkg -o parcels.zarr --chunk-size 500 --repair",
     "export": "examples:\n  zarr-vectors export swc neurons.zarr --object 3 -o neuron3.swc\n"
+    "  zarr-vectors export points city.zarr --bbox 0,0,0,500,500,100 -o part.laz\n"
+    "  zarr-vectors export mesh cells.zarr --object 2 -o cell2.glb\n"
     "  zarr-vectors export mesh cells.zarr --object 2 -o cell2.ply\n"
     "  zarr-vectors export mesh cells.zarr --bbox 0,0,0,500,500,500 -o part.obj\n"
     "  zarr-vectors export swc s3://bucket/neurons.zarr --object 3 -o neuron3.swc \\\n"
@@ -57,7 +61,7 @@ EXAMPLES = {
     "  zarr-vectors query parcels.zarr --polygon district.geojson --predicate intersects -o hit.geojson\n"
     "  zarr-vectors query s3://bucket/cells.zarr --level 1 --attributes size -o level1.npz \\\n"
     "      --storage-options '{\"anon\": true}'\n"
-    "formats by extension: .csv .ply .obj .npz .swc .geojson (see docs/cli.md)",
+    "formats by extension: .csv .ply .obj .npz .swc .geojson .las .laz .glb .gltf .stl (see docs/cli.md)",
     "render": "examples:\n  zarr-vectors render cells.zarr --bbox 0,0,0,200,200,200 -o view.png\n"
     "  zarr-vectors render cells.zarr --color-by intensity --view xy -o top.png\n"
     "  zarr-vectors render neurons.zarr --objects 3 7 --color-by object -o two.svg --size 1600x1200\n"
@@ -175,6 +179,10 @@ def _one_input(args: argparse.Namespace) -> str:
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Options, then the target, then the input files are checked before anything is read."""
     options = _storage_options(args.storage_options)
+    if args.format == "points":
+        from zarr_vectors.cli_points import ingest_points_command
+
+        return ingest_points_command(args, options, _refuse_existing, _input_files, _bbox)
     source = _one_input(args) if args.format not in ("swc", "mesh") else None
     if args.crs is not None:
         from zarr_vectors.geo import parse_crs
@@ -207,6 +215,7 @@ def _ingest(args: argparse.Namespace, inputs: Any, options: dict[str, Any] | Non
             progress=not args.no_progress,
             encoding="draco" if args.draco else "raw",
             ids_from_names=not args.sequential_ids,
+            merge_vertices=not args.keep_duplicate_vertices,
             **common,
         )
         from zarr_vectors.engine.ids import file_ids
@@ -253,6 +262,12 @@ def _ingest_vector(args: argparse.Namespace, source: str, common: dict[str, Any]
 
 def cmd_export(args: argparse.Namespace) -> int:
     from zarr_vectors.dataset import open as open_store
+
+    if args.format == "points":
+        from zarr_vectors.cli_points import export_points_command
+
+        ds = open_store(args.store, storage_options=_storage_options(args.storage_options))
+        return export_points_command(args, ds, _bbox(args.bbox) if args.bbox else None)
 
     if args.format == "mesh":
         from zarr_vectors.io.meshes import export_mesh
@@ -419,6 +434,14 @@ def _counts(res: Any) -> str:
 def cmd_query(args: argparse.Namespace) -> int:
     if (args.output is None) == (not args.count):
         raise ZarrVectorsError("give -o OUTPUT (a .csv, .ply, .obj, .npz, .swc or .geojson file) or --count")
+    if args.output is not None:  # point clouds to .csv/.ply/.obj/.npz/.las/.laz: piece by piece
+        from zarr_vectors.cli_points import stream_query
+        from zarr_vectors.dataset import open as open_store
+
+        ds = open_store(args.store, storage_options=_storage_options(args.storage_options))
+        done = stream_query(args, ds, None if args.bbox is None else _bbox(args.bbox))
+        if done is not None:
+            return done
     res = _select(args)
     if args.count:
         print(_counts(res))
@@ -684,9 +707,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "format",
-        choices=["swc", "trk", "tck", "trx", "mesh", "geojson", "vector"],
+        choices=["swc", "trk", "tck", "trx", "mesh", "geojson", "vector", "points"],
         help="input file format (mesh: PLY, OBJ, STL, GLB/GLTF, OFF through trimesh; vector: "
-        "any file GDAL reads, e.g. GeoPackage, Shapefile, FlatGeobuf, through pyogrio)",
+        "any file GDAL reads, e.g. GeoPackage, Shapefile, FlatGeobuf, through pyogrio; points: "
+        "LAS/LAZ (extra 'las'), PLY point clouds, CSV/XYZ/TXT, several files into one store)",
     )
     p.add_argument("inputs", nargs="+", help="files, or folders whose files of that format are read")
     p.add_argument("-o", "--output", required=True, help="store to write (path or URL)")
@@ -703,7 +727,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--draco", action="store_true", help="meshes: Draco-encode each chunk (11-bit quantization)"
     )
     p.add_argument(
-        "--crs", help="geojson/vector: the CRS (EPSG:xxxx, WKT2 or PROJJSON), overriding the file's"
+        "--crs", help="geojson/vector/points: the CRS (EPSG:xxxx, WKT2 or PROJJSON), overriding the file's"
     )
     p.add_argument("--layer", help="vector: the layer to read (default: the first)")
     p.add_argument(
@@ -722,6 +746,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_storage_options(p)
+    from zarr_vectors.cli_points import add_export_options, add_ingest_options
+
+    add_ingest_options(p)
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser(
@@ -729,9 +756,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "format",
-        choices=["swc", "mesh"],
+        choices=["swc", "mesh", "points"],
         help="swc: one skeleton; mesh: a box or an object of a mesh "
-        "store, format from the output's suffix (.ply .obj .stl .glb .off)",
+        "store, format from the output's suffix (.ply .obj .stl .glb .gltf .off); points: a box "
+        "or all of a point cloud, written piece by piece (.csv .ply .obj .npz .las .laz)",
     )
     p.add_argument("store")
     p.add_argument(
@@ -742,9 +770,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="object id to export, any int64 or uint64 id such as a segment id (mesh: repeat "
         "for several objects in one file; swc: one)",
     )
-    p.add_argument("--bbox", help="mesh only: export the faces inside this box (lo then hi, comma-separated)")
+    p.add_argument(
+        "--bbox", help="mesh, points: export what is inside this box (lo then hi, comma-separated)"
+    )
     p.add_argument("-o", "--output", required=True)
     _add_storage_options(p)
+    add_export_options(p)
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("info", help="describe a store", epilog=EXAMPLES["info"], formatter_class=fmt)
@@ -762,6 +793,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_selection(p)
     p.add_argument("-o", "--output", help="file to write; its extension picks the format")
     p.add_argument("--count", action="store_true", help="print the counts instead of writing a file")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (shown on a terminal)")
     p.set_defaults(func=cmd_query)
 
     p = sub.add_parser(

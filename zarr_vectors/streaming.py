@@ -38,6 +38,7 @@ _STORE_KEYWORDS = (
     "shards",
     "overwrite",
     "storage_options",
+    "root_extra",
 )
 _KINDS = {
     "points": "points",

@@ -16,6 +16,9 @@ extension   what is written
 ``.swc``    a skeleton result (or lines, as unbranched chains), with ``radius`` and ``type``
             when present.
 ``.geojson`` see :mod:`zarr_vectors.io.geojson`.
+``.stl``    a mesh result (it needs faces) through trimesh: positions and faces only.
+``.glb``    likewise, binary glTF.
+``.gltf``   likewise, glTF with its buffers embedded (one self-contained file).
 =========== ==================================================================================
 
 Rows are written in the result's order, so row ``i`` of a file is row ``i`` of the result
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -117,7 +121,8 @@ def edges_of(result: Result) -> np.ndarray | None:
     return np.column_stack([parents[child], child])
 
 
-def _vertex_table(result: Result) -> list[tuple[str, np.ndarray]]:
+def vertex_table(result: Result) -> list[tuple[str, np.ndarray]]:
+    """``(name, column)`` per CSV column: axes, ``object_id``, ``line``, ``parent``, attributes."""
     cols = list(zip(axis_names(result), result.positions.T))
     if result.object_ids is not None:
         cols.append(("object_id", result.object_ids))
@@ -146,14 +151,81 @@ def _text_rows(columns: list[np.ndarray], prefix: str = "", sep: str = " ") -> s
     return "\n".join(map(fmt.__mod__, rows)) + "\n"
 
 
+#: Rows formatted at a time by :func:`csv_rows`.
+CSV_BLOCK = 1 << 18
+
+
+def _csv_ready(values: np.ndarray) -> np.ndarray:
+    """Booleans as 0/1, float16 as float32 (their text reads back as the same value)."""
+    values = np.asarray(values)
+    if values.dtype.kind == "b":
+        return values.view(np.uint8)
+    if values.dtype == np.float16:
+        return values.astype(np.float32)
+    return values
+
+
+def csv_rows(columns: list[np.ndarray], sep: str = ",") -> bytes:
+    """CSV text of the rows (no header), values separated by ``sep``, vectorised: pyarrow's
+    writer when installed, else numpy's string conversion. Every float is written in its
+    shortest form that reads back bit for bit as its own dtype (float32 as float32, float64
+    as float64); a string column is written as it is (e.g. OBJ's ``v``)."""
+    if not columns or len(columns[0]) == 0:
+        return b""
+    columns = [_csv_ready(c) for c in columns]
+    try:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+    except ImportError:
+        return _csv_rows_numpy(columns, sep)
+    table = pa.table({f"c{i}": c for i, c in enumerate(columns)})
+    sink = pa.BufferOutputStream()
+    options = pacsv.WriteOptions(include_header=False, quoting_style="none", delimiter=sep)
+    pacsv.write_csv(table, sink, options)
+    return bytes(sink.getvalue())
+
+
+def _csv_rows_numpy(columns: list[np.ndarray], sep: str = ",") -> bytes:
+    """:func:`csv_rows` without pyarrow: ``astype(StringDType)`` per column (shortest
+    round-trip text of each dtype), joined with ``np.strings.add``."""
+    text = np.dtypes.StringDType()
+    line = columns[0].astype(text)
+    for c in columns[1:]:
+        line = np.strings.add(np.strings.add(line, sep), c.astype(text))
+    return ("\n".join(line.tolist()) + "\n").encode("utf-8")
+
+
+def csv_header(result: Result) -> tuple[list[str], list[np.ndarray]]:
+    """The CSV column names and columns of ``result`` (see the module table)."""
+    cols = vertex_table(result)
+    return [n for n, _ in cols], [np.asarray(c) for _, c in cols]
+
+
+def write_csv_rows(fh: BinaryIO, columns: list[np.ndarray], block: int = CSV_BLOCK, sep: str = ",") -> None:
+    """Write :func:`csv_rows` of ``columns`` to ``fh``, ``block`` rows per text, the blocks
+    formatted by the shared threads a few at a time (memory: a few blocks of text)."""
+    from zarr_vectors.engine.threads import default_workers, map_cells
+
+    n = len(columns[0]) if columns else 0
+    starts = list(range(0, n, block))
+    step = 2 * default_workers()
+    for first in range(0, len(starts), step):
+        group = starts[first : first + step]
+
+        def text(i: int, group: list[int] = group) -> bytes:
+            return csv_rows([c[group[i] : group[i] + block] for c in columns], sep)
+
+        fh.writelines(map_cells(text, len(group)))
+
+
 def write_csv(result: Result, path: Path) -> None:
-    cols = _vertex_table(result)
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        fh.write(",".join(n for n, _ in cols) + "\n")
-        fh.write(_text_rows([np.asarray(c) for _, c in cols], sep=","))
+    names, cols = csv_header(result)
+    with open(path, "wb") as fh:
+        fh.write((",".join(names) + "\n").encode("utf-8"))
+        write_csv_rows(fh, cols)
 
 
-def _ply_column(name: str, values: np.ndarray) -> tuple[str, np.ndarray]:
+def ply_column(name: str, values: np.ndarray) -> tuple[str, np.ndarray]:
     """A PLY property type for the column; 64-bit integers are narrowed to 32 bits when they fit."""
     if any(ch.isspace() for ch in name) or not name:
         raise InputError(
@@ -182,7 +254,7 @@ def _ply_column(name: str, values: np.ndarray) -> tuple[str, np.ndarray]:
 
 
 def _ply_element(name: str, count: int, cols: list[tuple[str, np.ndarray]]) -> tuple[list[str], bytes]:
-    typed = [(n, *_ply_column(n, v)) for n, v in cols]
+    typed = [(n, *ply_column(n, v)) for n, v in cols]
     header = [f"element {name} {count}"] + [f"property {t} {n}" for n, t, _ in typed]
     table = np.empty(count, dtype=[(n, v.dtype) for n, _, v in typed])
     for n, _, v in typed:
@@ -191,7 +263,7 @@ def _ply_element(name: str, count: int, cols: list[tuple[str, np.ndarray]]) -> t
 
 
 def write_ply(result: Result, path: Path) -> None:
-    cols = [c for c in _vertex_table(result) if c[0] not in ("line", "parent")]
+    cols = [c for c in vertex_table(result) if c[0] not in ("line", "parent")]
     header, body = _ply_element("vertex", len(result), cols)
     faces = getattr(result, "faces", None)
     if faces is not None:
@@ -218,6 +290,11 @@ def write_ply(result: Result, path: Path) -> None:
     with open(path, "wb") as fh:
         fh.write(("\n".join(lines) + "\n").encode("ascii"))
         fh.write(body)
+
+
+def xyz(result: Result, fmt: str) -> np.ndarray:
+    """(N, 3) positions for a 3-D format: 2-D padded with z = 0, more axes an InputError."""
+    return _xyz(result, fmt)
 
 
 def _xyz(result: Result, fmt: str) -> np.ndarray:
@@ -329,6 +406,18 @@ def write_geojson(result: Result, path: Path) -> None:
     importlib.import_module("zarr_vectors.io.geojson").export_geojson(result, path)
 
 
+def write_mesh_file(result: Result, path: Path) -> None:
+    """A mesh result as STL, GLB or glTF (through trimesh)."""
+    from zarr_vectors.io.meshes import save_trimesh
+
+    if result.faces is None:
+        raise InputError(
+            f"{path.suffix} holds triangle meshes and this result has no faces; query a mesh store, "
+            "or export to .ply, .csv or .npz"
+        )
+    save_trimesh(result.to_trimesh(), path)
+
+
 #: Extension (lower case) -> writer.
 EXPORT_FORMATS: dict[str, Callable[[Result, Path], None]] = {
     ".csv": write_csv,
@@ -337,6 +426,9 @@ EXPORT_FORMATS: dict[str, Callable[[Result, Path], None]] = {
     ".npz": write_npz,
     ".swc": write_swc_file,
     ".geojson": write_geojson,
+    ".stl": write_mesh_file,
+    ".glb": write_mesh_file,
+    ".gltf": write_mesh_file,
 }
 
 
@@ -370,7 +462,7 @@ def export_result(result: Result, path: str | Path) -> str:
     --------
     >>> import tempfile, pathlib, zarr_vectors as zv
     >>> from zarr_vectors.io.export import export_result
-    >>> lines = [[[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]], [[5.0, 5.0], [6.0, 6.0]]]
+    >>> lines = [[[0.5, 0.25], [1.5, 0.25], [2.5, 0.25]], [[5.5, 5.5], [6.5, 6.5]]]
     >>> ds = zv.write_lines("memory://doc-export", lines, chunk_shape=4, object_ids=[3, 8])
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     path = pathlib.Path(folder) / "lines.csv"
@@ -378,11 +470,11 @@ def export_result(result: Result, path: str | Path) -> str:
     ...     print(path.read_text(), end="")
     .csv
     x,y,object_id,line
-    0.0,0.0,3,0
-    1.0,0.0,3,0
-    2.0,0.0,3,0
-    5.0,5.0,8,1
-    6.0,6.0,8,1
+    0.5,0.25,3,0
+    1.5,0.25,3,0
+    2.5,0.25,3,0
+    5.5,5.5,8,1
+    6.5,6.5,8,1
     """
     path = Path(path)
     ext = path.suffix.lower()

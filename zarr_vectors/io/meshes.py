@@ -20,7 +20,15 @@ from zarr_vectors.io._files import input_files
 if TYPE_CHECKING:
     from zarr_vectors.dataset import Dataset
 
-__all__ = ["MESH_SUFFIXES", "mesh_files", "load_mesh", "ingest_meshes", "export_mesh"]
+__all__ = [
+    "MESH_SUFFIXES",
+    "mesh_files",
+    "load_mesh",
+    "merge_duplicates",
+    "ingest_meshes",
+    "export_mesh",
+    "save_trimesh",
+]
 
 MESH_SUFFIXES = (".ply", ".obj", ".stl", ".glb", ".gltf", ".off")
 
@@ -31,8 +39,25 @@ def mesh_files(paths: Iterable[str | Path], *, recursive: bool = False) -> list[
     return input_files(paths, MESH_SUFFIXES, "mesh", recursive=recursive)
 
 
-def load_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    """(vertices, faces) of one file; scenes (GLB/GLTF) are merged into one mesh."""
+def merge_duplicates(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Identical vertices (bit-equal rows) as one: the distinct rows in order of first use,
+    faces renumbered to them. A triangle soup (STL) becomes an indexed mesh; faces keep
+    their corners' positions exactly."""
+    if len(vertices) == 0:
+        return vertices, faces
+    rows = np.ascontiguousarray(vertices).view(
+        np.dtype((np.void, vertices.dtype.itemsize * vertices.shape[1]))
+    )
+    _, first, inverse = np.unique(rows.ravel(), return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # distinct rows in order of first appearance
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    return vertices[first[order]], rank[inverse.ravel()][faces]
+
+
+def load_mesh(path: str | Path, *, merge_vertices: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(vertices, faces) of one file; scenes (GLB/GLTF) are merged into one mesh, and
+    identical vertices into one (:func:`merge_duplicates`) unless ``merge_vertices=False``."""
     import trimesh
 
     path = Path(path)
@@ -47,7 +72,8 @@ def load_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     vertices = np.asarray(loaded.vertices, dtype=np.float64)
     if not np.all(np.isfinite(vertices)):
         raise InputError(f"{path}: the mesh has NaN or infinite vertex coordinates")
-    return vertices, np.asarray(loaded.faces, dtype=np.int64)
+    faces = np.asarray(loaded.faces, dtype=np.int64)
+    return merge_duplicates(vertices, faces) if merge_vertices else (vertices, faces)
 
 
 def ingest_meshes(
@@ -59,6 +85,7 @@ def ingest_meshes(
     progress: bool = True,
     object_ids: Any = None,
     ids_from_names: bool = True,
+    merge_vertices: bool = True,
     **kwargs: Any,
 ) -> Dataset:
     """Write mesh files into a new store, one object per file, with the file's name as the
@@ -67,6 +94,8 @@ def ingest_meshes(
     A file's object id is ``object_ids[i]`` when given; else, when every file name is an
     integer (``720575940621039145.ply``, segment ids as cloud-volume and navis save them)
     and ``ids_from_names``, that integer (uint64); else ``i``, its place in ``paths``.
+    Identical vertices of a file are merged (``merge_vertices=False`` keeps them), so STL
+    and other triangle soups arrive indexed and their pyramids can simplify them.
     Keyword arguments go to :func:`zarr_vectors.write_meshes` (``quantization_bits``,
     ``compression``, ``overwrite``, ``storage_options``, ...).
     """
@@ -82,7 +111,7 @@ def ingest_meshes(
     meshes = []
     with tqdm(files, desc="reading meshes", unit="file", disable=not progress or len(files) < 2) as bar:
         for f in bar:  # the bar is closed on error too, so the error starts a line of its own
-            vertices, faces = load_mesh(f)
+            vertices, faces = load_mesh(f, merge_vertices=merge_vertices)
             try:
                 face_array(faces, len(vertices))
             except InputError as exc:
@@ -119,8 +148,20 @@ def export_mesh(
         ds.objects(objects, level=level) if objects is not None else ds.query(bbox, level=level, faces=faces)
     )
     mesh = result.to_trimesh()
+    save_trimesh(mesh, path)
+    return len(mesh.vertices), len(mesh.faces)
+
+
+def save_trimesh(mesh: Any, path: str | Path) -> None:
+    """Write a trimesh to ``path`` in the format of its suffix; ``.gltf`` embeds its buffers
+    (one self-contained file, as ``.glb`` is)."""
+    import trimesh
+
     suffix = Path(path).suffix.lower()
     if suffix not in MESH_SUFFIXES:
         raise InputError(f"cannot tell the mesh format of {path}: use one of {', '.join(MESH_SUFFIXES)}")
+    if suffix == ".gltf":
+        files = trimesh.exchange.gltf.export_gltf(trimesh.Scene(mesh), embed_buffers=True)
+        Path(path).write_bytes(files["model.gltf"])
+        return
     mesh.export(str(path))
-    return len(mesh.vertices), len(mesh.faces)

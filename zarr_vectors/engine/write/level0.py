@@ -366,6 +366,7 @@ def root_meta(layout: Layout, options: StoreOptions, geometry_type: str, links_c
         links_convention=links_convention,
         crs=options.crs,
         base_bin_shape=tuple(float(v) for v in grid.bin_shape),
+        extra=dict(options.root_extra or {}),
     )
 
 

@@ -1,16 +1,18 @@
 """The store-wide keywords every writer takes, gathered once.
 
 ``chunk_shape``, ``bounds``, ``bin_shape``, ``axes``, ``units`` frame the spatial grid;
-``crs`` is recorded in the root; ``compression`` and ``checksums`` choose the codecs of
-every array; ``shards`` groups the cells of every per-chunk array into ``sharding_indexed``
-shards; ``overwrite`` and ``storage_options`` decide where and whether the store is written. The public writers take them as keywords (``docs/writing.md`` documents them
+``crs`` is recorded in the root, and ``root_extra`` (library keys such as a source file's
+header, e.g. ``las_header``) joins the root ``zarr_vectors`` block, kept through pyramids;
+``compression`` and ``checksums`` choose the codecs of every array; ``shards`` groups the cells
+of every per-chunk array into ``sharding_indexed`` shards; ``overwrite`` and ``storage_options``
+decide where and whether the store is written. The public writers take them as keywords (``docs/writing.md`` documents them
 once) and hand them on as one :class:`StoreOptions`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,3 +82,4 @@ class StoreOptions:
     shards: Any = "default"
     overwrite: bool = False
     storage_options: dict[str, Any] | None = None
+    root_extra: Mapping[str, Any] | None = None

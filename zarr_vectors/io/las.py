@@ -1,0 +1,287 @@
+"""LAS and LAZ point clouds in and out through laspy (extra ``las``).
+
+Reading: a file is read ``chunk_rows`` points at a time (``laspy.open(...).chunk_iterator``).
+Positions are float64 ``X * scale + offset`` (the formula laspy uses); every other dimension,
+standard or extra bytes, becomes a vertex attribute of its on-disk type (bit fields such as
+``classification`` or ``return_number`` as ``uint8``; extra bytes as their raw, unscaled
+values). The invariant that makes the round trip exact: ``round((x - offset) / scale)`` gives
+back ``X`` for every point. :func:`read_las_chunks` proves it from the header (when
+``|offset| / scale < 2**48``, as in any survey file) or else checks it point by point, and
+refuses a file where it fails.
+
+The header's scale, offset, point format, version and extra-bytes descriptions are kept in the
+store's root block as ``las_header`` (see :func:`las_header_record`), so :class:`LasWriter`
+writes the same integers back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors._extras import needs
+from zarr_vectors.errors import InputError
+
+__all__ = [
+    "LAS_SUFFIXES",
+    "LasSource",
+    "LasWriter",
+    "las_header_record",
+    "open_las",
+    "read_las_chunks",
+]
+
+LAS_SUFFIXES = (".las", ".laz")
+_XYZ = ("X", "Y", "Z")
+
+
+def _laspy() -> Any:
+    try:
+        import laspy
+    except ImportError as exc:
+        raise InputError(needs("LAS/LAZ files", "laspy", "las")) from exc
+    return laspy
+
+
+@dataclass(frozen=True)
+class LasSource:
+    """What a LAS file's header says: count, bounds, scale and offset, dimensions, CRS."""
+
+    path: Path
+    count: int
+    mins: np.ndarray
+    maxs: np.ndarray
+    scale: np.ndarray
+    offset: np.ndarray
+    point_format: int
+    version: str
+    dimensions: tuple[str, ...]
+    extra: tuple[dict[str, Any], ...]
+    crs: Any
+
+
+def _extra_dims(header: Any) -> tuple[dict[str, Any], ...]:
+    """Extra-bytes dimensions as JSON records: name, type, element count, scales, offsets."""
+    out = []
+    for info in header.point_format.extra_dimensions:
+        rec: dict[str, Any] = {
+            "name": info.name,
+            "type": np.dtype(info.dtype).base.str,
+            "elements": int(info.num_elements),
+            "description": info.description or "",
+        }
+        for key in ("scales", "offsets"):
+            value = getattr(info, key)
+            if value is not None:
+                rec[key] = np.atleast_1d(value).astype(float).tolist()
+        out.append(rec)
+    return tuple(out)
+
+
+def open_las(path: str | Path) -> LasSource:
+    """The header of a LAS/LAZ file (its CRS when the file has one and pyproj is installed)."""
+    laspy = _laspy()
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path} does not exist or is not a file")
+    try:
+        with laspy.open(path) as reader:
+            header = reader.header
+    except (laspy.errors.LaspyException, OSError, ValueError) as exc:
+        raise InputError(f"{path}: laspy cannot read it as LAS/LAZ ({exc})") from exc
+    crs = None
+    try:
+        crs = header.parse_crs()
+    except ImportError:  # pyproj missing: the CRS cannot be read, the points still can
+        crs = None
+    return LasSource(
+        path=path,
+        count=int(header.point_count),
+        mins=np.asarray(header.mins, np.float64),
+        maxs=np.asarray(header.maxs, np.float64),
+        scale=np.asarray(header.scales, np.float64),
+        offset=np.asarray(header.offsets, np.float64),
+        point_format=int(header.point_format.id),
+        version=str(header.version),
+        dimensions=tuple(n for n in header.point_format.dimension_names if n not in _XYZ),
+        extra=_extra_dims(header),
+        crs=crs,
+    )
+
+
+def las_header_record(source: LasSource) -> dict[str, Any]:
+    """The ``las_header`` block the store keeps (JSON): enough to write the same file layout."""
+    return {
+        "scale": source.scale.tolist(),
+        "offset": source.offset.tolist(),
+        "point_format": source.point_format,
+        "version": source.version,
+        "extra_bytes": [dict(e) for e in source.extra],
+    }
+
+
+#: Below this ``|offset| / scale``, ``rint((X * scale + offset - offset) / scale) == X`` holds
+#: for every int32 ``X``: the float64 rounding errors add up to at most
+#: ``2**-53 * (4 * 2**31 + |offset| / scale)`` in units of ``X``, far below 1/2.
+_EXACT_WITHOUT_CHECK = 2.0**48
+
+
+def _positions(raw: np.ndarray, source: LasSource) -> np.ndarray:
+    """float64 ``X * scale + offset`` per axis, proven (see :data:`_EXACT_WITHOUT_CHECK`) or
+    checked point by point to invert exactly."""
+    pos = np.empty((len(raw), 3), np.float64)
+    for ax, name in enumerate(_XYZ):
+        ints = raw[name]
+        np.multiply(ints, source.scale[ax], out=pos[:, ax])
+        pos[:, ax] += source.offset[ax]
+        if abs(source.offset[ax]) / source.scale[ax] < _EXACT_WITHOUT_CHECK:
+            continue
+        back = np.rint((pos[:, ax] - source.offset[ax]) / source.scale[ax])
+        if not np.array_equal(back, ints):
+            raise InputError(
+                f"{source.path}: the {name} integers do not survive X * scale + offset in float64 "
+                f"(scale {source.scale[ax]}, offset {source.offset[ax]}); this file cannot be "
+                "stored exactly as float positions"
+            )
+    return pos
+
+
+def read_las_chunks(
+    source: LasSource, chunk_rows: int = 1 << 20
+) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """``(positions, attributes)`` of ``chunk_rows`` points at a time, in file order."""
+    laspy = _laspy()
+    with laspy.open(source.path) as reader:
+        for rec in reader.chunk_iterator(chunk_rows):
+            raw = rec.array
+            fields = raw.dtype.names or ()
+            attrs: dict[str, np.ndarray] = {}
+            for name in source.dimensions:
+                values = raw[name] if name in fields else np.asarray(rec[name])
+                attrs[name] = np.ascontiguousarray(values)
+            yield _positions(raw, source), attrs
+
+
+# -- writing -----------------------------------------------------------------------------
+
+
+def _pick_scale(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Scale 0.001 (coarser where needed to fit int32) and offset ``floor(lo)`` per axis."""
+    offset = np.floor(np.where(np.isfinite(lo), lo, 0.0))
+    span = np.maximum(np.abs(hi - offset), np.abs(lo - offset))
+    scale = np.full(len(lo), 0.001)
+    while np.any(span / scale > 2**31 - 2):
+        scale = np.where(span / scale > 2**31 - 2, scale * 10, scale)
+    return scale, offset
+
+
+class LasWriter:
+    """A LAS/LAZ file written piece by piece; the format from the suffix (``.laz``: compressed).
+
+    With a store's ``las_header`` record the file gets its scale, offset, point format,
+    version and extra-bytes dimensions back; otherwise point format 6 (7 with ``red``,
+    ``green``, ``blue``), scale 0.001 and offset ``floor(lo)``. Attributes named as a
+    standard dimension of the format fill it; others become extra bytes. Positions off
+    the integer grid are rounded to it (``rounded`` counts them).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        attributes: Mapping[str, np.dtype],
+        *,
+        bounds: tuple[np.ndarray, np.ndarray],
+        record: Mapping[str, Any] | None = None,
+        crs: Any = None,
+    ) -> None:
+        laspy = _laspy()
+        self.path = Path(path)
+        if self.path.suffix.lower() not in LAS_SUFFIXES:
+            raise InputError(f"{self.path.name}: a LAS file ends in .las or .laz")
+        lo, hi = (np.asarray(b, np.float64)[:3] for b in bounds)
+        if len(lo) != 3:
+            raise InputError(
+                f"LAS holds 3-D points and this store has {len(lo)} axes; export to .csv or .ply"
+            )
+        if record is not None:
+            fmt, version = int(record["point_format"]), str(record["version"])
+            scale, offset = np.asarray(record["scale"]), np.asarray(record["offset"])
+            extra = [dict(e) for e in record.get("extra_bytes", [])]
+        else:
+            rgb = {"red", "green", "blue"} <= set(attributes)
+            fmt, version = (7 if rgb else 6), "1.4"
+            scale, offset = _pick_scale(lo, hi)
+            extra = []
+        header = laspy.LasHeader(point_format=fmt, version=version)
+        header.scales, header.offsets = scale, offset
+        standard = set(header.point_format.dimension_names)
+        known = {e["name"] for e in extra}
+        for name, dtype in attributes.items():
+            if name not in standard and name not in known:
+                extra.append({"name": name, "type": np.dtype(dtype).base.str, "elements": 1})
+        for e in extra:
+            header.add_extra_dim(self._extra_params(laspy, e, attributes.get(e["name"])))
+        if crs is not None:
+            header.add_crs(crs)
+        self.header = header
+        self.names = [n for n in attributes if n in set(header.point_format.dimension_names)]
+        self.scale, self.offset = scale, offset
+        self.rounded = 0
+        self.count = 0
+        self._writer = laspy.open(self.path, mode="w", header=header, do_compress=self._compress())
+
+    def _compress(self) -> bool:
+        return self.path.suffix.lower() == ".laz"
+
+    @staticmethod
+    def _extra_params(laspy: Any, e: Mapping[str, Any], dtype: np.dtype | None) -> Any:
+        base = np.dtype(e["type"])
+        kind = base if int(e.get("elements", 1)) == 1 else np.dtype((base, (int(e["elements"]),)))
+        if dtype is not None and np.dtype(dtype).kind not in "iuf":
+            raise InputError(f"attribute {e['name']!r} has dtype {dtype}, which LAS extra bytes cannot hold")
+        return laspy.ExtraBytesParams(
+            name=e["name"],
+            type=kind,
+            description=e.get("description", ""),
+            scales=None if "scales" not in e else np.asarray(e["scales"]),
+            offsets=None if "offsets" not in e else np.asarray(e["offsets"]),
+        )
+
+    def write(self, positions: np.ndarray, attributes: Mapping[str, np.ndarray]) -> None:
+        """Append points: (N, 3) positions and the attributes named at construction."""
+        laspy = _laspy()
+        n = len(positions)
+        rec = laspy.ScaleAwarePointRecord.zeros(n, header=self.header)
+        raw = rec.array
+        for ax, name in enumerate(_XYZ):
+            x = np.asarray(positions[:, ax], np.float64)
+            ints = np.rint((x - self.offset[ax]) / self.scale[ax])
+            if np.any(np.abs(ints) > 2**31 - 1):
+                raise InputError(
+                    f"{name} values do not fit LAS's 32-bit integers at scale {self.scale[ax]}; "
+                    "export a smaller box or to .csv/.ply"
+                )
+            self.rounded += int(np.count_nonzero(ints * self.scale[ax] + self.offset[ax] != x))
+            raw[name] = ints.astype(np.int32)
+        fields = set(raw.dtype.names or ())
+        for name in self.names:
+            values = np.asarray(attributes[name])
+            if name in fields:
+                raw[name] = values.reshape(raw[name].shape)
+            else:
+                rec[name] = values
+        self._writer.write_points(rec)
+        self.count += n
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def __enter__(self) -> LasWriter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
