@@ -19,6 +19,8 @@ extension   what is written
 ``.stl``    a mesh result (it needs faces) through trimesh: positions and faces only.
 ``.glb``    likewise, binary glTF.
 ``.gltf``   likewise, glTF with its buffers embedded (one self-contained file).
+``.gpkg``   GeoPackage, one feature per object (``.shp``, ``.fgb`` and ``.parquet`` likewise:
+            Shapefile, FlatGeobuf, GeoParquet); see :mod:`zarr_vectors.io.vector_export`.
 =========== ==================================================================================
 
 Rows are written in the result's order, so row ``i`` of a file is row ``i`` of the result
@@ -419,6 +421,12 @@ def write_mesh_file(result: Result, path: Path) -> None:
 
 
 #: Extension (lower case) -> writer.
+def write_vector(result: Result, path: Path) -> None:
+    from zarr_vectors.io.vector_export import export_vector
+
+    export_vector(result, path)
+
+
 EXPORT_FORMATS: dict[str, Callable[[Result, Path], None]] = {
     ".csv": write_csv,
     ".ply": write_ply,
@@ -429,6 +437,10 @@ EXPORT_FORMATS: dict[str, Callable[[Result, Path], None]] = {
     ".stl": write_mesh_file,
     ".glb": write_mesh_file,
     ".gltf": write_mesh_file,
+    ".gpkg": write_vector,
+    ".shp": write_vector,
+    ".fgb": write_vector,
+    ".parquet": write_vector,
 }
 
 
@@ -444,7 +456,9 @@ def export_result(result: Result, path: str | Path) -> str:
         Any result (of a query, an object read, or made by hand).
     path
         The file to write; the extension (any case) picks the format: ``.csv``, ``.ply``,
-        ``.obj``, ``.npz``, ``.swc`` or ``.geojson``.
+        ``.obj``, ``.npz``, ``.swc``, ``.geojson``, mesh files (``.stl``, ``.glb``, ``.gltf``)
+        or GIS files (``.gpkg``, ``.shp``, ``.fgb``, ``.parquet``: see
+        :mod:`zarr_vectors.io.vector_export`).
 
     Returns
     -------
