@@ -102,6 +102,10 @@ class Ours:
         )
 
     def write_mesh(self, url: str, opts: dict[str, Any], verts: np.ndarray, faces: np.ndarray) -> None:
+        import inspect
+
+        if "shards" in self.extra and "shards" not in inspect.signature(self.zv.write_mesh).parameters:
+            raise SystemExit("ours-sharded: write_mesh has no shards= (write_points has)")
         self.zv.write_mesh(
             url,
             verts,

@@ -106,17 +106,20 @@ def supports_shards() -> bool:
     return "shards" in inspect.signature(zv.write_points).parameters
 
 
-def run_child(python: str, args: list[str], env: dict[str, str], timeout: float) -> dict[str, Any] | None:
-    """The child's JSON result, or None when it ran out of ``timeout`` seconds."""
+def run_child(python: str, args: list[str], env: dict[str, str], timeout: float) -> dict[str, Any] | str:
+    """The child's JSON result, or why there is none (out of time, or its last error line;
+    the whole error goes to stderr), so one failing system does not end the run."""
     cmd = [python, "-I", str(CHILD), *args]
     try:
         out = subprocess.run(
             cmd, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), timeout=timeout
         )
     except subprocess.TimeoutExpired:
-        return None
+        return f"over {timeout:g} s"
     if out.returncode != 0:
-        raise SystemExit(f"child failed: {' '.join(cmd)}\n{out.stderr[-4000:]}")
+        log(f"child failed: {' '.join(cmd)}\n{out.stderr[-4000:]}")
+        lines = out.stderr.strip().splitlines()
+        return f"failed: {lines[-1] if lines else 'exit status ' + str(out.returncode)}"
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -190,10 +193,8 @@ def main() -> None:
                     common += ["--url", f"s3://{BUCKET}/{name}.zarr", "--endpoint", proxy.url]
                     log(f"{label}: {system} write")
                     w = run_child(pythons[system], [*common, "--task", "write"], env, a.child_timeout)
-                    if w is None:
-                        rows.append(
-                            {"data": label, "system": system, "skipped": f"write over {a.child_timeout:g} s"}
-                        )
+                    if isinstance(w, str):
+                        rows.append({"data": label, "system": system, "skipped": f"write {w}"})
                         continue
                     objects, size = bucket_usage(client, f"{name}.zarr")
                     log(f"{label}: {system} query ({w['write_s']:.1f} s write, {objects} objects)")
@@ -206,12 +207,12 @@ def main() -> None:
                         env,
                         a.child_timeout,
                     )
-                    if q is None:
+                    if isinstance(q, str):
                         rows.append(
                             {
                                 "data": label,
                                 "system": system,
-                                "skipped": f"queries over {a.child_timeout:g} s",
+                                "skipped": f"queries {q}",
                             }
                         )
                         continue

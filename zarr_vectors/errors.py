@@ -146,7 +146,7 @@ class StoreNotFoundError(ZarrVectorsError, FileNotFoundError):
 
 class ReadOnlyError(ZarrVectorsError):
     """A modifying call was made on a dataset opened with ``mode="r"``, or on a store
-    that cannot be written (a zip file opened for reading)."""
+    that cannot be written (a zip file opened for reading, an ``http(s)://`` URL)."""
 
 
 class StoreError(ZarrVectorsError):

@@ -182,3 +182,23 @@ def test_box_query_through_the_latency_proxy_takes_two_waves(served, server):
         assert all("/c/" in r.path for r in t.requests[:-1])
         assert t.by_method() == {"GET": t.count}
         assert t.bytes_out > 0 and t.bytes_in == 0
+
+
+def test_backend_lists_through_directory_pages_like_the_local_store(served, server):
+    """Every key and folder of a mesh store (names with ``+``, percent-encoded in the pages)."""
+    from zarr_vectors.engine.storage import HttpStoreBackend, LocalBackend, open_backend
+
+    root = served[0] / "m.zarr"
+    remote = open_backend(f"{server.url}/m.zarr", read_only=True)
+    local = LocalBackend(root, read_only=True)
+    assert isinstance(remote, HttpStoreBackend) and remote.read_only
+    assert sorted(remote.list_keys()) == sorted(local.list_keys())
+    assert remote.list_dir("0/links/0") == local.list_dir("0/links/0")
+    assert remote.list_dir("0/absent") == []
+    assert remote.key_sizes("0/vertices") == local.key_sizes("0/vertices")
+    assert remote.get_many(["zarr.json", "nothing"]) == [(root / "zarr.json").read_bytes(), None]
+    assert not remote.is_empty()
+    with pytest.raises(zv.ReadOnlyError):
+        remote.set_many([("x", b"1")])
+    with pytest.raises(zv.ReadOnlyError):
+        remote.delete_many(["zarr.json"])

@@ -488,7 +488,7 @@ class HttpStoreBackend(ZarrStoreBackend):
                 out.append((rest, is_folder))
         return out
 
-    def _listed(self, prefix: str) -> list[tuple[str, bool]]:
+    def _check_index(self, prefix: str) -> None:
         if self._has_index is None:
             self._has_index = "zarr.json" in {n for n, _ in run_sync(self._links(""))}
         if not self._has_index:
@@ -502,18 +502,21 @@ class HttpStoreBackend(ZarrStoreBackend):
                 "directory listings on (nginx autoindex, Apache Indexes, python -m http.server), or copy it "
                 "to local disk or object storage (s3://, gs://)",
             )
-        return run_sync(self._links(prefix))
 
     def list_dir(self, prefix: str) -> list[str]:
-        return sorted(name for name, _ in self._listed(prefix))
+        self._check_index(prefix)
+        return sorted(name for name, _ in run_sync(self._links(prefix)))
 
     def list_keys(self, prefix: str = "") -> list[str]:
+        """Folder by folder, the pages of one depth fetched together."""
+        self._check_index(prefix)
         keys: list[str] = []
         folders = [prefix.strip("/")]
         for _ in range(MAX_HTTP_DEPTH):
             found: list[str] = []
-            for folder in folders:
-                for name, is_folder in self._listed(folder):
+            pages = run_sync(self._each(folders, self._links))
+            for folder, page in zip(folders, pages):
+                for name, is_folder in page:
                     key = f"{under(folder)}{name}"
                     (found if is_folder else keys).append(key)
             if not found:
