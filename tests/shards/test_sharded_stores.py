@@ -211,6 +211,7 @@ def _cells(path) -> dict[str, list[bytes]]:
     return out
 
 
+@pytest.mark.slow  # four stores written, two appends (about 3 s)
 @pytest.mark.parametrize("case", ["one-corner", "new-owner-table"])
 def test_append_to_a_sharded_store_rewrites_whole_shards_like_unsharded(tmp_path, rng, case):
     n = 4000
