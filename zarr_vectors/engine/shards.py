@@ -317,4 +317,3 @@ class ShardReader:
 
 def _size(index: Index | None) -> int:
     return 0 if index is None else int(index[0].nbytes + index[1].nbytes) + 64
-
