@@ -342,8 +342,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         )
         for a in info["arrays"]:
             if a["path"].split("/", 1)[0] == str(lv["level"]):
+                unit = "shards" if a.get("sharded") else "chunks"
                 print(
-                    f"    {a['path']:<36} {a['data_type']:<21} {a['stored_chunks']:>7,} chunks {_size(a['bytes']):>10}"
+                    f"    {a['path']:<36} {a['data_type']:<21} {a['stored_chunks']:>7,} {unit:<6} {_size(a['bytes']):>10}"
                 )
     print(f"  on disk: {_size(info['bytes_on_disk'])} in {len(info['arrays'])} arrays")
     return 0

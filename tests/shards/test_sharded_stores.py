@@ -211,6 +211,7 @@ def _cells(path) -> dict[str, list[bytes]]:
     return out
 
 
+@pytest.mark.slow  # four stores written, two appends (about 3 s)
 @pytest.mark.parametrize("case", ["one-corner", "new-owner-table"])
 def test_append_to_a_sharded_store_rewrites_whole_shards_like_unsharded(tmp_path, rng, case):
     n = 4000
@@ -280,3 +281,14 @@ def test_shards_with_the_index_at_the_start_read_the_same(tmp_path, points):
         sorted_rows(got.positions, got.attributes["a"]), sorted_rows(data["pos"][mask], data["a"][mask])
     )
     assert zv.validate(path).ok
+
+
+def test_inventory_counts_shards_as_the_stored_objects(points):
+    from zarr_vectors.engine.inventory import inventory
+
+    out, _ = points
+    sharded = {a.path: a for a in inventory(out / "two.zarr")[0]}
+    plain = {a.path: a for a in inventory(out / "plain.zarr")[0]}
+    assert sharded["0/vertices"].sharded and not plain["0/vertices"].sharded
+    assert sharded["0/vertices"].stored_chunks == 4 * 4 * 4 and plain["0/vertices"].stored_chunks == 512
+    assert not sharded["0/object_index/manifests"].sharded

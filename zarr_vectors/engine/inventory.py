@@ -18,13 +18,15 @@ __all__ = ["ArrayUsage", "inventory"]
 @dataclass(frozen=True)
 class ArrayUsage:
     """One array node: ``path`` (``"0/vertices"``), its zarr ``data_type`` and ``shape``,
-    the number of chunk objects stored and their bytes (its ``zarr.json`` included)."""
+    the number of chunk objects stored and their bytes (its ``zarr.json`` included);
+    ``sharded``: each object is a ``sharding_indexed`` shard holding many chunks."""
 
     path: str
     data_type: str
     shape: tuple[int, ...]
     stored_chunks: int
     bytes: int
+    sharded: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"shape": list(self.shape)}
@@ -57,7 +59,23 @@ def inventory(target: Any, *, storage_options: dict[str, Any] | None = None) -> 
                     used[owner] += size
                 break
     arrays = [
-        ArrayUsage(p, str(d.get("data_type")), tuple(d.get("shape", ())), chunks[p], used[p])
+        ArrayUsage(
+            p,
+            str(d.get("data_type")),
+            tuple(d.get("shape", ())),
+            chunks[p],
+            used[p],
+            _sharded(d.get("codecs")),
+        )
         for p, d in sorted(docs.items())
     ]
     return arrays, sum(sizes.values())
+
+
+def _sharded(codecs: Any) -> bool:
+    return (
+        isinstance(codecs, list)
+        and bool(codecs)
+        and isinstance(codecs[0], dict)
+        and (codecs[0].get("name") == "sharding_indexed")
+    )

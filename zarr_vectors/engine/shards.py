@@ -33,7 +33,7 @@ from zarr_vectors.engine.storage import Backend, ByteRange, cut_range
 from zarr_vectors.errors import CorruptShardError, FormatError
 from zarr_vectors.format.shards import EMPTY, ShardLayout, coalesce, decode_index, parse_sharding
 
-__all__ = ["ShardReader", "shard_reader", "GAP_LOCAL", "GAP_REMOTE", "MAX_INDEX_BYTES"]
+__all__ = ["ShardReader", "GAP_LOCAL", "GAP_REMOTE", "MAX_INDEX_BYTES"]
 
 #: Bytes between two wanted ranges of one shard below which they are read as one request.
 GAP_REMOTE = 1 << 20
@@ -317,8 +317,3 @@ class ShardReader:
 
 def _size(index: Index | None) -> int:
     return 0 if index is None else int(index[0].nbytes + index[1].nbytes) + 64
-
-
-def shard_reader(backend: Backend) -> ShardReader:
-    """``backend`` able to read sharded arrays (itself when it already is a ShardReader)."""
-    return backend if isinstance(backend, ShardReader) else ShardReader(backend)

@@ -3,7 +3,10 @@
 A backend moves whole keys (``"0/vertices/c/1/2/3"``, ``"zarr.json"``) in batches:
 ``get_many`` and ``set_many`` take every key one step needs at once. Every backend
 offers the whole :class:`Backend` protocol (listing, sizes, deletes, its capabilities),
-so no caller needs to know which class it holds.
+so no caller needs to know which class it holds. ``get_ranges`` reads byte ranges of keys
+(:data:`ByteRange`: a prefix, a suffix, a span or the whole object), which the shard layer
+(:mod:`zarr_vectors.engine.shards`) uses to read sharded arrays; on zarr Stores its requests
+are in flight together, at most zarr's ``async.concurrency`` at once.
 
 * :class:`LocalBackend` reads and writes files of a local directory directly.
   On local disk this is about ten times faster than going through zarr-python's
