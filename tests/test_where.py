@@ -218,5 +218,11 @@ def test_cli_where(tmp_path):
     )
     want = int((brute_force_box(pts, [0] * 3, [50] * 3) & (c > 0.8)).sum())
     assert out.stdout.strip() == f"{want:,} vertices"
+    tri = shapely.Polygon([(0, 0), (80, 10), (40, 90)])
+    out = tmp_path / "o.csv"  # point clouds to CSV are written piece by piece: the filters go along
+    subprocess.run([*run, "--where", "confidence > 0.8", "--polygon", tri.wkt, "-o", str(out)], check=True)
+    rows = np.loadtxt(out, delimiter=",", skiprows=1, ndmin=2)
+    keep = (c > 0.8) & shapely.contains_xy(tri, pts[:, 0], pts[:, 1])
+    assert np.array_equal(sorted_rows(rows[:, :3]), sorted_rows(pts[keep]))
     bad = subprocess.run([*run, "--where", "confidence >> 1", "--count"], capture_output=True, text=True)
     assert bad.returncode != 0 and "cannot read 'confidence >> 1'" in bad.stderr

@@ -440,7 +440,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         from zarr_vectors.dataset import open as open_store
 
         ds = open_store(args.store, storage_options=_storage_options(args.storage_options))
-        done = stream_query(args, ds, None if args.bbox is None else _bbox(args.bbox))
+        polygon = None if args.polygon is None else _polygon(args.polygon)
+        done = stream_query(args, ds, None if args.bbox is None else _bbox(args.bbox), polygon)
         if done is not None:
             return done
     res = _select(args)

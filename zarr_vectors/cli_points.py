@@ -135,15 +135,17 @@ def export_points_command(args: argparse.Namespace, ds: Any, box: Any) -> int:
     return 0
 
 
-def stream_query(args: argparse.Namespace, ds: Any, box: Any) -> int | None:
+def stream_query(args: argparse.Namespace, ds: Any, box: Any, polygon: Any = None) -> int | None:
     """``query -o`` written piece by piece when it can be (a point cloud to a streamable
-    format, no ``--objects`` or ``--whole-objects``); None otherwise."""
+    format, no ``--objects``, ``--whole-objects`` or ``--predicate intersects``); None otherwise."""
     from zarr_vectors.io.stream_export import STREAM_FORMATS, export_points
 
     if Path(args.output).suffix.lower() not in STREAM_FORMATS or args.objects is not None:
         return None
     if args.whole_objects or any(t != "point_cloud" for t in ds.geometry_types):
         return None
+    if getattr(args, "predicate", "contains") != "contains":
+        return None  # whole objects: read at once
     attributes = False if args.no_attributes else (args.attributes.split(",") if args.attributes else None)
     n = export_points(
         ds,
@@ -152,6 +154,9 @@ def stream_query(args: argparse.Namespace, ds: Any, box: Any) -> int | None:
         level=args.level,
         attributes=attributes,
         progress=not args.no_progress and sys.stderr.isatty(),
+        where=getattr(args, "where", None),
+        polygon=polygon,
+        polygon_axes=None if polygon is None or ds.ndim == 2 else (0, 1),
     )
     print(f"wrote {n:,} vertices to {args.output}")
     return 0

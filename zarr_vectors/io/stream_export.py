@@ -15,7 +15,7 @@ import os
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,9 +122,11 @@ def iter_pieces(
     level: int = 0,
     attributes: Sequence[str] | bool | None = None,
     rows: int = PIECE_ROWS,
+    select: Mapping[str, Any] | None = None,
 ) -> Iterator[Result]:
-    """The rows of ``ds.query(bbox, level=level, attributes=attributes)`` of a point cloud,
-    one :class:`ChunkBox` at a time; joined, they are that query's rows in its order."""
+    """The rows of ``ds.query(bbox, level=level, attributes=attributes, **select)`` of a point
+    cloud, one :class:`ChunkBox` at a time; joined, they are that query's rows in its order
+    (``select``: ``where``, ``polygon``, ``polygon_axes``, row tests that keep rows apart)."""
     if any(t not in ("point_cloud", "points") for t in ds.geometry_types):
         raise InputError(
             f"piecewise export reads point clouds; this store holds {', '.join(ds.geometry_types)}"
@@ -139,7 +141,7 @@ def iter_pieces(
             lo, hi = np.maximum(lo, user[0]), np.minimum(hi, user[1])
             if np.any(lo > hi):
                 continue
-        piece = ds.query((lo, hi), level=level, attributes=attributes)
+        piece = ds.query((lo, hi), level=level, attributes=attributes, **(select or {}))
         owned = box.owns(np.floor(piece.positions.astype(np.float64, copy=False) / cs).astype(np.int64))
         yield piece if owned.all() else piece.subset(owned)
 
@@ -286,6 +288,9 @@ def export_points(
     attributes: Sequence[str] | bool | None = None,
     rows: int = PIECE_ROWS,
     progress: bool = True,
+    where: Any = None,
+    polygon: Any = None,
+    polygon_axes: Sequence[str | int] | None = None,
 ) -> int:
     """Write the points of a box (``bbox``; default everything) to ``path`` piece by piece,
     and return how many. The format comes from the suffix: ``.csv``, ``.obj`` and ``.npz`` (the
@@ -294,7 +299,13 @@ def export_points(
     ``.laz`` (with the store's ``las_header`` when it was ingested from LAS, so the same
     integers come back; its CRS when pyproj is installed). Memory stays near ``rows``
     points whatever the result's size; the file is written to ``path`` only when complete.
+    ``where``, ``polygon`` and ``polygon_axes`` select rows as :meth:`Dataset.query` does.
     """
+    select = {
+        k: v
+        for k, v in (("where", where), ("polygon", polygon), ("polygon_axes", polygon_axes))
+        if v is not None
+    }
     from tqdm.auto import tqdm
 
     path = Path(path)
@@ -317,9 +328,14 @@ def export_points(
             disable=not progress,
         ) as bar:
             if suffix in LAS_SUFFIXES:
-                written = _write_las(ds, part, empty, bbox, level, attributes, rows, bar)
+                pieces = prefetched(
+                    iter_pieces(ds, bbox, level=level, attributes=attributes, rows=rows, select=select)
+                )
+                written = _write_las(ds, part, empty, pieces, bar)
             else:
-                pieces = prefetched(iter_pieces(ds, bbox, level=level, attributes=attributes, rows=rows))
+                pieces = prefetched(
+                    iter_pieces(ds, bbox, level=level, attributes=attributes, rows=rows, select=select)
+                )
                 with open(part, "wb") as fh, contextlib.closing(pieces):
                     out = _writer(suffix, fh, part.parent)
                     for piece in pieces:
@@ -345,10 +361,7 @@ def _write_las(
     ds: Dataset,
     part: Path,
     empty: Result,
-    bbox: Any,
-    level: int,
-    attributes: Sequence[str] | bool | None,
-    rows: int,
+    pieces: Generator[Result, None, None],
     bar: Any,
 ) -> int:
     crs = None
@@ -359,7 +372,6 @@ def _write_las(
             crs = None
     kinds = {k: v.dtype for k, v in empty.attributes.items()}
     record = ds.root.extra.get("las_header")
-    pieces = prefetched(iter_pieces(ds, bbox, level=level, attributes=attributes, rows=rows))
     with LasWriter(part, kinds, bounds=ds.bounds, record=record, crs=crs) as out, contextlib.closing(pieces):
         for piece in pieces:
             out.write(piece.positions, piece.attributes)
