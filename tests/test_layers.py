@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
         "zarr_vectors.demo",
         "zarr_vectors.plot",
         "zarr_vectors.__main__",
+        "zarr_vectors.neuroglancer",
     ),
 ]
 
@@ -39,6 +40,8 @@ LAYERS: list[tuple[str, ...]] = [
 UPWARD_ALLOWED = {
     ("zarr_vectors.result", "zarr_vectors.plot"),
     ("zarr_vectors.result", "zarr_vectors.shapely_io"),
+    # zarr_vectors.serve: a function-level delegation to the Neuroglancer server (layer 7).
+    ("zarr_vectors", "zarr_vectors.neuroglancer.server"),
 }
 
 

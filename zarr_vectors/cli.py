@@ -46,7 +46,8 @@ EXAMPLES = {
     "  zarr-vectors export mesh cells.zarr --object 2 -o cell2.ply\n"
     "  zarr-vectors export mesh cells.zarr --bbox 0,0,0,500,500,500 -o part.obj\n"
     "  zarr-vectors export swc s3://bucket/neurons.zarr --object 3 -o neuron3.swc \\\n"
-    "      --storage-options '{\"anon\": true}'",
+    "      --storage-options '{\"anon\": true}'\n"
+    "  zarr-vectors export neuroglancer cells.zarr cells-ng/",
     "info": "examples:\n  zarr-vectors info neurons.zarr\n  zarr-vectors info s3://bucket/cells.zarr --json\n"
     "  zarr-vectors info s3://bucket/cells.zarr --storage-options '{\"anon\": true}'",
     "query": "examples:\n  zarr-vectors query cells.zarr --bbox 0,0,0,100,100,100 -o box.csv\n"
@@ -250,6 +251,10 @@ def _ingest_vector(args: argparse.Namespace, source: str, common: dict[str, Any]
 def cmd_export(args: argparse.Namespace) -> int:
     from zarr_vectors.dataset import open as open_store
 
+    if args.format == "neuroglancer":
+        return cmd_export_neuroglancer(args)
+    if args.output is None:
+        raise ZarrVectorsError(f"export {args.format} needs -o OUTPUT")
     if args.format == "mesh":
         from zarr_vectors.io.meshes import export_mesh
 
@@ -682,11 +687,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "format",
-        choices=["swc", "mesh"],
+        choices=["swc", "mesh", "neuroglancer"],
         help="swc: one skeleton; mesh: a box or an object of a mesh "
-        "store, format from the output's suffix (.ply .obj .stl .glb .off)",
+        "store, format from the output's suffix (.ply .obj .stl .glb .off); neuroglancer: "
+        "the store as static precomputed sources in the folder OUTDIR",
     )
     p.add_argument("store")
+    p.add_argument("outdir", nargs="?", help="neuroglancer: the folder to write")
     p.add_argument(
         "--object",
         type=object_id,
@@ -696,7 +703,9 @@ def build_parser() -> argparse.ArgumentParser:
         "for several objects in one file; swc: one)",
     )
     p.add_argument("--bbox", help="mesh only: export the faces inside this box (lo then hi, comma-separated)")
-    p.add_argument("-o", "--output", required=True)
+    p.add_argument("-o", "--output", help="the file to write (swc, mesh)")
+    p.add_argument("--base-url", help="neuroglancer: where OUTDIR will be served, for state.json")
+    p.add_argument("--overwrite", action="store_true", help="neuroglancer: write into a non-empty OUTDIR")
     _add_storage_options(p)
     p.set_defaults(func=cmd_export)
 
@@ -771,6 +780,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"number of synapse points to write (default {DEFAULT_POINTS:,})",
     )
     p.set_defaults(func=cmd_demo)
+    _add_serve_parser(sub, fmt)
     return parser
 
 
@@ -848,6 +858,55 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a missing path, permissions, a remote store's failure
         print(f"zarr-vectors {args.command}: error: {_os_error_line(exc, args)}", file=sys.stderr)
         return 2
+
+
+def cmd_export_neuroglancer(args: argparse.Namespace) -> int:
+    """``export neuroglancer STORE OUTDIR``: static precomputed files."""
+    from zarr_vectors.neuroglancer.export import export_neuroglancer
+
+    outdir = args.outdir or args.output
+    if outdir is None:
+        raise ZarrVectorsError(
+            "export neuroglancer needs OUTDIR: zarr-vectors export neuroglancer STORE OUTDIR"
+        )
+    counts = export_neuroglancer(args.store, outdir, base_url=args.base_url, overwrite=args.overwrite)
+    for name, n in counts.items():
+        print(f"wrote {n} files of layer {name} to {Path(outdir) / name}")
+    print(f"viewer state: {Path(outdir) / 'state.json'}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """``serve STORE...``: print the viewer URL first, then serve until interrupted."""
+    import time
+
+    from zarr_vectors.neuroglancer.server import serve
+
+    server = serve(args.stores, args.port, args.open, layout=args.layout)
+    print(server.viewer_url, flush=True)
+    print(f"serving {', '.join(s.name for s in server.sources)} at {server.url} (Ctrl-C stops)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        server.close()
+
+
+def _add_serve_parser(sub: Any, fmt: Any) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="view stores in a local Neuroglancer",
+        epilog="examples:\n  zarr-vectors serve cells.zarr\n  zarr-vectors serve synapses.zarr neurons.zarr "
+        "--port 8080 --open",
+        formatter_class=fmt,
+    )
+    p.add_argument("stores", nargs="+", help="stores to show (paths or URLs), one layer each")
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: any free port)")
+    p.add_argument("--open", action="store_true", help="open the viewer URL in the web browser")
+    p.add_argument("--layout", default="4panel", help="Neuroglancer layout: 4panel, 3d, xy, ...")
+    p.set_defaults(func=cmd_serve)
 
 
 if __name__ == "__main__":
