@@ -114,7 +114,6 @@ def viewer_state(sources: Sequence[StoreSource], base: str, layout: str = "4pane
         "projectionScale": extent * 1.6,
         "layers": layers,
         "layout": layout,
-        "selectedLayer": {"layer": layers[0]["name"], "visible": False},
     }
 
 
@@ -226,6 +225,9 @@ def _handler(server: Server, client: Path | None) -> type[BaseHTTPRequestHandler
             path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
             if path.startswith("/events/"):
                 self._events()
+                return
+            if path == "/favicon.ico":  # browsers ask; no icon, and no error in their console
+                self._send(204, b"", "image/x-icon", started)
                 return
             try:
                 body, ctype = self._route(path)
