@@ -148,6 +148,20 @@ def test_each_store_level_is_one_index_level_and_each_vertex_one_annotation(stor
         assert np.array_equal(_rows(np.column_stack([geom, score])), _rows(expect))
 
 
+def test_an_empty_cell_is_an_empty_list(tmp_path: Path) -> None:
+    pts = np.array([[1.0, 1.0, 1.0], [90.0, 90.0, 90.0]])
+    ds = zv.write_points(
+        tmp_path / "sparse.zarr", pts, chunk_shape=10, attributes={"t": np.array([1.0, 2.0], "f4")}
+    )
+    src = StoreSource(ds, "s")
+    info = _get(src, "ann/info")
+    g, props, ids = dec.annotation_list(info, _get(src, "ann/spatial0/4_4_4"))
+    assert len(g) == len(ids) == len(props["t"]) == 0
+    assert len(dec.annotation_list(info, _get(src, "ann/spatial0/0_0_0"))[2]) == 1
+    with pytest.raises(NotFound):
+        src.get("ann/spatial0/10_0_0")  # outside the grid
+
+
 def test_by_id_and_related_ids_match_the_store(stores: dict[str, Path]) -> None:
     ds = zv.open(stores["points"])
     src = StoreSource(ds, "p")

@@ -165,8 +165,12 @@ class StoreSource:
         cs = lv.grid.chunk_shape
         nonempty = lv.vertices.nonempty
         rank, pts = self.layout.rank, self.layout.points
-        if not len(nonempty) or not np.any(np.all(nonempty == c, axis=1)):
-            return np.zeros((0, rank * pts)), {}, np.zeros(0, np.uint64)
+        if not len(nonempty) or not np.any(np.all(nonempty == c, axis=1)):  # an empty chunk
+            return (
+                np.zeros((0, rank * pts)),
+                {p.id: np.zeros(0) for p in self.layout.properties},
+                np.zeros(0, np.uint64),
+            )
         lo = c * cs
         hi = np.nextafter((c + 1) * cs, -np.inf)
         names = [p.source for p in self.layout.properties]
