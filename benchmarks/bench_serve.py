@@ -97,6 +97,13 @@ async def _first_view(server: Any, width: int, height: int) -> dict[str, Any]:
         "source_bytes": sum(r.size for r in src),
         "all_bytes": sum(r.size for r in reqs),
         "seconds_to_last_source_answer": max(r.done for r in src) - start,
+        "seconds_first_source_request_to_last_answer": max(r.done for r in src)
+        - min(r.done - r.seconds for r in src),
+        "spatial_requests_per_level": {
+            lvl: sum(f"/spatial{lvl}/" in r.path for r in src)
+            for lvl in range(8)
+            if any(f"/spatial{lvl}/" in r.path for r in src)
+        },
         "server_seconds": sum(r.seconds for r in src),
         "console_errors": errors,
     }
@@ -126,7 +133,7 @@ def one_cell(path: Path, reps: int) -> dict[str, Any]:
         key = f"ann/spatial{i}/" + "_".join(map(str, cell))
 
         def served(key: str = key) -> None:
-            src._cell.cache_clear()
+            src.clear_cache()
             src.get(key)
 
         def box(lo: np.ndarray = lo, hi: np.ndarray = hi, k: int = k) -> None:

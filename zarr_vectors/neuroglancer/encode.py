@@ -15,6 +15,7 @@ segment properties). Every binary value is little-endian. Invariants:
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -169,13 +170,16 @@ def annotation_info(
 
 
 def shuffle_order(n: int, salt: int = 0) -> np.ndarray:
-    """A fixed pseudo-random permutation of ``range(n)`` (a hash of the row number), so that
-    a prefix of a cell, which Neuroglancer draws when zoomed out, is spread over the cell."""
-    x = (np.arange(n, dtype=np.uint64) + np.uint64(salt)) * np.uint64(0x9E3779B97F4A7C15)
-    x ^= x >> np.uint64(29)
-    x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(32)
-    return np.argsort(x, kind="stable")
+    """A fixed permutation of ``range(n)`` that spreads any prefix over the whole range: a
+    golden-ratio stride (coprime to ``n``) from an offset taken from ``salt``. Rows are stored
+    in spatial order, so a prefix of a cell, which Neuroglancer draws when zoomed out, is
+    spread over the cell."""
+    if n < 3:
+        return np.arange(n)
+    stride = max(1, int(n * 0.6180339887))
+    while math.gcd(stride, n) != 1:
+        stride += 1
+    return (np.arange(n, dtype=np.int64) * stride + salt * 7919) % n
 
 
 def pack_ids(level: int, cell: int, rows: np.ndarray) -> np.ndarray:

@@ -88,6 +88,18 @@ class StoreSource:
         self.metres = np.array([UNIT_METRES.get((u or "nm").lower(), 1e-9) for u in units])
         self.layout = self._layout() if self.kind == "annotations" else None
         self._cell = lru_cache(maxsize=256)(self._cell_uncached)
+        self._chunks: dict[int, set[tuple[int, ...]]] = {}
+
+    def _nonempty(self, k: int) -> set[tuple[int, ...]]:
+        """The listed chunks of level ``k`` (absolute coordinates), as a set, built once."""
+        found = self._chunks.get(k)
+        if found is None:
+            found = self._chunks[k] = {tuple(int(v) for v in c) for c in self.ds.level(k).vertices.nonempty}
+        return found
+
+    def clear_cache(self) -> None:
+        """Forget the decoded chunks kept for ``by_id`` and repeated cell requests."""
+        self._cell.cache_clear()
 
     # -- what the store becomes -------------------------------------------------------
     @property
@@ -163,9 +175,8 @@ class StoreSource:
         lv = self.ds.level(k)
         c = np.asarray(chunk, np.int64)
         cs = lv.grid.chunk_shape
-        nonempty = lv.vertices.nonempty
         rank, pts = self.layout.rank, self.layout.points
-        if not len(nonempty) or not np.any(np.all(nonempty == c, axis=1)):  # an empty chunk
+        if tuple(chunk) not in self._nonempty(k):  # an empty chunk
             return (
                 np.zeros((0, rank * pts)),
                 {p.id: np.zeros(0) for p in self.layout.properties},
