@@ -149,17 +149,28 @@ def test_each_store_level_is_one_index_level_and_each_vertex_one_annotation(stor
 
 
 def test_an_empty_cell_is_an_empty_list(tmp_path: Path) -> None:
-    pts = np.array([[1.0, 1.0, 1.0], [90.0, 90.0, 90.0]])
-    ds = zv.write_points(
-        tmp_path / "sparse.zarr", pts, chunk_shape=10, attributes={"t": np.array([1.0, 2.0], "f4")}
-    )
+    rng = np.random.default_rng(0)
+    pts = np.concatenate([rng.uniform(0, 9, (3000, 3)), rng.uniform(91, 99, (3000, 3))])
+    t = rng.random(6000).astype("f4")
+    ds = zv.write_points(tmp_path / "sparse.zarr", pts, chunk_shape=10, attributes={"t": t})
     src = StoreSource(ds, "s")
     info = _get(src, "ann/info")
+    assert info["spatial"][0]["chunk_size"] == [10.0] * 3  # full chunks: one chunk per cell
     g, props, ids = dec.annotation_list(info, _get(src, "ann/spatial0/4_4_4"))
     assert len(g) == len(ids) == len(props["t"]) == 0
-    assert len(dec.annotation_list(info, _get(src, "ann/spatial0/0_0_0"))[2]) == 1
+    assert len(dec.annotation_list(info, _get(src, "ann/spatial0/0_0_0"))[2]) == 3000
     with pytest.raises(NotFound):
         src.get("ann/spatial0/10_0_0")  # outside the grid
+
+
+def test_sparse_chunks_are_grouped_into_larger_cells(stores: dict[str, Path]) -> None:
+    ds = zv.open(stores["points"])
+    src = StoreSource(ds, "p")
+    info = _get(src, "ann/info")
+    finest = info["spatial"][-1]
+    assert finest["chunk_size"][0] == 4 * ds.chunk_shape[0]  # 4000 points in 64 chunks: 4x4x4 per cell
+    ids = np.concatenate([c[2][2] for c in _all_cells(src, info) if c[0] == len(info["spatial"]) - 1])
+    assert len(ids) == ds.vertex_count(0)
 
 
 def test_by_id_and_related_ids_match_the_store(stores: dict[str, Path]) -> None:
@@ -167,9 +178,9 @@ def test_by_id_and_related_ids_match_the_store(stores: dict[str, Path]) -> None:
     src = StoreSource(ds, "p")
     info = _get(src, "ann/info")
     last = len(info["spatial"]) - 1  # the finest index level is store level 0
-    g, props, ids = dec.annotation_list(info, _get(src, f"ann/spatial{last}/1_2_3"))
-    assert len(ids) > 0
-    brute = ds.query(bbox=([250, 500, 750], [499.999, 749.999, 999.999]))
+    g, props, ids = dec.annotation_list(info, _get(src, f"ann/spatial{last}/0_0_0"))
+    assert len(ids) == ds.vertex_count(0)
+    brute = ds.query()
     for j in range(0, len(ids), max(1, len(ids) // 10)):
         g1, p1, (rel,) = dec.one_annotation(info, _get(src, f"ann/by_id/{ids[j]}"))
         assert g1.tolist() == g[j].tolist() and p1["kind"] == props["kind"][j]

@@ -182,18 +182,19 @@ def shuffle_order(n: int, salt: int = 0) -> np.ndarray:
     return (np.arange(n, dtype=np.int64) * stride + salt * 7919) % n
 
 
-def pack_ids(level: int, cell: int, rows: np.ndarray) -> np.ndarray:
-    """Annotation ids of ``rows`` of linear cell ``cell`` of store level ``level`` (uint64)."""
-    if cell >= 1 << CELL_BITS or level >= 1 << LEVEL_BITS:
+def pack_ids(level: int, cells: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Annotation ids (uint64) of ``rows`` of the linear cells ``cells`` of store level ``level``."""
+    cells = np.asarray(cells, np.uint64)
+    rows = np.asarray(rows, np.uint64)
+    if level >= 1 << LEVEL_BITS or (len(cells) and int(cells.max()) >= 1 << CELL_BITS):
         raise InputError(
-            f"a grid of {cell + 1} cells or level {level} is too large for annotation ids; "
+            f"level {level} or a grid of over {1 << CELL_BITS} cells is too large for annotation ids; "
             "use a larger chunk_shape"
         )
-    rows = np.asarray(rows, np.uint64)
     if len(rows) and int(rows.max()) >= 1 << ROW_BITS:
         raise InputError(f"a cell holds over {1 << ROW_BITS} annotations; use a smaller chunk_shape")
-    base = (level << (CELL_BITS + ROW_BITS)) | (cell << ROW_BITS)
-    return np.uint64(base) | rows
+    base = np.uint64(level << (CELL_BITS + ROW_BITS))
+    return base | (cells << np.uint64(ROW_BITS)) | rows
 
 
 def unpack_ids(annotation_id: int) -> tuple[int, int, int]:

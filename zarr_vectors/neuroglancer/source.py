@@ -65,6 +65,8 @@ UNIT_METRES = {
     "km": 1e3,
 }
 
+#: Mean vertices per spatial-index cell that point levels aim at (cells group chunks).
+CELL_TARGET = 2048
 JSON = "application/json"
 BINARY = "application/octet-stream"
 
@@ -136,11 +138,27 @@ class StoreSource:
         return AnnotationLayout(self.ds.ndim, points, tuple(props), rel)
 
     # -- the spatial index ------------------------------------------------------------
+    def group(self, k: int) -> int:
+        """Store chunks per index-cell edge at level ``k``: 1 for lines and graphs; for points
+        the smallest power of two whose cells hold about :data:`CELL_TARGET` vertices on
+        average (fewer, larger requests), at most the grid's largest extent."""
+        if self.layout is None or self.layout.points != 1:
+            return 1
+        lv = self.ds.level(k)
+        mean = lv.meta.vertex_count / max(1, len(lv.vertices.nonempty))
+        g = 1
+        while g**lv.grid.ndim * mean < CELL_TARGET and g < int(lv.grid.shape.max()):
+            g *= 2
+        return g
+
     def _corners(self) -> tuple[np.ndarray, np.ndarray]:
-        """Lower and upper bound of the index: the coarsest level's grid, which every level's tiles."""
+        """Lower and upper bound of the index: from the coarsest level's grid origin, a whole
+        number of the largest index cell (so every level's cells tile it when they nest)."""
         grid = self.ds.level(self.levels[-1]).grid
         lo = grid.origin * grid.chunk_shape
-        return lo, lo + grid.shape * grid.chunk_shape
+        hi = lo + grid.shape * grid.chunk_shape
+        largest = np.max([self.ds.level(k).grid.chunk_shape * self.group(k) for k in self.levels], axis=0)
+        return lo, lo + np.ceil((hi - lo) / largest - 1e-9) * largest
 
     def spatial_levels(self) -> list[dict[str, Any]]:
         """The info's ``spatial`` entries, coarsest first, one per store level."""
@@ -148,15 +166,15 @@ class StoreSource:
         out = []
         for i, k in enumerate(reversed(self.levels)):
             lv = self.ds.level(k)
-            cs = lv.grid.chunk_shape
+            size = lv.grid.chunk_shape * self.group(k)
             n_cells = max(1, len(lv.vertices.nonempty))
-            limit = max(1, -(-lv.meta.vertex_count // n_cells))
+            limit = max(1, -(-lv.meta.vertex_count * self.group(k) ** lv.grid.ndim // n_cells))
             out.append(
                 {
                     "key": f"spatial{i}",
-                    "grid_shape": [int(v) for v in np.rint((upper - lower) / cs)],
-                    "chunk_size": [float(v) for v in cs],
-                    "limit": int(limit),
+                    "grid_shape": [int(v) for v in np.ceil((upper - lower) / size - 1e-9)],
+                    "chunk_size": [float(v) for v in size],
+                    "limit": int(min(limit, max(1, lv.meta.vertex_count))),
                 }
             )
         return out
@@ -208,27 +226,60 @@ class StoreSource:
         return int(np.ravel_multi_index(tuple(chunk - grid.origin), tuple(int(s) for s in grid.shape)))
 
     def spatial_cell(self, index_level: int, cell: tuple[int, ...]) -> bytes:
-        """The encoded annotations of one index cell, in a fixed shuffled order."""
+        """The encoded annotations of one index cell (a block of ``group`` chunks per edge,
+        read in one query), in a fixed shuffled order."""
         assert self.layout is not None
         if not 0 <= index_level < len(self.levels):
             raise NotFound(f"no spatial index level {index_level}")
         k = self.levels[-1 - index_level]
         grid = self.ds.level(k).grid
-        lower, _ = self._corners()
-        chunk = np.asarray(cell, np.int64) + np.rint(lower / grid.chunk_shape).astype(np.int64)
-        if (
-            len(cell) != self.layout.rank
-            or np.any(chunk < grid.origin)
-            or np.any(chunk >= grid.origin + grid.shape)
-        ):
+        g = self.group(k)
+        lower, upper = self._corners()
+        first = np.asarray(cell, np.int64) * g + np.rint(lower / grid.chunk_shape).astype(np.int64)
+        shape = np.ceil((upper - lower) / (grid.chunk_shape * g) - 1e-9)
+        if len(cell) != self.layout.rank or np.any(np.asarray(cell) < 0) or np.any(np.asarray(cell) >= shape):
             raise NotFound(f"cell {cell} is outside spatial index level {index_level}")
-        geom, props, _ = self._cell(k, tuple(int(v) for v in chunk))
-        n = len(geom)
-        ids = pack_ids(k, self._lin(k, chunk), np.arange(n))
-        order = shuffle_order(n, salt=self._lin(k, chunk))
+        if g == 1:
+            geom, props, _ = self._cell(k, tuple(int(v) for v in first))
+            lin = self._lin(k, first) if len(geom) else 0  # an empty cell may lie outside the grid
+            ids = pack_ids(k, np.full(len(geom), lin), np.arange(len(geom)))
+        else:
+            geom, props, ids = self._block(k, first, g)
+        order = shuffle_order(len(geom), salt=int(np.sum(first)))
         return encode_annotations(
             self.layout, geom[order], {p: v[order] for p, v in props.items()}, ids[order]
         )
+
+    def _block(
+        self, k: int, first: np.ndarray, g: int
+    ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        """Points of the chunks ``first .. first + g - 1`` (per axis) of level ``k`` in one
+        query, with the ids :meth:`by_id` resolves (chunk, row in the chunk's stored order)."""
+        assert self.layout is not None
+        lv = self.ds.level(k)
+        cs, grid = lv.grid.chunk_shape, lv.grid
+        first = np.maximum(first, grid.origin)
+        last = np.minimum(first + g - 1, grid.origin + grid.shape - 1)
+        names = [p.source for p in self.layout.properties]
+        empty = {p.id: np.zeros(0) for p in self.layout.properties}
+        if np.any(last < first):
+            return np.zeros((0, self.layout.rank)), empty, np.zeros(0, np.uint64)
+        res = self.ds.query(
+            bbox=(first * cs, np.nextafter((last + 1) * cs, -np.inf)),
+            level=k,
+            attributes=names,
+            object_ids=False,
+        )
+        chunk = np.floor(res.positions / cs).astype(np.int64)
+        keep = np.all((chunk >= first) & (chunk <= last), axis=1)
+        chunk = chunk[keep]
+        lin = np.ravel_multi_index(tuple((chunk - grid.origin).T), tuple(int(v) for v in grid.shape))
+        order = np.argsort(lin, kind="stable")  # rows of one chunk stay in stored order
+        starts = np.searchsorted(lin[order], lin[order], side="left")
+        rank = np.empty(len(lin), np.int64)
+        rank[order] = np.arange(len(lin)) - starts
+        props = {p.id: res.attributes[p.source][keep] for p in self.layout.properties}
+        return res.positions[keep], props, pack_ids(k, lin, rank)
 
     def by_id(self, annotation_id: int) -> bytes:
         """One annotation, with its related object id."""
@@ -258,7 +309,7 @@ class StoreSource:
             rows = np.flatnonzero(oids == np.uint64(object_id))
             geoms.append(geom[rows])
             props.append({p: v[rows] for p, v in pr.items()})
-            ids.append(pack_ids(0, self._lin(0, chunk), rows))
+            ids.append(pack_ids(0, np.full(len(rows), self._lin(0, chunk)), rows))
         names = [p.id for p in self.layout.properties]
         width = self.layout.rank * self.layout.points
         geom_all = np.concatenate(geoms) if geoms else np.zeros((0, width))
@@ -400,11 +451,13 @@ class StoreSource:
         for i, k in enumerate(reversed(self.levels)):
             grid = self.ds.level(k).grid
             shift = np.rint(lower / grid.chunk_shape).astype(np.int64)
-            for chunk in self.ds.level(k).vertices.nonempty:
-                yield f"ann/spatial{i}/" + "_".join(str(int(v)) for v in chunk - shift)
+            chunks = self.ds.level(k).vertices.nonempty
+            for cell in np.unique((chunks - shift) // self.group(k), axis=0):
+                yield f"ann/spatial{i}/" + "_".join(str(int(v)) for v in cell)
+            for chunk in chunks:
                 n = len(self._cell(k, tuple(int(v) for v in chunk))[0])
-                for aid in pack_ids(k, self._lin(k, chunk), np.arange(n)).tolist():
-                    yield f"ann/by_id/{aid}"
+                lin = np.full(n, self._lin(k, chunk))
+                yield from (f"ann/by_id/{aid}" for aid in pack_ids(k, lin, np.arange(n)).tolist())
         if self.has_objects:
             yield from (f"ann/rel_object/{_u64(i)}" for i in self.ds.object_ids().tolist())
 
