@@ -16,8 +16,8 @@ vertices (written once into ``--workdir``, reused when it is there).
    source answers (``/zv/``) and of everything (the client's files too), and seconds from
    navigation to the last answer of a source request (waiting until the viewer has asked
    nothing for 2 s). Targets: at most 5 MB of source answers, at most 2 s.
-2. One cell: a finest-level spatial-index request (cache cleared each time) against the box
-   query of the same chunk (``Dataset.query``), medians of ``--reps`` runs, at the centre
+2. One cell: a spatial-index request (cache cleared each time) against the box query of
+   the same cell's box (``Dataset.query``; a cell is a block of chunks), medians of ``--reps`` runs, at the centre
    chunk and at the coarsest level. Target: at most 2x the box query.
 
 Output: one JSON object on stdout; exit status 1 when a target is missed.
@@ -125,11 +125,10 @@ def one_cell(path: Path, reps: int) -> dict[str, Any]:
     out = {}
     for label, i in (("finest", len(info["spatial"]) - 1), ("coarsest", 0)):
         k = src.levels[-1 - i]
-        grid = ds.level(k).grid
         cell = np.asarray(info["spatial"][i]["grid_shape"]) // 2
-        chunk = cell + np.rint(np.array(info["lower_bound"]) / grid.chunk_shape).astype(int)
-        lo = chunk * grid.chunk_shape
-        hi = np.nextafter((chunk + 1) * grid.chunk_shape, -np.inf)
+        size = np.asarray(info["spatial"][i]["chunk_size"])
+        lo = np.asarray(info["lower_bound"]) + cell * size  # the cell's box (a block of chunks)
+        hi = np.nextafter(lo + size, -np.inf)
         key = f"ann/spatial{i}/" + "_".join(map(str, cell))
 
         def served(key: str = key) -> None:

@@ -114,7 +114,16 @@ class AnnotationLayout:
 
 
 def _records(layout: AnnotationLayout, geometry: np.ndarray, props: dict[str, np.ndarray]) -> np.ndarray:
+    """The records as one array whose bytes are the encoding (4-byte fields: a word array)."""
     n = len(geometry)
+    w = layout.points * layout.rank
+    if all(np.dtype(NG_TYPES[p.type]).itemsize == 4 for p in layout.properties):
+        words = np.empty((n, w + len(layout.properties)), "<u4")
+        words[:, :w] = np.ascontiguousarray(np.asarray(geometry, "<f4").reshape(n, w)).view("<u4")
+        for j, p in enumerate(layout.ordered, start=w):
+            column = np.ascontiguousarray(np.asarray(props[p.id]).reshape(n).astype(NG_TYPES[p.type]))
+            words[:, j] = column.view("<u4")
+        return words
     rec = np.zeros(n, layout.record_dtype)
     rec["geometry"] = np.asarray(geometry, np.float64).reshape(n, layout.points * layout.rank)
     for p in layout.properties:

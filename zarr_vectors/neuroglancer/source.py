@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.dataset import Dataset
+from zarr_vectors.engine.read import fetch_cells
 from zarr_vectors.errors import InputError, UnknownIdError
 from zarr_vectors.format.kinds import family_of
 from zarr_vectors.neuroglancer.encode import (
@@ -82,6 +83,7 @@ class StoreSource:
         self.ds = ds
         self.name = name
         self.family = family_of(ds.geometry_types)
+        self._levels: dict[int, Any] = {}
         self.levels = [k for k in ds.levels if k not in set(ds.stale_levels())]
         lv0 = ds.level(0)
         self.has_objects = lv0.manifests is not None
@@ -96,7 +98,14 @@ class StoreSource:
         """The listed chunks of level ``k`` (absolute coordinates), as a set, built once."""
         found = self._chunks.get(k)
         if found is None:
-            found = self._chunks[k] = {tuple(int(v) for v in c) for c in self.ds.level(k).vertices.nonempty}
+            found = self._chunks[k] = {tuple(int(v) for v in c) for c in self._level(k).vertices.nonempty}
+        return found
+
+    def _level(self, k: int) -> Any:
+        """Level ``k`` of the store (looked up once)."""
+        found = self._levels.get(k)
+        if found is None:
+            found = self._levels[k] = self.ds.level(k)
         return found
 
     def clear_cache(self) -> None:
@@ -124,7 +133,7 @@ class StoreSource:
         return {a: [float(m), "m"] for a, m in zip(self.ds.axes, self.metres)}
 
     def _layout(self) -> AnnotationLayout:
-        lv = self.ds.level(0)
+        lv = self._level(0)
         taken: set[str] = set()
         props = []
         for name in sorted(lv.vertex_attributes):
@@ -144,7 +153,7 @@ class StoreSource:
         average (fewer, larger requests), at most the grid's largest extent."""
         if self.layout is None or self.layout.points != 1:
             return 1
-        lv = self.ds.level(k)
+        lv = self._level(k)
         mean = lv.meta.vertex_count / max(1, len(lv.vertices.nonempty))
         g = 1
         while g**lv.grid.ndim * mean < CELL_TARGET and g < int(lv.grid.shape.max()):
@@ -154,10 +163,10 @@ class StoreSource:
     def _corners(self) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper bound of the index: from the coarsest level's grid origin, a whole
         number of the largest index cell (so every level's cells tile it when they nest)."""
-        grid = self.ds.level(self.levels[-1]).grid
+        grid = self._level(self.levels[-1]).grid
         lo = grid.origin * grid.chunk_shape
         hi = lo + grid.shape * grid.chunk_shape
-        largest = np.max([self.ds.level(k).grid.chunk_shape * self.group(k) for k in self.levels], axis=0)
+        largest = np.max([self._level(k).grid.chunk_shape * self.group(k) for k in self.levels], axis=0)
         return lo, lo + np.ceil((hi - lo) / largest - 1e-9) * largest
 
     def spatial_levels(self) -> list[dict[str, Any]]:
@@ -165,7 +174,7 @@ class StoreSource:
         lower, upper = self._corners()
         out = []
         for i, k in enumerate(reversed(self.levels)):
-            lv = self.ds.level(k)
+            lv = self._level(k)
             size = lv.grid.chunk_shape * self.group(k)
             n_cells = max(1, len(lv.vertices.nonempty))
             limit = max(1, -(-lv.meta.vertex_count * self.group(k) ** lv.grid.ndim // n_cells))
@@ -190,7 +199,7 @@ class StoreSource:
         """Annotations of absolute chunk ``chunk`` of level ``k`` in stored order:
         ``(geometry (n, points * rank), properties, object id per annotation or empty)``."""
         assert self.layout is not None
-        lv = self.ds.level(k)
+        lv = self._level(k)
         c = np.asarray(chunk, np.int64)
         cs = lv.grid.chunk_shape
         rank, pts = self.layout.rank, self.layout.points
@@ -222,7 +231,7 @@ class StoreSource:
         return geom, props, ids
 
     def _lin(self, k: int, chunk: np.ndarray) -> int:
-        grid = self.ds.level(k).grid
+        grid = self._level(k).grid
         return int(np.ravel_multi_index(tuple(chunk - grid.origin), tuple(int(s) for s in grid.shape)))
 
     def spatial_cell(self, index_level: int, cell: tuple[int, ...]) -> bytes:
@@ -232,7 +241,7 @@ class StoreSource:
         if not 0 <= index_level < len(self.levels):
             raise NotFound(f"no spatial index level {index_level}")
         k = self.levels[-1 - index_level]
-        grid = self.ds.level(k).grid
+        grid = self._level(k).grid
         g = self.group(k)
         lower, upper = self._corners()
         first = np.asarray(cell, np.int64) * g + np.rint(lower / grid.chunk_shape).astype(np.int64)
@@ -253,33 +262,23 @@ class StoreSource:
     def _block(
         self, k: int, first: np.ndarray, g: int
     ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
-        """Points of the chunks ``first .. first + g - 1`` (per axis) of level ``k`` in one
-        query, with the ids :meth:`by_id` resolves (chunk, row in the chunk's stored order)."""
+        """Points of the listed chunks ``first .. first + g - 1`` (per axis) of level ``k``,
+        fetched whole in one batch, with the ids :meth:`by_id` resolves (chunk, row in the
+        chunk's stored order, as a box query returns them)."""
         assert self.layout is not None
-        lv = self.ds.level(k)
-        cs, grid = lv.grid.chunk_shape, lv.grid
-        first = np.maximum(first, grid.origin)
-        last = np.minimum(first + g - 1, grid.origin + grid.shape - 1)
-        names = [p.source for p in self.layout.properties]
-        empty = {p.id: np.zeros(0) for p in self.layout.properties}
-        if np.any(last < first):
+        lv = self._level(k)
+        grid = lv.grid
+        listed = lv.vertices.nonempty
+        sel = listed[np.all((listed >= first) & (listed <= first + g - 1), axis=1)] if len(listed) else listed
+        if not len(sel):
+            empty = {p.id: np.zeros(0) for p in self.layout.properties}
             return np.zeros((0, self.layout.rank)), empty, np.zeros(0, np.uint64)
-        res = self.ds.query(
-            bbox=(first * cs, np.nextafter((last + 1) * cs, -np.inf)),
-            level=k,
-            attributes=names,
-            object_ids=False,
-        )
-        chunk = np.floor(res.positions / cs).astype(np.int64)
-        keep = np.all((chunk >= first) & (chunk <= last), axis=1)
-        chunk = chunk[keep]
-        lin = np.ravel_multi_index(tuple((chunk - grid.origin).T), tuple(int(v) for v in grid.shape))
-        order = np.argsort(lin, kind="stable")  # rows of one chunk stay in stored order
-        starts = np.searchsorted(lin[order], lin[order], side="left")
-        rank = np.empty(len(lin), np.int64)
-        rank[order] = np.arange(len(lin)) - starts
-        props = {p.id: res.attributes[p.source][keep] for p in self.layout.properties}
-        return res.positions[keep], props, pack_ids(k, lin, rank)
+        cells, _ = fetch_cells(lv, sel, [p.source for p in self.layout.properties], np.zeros(0, np.int64))
+        counts = np.diff(cells.offsets)
+        lin = np.ravel_multi_index(tuple((sel - grid.origin).T), tuple(int(v) for v in grid.shape))
+        rows = np.arange(int(cells.offsets[-1])) - np.repeat(cells.offsets[:-1], counts)
+        props = {p.id: cells.attributes[p.source] for p in self.layout.properties}
+        return cells.positions, props, pack_ids(k, np.repeat(lin, counts), rows)
 
     def by_id(self, annotation_id: int) -> bytes:
         """One annotation, with its related object id."""
@@ -287,7 +286,7 @@ class StoreSource:
         k, lin, row = unpack_ids(annotation_id)
         if k not in self.levels:
             raise NotFound(f"annotation {annotation_id}: no level {k}")
-        grid = self.ds.level(k).grid
+        grid = self._level(k).grid
         if lin >= grid.n_cells:
             raise NotFound(f"annotation {annotation_id}: no cell {lin} in level {k}")
         chunk = np.asarray(np.unravel_index(lin, tuple(int(s) for s in grid.shape))) + grid.origin
@@ -300,7 +299,7 @@ class StoreSource:
     def related(self, object_id: int) -> bytes:
         """Level-0 annotations of one object (the ``object`` relationship index)."""
         assert self.layout is not None
-        lv = self.ds.level(0)
+        lv = self._level(0)
         oid = lv.object_id_map.to_oids([self._user_id(object_id)])
         _, chunks, _ = lv.object_fragments(np.asarray(oid))
         geoms, props, ids = [], [], []
@@ -339,7 +338,7 @@ class StoreSource:
 
     def skeleton_attributes(self) -> list[tuple[str, str, int]]:
         """``(name, Neuroglancer type, components)`` of each numeric vertex attribute."""
-        lv = self.ds.level(0)
+        lv = self._level(0)
         out = []
         for name in sorted(lv.vertex_attributes):
             arr = lv.vertex_attributes[name]
@@ -449,9 +448,9 @@ class StoreSource:
         lower, _ = self._corners()
         yield "ann/info"
         for i, k in enumerate(reversed(self.levels)):
-            grid = self.ds.level(k).grid
+            grid = self._level(k).grid
             shift = np.rint(lower / grid.chunk_shape).astype(np.int64)
-            chunks = self.ds.level(k).vertices.nonempty
+            chunks = self._level(k).vertices.nonempty
             for cell in np.unique((chunks - shift) // self.group(k), axis=0):
                 yield f"ann/spatial{i}/" + "_".join(str(int(v)) for v in cell)
             for chunk in chunks:
