@@ -256,8 +256,10 @@ def test_server_answers_sources_with_cors_on_localhost(stores: dict[str, Path]) 
         assert _fetch(f"{server.url}/zv/neuron/skeletons/12")[0] == 404
         assert _fetch(f"{server.url}/zv/nothing/info")[0] == 404
         state = json.loads(__import__("urllib.parse").parse.unquote(server.viewer_url.split("#!", 1)[1]))
-        assert [layer["type"] for layer in state["layers"]] == ["annotation", "segmentation"]
-        assert state["layers"][1]["segments"] == ["7", "8"]
+        assert [layer["type"] for layer in state["layers"]] == ["annotation", "segmentation", "segmentation"]
+        assert state["layers"][0]["linkedSegmentationLayer"] == {"object": "synapses objects"}
+        assert state["layers"][1]["source"].endswith("/zv/synapses/props")
+        assert state["layers"][2]["segments"] == ["7", "8"]
 
 
 def test_export_writes_what_the_server_serves(stores: dict[str, Path], tmp_path: Path) -> None:

@@ -189,10 +189,11 @@ def test_served_viewer_loads_every_layer_in_chromium(tmp_path: Path) -> None:
     finally:
         browser.close()
         server.close()
-    assert [layer["name"] for layer in out["status"]] == ["synapses", "neuron", "soma"]
+    assert [layer["name"] for layer in out["status"]] == ["synapses", "synapses objects", "neuron", "soma"]
     print(f"loads that dropped a layer and were retried: {out.get('dropped', 0)}")
     assert not out["errors"], out["errors"]
-    assert not [r for r in server.requests if r.status >= 400 and "/zv/" in r.path], "a source request failed"
+    failed = [r for r in server.requests if r.status >= 400 and r.status != 499 and "/zv/" in r.path]
+    assert not failed, failed  # 499: a request the viewer cancelled
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "neuroglancer-browser.png").write_bytes(out["png"])
     assert _non_background(out["png"]) > 0.01

@@ -103,10 +103,15 @@ def viewer_state(sources: Sequence[StoreSource], base: str, layout: str = "4pane
         layer["name"] = src.name
         if layer["type"] == "annotation":
             layer["annotationColor"] = colour
+            if src.has_objects:  # the objects' properties, searchable; selecting filters the points
+                layer["linkedSegmentationLayer"] = {"object": f"{src.name} objects"}
         else:
             layer["segments"] = segments
             layer["segmentDefaultColor"] = colour
         layers.append(layer)
+        if layer["type"] == "annotation" and src.has_objects:
+            objects = {"type": "segmentation", "source": f"precomputed://{base}/{src.name}/props"}
+            layers.append(dict(objects, name=f"{src.name} objects", segments=[]))
     return {
         "dimensions": first.dimensions,
         "position": [float(v) for v in (lo + hi) / 2],
@@ -174,14 +179,18 @@ def _handler(server: Server, client: Path | None) -> type[BaseHTTPRequestHandler
             return
 
         def _send(self, status: int, body: bytes, ctype: str, started: float) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Access-Control-Allow-Origin", "*")
-            self.send_header("Cache-Control", "no-store")
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Access-Control-Allow-Origin", "*")
+                self.send_header("Cache-Control", "no-store")
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):  # the viewer cancelled the request
+                self.close_connection = True
+                status = 499
             now = time.perf_counter()
             server.requests.append(RequestRecord(self.path, status, len(body), now - started, now))
 

@@ -8,11 +8,13 @@ One :class:`StoreSource` serves one store under these paths (relative to its roo
 * mesh stores: ``mesh/info``, ``mesh/{object id}:0``, ``mesh/frag/{object id}``;
 * stores with objects: ``props/info`` (segment properties).
 
-Spatial index level ``i`` is store level ``levels[-1 - i]`` (coarsest first), with one index
-cell per store chunk of that level. Each annotation is one vertex (lines and graphs: one edge,
-filed under the chunk of its first vertex) of one store level, so it is in exactly one index
-level and one cell; coarse levels hold the pyramid's metavertices, annotations of their own.
-A cell request reads that one chunk of that level; its id packs (level, cell, row).
+Spatial index level ``i`` is store level ``levels[-1 - i]`` (coarsest first); an index cell
+is a block of ``group(k)`` chunks per edge of that level (one chunk for lines and graphs).
+Each annotation is one vertex (lines and graphs: one edge, filed under the chunk of its
+first vertex) of one store level, so it is in exactly one index level and one cell; coarse
+levels hold the pyramid's metavertices, annotations of their own. A cell request fetches the
+listed chunks of its block; an id packs (level, chunk, row in the chunk), so ``by_id``
+reads one chunk.
 """
 
 from __future__ import annotations
