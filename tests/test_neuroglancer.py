@@ -321,3 +321,20 @@ def test_cli_export_neuroglancer(stores: dict[str, Path], tmp_path: Path) -> Non
     )
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "ng" / "neuron" / "skeletons" / "8").is_file()
+
+
+def test_segment_properties_keep_json_valid() -> None:
+    from zarr_vectors.neuroglancer.encode import segment_properties_info
+
+    info = segment_properties_info(
+        np.array([1, 2]),
+        {
+            "size": np.array([1.5, np.nan]),
+            "seen": np.array(["2024-01-02", "2025-03-04"], "datetime64[D]"),
+            "label": np.array(["a", "b"]),
+        },
+    )
+    text = json.dumps(info, allow_nan=False)  # no NaN in the document
+    props = {p["id"]: p for p in json.loads(text)["inline"]["properties"]}
+    assert props["label"]["type"] == "label" and props["size"]["type"] == "string"
+    assert props["seen"]["values"] == ["2024-01-02", "2025-03-04"]

@@ -241,10 +241,20 @@ def _json_number(v: Any) -> Any:
     return int(f) if f.is_integer() and abs(f) < 2**53 else f
 
 
+def _as_text(values: np.ndarray) -> np.ndarray:
+    """Dates, and numbers with NaN or infinity (which JSON numbers cannot hold), as strings."""
+    if values.dtype.kind == "M":
+        return np.datetime_as_string(values)
+    if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
+        return values.astype(str)
+    return values
+
+
 def segment_properties_info(ids: np.ndarray, columns: dict[str, np.ndarray]) -> dict[str, Any]:
     """``neuroglancer_segment_properties`` inline info: string columns become a ``label``
     (the one named ``name`` or ``label``, else the first) and ``string`` properties, numeric
     ones ``number`` properties."""
+    columns = {n: _as_text(v) for n, v in columns.items()}
     strings = [n for n, v in columns.items() if v.dtype.kind in "USO"]
     label = next((n for n in strings if n.lower() in ("name", "label")), strings[0] if strings else None)
     props: list[dict[str, Any]] = []
