@@ -262,6 +262,7 @@ def test_server_answers_sources_with_cors_on_localhost(stores: dict[str, Path]) 
         assert state["layers"][2]["segments"] == ["7", "8"]
 
 
+@pytest.mark.slow
 def test_export_writes_what_the_server_serves(stores: dict[str, Path], tmp_path: Path) -> None:
     from zarr_vectors.neuroglancer import export_neuroglancer
 
