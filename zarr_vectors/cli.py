@@ -253,8 +253,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     if args.format == "neuroglancer":
         return cmd_export_neuroglancer(args)
-    if args.output is None:
-        raise ZarrVectorsError(f"export {args.format} needs -o OUTPUT")
+    if args.output is None or args.outdir is not None:
+        raise ZarrVectorsError(
+            f"export {args.format} writes the file given by -o OUTPUT (OUTDIR is for neuroglancer)"
+        )
     if args.format == "mesh":
         from zarr_vectors.io.meshes import export_mesh
 
@@ -869,7 +871,13 @@ def cmd_export_neuroglancer(args: argparse.Namespace) -> int:
         raise ZarrVectorsError(
             "export neuroglancer needs OUTDIR: zarr-vectors export neuroglancer STORE OUTDIR"
         )
-    counts = export_neuroglancer(args.store, outdir, base_url=args.base_url, overwrite=args.overwrite)
+    counts = export_neuroglancer(
+        args.store,
+        outdir,
+        base_url=args.base_url,
+        overwrite=args.overwrite,
+        storage_options=_storage_options(args.storage_options),
+    )
     for name, n in counts.items():
         print(f"wrote {n} files of layer {name} to {Path(outdir) / name}")
     print(f"viewer state: {Path(outdir) / 'state.json'}")
@@ -882,7 +890,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from zarr_vectors.neuroglancer.server import serve
 
-    server = serve(args.stores, args.port, args.open, layout=args.layout)
+    options = _storage_options(args.storage_options)
+    server = serve(args.stores, args.port, args.open, layout=args.layout, storage_options=options)
     print(server.viewer_url, flush=True)
     print(f"serving {', '.join(s.name for s in server.sources)} at {server.url} (Ctrl-C stops)", flush=True)
     try:
@@ -906,6 +915,7 @@ def _add_serve_parser(sub: Any, fmt: Any) -> None:
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: any free port)")
     p.add_argument("--open", action="store_true", help="open the viewer URL in the web browser")
     p.add_argument("--layout", default="4panel", help="Neuroglancer layout: 4panel, 3d, xy, ...")
+    _add_storage_options(p)
     p.set_defaults(func=cmd_serve)
 
 

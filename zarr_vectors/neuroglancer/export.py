@@ -13,7 +13,12 @@ __all__ = ["export_neuroglancer"]
 
 
 def export_neuroglancer(
-    stores: Any, outdir: str | Path, *, base_url: str | None = None, overwrite: bool = False
+    stores: Any,
+    outdir: str | Path,
+    *,
+    base_url: str | None = None,
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
 ) -> dict[str, int]:
     """Write every source path of ``stores`` under ``outdir/<layer>/`` (unsharded precomputed
     files, hostable by any static web server), plus ``state.json``: a viewer state whose
@@ -30,7 +35,7 @@ def export_neuroglancer(
     out = Path(outdir)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise StoreExistsError(f"{out} exists and is not empty; choose another folder or pass overwrite=True")
-    sources = open_sources(stores)
+    sources = open_sources(stores, storage_options)
     counts: dict[str, int] = {}
     made: set[Path] = set()
     for src in sources:

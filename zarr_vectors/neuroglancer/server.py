@@ -62,7 +62,7 @@ def _layer_name(target: Any, taken: set[str]) -> str:
     return out
 
 
-def open_sources(stores: Any) -> list[StoreSource]:
+def open_sources(stores: Any, storage_options: dict[str, Any] | None = None) -> list[StoreSource]:
     """One :class:`StoreSource` per store (paths, URLs or opened :class:`Dataset`)."""
     items = [stores] if isinstance(stores, (str, Path, Dataset)) else list(stores)
     if not items:
@@ -70,7 +70,7 @@ def open_sources(stores: Any) -> list[StoreSource]:
     taken: set[str] = set()
     out: list[StoreSource] = []
     for item in items:
-        ds = item if isinstance(item, Dataset) else open_store(item)
+        ds = item if isinstance(item, Dataset) else open_store(item, storage_options=storage_options)
         name = _layer_name(f"store{len(out)}" if isinstance(item, Dataset) else item, taken)
         out.append(StoreSource(ds, name))
     return out
@@ -274,13 +274,15 @@ def serve(
     *,
     layout: str = "4panel",
     client: bool = True,
+    storage_options: dict[str, Any] | None = None,
 ) -> Server:
     """Serve ``stores`` (a path, URL, :class:`Dataset` or a list of them) to Neuroglancer on
     127.0.0.1, in a background thread; ``port=0`` takes any free port.
 
     Returns a :class:`Server` whose ``viewer_url`` opens every store in the bundled client
     (``client=False``: no client is needed; the sources are served for another viewer).
-    ``open=True`` opens that URL in the default web browser.
+    ``open=True`` opens that URL in the default web browser. ``storage_options`` are passed
+    to :func:`zarr_vectors.open` for stores given as paths or URLs.
 
     Raises
     ------
@@ -288,7 +290,7 @@ def serve(
         No store, a store kind without a Neuroglancer form, or no ``neuroglancer`` package
         when ``client`` is true.
     """
-    sources = open_sources(stores)
+    sources = open_sources(stores, storage_options)
     static = client_dir() if client else None
     handle = Server("", "", sources)
     httpd = ThreadingHTTPServer(("127.0.0.1", int(port)), _handler(handle, static))
