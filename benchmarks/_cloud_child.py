@@ -16,6 +16,7 @@ requests, waves and bytes it caused). The last line of stdout is a JSON object.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -76,6 +77,10 @@ def boxes(
     return out
 
 
+def _takes_shards(zv: Any) -> bool:
+    return "shards" in inspect.signature(zv.write_points).parameters
+
+
 class Ours:
     def __init__(self, sharded: bool) -> None:
         sys.path[:0] = [REPO, os.path.join(REPO, "codecs")]
@@ -86,8 +91,10 @@ class Ours:
         ).startswith(os.path.realpath(REPO) + os.sep):
             raise SystemExit(f"ours imported {zv.__file__}, not the checkout {REPO}")
         self.zv = zv
-        # zstd: what the reference's public API stores every array with (ours defaults to none)
-        self.extra: dict[str, Any] = {"compression": "zstd"} | ({"shards": "auto"} if sharded else {})
+        # zstd: what the reference's public API stores every array with (ours defaults to none);
+        # "ours" one object per cell (shards=None), "ours-sharded" shards="auto" (the S3 default)
+        sharding = {"shards": "auto" if sharded else None} if _takes_shards(zv) else {}
+        self.extra: dict[str, Any] = {"compression": "zstd"} | sharding
 
     def write_points(self, url: str, opts: dict[str, Any], pos: np.ndarray, attr: np.ndarray) -> None:
         self.zv.write_points(

@@ -8,7 +8,8 @@ one to query), all on the same data in the same run:
 
 * ``ours``: ``write_points`` / ``write_mesh`` with chunk 100 (bins 25 for points) and
   ``compression="zstd"`` (the reference's public API compresses every array with zstd);
-* ``ours-sharded``: the same with ``shards="auto"``, when ``write_points`` takes ``shards``
+* ``ours`` is written with ``shards=None`` (one object per cell) when the writers take ``shards``;
+* ``ours-sharded``: the same with ``shards="auto"`` (the default for object storage), when ``write_points`` takes ``shards``
   (otherwise the row is printed as skipped);
 * ``reference``: zarr-vectors 0.9.2 through its public API (``create`` + ``add_points`` /
   ``add_mesh``, ``open(...).select(bbox=...).read()``), in a venv made by

@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
         "zarr_vectors.plot",
         "zarr_vectors.napari_plugin",
         "zarr_vectors.__main__",
+        "zarr_vectors.neuroglancer",
     ),
 ]
 
@@ -41,6 +42,8 @@ LAYERS: list[tuple[str, ...]] = [
 UPWARD_ALLOWED = {
     ("zarr_vectors.result", "zarr_vectors.plot"),
     ("zarr_vectors.result", "zarr_vectors.shapely_io"),
+    # zarr_vectors.serve: a function-level delegation to the Neuroglancer server (layer 7).
+    ("zarr_vectors", "zarr_vectors.neuroglancer.server"),
 }
 
 

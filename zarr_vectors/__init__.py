@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from zarr_vectors.api import (
     open,
     write_geometries,
@@ -76,5 +78,41 @@ __all__ = [
     "StoreConflictError",
     "validate",
     "reshard",
+    "serve",
     "__version__",
 ]
+
+
+def serve(stores: Any, port: int = 0, open: bool = False, **kwargs: Any) -> Any:  # noqa: A002
+    """Serve stores to Neuroglancer on 127.0.0.1, translated on request into precomputed
+    sources (extra ``neuroglancer`` for the bundled viewer); see ``docs/neuroglancer.md``.
+
+    Parameters
+    ----------
+    stores
+        A store (path, URL or :class:`Dataset`) or a list of them: one layer each.
+    port
+        The port; 0 takes any free one.
+    open
+        Open the viewer URL in the web browser.
+    **kwargs
+        ``layout`` (Neuroglancer layout, default ``"4panel"``), ``client`` (serve the bundled
+        client, default True; False serves the sources alone).
+
+    Returns
+    -------
+    zarr_vectors.neuroglancer.Server
+        ``url``, ``viewer_url`` (a state showing every store), ``close()``; a context manager.
+
+    Examples
+    --------
+    >>> import json, urllib.request, zarr_vectors as zv
+    >>> ds = zv.write_points("memory://doc-serve", [[0, 0, 0], [5, 5, 5]], chunk_shape=4)
+    >>> with zv.serve(ds, client=False) as server:
+    ...     info = json.load(urllib.request.urlopen(server.url + "/zv/store0/ann/info"))
+    >>> info["@type"], info["annotation_type"]
+    ('neuroglancer_annotations_v1', 'POINT')
+    """
+    from zarr_vectors.neuroglancer.server import serve as serve_stores
+
+    return serve_stores(stores, port, open, **kwargs)

@@ -6,7 +6,19 @@ from __future__ import annotations
 __all__ = ["EXTRAS", "install_hint", "needs"]
 
 #: Optional features and the extra that brings each (pyproject's ``optional-dependencies``).
-EXTRAS = ("plot", "geo", "tractography", "pyramid", "s3", "dask", "icechunk", "dataframe", "las", "csv")
+EXTRAS = (
+    "plot",
+    "geo",
+    "tractography",
+    "pyramid",
+    "s3",
+    "dask",
+    "icechunk",
+    "dataframe",
+    "las",
+    "csv",
+    "neuroglancer",
+)
 
 
 def install_hint(extra: str | None) -> str:

@@ -50,7 +50,8 @@ EXAMPLES = {
     "  zarr-vectors export mesh cells.zarr --object 2 -o cell2.ply\n"
     "  zarr-vectors export mesh cells.zarr --bbox 0,0,0,500,500,500 -o part.obj\n"
     "  zarr-vectors export swc s3://bucket/neurons.zarr --object 3 -o neuron3.swc \\\n"
-    "      --storage-options '{\"anon\": true}'",
+    "      --storage-options '{\"anon\": true}'\n"
+    "  zarr-vectors export neuroglancer cells.zarr cells-ng/",
     "info": "examples:\n  zarr-vectors info neurons.zarr\n  zarr-vectors info s3://bucket/cells.zarr --json\n"
     "  zarr-vectors info s3://bucket/cells.zarr --storage-options '{\"anon\": true}'",
     "query": "examples:\n  zarr-vectors query cells.zarr --bbox 0,0,0,100,100,100 -o box.csv\n"
@@ -263,6 +264,12 @@ def _ingest_vector(args: argparse.Namespace, source: str, common: dict[str, Any]
 def cmd_export(args: argparse.Namespace) -> int:
     from zarr_vectors.dataset import open as open_store
 
+    if args.format == "neuroglancer":
+        return cmd_export_neuroglancer(args)
+    if args.output is None or args.outdir is not None:
+        raise ZarrVectorsError(
+            f"export {args.format} writes the file given by -o OUTPUT (OUTDIR is for neuroglancer)"
+        )
     if args.format == "points":
         from zarr_vectors.cli_points import export_points_command
 
@@ -758,12 +765,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "format",
-        choices=["swc", "mesh", "points"],
+        choices=["swc", "mesh", "points", "neuroglancer"],
         help="swc: one skeleton; mesh: a box or an object of a mesh "
         "store, format from the output's suffix (.ply .obj .stl .glb .gltf .off); points: a box "
-        "or all of a point cloud, written piece by piece (.csv .ply .obj .npz .las .laz)",
+        "or all of a point cloud, written piece by piece (.csv .ply .obj .npz .las .laz); neuroglancer: "
+        "the store as static precomputed sources in the folder OUTDIR",
     )
     p.add_argument("store")
+    p.add_argument("outdir", nargs="?", help="neuroglancer: the folder to write")
     p.add_argument(
         "--object",
         type=object_id,
@@ -775,7 +784,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--bbox", help="mesh, points: export what is inside this box (lo then hi, comma-separated)"
     )
-    p.add_argument("-o", "--output", required=True)
+    p.add_argument("-o", "--output", help="the file to write (swc, mesh, points)")
+    p.add_argument("--base-url", help="neuroglancer: where OUTDIR will be served, for state.json")
+    p.add_argument("--overwrite", action="store_true", help="neuroglancer: write into a non-empty OUTDIR")
     _add_storage_options(p)
     add_export_options(p)
     p.set_defaults(func=cmd_export)
@@ -879,6 +890,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"number of synapse points to write (default {DEFAULT_POINTS:,})",
     )
     p.set_defaults(func=cmd_demo)
+    _add_serve_parser(sub, fmt)
     return parser
 
 
@@ -956,6 +968,63 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a missing path, permissions, a remote store's failure
         print(f"zarr-vectors {args.command}: error: {_os_error_line(exc, args)}", file=sys.stderr)
         return 2
+
+
+def cmd_export_neuroglancer(args: argparse.Namespace) -> int:
+    """``export neuroglancer STORE OUTDIR``: static precomputed files."""
+    from zarr_vectors.neuroglancer.export import export_neuroglancer
+
+    outdir = args.outdir or args.output
+    if outdir is None:
+        raise ZarrVectorsError(
+            "export neuroglancer needs OUTDIR: zarr-vectors export neuroglancer STORE OUTDIR"
+        )
+    counts = export_neuroglancer(
+        args.store,
+        outdir,
+        base_url=args.base_url,
+        overwrite=args.overwrite,
+        storage_options=_storage_options(args.storage_options),
+    )
+    for name, n in counts.items():
+        print(f"wrote {n} files of layer {name} to {Path(outdir) / name}")
+    print(f"viewer state: {Path(outdir) / 'state.json'}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """``serve STORE...``: print the viewer URL first, then serve until interrupted."""
+    import time
+
+    from zarr_vectors.neuroglancer.server import serve
+
+    options = _storage_options(args.storage_options)
+    server = serve(args.stores, args.port, args.open, layout=args.layout, storage_options=options)
+    print(server.viewer_url, flush=True)
+    print(f"serving {', '.join(s.name for s in server.sources)} at {server.url} (Ctrl-C stops)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        server.close()
+
+
+def _add_serve_parser(sub: Any, fmt: Any) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="view stores in a local Neuroglancer",
+        epilog="examples:\n  zarr-vectors serve cells.zarr\n  zarr-vectors serve synapses.zarr neurons.zarr "
+        "--port 8080 --open",
+        formatter_class=fmt,
+    )
+    p.add_argument("stores", nargs="+", help="stores to show (paths or URLs), one layer each")
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: any free port)")
+    p.add_argument("--open", action="store_true", help="open the viewer URL in the web browser")
+    p.add_argument("--layout", default="4panel", help="Neuroglancer layout: 4panel, 3d, xy, ...")
+    _add_storage_options(p)
+    p.set_defaults(func=cmd_serve)
 
 
 if __name__ == "__main__":

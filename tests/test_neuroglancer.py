@@ -1,0 +1,341 @@
+"""Neuroglancer precomputed sources: what the server sends, decoded with a decoder written from
+the specification (tests/_ng_decode.py), against brute-force answers from the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import zarr_vectors as zv
+from tests import _ng_decode as dec
+from zarr_vectors.neuroglancer.encode import (
+    AnnotationLayout,
+    Property,
+    encode_annotations,
+    encode_one_annotation,
+)
+from zarr_vectors.neuroglancer.source import NotFound, StoreSource
+
+RNG = np.random.default_rng(7)
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    """Rows sorted lexicographically (order-free comparison)."""
+    a = np.asarray(a, np.float64).reshape(len(a), -1)
+    return a[np.lexsort(a.T[::-1])]
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("ng")
+    n = 4000
+    pts = RNG.uniform(0, 1000, (n, 3))
+    zv.write_points(
+        d / "synapses.zarr",
+        pts,
+        chunk_shape=250,
+        bin_shape=125,
+        attributes={"score": RNG.random(n).astype("f4"), "kind": RNG.integers(0, 5, n).astype("u1")},
+        object_ids=RNG.integers(1, 12, n) * 1000,
+        object_attributes={"name": [f"cell{i}" for i in range(1, 12)], "volume": np.arange(1, 12) * 1.5},
+    )
+    zv.open(d / "synapses.zarr", mode="r+").build_pyramid([2, 2])
+    t = np.linspace(0, 1, 40)
+    pos = np.stack([200 + 600 * t, 500 + 200 * np.sin(6 * t), 500 + 100 * np.cos(4 * t)], 1)
+    zv.write_skeleton(
+        d / "neuron.zarr",
+        np.concatenate([pos, pos + 50]),
+        np.concatenate([np.arange(-1, 39), np.r_[-1, np.arange(40, 79)]]),
+        chunk_shape=250,
+        attributes={"radius": np.linspace(1, 9, 80).astype("f4")},
+        object_ids=np.repeat([7, 8], 40),
+        object_attributes={"name": ["seven", "eight"]},
+    )
+    import trimesh
+
+    m = trimesh.creation.icosphere(subdivisions=2)
+    zv.write_meshes(
+        d / "soma.zarr",
+        [(m.vertices * 120 + 500, m.faces)],
+        chunk_shape=100,
+        object_ids=[7],
+        units="micrometer",
+    )
+    lines = [np.cumsum(RNG.normal(0, 30, (15, 3)), axis=0) + 500 for _ in range(6)]
+    zv.write_lines(d / "tracts.zarr", lines, chunk_shape=200, object_ids=np.arange(6) + 1)
+    return {
+        "points": d / "synapses.zarr",
+        "skeleton": d / "neuron.zarr",
+        "mesh": d / "soma.zarr",
+        "lines": d / "tracts.zarr",
+    }
+
+
+def _get(src: StoreSource, path: str) -> Any:
+    body, ctype = src.get(path)
+    return json.loads(body) if ctype == "application/json" else body
+
+
+def _all_cells(src: StoreSource, info: dict[str, Any]) -> list[tuple[int, tuple[int, ...], Any]]:
+    out = []
+    for i, level in enumerate(info["spatial"]):
+        for cell in np.ndindex(*level["grid_shape"]):
+            buf = _get(src, f"ann/{level['key']}/" + "_".join(map(str, cell)))
+            out.append((i, cell, dec.annotation_list(info, buf)))
+    return out
+
+
+def test_record_layout_orders_properties_by_size_and_pads() -> None:
+    props = (Property("a", "uint8", "a"), Property("b", "float32", "b"), Property("c", "int16", "c"))
+    layout = AnnotationLayout(3, 1, props, ("object",))
+    info = {
+        "dimensions": {"x": 0, "y": 0, "z": 0},
+        "annotation_type": "POINT",
+        "relationships": [{"id": "object"}],
+    }
+    info["properties"] = [{"id": p.id, "type": p.type} for p in props]
+    geom = np.array([[1, 2, 3], [4, 5, 6]], "f4")
+    values = {"a": np.array([7, 8], "u1"), "b": np.array([0.5, 1.5], "f4"), "c": np.array([-3, 9], "i2")}
+    buf = encode_annotations(layout, geom, values, np.array([11, 12], np.uint64))
+    assert len(buf) == 8 + 2 * 20 + 2 * 8  # 12 + 4 + 2 + 1 = 19 bytes, padded to 20
+    g, p, ids = dec.annotation_list(info, buf)
+    assert g.tolist() == geom.tolist() and ids.tolist() == [11, 12]
+    assert p["a"].tolist() == [7, 8] and p["b"].tolist() == [0.5, 1.5] and p["c"].tolist() == [-3, 9]
+    one = encode_one_annotation(layout, geom[1], {k: v[1] for k, v in values.items()}, [np.array([5, 6])])
+    g1, p1, rel = dec.one_annotation(info, one)
+    assert g1.tolist() == [4, 5, 6] and int(p1["c"]) == 9 and rel[0].tolist() == [5, 6]
+
+
+def test_annotation_info_grid_tiles_the_bounds(stores: dict[str, Path]) -> None:
+    ds = zv.open(stores["points"])
+    info = _get(StoreSource(ds, "p"), "ann/info")
+    lo, hi = np.array(info["lower_bound"]), np.array(info["upper_bound"])
+    assert len(info["spatial"]) == len(ds.levels)  # one index level per store level
+    for level in info["spatial"]:
+        assert np.allclose(np.array(level["grid_shape"]) * level["chunk_size"], hi - lo)
+    assert np.all(ds.bounds[0] >= lo) and np.all(ds.bounds[1] < hi)
+    assert [p["id"] for p in info["properties"]] == ["kind", "score"]
+    assert info["relationships"] == [{"id": "object", "key": "rel_object"}]
+
+
+def test_each_store_level_is_one_index_level_and_each_vertex_one_annotation(stores: dict[str, Path]) -> None:
+    ds = zv.open(stores["points"])
+    src = StoreSource(ds, "p")
+    info = _get(src, "ann/info")
+    cells = _all_cells(src, info)
+    all_ids = np.concatenate([c[2][2] for c in cells])
+    assert len(np.unique(all_ids)) == len(all_ids) == sum(ds.vertex_count(k) for k in ds.levels)
+    lo = np.array(info["lower_bound"])
+    for i, level in enumerate(info["spatial"]):
+        k = ds.levels[-1 - i]  # coarsest first
+        mine = [c for c in cells if c[0] == i]
+        for _, cell, (g, _, _) in mine:  # every annotation lies in its cell
+            start = lo + np.array(cell) * level["chunk_size"]
+            assert np.all((g >= start - 1e-3) & (g <= start + level["chunk_size"] + 1e-3))
+        geom = np.concatenate([c[2][0] for c in mine])
+        score = np.concatenate([c[2][1]["score"] for c in mine])
+        brute = ds.query(level=k)
+        expect = np.column_stack([brute.positions.astype("f4"), brute.attributes["score"]])
+        assert np.array_equal(_rows(np.column_stack([geom, score])), _rows(expect))
+
+
+def test_an_empty_cell_is_an_empty_list(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    pts = np.concatenate([rng.uniform(0, 9, (3000, 3)), rng.uniform(91, 99, (3000, 3))])
+    t = rng.random(6000).astype("f4")
+    ds = zv.write_points(tmp_path / "sparse.zarr", pts, chunk_shape=10, attributes={"t": t})
+    src = StoreSource(ds, "s")
+    info = _get(src, "ann/info")
+    assert info["spatial"][0]["chunk_size"] == [10.0] * 3  # full chunks: one chunk per cell
+    g, props, ids = dec.annotation_list(info, _get(src, "ann/spatial0/4_4_4"))
+    assert len(g) == len(ids) == len(props["t"]) == 0
+    assert len(dec.annotation_list(info, _get(src, "ann/spatial0/0_0_0"))[2]) == 3000
+    with pytest.raises(NotFound):
+        src.get("ann/spatial0/10_0_0")  # outside the grid
+
+
+def test_sparse_chunks_are_grouped_into_larger_cells(stores: dict[str, Path]) -> None:
+    ds = zv.open(stores["points"])
+    src = StoreSource(ds, "p")
+    info = _get(src, "ann/info")
+    finest = info["spatial"][-1]
+    assert finest["chunk_size"][0] == 4 * ds.chunk_shape[0]  # 4000 points in 64 chunks: 4x4x4 per cell
+    ids = np.concatenate([c[2][2] for c in _all_cells(src, info) if c[0] == len(info["spatial"]) - 1])
+    assert len(ids) == ds.vertex_count(0)
+
+
+def test_by_id_and_related_ids_match_the_store(stores: dict[str, Path]) -> None:
+    ds = zv.open(stores["points"])
+    src = StoreSource(ds, "p")
+    info = _get(src, "ann/info")
+    last = len(info["spatial"]) - 1  # the finest index level is store level 0
+    g, props, ids = dec.annotation_list(info, _get(src, f"ann/spatial{last}/0_0_0"))
+    assert len(ids) == ds.vertex_count(0)
+    brute = ds.query()
+    for j in range(0, len(ids), max(1, len(ids) // 10)):
+        g1, p1, (rel,) = dec.one_annotation(info, _get(src, f"ann/by_id/{ids[j]}"))
+        assert g1.tolist() == g[j].tolist() and p1["kind"] == props["kind"][j]
+        row = np.flatnonzero(np.all(brute.positions.astype("f4") == g1, axis=1))
+        assert rel.tolist() == [int(brute.object_ids[row[0]])]
+    for oid in (1000, 5000, 11000):
+        rg, _, rids = dec.annotation_list(info, _get(src, f"ann/rel_object/{oid}"))
+        assert np.array_equal(_rows(rg), _rows(ds.objects([oid]).positions.astype("f4")))
+        assert all(dec_level == 0 for dec_level in (rids >> np.uint64(56)).tolist())
+    with pytest.raises(NotFound):
+        src.get("ann/by_id/99999999999")
+
+
+def test_lines_become_line_annotations_one_per_edge(stores: dict[str, Path]) -> None:
+    ds = zv.open(stores["lines"])
+    src = StoreSource(ds, "l")
+    info = _get(src, "ann/info")
+    assert info["annotation_type"] == "LINE"
+    geom = np.concatenate([c[2][0] for c in _all_cells(src, info)])
+    whole = ds.read()
+    e = whole.edges
+    expect = np.concatenate([whole.positions[e[:, 0]], whole.positions[e[:, 1]]], axis=1).astype("f4")
+    assert np.array_equal(_rows(geom), _rows(expect))
+
+
+def test_skeletons_and_segment_properties(stores: dict[str, Path]) -> None:
+    ds = zv.open(stores["skeleton"])
+    src = StoreSource(ds, "s")
+    info = _get(src, "skeletons/info")
+    assert info["@type"] == "neuroglancer_skeletons" and info["segment_properties"] == "../props"
+    pos, edges, attrs = dec.skeleton(info, _get(src, "skeletons/8"))
+    brute = ds.objects([8])
+    assert np.array_equal(pos, brute.positions.astype("f4"))  # nanometres: unit-less axes are taken as nm
+    assert np.array_equal(edges, brute.edges) and len(edges) == 39
+    assert np.array_equal(attrs["radius"][:, 0], brute.attributes["radius"])
+    props = _get(src, "props/info")["inline"]
+    assert props["ids"] == ["7", "8"]
+    assert props["properties"][0] == {"id": "name", "type": "label", "values": ["seven", "eight"]}
+    with pytest.raises(NotFound):
+        src.get("skeletons/9")
+
+
+def test_meshes_are_legacy_fragments_in_nanometres(stores: dict[str, Path]) -> None:
+    ds = zv.open(stores["mesh"])
+    src = StoreSource(ds, "m")
+    assert _get(src, "mesh/info")["@type"] == "neuroglancer_legacy_mesh"
+    assert _get(src, "mesh/7:0") == {"fragments": ["frag/7"]}
+    pos, faces = dec.legacy_fragment(_get(src, "mesh/frag/7"))
+    brute = ds.objects([7])
+    assert np.allclose(pos, brute.positions * 1000, rtol=1e-6)  # micrometres -> nanometres
+    assert np.array_equal(faces, brute.faces)
+
+
+def _fetch(url: str) -> tuple[int, bytes, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.read(), r.headers
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(), exc.headers
+
+
+def test_server_answers_sources_with_cors_on_localhost(stores: dict[str, Path]) -> None:
+    with zv.serve([stores["points"], stores["skeleton"]], client=False) as server:
+        assert server.url.startswith("http://127.0.0.1:")
+        status, body, headers = _fetch(f"{server.url}/zv/synapses/ann/info")
+        assert status == 200 and headers["Access-Control-Allow-Origin"] == "*"
+        info = json.loads(body)
+        status, body, _ = _fetch(f"{server.url}/zv/synapses/ann/spatial0/0_0_0")
+        assert status == 200 and len(dec.annotation_list(info, body)[2]) == zv.open(
+            stores["points"]
+        ).vertex_count(2)
+        assert _fetch(f"{server.url}/zv/neuron/skeletons/7")[0] == 200
+        assert _fetch(f"{server.url}/zv/neuron/skeletons/12")[0] == 404
+        assert _fetch(f"{server.url}/zv/nothing/info")[0] == 404
+        state = json.loads(__import__("urllib.parse").parse.unquote(server.viewer_url.split("#!", 1)[1]))
+        assert [layer["type"] for layer in state["layers"]] == ["annotation", "segmentation", "segmentation"]
+        assert state["layers"][0]["linkedSegmentationLayer"] == {"object": "synapses objects"}
+        assert state["layers"][1]["source"].endswith("/zv/synapses/props")
+        assert state["layers"][2]["segments"] == ["7", "8"]
+
+
+@pytest.mark.slow
+def test_export_writes_what_the_server_serves(stores: dict[str, Path], tmp_path: Path) -> None:
+    from zarr_vectors.neuroglancer import export_neuroglancer
+
+    counts = export_neuroglancer([stores["points"], stores["mesh"]], tmp_path / "out")
+    src = StoreSource(zv.open(stores["points"]), "synapses")
+    paths = list(src.paths())
+    assert counts["synapses"] == len(paths)
+    for rel in paths[:: max(1, len(paths) // 50)]:
+        assert (tmp_path / "out" / "synapses" / rel).read_bytes() == src.get(rel)[0]
+    assert (tmp_path / "out" / "soma" / "mesh" / "7:0").is_file()
+    assert json.loads((tmp_path / "out" / "state.json").read_text())["layers"][0]["name"] == "synapses"
+    with pytest.raises(zv.StoreExistsError):
+        export_neuroglancer(stores["points"], tmp_path / "out")
+
+
+def _env() -> dict[str, str]:
+    root = Path(zv.__file__).resolve().parents[1]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "codecs")])}
+
+
+@pytest.mark.slow
+def test_cli_serve_prints_the_url_first_and_serves(stores: dict[str, Path]) -> None:
+    cmd = [sys.executable, "-m", "zarr_vectors", "serve", str(stores["points"]), "--port", "0"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:") and "/v/zv/#!" in url
+        base = url.split("/v/", 1)[0]
+        status, body, _ = _fetch(f"{base}/zv/synapses/ann/info")
+        assert status == 200
+        info = json.loads(body)
+        status, body, _ = _fetch(f"{base}/zv/synapses/ann/spatial0/0_0_0")
+        assert status == 200 and len(dec.annotation_list(info, body)[2]) > 0
+        assert _fetch(f"{base}/v/zv/")[0] == 200  # the bundled client
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.slow
+def test_cli_export_neuroglancer(stores: dict[str, Path], tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zarr_vectors",
+            "export",
+            "neuroglancer",
+            str(stores["skeleton"]),
+            str(tmp_path / "ng"),
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "ng" / "neuron" / "skeletons" / "8").is_file()
+
+
+def test_segment_properties_keep_json_valid() -> None:
+    from zarr_vectors.neuroglancer.encode import segment_properties_info
+
+    info = segment_properties_info(
+        np.array([1, 2]),
+        {
+            "size": np.array([1.5, np.nan]),
+            "seen": np.array(["2024-01-02", "2025-03-04"], "datetime64[D]"),
+            "label": np.array(["a", "b"]),
+        },
+    )
+    text = json.dumps(info, allow_nan=False)  # no NaN in the document
+    props = {p["id"]: p for p in json.loads(text)["inline"]["properties"]}
+    assert props["label"]["type"] == "label" and props["size"]["type"] == "string"
+    assert props["seen"]["values"] == ["2024-01-02", "2025-03-04"]

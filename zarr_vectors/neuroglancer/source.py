@@ -1,0 +1,478 @@
+"""A store as Neuroglancer precomputed sources: request path -> bytes, read on demand.
+
+One :class:`StoreSource` serves one store under these paths (relative to its root):
+
+* point, line and graph stores: ``ann/info``, ``ann/spatial{i}/{x}_{y}_{z}``,
+  ``ann/by_id/{id}``, ``ann/rel_object/{object id}``;
+* skeleton stores: ``skeletons/info``, ``skeletons/{object id}``;
+* mesh stores: ``mesh/info``, ``mesh/{object id}:0``, ``mesh/frag/{object id}``;
+* stores with objects: ``props/info`` (segment properties).
+
+Spatial index level ``i`` is store level ``levels[-1 - i]`` (coarsest first); an index cell
+is a block of ``group(k)`` chunks per edge of that level (one chunk for lines and graphs).
+Each annotation is one vertex (lines and graphs: one edge, filed under the chunk of its
+first vertex) of one store level, so it is in exactly one index level and one cell; coarse
+levels hold the pyramid's metavertices, annotations of their own. A cell request fetches the
+listed chunks of its block; an id packs (level, chunk, row in the chunk), so ``by_id``
+reads one chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors.dataset import Dataset
+from zarr_vectors.engine.read import fetch_cells
+from zarr_vectors.errors import InputError, UnknownIdError
+from zarr_vectors.format.kinds import family_of
+from zarr_vectors.neuroglancer.encode import (
+    AnnotationLayout,
+    Property,
+    annotation_info,
+    encode_annotations,
+    encode_mesh_fragment,
+    encode_one_annotation,
+    encode_skeleton,
+    ng_dtype,
+    pack_ids,
+    property_id,
+    segment_properties_info,
+    shuffle_order,
+    unpack_ids,
+)
+
+__all__ = ["StoreSource", "UNIT_METRES", "NotFound"]
+
+#: Metres per unit of the unit names a store may give its axes.
+UNIT_METRES = {
+    "angstrom": 1e-10,
+    "nanometer": 1e-9,
+    "nm": 1e-9,
+    "micrometer": 1e-6,
+    "micron": 1e-6,
+    "um": 1e-6,
+    "µm": 1e-6,
+    "millimeter": 1e-3,
+    "mm": 1e-3,
+    "centimeter": 1e-2,
+    "cm": 1e-2,
+    "meter": 1.0,
+    "m": 1.0,
+    "kilometer": 1e3,
+    "km": 1e3,
+}
+
+#: Mean vertices per spatial-index cell that point levels aim at (cells group chunks).
+CELL_TARGET = 2048
+JSON = "application/json"
+BINARY = "application/octet-stream"
+
+
+class NotFound(LookupError):
+    """No such source path (the server answers 404)."""
+
+
+class StoreSource:
+    """The precomputed sources of one opened store (see the module docstring for paths)."""
+
+    def __init__(self, ds: Dataset, name: str) -> None:
+        self.ds = ds
+        self.name = name
+        self.family = family_of(ds.geometry_types)
+        self._levels: dict[int, Any] = {}
+        self.levels = [k for k in ds.levels if k not in set(ds.stale_levels())]
+        lv0 = ds.level(0)
+        self.has_objects = lv0.manifests is not None
+        units = [a.unit for a in ds.root.axes if a.type == "space"]
+        #: metres per store unit, per axis (an axis without a known unit is taken as nanometres)
+        self.metres = np.array([UNIT_METRES.get((u or "nm").lower(), 1e-9) for u in units])
+        self.layout = self._layout() if self.kind == "annotations" else None
+        self._cell = lru_cache(maxsize=256)(self._cell_uncached)
+        self._chunks: dict[int, set[tuple[int, ...]]] = {}
+
+    def _nonempty(self, k: int) -> set[tuple[int, ...]]:
+        """The listed chunks of level ``k`` (absolute coordinates), as a set, built once."""
+        found = self._chunks.get(k)
+        if found is None:
+            found = self._chunks[k] = {tuple(int(v) for v in c) for c in self._level(k).vertices.nonempty}
+        return found
+
+    def _level(self, k: int) -> Any:
+        """Level ``k`` of the store (looked up once)."""
+        found = self._levels.get(k)
+        if found is None:
+            found = self._levels[k] = self.ds.level(k)
+        return found
+
+    def clear_cache(self) -> None:
+        """Forget the decoded chunks kept for ``by_id`` and repeated cell requests."""
+        self._cell.cache_clear()
+
+    # -- what the store becomes -------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        """``annotations``, ``skeletons`` or ``mesh``."""
+        if self.family == "mesh":
+            return "mesh"
+        if "skeleton" in self.ds.geometry_types:
+            return "skeletons"
+        if self.family in ("points", "lines", "graph"):
+            return "annotations"
+        raise InputError(
+            f"{self.name}: {'/'.join(self.ds.geometry_types)} stores have no Neuroglancer form here; "
+            "serve point, line, graph, skeleton or mesh stores"
+        )
+
+    @property
+    def dimensions(self) -> dict[str, list[Any]]:
+        """Neuroglancer dimensions of the store's axes: ``{name: [metres per unit, "m"]}``."""
+        return {a: [float(m), "m"] for a, m in zip(self.ds.axes, self.metres)}
+
+    def _layout(self) -> AnnotationLayout:
+        lv = self._level(0)
+        taken: set[str] = set()
+        props = []
+        for name in sorted(lv.vertex_attributes):
+            arr = lv.vertex_attributes[name]
+            if np.dtype(arr.dtype).kind in "iuf" and not arr.attrs.get("row_shape"):
+                props.append(Property(property_id(name, taken), ng_dtype(arr.dtype), name))
+        points = 1 if self.family == "points" else 2
+        if points == 2:
+            props = []  # edges carry no vertex values
+        rel = ("object",) if self.has_objects else ()
+        return AnnotationLayout(self.ds.ndim, points, tuple(props), rel)
+
+    # -- the spatial index ------------------------------------------------------------
+    def group(self, k: int) -> int:
+        """Store chunks per index-cell edge at level ``k``: 1 for lines and graphs; for points
+        the smallest power of two whose cells hold about :data:`CELL_TARGET` vertices on
+        average (fewer, larger requests), at most the grid's largest extent."""
+        if self.layout is None or self.layout.points != 1:
+            return 1
+        lv = self._level(k)
+        mean = lv.meta.vertex_count / max(1, len(lv.vertices.nonempty))
+        g = 1
+        while g**lv.grid.ndim * mean < CELL_TARGET and g < int(lv.grid.shape.max()):
+            g *= 2
+        return g
+
+    def _corners(self) -> tuple[np.ndarray, np.ndarray]:
+        """Lower and upper bound of the index: from the coarsest level's grid origin, a whole
+        number of the largest index cell (so every level's cells tile it when they nest)."""
+        grid = self._level(self.levels[-1]).grid
+        lo = grid.origin * grid.chunk_shape
+        hi = lo + grid.shape * grid.chunk_shape
+        largest = np.max([self._level(k).grid.chunk_shape * self.group(k) for k in self.levels], axis=0)
+        return lo, lo + np.ceil((hi - lo) / largest - 1e-9) * largest
+
+    def spatial_levels(self) -> list[dict[str, Any]]:
+        """The info's ``spatial`` entries, coarsest first, one per store level."""
+        lower, upper = self._corners()
+        out = []
+        for i, k in enumerate(reversed(self.levels)):
+            lv = self._level(k)
+            size = lv.grid.chunk_shape * self.group(k)
+            n_cells = max(1, len(lv.vertices.nonempty))
+            limit = max(1, -(-lv.meta.vertex_count * self.group(k) ** lv.grid.ndim // n_cells))
+            out.append(
+                {
+                    "key": f"spatial{i}",
+                    "grid_shape": [int(v) for v in np.ceil((upper - lower) / size - 1e-9)],
+                    "chunk_size": [float(v) for v in size],
+                    "limit": int(min(limit, max(1, lv.meta.vertex_count))),
+                }
+            )
+        return out
+
+    def annotation_info(self) -> dict[str, Any]:
+        assert self.layout is not None
+        lower, upper = self._corners()
+        return annotation_info(self.layout, self.dimensions, lower, upper, self.spatial_levels())
+
+    def _cell_uncached(
+        self, k: int, chunk: tuple[int, ...]
+    ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        """Annotations of absolute chunk ``chunk`` of level ``k`` in stored order:
+        ``(geometry (n, points * rank), properties, object id per annotation or empty)``."""
+        assert self.layout is not None
+        lv = self._level(k)
+        c = np.asarray(chunk, np.int64)
+        cs = lv.grid.chunk_shape
+        rank, pts = self.layout.rank, self.layout.points
+        if tuple(chunk) not in self._nonempty(k):  # an empty chunk
+            return (
+                np.zeros((0, rank * pts)),
+                {p.id: np.zeros(0) for p in self.layout.properties},
+                np.zeros(0, np.uint64),
+            )
+        lo = c * cs
+        hi = np.nextafter((c + 1) * cs, -np.inf)
+        names = [p.source for p in self.layout.properties]
+        if pts == 1:
+            res = self.ds.query(bbox=(lo, hi), level=k, attributes=names)
+            keep = np.all(np.floor(res.positions / cs) == c, axis=1)
+            geom = res.positions[keep]
+            props = {p.id: res.attributes[p.source][keep] for p in self.layout.properties}
+            oids = res.object_ids[keep] if res.object_ids is not None else None
+        else:
+            res = self.ds.query(bbox=(lo, hi), level=k, attributes=False, whole_objects=True)
+            edges = res.edges if res.edges is not None else np.zeros((0, 2), np.int64)
+            first = res.positions[edges[:, 0]] if len(edges) else np.zeros((0, rank))
+            keep = np.all(np.floor(first / cs) == c, axis=1)
+            edges = edges[keep]
+            geom = np.concatenate([res.positions[edges[:, 0]], res.positions[edges[:, 1]]], axis=1)
+            props = {}
+            oids = res.object_ids[edges[:, 0]] if res.object_ids is not None else None
+        ids = np.zeros(0, np.uint64) if oids is None else np.asarray(oids).astype(np.uint64)
+        return geom, props, ids
+
+    def _lin(self, k: int, chunk: np.ndarray) -> int:
+        grid = self._level(k).grid
+        return int(np.ravel_multi_index(tuple(chunk - grid.origin), tuple(int(s) for s in grid.shape)))
+
+    def spatial_cell(self, index_level: int, cell: tuple[int, ...]) -> bytes:
+        """The encoded annotations of one index cell (a block of ``group`` chunks per edge,
+        read in one query), in a fixed shuffled order."""
+        assert self.layout is not None
+        if not 0 <= index_level < len(self.levels):
+            raise NotFound(f"no spatial index level {index_level}")
+        k = self.levels[-1 - index_level]
+        grid = self._level(k).grid
+        g = self.group(k)
+        lower, upper = self._corners()
+        first = np.asarray(cell, np.int64) * g + np.rint(lower / grid.chunk_shape).astype(np.int64)
+        shape = np.ceil((upper - lower) / (grid.chunk_shape * g) - 1e-9)
+        if len(cell) != self.layout.rank or np.any(np.asarray(cell) < 0) or np.any(np.asarray(cell) >= shape):
+            raise NotFound(f"cell {cell} is outside spatial index level {index_level}")
+        if g == 1:
+            geom, props, _ = self._cell(k, tuple(int(v) for v in first))
+            lin = self._lin(k, first) if len(geom) else 0  # an empty cell may lie outside the grid
+            ids = pack_ids(k, np.full(len(geom), lin), np.arange(len(geom)))
+        else:
+            geom, props, ids = self._block(k, first, g)
+        order = shuffle_order(len(geom), salt=int(np.sum(first)))
+        return encode_annotations(
+            self.layout, geom[order], {p: v[order] for p, v in props.items()}, ids[order]
+        )
+
+    def _block(
+        self, k: int, first: np.ndarray, g: int
+    ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        """Points of the listed chunks ``first .. first + g - 1`` (per axis) of level ``k``,
+        fetched whole in one batch, with the ids :meth:`by_id` resolves (chunk, row in the
+        chunk's stored order, as a box query returns them)."""
+        assert self.layout is not None
+        lv = self._level(k)
+        grid = lv.grid
+        listed = lv.vertices.nonempty
+        sel = listed[np.all((listed >= first) & (listed <= first + g - 1), axis=1)] if len(listed) else listed
+        if not len(sel):
+            empty = {p.id: np.zeros(0) for p in self.layout.properties}
+            return np.zeros((0, self.layout.rank)), empty, np.zeros(0, np.uint64)
+        cells, _ = fetch_cells(lv, sel, [p.source for p in self.layout.properties], np.zeros(0, np.int64))
+        counts = np.diff(cells.offsets)
+        lin = np.ravel_multi_index(tuple((sel - grid.origin).T), tuple(int(v) for v in grid.shape))
+        rows = np.arange(int(cells.offsets[-1])) - np.repeat(cells.offsets[:-1], counts)
+        props = {p.id: cells.attributes[p.source] for p in self.layout.properties}
+        return cells.positions, props, pack_ids(k, np.repeat(lin, counts), rows)
+
+    def by_id(self, annotation_id: int) -> bytes:
+        """One annotation, with its related object id."""
+        assert self.layout is not None
+        k, lin, row = unpack_ids(annotation_id)
+        if k not in self.levels:
+            raise NotFound(f"annotation {annotation_id}: no level {k}")
+        grid = self._level(k).grid
+        if lin >= grid.n_cells:
+            raise NotFound(f"annotation {annotation_id}: no cell {lin} in level {k}")
+        chunk = np.asarray(np.unravel_index(lin, tuple(int(s) for s in grid.shape))) + grid.origin
+        geom, props, oids = self._cell(k, tuple(int(v) for v in chunk))
+        if row >= len(geom):
+            raise NotFound(f"annotation {annotation_id} does not exist")
+        related = [oids[row : row + 1]] if self.layout.relationships else []
+        return encode_one_annotation(self.layout, geom[row], {p: v[row] for p, v in props.items()}, related)
+
+    def related(self, object_id: int) -> bytes:
+        """Level-0 annotations of one object (the ``object`` relationship index)."""
+        assert self.layout is not None
+        lv = self._level(0)
+        oid = lv.object_id_map.to_oids([self._user_id(object_id)])
+        _, chunks, _ = lv.object_fragments(np.asarray(oid))
+        geoms, props, ids = [], [], []
+        for chunk in np.unique(chunks, axis=0):
+            geom, pr, oids = self._cell(0, tuple(int(v) for v in chunk))
+            rows = np.flatnonzero(oids == np.uint64(object_id))
+            geoms.append(geom[rows])
+            props.append({p: v[rows] for p, v in pr.items()})
+            ids.append(pack_ids(0, np.full(len(rows), self._lin(0, chunk)), rows))
+        names = [p.id for p in self.layout.properties]
+        width = self.layout.rank * self.layout.points
+        geom_all = np.concatenate(geoms) if geoms else np.zeros((0, width))
+        props_all = {n: np.concatenate([p[n] for p in props]) for n in names} if geoms else {}
+        ids_all = np.concatenate(ids) if ids else np.zeros(0, np.uint64)
+        if not geoms:
+            props_all = {n: np.zeros(0) for n in names}
+        return encode_annotations(self.layout, geom_all, props_all, ids_all)
+
+    # -- objects ------------------------------------------------------------------------
+    def _user_id(self, segment: int) -> int:
+        """The store's object id for Neuroglancer's uint64 ``segment`` (int64 ids wrap)."""
+        if not self.has_objects:
+            raise NotFound(f"{self.name} has no objects")
+        if self.ds.object_ids().dtype == np.int64 and segment >= 1 << 63:
+            return segment - (1 << 64)
+        return segment
+
+    def _object(self, segment: int, attributes: bool | list[str] = False) -> Any:
+        try:
+            return self.ds.objects([self._user_id(segment)], attributes=attributes)
+        except UnknownIdError as exc:
+            raise NotFound(str(exc)) from exc
+
+    def _to_nm(self, positions: np.ndarray) -> np.ndarray:
+        return np.asarray(positions, np.float64) * (self.metres / 1e-9)
+
+    def skeleton_attributes(self) -> list[tuple[str, str, int]]:
+        """``(name, Neuroglancer type, components)`` of each numeric vertex attribute."""
+        lv = self._level(0)
+        out = []
+        for name in sorted(lv.vertex_attributes):
+            arr = lv.vertex_attributes[name]
+            if np.dtype(arr.dtype).kind in "iuf":
+                comps = int(np.prod(arr.attrs.get("row_shape") or [1]))
+                out.append((name, ng_dtype(arr.dtype), comps))
+        return out
+
+    def skeleton_info(self) -> dict[str, Any]:
+        """Skeleton ``info``: positions are stored in nanometres (no transform needed)."""
+        attrs = [{"id": n, "data_type": t, "num_components": c} for n, t, c in self.skeleton_attributes()]
+        info: dict[str, Any] = {
+            "@type": "neuroglancer_skeletons",
+            "transform": [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0],
+            "vertex_attributes": attrs,
+        }
+        if self.has_objects:
+            info["segment_properties"] = "../props"
+        return info
+
+    def skeleton(self, segment: int) -> bytes:
+        """One object's skeleton: vertices in nanometres, ``(parent, child)`` edges, attributes."""
+        names = [n for n, _, _ in self.skeleton_attributes()]
+        res = self._object(segment, names)
+        edges = res.edges if res.edges is not None else np.zeros((0, 2), np.int64)
+        values = [(res.attributes[n].reshape(len(res), -1), t) for n, t, _ in self.skeleton_attributes()]
+        return encode_skeleton(self._to_nm(self._xyz(res.positions)), edges, values)
+
+    def _xyz(self, positions: np.ndarray) -> np.ndarray:
+        if positions.shape[1] != 3:
+            raise InputError(
+                f"{self.name}: skeletons and meshes need 3 axes, the store has {positions.shape[1]}"
+            )
+        return positions
+
+    def mesh_info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"@type": "neuroglancer_legacy_mesh"}
+        if self.has_objects:
+            info["segment_properties"] = "../props"
+        return info
+
+    def mesh_fragment(self, segment: int) -> bytes:
+        """One object's whole mesh (level 0) as a legacy fragment, in nanometres."""
+        res = self._object(segment)
+        faces = res.faces if res.faces is not None else np.zeros((0, 3), np.int64)
+        return encode_mesh_fragment(self._to_nm(self._xyz(res.positions)), faces)
+
+    def props_info(self) -> dict[str, Any]:
+        """Segment properties: the object attributes of level 0, one row per object id."""
+        if not self.has_objects:
+            raise NotFound(f"{self.name} has no objects")
+        columns = {n: np.asarray(self.ds.object_attributes(n)) for n in self.ds.object_attribute_names()}
+        return segment_properties_info(self.ds.object_ids(), columns)
+
+    # -- paths --------------------------------------------------------------------------
+    def get(self, path: str) -> tuple[bytes, str]:
+        """``(body, content type)`` of a source path; :class:`NotFound` when there is none."""
+        head, _, rest = path.strip("/").partition("/")
+        if head == "props" and rest == "info":
+            return _json(self.props_info()), JSON
+        if head == "ann" and self.kind == "annotations":
+            return self._get_annotation(rest)
+        if head == "skeletons" and self.kind == "skeletons":
+            if rest == "info":
+                return _json(self.skeleton_info()), JSON
+            return self.skeleton(_segment(rest)), BINARY
+        if head == "mesh" and self.kind == "mesh":
+            if rest == "info":
+                return _json(self.mesh_info()), JSON
+            if rest.endswith(":0"):
+                segment = _segment(rest[:-2])
+                self._object(segment, False)  # an unknown object is a 404, not an empty mesh
+                return _json({"fragments": [f"frag/{segment}"]}), JSON
+            if rest.startswith("frag/"):
+                return self.mesh_fragment(_segment(rest[5:])), BINARY
+        raise NotFound(f"{self.name}: no source path {path!r}")
+
+    def _get_annotation(self, rest: str) -> tuple[bytes, str]:
+        if rest == "info":
+            return _json(self.annotation_info()), JSON
+        match = re.fullmatch(r"spatial(\d+)/(\d+(?:_\d+)*)", rest)
+        if match:
+            cell = tuple(int(v) for v in match.group(2).split("_"))
+            return self.spatial_cell(int(match.group(1)), cell), BINARY
+        if rest.startswith("by_id/"):
+            return self.by_id(_segment(rest[6:])), BINARY
+        if rest.startswith("rel_object/") and self.has_objects:
+            return self.related(_segment(rest[11:])), BINARY
+        raise NotFound(f"{self.name}: no annotation path {rest!r}")
+
+    def paths(self) -> Iterator[str]:
+        """Every path a static copy needs (annotation ids and object ids enumerated)."""
+        if self.has_objects:
+            yield "props/info"
+        if self.kind == "skeletons":
+            yield "skeletons/info"
+            yield from (f"skeletons/{_u64(i)}" for i in self.ds.object_ids().tolist())
+        elif self.kind == "mesh":
+            yield "mesh/info"
+            for i in self.ds.object_ids().tolist():
+                yield f"mesh/{_u64(i)}:0"
+                yield f"mesh/frag/{_u64(i)}"
+        else:
+            yield from self._annotation_paths()
+
+    def _annotation_paths(self) -> Iterator[str]:
+        lower, _ = self._corners()
+        yield "ann/info"
+        for i, k in enumerate(reversed(self.levels)):
+            grid = self._level(k).grid
+            shift = np.rint(lower / grid.chunk_shape).astype(np.int64)
+            chunks = self._level(k).vertices.nonempty
+            for cell in np.unique((chunks - shift) // self.group(k), axis=0):
+                yield f"ann/spatial{i}/" + "_".join(str(int(v)) for v in cell)
+            for chunk in chunks:
+                n = len(self._cell(k, tuple(int(v) for v in chunk))[0])
+                lin = np.full(n, self._lin(k, chunk))
+                yield from (f"ann/by_id/{aid}" for aid in pack_ids(k, lin, np.arange(n)).tolist())
+        if self.has_objects:
+            yield from (f"ann/rel_object/{_u64(i)}" for i in self.ds.object_ids().tolist())
+
+
+def _json(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _u64(value: int) -> int:
+    return value + (1 << 64) if value < 0 else value
+
+
+def _segment(text: str) -> int:
+    """A base-10 uint64 from a path component; :class:`NotFound` for anything else."""
+    if not text.isdigit() or int(text) >= 1 << 64:
+        raise NotFound(f"{text!r} is not a uint64 id")
+    return int(text)
