@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -163,16 +164,20 @@ def _is_child(name: str) -> bool:
 
 
 def _families(
-    backend: Backend, p: str, docs: dict[str, dict[str, Any] | None]
+    backend: Backend, p: str, docs: dict[str, dict[str, Any] | None], declared: Collection[str] = ()
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """The array documents of each family folder (``vertex_attributes/<name>``, ...); a folder
     without its ``zarr.json`` is a FormatError (its data would silently be missing).
 
-    Only families whose group ``zarr.json`` is in ``docs`` are listed (a Zarr v3 node lives in
-    a group that has its document), so a level without attribute arrays is opened without any
-    listing, which plain HTTP servers may not offer."""
+    Only families whose group ``zarr.json`` is in ``docs``, or that the level's
+    ``arrays_present`` (``declared``) names (``links`` for ``links/0``), are listed: a level
+    without attribute arrays opens without any listing, which plain HTTP servers may not offer,
+    and a family whose group document was lost is still found, not silently dropped."""
     fam_names = {
-        fam: backend.list_dir(f"{p}/{fam}") if docs.get(fam) is not None else [] for fam in _FAMILIES
+        fam: backend.list_dir(f"{p}/{fam}")
+        if docs.get(fam) is not None or fam.split("/")[0] in declared
+        else []
+        for fam in _FAMILIES
     }
     link_names = backend.list_dir(f"{p}/link_attributes") if docs.get("link_attributes") is not None else []
     for name in link_names:
@@ -348,7 +353,7 @@ class Level:
             raise FormatError(f"level {p} has no vertices array")
         vertices = _vertices(p, vdoc, meta.vertex_count, nd)
         grid = _level_grid(p, root, meta, index, vertices)
-        fams = _families(backend, p, docs)
+        fams = _families(backend, p, docs, meta.arrays_present)
         v = meta.vertex_count
         per_cell = v + grid.n_bins  # fragments one cell may hold: its bins, or runs of its rows
         family = _links_family(p, docs["links/0"], bool(fams["links/0"]), nd)
