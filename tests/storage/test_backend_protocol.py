@@ -300,3 +300,13 @@ def test_every_backend_class_has_the_whole_protocol(tmp_path: Path) -> None:
         Overlay(local, MemoryStage(), lambda key: False),
     ):
         assert sorted(n for n in members if not hasattr(made, n)) == [], type(made).__name__
+
+
+def test_ranged_reads_cut_a_whole_object_sent_by_a_server_that_ignored_the_range():
+    from zarr_vectors.engine.storage import _requested
+
+    whole = bytes(range(100))
+    assert _requested(whole, -10, None) == whole[-10:]  # suffix: the index at a shard's end
+    assert _requested(whole, 20, 5) == whole[20:25]
+    assert _requested(whole[20:25], 20, 5) == whole[20:25]  # a server that honoured it
+    assert _requested(whole[-10:], -10, None) == whole[-10:]

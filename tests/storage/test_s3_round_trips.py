@@ -29,7 +29,10 @@ def test_box_query_is_one_wave_of_gets_and_the_root_check(s3_server):
     with LatencyProxy(endpoint, delay=0.2) as proxy:  # longer than any stall of the client
         opts = {**options, "client_kwargs": {**options["client_kwargs"], "endpoint_url": proxy.url}}
         url = f"{prefix}/rt-{uuid.uuid4().hex[:8]}.zarr"
-        zv.write_points(url, pos, chunk_shape=200, attributes={"i": inten}, storage_options=options)  # direct
+        # one object per cell (S3 defaults to shards; tests/storage/test_sharded_s3.py counts those)
+        zv.write_points(
+            url, pos, chunk_shape=200, attributes={"i": inten}, storage_options=options, shards=None
+        )
         with proxy.measure() as opening:
             ds = zv.open(url, storage_options=opts)
             ds.level(0)
