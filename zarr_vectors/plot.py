@@ -300,9 +300,9 @@ def _density(ax: Axes, pos: np.ndarray, rgba: np.ndarray | None, point_size: flo
     subsample of :data:`MARKERS_3D` translucent markers."""
     if pos.shape[1] == 3:
         keep = np.linspace(0, len(pos) - 1, MARKERS_3D).astype(np.int64)
-        size = point_size if point_size is not None else 0.5
+        size = point_size if point_size is not None else 2.0
         colour = rgba[keep] if rgba is not None else "C0"
-        cast("Axes3D", ax).scatter(*pos[keep].T, s=size, c=colour, linewidths=0, alpha=0.3)
+        cast("Axes3D", ax).scatter(*pos[keep].T, s=size, c=colour, linewidths=0, alpha=0.35)
         return
     from matplotlib.colors import LogNorm
 
