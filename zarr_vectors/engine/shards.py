@@ -24,12 +24,11 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.storage import Backend, ByteRange, cut_range
+from zarr_vectors.engine.storage import Backend, ByteRange, Wrapping, cut_range
 from zarr_vectors.errors import CorruptShardError, FormatError
 from zarr_vectors.format.shards import EMPTY, ShardLayout, coalesce, decode_index, parse_sharding
 
@@ -45,7 +44,7 @@ MAX_INDEX_BYTES = 64 << 20
 Index = tuple[np.ndarray, np.ndarray]
 
 
-class ShardReader:
+class ShardReader(Wrapping):
     """A backend that reads the cells of sharded arrays out of their shards (see the module
     docstring); every other call goes to ``inner`` unchanged. Implements the Backend protocol."""
 
@@ -275,38 +274,6 @@ class ShardReader:
         self.inner.refresh()
         self.refresh_cache()
         self.layouts.clear()
-
-    @property
-    def read_only(self) -> bool:
-        return self.inner.read_only
-
-    @property
-    def supports_deletes(self) -> bool:
-        return self.inner.supports_deletes
-
-    @property
-    def transactional(self) -> bool:
-        return self.inner.transactional
-
-    @property
-    def local_dir(self) -> Path | None:
-        return self.inner.local_dir
-
-    @property
-    def in_memory(self) -> bool:
-        return self.inner.in_memory
-
-    def list_dir(self, prefix: str) -> list[str]:
-        return self.inner.list_dir(prefix)
-
-    def list_keys(self, prefix: str = "") -> list[str]:
-        return self.inner.list_keys(prefix)
-
-    def key_sizes(self, prefix: str = "") -> dict[str, int]:
-        return self.inner.key_sizes(prefix)
-
-    def is_empty(self) -> bool:
-        return self.inner.is_empty()
 
     def __getattr__(self, name: str) -> Any:
         # ``check``/``rebase``/``expected`` of a ConsistentBackend below, ``root`` of a local one.

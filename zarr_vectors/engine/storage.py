@@ -64,6 +64,7 @@ from zarr_vectors.errors import (
 )
 
 __all__ = [
+    "Wrapping",
     "ByteRange",
     "concurrency",
     "cut_range",
@@ -541,22 +542,11 @@ class HttpStoreBackend(ZarrStoreBackend):
         return self.get_many(["zarr.json"])[0] is None and not self.list_keys()
 
 
-class ConsistentBackend:
-    """A dataset's view of its store that never mixes two versions of it.
+class Wrapping:
+    """A backend over ``inner`` that passes on what it does not change: the capability
+    properties, listings and ``is_empty``. Subclasses add the reads and writes they alter."""
 
-    ``root`` is the root ``zarr.json`` as read when the dataset was opened. After every
-    batch of reads the root is read again; when it differs (every write and every
-    pyramid build writes a new ``zarr_vectors_generation``, and an in-place replacement
-    first writes a placeholder root), the batch may hold keys of another version, and
-    :class:`StoreChangedError` is raised. Writers change the root first and never
-    return to an earlier one, so an unchanged root means every key read came from the
-    version opened. Writes through this view (``mode="r+"``) update the expected root.
-    """
-
-    def __init__(self, inner: Backend, root: bytes | None) -> None:
-        self.inner = inner
-        self.expected = root
-        self.description = inner.description
+    inner: Backend
 
     @property
     def read_only(self) -> bool:
@@ -577,6 +567,36 @@ class ConsistentBackend:
     @property
     def in_memory(self) -> bool:
         return self.inner.in_memory
+
+    def list_dir(self, prefix: str) -> list[str]:
+        return self.inner.list_dir(prefix)
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        return self.inner.list_keys(prefix)
+
+    def key_sizes(self, prefix: str = "") -> dict[str, int]:
+        return self.inner.key_sizes(prefix)
+
+    def is_empty(self) -> bool:
+        return self.inner.is_empty()
+
+
+class ConsistentBackend(Wrapping):
+    """A dataset's view of its store that never mixes two versions of it.
+
+    ``root`` is the root ``zarr.json`` as read when the dataset was opened. After every
+    batch of reads the root is read again; when it differs (every write and every
+    pyramid build writes a new ``zarr_vectors_generation``, and an in-place replacement
+    first writes a placeholder root), the batch may hold keys of another version, and
+    :class:`StoreChangedError` is raised. Writers change the root first and never
+    return to an earlier one, so an unchanged root means every key read came from the
+    version opened. Writes through this view (``mode="r+"``) update the expected root.
+    """
+
+    def __init__(self, inner: Backend, root: bytes | None) -> None:
+        self.inner = inner
+        self.expected = root
+        self.description = inner.description
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         out = self.inner.get_many(keys)
@@ -605,15 +625,6 @@ class ConsistentBackend:
             if key == "zarr.json":
                 self.expected = bytes(data)
 
-    def list_dir(self, prefix: str) -> list[str]:
-        return self.inner.list_dir(prefix)
-
-    def list_keys(self, prefix: str = "") -> list[str]:
-        return self.inner.list_keys(prefix)
-
-    def key_sizes(self, prefix: str = "") -> dict[str, int]:
-        return self.inner.key_sizes(prefix)
-
     def delete_many(self, keys: Sequence[str]) -> None:
         self.inner.delete_many(keys)
         if "zarr.json" in keys:
@@ -623,9 +634,6 @@ class ConsistentBackend:
         self.inner.delete_prefix(prefix)
         if not under(prefix):
             self.expected = None
-
-    def is_empty(self) -> bool:
-        return self.inner.is_empty()
 
     def refresh(self) -> None:
         self.inner.refresh()
