@@ -142,8 +142,10 @@ def test_datetimes_from_geopackage_and_geodataframe(tmp_path):
         crs="EPSG:32633",
     )
     frame.to_file(tmp_path / "f.gpkg", driver="GPKG")
+    from zarr_vectors.io.geojson import PropertiesSkippedWarning
+
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # nothing is skipped
+        warnings.simplefilter("error", PropertiesSkippedWarning)  # nothing is skipped
         ds = ingest_vector(tmp_path / "f.zarr", tmp_path / "f.gpkg", chunk_shape=4)
     got = ds.object_attributes("when")
     assert got.dtype.kind == "M" and np.isnat(got[2])
