@@ -226,3 +226,38 @@ def test_cli_where(tmp_path):
     assert np.array_equal(sorted_rows(rows[:, :3]), sorted_rows(pts[keep]))
     bad = subprocess.run([*run, "--where", "confidence >> 1", "--count"], capture_output=True, text=True)
     assert bad.returncode != 0 and "cannot read 'confidence >> 1'" in bad.stderr
+
+
+@pytest.mark.slow
+def test_export_points_takes_where_and_polygon(tmp_path):
+    rng = np.random.default_rng(8)
+    pts, c = rng.uniform(0, 100, (4000, 2)), rng.random(4000)
+    zv.write_points(tmp_path / "s.zarr", pts, chunk_shape=25, attributes={"confidence": c})
+    tri = shapely.Polygon([(5, 0), (95, 20), (30, 90)])
+    run = [sys.executable, "-m", "zarr_vectors", "export"]
+    out = tmp_path / "o.csv"
+    subprocess.run(
+        [
+            *run,
+            "points",
+            str(tmp_path / "s.zarr"),
+            "--where",
+            "confidence <= 0.3",
+            "--polygon",
+            tri.wkt,
+            "-o",
+            str(out),
+            "--no-progress",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    rows = np.loadtxt(out, delimiter=",", skiprows=1, ndmin=2)
+    keep = (c <= 0.3) & shapely.contains_xy(tri, pts[:, 0], pts[:, 1])
+    assert np.array_equal(sorted_rows(rows[:, :2]), sorted_rows(pts[keep]))
+    bad = subprocess.run(
+        [*run, "swc", str(tmp_path / "s.zarr"), "--where", "confidence > 1", "-o", "x.swc"],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode != 0 and "--polygon and --where go with export points, not export swc" in bad.stderr

@@ -264,6 +264,8 @@ def _ingest_vector(args: argparse.Namespace, source: str, common: dict[str, Any]
 def cmd_export(args: argparse.Namespace) -> int:
     from zarr_vectors.dataset import open as open_store
 
+    if args.format != "points" and (args.polygon is not None or args.where):
+        raise ZarrVectorsError(f"--polygon and --where go with export points, not export {args.format}")
     if args.format == "neuroglancer":
         return cmd_export_neuroglancer(args)
     if args.output is None or args.outdir is not None:
@@ -274,7 +276,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         from zarr_vectors.cli_points import export_points_command
 
         ds = open_store(args.store, storage_options=_storage_options(args.storage_options))
-        return export_points_command(args, ds, _bbox(args.bbox) if args.bbox else None)
+        polygon = None if args.polygon is None else _polygon(args.polygon)
+        return export_points_command(args, ds, _bbox(args.bbox) if args.bbox else None, polygon)
 
     if args.format == "mesh":
         from zarr_vectors.io.meshes import export_mesh

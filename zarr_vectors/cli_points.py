@@ -122,15 +122,37 @@ def ingest_points_command(
 def add_export_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--level", type=int, default=0, help="points: resolution level (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--polygon",
+        metavar="FILE|WKT",
+        help="points: keep the points strictly inside this polygon (WKT, or a vector file whose polygons are "
+        "joined), tested on the first two axes",
+    )
+    p.add_argument(
+        "--where",
+        action="append",
+        metavar="EXPR",
+        help="points: keep rows whose attributes pass, e.g. 'intensity > 0.5'",
+    )
 
 
-def export_points_command(args: argparse.Namespace, ds: Any, box: Any) -> int:
-    """``export points``: a box (or everything) of a point cloud to .csv, .ply, .obj, .npz, .las or .laz."""
+def export_points_command(args: argparse.Namespace, ds: Any, box: Any, polygon: Any = None) -> int:
+    """``export points``: a box (or everything) of a point cloud to .csv, .ply, .obj, .npz, .las or
+    .laz, narrowed by ``--where`` and the ``polygon`` of ``--polygon``."""
     from zarr_vectors.io.stream_export import export_points
 
     if args.object is not None:
         raise ZarrVectorsError("export points takes --bbox (or nothing, for every point), not --object")
-    n = export_points(ds, args.output, bbox=box, level=args.level, progress=not args.no_progress)
+    n = export_points(
+        ds,
+        args.output,
+        bbox=box,
+        level=args.level,
+        progress=not args.no_progress,
+        where=args.where,
+        polygon=polygon,
+        polygon_axes=None if polygon is None or ds.ndim == 2 else (0, 1),
+    )
     print(f"wrote {n:,} points to {args.output}")
     return 0
 
