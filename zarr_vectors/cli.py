@@ -974,58 +974,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_export_neuroglancer(args: argparse.Namespace) -> int:
-    """``export neuroglancer STORE OUTDIR``: static precomputed files."""
-    from zarr_vectors.neuroglancer.export import export_neuroglancer
+    from zarr_vectors.cli_neuroglancer import export_command
 
-    outdir = args.outdir or args.output
-    if outdir is None:
-        raise ZarrVectorsError(
-            "export neuroglancer needs OUTDIR: zarr-vectors export neuroglancer STORE OUTDIR"
-        )
-    counts = export_neuroglancer(
-        args.store,
-        outdir,
-        base_url=args.base_url,
-        overwrite=args.overwrite,
-        storage_options=_storage_options(args.storage_options),
-    )
-    for name, n in counts.items():
-        print(f"wrote {n} files of layer {name} to {Path(outdir) / name}")
-    print(f"viewer state: {Path(outdir) / 'state.json'}")
-    return 0
+    return export_command(args, _storage_options(args.storage_options))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """``serve STORE...``: print the viewer URL first, then serve until interrupted."""
-    import time
+    from zarr_vectors.cli_neuroglancer import serve_command
 
-    from zarr_vectors.neuroglancer.server import serve
-
-    options = _storage_options(args.storage_options)
-    server = serve(args.stores, args.port, args.open, layout=args.layout, storage_options=options)
-    print(server.viewer_url, flush=True)
-    print(f"serving {', '.join(s.name for s in server.sources)} at {server.url} (Ctrl-C stops)", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        server.close()
+    return serve_command(args, _storage_options(args.storage_options))
 
 
 def _add_serve_parser(sub: Any, fmt: Any) -> None:
-    p = sub.add_parser(
-        "serve",
-        help="view stores in a local Neuroglancer",
-        epilog="examples:\n  zarr-vectors serve cells.zarr\n  zarr-vectors serve synapses.zarr neurons.zarr "
-        "--port 8080 --open",
-        formatter_class=fmt,
-    )
-    p.add_argument("stores", nargs="+", help="stores to show (paths or URLs), one layer each")
-    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: any free port)")
-    p.add_argument("--open", action="store_true", help="open the viewer URL in the web browser")
-    p.add_argument("--layout", default="4panel", help="Neuroglancer layout: 4panel, 3d, xy, ...")
+    from zarr_vectors.cli_neuroglancer import add_serve_options
+
+    p = add_serve_options(sub, fmt)
     _add_storage_options(p)
     p.set_defaults(func=cmd_serve)
 

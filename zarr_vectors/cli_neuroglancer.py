@@ -1,0 +1,63 @@
+"""Neuroglancer parts of the ``zarr-vectors`` command: ``serve`` and ``export neuroglancer``
+(:mod:`zarr_vectors.neuroglancer`). ``cli.py`` parses the storage options and hands them on."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from zarr_vectors.errors import ZarrVectorsError
+
+__all__ = ["add_serve_options", "export_command", "serve_command"]
+
+
+def export_command(args: argparse.Namespace, storage_options: dict[str, Any] | None) -> int:
+    """``export neuroglancer STORE OUTDIR``: static precomputed files."""
+    from zarr_vectors.neuroglancer.export import export_neuroglancer
+
+    outdir = args.outdir or args.output
+    if outdir is None:
+        raise ZarrVectorsError(
+            "export neuroglancer needs OUTDIR: zarr-vectors export neuroglancer STORE OUTDIR"
+        )
+    counts = export_neuroglancer(
+        args.store, outdir, base_url=args.base_url, overwrite=args.overwrite, storage_options=storage_options
+    )
+    for name, n in counts.items():
+        print(f"wrote {n} files of layer {name} to {Path(outdir) / name}")
+    print(f"viewer state: {Path(outdir) / 'state.json'}")
+    return 0
+
+
+def serve_command(args: argparse.Namespace, storage_options: dict[str, Any] | None) -> int:
+    """``serve STORE...``: print the viewer URL first, then serve until interrupted."""
+    from zarr_vectors.neuroglancer.server import serve
+
+    server = serve(args.stores, args.port, args.open, layout=args.layout, storage_options=storage_options)
+    print(server.viewer_url, flush=True)
+    print(f"serving {', '.join(s.name for s in server.sources)} at {server.url} (Ctrl-C stops)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        server.close()
+
+
+def add_serve_options(sub: Any, fmt: Any) -> argparse.ArgumentParser:
+    """The ``serve`` subcommand's parser, without the storage options (``cli.py`` adds them)."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        "serve",
+        help="view stores in a local Neuroglancer",
+        epilog="examples:\n  zarr-vectors serve cells.zarr\n  zarr-vectors serve synapses.zarr neurons.zarr "
+        "--port 8080 --open",
+        formatter_class=fmt,
+    )
+    p.add_argument("stores", nargs="+", help="stores to show (paths or URLs), one layer each")
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: any free port)")
+    p.add_argument("--open", action="store_true", help="open the viewer URL in the web browser")
+    p.add_argument("--layout", default="4panel", help="Neuroglancer layout: 4panel, 3d, xy, ...")
+    return p
