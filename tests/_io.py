@@ -43,6 +43,11 @@ class CountingBackend:
         self.gets.append(keys)
         return self.inner.get_many(keys)
 
+    def get_many_into(self, keys: Sequence[str], scratch: Any) -> list[bytes | memoryview | None]:
+        keys = list(keys)
+        self.gets.append(keys)
+        return self.inner.get_many_into(keys, scratch)
+
     def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         items = list(items)
         self.sets.append([k for k, _ in items])

@@ -25,6 +25,7 @@ from zarr_vectors.engine.pipeline import (
     compression_of,
     compressor_json,
 )
+from zarr_vectors.engine.scratch import arena
 from zarr_vectors.errors import DecodeError, InputError
 
 # Every compression= name, and numcodecs' own spellings of zarr's three.
@@ -366,3 +367,46 @@ def test_a_codec_without_a_bounded_decoder_is_checked_once_decoded(monkeypatch):
         pipe.bounded(4999).decode(raw)
     with pytest.raises(DecodeError, match="^lz4 decompression failed: LZ4 decompression error"):
         pipe.decode(raw[:-3])
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+@settings(max_examples=30, deadline=None)
+@given(checksums=st.booleans(), payload=st.binary(max_size=400), data=st.data())
+def test_decoding_into_an_arena_gives_the_bytes_and_errors_of_decoding_alone(
+    compression, checksums, payload, data
+):
+    pipe = _pipe(compression, checksums).bounded(1000)
+    raw = bytearray(pipe.encode(payload))
+    if raw and data.draw(st.booleans()):  # damaged: both ways must agree on it too
+        how = data.draw(st.sampled_from(["flip", "truncate", "extend"]))
+        if how == "flip":
+            raw[data.draw(st.integers(0, len(raw) - 1))] ^= data.draw(st.integers(1, 255))
+        elif how == "truncate":
+            raw = raw[: data.draw(st.integers(0, len(raw) - 1))]
+        else:
+            raw += data.draw(st.binary(min_size=1, max_size=20))
+    with arena() as scratch:
+        try:
+            alone = bytes(pipe.decode(bytes(raw)))
+        except DecodeError:
+            with pytest.raises(DecodeError):
+                pipe.decode(memoryview(bytes(raw)), scratch)
+            return
+        assert bytes(pipe.decode(memoryview(bytes(raw)), scratch)) == alone
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda f: f + b"\x01junk", "zstd decompression failed"),
+        (lambda f: f + f, "the frame declares 12 bytes but more follow"),
+        (lambda f: f[:-3], "zstd decompression failed|only"),
+    ],
+)
+def test_a_damaged_zstd_frame_decoded_into_an_arena_is_a_decode_error(damage, message):
+    pipe = _pipe("zstd", serializer="bytes")
+    frame = pipe.encode(b"twelve bytes")
+    with arena() as scratch:
+        assert bytes(pipe.decode(frame, scratch)) == b"twelve bytes"
+        with pytest.raises(DecodeError, match=message):
+            pipe.decode(damage(frame), scratch)

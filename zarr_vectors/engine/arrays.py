@@ -41,6 +41,7 @@ from zarr_vectors.engine.pipeline import (
     UnsupportedPipeline,
     geometry_codec,
 )
+from zarr_vectors.engine.scratch import Arena
 from zarr_vectors.errors import CorruptCellError, FormatError, decoding
 from zarr_vectors.format.documents import (
     MAX_CELLS,
@@ -296,9 +297,12 @@ class CellArray:
         prefix = f"{self.path}/c/"
         return [prefix + "/".join(map(str, cell)) for cell in (np.asarray(chunks) - self.origin).tolist()]
 
-    def payload(self, raw: bytes | None, chunk: Sequence[int]) -> memoryview:
+    def payload(
+        self, raw: bytes | memoryview | None, chunk: Sequence[int], scratch: Arena | None = None
+    ) -> memoryview:
         """Decoded cell payload: empty for a cell that is not listed and not stored; a
-        listed cell missing from the store is a CorruptCellError."""
+        listed cell missing from the store is a CorruptCellError. With ``scratch`` it may be
+        a slice of it."""
         if raw is None:
             if self.is_listed(chunk):
                 raise CorruptCellError(
@@ -308,7 +312,7 @@ class CellArray:
                 )
             return memoryview(b"")
         with decoding(self.path, chunk):
-            return self.decoder.decode(raw)
+            return self.decoder.decode(raw, scratch)
 
     @cached_property
     def draco(self) -> bool:
@@ -336,10 +340,17 @@ class CellArray:
         )
         return decode_cell(bytes(data), array=self.path, chunk=".".join(map(str, chunk)), **limits)
 
-    def rows(self, raw: bytes | None, chunk: Sequence[int], width: int | None = None) -> np.ndarray:
-        """Cell as (n, width) rows of ``dtype``; checks the byte length is whole rows."""
+    def rows(
+        self,
+        raw: bytes | memoryview | None,
+        chunk: Sequence[int],
+        width: int | None = None,
+        scratch: Arena | None = None,
+    ) -> np.ndarray:
+        """Cell as (n, width) rows of ``dtype``; checks the byte length is whole rows. With
+        ``scratch`` the rows may be a view of it (valid until it is reset)."""
         width = self.row_width if width is None else width
-        data = self.payload(raw, chunk)
+        data = self.payload(raw, chunk, scratch)
         stride = self.dtype.itemsize * width
         if len(data) % stride:
             raise CorruptCellError(

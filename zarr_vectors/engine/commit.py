@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from zarr_vectors.engine.local import LocalBackend, exchange, remove_tree
+from zarr_vectors.engine.scratch import Arena
 from zarr_vectors.engine.storage import (
     GENERATION_KEY,
     INCOMPLETE_KEY,
@@ -332,6 +333,9 @@ class MemoryStage:
     def get_ranges(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
         return [cut_range(self.data.get(k), start, n) for k, start, n in ranges]
 
+    def get_many_into(self, keys: Sequence[str], scratch: Arena) -> list[bytes | memoryview | None]:
+        return list(self.get_many(keys))  # already in memory
+
     def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         self.data.update((k, bytes(v)) for k, v in items)
 
@@ -508,6 +512,9 @@ class Overlay:
             for i, value in zip(ask, self.base.get_ranges([ranges[i] for i in ask])):
                 out[i] = value
         return out
+
+    def get_many_into(self, keys: Sequence[str], scratch: Arena) -> list[bytes | memoryview | None]:
+        return list(self.get_many(keys))
 
     def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         self.top.set_many(items)

@@ -50,6 +50,7 @@ import zstandard
 from zarr.abc.codec import BytesBytesCodec
 from zarr.registry import get_codec_class
 
+from zarr_vectors.engine.scratch import Arena
 from zarr_vectors.errors import DecodeError, InputError, choice_message
 
 __all__ = [
@@ -149,6 +150,36 @@ def _zstd(codec: Any, data: Any, bound: int) -> bytes:
                 cap = min(bound, 4 * cap)
     except zstandard.ZstdError as exc:
         raise DecodeError(f"zstd decompression failed (or needs more than {bound} bytes): {exc}") from exc
+
+
+def _zstd_into(codec: Any, data: Any, bound: int, scratch: Arena) -> memoryview:
+    """:func:`_zstd` decompressed into a slice of ``scratch`` (the frame must declare its size)."""
+    try:
+        size = zstandard.frame_content_size(data)
+    except zstandard.ZstdError as exc:
+        raise DecodeError(f"zstd: the data does not start with a zstd frame header ({exc})") from exc
+    if size < 0:
+        return memoryview(_zstd(codec, data, bound))
+    if size > bound:
+        raise _too_big("zstd", size, bound)
+    out = scratch.take(size)
+    got = 0
+    try:
+        # Across frames, so that bytes after the frame are read (and refused) below.
+        reader = _zstd_context().stream_reader(data, read_across_frames=True)
+        while got < size:
+            n = reader.readinto(out[got:])
+            if n == 0:
+                break
+            got += n
+        extra = reader.read(1)
+    except zstandard.ZstdError as exc:
+        raise DecodeError(f"zstd decompression failed: {exc}") from exc
+    if got != size or extra:
+        raise DecodeError(
+            f"zstd: the frame declares {size} bytes but {'more follow' if extra else f'only {got} came out'}"
+        )
+    return out
 
 
 def _streams(
@@ -284,6 +315,12 @@ class _Numcodec:
 
     def decode(self, data: Any, bound: int) -> Any:
         return _DECODERS.get(self.codec_id, _plain)(self.codec, data, bound)
+
+    def decode_into(self, data: Any, bound: int, scratch: Arena) -> Any:
+        """:meth:`decode`, into a slice of ``scratch`` where the codec allows (zstd)."""
+        if self.codec_id == "zstd":
+            return _zstd_into(self.codec, data, bound, scratch)
+        return self.decode(data, bound)
 
 
 @dataclass(frozen=True)

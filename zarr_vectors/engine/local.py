@@ -27,10 +27,11 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, overload
 
 import numpy as np
 
+from zarr_vectors.engine.scratch import Arena
 from zarr_vectors.engine.threads import default_workers, map_cells
 from zarr_vectors.errors import ReadOnlyError, StoreError
 
@@ -53,6 +54,25 @@ _KINDS = {
     stat.S_IFBLK: "a block device",
     stat.S_IFSOCK: "a socket",
 }
+
+
+_PREADV = getattr(os, "preadv", None)
+
+
+def _read_into(fd: int, buf: memoryview, offset: int) -> memoryview:
+    """Fill ``buf`` from the file at ``offset``; the part read when the file ends first."""
+    got = 0
+    while got < len(buf):  # short reads happen on some filesystems
+        if _PREADV is None:  # no preadv (Windows): read, then copy
+            more = os.pread(fd, len(buf) - got, offset + got)
+            buf[got : got + len(more)] = more
+            n = len(more)
+        else:
+            n = _PREADV(fd, [buf[got:]], offset + got)
+        if n == 0:
+            break
+        got += n
+    return buf[:got]
 
 
 def _inside(real: str, root: str) -> bool:
@@ -114,6 +134,19 @@ class LocalBackend:
         parts = map_cells(lambda j: [self._get_one(*ranges[i]) for i in blocks[j].tolist()], len(blocks))
         return [value for part in parts for value in part]
 
+    def get_many_into(self, keys: Sequence[str], scratch: Arena) -> list[bytes | memoryview | None]:
+        """:meth:`get_many`, each file read into a slice of ``scratch`` (valid until it is reset)."""
+        out: list[bytes | memoryview | None]
+        if len(keys) < PARALLEL_READS:
+            out = [self._get_one(key, scratch=scratch) for key in keys]
+            return out
+        blocks = np.array_split(np.arange(len(keys)), default_workers())
+        parts = map_cells(
+            lambda j: [self._get_one(keys[i], scratch=scratch) for i in blocks[j].tolist()], len(blocks)
+        )
+        out = [value for part in parts for value in part]
+        return out
+
     def _open_key(self, key: str) -> int | None:
         """A read descriptor of the key's file (None when absent); refusals as documented."""
         parent = key.rpartition("/")[0]
@@ -131,18 +164,27 @@ class LocalBackend:
                 raise
             return self._open_link(path, key)
 
-    def _get_one(self, key: str, start: int = 0, length: int | None = None) -> bytes | None:
+    @overload
+    def _get_one(self, key: str, start: int = 0, length: int | None = None) -> bytes | None: ...
+    @overload
+    def _get_one(self, key: str, *, scratch: Arena) -> memoryview | None: ...
+    def _get_one(
+        self, key: str, start: int = 0, length: int | None = None, scratch: Arena | None = None
+    ) -> bytes | memoryview | None:
         fd = self._open_key(key)
         if fd is None:
             return None
         try:
-            return self._read_fd(fd, key, start, length)
+            return self._read_fd(fd, key, start, length, scratch)
         finally:
             os.close(fd)
 
-    def _read_fd(self, fd: int, key: str, start: int = 0, length: int | None = None) -> bytes | None:
+    def _read_fd(
+        self, fd: int, key: str, start: int = 0, length: int | None = None, scratch: Arena | None = None
+    ) -> bytes | memoryview | None:
         """Bytes ``start .. start + length`` of the open file (a negative ``start``: the last
-        ``-start`` bytes), never past ``st_size`` as ``fstat`` reports it."""
+        ``-start`` bytes), never past ``st_size`` as ``fstat`` reports it; read into a slice of
+        ``scratch`` when given."""
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             if stat.S_ISDIR(st.st_mode):
@@ -152,6 +194,8 @@ class LocalBackend:
         size = st.st_size
         begin = max(size + start, 0) if start < 0 else min(start, size)
         end = size if length is None or start < 0 else min(size, begin + length)
+        if scratch is not None:
+            return _read_into(fd, scratch.take(end - begin), begin)
         parts: list[bytes] = []
         got = begin
         while got < end:  # short reads happen on some filesystems

@@ -30,6 +30,7 @@ from zarr_vectors.engine.compressors import (
     compression_of,
     compressor_json,
 )
+from zarr_vectors.engine.scratch import Arena
 from zarr_vectors.errors import DecodeError
 from zarr_vectors.format.codecs import DRACO, geometry_codec
 
@@ -201,14 +202,19 @@ class Pipeline:
             out[i] = view[p + 4 : p + 4 + unpack(view, p)[0]]
         return out
 
-    def _decompress(self, chunk: bytes) -> memoryview:
+    def _decompress(self, chunk: bytes | memoryview, scratch: Arena | None = None) -> memoryview:
         data: Any = chunk
         bound = self.max_size
         # Inner stages hold still-encoded bytes, which may be a little larger than the payload.
         inner = bound + (bound >> 4) + 4096
         last = len(self.compressors) - 1
         for i, codec in enumerate(reversed(self.compressors)):
-            data = codec.decode(data, bound if i == last else inner)
+            into = getattr(codec, "decode_into", None) if scratch is not None and i == last else None
+            data = (
+                codec.decode(data, bound if i == last else inner)
+                if into is None
+                else into(data, bound, scratch)
+            )
         if isinstance(data, np.ndarray):
             view = np.ascontiguousarray(data).view(np.uint8).reshape(-1).data
         else:
@@ -219,9 +225,10 @@ class Pipeline:
             )
         return view
 
-    def decode(self, chunk: bytes) -> memoryview:
-        """The payload of one stored chunk; raises DecodeError on bad framing."""
-        view = self._decompress(chunk)
+    def decode(self, chunk: bytes | memoryview, scratch: Arena | None = None) -> memoryview:
+        """The payload of one stored chunk; raises DecodeError on bad framing. With ``scratch``
+        the payload may be a slice of it (valid until it is reset)."""
+        view = self._decompress(chunk, scratch)
         if self.serializer == "bytes":
             return view
         if len(view) < 8:

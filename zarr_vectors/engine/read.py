@@ -16,6 +16,7 @@ import numpy as np
 
 from zarr_vectors.engine.arrays import CellArray
 from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.scratch import arena
 from zarr_vectors.engine.threads import map_cells
 from zarr_vectors.engine.where import RowFilter, apply_filter
 from zarr_vectors.errors import AttributeNotFoundError, CorruptCellError, FormatError, InputError, decoding
@@ -399,9 +400,10 @@ def _box_rows(
     row_filter: RowFilter | None = None,
 ) -> Result:
     """A box query: one batch of reads; each cell decoded (with the object of each row, when
-    asked) and, when the box covers it partly, tested on the axes the box cuts it, then on
-    ``row_filter`` (``workers`` cells at a time); then the kept rows copied once, straight into
-    the result, in chunk order."""
+    asked) and, when the box covers it partly, tested on the sides of the box that cut it,
+    then on ``row_filter`` (``workers`` cells at a time); then the kept rows copied once,
+    straight into the result, in chunk order. Cells are read and decompressed into a reused
+    arena, which the result never refers to."""
     extra = [] if row_filter is None else [n for n in row_filter.vertex_names if n not in names]
     arrays = [level.vertices] + [level.vertex_attributes[n] for n in [*names, *extra]]
     n_out = 1 + len(names)  # columns returned: vertices and the asked attributes (then extra)
@@ -410,58 +412,114 @@ def _box_rows(
     if with_ids:
         keys += _fragments_array(level).keys(chunks)
         keys += owners.keys(chunks) if owners is not None else []
-    raws = level.backend.get_many(keys)
-    k, d, grid = len(chunks), level.grid.ndim, level.grid
+    k, d = len(chunks), level.grid.ndim
     widths = [d] + [arr.row_width for arr in arrays[1:n_out]]
     dtypes = [arr.dtype for arr in arrays[:n_out]] + ([np.dtype(np.int64)] if with_ids else [])
     if with_ids:
         widths.append(1)
+    tests = _cell_tests(level, chunks, n_full, lo, hi)
+    with arena() as scratch:
+        raws = level.backend.get_many_into(keys, scratch)
+        for at in range(len(arrays) * k, len(raws)):  # fragment indexes may be kept: no arena
+            raw = raws[at]
+            raws[at] = None if raw is None else bytes(raw)
 
-    def decode(i: int) -> tuple[list[np.ndarray], np.ndarray | None]:
-        pos = level.vertices.rows(raws[i], chunks[i], d)
-        cols = [pos]
-        for j, arr in enumerate(arrays[1:], start=1):
-            part = arr.rows(raws[j * k + i], chunks[i])
-            if len(part) != len(pos):
-                chunk = ".".join(map(str, chunks[i]))
-                raise CorruptCellError(arr.path, chunk, f"{len(part)} rows but vertices has {len(pos)}")
-            cols.append(part)
-        if with_ids:
-            cols.append(_cell_owners(level, chunks[i], raws, len(arrays) * k + i, k, len(pos)).reshape(-1, 1))
-        keep = None
-        if i >= n_full:
-            start = chunks[i] * grid.chunk_shape
-            keep = np.flatnonzero(inside_box(pos, lo, hi, start, start + grid.chunk_shape))
-        if row_filter is not None:
-            wanted = set(row_filter.vertex_names)
-            named = {n: c for n, c in zip([*names, *extra], cols[1:]) if n in wanted}
-            keep = _filtered(row_filter, keep, len(pos), named, cols[-1] if with_ids else None)
-        return cols[:n_out] + cols[len(arrays) :], keep
+        def decode(i: int) -> tuple[list[np.ndarray], np.ndarray | None]:
+            pos = level.vertices.rows(raws[i], chunks[i], d, scratch)
+            cols = [pos]
+            for j, arr in enumerate(arrays[1:], start=1):
+                part = arr.rows(raws[j * k + i], chunks[i], None, scratch)
+                if len(part) != len(pos):
+                    chunk = ".".join(map(str, chunks[i]))
+                    raise CorruptCellError(arr.path, chunk, f"{len(part)} rows but vertices has {len(pos)}")
+                cols.append(part)
+            if with_ids:
+                owners = _cell_owners(level, chunks[i], raws, len(arrays) * k + i, k, len(pos))  # type: ignore[arg-type]
+                cols.append(owners.reshape(-1, 1))
+            keep = _test_rows(pos, tests[i])
+            if row_filter is not None:
+                wanted = set(row_filter.vertex_names)
+                named = {n: c for n, c in zip([*names, *extra], cols[1:]) if n in wanted}
+                index = None if keep is None else np.flatnonzero(keep)
+                keep = _filtered(row_filter, index, len(pos), named, cols[-1] if with_ids else None)
+            return cols[:n_out] + cols[len(arrays) :], keep
 
-    if workers is None and sum(len(r) for r in raws if r is not None) < AUTO_THREADS_BYTES:
-        workers = 1  # small reads: handing cells to threads costs more than it saves
-    cells = map_cells(decode, k, workers)
-    sizes = [len(cols[0]) if keep is None else len(keep) for cols, keep in cells]
-    offsets = np.zeros(k + 1, np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    out = [np.empty((int(offsets[-1]), w), dt) for w, dt in zip(widths, dtypes)]
+        if workers is None and sum(len(r) for r in raws if r is not None) < AUTO_THREADS_BYTES:
+            workers = 1  # small reads: handing cells to threads costs more than it saves
+        cells = map_cells(decode, k, workers)
+        sizes = [_kept(cols[0], keep) for cols, keep in cells]
+        offsets = np.zeros(k + 1, np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        out = [np.empty((int(offsets[-1]), w), dt) for w, dt in zip(widths, dtypes)]
 
-    def copy(i: int) -> None:
-        cols, keep = cells[i]
-        a, b = int(offsets[i]), int(offsets[i + 1])
-        for dst, src in zip(out, cols):
-            if keep is None:
-                dst[a:b] = src
-            else:
-                np.take(src, keep, axis=0, out=dst[a:b])
+        def copy(i: int) -> None:
+            cols, keep = cells[i]
+            a, b = int(offsets[i]), int(offsets[i + 1])
+            for dst, src in zip(out, cols):
+                if keep is None or b - a == len(src):
+                    dst[a:b] = src
+                elif keep.dtype == bool:
+                    np.compress(keep, src, axis=0, out=dst[a:b])
+                else:
+                    np.take(src, keep, axis=0, out=dst[a:b])
 
-    map_cells(copy, k, workers)
+        map_cells(copy, k, workers)
     attrs = {
         n: col.reshape((-1, *(arr.attrs.get("row_shape") or [])))
         for n, col, arr in zip(names, out[1:], arrays[1:n_out])
     }
     axes = tuple(a.name for a in level.root.axes if a.type == "space")
     return Result(out[0], attrs, out[-1].reshape(-1) if with_ids else None, axes)
+
+
+#: The tests of one cell's rows: ``(axis, bound, upper)``, ``upper`` meaning ``p <= bound``.
+CellTests = list[tuple[int, Any, bool]]
+
+
+def _cell_tests(
+    level: Level, chunks: np.ndarray, n_full: int, lo: np.ndarray, hi: np.ndarray
+) -> list[CellTests]:
+    """For each of ``chunks`` (the first ``n_full`` wholly inside the box), the sides of the
+    box its rows must be tested against: those that cut the chunk's extent (by more than a
+    rounding margin). Bounds are numpy scalars of the comparison's type: float32 rows are
+    compared with the bounds rounded inwards (:func:`float32_bounds`), which keeps exactly
+    the rows the float64 test keeps; other rows with the float64 bounds."""
+    out: list[CellTests] = [[] for _ in range(len(chunks))]
+    if n_full == len(chunks):
+        return out
+    cs = level.grid.chunk_shape
+    cell_lo = chunks[n_full:] * cs
+    margin = 1e-9 * (np.abs(cs) + 1)
+    cut_lo = (cell_lo - margin < lo).tolist()
+    cut_hi = (cell_lo + cs + margin > hi).tolist()
+    lo_b, hi_b = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    if level.vertices.dtype == np.float32:
+        lo_b, hi_b = float32_bounds(lo_b, hi_b)
+    lows, highs = list(lo_b), list(hi_b)  # numpy scalars: no Python float re-rounded to float32
+    for i, (cl, ch) in enumerate(zip(cut_lo, cut_hi), start=n_full):
+        out[i] = [(ax, lows[ax], False) for ax in range(len(cl)) if cl[ax]]
+        out[i] += [(ax, highs[ax], True) for ax in range(len(ch)) if ch[ax]]
+    return out
+
+
+def _test_rows(positions: np.ndarray, tests: CellTests) -> np.ndarray | None:
+    """Boolean mask of the rows that pass ``tests`` (None: no test, every row passes)."""
+    mask: np.ndarray | None = None
+    for ax, bound, upper in tests:
+        col = positions[:, ax]
+        hit = col <= bound if upper else col >= bound
+        if mask is None:
+            mask = hit
+        else:
+            mask &= hit
+    return mask
+
+
+def _kept(rows: np.ndarray, keep: np.ndarray | None) -> int:
+    """Rows a cell contributes: all, those of a boolean mask, or an index array's length."""
+    if keep is None:
+        return len(rows)
+    return int(np.count_nonzero(keep)) if keep.dtype == bool else len(keep)
 
 
 def _filtered(

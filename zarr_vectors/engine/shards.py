@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from zarr_vectors.engine.scratch import Arena
 from zarr_vectors.engine.storage import Backend, ByteRange, Wrapping, cut_range
 from zarr_vectors.errors import CorruptShardError, FormatError
 from zarr_vectors.format.shards import EMPTY, ShardLayout, coalesce, decode_index, parse_sharding
@@ -105,6 +106,16 @@ class ShardReader(Wrapping):
                 self.learn(key, raw)
             return out
         return self.get_ranges([(k, 0, None) for k in keys])
+
+    def get_many_into(self, keys: Sequence[str], scratch: Arena) -> list[bytes | memoryview | None]:
+        """:meth:`get_many`; into ``scratch`` when no array is sharded (whole files)."""
+        if self.layouts:
+            return list(self.get_many(keys))
+        out = self.inner.get_many_into(keys, scratch)
+        for key, raw in zip(keys, out):
+            if key == "zarr.json" or key.endswith("/zarr.json"):
+                self.learn(key, None if raw is None else bytes(raw))
+        return out
 
     def get_ranges(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
         out: list[bytes | None] = [None] * len(ranges)

@@ -52,6 +52,7 @@ from zarr.core.buffer import cpu, default_buffer_prototype
 from zarr.core.sync import sync
 
 from zarr_vectors.engine.local import LocalBackend
+from zarr_vectors.engine.scratch import Arena
 from zarr_vectors.errors import (
     IncompleteStoreError,
     InputError,
@@ -147,6 +148,11 @@ class Backend(Protocol):
 
     def get_ranges(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
         """The bytes of each :data:`ByteRange`, all requests of the batch in flight together."""
+        ...
+
+    def get_many_into(self, keys: Sequence[str], scratch: Arena) -> list[bytes | memoryview | None]:
+        """:meth:`get_many`, where the backend can (local files) read into slices of
+        ``scratch``: those values are valid only until ``scratch`` is reset."""
         ...
 
     def set_many(self, items: Sequence[tuple[str, bytes]]) -> None: ...
@@ -426,6 +432,9 @@ class ZarrStoreBackend:
     def get_ranges(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
         return run_sync(self._get_ranges(ranges)) if ranges else []
 
+    def get_many_into(self, keys: Sequence[str], scratch: Arena) -> list[bytes | memoryview | None]:
+        return list(self.get_many(keys))  # the store's buffers are its own
+
     def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         if items:
             self._writable("write keys")
@@ -607,6 +616,12 @@ class ConsistentBackend(Wrapping):
     def get_ranges(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
         out = self.inner.get_ranges(ranges)
         if ranges:
+            self.check()
+        return out
+
+    def get_many_into(self, keys: Sequence[str], scratch: Arena) -> list[bytes | memoryview | None]:
+        out = self.inner.get_many_into(keys, scratch)
+        if keys:
             self.check()
         return out
 

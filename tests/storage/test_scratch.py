@@ -1,0 +1,100 @@
+"""The read arena: slices that stay valid until reset, reuse across queries, and results
+that never share its memory."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import zarr_vectors as zv
+from zarr_vectors.engine import scratch as scratch_module
+from zarr_vectors.engine.local import LocalBackend
+from zarr_vectors.engine.scratch import Arena, arena
+
+
+def test_slices_are_disjoint_aligned_and_reused_after_reset():
+    a = Arena()
+    views = [a.take(n) for n in (5, 3 << 20, 17, 0, 1 << 20)]  # the second needs a new block
+    for v, n in zip(views, (5, 3 << 20, 17, 0, 1 << 20)):
+        assert len(v) == n and not v.readonly
+    for i, v in enumerate(views):
+        np.frombuffer(v, np.uint8)[:] = i
+    for i, v in enumerate(views):
+        assert (np.frombuffer(v, np.uint8) == i).all()  # no slice overlaps another
+    addresses = [np.frombuffer(v, np.uint8).ctypes.data for v in views if len(v)]
+    assert all(addr % 8 == 0 for addr in addresses)
+    used = a.capacity
+    a.reset()
+    assert a.capacity == used  # merged into one block of the same size
+
+    def first_address() -> int:
+        address = np.frombuffer(a.take(4 << 20), np.uint8).ctypes.data
+        a.reset()
+        return address
+
+    assert first_address() == first_address()  # the same memory, query after query
+
+
+def test_takes_from_many_threads_never_overlap():
+    a = Arena()
+    got: list[memoryview] = []
+    lock = threading.Lock()
+
+    def work(j: int) -> None:
+        for _ in range(200):
+            v = a.take(1000 + j)
+            np.frombuffer(v, np.uint8)[:] = j
+            with lock:
+                got.append(v)
+
+    threads = [threading.Thread(target=work, args=(j,)) for j in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for v in got:
+        assert (np.frombuffer(v, np.uint8) == len(v) - 1000).all()
+
+
+def test_the_pool_keeps_small_arenas_and_frees_large_ones(monkeypatch):
+    monkeypatch.setattr(scratch_module, "_pool", [])
+    monkeypatch.setattr(scratch_module, "MAX_RETAINED", 4 << 20)
+    with arena() as a:
+        a.take(1 << 20)
+    with arena() as b:
+        assert b is a  # lent again
+        b.take(8 << 20)
+    assert [x.capacity for x in scratch_module._pool] == [0]  # grew past MAX_RETAINED: memory freed
+
+
+def test_local_reads_into_an_arena_equal_plain_reads(tmp_path):
+    backend = LocalBackend(str(tmp_path), read_only=False)
+    backend.set_many([("a/b", b"hello"), ("c", bytes(range(256)) * 300), ("empty", b"")])
+    keys = ["a/b", "c", "missing", "empty", "a"]  # "a" is a folder: absent like a missing key
+    with arena() as scratch:
+        into = backend.get_many_into(keys, scratch)
+        assert [None if v is None else bytes(v) for v in into] == backend.get_many(keys)
+        many = backend.get_many_into(keys * 40, scratch)  # a batch large enough for threads
+        assert [None if v is None else bytes(v) for v in many] == backend.get_many(keys) * 40
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_a_result_keeps_its_rows_when_later_queries_reuse_the_arena(tmp_path, compression):
+    rng = np.random.default_rng(3)
+    pts = rng.random((20_000, 3), dtype=np.float32) * 100
+    ds = zv.write_points(
+        tmp_path / "p.zarr",
+        pts,
+        chunk_shape=25,
+        attributes={"w": rng.random(20_000, dtype=np.float32)},
+        compression=compression,
+    )
+    first = ds.query(bbox=([10, 10, 10], [60, 60, 60]), workers=1)
+    kept = (first.positions.copy(), first.attributes["w"].copy())
+    for lo in range(0, 60, 7):  # other boxes write other rows over the arena
+        ds.query(bbox=([lo] * 3, [lo + 40] * 3), workers=2)
+    assert np.array_equal(first.positions, kept[0]) and np.array_equal(first.attributes["w"], kept[1])
+    inside = np.all((pts >= 10) & (pts <= 60), axis=1)
+    assert len(first.positions) == int(inside.sum())
