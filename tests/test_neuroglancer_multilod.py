@@ -194,3 +194,13 @@ def test_byte_ranges_and_mesh_formats(store: Path) -> None:
     )
     with pytest.raises(zv.InputError):
         StoreSource(ds, "c", mesh_format="draco")
+
+
+def test_an_object_without_triangles_is_one_empty_node() -> None:
+    from zarr_vectors.neuroglancer.multilod import encode_object
+
+    empty = (np.zeros((3, 3)), np.zeros((0, 3), np.int64))
+    index, data = encode_object([empty, empty], np.full(3, 10.0), np.zeros(3), [1.0, 2.0])
+    manifest = dec.multilod_manifest(index)
+    assert data == b"" and [p.tolist() for p in manifest["positions"]] == [[[0, 0, 0]], [[0, 0, 0]]]
+    assert [s.tolist() for s in manifest["sizes"]] == [[0], [0]]

@@ -16,6 +16,8 @@ returns (a manifest, the ``{id}.index`` file, and the fragment data, the ``{id}`
 * Nodes are listed in Z-curve order (x the lowest bit) in each LOD; a LOD lists the parent of
   every node of the LOD below it, with an empty fragment where its own mesh has nothing there
   (Neuroglancer reaches finer nodes only through their parents). Vertex offsets are zero.
+* An object without triangles has one empty node, at LOD 0's grid position 0 (and its
+  parents), so its manifest still describes an octree.
 """
 
 from __future__ import annotations
@@ -115,7 +117,9 @@ def _draco(q: np.ndarray, bits: int) -> bytes:
     (triangles that quantise to a point or a line are dropped)."""
     import DracoPy
 
-    verts, inverse = np.unique(q.reshape(-1, 3), axis=0, return_inverse=True)
+    c = q.reshape(-1, 3)
+    keys, inverse = np.unique((c[:, 0] << 32) | (c[:, 1] << 16) | c[:, 2], return_inverse=True)
+    verts = np.stack([keys >> 32, (keys >> 16) & 0xFFFF, keys & 0xFFFF], axis=1)
     faces = inverse.reshape(-1, 3)
     faces = faces[(faces[:, 0] != faces[:, 1]) & (faces[:, 1] != faces[:, 2]) & (faces[:, 0] != faces[:, 2])]
     if not len(faces):
@@ -194,7 +198,7 @@ def encode_object(
         pos = np.asarray(positions, np.float64).reshape(-1, 3)
         f = np.asarray(faces, np.int64).reshape(-1, 3)
         cells, blobs = _lod_fragments(pos[f], origin, chunk, k, bits)
-        parents = np.unique(below >> 1, axis=0) if k else below
+        parents = np.unique(below >> 1, axis=0) if k else np.zeros((0 if len(cells) else 1, 3), np.int64)
         allnodes = np.unique(np.concatenate([cells, parents]), axis=0)
         order = np.argsort(morton(allnodes), kind="stable")
         allnodes = allnodes[order]
