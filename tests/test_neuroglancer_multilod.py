@@ -134,6 +134,9 @@ def test_fragments_are_z_ordered_and_inside_their_nodes(store: Path) -> None:
                 corners = q[faces]
                 below, above = (corners <= half).all(axis=1), (corners >= half).all(axis=1)
                 assert np.all(below | above)
+                # and each eighth holding triangles is a node one LOD down (maybe empty)
+                eighths = {tuple(v) for v in (2 * node + (~below & above)).tolist()}
+                assert eighths <= {tuple(p) for p in manifest["positions"][lod - 1].tolist()}
     assert sum(len(f) for f in lods[0]) > 1  # the sphere spans several chunks
 
 
@@ -204,3 +207,18 @@ def test_an_object_without_triangles_is_one_empty_node() -> None:
     manifest = dec.multilod_manifest(index)
     assert data == b"" and [p.tolist() for p in manifest["positions"]] == [[[0, 0, 0]], [[0, 0, 0]]]
     assert [s.tolist() for s in manifest["sizes"]] == [[0], [0]]
+
+
+def test_coarse_triangles_without_finer_ones_get_an_empty_finer_node() -> None:
+    from zarr_vectors.neuroglancer.multilod import encode_object
+
+    fine = (np.array([[1.0, 1, 1], [5, 1, 1], [1, 5, 1]]), np.array([[0, 1, 2]]))
+    coarse = (np.array([[12.0, 1, 1], [16, 1, 1], [12, 5, 1]]), np.array([[0, 1, 2]]))  # in eighth (1, 0, 0)
+    index, data = encode_object([fine, coarse], np.full(3, 10.0), np.zeros(3), [1.0, 2.0])
+    manifest = dec.multilod_manifest(index)
+    assert manifest["positions"][0].tolist() == [[0, 0, 0], [1, 0, 0]]
+    assert manifest["sizes"][0][1] == 0 and manifest["sizes"][0][0] > 0  # (1, 0, 0): empty
+    assert manifest["positions"][1].tolist() == [[0, 0, 0]] and manifest["sizes"][1][0] > 0
+    info = {"vertex_quantization_bits": 16, "transform": [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0]}
+    lods = dec.multilod_fragments(info, manifest, data)
+    assert np.allclose(lods[1][0][3][lods[1][0][2]].reshape(-1, 3).min(axis=0), [12, 1, 1], atol=1e-3)

@@ -15,7 +15,10 @@ returns (a manifest, the ``{id}.index`` file, and the fragment data, the ``{id}`
   de-quantising are ``x``.
 * Nodes are listed in Z-curve order (x the lowest bit) in each LOD; a LOD lists the parent of
   every node of the LOD below it, with an empty fragment where its own mesh has nothing there
-  (Neuroglancer reaches finer nodes only through their parents). Vertex offsets are zero.
+  (Neuroglancer reaches finer nodes only through their parents), and lists, as an empty node,
+  every eighth of a coarser node that holds coarse triangles but no finer ones (an empty node
+  stands for its box, so a view that asks for the finer LOD there does not draw the coarse
+  triangles over the finer mesh). Vertex offsets are zero.
 * An object without triangles has one empty node, at LOD 0's grid position 0 (and its
   parents), so its manifest still describes an octree.
 """
@@ -157,14 +160,18 @@ def _quantise(unit: np.ndarray, bits: int, split: bool) -> np.ndarray:
 
 def _lod_fragments(
     tri: np.ndarray, origin: np.ndarray, chunk: np.ndarray, lod: int, bits: int
-) -> tuple[np.ndarray, list[bytes]]:
-    """``(node positions (n, 3) in Z-curve order, their Draco fragments)`` of one LOD's
-    triangles (T, 3, 3) in stored model units; empty fragments are left out."""
+) -> tuple[np.ndarray, list[bytes], np.ndarray]:
+    """``(node positions (n, 3) in Z-curve order, their Draco fragments, octants)`` of one
+    LOD's triangles (T, 3, 3) in stored model units; empty fragments are left out. The
+    octants are the LOD ``lod - 1`` positions of the node eighths holding triangles."""
     node = chunk * 2.0**lod
     tri = clip_to_grid(tri, origin, node if lod == 0 else node / 2)
+    none = np.zeros((0, 3), np.int64)
     if not len(tri):
-        return np.zeros((0, 3), np.int64), []
-    cells = np.floor((tri.mean(axis=1) - origin) / node).astype(np.int64)
+        return none, [], none
+    centroid = tri.mean(axis=1) - origin
+    octants = np.unique(np.floor(centroid / (node / 2)).astype(np.int64), axis=0) if lod else none
+    cells = np.floor(centroid / node).astype(np.int64)
     if cells.min() < 0:
         raise InputError("a mesh vertex lies below the octree's grid origin")
     codes = morton(cells)
@@ -175,7 +182,7 @@ def _lod_fragments(
     ends = np.r_[starts[1:], len(codes)]
     blobs = [_draco(q[s:e], bits) for s, e in zip(starts, ends)]
     keep = np.array([len(b) > 0 for b in blobs], bool)
-    return cells[starts][keep], [b for b, k in zip(blobs, keep) if k]
+    return cells[starts][keep], [b for b, k in zip(blobs, keep) if k], octants
 
 
 def encode_object(
@@ -191,15 +198,18 @@ def encode_object(
     origin = np.asarray(grid_origin, "<f4").astype(np.float64)
     if len(lods) != len(lod_scales) or not len(lods):
         raise InputError("give one LOD scale per level of detail, and at least one level")
+    frags = []
+    for k, (positions, faces) in enumerate(lods):
+        pos = np.asarray(positions, np.float64).reshape(-1, 3)
+        frags.append(_lod_fragments(pos[np.asarray(faces, np.int64).reshape(-1, 3)], origin, chunk, k, bits))
     per_lod: list[tuple[np.ndarray, list[int]]] = []
     data: list[bytes] = []
     below = np.zeros((0, 3), np.int64)
-    for k, (positions, faces) in enumerate(lods):
-        pos = np.asarray(positions, np.float64).reshape(-1, 3)
-        f = np.asarray(faces, np.int64).reshape(-1, 3)
-        cells, blobs = _lod_fragments(pos[f], origin, chunk, k, bits)
-        parents = np.unique(below >> 1, axis=0) if k else np.zeros((0 if len(cells) else 1, 3), np.int64)
-        allnodes = np.unique(np.concatenate([cells, parents]), axis=0)
+    for k, (cells, blobs, _) in enumerate(frags):
+        above = frags[k + 1][2] if k + 1 < len(frags) else below[:0]
+        allnodes = np.unique(np.concatenate([cells, below >> 1, above]), axis=0)
+        if not len(allnodes):
+            allnodes = np.zeros((1, 3), np.int64)
         order = np.argsort(morton(allnodes), kind="stable")
         allnodes = allnodes[order]
         size = dict(zip(map(tuple, cells.tolist()), blobs))
