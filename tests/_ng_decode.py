@@ -100,3 +100,74 @@ def legacy_fragment(buf: bytes) -> tuple[np.ndarray, np.ndarray]:
     assert rest % 12 == 0
     faces = np.frombuffer(buf, "<u4", rest // 4, 4 + 12 * nv).reshape(-1, 3)
     return pos, faces
+
+
+def multilod_manifest(buf: bytes) -> dict[str, Any]:
+    """A ``neuroglancer_multilod_draco`` manifest (``{id}.index``): chunk_shape, grid_origin,
+    lod_scales, vertex_offsets, and per LOD its node positions (n, 3) and fragment sizes."""
+    chunk = np.frombuffer(buf, "<f4", 3, 0).astype(np.float64)
+    origin = np.frombuffer(buf, "<f4", 3, 12).astype(np.float64)
+    (n,) = struct.unpack_from("<I", buf, 24)
+    at = 28
+    scales = np.frombuffer(buf, "<f4", n, at)
+    offsets = np.frombuffer(buf, "<f4", 3 * n, at + 4 * n).reshape(n, 3)
+    counts = np.frombuffer(buf, "<u4", n, at + 16 * n)
+    at += 20 * n
+    positions, sizes = [], []
+    for m in counts.tolist():
+        positions.append(np.frombuffer(buf, "<u4", 3 * m, at).reshape(3, m).T.astype(np.int64))
+        sizes.append(np.frombuffer(buf, "<u4", m, at + 12 * m).astype(np.int64))
+        at += 16 * m
+    assert at == len(buf), "trailing bytes after the last LOD"
+    return {
+        "chunk_shape": chunk,
+        "grid_origin": origin,
+        "lod_scales": scales,
+        "vertex_offsets": offsets,
+        "positions": positions,
+        "sizes": sizes,
+    }
+
+
+def multilod_fragments(
+    info: dict[str, Any], manifest: dict[str, Any], data: bytes
+) -> list[list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]]:
+    """Per LOD, per node with data: ``(node position, quantised (V, 3) ints, faces,
+    model-space (V, 3) positions)``. Fragments are consecutive in ``data``, LOD 0 first; a
+    coordinate ``x`` maps to ``origin + offset + chunk * 2**lod * (position + x / (2**bits - 1))``
+    and then through the info's transform."""
+    import DracoPy
+
+    bits = info["vertex_quantization_bits"]
+    top = (1 << bits) - 1
+    transform = np.asarray(info["transform"], np.float64).reshape(3, 4)
+    out: list[list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = []
+    at = 0
+    for lod, (nodes, sizes) in enumerate(zip(manifest["positions"], manifest["sizes"])):
+        frags = []
+        for node, size in zip(nodes, sizes.tolist()):
+            blob, at = data[at : at + size], at + size
+            if not size:
+                continue
+            mesh = DracoPy.decode(blob)
+            raw = np.asarray(mesh.points, np.float64)
+            q = np.rint(raw).astype(np.int64)
+            assert np.array_equal(raw, q), "positions must be the quantised integers"
+            assert q.min() >= 0 and q.max() <= top
+            box = manifest["chunk_shape"] * 2.0**lod
+            stored = manifest["grid_origin"] + manifest["vertex_offsets"][lod] + box * (node + q / top)
+            model = stored @ transform[:, :3].T + transform[:, 3]
+            frags.append((node, q, np.asarray(mesh.faces, np.int64).reshape(-1, 3), model))
+        out.append(frags)
+    assert at == len(data), "fragment sizes do not add up to the data file"
+    return out
+
+
+def zorder(positions: np.ndarray) -> np.ndarray:
+    """Z-curve keys of (n, 3) positions (x the lowest bit), one bit at a time."""
+    key = np.zeros(len(positions), dtype=object)
+    p = np.asarray(positions, np.int64)
+    for bit in range(21):
+        for axis in range(3):
+            key = key + (((p[:, axis] >> bit) & 1).astype(object) << (3 * bit + axis))
+    return key

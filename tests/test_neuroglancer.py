@@ -70,6 +70,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         object_ids=[7],
         units="micrometer",
     )
+    zv.open(d / "soma.zarr", mode="r+").build_pyramid([2, 2])
     lines = [np.cumsum(RNG.normal(0, 30, (15, 3)), axis=0) + 500 for _ in range(6)]
     zv.write_lines(d / "tracts.zarr", lines, chunk_shape=200, object_ids=np.arange(6) + 1)
     return {
@@ -223,9 +224,9 @@ def test_skeletons_and_segment_properties(stores: dict[str, Path]) -> None:
         src.get("skeletons/9")
 
 
-def test_meshes_are_legacy_fragments_in_nanometres(stores: dict[str, Path]) -> None:
+def test_legacy_meshes_are_one_fragment_in_nanometres(stores: dict[str, Path]) -> None:
     ds = zv.open(stores["mesh"])
-    src = StoreSource(ds, "m")
+    src = StoreSource(ds, "m", mesh_format="legacy")
     assert _get(src, "mesh/info")["@type"] == "neuroglancer_legacy_mesh"
     assert _get(src, "mesh/7:0") == {"fragments": ["frag/7"]}
     pos, faces = dec.legacy_fragment(_get(src, "mesh/frag/7"))
@@ -272,7 +273,13 @@ def test_export_writes_what_the_server_serves(stores: dict[str, Path], tmp_path:
     assert counts["synapses"] == len(paths)
     for rel in paths[:: max(1, len(paths) // 50)]:
         assert (tmp_path / "out" / "synapses" / rel).read_bytes() == src.get(rel)[0]
-    assert (tmp_path / "out" / "soma" / "mesh" / "7:0").is_file()
+    soma = StoreSource(zv.open(stores["mesh"]), "soma")
+    for rel in ("mesh/info", "mesh/7.index", "mesh/7"):
+        assert (tmp_path / "out" / "soma" / rel).read_bytes() == soma.get(rel)[0]
+    info = json.loads((tmp_path / "out" / "soma" / "mesh" / "info").read_text())
+    manifest = dec.multilod_manifest((tmp_path / "out" / "soma" / "mesh" / "7.index").read_bytes())
+    lods = dec.multilod_fragments(info, manifest, (tmp_path / "out" / "soma" / "mesh" / "7").read_bytes())
+    assert len(lods) == len(zv.open(stores["mesh"]).levels)
     assert json.loads((tmp_path / "out" / "state.json").read_text())["layers"][0]["name"] == "synapses"
     with pytest.raises(zv.StoreExistsError):
         export_neuroglancer(stores["points"], tmp_path / "out")

@@ -68,6 +68,7 @@ def _stores(d: Path) -> list[Path]:
         object_ids=[7],
         object_attributes={"name": ["soma7"]},
     )
+    zv.open(d / "soma.zarr", mode="r+").build_pyramid([2])  # a multi-resolution mesh of 2 LODs
     return [d / "synapses.zarr", d / "neuron.zarr", d / "soma.zarr"]
 
 
@@ -194,6 +195,8 @@ def test_served_viewer_loads_every_layer_in_chromium(tmp_path: Path) -> None:
     assert not out["errors"], out["errors"]
     failed = [r for r in server.requests if r.status >= 400 and r.status != 499 and "/zv/" in r.path]
     assert not failed, failed  # 499: a request the viewer cancelled
+    mesh = [(r.path.rsplit("/", 1)[1], r.status) for r in server.requests if "/zv/soma/mesh/" in r.path]
+    assert ("7.index", 200) in mesh and ("7", 206) in mesh, mesh  # fragments read by byte range
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "neuroglancer-browser.png").write_bytes(out["png"])
     assert _non_background(out["png"]) > 0.01

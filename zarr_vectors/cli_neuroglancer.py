@@ -10,7 +10,7 @@ from typing import Any
 
 from zarr_vectors.errors import ZarrVectorsError
 
-__all__ = ["add_serve_options", "export_command", "serve_command"]
+__all__ = ["add_mesh_format_option", "add_serve_options", "export_command", "serve_command"]
 
 
 def export_command(args: argparse.Namespace, storage_options: dict[str, Any] | None) -> int:
@@ -23,7 +23,12 @@ def export_command(args: argparse.Namespace, storage_options: dict[str, Any] | N
             "export neuroglancer needs OUTDIR: zarr-vectors export neuroglancer STORE OUTDIR"
         )
     counts = export_neuroglancer(
-        args.store, outdir, base_url=args.base_url, overwrite=args.overwrite, storage_options=storage_options
+        args.store,
+        outdir,
+        base_url=args.base_url,
+        overwrite=args.overwrite,
+        storage_options=storage_options,
+        mesh_format=args.mesh_format,
     )
     for name, n in counts.items():
         print(f"wrote {n} files of layer {name} to {Path(outdir) / name}")
@@ -35,7 +40,14 @@ def serve_command(args: argparse.Namespace, storage_options: dict[str, Any] | No
     """``serve STORE...``: print the viewer URL first, then serve until interrupted."""
     from zarr_vectors.neuroglancer.server import serve
 
-    server = serve(args.stores, args.port, args.open, layout=args.layout, storage_options=storage_options)
+    server = serve(
+        args.stores,
+        args.port,
+        args.open,
+        layout=args.layout,
+        storage_options=storage_options,
+        mesh_format=args.mesh_format,
+    )
     print(server.viewer_url, flush=True)
     print(f"serving {', '.join(s.name for s in server.sources)} at {server.url} (Ctrl-C stops)", flush=True)
     try:
@@ -60,4 +72,16 @@ def add_serve_options(sub: Any, fmt: Any) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: any free port)")
     p.add_argument("--open", action="store_true", help="open the viewer URL in the web browser")
     p.add_argument("--layout", default="4panel", help="Neuroglancer layout: 4panel, 3d, xy, ...")
+    add_mesh_format_option(p)
     return p
+
+
+def add_mesh_format_option(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    """``--mesh-format``: how mesh stores are served or exported (``prefix`` starts the help)."""
+    p.add_argument(
+        "--mesh-format",
+        choices=["multilod", "legacy"],
+        default="multilod",
+        help=f"{prefix}mesh stores: multi-resolution Draco meshes, one level of detail per store level "
+        "(multilod, the default), or single-resolution legacy meshes from level 0 (legacy)",
+    )

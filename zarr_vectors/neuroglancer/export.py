@@ -19,11 +19,14 @@ def export_neuroglancer(
     base_url: str | None = None,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
+    mesh_format: str = "multilod",
 ) -> dict[str, int]:
     """Write every source path of ``stores`` under ``outdir/<layer>/`` (unsharded precomputed
     files, hostable by any static web server), plus ``state.json``: a viewer state whose
     sources live under ``base_url`` (default ``http://127.0.0.1:8000``, what
-    ``python -m http.server -d OUTDIR`` serves).
+    ``python -m http.server -d OUTDIR`` serves). Mesh stores are written as multi-resolution
+    Draco meshes (``mesh_format="multilod"``), whose fragments Neuroglancer reads with HTTP
+    range requests (the host must answer them), or as legacy meshes (``"legacy"``).
 
     Returns ``{layer: files written}``.
 
@@ -35,7 +38,7 @@ def export_neuroglancer(
     out = Path(outdir)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise StoreExistsError(f"{out} exists and is not empty; choose another folder or pass overwrite=True")
-    sources = open_sources(stores, storage_options)
+    sources = open_sources(stores, storage_options, mesh_format)
     counts: dict[str, int] = {}
     made: set[Path] = set()
     for src in sources:

@@ -62,8 +62,11 @@ def _layer_name(target: Any, taken: set[str]) -> str:
     return out
 
 
-def open_sources(stores: Any, storage_options: dict[str, Any] | None = None) -> list[StoreSource]:
-    """One :class:`StoreSource` per store (paths, URLs or opened :class:`Dataset`)."""
+def open_sources(
+    stores: Any, storage_options: dict[str, Any] | None = None, mesh_format: str = "multilod"
+) -> list[StoreSource]:
+    """One :class:`StoreSource` per store (paths, URLs or opened :class:`Dataset`); mesh stores
+    in ``mesh_format`` (``"multilod"`` or ``"legacy"``)."""
     items = [stores] if isinstance(stores, (str, Path, Dataset)) else list(stores)
     if not items:
         raise InputError("give at least one store to serve")
@@ -72,7 +75,7 @@ def open_sources(stores: Any, storage_options: dict[str, Any] | None = None) -> 
     for item in items:
         ds = item if isinstance(item, Dataset) else open_store(item, storage_options=storage_options)
         name = _layer_name(f"store{len(out)}" if isinstance(item, Dataset) else item, taken)
-        out.append(StoreSource(ds, name))
+        out.append(StoreSource(ds, name, mesh_format))
     return out
 
 
@@ -178,12 +181,18 @@ def _handler(server: Server, client: Path | None) -> type[BaseHTTPRequestHandler
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  # quiet
             return
 
-        def _send(self, status: int, body: bytes, ctype: str, started: float) -> None:
+        def _send(
+            self, status: int, body: bytes, ctype: str, started: float, extra: dict[str, str] | None = None
+        ) -> None:
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
                 self.send_header("Access-Control-Allow-Origin", "*")
+                self.send_header("Access-Control-Expose-Headers", "Content-Range, Content-Length")
+                self.send_header("Accept-Ranges", "bytes")
+                for key, value in (extra or {}).items():
+                    self.send_header(key, value)
                 self.send_header("Cache-Control", "no-store")
                 self.end_headers()
                 if self.command != "HEAD":
@@ -247,7 +256,22 @@ def _handler(server: Server, client: Path | None) -> type[BaseHTTPRequestHandler
                     400 if isinstance(exc, InputError) else 500, str(exc).encode(), "text/plain", started
                 )
             else:
+                self._send_range(body, ctype, started)
+
+        def _send_range(self, body: bytes, ctype: str, started: float) -> None:
+            """The body, or the one byte range the ``Range`` header asks for (206; 416 when it
+            cannot be served): multi-resolution mesh fragments are read this way."""
+            header = self.headers.get("Range")
+            if header is None:
                 self._send(200, body, ctype, started)
+                return
+            span = _byte_range(header, len(body))
+            if span is None:
+                self._send(416, b"", "text/plain", started, {"Content-Range": f"bytes */{len(body)}"})
+                return
+            start, stop = span
+            extra = {"Content-Range": f"bytes {start}-{stop - 1}/{len(body)}"}
+            self._send(206, body[start:stop], ctype, started, extra)
 
         def _route(self, path: str) -> tuple[bytes, str]:
             if path.startswith("/zv/"):
@@ -267,6 +291,21 @@ def _handler(server: Server, client: Path | None) -> type[BaseHTTPRequestHandler
     return Handler
 
 
+def _byte_range(header: str, size: int) -> tuple[int, int] | None:
+    """``(start, stop)`` of a single ``bytes=a-b``, ``bytes=a-`` or ``bytes=-n`` range of a body
+    of ``size`` bytes, or None when the header is not one satisfiable range."""
+    match = re.fullmatch(r"\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*", header)
+    if match is None or match.group(1) + match.group(2) == "":
+        return None
+    first, last = match.group(1), match.group(2)
+    if first == "":
+        start, stop = max(0, size - int(last)), size
+    else:
+        start = int(first)
+        stop = size if last == "" else min(size, int(last) + 1)
+    return (start, stop) if start < stop else None
+
+
 def serve(
     stores: Any,
     port: int = 0,
@@ -275,6 +314,7 @@ def serve(
     layout: str = "4panel",
     client: bool = True,
     storage_options: dict[str, Any] | None = None,
+    mesh_format: str = "multilod",
 ) -> Server:
     """Serve ``stores`` (a path, URL, :class:`Dataset` or a list of them) to Neuroglancer on
     127.0.0.1, in a background thread; ``port=0`` takes any free port.
@@ -282,15 +322,17 @@ def serve(
     Returns a :class:`Server` whose ``viewer_url`` opens every store in the bundled client
     (``client=False``: no client is needed; the sources are served for another viewer).
     ``open=True`` opens that URL in the default web browser. ``storage_options`` are passed
-    to :func:`zarr_vectors.open` for stores given as paths or URLs.
+    to :func:`zarr_vectors.open` for stores given as paths or URLs. Mesh stores are
+    multi-resolution Draco meshes (``mesh_format="multilod"``, one level of detail per store
+    level) or legacy single-resolution meshes (``"legacy"``).
 
     Raises
     ------
     InputError
-        No store, a store kind without a Neuroglancer form, or no ``neuroglancer`` package
-        when ``client`` is true.
+        No store, a store kind without a Neuroglancer form, an unknown ``mesh_format``, or no
+        ``neuroglancer`` package when ``client`` is true.
     """
-    sources = open_sources(stores, storage_options)
+    sources = open_sources(stores, storage_options, mesh_format)
     static = client_dir() if client else None
     handle = Server("", "", sources)
     httpd = ThreadingHTTPServer(("127.0.0.1", int(port)), _handler(handle, static))

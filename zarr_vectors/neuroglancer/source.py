@@ -5,7 +5,10 @@ One :class:`StoreSource` serves one store under these paths (relative to its roo
 * point, line and graph stores: ``ann/info``, ``ann/spatial{i}/{x}_{y}_{z}``,
   ``ann/by_id/{id}``, ``ann/rel_object/{object id}``;
 * skeleton stores: ``skeletons/info``, ``skeletons/{object id}``;
-* mesh stores: ``mesh/info``, ``mesh/{object id}:0``, ``mesh/frag/{object id}``;
+* mesh stores: ``mesh/info``, then per object ``mesh/{object id}.index`` (the manifest) and
+  ``mesh/{object id}`` (its Draco fragments) as multi-resolution meshes, one LOD per store
+  level (:mod:`~zarr_vectors.neuroglancer.multilod`); with ``mesh_format="legacy"``,
+  ``mesh/{object id}:0`` and ``mesh/frag/{object id}`` (level 0, one fragment);
 * stores with objects: ``props/info`` (segment properties).
 
 Spatial index level ``i`` is store level ``levels[-1 - i]`` (coarsest first); an index cell
@@ -46,8 +49,12 @@ from zarr_vectors.neuroglancer.encode import (
     shuffle_order,
     unpack_ids,
 )
+from zarr_vectors.neuroglancer.multilod import encode_object, multilod_info
 
-__all__ = ["StoreSource", "UNIT_METRES", "NotFound"]
+__all__ = ["MESH_FORMATS", "StoreSource", "UNIT_METRES", "NotFound"]
+
+#: Mesh source formats: multi-resolution Draco (the default) or legacy single-resolution.
+MESH_FORMATS = ("multilod", "legacy")
 
 #: Metres per unit of the unit names a store may give its axes.
 UNIT_METRES = {
@@ -81,9 +88,12 @@ class NotFound(LookupError):
 class StoreSource:
     """The precomputed sources of one opened store (see the module docstring for paths)."""
 
-    def __init__(self, ds: Dataset, name: str) -> None:
+    def __init__(self, ds: Dataset, name: str, mesh_format: str = "multilod") -> None:
+        if mesh_format not in MESH_FORMATS:
+            raise InputError(f"mesh_format must be one of {', '.join(MESH_FORMATS)}, not {mesh_format!r}")
         self.ds = ds
         self.name = name
+        self.mesh_format = mesh_format
         self.family = family_of(ds.geometry_types)
         self._levels: dict[int, Any] = {}
         self.levels = [k for k in ds.levels if k not in set(ds.stale_levels())]
@@ -94,6 +104,7 @@ class StoreSource:
         self.metres = np.array([UNIT_METRES.get((u or "nm").lower(), 1e-9) for u in units])
         self.layout = self._layout() if self.kind == "annotations" else None
         self._cell = lru_cache(maxsize=256)(self._cell_uncached)
+        self._multilod = lru_cache(maxsize=32)(self._multilod_uncached)
         self._chunks: dict[int, set[tuple[int, ...]]] = {}
 
     def _nonempty(self, k: int) -> set[tuple[int, ...]]:
@@ -113,6 +124,7 @@ class StoreSource:
     def clear_cache(self) -> None:
         """Forget the decoded chunks kept for ``by_id`` and repeated cell requests."""
         self._cell.cache_clear()
+        self._multilod.cache_clear()
 
     # -- what the store becomes -------------------------------------------------------
     @property
@@ -377,7 +389,10 @@ class StoreSource:
         return positions
 
     def mesh_info(self) -> dict[str, Any]:
-        info: dict[str, Any] = {"@type": "neuroglancer_legacy_mesh"}
+        if self.mesh_format == "legacy":
+            info: dict[str, Any] = {"@type": "neuroglancer_legacy_mesh"}
+        else:
+            info = multilod_info(self.metres / 1e-9)
         if self.has_objects:
             info["segment_properties"] = "../props"
         return info
@@ -387,6 +402,43 @@ class StoreSource:
         res = self._object(segment)
         faces = res.faces if res.faces is not None else np.zeros((0, 3), np.int64)
         return encode_mesh_fragment(self._to_nm(self._xyz(res.positions)), faces)
+
+    def mesh_grid(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(chunk_shape, grid_origin)`` of every object's octree: LOD 0 nodes are level 0's
+        chunks (the grid starts at the lower corner of its first chunk)."""
+        grid = self._level(0).grid
+        return np.asarray(grid.chunk_shape, np.float64), grid.origin * grid.chunk_shape
+
+    def _multilod_uncached(self, segment: int) -> tuple[bytes, bytes]:
+        """One object's manifest and fragment data: LOD ``i`` is store level ``levels[i]``
+        (finest first, up to the first level without the object); its scale is the mean
+        edge length of the object's triangles there (never below the finer LOD's)."""
+        lods: list[tuple[np.ndarray, np.ndarray]] = []
+        scales: list[float] = []
+        for k in self.levels:
+            try:
+                res = self.ds.objects([self._user_id(segment)], level=k, attributes=False)
+            except UnknownIdError as exc:
+                if not lods:
+                    raise NotFound(str(exc)) from exc
+                break
+            faces = res.faces if res.faces is not None else np.zeros((0, 3), np.int64)
+            pos = self._xyz(np.asarray(res.positions, np.float64))
+            tri = pos[faces]
+            edges = np.linalg.norm(tri - tri[:, [1, 2, 0]], axis=2)
+            scale = float(edges.mean()) if len(faces) else float(self._level(k).grid.bin_shape.max())
+            scales.append(max([scale, *scales]))
+            lods.append((pos, faces))
+        chunk, origin = self.mesh_grid()
+        return encode_object(lods, chunk, origin, scales)
+
+    def mesh_index(self, segment: int) -> bytes:
+        """One object's multi-resolution manifest (``{id}.index``)."""
+        return self._multilod(segment)[0]
+
+    def mesh_data(self, segment: int) -> bytes:
+        """One object's multi-resolution fragment data (``{id}``): Draco fragments in manifest order."""
+        return self._multilod(segment)[1]
 
     def props_info(self) -> dict[str, Any]:
         """Segment properties: the object attributes of level 0, one row per object id."""
@@ -410,6 +462,10 @@ class StoreSource:
         if head == "mesh" and self.kind == "mesh":
             if rest == "info":
                 return _json(self.mesh_info()), JSON
+            if self.mesh_format == "multilod":
+                if rest.endswith(".index"):
+                    return self.mesh_index(_segment(rest[:-6])), BINARY
+                return self.mesh_data(_segment(rest)), BINARY
             if rest.endswith(":0"):
                 segment = _segment(rest[:-2])
                 self._object(segment, False)  # an unknown object is a 404, not an empty mesh
@@ -441,8 +497,12 @@ class StoreSource:
         elif self.kind == "mesh":
             yield "mesh/info"
             for i in self.ds.object_ids().tolist():
-                yield f"mesh/{_u64(i)}:0"
-                yield f"mesh/frag/{_u64(i)}"
+                if self.mesh_format == "multilod":
+                    yield f"mesh/{_u64(i)}.index"
+                    yield f"mesh/{_u64(i)}"
+                else:
+                    yield f"mesh/{_u64(i)}:0"
+                    yield f"mesh/frag/{_u64(i)}"
         else:
             yield from self._annotation_paths()
 
