@@ -12,6 +12,7 @@ import zarr_vectors as zv
 from tests.conftest import brute_force_box, sorted_rows
 from zarr_vectors.engine.read import float32_bounds, inside_box
 from zarr_vectors.engine.threads import map_cells
+from zarr_vectors.errors import CorruptCellError
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +135,38 @@ def test_inside_box_on_float32_rows_equals_the_float64_test():
     got = inside_box(pos, lo, hi)
     assert got[:100].all() == (np.float64(np.float32(0.1)) >= 0.1)
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_wholly_covered_cells_decoded_into_the_result_match_the_usual_path(tmp_path, compression):
+    rng = np.random.default_rng(5)
+    pts = rng.uniform(0, 300, (5_000, 3)).astype(np.float32)
+    w = rng.random(len(pts)).astype(np.float32)
+    path = tmp_path / "s.zarr"
+    ds = zv.write_points(path, pts, chunk_shape=100, attributes={"w": w}, compression=compression)
+    box = ([0, 0, 0], [300, 300, 300])
+    direct = ds.query(bbox=box)  # every cell wholly covered: decoded into the result
+    usual = ds.query(bbox=box, where="w >= 0")  # a filter takes every cell the usual way
+    assert np.array_equal(direct.positions, usual.positions)
+    assert np.array_equal(direct.attributes["w"], usual.attributes["w"])
+    assert np.array_equal(sorted_rows(direct.positions), sorted_rows(pts))
+
+    cell = path / "0/vertices/c/1/1/1"
+    good = cell.read_bytes()
+    damaged = {
+        "none": (good[:4] + (2).to_bytes(4, "little") + good[8:], "claims|holds|bytes"),
+        "zstd": (good + b"\x01junk", "zstd"),
+    }[compression]
+    cell.write_bytes(damaged[0])
+    with pytest.raises(CorruptCellError, match=rf"'0/vertices', chunk 1\.1\.1: .*({damaged[1]})"):
+        zv.open(path).query(bbox=box)
+    cell.write_bytes(good)
+    attr = path / "0/vertex_attributes/w/c/1/1/1"
+    zv.write_points(
+        tmp_path / "short.zarr", pts[:10], chunk_shape=1000, attributes={"w": w[:10]}, compression=compression
+    )
+    attr.write_bytes((tmp_path / "short.zarr/0/vertex_attributes/w/c/0/0/0").read_bytes())  # 10 rows
+    with pytest.raises(
+        CorruptCellError, match=r"'0/vertex_attributes/w', chunk 1\.1\.1: 10 rows but vertices has"
+    ):
+        zv.open(path).query(bbox=box)

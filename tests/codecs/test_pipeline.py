@@ -410,3 +410,40 @@ def test_a_damaged_zstd_frame_decoded_into_an_arena_is_a_decode_error(damage, me
         assert bytes(pipe.decode(frame, scratch)) == b"twelve bytes"
         with pytest.raises(DecodeError, match=message):
             pipe.decode(damage(frame), scratch)
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+@settings(max_examples=40, deadline=None)
+@given(payload=st.binary(max_size=400), data=st.data())
+def test_decoding_straight_into_an_array_agrees_with_decoding(compression, payload, data):
+    pipe = _pipe(compression).bounded(1000)
+    assert pipe.direct
+    raw = bytearray(pipe.encode(payload))
+    if data.draw(st.booleans()):
+        how = data.draw(st.sampled_from(["flip", "truncate", "extend"]))
+        if how == "flip":
+            raw[data.draw(st.integers(0, len(raw) - 1))] ^= data.draw(st.integers(1, 255))
+        elif how == "truncate":
+            raw = raw[: data.draw(st.integers(0, len(raw) - 1))]
+        else:
+            raw += data.draw(st.binary(min_size=1, max_size=20))
+    try:
+        want = bytes(pipe.decode(bytes(raw)))
+    except DecodeError:
+        want = None
+    try:
+        size = pipe.payload_size(bytes(raw))
+        if size is None:
+            return  # no declared size: such a cell is decoded the usual way
+        out = bytearray(size)
+        pipe.decode_to(bytes(raw), memoryview(out))
+        got = bytes(out)
+    except DecodeError:
+        got = None
+    assert got == want
+
+
+def test_only_plain_and_zstd_vlen_pipelines_decode_straight_into_arrays():
+    assert _pipe("none").direct and _pipe("zstd").direct
+    assert not _pipe("zstd", checksums=True).direct
+    assert not _pipe("gzip").direct and not _pipe("zstd", serializer="bytes").direct

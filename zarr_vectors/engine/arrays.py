@@ -340,6 +340,31 @@ class CellArray:
         )
         return decode_cell(bytes(data), array=self.path, chunk=".".join(map(str, chunk)), **limits)
 
+    def direct_rows(
+        self, raw: bytes | memoryview | None, chunk: Sequence[int], width: int | None = None
+    ) -> int | None:
+        """The number of rows of a stored cell, from its header alone, when :meth:`rows_to` can
+        decode it straight into an array (None: decode it with :meth:`rows`)."""
+        if raw is None or not self.decoder.direct:
+            return None
+        with decoding(self.path, chunk):
+            size = self.decoder.payload_size(raw)
+        if size is None:
+            return None
+        stride = self.dtype.itemsize * (self.row_width if width is None else width)
+        if size % stride:
+            raise CorruptCellError(
+                self.path,
+                ".".join(map(str, chunk)),
+                f"{size} bytes is not a whole number of {stride}-byte rows",
+            )
+        return size // stride
+
+    def rows_to(self, raw: bytes | memoryview, chunk: Sequence[int], out: np.ndarray) -> None:
+        """Decode a cell straight into ``out`` (C-contiguous, of :meth:`direct_rows` rows)."""
+        with decoding(self.path, chunk):
+            self.decoder.decode_to(raw, out.reshape(-1).view(np.uint8).data)
+
     def rows(
         self,
         raw: bytes | memoryview | None,

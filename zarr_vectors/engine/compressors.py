@@ -36,7 +36,7 @@ import lzma
 import struct
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
@@ -150,6 +150,37 @@ def _zstd(codec: Any, data: Any, bound: int) -> bytes:
                 cap = min(bound, 4 * cap)
     except zstandard.ZstdError as exc:
         raise DecodeError(f"zstd decompression failed (or needs more than {bound} bytes): {exc}") from exc
+
+
+def zstd_size(data: Any) -> int:
+    """The decoded size a zstd frame declares (-1: not declared)."""
+    try:
+        return int(zstandard.frame_content_size(data))
+    except zstandard.ZstdError as exc:
+        raise DecodeError(f"zstd: the data does not start with a zstd frame header ({exc})") from exc
+
+
+def zstd_read_into(data: Any, parts: Sequence[memoryview]) -> None:
+    """Decompress the zstd frame ``data`` into ``parts``, one after the other; it must fill
+    them exactly, with nothing after the frame."""
+    try:
+        reader = _zstd_context().stream_reader(data, read_across_frames=True)
+        got = 0
+        for part in parts:
+            done = 0
+            while done < len(part):
+                n = reader.readinto(part[done:])
+                if n == 0:
+                    break
+                done += n
+            got += done
+            if done < len(part):
+                raise DecodeError(f"zstd: the frame ends after {got} bytes, short of the size it declares")
+        extra = reader.read(1)
+    except zstandard.ZstdError as exc:
+        raise DecodeError(f"zstd decompression failed: {exc}") from exc
+    if extra:
+        raise DecodeError(f"zstd: more bytes come out of the frame than the {got} it declares")
 
 
 def _zstd_into(codec: Any, data: Any, bound: int, scratch: Arena) -> memoryview:

@@ -29,6 +29,8 @@ from zarr_vectors.engine.compressors import (
     compression_names,
     compression_of,
     compressor_json,
+    zstd_read_into,
+    zstd_size,
 )
 from zarr_vectors.engine.scratch import Arena
 from zarr_vectors.errors import DecodeError
@@ -224,6 +226,48 @@ class Pipeline:
                 f"chunk holds {len(view)} bytes, more than the {bound} this array's metadata allows"
             )
         return view
+
+    @property
+    def direct(self) -> bool:
+        """Whether :meth:`payload_size` and :meth:`decode_to` apply: a vlen-bytes cell, stored
+        plain or in one zstd frame."""
+        names = [getattr(c, "codec_id", None) for c in self.compressors]
+        return self.serializer == "vlen-bytes" and names in ([], ["zstd"])
+
+    def payload_size(self, chunk: bytes | memoryview) -> int | None:
+        """The payload's size in bytes, read from the chunk's header without decoding it
+        (None: the zstd frame does not declare its size). Only for :attr:`direct` pipelines."""
+        if self.compressors:
+            size = zstd_size(chunk)
+            if size < 0:
+                return None
+        else:
+            size = len(chunk)
+        if size > self.max_size:
+            raise DecodeError(
+                f"chunk holds {size} bytes, more than the {self.max_size} this array's metadata allows"
+            )
+        if size < 8:
+            raise DecodeError(f"vlen-bytes chunk is {size} bytes, shorter than its 8-byte header")
+        return size - 8
+
+    def decode_to(self, chunk: bytes | memoryview, out: memoryview) -> None:
+        """Decode the payload of one stored chunk straight into ``out``, which must be exactly
+        its :meth:`payload_size`; raises DecodeError on bad framing."""
+        head = bytearray(8)
+        if self.compressors:
+            zstd_read_into(chunk, [memoryview(head), out])
+        else:
+            if len(chunk) != 8 + len(out):
+                raise DecodeError(f"vlen-bytes chunk is {len(chunk)} bytes, not the 8 + {len(out)} expected")
+            head[:] = chunk[:8]
+        count, length = _VLEN_HEAD.unpack_from(head, 0)
+        if count != 1:
+            raise DecodeError(f"vlen-bytes chunk holds {count} items, expected 1")
+        if length != len(out):
+            raise DecodeError(f"vlen-bytes item claims {length} bytes but {len(out)} follow the header")
+        if not self.compressors:
+            out[:] = chunk[8:]
 
     def decode(self, chunk: bytes | memoryview, scratch: Arena | None = None) -> memoryview:
         """The payload of one stored chunk; raises DecodeError on bad framing. With ``scratch``

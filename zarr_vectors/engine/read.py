@@ -403,7 +403,8 @@ def _box_rows(
     asked) and, when the box covers it partly, tested on the sides of the box that cut it,
     then on ``row_filter`` (``workers`` cells at a time); then the kept rows copied once,
     straight into the result, in chunk order. Cells are read and decompressed into a reused
-    arena, which the result never refers to."""
+    arena, which the result never refers to; wholly covered cells, when nothing else is
+    asked of them, are decompressed straight into the result instead."""
     extra = [] if row_filter is None else [n for n in row_filter.vertex_names if n not in names]
     arrays = [level.vertices] + [level.vertex_attributes[n] for n in [*names, *extra]]
     n_out = 1 + len(names)  # columns returned: vertices and the asked attributes (then extra)
@@ -446,15 +447,21 @@ def _box_rows(
 
         if workers is None and sum(len(r) for r in raws if r is not None) < AUTO_THREADS_BYTES:
             workers = 1  # small reads: handing cells to threads costs more than it saves
-        cells = map_cells(decode, k, workers)
-        sizes = [_kept(cols[0], keep) for cols, keep in cells]
+        direct = [] if with_ids or row_filter is not None else _direct_sizes(arrays, raws, chunks, n_full, d)
+        n_direct = len(direct)
+        cells = map_cells(lambda i: decode(n_direct + i), k - n_direct, workers)
+        sizes = direct + [_kept(cols[0], keep) for cols, keep in cells]
         offsets = np.zeros(k + 1, np.int64)
         np.cumsum(sizes, out=offsets[1:])
         out = [np.empty((int(offsets[-1]), w), dt) for w, dt in zip(widths, dtypes)]
 
         def copy(i: int) -> None:
-            cols, keep = cells[i]
             a, b = int(offsets[i]), int(offsets[i + 1])
+            if i < n_direct:
+                for j, (arr, dst) in enumerate(zip(arrays, out)):
+                    arr.rows_to(raws[j * k + i], chunks[i], dst[a:b])  # type: ignore[arg-type]
+                return
+            cols, keep = cells[i - n_direct]
             for dst, src in zip(out, cols):
                 if keep is None or b - a == len(src):
                     dst[a:b] = src
@@ -513,6 +520,30 @@ def _test_rows(positions: np.ndarray, tests: CellTests) -> np.ndarray | None:
         else:
             mask &= hit
     return mask
+
+
+def _direct_sizes(
+    arrays: list[CellArray], raws: list[bytes | memoryview | None], chunks: np.ndarray, n_full: int, d: int
+) -> list[int]:
+    """Row counts of the first ``n_full`` cells when every array's cell of each can be
+    decoded straight into the result (:meth:`CellArray.rows_to`), read from their headers;
+    empty when any cannot."""
+    k = len(chunks)
+    sizes = []
+    for i in range(n_full):
+        n = arrays[0].direct_rows(raws[i], chunks[i], d)
+        if n is None:
+            return []
+        for j, arr in enumerate(arrays[1:], start=1):
+            m = arr.direct_rows(raws[j * k + i], chunks[i])
+            if m is None:
+                return []
+            if m != n:
+                raise CorruptCellError(
+                    arr.path, ".".join(map(str, chunks[i])), f"{m} rows but vertices has {n}"
+                )
+        sizes.append(n)
+    return sizes
 
 
 def _kept(rows: np.ndarray, keep: np.ndarray | None) -> int:
