@@ -36,10 +36,15 @@ GEO_NAMES = ["CRS", "parse_crs"]
 
 
 def _members(cls: type, prefix: str) -> Iterator[tuple[str, Any, str]]:
-    """``(name, object, kind)`` of the class's public methods and properties, in source order."""
-    for name, raw in vars(cls).items():
-        if name.startswith("_"):
+    """``(name, object, kind)`` of the class's public methods and properties, in source order,
+    its own first, then those it takes from the library's mixins (``Dataset``'s group and
+    level methods)."""
+    seen: set[str] = set()
+    own = [k for k in cls.__mro__ if k.__module__.startswith("zarr_vectors")]
+    for name, raw in [item for k in own for item in vars(k).items()]:
+        if name.startswith("_") or name in seen:
             continue
+        seen.add(name)
         if isinstance(raw, property):
             yield f"{prefix}.{name}", raw, "property"
         elif isinstance(raw, (classmethod, staticmethod)):

@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("zarr_vectors.engine", "zarr_vectors._draco", "zarr_vectors.result", "zarr_vectors.tables"),
     ("zarr_vectors.kinds.", "zarr_vectors.pyramid.", "zarr_vectors.shapely_io"),
     ("zarr_vectors.kinds", "zarr_vectors.pyramid", "zarr_vectors.validation"),
-    ("zarr_vectors.dataset",),
+    ("zarr_vectors.dataset", "zarr_vectors.dataset_groups", "zarr_vectors.dataset_levels"),
     ("zarr_vectors.api", "zarr_vectors.streaming", "zarr_vectors"),
     (
         "zarr_vectors.io",

@@ -62,6 +62,8 @@ __all__ = [
     "compression_of",
     "compressor_json",
     "readable_codecs",
+    "zstd_read_into",
+    "zstd_size",
 ]
 
 #: Prefix of the numcodecs codecs in zarr's registry (``numcodecs.lz4``).
