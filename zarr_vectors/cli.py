@@ -22,13 +22,13 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
 import numpy as np
 
 from zarr_vectors._extras import needs
+from zarr_vectors.cli_types import object_id, positive_number
 from zarr_vectors.errors import StoreExistsError, ZarrVectorsError
 
 #: Exit status after stdout's reader went away (128 + SIGPIPE, what a shell reports for ``yes | head``).
@@ -101,37 +101,6 @@ def _add_storage_options(p: argparse.ArgumentParser) -> None:
         metavar="JSON",
         help="options for the URL's filesystem, as a JSON object (e.g. credentials, endpoint)",
     )
-
-
-def object_id(text: str) -> int:
-    """An ``--object`` / ``--objects`` value: an integer from -2**63 to 2**64 - 1."""
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer object id") from exc
-    if not -(1 << 63) <= value < 1 << 64:
-        raise argparse.ArgumentTypeError(f"{text} is outside the 64-bit id range (-2**63 .. 2**64 - 1)")
-    return value
-
-
-def _number(ok: Callable[[float], bool], expected: str) -> Callable[[str], float]:
-    """An argparse type: a number for which ``ok`` holds (NaN never does), else "is not <expected>"."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not ok(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not {expected}")
-        return value
-
-    return parse
-
-
-_positive = _number(lambda v: math.isfinite(v) and v > 0, "a positive number")  # --chunk-size, --dpi
-_non_negative = _number(lambda v: math.isfinite(v) and v >= 0, "a number >= 0")  # --tolerance
-_fraction = _number(lambda v: 0 < v <= 1, "a fraction in (0, 1]")  # --keep, --face-fraction
 
 
 def _refuse_existing(output: str, storage_options: dict[str, Any] | None) -> None:
@@ -590,114 +559,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-PYRAMID_EXAMPLES = (
-    "examples:\n  zarr-vectors pyramid cells.zarr --factors 2 2 2\n"
-    "  zarr-vectors pyramid tracts.zarr --factors 2 2 --tolerance 1.5 --cross-level none\n"
-    "  zarr-vectors pyramid nuclei.zarr --factors 2,2,1 2 --keep 0.5 --keep-by size --overwrite\n"
-    "  zarr-vectors pyramid cells.zarr --factors 2 --reduce intensity=max --reduce label=mode"
-)
-
-
-def _factor(text: str) -> float | list[float]:
-    try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number or comma-separated numbers") from exc
-    return values[0] if len(values) == 1 else values
-
-
 def cmd_pyramid(args: argparse.Namespace) -> int:
-    from zarr_vectors.dataset import open as open_store
-    from zarr_vectors.pyramid import Sparsity
+    from zarr_vectors.cli_pyramid import pyramid_command
 
-    reductions = {}
-    for item in args.reduce or []:
-        name, sep, how = item.partition("=")
-        if not sep:
-            raise ZarrVectorsError(
-                f"--reduce takes NAME=HOW (mean, mode, sum, min, max, first), got {item!r}"
-            )
-        reductions[name] = how
-    sparsity = None
-    if args.keep is not None:
-        by, _, attribute = args.keep_by.partition(":")
-        sparsity = Sparsity(args.keep, by=by, attribute=attribute or None, seed=args.seed)
-    scale: Any = {"auto": "auto", "keep": None}.get(args.chunk_scale)
-    if scale is None and args.chunk_scale != "keep":
-        if not args.chunk_scale.isdigit() or int(args.chunk_scale) < 1:
-            raise ZarrVectorsError(
-                f"--chunk-scale takes auto, keep or a whole number >= 1, got {args.chunk_scale!r}"
-            )
-        scale = [int(args.chunk_scale)] * len(args.factors)
-    ds = open_store(args.store, mode="r+", storage_options=_storage_options(args.storage_options))
-    new = ds.build_pyramid(
-        args.factors,
-        chunk_scale=scale,
-        reductions=reductions or None,
-        cross_level=args.cross_level,
-        object_sparsity=sparsity,
-        tolerance=args.tolerance,
-        face_fraction=args.face_fraction,
-        overwrite=args.overwrite,
-        progress=not args.no_progress,
-        point_strategy=args.point_strategy,
-    )
-    for k in [0, *new]:
-        lv = ds.level(k)
-        print(
-            f"level {k}: {lv.meta.vertex_count} vertices, chunk {lv.grid.chunk_shape.tolist()}, "
-            f"bin {list(ds.root.level_bin_shapes[k])}"
-        )
-    return 0
+    return pyramid_command(args, _storage_options(args.storage_options))
 
 
 def _add_pyramid_parser(sub: Any, fmt: Any) -> None:
-    p = sub.add_parser(
-        "pyramid",
-        help="add coarser levels of detail to a store",
-        epilog=PYRAMID_EXAMPLES,
-        formatter_class=fmt,
-    )
-    p.add_argument("store", help="store to extend in place (path or URL)")
-    p.add_argument(
-        "--factors",
-        nargs="+",
-        type=_factor,
-        required=True,
-        metavar="F",
-        help="bin growth per new level: a number, or one per axis as 2,2,1",
-    )
-    p.add_argument(
-        "--cross-level",
-        choices=["none", "implicit", "explicit"],
-        default="implicit",
-        help="links between levels: implicit = links/+1 (default), explicit = also links/-1",
-    )
-    p.add_argument(
-        "--chunk-scale", default="auto", help="auto (chunks grow with the bins), keep, or an integer step"
-    )
-    p.add_argument(
-        "--reduce",
-        action="append",
-        metavar="NAME=HOW",
-        help="point attribute reduction: mean, mode, sum, min, max or first (repeatable; metavertex levels)",
-    )
-    p.add_argument(
-        "--point-strategy",
-        choices=["auto", "subsample", "metavertex"],
-        default="auto",
-        help="point clouds: subsample (levels of real points, nested), metavertex (one reduced point per "
-        "coarse bin and object); auto: subsample without objects (default)",
-    )
-    p.add_argument("--keep", type=_fraction, help="fraction of objects each level keeps (object sparsity)")
-    p.add_argument(
-        "--keep-by", default="random", help="random, size, length or attribute:NAME (default random)"
-    )
-    p.add_argument("--seed", type=int, default=0, help="seed of --keep-by random")
-    p.add_argument("--tolerance", type=_non_negative, help="lines and skeletons: Douglas-Peucker tolerance")
-    p.add_argument("--face-fraction", type=_fraction, help="meshes: fraction of faces each level keeps")
-    p.add_argument("--overwrite", action="store_true", help="rebuild existing coarse levels")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from zarr_vectors.cli_pyramid import add_pyramid_options
+
+    p = add_pyramid_options(sub, fmt)
     _add_storage_options(p)
     p.set_defaults(func=cmd_pyramid)
 
@@ -727,7 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("inputs", nargs="+", help="files, or folders whose files of that format are read")
     p.add_argument("-o", "--output", required=True, help="store to write (path or URL)")
     p.add_argument(
-        "--chunk-size", type=_positive, required=True, help="chunk edge length, in the files' units"
+        "--chunk-size", type=positive_number, required=True, help="chunk edge length, in the files' units"
     )
     p.add_argument(
         "--recursive",
@@ -826,9 +697,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--color-by", metavar="NAME", help="'object', or a vertex or edge attribute name")
     p.add_argument("--view", help="'3d' (default with 3 axes), '2d', or axis names such as xy, xz, 'x,z'")
     p.add_argument("--size", default="1000x800", help="image size in pixels, WIDTHxHEIGHT (default 1000x800)")
-    p.add_argument("--dpi", type=_positive, default=100.0, help="dots per inch (default 100)")
+    p.add_argument("--dpi", type=positive_number, default=100.0, help="dots per inch (default 100)")
     p.add_argument(
-        "--point-size", type=_positive, help="marker area in points^2 (default: shrinks with the count)"
+        "--point-size", type=positive_number, help="marker area in points^2 (default: shrinks with the count)"
     )
     p.add_argument("--title", help="title above the drawing")
     p.add_argument(
