@@ -3,12 +3,14 @@
 ``pytest -m "not slow"`` is the quick loop; plain ``pytest`` (CI) runs everything. Besides the
 tests and modules marked ``slow`` by hand (the CLI run as a process, docs builds, kill and race
 tests, anything over about a second), :func:`pytest_collection_modifyitems` marks every test
-that uses the reference implementation, an S3 server or the GCS emulator, and everything under ``tests/interop``
-and ``tests/fuzz``, so new tests of those kinds are slow without anyone remembering.
+that uses the reference implementation, an S3 server or the GCS emulator, everything under ``tests/interop``
+and ``tests/fuzz`` (so new tests of those kinds are slow without anyone remembering), and the
+measured slowest tests listed in :data:`SLOW_TESTS`.
 """
 
 from __future__ import annotations
 
+import fnmatch
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,36 @@ SLOW_FIXTURES = frozenset({"reference", "s3_server", "gcs_server"})
 SLOW_MARKS = ("s3", "interop")
 #: Every test in these folders of ``tests/`` is slow.
 SLOW_FOLDERS = frozenset({"interop", "fuzz"})
+#: Tests (``fnmatch`` patterns of node ids) that ``--durations`` showed to be the quick loop's
+#: slowest; of a parametrised family, one or two representatives stay in the quick loop.
+SLOW_TESTS = (
+    "tests/validate/test_broken_stores.py::test_broken_store_is_reported[[][cgp]*",  # metadata.* stay
+    "tests/test_points.py::test_box_queries_match_brute_force[[]0.[15]*",
+    "tests/test_points.py::test_box_queries_match_brute_force[[]0.001*",
+    "tests/test_points.py::test_full_read_returns_every_point_and_attribute*",
+    "tests/test_points.py::test_negative_coordinates_write_a_grid_origin*",
+    "tests/test_zarr_compat.py::test_zarr_python_decodes_every_cell_we_write[[][!z]*",  # zstd, zlib stay
+    "tests/test_compression.py::test_every_compression_round_trips_every_kind[[][!z]*",  # zstd, zlib stay
+    "tests/test_compression.py::test_every_compression_round_trips_every_kind[[]zlib*",
+    "tests/test_compression.py::test_pyramid_of_lines_keeps_the_compression[[][!z]*",
+    "tests/test_meshes.py::test_both_face_families_keep_winding[[]False*",
+    "tests/test_meshes.py::test_box_sub_mesh_inside_and_touching_match_brute_force[[]1*",
+    "tests/test_skeletons.py::test_objects_come_back_in_input_order*",
+    "tests/test_tables.py::test_dataframe_columns_are_the_rows*",
+    "tests/test_layers.py::test_engine_names_other_modules_use_are_in_all*",
+    "tests/test_layers.py::test_no_import_cycles_but_results_delegations*",
+    "tests/test_roi.py::test_mesh_faces_inside_a_polygon*",
+    "tests/test_pyramid_linked.py::test_skeleton_keeps_roots_leaves_and_branches*",
+    "tests/test_pyramid_subsample.py::test_each_level_is_a_nested_subset_with_attributes_unchanged*",
+    "tests/test_pyramid_points.py::test_level_for_and_max_vertices_read_no_vertex_data*",
+    "tests/test_pyramid_points.py::test_reductions_can_be_chosen*",
+    "tests/test_pyramid_meshes.py::test_mesh_sparsity_by_size_and_zip_refusal*",
+    "tests/shards/test_sharded_stores.py::test_pyramids_build_on_sharded_stores*",
+    "tests/test_point_files.py::test_las_round_trip_keeps_every_dimension_exactly[[].laz*",
+    "tests/storage/test_http.py::*",  # a static HTTP server per module, like the S3 tests
+    "tests/storage/test_hostile_local.py::test_fifo_is_refused_without_blocking*",
+    "tests/codecs/test_draco.py::test_property_every_vertex_and_face_round_trips*",
+)
 
 
 def is_slow(item: pytest.Item) -> bool:
@@ -31,6 +63,7 @@ def is_slow(item: pytest.Item) -> bool:
     folder = path.relative_to(TESTS).parts[0] if path.is_relative_to(TESTS) else ""
     return (
         folder in SLOW_FOLDERS
+        or any(fnmatch.fnmatchcase(item.nodeid, pattern) for pattern in SLOW_TESTS)
         or not SLOW_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
         or any(item.get_closest_marker(m) is not None for m in SLOW_MARKS)
     )
