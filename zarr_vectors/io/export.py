@@ -16,6 +16,7 @@ extension   what is written
 ``.swc``    a skeleton result (or lines, as unbranched chains), with ``radius`` and ``type``
             when present.
 ``.geojson`` see :mod:`zarr_vectors.io.geojson`.
+``.geojsonl`` newline-delimited GeoJSON (GeoJSONSeq): the same features, one per line.
 ``.stl``    a mesh result (it needs faces) through trimesh: positions and faces only.
 ``.glb``    likewise, binary glTF.
 ``.gltf``   likewise, glTF with its buffers embedded (one self-contained file).
@@ -408,6 +409,12 @@ def write_geojson(result: Result, path: Path) -> None:
     importlib.import_module("zarr_vectors.io.geojson").export_geojson(result, path)
 
 
+def write_geojsonl(result: Result, path: Path) -> None:
+    from zarr_vectors.io.geojson import export_geojsonl
+
+    export_geojsonl(result, path)
+
+
 def write_mesh_file(result: Result, path: Path) -> None:
     """A mesh result as STL, GLB or glTF (through trimesh)."""
     from zarr_vectors.io.meshes import save_trimesh
@@ -434,6 +441,7 @@ EXPORT_FORMATS: dict[str, Callable[[Result, Path], None]] = {
     ".npz": write_npz,
     ".swc": write_swc_file,
     ".geojson": write_geojson,
+    ".geojsonl": write_geojsonl,
     ".stl": write_mesh_file,
     ".glb": write_mesh_file,
     ".gltf": write_mesh_file,
@@ -456,7 +464,7 @@ def export_result(result: Result, path: str | Path) -> str:
         Any result (of a query, an object read, or made by hand).
     path
         The file to write; the extension (any case) picks the format: ``.csv``, ``.ply``,
-        ``.obj``, ``.npz``, ``.swc``, ``.geojson``, mesh files (``.stl``, ``.glb``, ``.gltf``)
+        ``.obj``, ``.npz``, ``.swc``, ``.geojson``, ``.geojsonl``, mesh files (``.stl``, ``.glb``, ``.gltf``)
         or GIS files (``.gpkg``, ``.shp``, ``.fgb``, ``.parquet``: see
         :mod:`zarr_vectors.io.vector_export`).
 
