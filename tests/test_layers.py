@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
         "zarr_vectors.dask",
         "zarr_vectors.cli",
         "zarr_vectors.cli_points",
+        "zarr_vectors.cli_objects",
         "zarr_vectors.demo",
         "zarr_vectors.plot",
         "zarr_vectors.napari_plugin",

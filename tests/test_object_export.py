@@ -236,3 +236,28 @@ def test_refusals(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="SWC"):
         export_objects(ds, tmp_path / "x.swc", progress=False)
     assert not list(tmp_path.glob("*.swc")) and not list(tmp_path.glob(".*zv-part*"))
+
+
+def test_cli_query_streams_whole_objects(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from zarr_vectors.cli import main
+
+    ds = _skeletons(tmp_path / "sk.zarr")
+    ids = ds.object_ids()
+    store = str(tmp_path / "sk.zarr")
+    runs = {
+        "some.swc": (["--objects", str(ids[4]), str(ids[1])], ds.objects(ids[[4, 1]])),
+        "all.csv": ([], ds.objects(ids)),
+        "box.geojson": (
+            ["--bbox", "0,0,0,30,30,30", "--whole-objects"],
+            ds.query(([0] * 3, [30] * 3), whole_objects=True),
+        ),
+    }
+    for name, (extra, whole) in runs.items():
+        assert main(["query", store, *extra, "-o", str(tmp_path / name), "--no-progress"]) == 0
+        export_result(whole, tmp_path / f"expected-{name}")
+        assert (tmp_path / name).read_bytes() == (tmp_path / f"expected-{name}").read_bytes(), name
+        assert f"objects to {tmp_path / name}" in capsys.readouterr().out
+    # --where reads the result whole, as before
+    assert main(["query", store, "--where", "radius > 1", "-o", str(tmp_path / "w.csv")]) == 0
+    export_result(ds.read(where="radius > 1"), tmp_path / "expected-w.csv")
+    assert (tmp_path / "w.csv").read_bytes() == (tmp_path / "expected-w.csv").read_bytes()

@@ -30,12 +30,12 @@ import numpy as np
 
 from zarr_vectors.errors import InputError
 from zarr_vectors.io.export import (
-    _columns,
-    _parent_rows,
-    _ply_element,
-    _text_rows,
+    channel_columns,
     csv_header,
     edges_of,
+    parent_rows,
+    ply_element,
+    text_rows,
     vertex_table,
     write_csv_rows,
     xyz,
@@ -174,7 +174,7 @@ class _PlyObjects(_Counts):
 
     def write(self, res: Result) -> None:
         cols = [c for c in vertex_table(res) if c[0] not in ("line", "parent")]
-        header, body = _ply_element("vertex", len(res), cols)
+        header, body = ply_element("vertex", len(res), cols)
         self.vertices.file.write(body)
         if res.faces is not None:
             faces = np.asarray(res.faces, np.int64).reshape(-1, 3)
@@ -186,8 +186,8 @@ class _PlyObjects(_Counts):
         elif (edges := edges_of(res)) is not None:
             ecols = [("vertex1", edges[:, 0] + self.rows), ("vertex2", edges[:, 1] + self.rows)]
             for name, values in res.edge_attributes.items():
-                ecols += _columns(name, values)
-            h, b = _ply_element("edge", len(edges), ecols)
+                ecols += channel_columns(name, values)
+            h, b = ply_element("edge", len(edges), ecols)
             self.second.file.write(b)
             self.second_count += len(edges)
             second = ["element edge {}", *h[1:]]
@@ -220,18 +220,18 @@ class _ObjObjects(_Counts):
         fh.write(b"# written by zarr_vectors\n")
 
     def write(self, res: Result) -> None:
-        self.fh.write(_text_rows(list(xyz(res, "OBJ").T), prefix="v ").encode("utf-8"))
+        self.fh.write(text_rows(list(xyz(res, "OBJ").T), prefix="v ").encode("utf-8"))
         first = self.rows + 1
         if res.faces is not None:
             faces = np.asarray(res.faces, np.int64).reshape(-1, 3) + first
-            text = _text_rows(list(faces.T), prefix="f ")
+            text = text_rows(list(faces.T), prefix="f ")
         elif res.line_offsets is not None:
             o = np.asarray(res.line_offsets, np.int64)
             rows = np.arange(first, first + len(res)).astype(str)
             pieces = [rows[o[i] : o[i + 1]] for i in range(len(o) - 1) if o[i + 1] > o[i]]
             text = "".join(f"{'l' if len(p) > 1 else 'p'} {' '.join(p)}\n" for p in pieces)
         elif (edges := edges_of(res)) is not None:
-            text = _text_rows(list((edges + first).T), prefix="l ")
+            text = text_rows(list((edges + first).T), prefix="l ")
         else:
             text = ""
         self.links.file.write(text.encode("utf-8"))
@@ -254,7 +254,7 @@ class _SwcObjects(_Counts):
     def write(self, res: Result) -> None:
         from zarr_vectors.io.swc import swc_samples
 
-        parents = _parent_rows(res)
+        parents = parent_rows(res)
         if parents is None:
             raise InputError(
                 "SWC holds trees and this result has no parents or lines; "

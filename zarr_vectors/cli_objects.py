@@ -1,0 +1,90 @@
+"""The streaming paths of ``query -o`` (see :mod:`zarr_vectors.cli` for the contract).
+
+:func:`stream_query` writes a query piece by piece or batch by batch when it can:
+
+- a point cloud without ``--objects`` / ``--whole-objects`` to ``.csv``, ``.ply``, ``.obj``,
+  ``.npz``, ``.las`` or ``.laz``: chunk by chunk
+  (:func:`zarr_vectors.cli_points.stream_query`);
+- ``--objects``, a whole level of lines, graphs, skeletons, shapes or meshes, or ``--bbox
+  --whole-objects`` of lines, graphs, skeletons or shapes, to ``.csv``, ``.ply``, ``.obj``,
+  ``.swc``, ``.geojson`` or ``.geojsonl``: object batch by object batch
+  (:func:`zarr_vectors.io.object_export.export_objects`).
+
+Anything else (``--where``, ``--polygon``, a box cut into pieces, other formats) reads the
+result whole; :func:`note_whole` says so on stderr when the level is large.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LARGE_LEVEL", "stream_query", "note_whole"]
+
+#: Vertices in a level above which a whole-result ``query -o`` prints a note on stderr.
+LARGE_LEVEL = 1 << 24
+
+
+def _attributes(args: argparse.Namespace) -> Any:
+    return False if args.no_attributes else (args.attributes.split(",") if args.attributes else None)
+
+
+def _object_selection(args: argparse.Namespace, ds: Any, box: Any) -> dict[str, Any] | None:
+    """``ids`` / ``bbox`` for :func:`export_objects`, or None when the query is not one of
+    whole objects (or the level has no object index)."""
+    from zarr_vectors.format.kinds import family_of
+    from zarr_vectors.io.object_export import OBJECT_STREAM_FORMATS
+
+    if Path(args.output).suffix.lower() not in OBJECT_STREAM_FORMATS:
+        return None
+    if args.where or args.polygon is not None or getattr(args, "predicate", "contains") != "contains":
+        return None
+    if ds.level(args.level).manifests is None:
+        return None
+    family = family_of(ds.geometry_types)
+    if args.objects is not None:
+        return None if args.whole_objects else {"ids": args.objects}
+    if box is None and family not in (None, "points"):
+        return {}
+    if box is not None and args.whole_objects and family in ("lines", "graph", "shapes"):
+        return {"bbox": box}
+    return None
+
+
+def stream_query(args: argparse.Namespace, ds: Any, box: Any, polygon: Any = None) -> int | None:
+    """``query -o`` written piece by piece or batch by batch when it can be (see the module
+    documentation); None when the result must be read whole."""
+    from zarr_vectors import cli_points
+
+    done = cli_points.stream_query(args, ds, box, polygon)
+    if done is not None:
+        return done
+    selection = _object_selection(args, ds, box)
+    if selection is None:
+        return None
+    from zarr_vectors.io.object_export import export_objects
+
+    vertices, objects = export_objects(
+        ds,
+        args.output,
+        level=args.level,
+        attributes=_attributes(args),
+        progress=not args.no_progress and sys.stderr.isatty(),
+        **selection,
+    )
+    print(f"wrote {vertices:,} vertices, {objects:,} objects to {args.output}")
+    return 0
+
+
+def note_whole(args: argparse.Namespace, ds: Any) -> None:
+    """On stderr: the result of this ``query -o`` is read whole, and the level is large."""
+    count = ds.vertex_count(args.level)
+    if count > LARGE_LEVEL:
+        print(
+            f"note: {Path(args.output).name} is written from the whole result, held in memory (level "
+            f"{args.level} has {count:,} vertices); --objects, --whole-objects or a whole read to .csv, .ply, "
+            ".obj, .swc, .geojson or .geojsonl is written in batches",
+            file=sys.stderr,
+        )
