@@ -11,14 +11,18 @@ id per object), not the result. Which objects:
 - neither: every object of the level, in ascending id order.
 
 The files are those :func:`~zarr_vectors.io.export.export_result` writes for the same
-result (:data:`OBJECT_STREAM_FORMATS`; GeoJSON features come in ascending id order either
-way): byte for byte for ``.csv``, ``.ply``, ``.obj``, ``.swc``, ``.geojson`` and
-``.geojsonl``. A whole level written this way lists its objects in ascending id order,
-where ``Dataset.read()`` lists them in storage order.
+result (:data:`OBJECT_STREAM_FORMATS`): byte for byte for ``.csv``, ``.swc``, ``.geojson``
+and ``.geojsonl`` (GeoJSON features come in ascending id order either way), and for
+``.ply`` and ``.obj`` but for the order of faces and edges, which come batch by batch
+where a whole read lists them by chunk. ``.gpkg`` and ``.fgb`` get the same features,
+appended a batch at a time, the layer's geometry type declared generic. A whole level
+written this way lists its objects in ascending id order, where ``Dataset.read()`` lists
+them in storage order.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -48,11 +52,13 @@ if TYPE_CHECKING:
 __all__ = ["OBJECT_STREAM_FORMATS", "OBJECT_BATCH", "object_batches", "export_objects"]
 
 #: Extensions :func:`export_objects` writes batch by batch.
-OBJECT_STREAM_FORMATS = (".csv", ".ply", ".obj", ".swc", ".geojson", ".geojsonl")
+OBJECT_STREAM_FORMATS = (".csv", ".ply", ".obj", ".swc", ".geojson", ".geojsonl", ".gpkg", ".fgb")
 #: Objects read per batch.
 OBJECT_BATCH = 4096
-#: Feature formats list objects in ascending id order whatever order they were asked in.
+#: Text feature formats: objects in ascending id order whatever order they were asked in.
 _BY_ID = (".geojson", ".geojsonl")
+#: OGR formats, appended to a batch at a time (:class:`~zarr_vectors.io.vector_export.VectorAppender`).
+_OGR = (".gpkg", ".fgb")
 
 
 def _selected_ids(ds: Dataset, ids: Any, level: int, bbox: Any, sort: bool) -> np.ndarray:
@@ -305,7 +311,7 @@ class _GeoJsonObjects:
 
 
 def _writer(suffix: str, fh: BinaryIO, folder: Path) -> Any:
-    if suffix in (".geojson", ".geojsonl"):
+    if suffix in _BY_ID:
         return _GeoJsonObjects(fh, lines=suffix == ".geojsonl")
     kinds = {".csv": _CsvObjects, ".ply": _PlyObjects, ".obj": _ObjObjects, ".swc": _SwcObjects}
     return kinds[suffix](fh, folder)
@@ -344,27 +350,39 @@ def export_objects(
             f"cannot write {path.name!r} object by object; use one of {', '.join(OBJECT_STREAM_FORMATS)}, "
             "or read the result whole and export it"
         )
-    chosen = _selected_ids(ds, ids, level, bbox, sort=suffix in _BY_ID)
+    chosen = _selected_ids(ds, ids, level, bbox, sort=suffix in _BY_ID + _OGR)
     empty = ds.objects(cast(Any, chosen[:0]), level=level, attributes=attributes)
     part = path.with_name(f".{path.stem}.zv-part{path.suffix}")
     try:
         open(part, "wb").close()
     except OSError as exc:  # say the user's path, not the part file's
         raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
-    vertices = objects = 0
+    batches = object_batches(ds, chosen, level=level, attributes=attributes, batch=batch, bbox=bbox)
     try:
         with (
-            open(part, "wb") as fh,
+            contextlib.ExitStack() as stack,
             tqdm(total=len(chosen), unit="obj", desc=f"writing {path.name}", disable=not progress) as bar,
         ):
-            out = _writer(suffix, fh, part.parent)
-            for res in object_batches(ds, chosen, level=level, attributes=attributes, batch=batch, bbox=bbox):
-                out.write(res)
-                vertices += len(res)
-                objects += 0 if res.object_ids is None else len(np.unique(res.object_ids))
-                bar.update(min(batch, len(chosen) - bar.n))
+            if suffix in _OGR:
+                from zarr_vectors.io.vector_export import VectorAppender, text_columns
+
+                out = VectorAppender(part, suffix, path.stem, text_columns(ds, chosen, level))
+            else:
+                out = _writer(suffix, stack.enter_context(open(part, "wb")), part.parent)
+            counts = _drain(batches, out, bar, batch)
             out.close(empty)
         os.replace(part, path)
     finally:
         part.unlink(missing_ok=True)
+    return counts
+
+
+def _drain(batches: Iterator[Result], out: Any, bar: Any, batch: int) -> tuple[int, int]:
+    """Write every batch to ``out``; ``(vertices, objects)`` written."""
+    vertices = objects = 0
+    for res in batches:
+        out.write(res)
+        vertices += len(res)
+        objects += 0 if res.object_ids is None else len(np.unique(res.object_ids))
+        bar.update(min(batch, bar.total - bar.n))
     return vertices, objects
