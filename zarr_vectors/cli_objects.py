@@ -7,7 +7,7 @@
   (:func:`zarr_vectors.cli_points.stream_query`);
 - ``--objects``, a whole level of lines, graphs, skeletons, shapes or meshes, or ``--bbox
   --whole-objects`` of lines, graphs, skeletons or shapes, to ``.csv``, ``.ply``, ``.obj``,
-  ``.swc``, ``.geojson`` or ``.geojsonl``: object batch by object batch
+  ``.swc``, ``.geojson``, ``.geojsonl``, ``.gpkg`` or ``.fgb``: object batch by object batch
   (:func:`zarr_vectors.io.object_export.export_objects`).
 
 Anything else (``--where``, ``--polygon``, a box cut into pieces, other formats) reads the
@@ -84,7 +84,7 @@ def note_whole(args: argparse.Namespace, ds: Any) -> None:
     if count > LARGE_LEVEL:
         print(
             f"note: {Path(args.output).name} is written from the whole result, held in memory (level "
-            f"{args.level} has {count:,} vertices); --objects, --whole-objects or a whole read to .csv, .ply, "
+            f"{args.level} has {count:,} vertices); --objects, --whole-objects or a whole read to .csv, .ply, .gpkg, "
             ".obj, .swc, .geojson or .geojsonl is written in batches",
             file=sys.stderr,
         )
