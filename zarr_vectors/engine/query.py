@@ -86,7 +86,7 @@ def row_filter_for(level: Level, conditions: Sequence[Condition]) -> RowFilter:
     for cond in conditions:
         if cond.name in level.vertex_attributes:
             arr = level.vertex_attributes[cond.name]
-            cond.check_column(arr.dtype, arr.row_width, "vertex")
+            cond.check_column(arr.read_dtype, arr.row_width, "vertex")
             vertex.append(cond)
         elif cond.name in level.object_attributes:
             table = level.object_attributes[cond.name]

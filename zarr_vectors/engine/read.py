@@ -232,7 +232,7 @@ def fetch_cells(
                 chunk = ".".join(map(str, chunks[i]))
                 raise CorruptCellError(arr.path, chunk, f"{len(part)} rows but vertices has {len(cells[i])}")
         flat = np.concatenate(parts) if parts else np.zeros((0, arr.row_width), arr.dtype)
-        attrs[name] = flat.reshape((-1, *(arr.attrs.get("row_shape") or [])))
+        attrs[name] = arr.as_read(flat.reshape((-1, *(arr.attrs.get("row_shape") or []))))
     frags, tables = {}, {}
     base = len(arrays) * k
     if fragments is not None:
@@ -413,7 +413,7 @@ def _box_rows(
     raws = level.backend.get_many(keys)
     k, d, grid = len(chunks), level.grid.ndim, level.grid
     widths = [d] + [arr.row_width for arr in arrays[1:n_out]]
-    dtypes = [arr.dtype for arr in arrays[:n_out]] + ([np.dtype(np.int64)] if with_ids else [])
+    dtypes = [arr.read_dtype for arr in arrays[:n_out]] + ([np.dtype(np.int64)] if with_ids else [])
     if with_ids:
         widths.append(1)
 
@@ -421,7 +421,7 @@ def _box_rows(
         pos = level.vertices.rows(raws[i], chunks[i], d)
         cols = [pos]
         for j, arr in enumerate(arrays[1:], start=1):
-            part = arr.rows(raws[j * k + i], chunks[i])
+            part = arr.as_read(arr.rows(raws[j * k + i], chunks[i]))
             if len(part) != len(pos):
                 chunk = ".".join(map(str, chunks[i]))
                 raise CorruptCellError(arr.path, chunk, f"{len(part)} rows but vertices has {len(pos)}")

@@ -159,8 +159,11 @@ CSV_BLOCK = 1 << 18
 
 
 def _csv_ready(values: np.ndarray) -> np.ndarray:
-    """Booleans as 0/1, float16 as float32 (their text reads back as the same value)."""
+    """Booleans as 0/1, float16 as float32 (their text reads back as the same value),
+    date-times as ISO 8601 text in their own unit (``NaT`` when absent)."""
     values = np.asarray(values)
+    if values.dtype.kind == "M":
+        return np.datetime_as_string(values)
     if values.dtype.kind == "b":
         return values.view(np.uint8)
     if values.dtype == np.float16:
