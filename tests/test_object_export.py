@@ -300,3 +300,19 @@ def test_ogr_ids_above_int64_are_text_in_every_batch(tmp_path: Path) -> None:
         export_objects(ds, tmp_path / "out.gpkg", batch=2, progress=False)
     back = gpd.read_file(tmp_path / "out.gpkg")
     assert sorted(back["object_id"].tolist()) == sorted(str(v) for v in big.tolist())
+
+
+def test_cli_notes_a_large_whole_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zarr_vectors import cli_objects
+    from zarr_vectors.cli import main
+
+    ds = _lines(tmp_path / "l.zarr")
+    monkeypatch.setattr(cli_objects, "LARGE_LEVEL", 10)
+    store = str(tmp_path / "l.zarr")
+    assert main(["query", store, "--bbox", "40,40,40,60,60,60", "-o", str(tmp_path / "pieces.csv")]) == 0
+    assert "written from the whole result" in capsys.readouterr().err
+    assert main(["query", store, "-o", str(tmp_path / "all.csv"), "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""  # streamed: no note
+    assert ds.vertex_count() > 10
