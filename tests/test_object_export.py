@@ -311,8 +311,98 @@ def test_cli_notes_a_large_whole_read(
     ds = _lines(tmp_path / "l.zarr")
     monkeypatch.setattr(cli_objects, "LARGE_LEVEL", 10)
     store = str(tmp_path / "l.zarr")
-    assert main(["query", store, "--bbox", "40,40,40,60,60,60", "-o", str(tmp_path / "pieces.csv")]) == 0
+    assert main(["query", store, "--where", "t > 0.5", "-o", str(tmp_path / "some.csv")]) == 0
     assert "written from the whole result" in capsys.readouterr().err
     assert main(["query", store, "-o", str(tmp_path / "all.csv"), "--no-progress"]) == 0
     assert capsys.readouterr().err == ""  # streamed: no note
     assert ds.vertex_count() > 10
+
+
+def _pieces(res: zv.Result) -> dict[str, object]:
+    """A result as sets of rows, edges, faces, parent links and line pieces, each named by
+    positions (so that row order does not count)."""
+    keys = [tuple(p) for p in res.positions.tolist()]
+    ids = [None] * len(res) if res.object_ids is None else res.object_ids.tolist()
+    attrs = list(zip(*(np.asarray(v).tolist() for v in res.attributes.values()))) or [()] * len(res)
+    out: dict[str, object] = {"rows": sorted(zip(keys, ids, attrs))}
+    if res.edges is not None:
+        out["edges"] = sorted((keys[a], keys[b]) for a, b in res.edges.tolist())
+    if res.faces is not None:
+        out["faces"] = sorted(tuple(sorted(keys[v] for v in f)) for f in res.faces.tolist())
+    if res.parents is not None:
+        out["parents"] = sorted(
+            (keys[c], None if p < 0 else keys[p]) for c, p in enumerate(res.parents.tolist())
+        )
+    if res.line_offsets is not None:
+        o = res.line_offsets.tolist()
+        out["lines"] = sorted(tuple(keys[o[i] : o[i + 1]]) for i in range(len(o) - 1))
+    return out
+
+
+@pytest.mark.parametrize("kind", sorted(STORES))
+def test_box_cut_to_pieces_equals_the_query(kind: str, tmp_path: Path) -> None:
+    from zarr_vectors.io.object_export import _selected_ids, object_batches
+
+    ds = STORES[kind](tmp_path / "s.zarr")
+    lo, hi = ds.bounds
+    box = (lo + (hi - lo) * 0.25, lo + (hi - lo) * 0.7)
+    whole = ds.query(box)
+    ids = _selected_ids(ds, None, 0, box, sort=False, cut=True)
+    parts = list(object_batches(ds, ids, bbox=box, cut=True, batch=BATCH))
+    assert len(parts) > 1 and 0 < len(whole) < ds.vertex_count()
+    got: dict[str, list[object]] = {}
+    for part in parts:
+        for key, values in _pieces(part).items():
+            got.setdefault(key, []).extend(values)  # type: ignore[arg-type]
+    assert {k: sorted(v, key=repr) for k, v in got.items()} == {
+        k: sorted(v, key=repr)  # type: ignore[call-overload]
+        for k, v in _pieces(whole).items()
+    }
+    streamed, expected = tmp_path / "cut.csv", tmp_path / "whole.csv"
+    export_objects(ds, streamed, bbox=box, cut=True, batch=BATCH, progress=False)
+    export_result(whole, expected)
+    a, b = streamed.read_text().splitlines(), expected.read_text().splitlines()
+    assert a[0] == b[0]
+    names = a[0].split(",")
+    drop = [i for i, n in enumerate(names) if n in ("line", "parent")]  # row numbers: order-dependent
+    cells = [
+        sorted(",".join(v for i, v in enumerate(r.split(",")) if i not in drop) for r in rows[1:])
+        for rows in (a, b)
+    ]
+    assert cells[0] == cells[1]
+
+
+@pytest.mark.parametrize("kind", ["lines", "skeletons", "shapes"])
+def test_box_features_are_whole_objects_byte_identical(kind: str, tmp_path: Path) -> None:
+    """GeoJSON features of a box query are its objects whole: streamed exactly, cut or not."""
+    ds = STORES[kind](tmp_path / "s.zarr")
+    lo, hi = ds.bounds
+    box = (lo + (hi - lo) * 0.25, lo + (hi - lo) * 0.7)
+    for suffix in (".geojson", ".geojsonl"):
+        _same_file(tmp_path, ds, suffix, ds.query(box), bbox=box, cut=True)
+
+
+def test_cli_streams_a_large_box_cut_to_pieces(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zarr_vectors import cli_objects
+    from zarr_vectors.cli import main
+
+    ds = _lines(tmp_path / "l.zarr")
+    store, box = str(tmp_path / "l.zarr"), ([40.0] * 3, [60.0] * 3)
+    text = "40,40,40,60,60,60"
+    assert main(["query", store, "--bbox", text, "-o", str(tmp_path / "small.csv")]) == 0
+    assert "objects to" not in capsys.readouterr().out  # small: read whole, in the query's order
+    export_result(ds.query(box), tmp_path / "expected.csv")
+    assert (tmp_path / "small.csv").read_bytes() == (tmp_path / "expected.csv").read_bytes()
+    monkeypatch.setattr(cli_objects, "LARGE_LEVEL", 10)
+    assert main(["query", store, "--bbox", text, "-o", str(tmp_path / "large.csv"), "--no-progress"]) == 0
+    assert "objects to" in capsys.readouterr().out
+    rows = [
+        sorted(",".join(r.split(",")[:4] + r.split(",")[5:]) for r in p.read_text().splitlines()[1:])
+        for p in (tmp_path / "large.csv", tmp_path / "expected.csv")
+    ]
+    assert rows[0] == rows[1]  # x,y,z,object_id,line,t: the same rows but for the line numbers
+    assert main(["query", store, "--bbox", text, "-o", str(tmp_path / "f.geojson"), "--no-progress"]) == 0
+    export_result(ds.query(box), tmp_path / "expected.geojson")
+    assert (tmp_path / "f.geojson").read_bytes() == (tmp_path / "expected.geojson").read_bytes()

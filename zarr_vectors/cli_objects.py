@@ -8,10 +8,16 @@
 - ``--objects``, a whole level of lines, graphs, skeletons, shapes or meshes, or ``--bbox
   --whole-objects`` of lines, graphs, skeletons or shapes, to ``.csv``, ``.ply``, ``.obj``,
   ``.swc``, ``.geojson``, ``.geojsonl``, ``.gpkg`` or ``.fgb``: object batch by object batch
-  (:func:`zarr_vectors.io.object_export.export_objects`).
+  (:func:`zarr_vectors.io.object_export.export_objects`);
+- ``--bbox`` of lines, graphs, skeletons or shapes to a feature format (whose features are
+  the objects whole anyway), likewise;
+- ``--bbox`` of those kinds or meshes to ``.csv``, ``.ply``, ``.obj`` or ``.swc`` when the
+  box is estimated to hold more than :data:`LARGE_LEVEL` vertices: the objects the box meets,
+  read whole a batch at a time and cut to the box (the rows of the query, object by object
+  rather than chunk by chunk).
 
-Anything else (``--where``, ``--polygon``, a box cut into pieces, other formats) reads the
-result whole; :func:`note_whole` says so on stderr when the level is large.
+Anything else (``--where``, ``--polygon``, a smaller box cut into pieces, other formats)
+reads the result whole; :func:`note_whole` says so on stderr when the level is large.
 """
 
 from __future__ import annotations
@@ -23,8 +29,11 @@ from typing import Any
 
 __all__ = ["LARGE_LEVEL", "stream_query", "note_whole"]
 
-#: Vertices in a level above which a whole-result ``query -o`` prints a note on stderr.
+#: Vertices above which a box of lines, graphs, skeletons, shapes or meshes is written cut
+#: object batch by object batch, and a whole-result ``query -o`` prints a note on stderr.
 LARGE_LEVEL = 1 << 24
+#: Formats whose records are whole objects (features), whatever the query cut.
+FEATURE_FORMATS = (".geojson", ".geojsonl", ".gpkg", ".fgb")
 
 
 def _attributes(args: argparse.Namespace) -> Any:
@@ -37,7 +46,8 @@ def _object_selection(args: argparse.Namespace, ds: Any, box: Any) -> dict[str, 
     from zarr_vectors.format.kinds import family_of
     from zarr_vectors.io.object_export import OBJECT_STREAM_FORMATS
 
-    if Path(args.output).suffix.lower() not in OBJECT_STREAM_FORMATS:
+    suffix = Path(args.output).suffix.lower()
+    if suffix not in OBJECT_STREAM_FORMATS:
         return None
     if args.where or args.polygon is not None or getattr(args, "predicate", "contains") != "contains":
         return None
@@ -46,11 +56,23 @@ def _object_selection(args: argparse.Namespace, ds: Any, box: Any) -> dict[str, 
     family = family_of(ds.geometry_types)
     if args.objects is not None:
         return None if args.whole_objects else {"ids": args.objects}
-    if box is None and family not in (None, "points"):
-        return {}
-    if box is not None and args.whole_objects and family in ("lines", "graph", "shapes"):
-        return {"bbox": box}
+    if box is None:
+        return {} if family not in (None, "points") else None
+    linked = family in ("lines", "graph", "shapes")
+    if linked and (args.whole_objects or suffix in FEATURE_FORMATS):
+        return {"bbox": box}  # whole objects (a feature is its object whole, cut or not)
+    if (linked or family == "mesh") and not args.whole_objects and _large(ds, args.level, box):
+        return {"bbox": box, "cut": True}
     return None
+
+
+def _large(ds: Any, level: int, box: Any) -> bool:
+    """Whether the level's estimated vertices inside ``box`` exceed :data:`LARGE_LEVEL`."""
+    from zarr_vectors.engine.read import parse_box
+    from zarr_vectors.pyramid.estimate import estimate_count
+
+    lo, hi = parse_box(box, ds.ndim, ds.axes)
+    return estimate_count(ds.level(level), lo, hi) > LARGE_LEVEL
 
 
 def stream_query(args: argparse.Namespace, ds: Any, box: Any, polygon: Any = None) -> int | None:

@@ -61,7 +61,7 @@ _BY_ID = (".geojson", ".geojsonl")
 _OGR = (".gpkg", ".fgb")
 
 
-def _selected_ids(ds: Dataset, ids: Any, level: int, bbox: Any, sort: bool) -> np.ndarray:
+def _selected_ids(ds: Dataset, ids: Any, level: int, bbox: Any, sort: bool, cut: bool = False) -> np.ndarray:
     """The user ids to read, in the order the whole result has them."""
     from zarr_vectors.engine.polygon import object_extents
     from zarr_vectors.engine.read import parse_box
@@ -77,10 +77,10 @@ def _selected_ids(ds: Dataset, ids: Any, level: int, bbox: Any, sort: bool) -> n
         return np.asarray(lv.object_id_map.to_user(oids))
     if bbox is None:
         return np.asarray(ds.object_ids(level))
-    if ds._is_mesh or not ds._is_linked:
+    if not (ds._is_linked or (cut and ds._is_mesh)):
         raise InputError(
-            "a box is exported object by object for lines, graphs, skeletons and shapes (whole objects "
-            f"with a vertex inside); this store holds {', '.join(ds.geometry_types)}: query it instead"
+            "a box is exported object by object for lines, graphs, skeletons and shapes (and, cut to "
+            f"the box, meshes); this store holds {', '.join(ds.geometry_types)}: query it instead"
         )
     lo, hi = parse_box(bbox, ds.ndim, ds.axes)
     oids, o_lo, o_hi = object_extents(lv)
@@ -96,9 +96,11 @@ def object_batches(
     attributes: Sequence[str] | bool | None = None,
     batch: int = OBJECT_BATCH,
     bbox: Any = None,
+    cut: bool = False,
 ) -> Iterator[Result]:
     """``ds.objects`` of ``ids``, ``batch`` ids at a time; with ``bbox``, each batch keeps
-    only the objects with a vertex inside the (inclusive) box."""
+    only the objects with a vertex inside the (inclusive) box, or with ``cut`` only the rows
+    inside it (with the edges, faces and line pieces among them: :meth:`Result.subset`)."""
     from zarr_vectors.engine.read import parse_box
 
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
@@ -109,7 +111,7 @@ def object_batches(
         if box is not None and len(res):
             assert res.object_ids is not None  # an object read has them
             inside = np.all((res.positions >= box[0]) & (res.positions <= box[1]), axis=1)
-            keep = np.isin(res.object_ids, np.unique(res.object_ids[inside]))
+            keep = inside if cut else np.isin(res.object_ids, np.unique(res.object_ids[inside]))
             if not keep.all():
                 res = res.subset(keep)
         yield res
@@ -327,11 +329,15 @@ def export_objects(
     attributes: Sequence[str] | bool | None = None,
     batch: int = OBJECT_BATCH,
     progress: bool = True,
+    cut: bool = False,
 ) -> tuple[int, int]:
     """Write whole objects of ``ds`` to ``path`` ``batch`` objects at a time (see the module
     documentation for which objects and in what order) and return ``(vertices, objects)``
     written. The format comes from the suffix (:data:`OBJECT_STREAM_FORMATS`); the file is
-    written to ``path`` only when complete.
+    written to ``path`` only when complete. With ``bbox`` and ``cut``, the rows inside the box
+    of those objects (lines, graphs, skeletons, shapes and meshes): the rows of
+    ``Dataset.query(bbox)``, object by object instead of chunk by chunk (GeoJSON and OGR
+    features are whole objects either way, as :meth:`Result.to_shapely` makes them).
 
     Raises
     ------
@@ -350,14 +356,16 @@ def export_objects(
             f"cannot write {path.name!r} object by object; use one of {', '.join(OBJECT_STREAM_FORMATS)}, "
             "or read the result whole and export it"
         )
-    chosen = _selected_ids(ds, ids, level, bbox, sort=suffix in _BY_ID + _OGR)
+    features = suffix in _BY_ID + _OGR
+    cut = cut and not features  # a feature is its whole object, cut or not
+    chosen = _selected_ids(ds, ids, level, bbox, sort=features, cut=cut)
     empty = ds.objects(cast(Any, chosen[:0]), level=level, attributes=attributes)
     part = path.with_name(f".{path.stem}.zv-part{path.suffix}")
     try:
         open(part, "wb").close()
     except OSError as exc:  # say the user's path, not the part file's
         raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
-    batches = object_batches(ds, chosen, level=level, attributes=attributes, batch=batch, bbox=bbox)
+    batches = object_batches(ds, chosen, level=level, attributes=attributes, batch=batch, bbox=bbox, cut=cut)
     try:
         with (
             contextlib.ExitStack() as stack,
