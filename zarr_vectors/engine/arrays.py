@@ -273,6 +273,16 @@ class CellArray:
             raise FormatError(f"array {self.path!r} has no usable dtype attribute")
         return self.parsed.dtype
 
+    @cached_property
+    def read_dtype(self) -> np.dtype:
+        """The dtype values read as: ``datetime64`` of the array's ``time_unit`` when it has
+        one (its cells hold int64 counts of that unit), else :attr:`dtype`."""
+        return read_dtype(self.path, self.attrs, self.dtype)
+
+    def as_read(self, values: np.ndarray) -> np.ndarray:
+        """Decoded ``values`` (of :attr:`dtype`) as :attr:`read_dtype` (a view, no copy)."""
+        return values if self.read_dtype == values.dtype else values.view(self.read_dtype)
+
     @property
     def row_width(self) -> int:
         assert self.parsed is not None
@@ -350,16 +360,6 @@ class CellArray:
             }
         )
         return decode_cell(bytes(data), array=self.path, chunk=".".join(map(str, chunk)), **limits)
-
-    @cached_property
-    def read_dtype(self) -> np.dtype:
-        """The dtype values read as: ``datetime64`` of the array's ``time_unit`` when it has
-        one (its cells hold int64 counts of that unit), else :attr:`dtype`."""
-        return read_dtype(self.path, self.attrs, self.dtype)
-
-    def as_read(self, values: np.ndarray) -> np.ndarray:
-        """Decoded ``values`` (of :attr:`dtype`) as :attr:`read_dtype` (a view, no copy)."""
-        return values if self.read_dtype == values.dtype else values.view(self.read_dtype)
 
     def rows(self, raw: bytes | None, chunk: Sequence[int], width: int | None = None) -> np.ndarray:
         """Cell as (n, width) rows of ``dtype``; checks the byte length is whole rows."""

@@ -82,12 +82,14 @@ def box(
 def row_filter_for(level: Level, conditions: Sequence[Condition]) -> RowFilter:
     """``conditions`` bound to ``level``: each names a numeric one-column vertex attribute or,
     failing that, object attribute (whose values are read once, whole)."""
-    vertex, objects, values = [], [], {}
+    vertex, objects, values, times = [], [], {}, {}
     for cond in conditions:
         if cond.name in level.vertex_attributes:
             arr = level.vertex_attributes[cond.name]
             cond.check_column(arr.read_dtype, arr.row_width, "vertex")
             vertex.append(cond)
+            if arr.read_dtype != arr.dtype:
+                times[cond.name] = arr.read_dtype
         elif cond.name in level.object_attributes:
             table = level.object_attributes[cond.name]
             if cond.name not in values:
@@ -98,7 +100,7 @@ def row_filter_for(level: Level, conditions: Sequence[Condition]) -> RowFilter:
         else:
             known = sorted({*level.vertex_attributes, *level.object_attributes})
             raise AttributeNotFoundError("vertex or object", [cond.name], level.index, known)
-    return RowFilter(tuple(vertex), tuple(objects), values)
+    return RowFilter(tuple(vertex), tuple(objects), values, times)
 
 
 def objects(level: Level, oids: np.ndarray, attributes: Names = None) -> Result:

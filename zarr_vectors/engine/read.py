@@ -413,7 +413,7 @@ def _box_rows(
     raws = level.backend.get_many(keys)
     k, d, grid = len(chunks), level.grid.ndim, level.grid
     widths = [d] + [arr.row_width for arr in arrays[1:n_out]]
-    dtypes = [arr.read_dtype for arr in arrays[:n_out]] + ([np.dtype(np.int64)] if with_ids else [])
+    dtypes = [arr.dtype for arr in arrays[:n_out]] + ([np.dtype(np.int64)] if with_ids else [])
     if with_ids:
         widths.append(1)
 
@@ -421,7 +421,7 @@ def _box_rows(
         pos = level.vertices.rows(raws[i], chunks[i], d)
         cols = [pos]
         for j, arr in enumerate(arrays[1:], start=1):
-            part = arr.as_read(arr.rows(raws[j * k + i], chunks[i]))
+            part = arr.rows(raws[j * k + i], chunks[i])
             if len(part) != len(pos):
                 chunk = ".".join(map(str, chunks[i]))
                 raise CorruptCellError(arr.path, chunk, f"{len(part)} rows but vertices has {len(pos)}")
@@ -457,7 +457,7 @@ def _box_rows(
 
     map_cells(copy, k, workers)
     attrs = {
-        n: col.reshape((-1, *(arr.attrs.get("row_shape") or [])))
+        n: arr.as_read(col.reshape((-1, *(arr.attrs.get("row_shape") or []))))
         for n, col, arr in zip(names, out[1:], arrays[1:n_out])
     }
     axes = tuple(a.name for a in level.root.axes if a.type == "space")

@@ -29,7 +29,7 @@ import datetime
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -250,6 +250,8 @@ class RowFilter:
     vertex: tuple[Condition, ...]
     objects: tuple[Condition, ...]
     values: Mapping[str, np.ndarray]
+    #: Vertex attributes of date-times: the datetime64 dtype their stored int64 counts read as.
+    times: Mapping[str, np.dtype] = field(default_factory=dict)
 
     @property
     def vertex_names(self) -> list[str]:
@@ -259,7 +261,9 @@ class RowFilter:
         """(n,) booleans of the rows that meet every condition."""
         out = np.ones(n, bool)
         for cond in self.vertex:
-            out &= cond.mask(columns[cond.name].reshape(n))
+            column = columns[cond.name].reshape(n)
+            dtype = self.times.get(cond.name)
+            out &= cond.mask(column if dtype is None or column.dtype == dtype else column.view(dtype))
         if self.objects:
             assert oids is not None  # object conditions are evaluated on rows with owners
             owned = oids >= 0
