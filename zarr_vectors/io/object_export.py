@@ -8,7 +8,13 @@ id per object), not the result. Which objects:
 - ``bbox`` (lines, graphs, skeletons and shapes): every whole object with a vertex inside
   the box, as ``Dataset.query(bbox, whole_objects=True)`` returns them (candidates come
   from the object index, then each batch keeps the objects with a vertex inside);
-- neither: every object of the level, in ascending id order.
+- neither: every object of the level.
+
+Whole levels, and boxes ``cut`` to their rows, are read in spatial order (objects by the
+first chunk their extent starts in), so that a batch decodes a compact run of chunks: memory
+holds the cells one batch touches, which an order spread over space (ascending ids, say)
+would make most of the level. ``ids`` and whole objects of a box keep the order of the
+whole result.
 
 The files are those :func:`~zarr_vectors.io.export.export_result` writes for the same
 result (:data:`OBJECT_STREAM_FORMATS`): byte for byte for ``.csv``, ``.swc``, ``.geojson``
@@ -16,8 +22,9 @@ and ``.geojsonl`` (GeoJSON features come in ascending id order either way), and 
 ``.ply`` and ``.obj`` but for the order of faces and edges, which come batch by batch
 where a whole read lists them by chunk. ``.gpkg`` and ``.fgb`` get the same features,
 appended a batch at a time, the layer's geometry type declared generic. A whole level
-written this way lists its objects in ascending id order, where ``Dataset.read()`` lists
-them in storage order.
+written this way lists its objects (or features) in that spatial order, where
+``Dataset.read()`` lists rows in storage order and its GeoJSON features by id: the same
+rows, edges, faces and features, in another order.
 """
 
 from __future__ import annotations
@@ -76,7 +83,8 @@ def _selected_ids(ds: Dataset, ids: Any, level: int, bbox: Any, sort: bool, cut:
         oids = np.unique(oids) if sort else oids[np.sort(first)]
         return np.asarray(lv.object_id_map.to_user(oids))
     if bbox is None:
-        return np.asarray(ds.object_ids(level))
+        oids, o_lo, _ = object_extents(lv)
+        return np.asarray(lv.object_id_map.to_user(_spatial(lv, oids, o_lo)))
     if not (ds._is_linked or (cut and ds._is_mesh)):
         raise InputError(
             "a box is exported object by object for lines, graphs, skeletons and shapes (and, cut to "
@@ -85,7 +93,16 @@ def _selected_ids(ds: Dataset, ids: Any, level: int, bbox: Any, sort: bool, cut:
     lo, hi = parse_box(bbox, ds.ndim, ds.axes)
     oids, o_lo, o_hi = object_extents(lv)
     near = np.all((o_hi >= lo) & (o_lo <= hi), axis=1)
-    return np.asarray(lv.object_id_map.to_user(np.sort(oids[near])))
+    chosen = _spatial(lv, oids[near], o_lo[near]) if cut and not sort else np.sort(oids[near])
+    return np.asarray(lv.object_id_map.to_user(chosen))
+
+
+def _spatial(level: Any, oids: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """``oids`` ordered by the first chunk (in linear chunk order) their extent ``lo`` starts
+    in, ties by id, so that a batch of them reads a compact run of chunks rather than cells
+    spread over the whole level (``Dataset.objects`` decodes whole cells)."""
+    cells = np.floor(lo / np.asarray(level.grid.chunk_shape, np.float64)).astype(np.int64)
+    return oids[np.lexsort((oids, *cells.T[::-1]))]
 
 
 def object_batches(
