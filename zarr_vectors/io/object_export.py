@@ -69,7 +69,7 @@ _OGR = (".gpkg", ".fgb")
 
 
 def _selected_ids(ds: Dataset, ids: Any, level: int, bbox: Any, sort: bool, cut: bool = False) -> np.ndarray:
-    """The user ids to read, in the order the whole result has them."""
+    """The user ids to read, in the order they are written (see the module documentation)."""
     from zarr_vectors.engine.polygon import object_extents
     from zarr_vectors.engine.read import parse_box
 
