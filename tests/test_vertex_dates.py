@@ -177,3 +177,24 @@ def test_exports(cloud: tuple[Path, np.ndarray, np.ndarray], tmp_path: Path) -> 
     assert np.array_equal(read_npz(tmp_path / "o.npz").attributes["t"], res.attributes["t"], equal_nan=True)
     with pytest.raises(InputError, match="PLY cannot hold"):
         export_result(res, tmp_path / "o.ply")
+
+
+def test_pyramids_of_lines_meshes_and_skeletons_keep_dates(tmp_path: Path) -> None:
+    import trimesh
+
+    rng = np.random.default_rng(9)
+    start = np.datetime64("2024-01-01", "s")
+    lines = [np.cumsum(rng.normal(0, 3, (30, 3)), axis=0) + 50 for _ in range(20)]
+    days = [start + rng.integers(0, 10**6, 30).astype("timedelta64[s]") for _ in lines]
+    zv.write_lines(tmp_path / "l.zarr", lines, chunk_shape=10, attributes={"t": days})
+    m = trimesh.creation.icosphere(3, radius=20)
+    stamps = start + np.arange(len(m.vertices)).astype("timedelta64[s]")
+    zv.write_mesh(tmp_path / "m.zarr", m.vertices + 50, m.faces, chunk_shape=10, attributes={"t": stamps})
+    pos, par = rng.uniform(0, 100, (200, 3)), np.r_[-1, np.arange(199)]
+    zv.write_skeleton(tmp_path / "s.zarr", pos, par, chunk_shape=20, attributes={"t": stamps[:200]})
+    every = {"l": np.concatenate(days), "m": stamps, "s": stamps[:200]}
+    for name, given in every.items():
+        zv.open(tmp_path / f"{name}.zarr", mode="r+").build_pyramid(factors=[2])
+        coarse = zv.open(tmp_path / f"{name}.zarr").read(level=1).attributes["t"]
+        assert coarse.dtype == np.dtype("datetime64[s]") and len(coarse), name
+        assert given.min() <= coarse.min() and coarse.max() <= given.max(), name
