@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
         "zarr_vectors.plot",
         "zarr_vectors.napari_plugin",
         "zarr_vectors.cli_neuroglancer",
+        "zarr_vectors.cli_objects",
         "zarr_vectors.__main__",
         "zarr_vectors.neuroglancer",
     ),

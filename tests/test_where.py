@@ -57,7 +57,7 @@ def test_forms_parse_to_the_same_conditions():
         ("confidence >> 0.8", "cannot read 'confidence >> 0.8'"),
         ("confidence > high", "cannot read"),
         ({"confidence": ("~", 1)}, "unknown operator '~'"),
-        ({"confidence": (">", "high")}, "needs a number, got 'high'"),
+        ({"confidence": (">", "high")}, "needs a number or a date, got 'high'"),
         ({"kind": ("in", 3)}, "needs a list of numbers"),
         ({"kind": ("between", (1, 2, 3))}, "between needs (low, high)"),
         (42, "where must be a mapping, a string or a list"),

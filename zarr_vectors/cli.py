@@ -414,8 +414,8 @@ def _counts(res: Any) -> str:
 def cmd_query(args: argparse.Namespace) -> int:
     if (args.output is None) == (not args.count):
         raise ZarrVectorsError("give -o OUTPUT (a .csv, .ply, .obj, .npz, .swc or .geojson file) or --count")
-    if args.output is not None:  # point clouds to .csv/.ply/.obj/.npz/.las/.laz: piece by piece
-        from zarr_vectors.cli_points import stream_query
+    if args.output is not None:  # piece by piece or object batch by batch when it can (cli_objects)
+        from zarr_vectors.cli_objects import note_whole, stream_query
         from zarr_vectors.dataset import open as open_store
 
         ds = open_store(args.store, storage_options=_storage_options(args.storage_options))
@@ -423,6 +423,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         done = stream_query(args, ds, None if args.bbox is None else _bbox(args.bbox), polygon)
         if done is not None:
             return done
+        note_whole(args, ds)
     res = _select(args)
     if args.count:
         print(_counts(res))

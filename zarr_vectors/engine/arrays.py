@@ -101,6 +101,21 @@ def _pipeline(path: str, doc: dict[str, Any]) -> Pipeline:
         raise FormatError(f"array {path!r}: {exc}") from exc
 
 
+def read_dtype(path: str, attrs: dict[str, Any], dtype: np.dtype) -> np.dtype:
+    """``datetime64[unit]`` for an array whose ``time_unit`` attribute names a numpy unit (its
+    values int64 counts of that unit since 1970-01-01), else ``dtype``."""
+    unit = attrs.get("time_unit")
+    if unit is None:
+        return dtype
+    try:
+        out = np.dtype(f"datetime64[{unit}]")
+    except TypeError as exc:
+        raise FormatError(f"array {path!r}: time_unit {unit!r} is not a numpy datetime unit") from exc
+    if dtype != np.int64:
+        raise FormatError(f"array {path!r}: time_unit is set but the values are {dtype}, not int64")
+    return out
+
+
 @dataclass(eq=False)
 class CellArray:
     """A per-chunk vlen array over the level's chunk grid (``vertices``, attributes, ...).
@@ -258,6 +273,16 @@ class CellArray:
         if self.parsed.dtype is None:
             raise FormatError(f"array {self.path!r} has no usable dtype attribute")
         return self.parsed.dtype
+
+    @cached_property
+    def read_dtype(self) -> np.dtype:
+        """The dtype values read as: ``datetime64`` of the array's ``time_unit`` when it has
+        one (its cells hold int64 counts of that unit), else :attr:`dtype`."""
+        return read_dtype(self.path, self.attrs, self.dtype)
+
+    def as_read(self, values: np.ndarray) -> np.ndarray:
+        """Decoded ``values`` (of :attr:`dtype`) as :attr:`read_dtype` (a view, no copy)."""
+        return values if self.read_dtype == values.dtype else values.view(self.read_dtype)
 
     @property
     def row_width(self) -> int:
@@ -534,20 +559,8 @@ class TableArray:
 
     def _as_times(self, values: np.ndarray) -> np.ndarray:
         """int64 ``values`` as datetime64 of the table's ``time_unit`` when it has one."""
-        unit = self.attrs.get("time_unit")
-        if unit is None:
-            return values
-        try:
-            dtype = np.dtype(f"datetime64[{unit}]")
-        except TypeError as exc:
-            raise FormatError(
-                f"array {self.path!r}: time_unit {unit!r} is not a numpy datetime unit"
-            ) from exc
-        if values.dtype != np.int64:
-            raise FormatError(
-                f"array {self.path!r}: time_unit is set but the values are {values.dtype}, not int64"
-            )
-        return values.view(dtype)
+        dtype = read_dtype(self.path, self.attrs, values.dtype)
+        return values if dtype == values.dtype else values.view(dtype)
 
 
 @dataclass(eq=False)

@@ -84,9 +84,31 @@ class NamedArray:
     #: which then hold int64 counts of that unit since 1970 (NaT: the int64 absent sentinel).
     time_unit: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.values.dtype.kind == "M":  # read back from a store (pyramids, appends): store the counts
+            unit = np.datetime_data(self.values.dtype)[0]
+            if unit == "generic":
+                raise InputError(f"attribute {self.name!r} is datetime64 without a unit; give one")
+            object.__setattr__(self, "values", self.values.view(np.int64))
+            object.__setattr__(self, "time_unit", unit)
+
     @property
     def row_shape(self) -> list[int]:
         return list(self.values.shape[1:])
+
+
+def _counts(values: Any, what: str, times: bool) -> tuple[np.ndarray, str | None]:
+    """Numeric ``values`` as they are, or ``datetime64`` ones (when ``times``) as int64 counts
+    of their unit (NaT: the int64 absent sentinel) and that unit."""
+    arr = np.asarray(values)
+    if arr.dtype.kind != "M":
+        return _numeric(arr, what), None
+    unit = np.datetime_data(arr.dtype)[0]
+    if not times:
+        raise InputError(f"{what} is {arr.dtype}: date-times are kept for vertex and object attributes only")
+    if unit == "generic":
+        raise InputError(f"{what} is datetime64 without a unit; give one, e.g. datetime64[s]")
+    return arr.view(np.int64), unit
 
 
 def _numeric(values: Any, what: str) -> np.ndarray:
@@ -290,12 +312,13 @@ def vertex_attributes(
     channel_names: Mapping[str, Sequence[str]] | None = None,
     what: str = "attribute",
 ) -> list[NamedArray]:
-    """Per-row attributes, each (n,) or (n, C) numeric, with optional channel names."""
+    """Per-row attributes, each (n,) or (n, C) numeric or (vertex attributes) ``datetime64``
+    (then int64 counts of its unit, with ``time_unit``), with optional channel names."""
     out = []
     channel_names = dict(channel_names or {})
     check_names(attributes or {}, what)
     for name, values in (attributes or {}).items():
-        arr = _numeric(values, f"{what} {name!r}")
+        arr, unit = _counts(values, f"{what} {name!r}", what == "attribute")
         if arr.ndim not in (1, 2) or arr.shape[0] != n:
             raise InputError(f"{what} {name!r} must have shape ({n},) or ({n}, C), got {arr.shape}")
         names = channel_names.pop(name, None)
@@ -306,7 +329,8 @@ def vertex_attributes(
                     f"{what} {name!r} has {arr.shape[1] if arr.ndim == 2 else 1} channels "
                     f"but {len(names)} channel names"
                 )
-        out.append(NamedArray(name, np.ascontiguousarray(arr.astype(arr.dtype.newbyteorder("<"))), names))
+        values = np.ascontiguousarray(arr.astype(arr.dtype.newbyteorder("<")))
+        out.append(NamedArray(name, values, names, time_unit=unit))
     if channel_names:
         raise InputError(f"channel_names given for unknown attributes {sorted(channel_names)}")
     return out

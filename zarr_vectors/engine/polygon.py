@@ -21,7 +21,7 @@ from zarr_vectors.errors import InputError, choice_message
 from zarr_vectors.format.kinds import family_of
 from zarr_vectors.result import Origin, Region, Result
 
-__all__ = ["BoxReader", "polygon_axes_of", "as_polygon", "contains", "query_polygon"]
+__all__ = ["BoxReader", "polygon_axes_of", "as_polygon", "contains", "object_extents", "query_polygon"]
 
 
 class BoxReader(Protocol):

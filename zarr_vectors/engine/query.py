@@ -18,7 +18,7 @@ from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.read import attribute_names, query_box, read_objects
 from zarr_vectors.engine.store import table_values
 from zarr_vectors.engine.where import Condition, RowFilter, apply_filter
-from zarr_vectors.errors import AttributeNotFoundError, FormatError, InputError
+from zarr_vectors.errors import AttributeNotFoundError, FormatError
 from zarr_vectors.format.kinds import family_of
 from zarr_vectors.result import Result
 
@@ -82,31 +82,25 @@ def box(
 def row_filter_for(level: Level, conditions: Sequence[Condition]) -> RowFilter:
     """``conditions`` bound to ``level``: each names a numeric one-column vertex attribute or,
     failing that, object attribute (whose values are read once, whole)."""
-    vertex, objects, values = [], [], {}
+    vertex, objects, values, times = [], [], {}, {}
     for cond in conditions:
         if cond.name in level.vertex_attributes:
             arr = level.vertex_attributes[cond.name]
-            _check_numeric(cond, arr.dtype, arr.row_width, "vertex")
+            cond.check_column(arr.read_dtype, arr.row_width, "vertex")
             vertex.append(cond)
+            if arr.read_dtype != arr.dtype:
+                times[cond.name] = arr.read_dtype
         elif cond.name in level.object_attributes:
             table = level.object_attributes[cond.name]
             if cond.name not in values:
                 values[cond.name] = table_values(level, table)
             col = values[cond.name]
-            _check_numeric(cond, col.dtype, 1 if col.ndim == 1 else int(np.prod(col.shape[1:])), "object")
+            cond.check_column(col.dtype, 1 if col.ndim == 1 else int(np.prod(col.shape[1:])), "object")
             objects.append(cond)
         else:
             known = sorted({*level.vertex_attributes, *level.object_attributes})
             raise AttributeNotFoundError("vertex or object", [cond.name], level.index, known)
-    return RowFilter(tuple(vertex), tuple(objects), values)
-
-
-def _check_numeric(cond: Condition, dtype: np.dtype, width: int, scope: str) -> None:
-    if dtype.kind not in "biuf" or width != 1:
-        raise InputError(
-            f"where: {scope} attribute {cond.name!r} is {dtype} with {width} values per row; filters compare "
-            "numeric attributes with one value per row"
-        )
+    return RowFilter(tuple(vertex), tuple(objects), values, times)
 
 
 def objects(level: Level, oids: np.ndarray, attributes: Names = None) -> Result:

@@ -233,7 +233,7 @@ def fetch_cells(
                 chunk = ".".join(map(str, chunks[i]))
                 raise CorruptCellError(arr.path, chunk, f"{len(part)} rows but vertices has {len(cells[i])}")
         flat = np.concatenate(parts) if parts else np.zeros((0, arr.row_width), arr.dtype)
-        attrs[name] = flat.reshape((-1, *(arr.attrs.get("row_shape") or [])))
+        attrs[name] = arr.as_read(flat.reshape((-1, *(arr.attrs.get("row_shape") or []))))
     frags, tables = {}, {}
     base = len(arrays) * k
     if fragments is not None:
@@ -472,7 +472,7 @@ def _box_rows(
 
         map_cells(copy, k, workers)
     attrs = {
-        n: col.reshape((-1, *(arr.attrs.get("row_shape") or [])))
+        n: arr.as_read(col.reshape((-1, *(arr.attrs.get("row_shape") or []))))
         for n, col, arr in zip(names, out[1:], arrays[1:n_out])
     }
     axes = tuple(a.name for a in level.root.axes if a.type == "space")

@@ -6,21 +6,30 @@ attribute, else an object attribute), an operator and a value. It is given as
 * a mapping ``{name: (op, value)}``, ``{name: [(op, value), ...]}`` or ``{name: value}``
   (equality); ``op`` is one of ``< <= > >= == !=``, or ``in`` / ``not in`` with a list of
   values, or ``between`` with ``(low, high)`` (inclusive);
-* a string ``"confidence > 0.8 and type == 3"``: comparisons ``name op number`` (or
-  ``number op name``) joined by ``and``;
+* a string ``"confidence > 0.8 and type == 3"``: comparisons ``name op value`` (or
+  ``value op name``) joined by ``and``, the value a number or an unquoted ISO 8601 date or
+  date-time (``day >= 2024-01-01``, ``seen < 2024-03-05T12:30:00.250``; no time zone);
 * a sequence of such strings or ``(name, op, value)`` triples, all of which must hold.
 
 Comparisons are made in float64 for floating attributes and exactly for integer ones (a
 float value against an integer attribute compares as the float; ``==`` then matches only
 whole numbers). NaN fails every comparison but ``!=``.
+
+Date-time attributes (stored as int64 counts of a ``time_unit``, read as ``datetime64``)
+compare with dates: ``numpy.datetime64``, ``datetime.datetime`` or ``datetime.date``
+(without a time zone) or ISO 8601 text, exactly, in the finer of the two units (``day <
+2024-01-02`` keeps every time of 2024-01-01 and before). An absent date (``NaT``) fails
+every comparison but ``!=``. A date against a numeric attribute, or a number against a
+date-time one, is an :class:`~zarr_vectors.errors.InputError`.
 """
 
 from __future__ import annotations
 
+import datetime
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,15 +50,17 @@ OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
 _SETS = ("in", "not in", "between")
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 _NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|inf|nan)"
+_DATE = r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?"
+_VALUE = rf"{_DATE}|{_NUMBER}"
 _NAME = r"[A-Za-z_][\w.]*"
 _OP = r"<=|>=|==|!=|<|>|="
-_CMP = re.compile(rf"^\s*(?:({_NAME})\s*({_OP})\s*({_NUMBER})|({_NUMBER})\s*({_OP})\s*({_NAME}))\s*$")
+_CMP = re.compile(rf"^\s*(?:({_NAME})\s*({_OP})\s*({_VALUE})|({_VALUE})\s*({_OP})\s*({_NAME}))\s*$")
 
 
 @dataclass(frozen=True)
 class Condition:
-    """``attribute op value``: ``value`` a float, or a float64 array for ``in``/``not in``,
-    or ``(low, high)`` for ``between``."""
+    """``attribute op value``: ``value`` a number or a ``numpy.datetime64``, an array of them
+    for ``in``/``not in``, or ``(low, high)`` for ``between``."""
 
     name: str
     op: str
@@ -68,10 +79,34 @@ class Condition:
             return ~hit if self.op == "not in" else hit
         return _compare(column, self.op, self.value)
 
+    def check_column(self, dtype: np.dtype, width: int, scope: str) -> None:
+        """Refuse a column the condition cannot compare: not one value per row, not numeric
+        or date-time, or dates against numbers (either way)."""
+        if dtype.kind not in "biufM" or width != 1:
+            raise InputError(
+                f"where: {scope} attribute {self.name!r} is {dtype} with {width} values per row; filters "
+                "compare numeric or date-time attributes with one value per row"
+            )
+        values = self.value if self.op == "between" else [self.value]
+        dates = [np.asarray(v).dtype.kind == "M" for v in values]
+        if dtype.kind == "M" and not all(dates):
+            raise InputError(
+                f"where: {scope} attribute {self.name!r} holds date-times ({dtype}); compare it with a date "
+                f"such as {self.name} >= 2024-01-31 or numpy.datetime64('2024-01-31T12:00'), not {self.value!r}"
+            )
+        if dtype.kind != "M" and any(dates):
+            raise InputError(
+                f"where: {scope} attribute {self.name!r} holds numbers ({dtype}), not date-times; compare it "
+                "with a number"
+            )
 
-def _compare(column: np.ndarray, op: str, value: float | int) -> np.ndarray:
+
+def _compare(column: np.ndarray, op: str, value: Any) -> np.ndarray:
     """``column op value`` as exact numbers: floats (either side) in float64, integers as
-    integers, including values outside the column's dtype."""
+    integers, including values outside the column's dtype; dates as dates (numpy compares
+    them in the finer unit)."""
+    if isinstance(value, np.datetime64):
+        return np.asarray(OPERATORS[op](column, value), bool)
     if column.dtype.kind == "f" or isinstance(value, float):
         return np.asarray(OPERATORS[op](column, np.float64(value)), bool)
     info = np.iinfo(column.dtype) if column.dtype.kind in "iu" else np.iinfo(np.uint8)
@@ -82,10 +117,33 @@ def _compare(column: np.ndarray, op: str, value: float | int) -> np.ndarray:
     return np.full(len(column), passes)
 
 
-def _number(value: Any, where: str) -> float | int:
+def _number(value: Any, where: str) -> float | int | np.datetime64:
+    """A comparison value: a number as itself, a date or date-time as ``numpy.datetime64``."""
+    if isinstance(value, (np.datetime64, datetime.date, str)):
+        return _date(value, where)
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise InputError(f"where: {where} needs a number, got {value!r}")
+        raise InputError(f"where: {where} needs a number or a date, got {value!r}")
     return value.item() if isinstance(value, (np.integer, np.floating)) else value
+
+
+def _date(value: Any, where: str) -> np.datetime64:
+    """``numpy.datetime64`` of a datetime64, a ``datetime.date``/``datetime`` without a time
+    zone, or ISO 8601 text."""
+    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+        raise InputError(
+            f"where: {where} got {value!r}, which has a time zone; stored date-times have none: give "
+            "a naive datetime in the stored convention (e.g. value.astimezone(timezone.utc).replace(tzinfo=None))"
+        )
+    try:
+        out = np.datetime64(value)
+    except ValueError as exc:
+        raise InputError(
+            f"where: {where} needs a number or a date, got {value!r}; write dates in ISO 8601, such as "
+            "2024-01-31 or 2024-01-31T12:00:00"
+        ) from exc
+    if np.isnat(out) or np.datetime_data(out.dtype)[0] == "generic":
+        raise InputError(f"where: {where} got {value!r}; give a date, not NaT")
+    return out
 
 
 def _condition(name: Any, op: Any, value: Any) -> Condition:
@@ -96,8 +154,11 @@ def _condition(name: Any, op: Any, value: Any) -> Condition:
         return Condition(name, op, _number(value, f"{name} {op}"))
     if op in ("in", "not in"):
         if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-            raise InputError(f"where: {name} {op} needs a list of numbers, got {value!r}")
+            raise InputError(f"where: {name} {op} needs a list of numbers or dates, got {value!r}")
         values = [_number(v, f"{name} {op}") for v in value]
+        kinds = {isinstance(v, np.datetime64) for v in values}
+        if len(kinds) > 1:
+            raise InputError(f"where: {name} {op} mixes dates and numbers: {value!r}")
         return Condition(name, op, np.asarray(values))
     if op == "between":
         pair = list(value) if isinstance(value, (list, tuple)) else []
@@ -127,8 +188,11 @@ def _parse_text(text: str) -> list[Condition]:
     return out
 
 
-def _literal(text: str) -> int | float:
-    """A number as written: whole numbers stay exact integers (segment ids exceed 2**53)."""
+def _literal(text: str) -> int | float | np.datetime64:
+    """A value as written: whole numbers stay exact integers (segment ids exceed 2**53), ISO
+    dates become ``numpy.datetime64``."""
+    if re.fullmatch(_DATE, text):
+        return _date(text, text)
     return int(text) if re.fullmatch(r"[-+]?\d+", text) else float(text)
 
 
@@ -186,6 +250,8 @@ class RowFilter:
     vertex: tuple[Condition, ...]
     objects: tuple[Condition, ...]
     values: Mapping[str, np.ndarray]
+    #: Vertex attributes of date-times: the datetime64 dtype their stored int64 counts read as.
+    times: Mapping[str, np.dtype] = field(default_factory=dict)
 
     @property
     def vertex_names(self) -> list[str]:
@@ -195,7 +261,9 @@ class RowFilter:
         """(n,) booleans of the rows that meet every condition."""
         out = np.ones(n, bool)
         for cond in self.vertex:
-            out &= cond.mask(columns[cond.name].reshape(n))
+            column = columns[cond.name].reshape(n)
+            dtype = self.times.get(cond.name)
+            out &= cond.mask(column if dtype is None or column.dtype == dtype else column.view(dtype))
         if self.objects:
             assert oids is not None  # object conditions are evaluated on rows with owners
             owned = oids >= 0

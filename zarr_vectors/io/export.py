@@ -16,6 +16,7 @@ extension   what is written
 ``.swc``    a skeleton result (or lines, as unbranched chains), with ``radius`` and ``type``
             when present.
 ``.geojson`` see :mod:`zarr_vectors.io.geojson`.
+``.geojsonl`` newline-delimited GeoJSON (GeoJSONSeq): the same features, one per line.
 ``.stl``    a mesh result (it needs faces) through trimesh: positions and faces only.
 ``.glb``    likewise, binary glTF.
 ``.gltf``   likewise, glTF with its buffers embedded (one self-contained file).
@@ -64,7 +65,7 @@ def axis_names(result: Result) -> list[str]:
     return [("x", "y", "z")[i] if i < 3 else f"axis{i}" for i in range(d)]
 
 
-def _columns(name: str, values: np.ndarray) -> list[tuple[str, np.ndarray]]:
+def channel_columns(name: str, values: np.ndarray) -> list[tuple[str, np.ndarray]]:
     """One column per channel: ``name`` for a scalar attribute, ``name_0 ..`` otherwise."""
     values = np.asarray(values)
     if values.ndim == 1:
@@ -73,7 +74,7 @@ def _columns(name: str, values: np.ndarray) -> list[tuple[str, np.ndarray]]:
     return [(f"{name}_{c}", flat[:, c]) for c in range(flat.shape[1])]
 
 
-def _parent_rows(result: Result) -> np.ndarray | None:
+def parent_rows(result: Result) -> np.ndarray | None:
     """Parent row per row: a skeleton's ``parents``, or chains along each line piece."""
     if result.parents is not None:
         return np.asarray(result.parents, np.int64)
@@ -116,7 +117,7 @@ def edges_of(result: Result) -> np.ndarray | None:
     """
     if result.edges is not None:
         return np.asarray(result.edges, np.int64).reshape(-1, 2)
-    parents = _parent_rows(result)
+    parents = parent_rows(result)
     if parents is None:
         return None
     child = np.flatnonzero(parents >= 0)
@@ -132,7 +133,7 @@ def vertex_table(result: Result) -> list[tuple[str, np.ndarray]]:
         if extra is not None:
             cols.append((name, extra))
     for name, values in result.attributes.items():
-        cols += _columns(name, values)
+        cols += channel_columns(name, values)
     names = [n for n, _ in cols]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -143,7 +144,7 @@ def vertex_table(result: Result) -> list[tuple[str, np.ndarray]]:
     return cols
 
 
-def _text_rows(columns: list[np.ndarray], prefix: str = "", sep: str = " ") -> str:
+def text_rows(columns: list[np.ndarray], prefix: str = "", sep: str = " ") -> str:
     """Rows of text, every float with the digits it needs to read back exactly."""
     if not columns or len(columns[0]) == 0:
         return ""
@@ -158,8 +159,11 @@ CSV_BLOCK = 1 << 18
 
 
 def _csv_ready(values: np.ndarray) -> np.ndarray:
-    """Booleans as 0/1, float16 as float32 (their text reads back as the same value)."""
+    """Booleans as 0/1, float16 as float32 (their text reads back as the same value),
+    date-times as ISO 8601 text in their own unit (``NaT`` when absent)."""
     values = np.asarray(values)
+    if values.dtype.kind == "M":
+        return np.datetime_as_string(values)
     if values.dtype.kind == "b":
         return values.view(np.uint8)
     if values.dtype == np.float16:
@@ -255,7 +259,8 @@ def ply_column(name: str, values: np.ndarray) -> tuple[str, np.ndarray]:
     return _PLY_TYPES[code], values.astype(values.dtype.newbyteorder("<"))
 
 
-def _ply_element(name: str, count: int, cols: list[tuple[str, np.ndarray]]) -> tuple[list[str], bytes]:
+def ply_element(name: str, count: int, cols: list[tuple[str, np.ndarray]]) -> tuple[list[str], bytes]:
+    """The header lines and the binary records of a PLY element of ``count`` rows."""
     typed = [(n, *ply_column(n, v)) for n, v in cols]
     header = [f"element {name} {count}"] + [f"property {t} {n}" for n, t, _ in typed]
     table = np.empty(count, dtype=[(n, v.dtype) for n, _, v in typed])
@@ -266,7 +271,7 @@ def _ply_element(name: str, count: int, cols: list[tuple[str, np.ndarray]]) -> t
 
 def write_ply(result: Result, path: Path) -> None:
     cols = [c for c in vertex_table(result) if c[0] not in ("line", "parent")]
-    header, body = _ply_element("vertex", len(result), cols)
+    header, body = ply_element("vertex", len(result), cols)
     faces = getattr(result, "faces", None)
     if faces is not None:
         faces = np.asarray(faces, np.int64).reshape(-1, 3)
@@ -278,8 +283,8 @@ def write_ply(result: Result, path: Path) -> None:
     if edges is not None:
         ecols = [("vertex1", edges[:, 0]), ("vertex2", edges[:, 1])]
         for name, values in result.edge_attributes.items():
-            ecols += _columns(name, values)
-        h, b = _ply_element("edge", len(edges), ecols)
+            ecols += channel_columns(name, values)
+        h, b = ply_element("edge", len(edges), ecols)
         header += h
         body += b
     lines = [
@@ -315,16 +320,16 @@ def write_obj(result: Result, path: Path) -> None:
     faces = getattr(result, "faces", None)
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("# written by zarr_vectors\n")
-        fh.write(_text_rows(list(xyz.T), prefix="v "))
+        fh.write(text_rows(list(xyz.T), prefix="v "))
         if faces is not None:
-            fh.write(_text_rows(list((np.asarray(faces, np.int64).reshape(-1, 3) + 1).T), prefix="f "))
+            fh.write(text_rows(list((np.asarray(faces, np.int64).reshape(-1, 3) + 1).T), prefix="f "))
         elif result.line_offsets is not None:
             o = np.asarray(result.line_offsets, np.int64)
             rows = np.arange(1, len(result) + 1).astype(str)
             pieces = [rows[o[i] : o[i + 1]] for i in range(len(o) - 1) if o[i + 1] > o[i]]
             fh.writelines(f"{'l' if len(p) > 1 else 'p'} {' '.join(p)}\n" for p in pieces)
         elif (edges := edges_of(result)) is not None:  # graphs, and skeletons by their parents
-            fh.write(_text_rows(list((edges + 1).T), prefix="l "))
+            fh.write(text_rows(list((edges + 1).T), prefix="l "))
 
 
 def write_npz(result: Result, path: Path) -> None:
@@ -387,7 +392,7 @@ def read_npz(path: str | Path) -> Result:
 def write_swc_file(result: Result, path: Path) -> None:
     from zarr_vectors.io.swc import write_swc
 
-    parents = _parent_rows(result)
+    parents = parent_rows(result)
     if parents is None:
         raise InputError(
             "SWC holds trees and this result has no parents or lines; "
@@ -406,6 +411,12 @@ def write_geojson(result: Result, path: Path) -> None:
             "GeoJSON export is not available yet in this version; export to .csv, .ply, .obj, .npz or .swc"
         )
     importlib.import_module("zarr_vectors.io.geojson").export_geojson(result, path)
+
+
+def write_geojsonl(result: Result, path: Path) -> None:
+    from zarr_vectors.io.geojson import export_geojsonl
+
+    export_geojsonl(result, path)
 
 
 def write_mesh_file(result: Result, path: Path) -> None:
@@ -434,6 +445,7 @@ EXPORT_FORMATS: dict[str, Callable[[Result, Path], None]] = {
     ".npz": write_npz,
     ".swc": write_swc_file,
     ".geojson": write_geojson,
+    ".geojsonl": write_geojsonl,
     ".stl": write_mesh_file,
     ".glb": write_mesh_file,
     ".gltf": write_mesh_file,
@@ -456,7 +468,7 @@ def export_result(result: Result, path: str | Path) -> str:
         Any result (of a query, an object read, or made by hand).
     path
         The file to write; the extension (any case) picks the format: ``.csv``, ``.ply``,
-        ``.obj``, ``.npz``, ``.swc``, ``.geojson``, mesh files (``.stl``, ``.glb``, ``.gltf``)
+        ``.obj``, ``.npz``, ``.swc``, ``.geojson``, ``.geojsonl``, mesh files (``.stl``, ``.glb``, ``.gltf``)
         or GIS files (``.gpkg``, ``.shp``, ``.fgb``, ``.parquet``: see
         :mod:`zarr_vectors.io.vector_export`).
 

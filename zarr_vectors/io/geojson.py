@@ -46,6 +46,9 @@ __all__ = [
     "ingest_vector",
     "to_feature_collection",
     "export_geojson",
+    "export_geojsonl",
+    "crs_member",
+    "feature_text",
 ]
 
 GEOJSON_SUFFIXES = (".geojson", ".json")
@@ -325,7 +328,7 @@ def _absent_to_none(values: np.ndarray) -> list[Any]:
     return [_json_value(x) for x in values]
 
 
-def _crs_member(result: Result) -> dict[str, Any] | None:
+def crs_member(result: Result) -> dict[str, Any] | None:
     """A GeoJSON 2008 ``crs`` member naming the store's CRS when it is not lon/lat WGS 84."""
     if result.origin is None:
         return None
@@ -361,7 +364,7 @@ def to_feature_collection(
             geometry = None if shapely.is_empty(g) else shapely.geometry.mapping(g)
             features.append({"type": "Feature", "id": oid, "geometry": geometry, "properties": props})
     doc: dict[str, Any] = {"type": "FeatureCollection", "features": features}
-    member = _crs_member(result)
+    member = crs_member(result)
     if member is not None:
         doc["crs"] = member
     return doc
@@ -375,3 +378,21 @@ def export_geojson(
     with Path(path).open("w", encoding="utf-8") as fh:
         json.dump(doc, fh, allow_nan=False)
     return len(doc["features"])
+
+
+def feature_text(features: list[dict[str, Any]], sep: str) -> str:
+    """The features as JSON text, each as :func:`json.dump` writes it inside a document,
+    joined by ``sep`` (``", "`` in a FeatureCollection, a newline in GeoJSON text sequences)."""
+    return sep.join(json.dumps(f, allow_nan=False) for f in features)
+
+
+def export_geojsonl(
+    result: Result, path: str | Path, *, clip: bool = False, object_attributes: bool = True
+) -> int:
+    """Write ``result`` as newline-delimited GeoJSON (``.geojsonl``, GDAL's GeoJSONSeq): one
+    feature per line, as :func:`export_geojson` makes them, without a CRS member (the
+    format has none: readers assume longitude, latitude). Returns the feature count."""
+    features = to_feature_collection(result, clip=clip, object_attributes=object_attributes)["features"]
+    with Path(path).open("w", encoding="utf-8") as fh:
+        fh.write(feature_text(features, "\n") + ("\n" if features else ""))
+    return len(features)

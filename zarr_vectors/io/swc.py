@@ -19,7 +19,7 @@ from zarr_vectors.errors import InputError
 if TYPE_CHECKING:
     from zarr_vectors.dataset import Dataset
 
-__all__ = ["Swc", "read_swc", "write_swc", "ingest_swc", "export_swc"]
+__all__ = ["Swc", "read_swc", "write_swc", "swc_samples", "ingest_swc", "export_swc"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,21 +162,40 @@ def write_swc(
     1 0 0.0 0.0 0.0 2.0 -1
     2 0 1.0 1.0 0.0 0.5 1
     """
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(SWC_HEADER)
+        fh.write(swc_samples(positions, parents, radius, type))
+
+
+#: The comment lines that start every SWC file :func:`write_swc` writes.
+SWC_HEADER = "# written by zarr_vectors\n# id type x y z radius parent\n"
+
+
+def swc_samples(
+    positions: np.ndarray,
+    parents: np.ndarray,
+    radius: np.ndarray | None = None,
+    type: np.ndarray | None = None,  # noqa: A002
+    first: int = 1,
+) -> str:
+    """The sample lines :func:`write_swc` writes for these rows, numbered from ``first`` in
+    depth-first order, tree after tree (so the trees of rows written in several calls, each
+    numbered on from the last, are numbered as one call would number them)."""
     from zarr_vectors.kinds.skeletons import depth_first_order, tree_roots
 
     n = len(positions)
     parents = np.asarray(parents, np.int64)
     order = depth_first_order(parents, tree_roots(parents))
     new_id = np.empty(n, np.int64)
-    new_id[order] = np.arange(1, n + 1)
+    new_id[order] = np.arange(first, first + n)
     radius = np.ones(n) if radius is None else np.asarray(radius)
     type = np.zeros(n, np.int64) if type is None else np.asarray(type)  # noqa: A001
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write("# written by zarr_vectors\n# id type x y z radius parent\n")
-        for v in order.tolist():
-            p = -1 if parents[v] < 0 else int(new_id[parents[v]])
-            x, y, z = (float(c) for c in positions[v][:3])
-            fh.write(f"{new_id[v]} {int(type[v])} {x!r} {y!r} {z!r} {float(radius[v])!r} {p}\n")
+    lines = []
+    for v in order.tolist():
+        p = -1 if parents[v] < 0 else int(new_id[parents[v]])
+        x, y, z = (float(c) for c in positions[v][:3])
+        lines.append(f"{new_id[v]} {int(type[v])} {x!r} {y!r} {z!r} {float(radius[v])!r} {p}\n")
+    return "".join(lines)
 
 
 def ingest_swc(

@@ -19,7 +19,14 @@ import numpy as np
 from zarr_vectors.errors import InputError
 from zarr_vectors.result import Result
 
-__all__ = ["VECTOR_FORMATS", "TextIdsWarning", "export_vector"]
+__all__ = [
+    "VECTOR_FORMATS",
+    "APPEND_FORMATS",
+    "TextIdsWarning",
+    "VectorAppender",
+    "export_vector",
+    "text_columns",
+]
 
 #: Extension -> OGR driver (None: GeoParquet, written by geopandas through pyarrow).
 VECTOR_FORMATS: dict[str, str | None] = {
@@ -35,23 +42,87 @@ class TextIdsWarning(UserWarning):
     """A uint64 column held values above 2**63 - 1 and was written as decimal text."""
 
 
-def _signed_columns(frame: Any, suffix: str) -> Any:
+def _signed_columns(frame: Any, suffix: str, text: set[str] | None = None) -> Any:
+    """uint64 columns as int64, or as decimal text when a value needs it (``text``: the
+    columns to write as text, decided beforehand, so that every batch agrees)."""
     for name in frame.columns:
         col = frame[name]
         if getattr(col, "dtype", None) != np.uint64:
             continue
         values = col.to_numpy()
-        if not len(values) or int(values.max()) <= np.iinfo(np.int64).max:
+        big = bool(len(values)) and int(values.max()) > np.iinfo(np.int64).max
+        if (name not in text) if text is not None else not big:
             frame[name] = values.astype(np.int64)
-        else:
-            frame[name] = [str(v) for v in values.tolist()]
-            warnings.warn(
-                f"column {name!r} holds ids above 2**63 - 1, which {suffix} files cannot store as integers; "
-                "written as decimal text",
-                TextIdsWarning,
-                stacklevel=3,
-            )
+            continue
+        frame[name] = [str(v) for v in values.tolist()]
+        if text is None:
+            _warn_text(name, suffix, 4)
     return frame
+
+
+def _warn_text(name: str, suffix: str, stacklevel: int) -> None:
+    warnings.warn(
+        f"column {name!r} holds ids above 2**63 - 1, which {suffix} files cannot store as integers; "
+        "written as decimal text",
+        TextIdsWarning,
+        stacklevel=stacklevel,
+    )
+
+
+#: Extensions :class:`VectorAppender` writes a batch at a time (OGR's append).
+APPEND_FORMATS = (".gpkg", ".fgb")
+
+
+class VectorAppender:
+    """A GeoPackage or FlatGeobuf layer written batch by batch (pyogrio's append mode).
+
+    The layer's geometry type is declared generic (``Unknown``: any geometry), since the
+    first batch cannot tell what the later ones hold; ``text`` names the uint64 columns to
+    write as decimal text (see :func:`text_columns`), so every batch writes them alike.
+    """
+
+    def __init__(self, path: Path, suffix: str, layer: str, text: set[str]) -> None:
+        if suffix not in APPEND_FORMATS:
+            raise InputError(f"{suffix} files are written whole; batches go to {', '.join(APPEND_FORMATS)}")
+        self.path, self.suffix, self.layer, self.text = path, suffix, layer, text
+        self.started = False
+        for name in sorted(text):
+            _warn_text(name, suffix, 3)
+
+    def write(self, result: Result) -> None:
+        frame = result.to_geodataframe()
+        if self.started and not len(frame):
+            return
+        frame = _signed_columns(frame, self.suffix, self.text)
+        frame.to_file(
+            self.path,
+            driver=VECTOR_FORMATS[self.suffix],
+            engine="pyogrio",
+            layer=self.layer,
+            mode="a" if self.started else "w",
+            geometry_type="Unknown",
+        )
+        self.started = True
+
+    def close(self, empty: Result) -> None:
+        if not self.started:
+            self.write(empty)
+
+
+def text_columns(ds: Any, ids: np.ndarray, level: int = 0) -> set[str]:
+    """The columns of ``ds.objects(ids).to_geodataframe()`` that hold uint64 values above
+    2**63 - 1 (``object_id`` and uint64 object attributes, one value per object): those an
+    OGR file gets as decimal text."""
+    top = np.iinfo(np.int64).max
+    out = set()
+    if ids.dtype == np.uint64 and len(ids) and int(ids.max()) > top:
+        out.add("object_id")
+    for name in ds.object_attribute_names(level):
+        values = np.asarray(ds.object_attributes(name, ids, level=level))
+        if values.dtype == np.uint64 and values.size and int(values.max()) > top:
+            width = int(np.prod(values.shape[1:]))
+            out |= {name} if values.ndim == 1 else {f"{name}_{c}" for c in range(width)}
+    return out
 
 
 def export_vector(result: Result, path: str | Path, *, clip: bool = False, layer: str | None = None) -> str:

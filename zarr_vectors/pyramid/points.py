@@ -119,6 +119,8 @@ class _PointStreams:
         self.vertices.add(part.cells, row_payloads(pos, part))
         self.fragments.add(part.cells, fragment_payloads(part))
         for name, values in attrs.items():
+            if values.dtype.kind == "M":  # date-times: stored as int64 counts, time_unit kept in meta
+                values = values.view(np.int64)
             stream = self.attributes.get(name)
             if stream is None:
                 meta = _attribute_meta(self.src, name, values)

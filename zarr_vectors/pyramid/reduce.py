@@ -114,11 +114,28 @@ def _cast(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return values.astype(dtype)
 
 
+def _time_mean(values: np.ndarray, groups: Groups, how: str) -> np.ndarray:
+    """Date-times: the mean instant of each group (NaT where the group has an absent one);
+    a sum of instants means nothing and is refused."""
+    if how == "sum":
+        raise InputError(
+            f"a sum of date-times ({values.dtype}) means nothing; reduce them with mean, min, max, mode or first"
+        )
+    absent = np.isnat(values)
+    counts = np.where(absent, 0, values.view(np.int64))
+    mean = _cast(groups.mean(counts), np.dtype(np.int64)).view(values.dtype)
+    mean[groups.max(absent.astype(np.uint8)) > 0] = np.datetime64("NaT")
+    return mean
+
+
 def reduce_rows(values: np.ndarray, groups: Groups, how: str) -> np.ndarray:
     """One row per group. ``sum`` widens integers to 64 bits (same signedness); the other
-    reductions keep the dtype (``mean`` of integers is rounded)."""
+    reductions keep the dtype (``mean`` of integers is rounded; of date-times, the mean
+    instant, rounded to their unit)."""
     values = np.asarray(values)
     dtype = values.dtype
+    if dtype.kind == "M" and how in ("mean", "sum"):
+        return _time_mean(values, groups, how)
     if how == "mean":
         return _cast(groups.mean(values), dtype)
     if how == "mode":

@@ -74,8 +74,9 @@ def _specs(level: Level) -> list[AttributeSpec]:
         attrs = arr.attrs
         row_shape = tuple(int(v) for v in attrs.get("row_shape") or [])
         names = attrs.get("channel_names")
+        unit = attrs.get("time_unit")
         out.append(
-            AttributeSpec(name, arr.dtype.newbyteorder("<"), row_shape, tuple(names) if names else None)
+            AttributeSpec(name, arr.dtype.newbyteorder("<"), row_shape, tuple(names) if names else None, unit)
         )
     return out
 

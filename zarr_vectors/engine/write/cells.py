@@ -56,14 +56,19 @@ class AttributeSpec:
     dtype: np.dtype
     row_shape: tuple[int, ...]
     channel_names: tuple[str, ...] | None = None
+    #: Date-times: the unit of the int64 counts ``dtype`` holds.
+    time_unit: str | None = None
 
     @classmethod
     def of(cls, attr: NamedArray) -> AttributeSpec:
-        return cls(attr.name, attr.values.dtype, tuple(attr.values.shape[1:]), attr.channel_names)
+        shape = tuple(attr.values.shape[1:])
+        return cls(attr.name, attr.values.dtype, shape, attr.channel_names, attr.time_unit)
 
     def meta(self) -> dict[str, Any]:
         """The array's ``zv_array: attribute`` metadata."""
-        sample = NamedArray(self.name, np.zeros((0, *self.row_shape), self.dtype), self.channel_names)
+        sample = NamedArray(
+            self.name, np.zeros((0, *self.row_shape), self.dtype), self.channel_names, self.time_unit
+        )
         return attribute_meta(sample)
 
     def conform(self, values: Any, n: int) -> np.ndarray:
@@ -74,6 +79,8 @@ class AttributeSpec:
                 f"attribute {self.name!r} must have shape {(n, *self.row_shape)} in this batch "
                 f"(as in the first), got {arr.shape}"
             )
+        if self.time_unit is not None or arr.dtype.kind == "M":
+            return self._counts(arr)
         if arr.dtype == self.dtype:
             return np.ascontiguousarray(arr)
         numeric = arr.dtype.kind in "iuf" and self.dtype.kind in "iuf"
@@ -90,6 +97,23 @@ class AttributeSpec:
                 "values do not fit it exactly"
             )
         return out
+
+    def _counts(self, arr: np.ndarray) -> np.ndarray:
+        """Date-times as int64 counts of this attribute's unit; a unit change that loses
+        precision is refused, as are date-times for a numeric attribute and the reverse."""
+        if self.time_unit is None or arr.dtype.kind != "M":
+            held = "numbers" if self.time_unit is None else f"date-times (datetime64[{self.time_unit}])"
+            raise InputError(
+                f"attribute {self.name!r} holds {held} in this store and these values are {arr.dtype}; "
+                "give values of the same kind"
+            )
+        out = arr.astype(f"datetime64[{self.time_unit}]")
+        if not np.array_equal(out, arr, equal_nan=True):
+            raise InputError(
+                f"attribute {self.name!r} holds datetime64[{self.time_unit}] in this store; these "
+                f"{arr.dtype} values are finer than that: round them first"
+            )
+        return np.ascontiguousarray(out.view(np.int64))
 
 
 @dataclass(frozen=True, eq=False)

@@ -248,6 +248,8 @@ def attribute_meta(attr: _inputs.NamedArray) -> dict[str, Any]:
         # The reference 0.9.2 sizes rows by channel_names (not row_shape) and skips
         # multi-channel attributes without them, so default names are always written.
         meta["channel_names"] = list(attr.channel_names or (f"ch{i}" for i in range(attr.row_shape[0])))
+    if attr.time_unit is not None:
+        meta["time_unit"] = attr.time_unit  # int64 counts of this unit since 1970-01-01
     return meta
 
 
