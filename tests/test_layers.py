@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
         "zarr_vectors.dask",
         "zarr_vectors.cli",
         "zarr_vectors.cli_points",
+        "zarr_vectors.cli_ingest",
         "zarr_vectors.cli_pyramid",
         "zarr_vectors.cli_types",
         "zarr_vectors.demo",

@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from zarr_vectors._extras import needs
+from zarr_vectors.cli_ingest import input_files, one_input, run_ingest
 from zarr_vectors.cli_types import object_id, positive_number
 from zarr_vectors.errors import StoreExistsError, ZarrVectorsError
 
@@ -118,42 +119,14 @@ def _refuse_existing(output: str, storage_options: dict[str, Any] | None) -> Non
         raise ZarrVectorsError(f"{output} already exists; add --overwrite to replace it")
 
 
-def _input_files(args: argparse.Namespace, suffixes: tuple[str, ...], what: str) -> list[Path]:
-    """The files the inputs name; subfolders left out (no ``--recursive``) are said on stderr."""
-    from zarr_vectors.io._files import collect_files
-
-    files, skipped = collect_files(args.inputs, suffixes, what, recursive=args.recursive)
-    if skipped:
-        print(
-            f"note: skipped {len(skipped)} subfolder(s) with {what} files: "
-            f"{', '.join(str(q) for q in skipped)} (add --recursive to read them)",
-            file=sys.stderr,
-        )
-    return files
-
-
-def _one_input(args: argparse.Namespace) -> str:
-    if len(args.inputs) != 1:
-        raise ZarrVectorsError(f"{args.format} ingestion takes one file, got {len(args.inputs)}")
-    if args.format == "geojson" and Path(args.inputs[0]).suffix.lower() not in (".geojson", ".json"):
-        raise ZarrVectorsError(
-            f"{args.inputs[0]} is not a .geojson or .json file; use 'ingest vector' for other formats"
-        )
-    if (
-        args.format != "vector" and not Path(args.inputs[0]).is_file()
-    ):  # GDAL also reads folders and /vsi paths
-        raise ZarrVectorsError(f"{args.inputs[0]} is not a file (check the path)")
-    return str(args.inputs[0])
-
-
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Options, then the target, then the input files are checked before anything is read."""
     options = _storage_options(args.storage_options)
     if args.format == "points":
         from zarr_vectors.cli_points import ingest_points_command
 
-        return ingest_points_command(args, options, _refuse_existing, _input_files, _bbox)
-    source = _one_input(args) if args.format not in ("swc", "mesh") else None
+        return ingest_points_command(args, options, _refuse_existing, input_files, _bbox)
+    source = one_input(args) if args.format not in ("swc", "mesh") else None
     if args.crs is not None:
         from zarr_vectors.geo import parse_crs
 
@@ -163,71 +136,15 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if args.format == "mesh":
         from zarr_vectors.io.meshes import MESH_SUFFIXES
 
-        inputs: Any = _input_files(args, MESH_SUFFIXES, "mesh")
+        inputs: Any = input_files(args, MESH_SUFFIXES, "mesh")
     else:
-        inputs = _input_files(args, (".swc",), "SWC") if args.format == "swc" else source
+        inputs = input_files(args, (".swc",), "SWC") if args.format == "swc" else source
     try:
-        return _ingest(args, inputs, options)
+        return run_ingest(args, inputs, options)
     except StoreExistsError as exc:  # the target appeared while the inputs were read
         if args.overwrite:
             raise
         raise ZarrVectorsError(f"{args.output} already exists; add --overwrite to replace it") from exc
-
-
-def _ingest(args: argparse.Namespace, inputs: Any, options: dict[str, Any] | None) -> int:
-    common = {"chunk_shape": args.chunk_size, "overwrite": args.overwrite, "storage_options": options}
-    if args.format == "mesh":
-        from zarr_vectors.io.meshes import ingest_meshes
-
-        ds = ingest_meshes(
-            args.output,
-            inputs,
-            progress=not args.no_progress,
-            encoding="draco" if args.draco else "raw",
-            ids_from_names=not args.sequential_ids,
-            merge_vertices=not args.keep_duplicate_vertices,
-            **common,
-        )
-        from zarr_vectors.engine.ids import file_ids
-
-        for oid, f in zip(file_ids(inputs, None, not args.sequential_ids, "").tolist(), inputs):
-            print(f"object {oid}: {f}")
-        print(f"wrote {ds.num_objects()} meshes, {ds.vertex_count()} vertices to {args.output}")
-        return 0
-    if args.format in ("geojson", "vector"):
-        return _ingest_vector(args, inputs, common)
-    if args.format in ("trk", "tck", "trx"):
-        from zarr_vectors.io.tractography import ingest_tractogram
-
-        ds = ingest_tractogram(args.output, inputs, **common)
-        print(f"wrote {ds.num_objects()} streamlines, {ds.vertex_count()} points to {args.output}")
-        return 0
-    from zarr_vectors.io.swc import ingest_swc
-
-    ds = ingest_swc(
-        args.output, inputs, progress=not args.no_progress, ids_from_names=not args.sequential_ids, **common
-    )
-    print(f"wrote {ds.num_objects()} skeletons, {ds.vertex_count()} samples to {args.output}")
-    return 0
-
-
-def _ingest_vector(args: argparse.Namespace, source: str, common: dict[str, Any]) -> int:
-    """GeoJSON (built in) or any OGR vector file (extra ``geo``): feature i is object i."""
-    import warnings
-
-    from zarr_vectors.io.geojson import ingest_vector
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        ds = ingest_vector(args.output, source, crs=args.crs, layer=args.layer, repair=args.repair, **common)
-    for w in caught:  # properties left out, polygons repaired: said on stderr, once
-        print(f"warning: {w.message}", file=sys.stderr)
-    code = getattr(ds.crs, "code", None) or ("-" if ds.crs is None else "custom")
-    print(
-        f"wrote {ds.num_objects()} features ({', '.join(ds.geometry_types)}), {ds.vertex_count()} vertices, "
-        f"CRS {code} to {args.output}"
-    )
-    return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
