@@ -4,7 +4,12 @@ reader of tests/_ng_decode.py (written from Neuroglancer's sharded.md alone)."""
 from __future__ import annotations
 
 import gzip
+import json
+import os
 import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -148,3 +153,93 @@ def test_choose_sharding_sizes() -> None:
     per_minishard = 10_000_000 / 2 ** (big.shard_bits + big.minishard_bits)
     assert 64 <= per_minishard <= 512  # a minishard index of a few KB
     assert choose_sharding(0, 0).to_json()["@type"] == "neuroglancer_uint64_sharded_v1"
+
+
+@pytest.fixture(scope="module")
+def synapses(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import zarr_vectors as zv
+
+    rng = np.random.default_rng(11)
+    path = tmp_path_factory.mktemp("ngs") / "synapses.zarr"
+    n = 3000
+    zv.write_points(
+        path,
+        rng.uniform(0, 1000, (n, 3)),
+        chunk_shape=250,
+        bin_shape=125,
+        attributes={"score": rng.random(n).astype("f4")},
+        object_ids=rng.integers(1, 9, n) * 1000,
+    )
+    zv.open(path, mode="r+").build_pyramid([2, 2])
+    return path
+
+
+def test_sharded_export_answers_what_the_server_sends(synapses: Path, tmp_path: Path) -> None:
+    import zarr_vectors as zv
+    from zarr_vectors.neuroglancer import export_neuroglancer
+    from zarr_vectors.neuroglancer.source import StoreSource
+
+    counts = export_neuroglancer(synapses, tmp_path / "out", sharding=True)
+    root = tmp_path / "out" / "synapses" / "ann"
+    info = json.loads((root / "info").read_text())
+    src = StoreSource(zv.open(synapses), "synapses")
+    assert {k: v for k, v in info.items() if k not in ("by_id", "relationships", "spatial")} == {
+        k: v
+        for k, v in json.loads(src.get("ann/info")[0]).items()
+        if k not in ("by_id", "relationships", "spatial")
+    }
+    shardings = {"by_id": info["by_id"]["sharding"], "rel_object": info["relationships"][0]["sharding"]}
+    grids = {}
+    for level in info["spatial"]:
+        shardings[level["key"]] = level["sharding"]
+        grids[level["key"]] = level["grid_shape"]
+    seen = 0
+    for rel in src.paths():
+        head, _, rest = rel.partition("/")
+        if head != "ann" or rest == "info":
+            continue
+        index, _, name = rest.partition("/")
+        key = (
+            dec.morton_key(tuple(int(v) for v in name.split("_")), grids[index])
+            if index in grids
+            else int(name)
+        )
+        assert dec.sharded_get(dec.folder_reader(root / index), shardings[index], key) == src.get(rel)[0], rel
+        seen += 1
+    assert seen > 3000  # every annotation id, object and cell
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    assert all(f == "info" or f.endswith(".shard") for f in files)
+    assert counts["synapses"] == len(files) + 1  # and props/info
+    assert dec.sharded_get(dec.folder_reader(root / "by_id"), shardings["by_id"], 2**63 + 5) is None
+
+
+def test_auto_sharding_keeps_small_layers_unsharded(synapses: Path, tmp_path: Path) -> None:
+    from zarr_vectors.neuroglancer import export_neuroglancer
+
+    export_neuroglancer(synapses, tmp_path / "out")
+    info = json.loads((tmp_path / "out" / "synapses" / "ann" / "info").read_text())
+    assert "sharding" not in info["by_id"]
+    assert not list((tmp_path / "out" / "synapses" / "ann" / "by_id").glob("*.shard"))
+    with pytest.raises(InputError):
+        export_neuroglancer(synapses, tmp_path / "other", sharding="yes")
+
+
+def test_cli_sharded_option(synapses: Path, tmp_path: Path) -> None:
+    import zarr_vectors as zv
+
+    root = Path(zv.__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": f"{root}:{root / 'codecs'}"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "zarr_vectors",
+        "export",
+        "neuroglancer",
+        str(synapses),
+        str(tmp_path / "ng"),
+    ]
+    out = subprocess.run([*cmd, "--sharded"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "ng" / "synapses" / "ann" / "by_id" / "0.shard").is_file()
+    info = json.loads((tmp_path / "ng" / "synapses" / "ann" / "info").read_text())
+    assert info["spatial"][0]["sharding"]["@type"] == "neuroglancer_uint64_sharded_v1"

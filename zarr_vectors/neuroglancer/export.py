@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
-from zarr_vectors.errors import StoreExistsError
-from zarr_vectors.neuroglancer.server import open_sources, state_url, viewer_state
+import numpy as np
 
-__all__ = ["export_neuroglancer"]
+from zarr_vectors.errors import InputError, StoreExistsError
+from zarr_vectors.neuroglancer.server import open_sources, state_url, viewer_state
+from zarr_vectors.neuroglancer.sharded import choose_sharding, compressed_morton, encode_shards
+from zarr_vectors.neuroglancer.source import StoreSource
+
+__all__ = ["SHARD_THRESHOLD", "export_neuroglancer"]
+
+#: With ``sharding="auto"``, annotation layers of more annotation ids than this are sharded.
+SHARD_THRESHOLD = 10_000
+_INDEX = re.compile(r"ann/(by_id|rel_object|spatial\d+)/(.+)")
 
 
 def export_neuroglancer(
@@ -20,6 +29,7 @@ def export_neuroglancer(
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
     mesh_format: str = "multilod",
+    sharding: str | bool = "auto",
 ) -> dict[str, int]:
     """Write every source path of ``stores`` under ``outdir/<layer>/`` (unsharded precomputed
     files, hostable by any static web server), plus ``state.json``: a viewer state whose
@@ -28,13 +38,25 @@ def export_neuroglancer(
     Draco meshes (``mesh_format="multilod"``), whose fragments Neuroglancer reads with HTTP
     range requests (the host must answer them), or as legacy meshes (``"legacy"``).
 
+    ``sharding`` decides how annotation layers are written: ``False``, one file per
+    annotation id, object and spatial cell; ``True``, each of those indexes (``by_id``,
+    ``rel_object``, every ``spatial{i}`` level) as ``neuroglancer_uint64_sharded_v1`` shard
+    files (:mod:`~zarr_vectors.neuroglancer.sharded`; the host must answer range requests),
+    with the matching ``sharding`` entries in ``ann/info``; ``"auto"`` (the default), sharded
+    when the layer has more than :data:`SHARD_THRESHOLD` annotation ids. Skeleton and mesh
+    layers are always unsharded.
+
     Returns ``{layer: files written}``.
 
     Raises
     ------
     StoreExistsError
         ``outdir`` exists and is not empty, without ``overwrite``.
+    InputError
+        ``sharding`` is not ``"auto"``, ``True`` or ``False``.
     """
+    if sharding not in ("auto", True, False):
+        raise InputError(f"sharding must be 'auto', True or False, not {sharding!r}")
     out = Path(outdir)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise StoreExistsError(f"{out} exists and is not empty; choose another folder or pass overwrite=True")
@@ -42,14 +64,12 @@ def export_neuroglancer(
     counts: dict[str, int] = {}
     made: set[Path] = set()
     for src in sources:
+        if src.kind == "annotations":
+            counts[src.name] = _write_annotations(src, out / src.name, sharding)
+            continue
         n = 0
         for rel in src.paths():
-            body, _ = src.get(rel)
-            file = out / src.name / rel
-            if file.parent not in made:
-                file.parent.mkdir(parents=True, exist_ok=True)
-                made.add(file.parent)
-            file.write_bytes(body)
+            _write(out / src.name / rel, src.get(rel)[0], made)
             n += 1
         counts[src.name] = n
     base = (base_url or "http://127.0.0.1:8000").rstrip("/")
@@ -57,3 +77,63 @@ def export_neuroglancer(
     (out / "state.json").write_text(json.dumps(state, indent=1))
     (out / "viewer_url.txt").write_text(state_url("https://neuroglancer-demo.appspot.com/", state) + "\n")
     return counts
+
+
+def _write(file: Path, body: bytes, made: set[Path]) -> None:
+    if file.parent not in made:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        made.add(file.parent)
+    file.write_bytes(body)
+
+
+def _write_annotations(src: StoreSource, root: Path, sharding: str | bool) -> int:
+    """An annotation layer's files under ``root``: its indexes read whole (``{index: {key:
+    body}}``), then written one file per key or as shards; returns the files written."""
+    made: set[Path] = set()
+    indexes: dict[str, dict[str, bytes]] = {}
+    n = 0
+    for rel in src.paths():
+        match = _INDEX.fullmatch(rel)
+        if match is None:  # ann/info (rewritten below when sharded), props/info
+            _write(root / rel, src.get(rel)[0], made)
+            n += 1
+        else:
+            indexes.setdefault(match.group(1), {})[match.group(2)] = src.get(rel)[0]
+    n_ids = len(indexes.get("by_id", {}))
+    if sharding is False or (sharding == "auto" and n_ids <= SHARD_THRESHOLD):
+        for index, entries in indexes.items():
+            for key, body in entries.items():
+                _write(root / "ann" / index / key, body, made)
+                n += 1
+        return n
+    info = json.loads(src.get("ann/info")[0])
+    grids = {f"spatial{i}": level["grid_shape"] for i, level in enumerate(info["spatial"])}
+    specs: dict[str, dict[str, Any]] = {}
+    for index, entries in indexes.items():
+        if index in grids:
+            cells = np.array([[int(v) for v in k.split("_")] for k in entries], np.int64)
+            keys = compressed_morton(cells.reshape(len(entries), len(grids[index])), grids[index])
+        else:
+            keys = np.array([int(k) for k in entries], np.uint64)
+        bodies = list(entries.values())
+        spec = choose_sharding(len(bodies), sum(len(b) for b in bodies))
+        specs[index] = spec.to_json()
+        for name, shard in encode_shards(keys, bodies, spec).items():
+            _write(root / "ann" / index / name, shard, made)
+            n += 1
+    _write(
+        root / "ann" / "info", json.dumps(_sharded_info(info, specs), separators=(",", ":")).encode(), made
+    )
+    return n
+
+
+def _sharded_info(info: dict[str, Any], specs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``ann/info`` with a ``sharding`` entry on every index written sharded (an index with
+    no entries at all, written as nothing, reads as empty either way)."""
+    empty = choose_sharding(0, 0).to_json()
+    info["by_id"]["sharding"] = specs.get("by_id", empty)
+    for rel in info["relationships"]:
+        rel["sharding"] = specs.get(rel["key"], empty)
+    for level in info["spatial"]:
+        level["sharding"] = specs.get(level["key"], empty)
+    return info
