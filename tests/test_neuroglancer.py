@@ -263,6 +263,17 @@ def test_server_answers_sources_with_cors_on_localhost(stores: dict[str, Path]) 
         assert state["layers"][2]["segments"] == ["7", "8"]
 
 
+@pytest.mark.parametrize("kind", ["points", "lines"])
+def test_by_id_entries_equal_by_id(stores: dict[str, Path], kind: str) -> None:
+    src = StoreSource(zv.open(stores[kind]), kind)
+    entries = [(int(i), body) for ids, bodies in src.by_id_entries() for i, body in zip(ids, bodies)]
+    listed = [int(p.rsplit("/", 1)[1]) for p in src.paths() if p.startswith("ann/by_id/")]
+    assert sorted(i for i, _ in entries) == sorted(listed)
+    assert not [p for p in src.paths(by_id=False) if p.startswith("ann/by_id/")]
+    for i, body in entries:
+        assert body == src.get(f"ann/by_id/{i}")[0], i
+
+
 @pytest.mark.slow
 def test_export_writes_what_the_server_serves(stores: dict[str, Path], tmp_path: Path) -> None:
     from zarr_vectors.neuroglancer import export_neuroglancer

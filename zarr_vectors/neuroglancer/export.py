@@ -90,9 +90,12 @@ def _write_annotations(src: StoreSource, root: Path, sharding: str | bool) -> in
     """An annotation layer's files under ``root``: its indexes read whole (``{index: {key:
     body}}``), then written one file per key or as shards; returns the files written."""
     made: set[Path] = set()
-    indexes: dict[str, dict[str, bytes]] = {}
+    by_id: dict[str, bytes] = {}
+    for ids, bodies in src.by_id_entries():
+        by_id.update(zip(map(str, ids.tolist()), bodies))
+    indexes: dict[str, dict[str, bytes]] = {"by_id": by_id} if by_id else {}
     n = 0
-    for rel in src.paths():
+    for rel in src.paths(by_id=False):
         match = _INDEX.fullmatch(rel)
         if match is None:  # ann/info (rewritten below when sharded), props/info
             _write(root / rel, src.get(rel)[0], made)

@@ -41,6 +41,7 @@ from zarr_vectors.neuroglancer.encode import (
     encode_annotations,
     encode_mesh_fragment,
     encode_one_annotation,
+    encode_single_annotations,
     encode_skeleton,
     ng_dtype,
     pack_ids,
@@ -310,6 +311,19 @@ class StoreSource:
         related = [oids[row : row + 1]] if self.layout.relationships else []
         return encode_one_annotation(self.layout, geom[row], {p: v[row] for p, v in props.items()}, related)
 
+    def by_id_entries(self) -> Iterator[tuple[np.ndarray, list[bytes]]]:
+        """Every annotation's ``by_id`` body, a listed chunk at a time: ``(ids, bodies)``, the
+        bytes :meth:`by_id` answers for each id, encoded for the whole chunk at once."""
+        assert self.layout is not None
+        for k in self.levels:
+            for chunk in self._level(k).vertices.nonempty:
+                geom, props, oids = self._cell(k, tuple(int(v) for v in chunk))
+                if not len(geom):
+                    continue
+                ids = pack_ids(k, np.full(len(geom), self._lin(k, chunk)), np.arange(len(geom)))
+                related = oids if self.layout.relationships else None
+                yield ids, encode_single_annotations(self.layout, geom, props, related)
+
     def related(self, object_id: int) -> bytes:
         """Level-0 annotations of one object (the ``object`` relationship index)."""
         assert self.layout is not None
@@ -487,8 +501,9 @@ class StoreSource:
             return self.related(_segment(rest[11:])), BINARY
         raise NotFound(f"{self.name}: no annotation path {rest!r}")
 
-    def paths(self) -> Iterator[str]:
-        """Every path a static copy needs (annotation ids and object ids enumerated)."""
+    def paths(self, by_id: bool = True) -> Iterator[str]:
+        """Every path a static copy needs (annotation ids and object ids enumerated; without
+        the ``ann/by_id/`` ones when not ``by_id``: :meth:`by_id_entries` gives them faster)."""
         if self.has_objects:
             yield "props/info"
         if self.kind == "skeletons":
@@ -504,9 +519,9 @@ class StoreSource:
                     yield f"mesh/{_u64(i)}:0"
                     yield f"mesh/frag/{_u64(i)}"
         else:
-            yield from self._annotation_paths()
+            yield from self._annotation_paths(by_id)
 
-    def _annotation_paths(self) -> Iterator[str]:
+    def _annotation_paths(self, by_id: bool = True) -> Iterator[str]:
         lower, _ = self._corners()
         yield "ann/info"
         for i, k in enumerate(reversed(self.levels)):
@@ -515,7 +530,7 @@ class StoreSource:
             chunks = self._level(k).vertices.nonempty
             for cell in np.unique((chunks - shift) // self.group(k), axis=0):
                 yield f"ann/spatial{i}/" + "_".join(str(int(v)) for v in cell)
-            for chunk in chunks:
+            for chunk in chunks if by_id else ():
                 n = len(self._cell(k, tuple(int(v) for v in chunk))[0])
                 lin = np.full(n, self._lin(k, chunk))
                 yield from (f"ann/by_id/{aid}" for aid in pack_ids(k, lin, np.arange(n)).tolist())
