@@ -94,8 +94,10 @@ def _write_annotations(src: StoreSource, root: Path, sharding: str | bool) -> in
     for ids, bodies in src.by_id_entries():
         by_id.update(zip(map(str, ids.tolist()), bodies))
     indexes: dict[str, dict[str, bytes]] = {"by_id": by_id} if by_id else {}
+    if src.has_objects:
+        indexes["rel_object"] = {str(i): body for i, body in src.related_entries()}
     n = 0
-    for rel in src.paths(by_id=False):
+    for rel in src.paths(ids=False):
         match = _INDEX.fullmatch(rel)
         if match is None:  # ann/info (rewritten below when sharded), props/info
             _write(root / rel, src.get(rel)[0], made)
