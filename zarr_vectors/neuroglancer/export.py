@@ -87,15 +87,21 @@ def _write(file: Path, body: bytes, made: set[Path]) -> None:
 
 
 def _write_annotations(src: StoreSource, root: Path, sharding: str | bool) -> int:
-    """An annotation layer's files under ``root``: its indexes read whole (``{index: {key:
-    body}}``), then written one file per key or as shards; returns the files written."""
+    """An annotation layer's files under ``root``: its indexes read whole (``{index: (keys,
+    bodies)}``; keys are uint64 ids, or cell names ``x_y_z`` for spatial levels), then written
+    one file per key or as shards; returns the files written."""
     made: set[Path] = set()
-    by_id: dict[str, bytes] = {}
-    for ids, bodies in src.by_id_entries():
-        by_id.update(zip(map(str, ids.tolist()), bodies))
-    indexes: dict[str, dict[str, bytes]] = {"by_id": by_id} if by_id else {}
+    indexes: dict[str, tuple[Any, list[bytes]]] = {}
+    id_chunks: list[np.ndarray] = []
+    bodies: list[bytes] = []
+    for ids, chunk_bodies in src.by_id_entries():
+        id_chunks.append(ids)
+        bodies.extend(chunk_bodies)
+    if bodies:
+        indexes["by_id"] = (np.concatenate(id_chunks), bodies)
     if src.has_objects:
-        indexes["rel_object"] = {str(i): body for i, body in src.related_entries()}
+        related = list(src.related_entries())
+        indexes["rel_object"] = (np.array([i for i, _ in related], np.uint64), [b for _, b in related])
     n = 0
     for rel in src.paths(ids=False):
         match = _INDEX.fullmatch(rel)
@@ -103,27 +109,27 @@ def _write_annotations(src: StoreSource, root: Path, sharding: str | bool) -> in
             _write(root / rel, src.get(rel)[0], made)
             n += 1
         else:
-            indexes.setdefault(match.group(1), {})[match.group(2)] = src.get(rel)[0]
-    n_ids = len(indexes.get("by_id", {}))
+            names, values = indexes.setdefault(match.group(1), ([], []))
+            names.append(match.group(2))
+            values.append(src.get(rel)[0])
+    n_ids = len(indexes["by_id"][1]) if "by_id" in indexes else 0
     if sharding is False or (sharding == "auto" and n_ids <= SHARD_THRESHOLD):
-        for index, entries in indexes.items():
-            for key, body in entries.items():
-                _write(root / "ann" / index / key, body, made)
-                n += 1
+        for index, (keys, values) in indexes.items():
+            names = keys.tolist() if isinstance(keys, np.ndarray) else keys
+            for key, body in zip(names, values):
+                _write(root / "ann" / index / str(key), body, made)
+            n += len(values)
         return n
     info = json.loads(src.get("ann/info")[0])
-    grids = {f"spatial{i}": level["grid_shape"] for i, level in enumerate(info["spatial"])}
     specs: dict[str, dict[str, Any]] = {}
-    for index, entries in indexes.items():
-        if index in grids:
-            cells = np.array([[int(v) for v in k.split("_")] for k in entries], np.int64)
-            keys = compressed_morton(cells.reshape(len(entries), len(grids[index])), grids[index])
-        else:
-            keys = np.array([int(k) for k in entries], np.uint64)
-        bodies = list(entries.values())
-        spec = choose_sharding(len(bodies), sum(len(b) for b in bodies))
+    for index, (keys, values) in indexes.items():
+        if not isinstance(keys, np.ndarray):  # a spatial level: the cells' Morton codes
+            grid = next(level["grid_shape"] for level in info["spatial"] if level["key"] == index)
+            cells = np.array([[int(v) for v in k.split("_")] for k in keys], np.int64)
+            keys = compressed_morton(cells.reshape(len(values), len(grid)), grid)
+        spec = choose_sharding(len(values), sum(len(b) for b in values))
         specs[index] = spec.to_json()
-        for name, shard in encode_shards(keys, bodies, spec).items():
+        for name, shard in encode_shards(keys, values, spec).items():
             _write(root / "ann" / index / name, shard, made)
             n += 1
     _write(
