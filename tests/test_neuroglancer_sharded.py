@@ -243,3 +243,34 @@ def test_cli_sharded_option(synapses: Path, tmp_path: Path) -> None:
     assert (tmp_path / "ng" / "synapses" / "ann" / "by_id" / "0.shard").is_file()
     info = json.loads((tmp_path / "ng" / "synapses" / "ann" / "info").read_text())
     assert info["spatial"][0]["sharding"]["@type"] == "neuroglancer_uint64_sharded_v1"
+
+
+def test_sharded_skeleton_export(tmp_path: Path) -> None:
+    import zarr_vectors as zv
+    from zarr_vectors.neuroglancer import export_neuroglancer
+    from zarr_vectors.neuroglancer.source import StoreSource
+
+    t = np.linspace(0, 1, 30)
+    pos = np.stack([100 + 600 * t, 500 + 200 * np.sin(6 * t), 500 + 0 * t], 1)
+    store = tmp_path / "neurons.zarr"
+    zv.write_skeleton(
+        store,
+        np.concatenate([pos, pos + 40, pos + 80]),
+        np.concatenate([np.arange(-1, 29), np.r_[-1, np.arange(30, 59)], np.r_[-1, np.arange(60, 89)]]),
+        chunk_shape=250,
+        attributes={"radius": np.linspace(1, 9, 90).astype("f4")},
+        object_ids=np.repeat([7, 2**40, 9], 30),
+    )
+    counts = export_neuroglancer(store, tmp_path / "out", sharding=True)
+    root = tmp_path / "out" / "neurons" / "skeletons"
+    info = json.loads((root / "info").read_text())
+    src = StoreSource(zv.open(store), "neurons")
+    assert {k: v for k, v in info.items() if k != "sharding"} == json.loads(src.get("skeletons/info")[0])
+    for segment in (7, 2**40, 9):
+        body = dec.sharded_get(dec.folder_reader(root), info["sharding"], segment)
+        assert body == src.get(f"skeletons/{segment}")[0]
+    assert dec.sharded_get(dec.folder_reader(root), info["sharding"], 8) is None
+    assert sorted(p.name for p in root.iterdir()) == ["0.shard", "info"]
+    assert counts["neurons"] == 3  # props/info, skeletons/info, one shard
+    export_neuroglancer(store, tmp_path / "auto")  # few objects: one file each
+    assert (tmp_path / "auto" / "neurons" / "skeletons" / "7").is_file()

@@ -43,8 +43,9 @@ def export_neuroglancer(
     ``rel_object``, every ``spatial{i}`` level) as ``neuroglancer_uint64_sharded_v1`` shard
     files (:mod:`~zarr_vectors.neuroglancer.sharded`; the host must answer range requests),
     with the matching ``sharding`` entries in ``ann/info``; ``"auto"`` (the default), sharded
-    when the layer has more than :data:`SHARD_THRESHOLD` annotation ids. Skeleton and mesh
-    layers are always unsharded.
+    when the layer has more than :data:`SHARD_THRESHOLD` annotation ids. Skeleton layers
+    follow the same rule (shards keyed by object id, ``auto`` counting objects); mesh layers
+    are always unsharded.
 
     Returns ``{layer: files written}``.
 
@@ -66,6 +67,9 @@ def export_neuroglancer(
     for src in sources:
         if src.kind == "annotations":
             counts[src.name] = _write_annotations(src, out / src.name, sharding)
+            continue
+        if src.kind == "skeletons":
+            counts[src.name] = _write_skeletons(src, out / src.name, sharding)
             continue
         n = 0
         for rel in src.paths():
@@ -136,6 +140,30 @@ def _write_annotations(src: StoreSource, root: Path, sharding: str | bool) -> in
         root / "ann" / "info", json.dumps(_sharded_info(info, specs), separators=(",", ":")).encode(), made
     )
     return n
+
+
+def _write_skeletons(src: StoreSource, root: Path, sharding: str | bool) -> int:
+    """A skeleton layer's files: one per object, or shard files keyed by object id (with
+    ``sharding`` in ``skeletons/info``) when sharded; returns the files written."""
+    made: set[Path] = set()
+    rels = list(src.paths())
+    objects = [rel for rel in rels if rel.startswith("skeletons/") and rel != "skeletons/info"]
+    if sharding is False or (sharding == "auto" and len(objects) <= SHARD_THRESHOLD):
+        for rel in rels:
+            _write(root / rel, src.get(rel)[0], made)
+        return len(rels)
+    for rel in rels:
+        if rel not in objects and rel != "skeletons/info":
+            _write(root / rel, src.get(rel)[0], made)
+    keys = np.array([int(rel.rsplit("/", 1)[1]) for rel in objects], np.uint64)
+    bodies = [src.get(rel)[0] for rel in objects]
+    spec = choose_sharding(len(bodies), sum(len(b) for b in bodies))
+    shards = encode_shards(keys, bodies, spec)
+    for name, shard in shards.items():
+        _write(root / "skeletons" / name, shard, made)
+    info = dict(json.loads(src.get("skeletons/info")[0]), sharding=spec.to_json())
+    _write(root / "skeletons" / "info", json.dumps(info, separators=(",", ":")).encode(), made)
+    return len(rels) - len(objects) + len(shards)
 
 
 def _sharded_info(info: dict[str, Any], specs: dict[str, dict[str, Any]]) -> dict[str, Any]:
