@@ -243,7 +243,8 @@ async def _load_static(page: _cdp.Page, url: str, static: Any, layers: int, time
 @pytest.mark.skipif(_cdp.chromium() is None, reason="needs Debian's chromium (.ci/run installs it)")
 def test_sharded_export_loads_from_a_static_host_in_chromium(tmp_path: Path) -> None:
     """A sharded export on a static host with byte ranges (another origin than the client's,
-    as a bucket is): every layer loads, no console error, annotations come as ranges of shards."""
+    as a bucket is): every layer loads, no console error, annotations and the skeleton come
+    as ranges of shards."""
     pytest.importorskip("aiohttp")
     from tests._latency import StaticServer
     from zarr_vectors.neuroglancer import export_neuroglancer
@@ -255,6 +256,15 @@ def test_sharded_export_loads_from_a_static_host_in_chromium(tmp_path: Path) -> 
         store, rng.uniform(0, 1000, (n, 3)), chunk_shape=250, bin_shape=125, object_ids=rng.integers(1, 9, n)
     )
     zv.open(store, mode="r+").build_pyramid([2, 2])
+    t = np.linspace(0, 1, 60)
+    zv.write_skeleton(
+        tmp_path / "neuron.zarr",
+        np.stack([200 + 600 * t, 500 + 200 * np.sin(6 * t), 500 + 100 * np.cos(4 * t)], 1),
+        np.arange(-1, 59),
+        chunk_shape=250,
+        attributes={"radius": (5 + 20 * t).astype("f4")},
+        object_ids=np.full(60, 7),
+    )
     (tmp_path / "out").mkdir()
     viewer = zv.serve(store, layout="3d")  # for the bundled client only
     static = StaticServer(tmp_path / "out", listings=False, cors=True)
@@ -274,14 +284,17 @@ def test_sharded_export_loads_from_a_static_host_in_chromium(tmp_path: Path) -> 
             await session.close()
 
     try:
-        export_neuroglancer(store, tmp_path / "out", base_url=static.url, sharding=True)
+        export_neuroglancer(
+            [store, tmp_path / "neuron.zarr"], tmp_path / "out", base_url=static.url, sharding=True
+        )
         asyncio.run(asyncio.wait_for(drive(), 60))
     finally:
         browser.close()
         static.stop()
         viewer.close()
-    assert [layer["name"] for layer in out["status"]] == ["synapses", "synapses objects"]
+    assert [layer["name"] for layer in out["status"]] == ["synapses", "synapses objects", "neuron"]
     assert not out["errors"], out["errors"]
+    assert any(s == 206 and p.endswith("/neuron/skeletons/0.shard") for _, p, s in static.log), static.log
     failed = [entry for entry in static.log if entry[2] >= 400]
     assert not failed, failed
     ranges = [path for method, path, status in static.log if status == 206 and "/ann/spatial" in path]
