@@ -274,3 +274,18 @@ def test_sharded_skeleton_export(tmp_path: Path) -> None:
     assert counts["neurons"] == 3  # props/info, skeletons/info, one shard
     export_neuroglancer(store, tmp_path / "auto")  # few objects: one file each
     assert (tmp_path / "auto" / "neurons" / "skeletons" / "7").is_file()
+
+
+@pytest.mark.parametrize("sharding", [False, "auto"])
+def test_unsharded_export_writes_every_path(synapses: Path, tmp_path: Path, sharding: bool | str) -> None:
+    import zarr_vectors as zv
+    from zarr_vectors.neuroglancer import export_neuroglancer
+    from zarr_vectors.neuroglancer.source import StoreSource
+
+    counts = export_neuroglancer(synapses, tmp_path / "out", sharding=sharding)
+    src = StoreSource(zv.open(synapses), "synapses")
+    paths = list(src.paths())
+    root = tmp_path / "out" / "synapses"
+    assert counts["synapses"] == len(paths) == sum(1 for p in root.rglob("*") if p.is_file())
+    for rel in paths:
+        assert (root / rel).read_bytes() == src.get(rel)[0], rel

@@ -94,6 +94,8 @@ def _write_annotations(src: StoreSource, root: Path, sharding: str | bool) -> in
     """An annotation layer's files under ``root``: its indexes read whole (``{index: (keys,
     bodies)}``; keys are uint64 ids, or cell names ``x_y_z`` for spatial levels), then written
     one file per key or as shards; returns the files written."""
+    if sharding is False:
+        return _stream_annotations(src, root)
     made: set[Path] = set()
     indexes: dict[str, tuple[Any, list[bytes]]] = {}
     id_chunks: list[np.ndarray] = []
@@ -117,7 +119,7 @@ def _write_annotations(src: StoreSource, root: Path, sharding: str | bool) -> in
             names.append(match.group(2))
             values.append(src.get(rel)[0])
     n_ids = len(indexes["by_id"][1]) if "by_id" in indexes else 0
-    if sharding is False or (sharding == "auto" and n_ids <= SHARD_THRESHOLD):
+    if sharding == "auto" and n_ids <= SHARD_THRESHOLD:
         for index, (keys, values) in indexes.items():
             names = keys.tolist() if isinstance(keys, np.ndarray) else keys
             for key, body in zip(names, values):
@@ -139,6 +141,24 @@ def _write_annotations(src: StoreSource, root: Path, sharding: str | bool) -> in
     _write(
         root / "ann" / "info", json.dumps(_sharded_info(info, specs), separators=(",", ":")).encode(), made
     )
+    return n
+
+
+def _stream_annotations(src: StoreSource, root: Path) -> int:
+    """An annotation layer unsharded: each file written as soon as it is encoded."""
+    made: set[Path] = set()
+    n = 0
+    for ids, bodies in src.by_id_entries():
+        for i, body in zip(ids.tolist(), bodies):
+            _write(root / "ann" / "by_id" / str(i), body, made)
+        n += len(bodies)
+    if src.has_objects:
+        for i, body in src.related_entries():
+            _write(root / "ann" / "rel_object" / str(i), body, made)
+            n += 1
+    for rel in src.paths(ids=False):
+        _write(root / rel, src.get(rel)[0], made)
+        n += 1
     return n
 
 
