@@ -229,9 +229,10 @@ def _decode(raw: bytes, encoding: str | None) -> bytes:
     return gzip.decompress(raw) if encoding == "gzip" else raw
 
 
-def sharded_get(read: Any, sharding: dict[str, Any], key: int) -> bytes | None:
-    """The bytes stored for ``key`` in a sharded index, or None; ``read(filename, start,
-    end)`` returns a byte range of a file in the index's folder (None: no such file)."""
+def sharded_locate(read: Any, sharding: dict[str, Any], key: int) -> tuple[str, int, int] | None:
+    """Where the bytes of ``key`` lie in a sharded index: ``(shard file, start, size)``, or
+    None; ``read(filename, start, end)`` returns a byte range of a file in the index's folder
+    (None: no such file)."""
     assert sharding["@type"] == "neuroglancer_uint64_sharded_v1"
     shifted = key >> sharding["preshift_bits"]
     hashed = shifted if sharding["hash"] == "identity" else murmur_low64(shifted)
@@ -259,7 +260,17 @@ def sharded_get(read: Any, sharding: dict[str, Any], key: int) -> bytes | None:
         + int(np.sum(table[1, : i + 1], dtype=np.uint64))
         + int(np.sum(table[2, :i], dtype=np.uint64))
     )
-    return _decode(read(name, offset, offset + int(table[2, i])), sharding.get("data_encoding"))
+    return name, offset, int(table[2, i])
+
+
+def sharded_get(read: Any, sharding: dict[str, Any], key: int) -> bytes | None:
+    """The bytes stored for ``key`` in a sharded index (decoded), or None (see
+    :func:`sharded_locate` for ``read``)."""
+    found = sharded_locate(read, sharding, key)
+    if found is None:
+        return None
+    name, offset, size = found
+    return _decode(read(name, offset, offset + size), sharding.get("data_encoding"))
 
 
 def files_reader(files: dict[str, bytes]) -> Any:

@@ -289,3 +289,28 @@ def test_unsharded_export_writes_every_path(synapses: Path, tmp_path: Path, shar
     assert counts["synapses"] == len(paths) == sum(1 for p in root.rglob("*") if p.is_file())
     for rel in paths:
         assert (root / rel).read_bytes() == src.get(rel)[0], rel
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    keys=st.sets(st.integers(0, 2**64 - 1), min_size=1, max_size=40),
+    minishard_bits=st.integers(0, 3),
+    shard_bits=st.integers(0, 2),
+    data_enc=st.sampled_from(["raw", "gzip"]),
+)
+def test_prefixes_sit_right_before_their_entry(
+    keys: set[int], minishard_bits: int, shard_bits: int, data_enc: str
+) -> None:
+    """A multi-resolution mesh's fragment data precedes its manifest, outside the index."""
+    spec = ShardingSpec(0, "murmurhash3_x86_128", minishard_bits, shard_bits, "gzip", data_enc)
+    ordered = sorted(keys)
+    manifests = [k.to_bytes(8, "little") for k in ordered]
+    prefixes = [bytes([k % 256]) * (k % 7) for k in ordered]
+    files = encode_shards(ordered, manifests, spec, prefixes=prefixes)
+    read = dec.files_reader(files)
+    for k, manifest, prefix in zip(ordered, manifests, prefixes):
+        assert dec.sharded_get(read, spec.to_json(), k) == manifest
+        found = dec.sharded_locate(read, spec.to_json(), k)
+        assert found is not None
+        name, start, _ = found
+        assert files[name][start - len(prefix) : start] == prefix

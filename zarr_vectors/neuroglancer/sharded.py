@@ -133,18 +133,23 @@ def _bits_mask(bits: int) -> np.uint64:
 
 
 def encode_shards(
-    keys: Sequence[int] | np.ndarray, blobs: Sequence[bytes], spec: ShardingSpec
+    keys: Sequence[int] | np.ndarray,
+    blobs: Sequence[bytes],
+    spec: ShardingSpec,
+    prefixes: Sequence[bytes] | None = None,
 ) -> dict[str, bytes]:
     """The shard files of the entries ``keys[i] -> blobs[i]``: ``{filename: bytes}`` (only
-    shards that hold an entry; a missing shard file reads as empty).
+    shards that hold an entry; a missing shard file reads as empty). ``prefixes[i]``, when
+    given, is stored unencoded right before entry ``i`` and outside its indexed range (a
+    multi-resolution mesh's fragment data before its manifest).
 
     Raises
     ------
     InputError
-        ``keys`` and ``blobs`` differ in length, or a key repeats.
+        ``keys``, ``blobs`` and ``prefixes`` differ in length, or a key repeats.
     """
     k = np.asarray(keys, np.uint64)
-    if len(k) != len(blobs):
+    if len(k) != len(blobs) or (prefixes is not None and len(prefixes) != len(blobs)):
         raise InputError(f"{len(k)} keys but {len(blobs)} values")
     h = hash_keys(k, spec)
     minishard = h & _bits_mask(spec.minishard_bits)
@@ -154,21 +159,31 @@ def encode_shards(
         raise InputError("sharded index keys must be unique")
     data = [gzip.compress(b, mtime=0) for b in blobs] if spec.data_encoding == "gzip" else list(blobs)
     sizes = np.fromiter((len(b) for b in data), np.uint64, len(data))
+    gaps = np.zeros(len(data), np.uint64)
+    if prefixes is not None:
+        gaps = np.fromiter((len(b) for b in prefixes), np.uint64, len(data))
+        data = [p + b for p, b in zip(prefixes, data)]
     out: dict[str, bytes] = {}
     bounds = np.flatnonzero(np.diff(shard[order])) + 1
     for rows in np.split(order, bounds) if len(order) else []:
         out[shard_name(int(shard[rows[0]]), spec)] = _one_shard(
-            k[rows], minishard[rows], sizes[rows], [data[i] for i in rows], spec
+            k[rows], minishard[rows], sizes[rows], gaps[rows], [data[i] for i in rows], spec
         )
     return out
 
 
 def _one_shard(
-    keys: np.ndarray, minishard: np.ndarray, sizes: np.ndarray, data: list[bytes], spec: ShardingSpec
+    keys: np.ndarray,
+    minishard: np.ndarray,
+    sizes: np.ndarray,
+    gaps: np.ndarray,
+    data: list[bytes],
+    spec: ShardingSpec,
 ) -> bytes:
-    """One shard file of entries sorted by (minishard, key)."""
+    """One shard file of entries sorted by (minishard, key); entry ``i`` is preceded by
+    ``gaps[i]`` bytes of unindexed data (its prefix)."""
     n_mini = 1 << spec.minishard_bits
-    ends = np.cumsum(sizes)
+    ends = np.cumsum(sizes + gaps)
     starts = ends - sizes  # offsets relative to the end of the shard index
     bounds = np.flatnonzero(np.diff(minishard)) + 1
     pieces: list[bytes] = []
@@ -178,7 +193,7 @@ def _one_shard(
         index = np.empty((3, len(group)), np.uint64)
         index[0] = np.diff(keys[group], prepend=np.uint64(0))
         index[1, 0] = starts[group[0]]
-        index[1, 1:] = starts[group[1:]] - ends[group[:-1]]  # 0 here: entries are contiguous
+        index[1, 1:] = starts[group[1:]] - ends[group[:-1]]  # the prefix between two entries
         index[2] = sizes[group]
         raw = index.astype("<u8").tobytes()
         body = gzip.compress(raw, mtime=0) if spec.minishard_index_encoding == "gzip" else raw
