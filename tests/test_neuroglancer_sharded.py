@@ -314,3 +314,43 @@ def test_prefixes_sit_right_before_their_entry(
         assert found is not None
         name, start, _ = found
         assert files[name][start - len(prefix) : start] == prefix
+
+
+def test_sharded_multilod_mesh_export(tmp_path: Path) -> None:
+    """Sharded multi-resolution meshes: the manifest is the entry of the object id, its
+    fragment data sits right before it (as long as the manifest's fragment sizes add up to)."""
+    trimesh = pytest.importorskip("trimesh")
+    import zarr_vectors as zv
+    from zarr_vectors.neuroglancer import export_neuroglancer
+    from zarr_vectors.neuroglancer.source import StoreSource
+
+    m = trimesh.creation.icosphere(subdivisions=3)
+    store = tmp_path / "soma.zarr"
+    zv.write_meshes(
+        store,
+        [(m.vertices * 120 + 500, m.faces), (m.vertices * 60 + 200, m.faces)],
+        chunk_shape=250,
+        object_ids=[7, 12],
+    )
+    zv.open(store, mode="r+").build_pyramid([2])
+    counts = export_neuroglancer(store, tmp_path / "out", sharding=True)
+    root = tmp_path / "out" / "soma" / "mesh"
+    info = json.loads((root / "info").read_text())
+    src = StoreSource(zv.open(store), "soma")
+    assert {k: v for k, v in info.items() if k != "sharding"} == json.loads(src.get("mesh/info")[0])
+    read = dec.folder_reader(root)
+    for segment in (7, 12):
+        manifest = dec.sharded_get(read, info["sharding"], segment)
+        assert manifest == src.get(f"mesh/{segment}.index")[0]
+        found = dec.sharded_locate(read, info["sharding"], segment)
+        assert found is not None
+        name, start, _ = found
+        total = int(sum(int(s.sum()) for s in dec.multilod_manifest(manifest)["sizes"]))
+        data = read(name, start - total, start)
+        assert data == src.get(f"mesh/{segment}")[0]
+        lods = dec.multilod_fragments(info, dec.multilod_manifest(manifest), data)
+        assert len(lods) == 2
+    assert sorted(p.name for p in root.iterdir()) == ["0.shard", "info"]
+    assert counts["soma"] == 3  # props/info, mesh/info, one shard
+    export_neuroglancer(store, tmp_path / "legacy", sharding=True, mesh_format="legacy")
+    assert (tmp_path / "legacy" / "soma" / "mesh" / "7:0").is_file()  # no sharded legacy form

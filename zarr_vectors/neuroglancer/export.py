@@ -43,9 +43,9 @@ def export_neuroglancer(
     ``rel_object``, every ``spatial{i}`` level) as ``neuroglancer_uint64_sharded_v1`` shard
     files (:mod:`~zarr_vectors.neuroglancer.sharded`; the host must answer range requests),
     with the matching ``sharding`` entries in ``ann/info``; ``"auto"`` (the default), sharded
-    when the layer has more than :data:`SHARD_THRESHOLD` annotation ids. Skeleton layers
-    follow the same rule (shards keyed by object id, ``auto`` counting objects); mesh layers
-    are always unsharded.
+    when the layer has more than :data:`SHARD_THRESHOLD` annotation ids. Skeleton and
+    multi-resolution mesh layers follow the same rule (shards keyed by object id, ``auto``
+    counting objects); legacy meshes, which have no sharded form, are always unsharded.
 
     Returns ``{layer: files written}``.
 
@@ -68,8 +68,8 @@ def export_neuroglancer(
         if src.kind == "annotations":
             counts[src.name] = _write_annotations(src, out / src.name, sharding)
             continue
-        if src.kind == "skeletons":
-            counts[src.name] = _write_skeletons(src, out / src.name, sharding)
+        if src.kind == "skeletons" or (src.kind == "mesh" and src.mesh_format == "multilod"):
+            counts[src.name] = _write_objects(src, out / src.name, sharding)
             continue
         n = 0
         for rel in src.paths():
@@ -162,28 +162,42 @@ def _stream_annotations(src: StoreSource, root: Path) -> int:
     return n
 
 
-def _write_skeletons(src: StoreSource, root: Path, sharding: str | bool) -> int:
-    """A skeleton layer's files: one per object, or shard files keyed by object id (with
-    ``sharding`` in ``skeletons/info``) when sharded; returns the files written."""
+def _write_objects(src: StoreSource, root: Path, sharding: str | bool) -> int:
+    """A skeleton or multi-resolution mesh layer's files: per object one file (skeletons) or
+    a manifest and a fragment file (meshes); sharded, shard files keyed by object id (a
+    mesh's fragment data right before its manifest) and ``sharding`` in the ``info``."""
     made: set[Path] = set()
+    folder = "skeletons" if src.kind == "skeletons" else "mesh"
     rels = list(src.paths())
-    objects = [rel for rel in rels if rel.startswith("skeletons/") and rel != "skeletons/info"]
+    objects = [int(rel.split("/")[1].removesuffix(".index")) for rel in rels if _keyed(rel, folder)]
     if sharding is False or (sharding == "auto" and len(objects) <= SHARD_THRESHOLD):
         for rel in rels:
             _write(root / rel, src.get(rel)[0], made)
         return len(rels)
-    for rel in rels:
-        if rel not in objects and rel != "skeletons/info":
-            _write(root / rel, src.get(rel)[0], made)
-    keys = np.array([int(rel.rsplit("/", 1)[1]) for rel in objects], np.uint64)
-    bodies = [src.get(rel)[0] for rel in objects]
-    spec = choose_sharding(len(bodies), sum(len(b) for b in bodies))
-    shards = encode_shards(keys, bodies, spec)
+    others = [rel for rel in rels if not rel.startswith(f"{folder}/")]  # props/info
+    for rel in others:
+        _write(root / rel, src.get(rel)[0], made)
+    keys = np.array(objects, np.uint64)
+    if folder == "skeletons":
+        bodies, prefixes = [src.get(f"skeletons/{i}")[0] for i in objects], None
+    else:
+        bodies = [src.get(f"mesh/{i}.index")[0] for i in objects]
+        prefixes = [src.get(f"mesh/{i}")[0] for i in objects]
+    sizes = sum(len(b) for b in bodies) + sum(len(b) for b in prefixes or [])
+    spec = choose_sharding(len(bodies), sizes)
+    shards = encode_shards(keys, bodies, spec, prefixes=prefixes)
     for name, shard in shards.items():
-        _write(root / "skeletons" / name, shard, made)
-    info = dict(json.loads(src.get("skeletons/info")[0]), sharding=spec.to_json())
-    _write(root / "skeletons" / "info", json.dumps(info, separators=(",", ":")).encode(), made)
-    return len(rels) - len(objects) + len(shards)
+        _write(root / folder / name, shard, made)
+    info = dict(json.loads(src.get(f"{folder}/info")[0]), sharding=spec.to_json())
+    _write(root / folder / "info", json.dumps(info, separators=(",", ":")).encode(), made)
+    return len(others) + len(shards) + 1
+
+
+def _keyed(rel: str, folder: str) -> bool:
+    """Whether ``rel`` is an object's entry of a sharded ``folder``: ``skeletons/{id}`` or
+    ``mesh/{id}.index`` (a mesh's fragment file goes into the shard with its manifest)."""
+    head, _, rest = rel.partition("/")
+    return head == folder and rest != "info" and (folder != "mesh" or rest.endswith(".index"))
 
 
 def _sharded_info(info: dict[str, Any], specs: dict[str, dict[str, Any]]) -> dict[str, Any]:
