@@ -243,8 +243,8 @@ async def _load_static(page: _cdp.Page, url: str, static: Any, layers: int, time
 @pytest.mark.skipif(_cdp.chromium() is None, reason="needs Debian's chromium (.ci/run installs it)")
 def test_sharded_export_loads_from_a_static_host_in_chromium(tmp_path: Path) -> None:
     """A sharded export on a static host with byte ranges (another origin than the client's,
-    as a bucket is): every layer loads, no console error, annotations and the skeleton come
-    as ranges of shards."""
+    as a bucket is): every layer loads, no console error, annotations, the skeleton and the
+    multi-resolution mesh come as ranges of shards."""
     pytest.importorskip("aiohttp")
     from tests._latency import StaticServer
     from zarr_vectors.neuroglancer import export_neuroglancer
@@ -265,6 +265,13 @@ def test_sharded_export_loads_from_a_static_host_in_chromium(tmp_path: Path) -> 
         attributes={"radius": (5 + 20 * t).astype("f4")},
         object_ids=np.full(60, 7),
     )
+    import trimesh
+
+    m = trimesh.creation.icosphere(subdivisions=3)
+    zv.write_meshes(
+        tmp_path / "soma.zarr", [(m.vertices * 120 + 500, m.faces)], chunk_shape=250, object_ids=[7]
+    )
+    zv.open(tmp_path / "soma.zarr", mode="r+").build_pyramid([2])
     (tmp_path / "out").mkdir()
     viewer = zv.serve(store, layout="3d")  # for the bundled client only
     static = StaticServer(tmp_path / "out", listings=False, cors=True)
@@ -284,17 +291,17 @@ def test_sharded_export_loads_from_a_static_host_in_chromium(tmp_path: Path) -> 
             await session.close()
 
     try:
-        export_neuroglancer(
-            [store, tmp_path / "neuron.zarr"], tmp_path / "out", base_url=static.url, sharding=True
-        )
+        stores = [store, tmp_path / "neuron.zarr", tmp_path / "soma.zarr"]
+        export_neuroglancer(stores, tmp_path / "out", base_url=static.url, sharding=True)
         asyncio.run(asyncio.wait_for(drive(), 60))
     finally:
         browser.close()
         static.stop()
         viewer.close()
-    assert [layer["name"] for layer in out["status"]] == ["synapses", "synapses objects", "neuron"]
+    assert [layer["name"] for layer in out["status"]] == ["synapses", "synapses objects", "neuron", "soma"]
     assert not out["errors"], out["errors"]
-    assert any(s == 206 and p.endswith("/neuron/skeletons/0.shard") for _, p, s in static.log), static.log
+    for shard in ("/neuron/skeletons/0.shard", "/soma/mesh/0.shard"):
+        assert any(s == 206 and p.endswith(shard) for _, p, s in static.log), (shard, static.log)
     failed = [entry for entry in static.log if entry[2] >= 400]
     assert not failed, failed
     ranges = [path for method, path, status in static.log if status == 206 and "/ann/spatial" in path]
