@@ -103,13 +103,13 @@ def add_sharding_option(p: argparse.ArgumentParser) -> None:
         action="store_const",
         const=True,
         default="auto",
-        help="neuroglancer: write annotation indexes and skeletons as shard files (default: when "
-        "a layer has over 10000 annotations or skeletons)",
+        help="neuroglancer: write annotation indexes, skeletons and meshes as shard files "
+        "(default: when a layer has over 10000 annotations or objects)",
     )
     group.add_argument(
         "--unsharded",
         dest="sharding",
         action="store_const",
         const=False,
-        help="neuroglancer: one file per annotation, object, spatial cell and skeleton",
+        help="neuroglancer: one file per annotation, object, spatial cell, skeleton and mesh",
     )
