@@ -27,7 +27,15 @@ from zarr_vectors.neuroglancer.sharded import (
 )
 
 # MurmurHash3_x86_128(seed 0) of 8 little-endian bytes, low 64 bits, as the mmh3 package gives them
-KNOWN = {0: 5148371408780832321, 123456789012345: 11188472092825156211}
+KNOWN = {
+    0: 5148371408780832321,
+    1: 16770674756601302682,
+    1000: 18166190685042036079,
+    2**32: 13524640716595723620,
+    2**63: 11063714688786943912,
+    2**64 - 1: 6291360166951214362,
+    123456789012345: 11188472092825156211,
+}
 
 
 def test_murmurhash_known_values() -> None:
