@@ -433,15 +433,39 @@ class _StaticHandler(SimpleHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self._file(head=True)
 
+    def do_OPTIONS(self) -> None:
+        """A CORS preflight (for ``Range``), answered when the server allows other origins."""
+        if not self.server.owner.cors:  # type: ignore[attr-defined]
+            self.send_error(405, "no OPTIONS here")
+            return
+        self.send_response(204)
+        self.send_header("Access-Control-Allow-Methods", "GET, HEAD")
+        self.send_header("Access-Control-Allow-Headers", "Range")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        self.server.owner.log.append((self.command, self.path, code))  # type: ignore[attr-defined]
+        super().send_response(code, message)
+
+    def end_headers(self) -> None:
+        if self.server.owner.cors:  # type: ignore[attr-defined]
+            self.send_header("Access-Control-Allow-Origin", "*")
+            self.send_header("Access-Control-Expose-Headers", "Content-Range, Content-Length, Accept-Ranges")
+        super().end_headers()
+
 
 class StaticServer(_ServerThread):
     """Serves the folder ``root`` read-only on 127.0.0.1 (``url``), GET and HEAD with single
-    ranges; directory pages only when ``listings`` (as ``python -m http.server`` gives them).
-    ``requests`` counts the requests answered."""
+    ranges; directory pages only when ``listings`` (as ``python -m http.server`` gives them);
+    with ``cors``, answers pages of other origins too (CORS headers and preflights).
+    ``requests`` counts the requests answered, ``log`` lists ``(method, path, status)``."""
 
-    def __init__(self, root: Path | str, listings: bool = True) -> None:
+    def __init__(self, root: Path | str, listings: bool = True, cors: bool = False) -> None:
         self.root = os.fspath(root)
         self.listings = listings
+        self.cors = cors
+        self.log: list[tuple[str, str, int]] = []
         self.requests = 0
         self._lock = threading.Lock()
         directory = self.root

@@ -171,3 +171,132 @@ def zorder(positions: np.ndarray) -> np.ndarray:
         for axis in range(3):
             key = key + (((p[:, axis] >> bit) & 1).astype(object) << (3 * bit + axis))
     return key
+
+
+# -- neuroglancer_uint64_sharded_v1, read the way the client reads it ----------------------
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
+
+
+def _fmix(h: int) -> int:
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+def murmur_low64(key: int) -> int:
+    """MurmurHash3_x86_128 (seed 0) of the 8 little-endian bytes of ``key``, low 64 bits:
+    one key at a time, in plain integers (the general algorithm, any length, no shortcuts)."""
+    data = key.to_bytes(8, "little")
+    c1, c2, c3, c4 = 0x239B961B, 0xAB0E9789, 0x38B34AE5, 0xA1E38B93
+    h = [0, 0, 0, 0]
+    n_blocks = len(data) // 16  # 0 for 8 bytes: everything is in the tail
+    tail = data[16 * n_blocks :]
+    ks = [int.from_bytes(tail[4 * i : 4 * i + 4].ljust(4, b"\0"), "little") for i in range(4)]
+    consts = [(c1, 15, c2), (c2, 16, c3), (c3, 17, c4), (c4, 18, c1)]
+    for i in range(4):
+        if len(tail) > 4 * i:
+            a, r, b = consts[i]
+            h[i] ^= (_rotl((ks[i] * a) & 0xFFFFFFFF, r) * b) & 0xFFFFFFFF
+    h = [v ^ len(data) for v in h]
+    h[0] = sum(h) & 0xFFFFFFFF
+    h[1:] = [(v + h[0]) & 0xFFFFFFFF for v in h[1:]]
+    h = [_fmix(v) for v in h]
+    h[0] = sum(h) & 0xFFFFFFFF
+    h[1:] = [(v + h[0]) & 0xFFFFFFFF for v in h[1:]]
+    return h[0] | (h[1] << 32)
+
+
+def morton_key(cell: tuple[int, ...], grid_shape: list[int]) -> int:
+    """Compressed Morton code of ``cell``: for each bit (low first) and each axis in order,
+    the axis's bit when the axis's extent minus one has that bit or a higher one set."""
+    out, j = 0, 0
+    for bit in range(32):
+        for dim, size in enumerate(grid_shape):
+            if (size - 1) >> bit:
+                out |= ((cell[dim] >> bit) & 1) << j
+                j += 1
+    return out
+
+
+def _decode(raw: bytes, encoding: str | None) -> bytes:
+    import gzip
+
+    return gzip.decompress(raw) if encoding == "gzip" else raw
+
+
+def sharded_locate(read: Any, sharding: dict[str, Any], key: int) -> tuple[str, int, int] | None:
+    """Where the bytes of ``key`` lie in a sharded index: ``(shard file, start, size)``, or
+    None; ``read(filename, start, end)`` returns a byte range of a file in the index's folder
+    (None: no such file)."""
+    assert sharding["@type"] == "neuroglancer_uint64_sharded_v1"
+    shifted = key >> sharding["preshift_bits"]
+    hashed = shifted if sharding["hash"] == "identity" else murmur_low64(shifted)
+    mbits, sbits = sharding["minishard_bits"], sharding["shard_bits"]
+    minishard = hashed & ((1 << mbits) - 1)
+    shard = (hashed >> mbits) & ((1 << sbits) - 1)
+    name = format(shard, "x").zfill(-(-sbits // 4)) + ".shard"
+    index_end = 16 << mbits
+    entry = read(name, 16 * minishard, 16 * minishard + 16)
+    if entry is None:
+        return None
+    start, end = struct.unpack("<QQ", entry)
+    if start == end:
+        return None
+    raw = _decode(read(name, index_end + start, index_end + end), sharding.get("minishard_index_encoding"))
+    assert len(raw) % 24 == 0, "a minishard index is [3, n] uint64"
+    table = np.frombuffer(raw, "<u8").reshape(3, -1)
+    ids = np.cumsum(table[0], dtype=np.uint64)
+    hit = np.flatnonzero(ids == np.uint64(key))
+    if not len(hit):
+        return None
+    i = int(hit[0])
+    offset = (
+        index_end
+        + int(np.sum(table[1, : i + 1], dtype=np.uint64))
+        + int(np.sum(table[2, :i], dtype=np.uint64))
+    )
+    return name, offset, int(table[2, i])
+
+
+def sharded_get(read: Any, sharding: dict[str, Any], key: int) -> bytes | None:
+    """The bytes stored for ``key`` in a sharded index (decoded), or None (see
+    :func:`sharded_locate` for ``read``)."""
+    found = sharded_locate(read, sharding, key)
+    if found is None:
+        return None
+    name, offset, size = found
+    return _decode(read(name, offset, offset + size), sharding.get("data_encoding"))
+
+
+def files_reader(files: dict[str, bytes]) -> Any:
+    """A ``read`` for :func:`sharded_get` over in-memory files."""
+
+    def read(name: str, start: int, end: int) -> bytes | None:
+        body = files.get(name)
+        if body is None:
+            return None
+        assert 0 <= start <= end <= len(body), f"range {start}-{end} outside {name} ({len(body)} bytes)"
+        return body[start:end]
+
+    return read
+
+
+def folder_reader(folder: Any) -> Any:
+    """A ``read`` for :func:`sharded_get` over the files of a folder (a pathlib.Path)."""
+
+    def read(name: str, start: int, end: int) -> bytes | None:
+        path = folder / name
+        if not path.is_file():
+            return None
+        with path.open("rb") as fh:
+            fh.seek(start)
+            body = fh.read(end - start)
+        assert len(body) == end - start, f"range {start}-{end} outside {path}"
+        return body
+
+    return read

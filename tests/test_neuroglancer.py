@@ -263,6 +263,22 @@ def test_server_answers_sources_with_cors_on_localhost(stores: dict[str, Path]) 
         assert state["layers"][2]["segments"] == ["7", "8"]
 
 
+@pytest.mark.parametrize("kind", ["points", "lines"])
+def test_by_id_and_related_entries_equal_the_paths(stores: dict[str, Path], kind: str) -> None:
+    src = StoreSource(zv.open(stores[kind]), kind)
+    entries = [(int(i), body) for ids, bodies in src.by_id_entries() for i, body in zip(ids, bodies)]
+    listed = [int(p.rsplit("/", 1)[1]) for p in src.paths() if p.startswith("ann/by_id/")]
+    assert sorted(i for i, _ in entries) == sorted(listed)
+    assert not [p for p in src.paths(ids=False) if p.startswith(("ann/by_id/", "ann/rel_object/"))]
+    for i, body in entries:
+        assert body == src.get(f"ann/by_id/{i}")[0], i
+    related = dict(src.related_entries())
+    assert sorted(related) == sorted(int(p.rsplit("/", 1)[1]) for p in src.paths() if "/rel_object/" in p)
+    assert len(related) == len(zv.open(stores[kind]).object_ids())
+    for i, body in related.items():
+        assert body == src.get(f"ann/rel_object/{i}")[0], i
+
+
 @pytest.mark.slow
 def test_export_writes_what_the_server_serves(stores: dict[str, Path], tmp_path: Path) -> None:
     from zarr_vectors.neuroglancer import export_neuroglancer

@@ -212,3 +212,98 @@ def test_served_viewer_loads_every_layer_in_chromium(tmp_path: Path) -> None:
         assert lo[2] <= 300 <= hi[2], (level, cell)
     n_cells = sum(int(np.prod(level["grid_shape"])) for level in info["spatial"])
     assert len(set(cells)) < n_cells  # the view is a corner: some cells were not asked for
+
+
+async def _load_static(page: _cdp.Page, url: str, static: Any, layers: int, timeout: float = 20) -> Any:
+    """Load ``url`` until its ``layers`` layers are ready and ``static`` has been idle for 1.5 s;
+    one reload when the client drops a layer (see :func:`_load`)."""
+    for _attempt in range(2):
+        await page.send("Page.navigate", url="about:blank")
+        await page.send("Page.navigate", url=url)
+        deadline = time.monotonic() + timeout
+        seen, idle_since = -1, time.monotonic()
+        await asyncio.sleep(1.0)
+        status: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            status = json.loads(await page.evaluate(LAYER_STATUS) or "[]")
+            assert not [s for layer in status for s in layer["sources"] if s.startswith("error")], status
+            if static.requests != seen:
+                seen, idle_since = static.requests, time.monotonic()
+            ready = len(status) == layers and all(
+                layer["ready"] and all(s == "ok" for s in layer["sources"]) for layer in status
+            )
+            if ready and time.monotonic() - idle_since > 1.5:
+                return status
+            await asyncio.sleep(0.3)
+        if len(status) != layers - 1:
+            break
+    raise AssertionError(f"layers did not load in {timeout} s: {status}; console: {page.events[-5:]}")
+
+
+@pytest.mark.skipif(_cdp.chromium() is None, reason="needs Debian's chromium (.ci/run installs it)")
+def test_sharded_export_loads_from_a_static_host_in_chromium(tmp_path: Path) -> None:
+    """A sharded export on a static host with byte ranges (another origin than the client's,
+    as a bucket is): every layer loads, no console error, annotations, the skeleton and the
+    multi-resolution mesh come as ranges of shards."""
+    pytest.importorskip("aiohttp")
+    from tests._latency import StaticServer
+    from zarr_vectors.neuroglancer import export_neuroglancer
+
+    rng = np.random.default_rng(5)
+    n = 12_000
+    store = tmp_path / "synapses.zarr"
+    zv.write_points(
+        store, rng.uniform(0, 1000, (n, 3)), chunk_shape=250, bin_shape=125, object_ids=rng.integers(1, 9, n)
+    )
+    zv.open(store, mode="r+").build_pyramid([2, 2])
+    t = np.linspace(0, 1, 60)
+    zv.write_skeleton(
+        tmp_path / "neuron.zarr",
+        np.stack([200 + 600 * t, 500 + 200 * np.sin(6 * t), 500 + 100 * np.cos(4 * t)], 1),
+        np.arange(-1, 59),
+        chunk_shape=250,
+        attributes={"radius": (5 + 20 * t).astype("f4")},
+        object_ids=np.full(60, 7),
+    )
+    import trimesh
+
+    m = trimesh.creation.icosphere(subdivisions=3)
+    zv.write_meshes(
+        tmp_path / "soma.zarr", [(m.vertices * 120 + 500, m.faces)], chunk_shape=250, object_ids=[7]
+    )
+    zv.open(tmp_path / "soma.zarr", mode="r+").build_pyramid([2])
+    (tmp_path / "out").mkdir()
+    viewer = zv.serve(store, layout="3d")  # for the bundled client only
+    static = StaticServer(tmp_path / "out", listings=False, cors=True)
+    browser = _cdp.Browser(WIDTH, HEIGHT)
+    out: dict[str, Any] = {}
+
+    async def drive() -> None:
+        session, ws, page = await _cdp.open_page(browser.ws_url)
+        try:
+            state = json.loads((tmp_path / "out" / "state.json").read_text())
+            url = viewer.viewer_url.split("#!", 1)[0] + "#!" + urllib.parse.quote(json.dumps(state))
+            out["status"] = await _load_static(page, url, static, len(state["layers"]))
+            out["errors"] = page.console_errors()
+        finally:
+            page.reader.cancel()
+            await ws.close()
+            await session.close()
+
+    try:
+        stores = [store, tmp_path / "neuron.zarr", tmp_path / "soma.zarr"]
+        export_neuroglancer(stores, tmp_path / "out", base_url=static.url, sharding=True)
+        asyncio.run(asyncio.wait_for(drive(), 60))
+    finally:
+        browser.close()
+        static.stop()
+        viewer.close()
+    assert [layer["name"] for layer in out["status"]] == ["synapses", "synapses objects", "neuron", "soma"]
+    assert not out["errors"], out["errors"]
+    for shard in ("/neuron/skeletons/0.shard", "/soma/mesh/0.shard"):
+        assert any(s == 206 and p.endswith(shard) for _, p, s in static.log), (shard, static.log)
+    failed = [entry for entry in static.log if entry[2] >= 400]
+    assert not failed, failed
+    ranges = [path for method, path, status in static.log if status == 206 and "/ann/spatial" in path]
+    assert ranges and all(path.endswith(".shard") for path in ranges), static.log
+    assert not [p for _, p, _ in static.log if "/ann/spatial" in p and not p.endswith(".shard")]

@@ -579,9 +579,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="the file to write (swc, mesh, points)")
     p.add_argument("--base-url", help="neuroglancer: where OUTDIR will be served, for state.json")
     p.add_argument("--overwrite", action="store_true", help="neuroglancer: write into a non-empty OUTDIR")
-    from zarr_vectors.cli_neuroglancer import add_mesh_format_option
+    from zarr_vectors.cli_neuroglancer import add_mesh_format_option, add_sharding_option
 
     add_mesh_format_option(p, "neuroglancer: ")
+    add_sharding_option(p)
     _add_storage_options(p)
     add_export_options(p)
     p.set_defaults(func=cmd_export)

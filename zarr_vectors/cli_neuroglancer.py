@@ -10,7 +10,13 @@ from typing import Any
 
 from zarr_vectors.errors import ZarrVectorsError
 
-__all__ = ["add_mesh_format_option", "add_serve_options", "export_command", "serve_command"]
+__all__ = [
+    "add_mesh_format_option",
+    "add_serve_options",
+    "add_sharding_option",
+    "export_command",
+    "serve_command",
+]
 
 
 def export_command(args: argparse.Namespace, storage_options: dict[str, Any] | None) -> int:
@@ -29,6 +35,7 @@ def export_command(args: argparse.Namespace, storage_options: dict[str, Any] | N
         overwrite=args.overwrite,
         storage_options=storage_options,
         mesh_format=args.mesh_format,
+        sharding=getattr(args, "sharding", "auto"),
     )
     for name, n in counts.items():
         print(f"wrote {n} files of layer {name} to {Path(outdir) / name}")
@@ -84,4 +91,25 @@ def add_mesh_format_option(p: argparse.ArgumentParser, prefix: str = "") -> None
         default="multilod",
         help=f"{prefix}mesh stores: multi-resolution Draco meshes, one level of detail per store level "
         "(multilod, the default), or single-resolution legacy meshes from level 0 (legacy)",
+    )
+
+
+def add_sharding_option(p: argparse.ArgumentParser) -> None:
+    """``--sharded`` / ``--unsharded``: how ``export neuroglancer`` writes annotation layers."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--sharded",
+        dest="sharding",
+        action="store_const",
+        const=True,
+        default="auto",
+        help="neuroglancer: write annotation indexes, skeletons and meshes as shard files "
+        "(default: when a layer has over 10000 annotations or objects)",
+    )
+    group.add_argument(
+        "--unsharded",
+        dest="sharding",
+        action="store_const",
+        const=False,
+        help="neuroglancer: one file per annotation, object, spatial cell, skeleton and mesh",
     )

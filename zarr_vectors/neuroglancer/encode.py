@@ -157,6 +157,29 @@ def encode_one_annotation(
     return b"".join(parts)
 
 
+def encode_single_annotations(
+    layout: AnnotationLayout,
+    geometry: np.ndarray,
+    props: dict[str, np.ndarray],
+    related: np.ndarray | None,
+) -> list[bytes]:
+    """The single-annotation encoding of every row at once (the ``by_id`` bodies of many
+    annotations): each row's record, then, when ``related`` is given (one relationship, one
+    id per row), a count of 1 and that id. Equal to :func:`encode_one_annotation` per row."""
+    n = len(geometry)
+    if not n:
+        return []
+    rows = np.frombuffer(_records(layout, geometry, props).tobytes(), np.uint8).reshape(n, -1)
+    if related is not None:
+        tail = np.empty((n, 12), np.uint8)
+        tail[:, :4] = np.frombuffer(np.array([1], "<u4").tobytes(), np.uint8)
+        tail[:, 4:] = np.frombuffer(np.asarray(related).astype("<u8").tobytes(), np.uint8).reshape(n, 8)
+        rows = np.concatenate([rows, tail], axis=1)
+    buf = rows.tobytes()
+    size = rows.shape[1]
+    return [buf[i : i + size] for i in range(0, n * size, size)]
+
+
 def annotation_info(
     layout: AnnotationLayout,
     dimensions: dict[str, list[Any]],

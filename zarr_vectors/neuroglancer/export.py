@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
-from zarr_vectors.errors import StoreExistsError
-from zarr_vectors.neuroglancer.server import open_sources, state_url, viewer_state
+import numpy as np
 
-__all__ = ["export_neuroglancer"]
+from zarr_vectors.errors import InputError, StoreExistsError
+from zarr_vectors.neuroglancer.server import open_sources, state_url, viewer_state
+from zarr_vectors.neuroglancer.sharded import choose_sharding, compressed_morton, encode_shards
+from zarr_vectors.neuroglancer.source import StoreSource
+
+__all__ = ["SHARD_THRESHOLD", "export_neuroglancer"]
+
+#: With ``sharding="auto"``, annotation layers of more annotation ids than this are sharded.
+SHARD_THRESHOLD = 10_000
+_INDEX = re.compile(r"ann/(by_id|rel_object|spatial\d+)/(.+)")
 
 
 def export_neuroglancer(
@@ -20,6 +29,7 @@ def export_neuroglancer(
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
     mesh_format: str = "multilod",
+    sharding: str | bool = "auto",
 ) -> dict[str, int]:
     """Write every source path of ``stores`` under ``outdir/<layer>/`` (unsharded precomputed
     files, hostable by any static web server), plus ``state.json``: a viewer state whose
@@ -28,13 +38,26 @@ def export_neuroglancer(
     Draco meshes (``mesh_format="multilod"``), whose fragments Neuroglancer reads with HTTP
     range requests (the host must answer them), or as legacy meshes (``"legacy"``).
 
+    ``sharding`` decides how annotation layers are written: ``False``, one file per
+    annotation id, object and spatial cell; ``True``, each of those indexes (``by_id``,
+    ``rel_object``, every ``spatial{i}`` level) as ``neuroglancer_uint64_sharded_v1`` shard
+    files (:mod:`~zarr_vectors.neuroglancer.sharded`; the host must answer range requests),
+    with the matching ``sharding`` entries in ``ann/info``; ``"auto"`` (the default), sharded
+    when the layer has more than :data:`SHARD_THRESHOLD` annotation ids. Skeleton and
+    multi-resolution mesh layers follow the same rule (shards keyed by object id, ``auto``
+    counting objects); legacy meshes, which have no sharded form, are always unsharded.
+
     Returns ``{layer: files written}``.
 
     Raises
     ------
     StoreExistsError
         ``outdir`` exists and is not empty, without ``overwrite``.
+    InputError
+        ``sharding`` is not ``"auto"``, ``True`` or ``False``.
     """
+    if sharding not in ("auto", True, False):
+        raise InputError(f"sharding must be 'auto', True or False, not {sharding!r}")
     out = Path(outdir)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise StoreExistsError(f"{out} exists and is not empty; choose another folder or pass overwrite=True")
@@ -42,14 +65,15 @@ def export_neuroglancer(
     counts: dict[str, int] = {}
     made: set[Path] = set()
     for src in sources:
+        if src.kind == "annotations":
+            counts[src.name] = _write_annotations(src, out / src.name, sharding)
+            continue
+        if src.kind == "skeletons" or (src.kind == "mesh" and src.mesh_format == "multilod"):
+            counts[src.name] = _write_objects(src, out / src.name, sharding)
+            continue
         n = 0
         for rel in src.paths():
-            body, _ = src.get(rel)
-            file = out / src.name / rel
-            if file.parent not in made:
-                file.parent.mkdir(parents=True, exist_ok=True)
-                made.add(file.parent)
-            file.write_bytes(body)
+            _write(out / src.name / rel, src.get(rel)[0], made)
             n += 1
         counts[src.name] = n
     base = (base_url or "http://127.0.0.1:8000").rstrip("/")
@@ -57,3 +81,132 @@ def export_neuroglancer(
     (out / "state.json").write_text(json.dumps(state, indent=1))
     (out / "viewer_url.txt").write_text(state_url("https://neuroglancer-demo.appspot.com/", state) + "\n")
     return counts
+
+
+def _write(file: Path, body: bytes, made: set[Path]) -> None:
+    if file.parent not in made:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        made.add(file.parent)
+    file.write_bytes(body)
+
+
+def _write_annotations(src: StoreSource, root: Path, sharding: str | bool) -> int:
+    """An annotation layer's files under ``root``: its indexes read whole (``{index: (keys,
+    bodies)}``; keys are uint64 ids, or cell names ``x_y_z`` for spatial levels), then written
+    one file per key or as shards; returns the files written."""
+    if sharding is False:
+        return _stream_annotations(src, root)
+    made: set[Path] = set()
+    indexes: dict[str, tuple[Any, list[bytes]]] = {}
+    id_chunks: list[np.ndarray] = []
+    bodies: list[bytes] = []
+    for ids, chunk_bodies in src.by_id_entries():
+        id_chunks.append(ids)
+        bodies.extend(chunk_bodies)
+    if bodies:
+        indexes["by_id"] = (np.concatenate(id_chunks), bodies)
+    if src.has_objects:
+        related = list(src.related_entries())
+        indexes["rel_object"] = (np.array([i for i, _ in related], np.uint64), [b for _, b in related])
+    n = 0
+    for rel in src.paths(ids=False):
+        match = _INDEX.fullmatch(rel)
+        if match is None:  # ann/info (rewritten below when sharded), props/info
+            _write(root / rel, src.get(rel)[0], made)
+            n += 1
+        else:
+            names, values = indexes.setdefault(match.group(1), ([], []))
+            names.append(match.group(2))
+            values.append(src.get(rel)[0])
+    n_ids = len(indexes["by_id"][1]) if "by_id" in indexes else 0
+    if sharding == "auto" and n_ids <= SHARD_THRESHOLD:
+        for index, (keys, values) in indexes.items():
+            names = keys.tolist() if isinstance(keys, np.ndarray) else keys
+            for key, body in zip(names, values):
+                _write(root / "ann" / index / str(key), body, made)
+            n += len(values)
+        return n
+    info = json.loads(src.get("ann/info")[0])
+    specs: dict[str, dict[str, Any]] = {}
+    for index, (keys, values) in indexes.items():
+        if not isinstance(keys, np.ndarray):  # a spatial level: the cells' Morton codes
+            grid = next(level["grid_shape"] for level in info["spatial"] if level["key"] == index)
+            cells = np.array([[int(v) for v in k.split("_")] for k in keys], np.int64)
+            keys = compressed_morton(cells.reshape(len(values), len(grid)), grid)
+        spec = choose_sharding(len(values), sum(len(b) for b in values))
+        specs[index] = spec.to_json()
+        for name, shard in encode_shards(keys, values, spec).items():
+            _write(root / "ann" / index / name, shard, made)
+            n += 1
+    _write(
+        root / "ann" / "info", json.dumps(_sharded_info(info, specs), separators=(",", ":")).encode(), made
+    )
+    return n
+
+
+def _stream_annotations(src: StoreSource, root: Path) -> int:
+    """An annotation layer unsharded: each file written as soon as it is encoded."""
+    made: set[Path] = set()
+    n = 0
+    for ids, bodies in src.by_id_entries():
+        for i, body in zip(ids.tolist(), bodies):
+            _write(root / "ann" / "by_id" / str(i), body, made)
+        n += len(bodies)
+    if src.has_objects:
+        for i, body in src.related_entries():
+            _write(root / "ann" / "rel_object" / str(i), body, made)
+            n += 1
+    for rel in src.paths(ids=False):
+        _write(root / rel, src.get(rel)[0], made)
+        n += 1
+    return n
+
+
+def _write_objects(src: StoreSource, root: Path, sharding: str | bool) -> int:
+    """A skeleton or multi-resolution mesh layer's files: per object one file (skeletons) or
+    a manifest and a fragment file (meshes); sharded, shard files keyed by object id (a
+    mesh's fragment data right before its manifest) and ``sharding`` in the ``info``."""
+    made: set[Path] = set()
+    folder = "skeletons" if src.kind == "skeletons" else "mesh"
+    rels = list(src.paths())
+    objects = [int(rel.split("/")[1].removesuffix(".index")) for rel in rels if _keyed(rel, folder)]
+    if sharding is False or (sharding == "auto" and len(objects) <= SHARD_THRESHOLD):
+        for rel in rels:
+            _write(root / rel, src.get(rel)[0], made)
+        return len(rels)
+    others = [rel for rel in rels if not rel.startswith(f"{folder}/")]  # props/info
+    for rel in others:
+        _write(root / rel, src.get(rel)[0], made)
+    keys = np.array(objects, np.uint64)
+    if folder == "skeletons":
+        bodies, prefixes = [src.get(f"skeletons/{i}")[0] for i in objects], None
+    else:
+        bodies = [src.get(f"mesh/{i}.index")[0] for i in objects]
+        prefixes = [src.get(f"mesh/{i}")[0] for i in objects]
+    sizes = sum(len(b) for b in bodies) + sum(len(b) for b in prefixes or [])
+    spec = choose_sharding(len(bodies), sizes)
+    shards = encode_shards(keys, bodies, spec, prefixes=prefixes)
+    for name, shard in shards.items():
+        _write(root / folder / name, shard, made)
+    info = dict(json.loads(src.get(f"{folder}/info")[0]), sharding=spec.to_json())
+    _write(root / folder / "info", json.dumps(info, separators=(",", ":")).encode(), made)
+    return len(others) + len(shards) + 1
+
+
+def _keyed(rel: str, folder: str) -> bool:
+    """Whether ``rel`` is an object's entry of a sharded ``folder``: ``skeletons/{id}`` or
+    ``mesh/{id}.index`` (a mesh's fragment file goes into the shard with its manifest)."""
+    head, _, rest = rel.partition("/")
+    return head == folder and rest != "info" and (folder != "mesh" or rest.endswith(".index"))
+
+
+def _sharded_info(info: dict[str, Any], specs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``ann/info`` with a ``sharding`` entry on every index written sharded (an index with
+    no entries at all, written as nothing, reads as empty either way)."""
+    empty = choose_sharding(0, 0).to_json()
+    info["by_id"]["sharding"] = specs.get("by_id", empty)
+    for rel in info["relationships"]:
+        rel["sharding"] = specs.get(rel["key"], empty)
+    for level in info["spatial"]:
+        level["sharding"] = specs.get(level["key"], empty)
+    return info

@@ -41,6 +41,7 @@ from zarr_vectors.neuroglancer.encode import (
     encode_annotations,
     encode_mesh_fragment,
     encode_one_annotation,
+    encode_single_annotations,
     encode_skeleton,
     ng_dtype,
     pack_ids,
@@ -310,6 +311,51 @@ class StoreSource:
         related = [oids[row : row + 1]] if self.layout.relationships else []
         return encode_one_annotation(self.layout, geom[row], {p: v[row] for p, v in props.items()}, related)
 
+    def by_id_entries(self) -> Iterator[tuple[np.ndarray, list[bytes]]]:
+        """Every annotation's ``by_id`` body, a listed chunk at a time: ``(ids, bodies)``, the
+        bytes :meth:`by_id` answers for each id, encoded for the whole chunk at once."""
+        assert self.layout is not None
+        for k in self.levels:
+            for chunk in self._level(k).vertices.nonempty:
+                geom, props, oids = self._cell(k, tuple(int(v) for v in chunk))
+                if not len(geom):
+                    continue
+                ids = pack_ids(k, np.full(len(geom), self._lin(k, chunk)), np.arange(len(geom)))
+                related = oids if self.layout.relationships else None
+                yield ids, encode_single_annotations(self.layout, geom, props, related)
+
+    def related_entries(self) -> Iterator[tuple[int, bytes]]:
+        """Every object's ``rel_object`` body (the bytes :meth:`related` answers), from one
+        pass over level 0's chunks instead of a pass over each object's chunks."""
+        assert self.layout is not None
+        listed = self._level(0).vertices.nonempty
+        geoms, props, oids, ids = [], [], [], []
+        for chunk in listed[np.lexsort(listed.T[::-1])] if len(listed) else listed:
+            geom, pr, oid = self._cell(0, tuple(int(v) for v in chunk))
+            geoms.append(geom)
+            props.append(pr)
+            oids.append(oid)
+            ids.append(pack_ids(0, np.full(len(geom), self._lin(0, chunk)), np.arange(len(geom))))
+        names = [p.id for p in self.layout.properties]
+        width = self.layout.rank * self.layout.points
+        geom_all = np.concatenate(geoms) if geoms else np.zeros((0, width))
+        props_all = {n: np.concatenate([p[n] for p in props]) if props else np.zeros(0) for n in names}
+        oid_all = np.concatenate(oids) if oids else np.zeros(0, np.uint64)
+        ids_all = np.concatenate(ids) if ids else np.zeros(0, np.uint64)
+        order = np.argsort(oid_all, kind="stable")  # per object: chunks in order, rows in order
+        sorted_oids = oid_all[order]
+        for user_id in self.ds.object_ids().tolist():
+            segment = _u64(user_id)
+            lo, hi = (
+                np.searchsorted(sorted_oids, np.uint64(segment), side="left"),
+                np.searchsorted(sorted_oids, np.uint64(segment), side="right"),
+            )
+            rows = order[lo:hi]
+            body = encode_annotations(
+                self.layout, geom_all[rows], {n: v[rows] for n, v in props_all.items()}, ids_all[rows]
+            )
+            yield segment, body
+
     def related(self, object_id: int) -> bytes:
         """Level-0 annotations of one object (the ``object`` relationship index)."""
         assert self.layout is not None
@@ -487,8 +533,10 @@ class StoreSource:
             return self.related(_segment(rest[11:])), BINARY
         raise NotFound(f"{self.name}: no annotation path {rest!r}")
 
-    def paths(self) -> Iterator[str]:
-        """Every path a static copy needs (annotation ids and object ids enumerated)."""
+    def paths(self, ids: bool = True) -> Iterator[str]:
+        """Every path a static copy needs (annotation ids and object ids enumerated; without
+        the ``ann/by_id/`` and ``ann/rel_object/`` ones when not ``ids``: :meth:`by_id_entries`
+        and :meth:`related_entries` give those faster)."""
         if self.has_objects:
             yield "props/info"
         if self.kind == "skeletons":
@@ -504,9 +552,9 @@ class StoreSource:
                     yield f"mesh/{_u64(i)}:0"
                     yield f"mesh/frag/{_u64(i)}"
         else:
-            yield from self._annotation_paths()
+            yield from self._annotation_paths(ids)
 
-    def _annotation_paths(self) -> Iterator[str]:
+    def _annotation_paths(self, ids: bool = True) -> Iterator[str]:
         lower, _ = self._corners()
         yield "ann/info"
         for i, k in enumerate(reversed(self.levels)):
@@ -515,11 +563,11 @@ class StoreSource:
             chunks = self._level(k).vertices.nonempty
             for cell in np.unique((chunks - shift) // self.group(k), axis=0):
                 yield f"ann/spatial{i}/" + "_".join(str(int(v)) for v in cell)
-            for chunk in chunks:
+            for chunk in chunks if ids else ():
                 n = len(self._cell(k, tuple(int(v) for v in chunk))[0])
                 lin = np.full(n, self._lin(k, chunk))
                 yield from (f"ann/by_id/{aid}" for aid in pack_ids(k, lin, np.arange(n)).tolist())
-        if self.has_objects:
+        if self.has_objects and ids:
             yield from (f"ann/rel_object/{_u64(i)}" for i in self.ds.object_ids().tolist())
 
 
