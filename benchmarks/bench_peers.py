@@ -587,6 +587,7 @@ def bench(args: argparse.Namespace, work: str, systems: list[str]) -> tuple[list
                 row["write_s"] = store["write_s"] if system in WRITERS else None
                 bad += res["mismatches"]
                 rows.append(row)
+                log(f"  {json.dumps(row)}")  # each row as it comes: a long run stopped early keeps them
             if args.profile:
                 log(f"N={label} {comp}: profile ours")
                 prof = run_child(
