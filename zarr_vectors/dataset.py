@@ -363,7 +363,9 @@ class Dataset(GroupReads, LevelUpdates):
             Instead of ``level``: read the finest level whose estimated count in the box is
             at most this many (see :meth:`level_for`); ``result.origin.level`` tells which.
         workers
-            Threads that decode and filter cells (default: every core; ``1``: this thread).
+            Threads that decode and filter cells. Default: every core when the query reads
+            16 MB or more, else this thread (handing small reads to threads costs more than it
+            saves); ``1``: this thread.
             The result is the same whatever the number.
         where
             Keep only the rows whose numeric attributes meet every condition, tested cell by
