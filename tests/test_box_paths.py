@@ -3,6 +3,9 @@ only on the axes the box cuts them, copied once; answers equal brute force, in c
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -11,6 +14,7 @@ from hypothesis import strategies as st
 import zarr_vectors as zv
 from tests.conftest import brute_force_box, sorted_rows
 from zarr_vectors.engine.read import float32_bounds, inside_box
+from zarr_vectors.engine.scratch import arena
 from zarr_vectors.engine.threads import map_cells
 from zarr_vectors.errors import CorruptCellError
 
@@ -90,6 +94,38 @@ def test_map_cells_keeps_order_raises_and_nests():
         map_cells(boom, 9, 2)
     with pytest.raises(zv.InputError, match="workers must be a positive integer"):
         map_cells(boom, 3, 0)
+
+
+def test_map_cells_raises_only_once_no_call_is_running_and_starts_no_more():
+    running: list[int] = []
+    calls: list[int] = []
+    lock = threading.Lock()
+
+    def slow_unless_first(i: int) -> int:
+        with lock:
+            running.append(i)
+            calls.append(i)
+        try:
+            if i == 0:
+                raise ValueError("cell 0")
+            time.sleep(0.05)
+            return i
+        finally:
+            with lock:
+                running.remove(i)
+
+    with pytest.raises(ValueError, match="cell 0"):
+        map_cells(slow_unless_first, 40, 2)
+    assert running == []  # the other thread finished its cell before the error came out
+    assert len(calls) <= 3  # and started no further cell after it (of 40)
+
+
+def test_an_arena_a_failed_query_used_is_not_lent_again():
+    with pytest.raises(RuntimeError), arena() as failed:
+        failed.take(100)
+        raise RuntimeError("a cell failed to decode")
+    with arena() as a, arena() as b:
+        assert failed is not a and failed is not b
 
 
 @pytest.mark.parametrize("workers", [1, 3])

@@ -395,21 +395,37 @@ def test_decoding_into_an_arena_gives_the_bytes_and_errors_of_decoding_alone(
         assert bytes(pipe.decode(memoryview(bytes(raw)), scratch)) == alone
 
 
+def _checksummed(payload: bytes) -> bytes:
+    return __import__("zstandard").ZstdCompressor(level=3, write_checksum=True).compress(payload)
+
+
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
-        (lambda f: f + b"\x01junk", "zstd decompression failed"),
-        (lambda f: f + f, "the frame declares 12 bytes but more follow"),
-        (lambda f: f[:-3], "zstd decompression failed|only"),
+        (lambda f: f + b"\x01junk", "the frame takes"),
+        (lambda f: f + f, "the frame takes"),
+        (lambda f: f[:-3], "truncated|the frame takes"),
+        (lambda f: f + b"\x28\xb5", "the frame takes"),  # part of a second frame's magic
+        (lambda f: f + __import__("zstandard").ZstdCompressor().compress(b""), "the frame takes"),
+        (lambda f: f + b"\x50\x2a\x4d\x18" + (4).to_bytes(4, "little") + b"abcd", "the frame takes"),
+        (lambda f: _checksummed(b"twelve bytes")[:-1], "the frame takes"),  # checksum cut short
+        (lambda f: _checksummed(b"twelve bytes")[:-4], "the frame takes"),  # checksum missing
     ],
 )
-def test_a_damaged_zstd_frame_decoded_into_an_arena_is_a_decode_error(damage, message):
+def test_a_damaged_zstd_frame_decoded_into_an_arena_or_an_array_is_a_decode_error(damage, message):
     pipe = _pipe("zstd", serializer="bytes")
     frame = pipe.encode(b"twelve bytes")
     with arena() as scratch:
         assert bytes(pipe.decode(frame, scratch)) == b"twelve bytes"
+        with pytest.raises(DecodeError):
+            pipe.decode(damage(frame))  # the plain path refuses it too
         with pytest.raises(DecodeError, match=message):
             pipe.decode(damage(frame), scratch)
+    vlen = _pipe("zstd")
+    cell = vlen.encode(b"twelve bytes")
+    assert vlen.payload_size(cell) == 12
+    with pytest.raises(DecodeError, match=message):
+        vlen.decode_to(damage(cell), memoryview(bytearray(12)))
 
 
 @pytest.mark.parametrize("compression", ["none", "zstd"])

@@ -162,9 +162,38 @@ def zstd_size(data: Any) -> int:
         raise DecodeError(f"zstd: the data does not start with a zstd frame header ({exc})") from exc
 
 
+def _zstd_frame_end(data: Any) -> int:
+    """Where the zstd frame at the start of ``data`` ends, from its header, block headers and
+    checksum flag (the frame's blocks are not decoded)."""
+    view = memoryview(data).cast("B")
+    try:
+        pos = zstandard.frame_header_size(data)
+        checksum = zstandard.get_frame_parameters(data).has_checksum
+    except zstandard.ZstdError as exc:
+        raise DecodeError(f"zstd: the data does not start with a zstd frame header ({exc})") from exc
+    while True:
+        if pos + 3 > len(view):
+            raise DecodeError("zstd: the frame is truncated in its blocks")
+        head = view[pos] | view[pos + 1] << 8 | view[pos + 2] << 16
+        kind = (head >> 1) & 3
+        if kind == 3:
+            raise DecodeError("zstd: a block of the reserved type")
+        pos += 3 + (1 if kind == 1 else head >> 3)  # an RLE block stores one byte
+        if head & 1:  # the last block
+            return pos + (4 if checksum else 0)
+
+
+def _one_frame(data: Any) -> None:
+    """Refuse ``data`` unless it is exactly one zstd frame (as ``allow_extra_data=False`` does)."""
+    end = _zstd_frame_end(data)
+    if end != len(data):
+        raise DecodeError(f"zstd: the frame takes {end} bytes but the data has {len(data)}")
+
+
 def zstd_read_into(data: Any, parts: Sequence[memoryview]) -> None:
     """Decompress the zstd frame ``data`` into ``parts``, one after the other; it must fill
-    them exactly, with nothing after the frame."""
+    them exactly, and be the whole of ``data``."""
+    _one_frame(data)
     try:
         reader = _zstd_context().stream_reader(data, read_across_frames=True)
         got = 0
@@ -195,6 +224,7 @@ def _zstd_into(codec: Any, data: Any, bound: int, scratch: Arena) -> memoryview:
         return memoryview(_zstd(codec, data, bound))
     if size > bound:
         raise _too_big("zstd", size, bound)
+    _one_frame(data)
     out = scratch.take(size)
     got = 0
     try:

@@ -81,14 +81,14 @@ class Arena:
 
 @contextmanager
 def arena() -> Iterator[Arena]:
-    """An arena from the pool for the duration of the block, returned reset afterwards."""
+    """An arena from the pool for the duration of the block, returned reset afterwards. After
+    an exception it is dropped instead: a thread of the failed read may still be writing into
+    it (its slices keep the memory alive until they are gone)."""
     with _pool_lock:
         lent = _pool.pop() if _pool else Arena()
-    try:
-        yield lent
-    finally:
-        lent.reset()
-        if lent.capacity <= MAX_RETAINED:
-            with _pool_lock:
-                if len(_pool) < POOL_SIZE:
-                    _pool.append(lent)
+    yield lent
+    lent.reset()
+    if lent.capacity <= MAX_RETAINED:
+        with _pool_lock:
+            if len(_pool) < POOL_SIZE:
+                _pool.append(lent)

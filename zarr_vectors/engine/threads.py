@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TypeVar
 
 import numpy as np
@@ -52,17 +52,34 @@ def _shared_pool() -> ThreadPoolExecutor:
 
 def map_cells(fn: Callable[[int], T], n: int, workers: int | None = None) -> list[T]:
     """``[fn(0), ..., fn(n - 1)]`` computed by up to ``workers`` threads of the shared pool, each
-    taking every ``workers``-th index; results in index order, the first error raised. Called
-    from a thread of the pool itself, it runs in that thread (so it never waits on itself)."""
+    taking every ``workers``-th index; results in index order, the first error raised once
+    every thread has stopped (after an error the others start no further index), so that no
+    call of ``fn`` is still running when this returns or raises. Called from a thread of the
+    pool itself, it runs in that thread (so it never waits on itself)."""
     w = min(check_workers(workers), n)
     if w <= 1 or threading.current_thread().name.startswith(_PREFIX):  # nested: no waiting on ourselves
         return [fn(i) for i in range(n)]
     pool = _shared_pool()
 
-    def stride(j: int) -> list[T]:
-        return [fn(i) for i in range(j, n, w)]
+    stop = threading.Event()
 
-    done = [f.result() for f in [pool.submit(stride, j) for j in range(w)]]
+    def stride(j: int) -> list[T]:
+        results = []
+        for i in range(j, n, w):
+            if stop.is_set():
+                break
+            finished = False
+            try:
+                results.append(fn(i))
+                finished = True
+            finally:
+                if not finished:
+                    stop.set()
+        return results
+
+    futures = [pool.submit(stride, j) for j in range(w)]
+    wait(futures)
+    done = [f.result() for f in futures]
     out: list[T] = [None] * n  # type: ignore[list-item]  # every slot is filled below
     for j, results in enumerate(done):
         out[j::w] = results
