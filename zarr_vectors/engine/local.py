@@ -63,7 +63,7 @@ def _read_into(fd: int, buf: memoryview, offset: int) -> memoryview:
     """Fill ``buf`` from the file at ``offset``; the part read when the file ends first."""
     got = 0
     while got < len(buf):  # short reads happen on some filesystems
-        if _PREADV is None:  # no preadv (Windows): read, then copy
+        if _PREADV is None:  # a platform without preadv: read, then copy
             more = os.pread(fd, len(buf) - got, offset + got)
             buf[got : got + len(more)] = more
             n = len(more)

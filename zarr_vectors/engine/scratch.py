@@ -27,7 +27,7 @@ __all__ = ["MAX_RETAINED", "Arena", "arena"]
 #: Bytes an idle arena may keep for the next query (larger ones are freed after use).
 MAX_RETAINED = 64 << 20
 #: Idle arenas kept (one per query running at the same time is enough).
-POOL_SIZE = 4
+POOL_SIZE = 2
 #: Smallest block an arena allocates.
 MIN_BLOCK = 1 << 20
 
