@@ -360,33 +360,3 @@ def test_piecewise_obj_and_npz_hold_the_query(tmp_path):
     assert lines[0].startswith("#") and len(lines) == 2001
     v = np.array([line.split()[1:] for line in lines[1:]], np.float64)
     assert np.array_equal(v[:, :2], want.positions) and not v[:, 2].any()
-
-
-def _files(root: Path) -> dict[str, bytes]:
-    """Every file of a local store by relative path (the root's random generation left out)."""
-    out = {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    out.pop("zarr.json")
-    return out
-
-
-def test_las_in_passes_writes_the_store_the_spill_writes(tmp_path, monkeypatch):
-    from zarr_vectors.io import pointfiles
-
-    src = tmp_path / "big.las"
-    make_las(src, 60_000)
-    calls: list[bool] = []
-    real = pointfiles._in_passes
-
-    def spy(*args, **kwargs):
-        calls.append(real(*args, **kwargs))
-        return calls[-1]
-
-    monkeypatch.setattr(pointfiles, "_in_passes", spy)
-    kw = {"chunk_shape": 100, "progress": False, "memory_limit": 1 << 20, "chunk_rows": 7000}
-    ingest_points(tmp_path / "passes.zarr", [src], **kw)
-    assert calls == [True]
-    monkeypatch.setattr(pointfiles, "_in_passes", lambda *a: False)
-    ingest_points(tmp_path / "spill.zarr", [src], **kw)
-    a, b = _files(tmp_path / "passes.zarr"), _files(tmp_path / "spill.zarr")
-    assert sorted(a) == sorted(b) and all(a[k] == b[k] for k in a)
-    assert pointfiles._cuts(np.array([3, 0, 5, 2, 9, 1]), 7) == [0, 2, 4, 5, 6]

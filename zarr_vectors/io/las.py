@@ -16,7 +16,7 @@ writes the same integers back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,6 @@ __all__ = [
     "las_header_record",
     "open_las",
     "read_las_chunks",
-    "read_las_positions",
 ]
 
 LAS_SUFFIXES = (".las", ".laz")
@@ -152,24 +151,12 @@ def _positions(raw: np.ndarray, source: LasSource) -> np.ndarray:
 
 
 def read_las_chunks(
-    source: LasSource, chunk_rows: int = 1 << 20, masks: Iterable[np.ndarray] | None = None
+    source: LasSource, chunk_rows: int = 1 << 20
 ) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
-    """``(positions, attributes)`` of ``chunk_rows`` points at a time, in file order.
-
-    ``masks``: one boolean array per block of ``chunk_rows`` points; only the rows it keeps
-    are decoded and given (a block keeping none is left out)."""
+    """``(positions, attributes)`` of ``chunk_rows`` points at a time, in file order."""
     laspy = _laspy()
-    keep = None if masks is None else iter(masks)
     with laspy.open(source.path) as reader:
         for rec in reader.chunk_iterator(chunk_rows):
-            if keep is not None:
-                mask = next(keep)
-                if not mask.any():
-                    continue
-                if not mask.all():  # whole records copied as bytes: much faster than field by field
-                    whole = rec.array.view(np.dtype((np.void, rec.array.dtype.itemsize)))
-                    kept = whole[mask].view(rec.array.dtype)
-                    rec = type(rec)(kept, rec.point_format, rec.scales, rec.offsets)
             raw = rec.array
             fields = raw.dtype.names or ()
             attrs: dict[str, np.ndarray] = {}
@@ -177,15 +164,6 @@ def read_las_chunks(
                 values = raw[name] if name in fields else np.asarray(rec[name])
                 attrs[name] = np.ascontiguousarray(values)
             yield _positions(raw, source), attrs
-
-
-def read_las_positions(source: LasSource, chunk_rows: int = 1 << 20) -> Iterator[np.ndarray]:
-    """The positions of ``chunk_rows`` points at a time, in file order (as :func:`read_las_chunks`
-    gives them; no other dimension is decoded)."""
-    laspy = _laspy()
-    with laspy.open(source.path) as reader:
-        for rec in reader.chunk_iterator(chunk_rows):
-            yield _positions(rec.array, source)
 
 
 # -- writing -----------------------------------------------------------------------------

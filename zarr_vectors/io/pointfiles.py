@@ -19,14 +19,7 @@ from zarr_vectors.engine.commit import check_target
 from zarr_vectors.errors import InputError, choice_message
 from zarr_vectors.geo import parse_crs
 from zarr_vectors.io._files import input_files
-from zarr_vectors.io.las import (
-    LAS_SUFFIXES,
-    LasSource,
-    las_header_record,
-    open_las,
-    read_las_chunks,
-    read_las_positions,
-)
+from zarr_vectors.io.las import LAS_SUFFIXES, LasSource, las_header_record, open_las, read_las_chunks
 from zarr_vectors.io.plytext import TEXT_SUFFIXES, PlySource, PointSource, TextSource
 from zarr_vectors.io.stream_export import prefetched
 
@@ -192,9 +185,7 @@ def ingest_points(
         **options,
     )
     with writer:
-        plain = file_ids is None and object_column is None
-        if not (plain and _in_passes(writer, sources, chunk_rows, memory_limit, progress)):
-            _stream(writer, sources, chunk_rows, file_ids, object_column, groups, names, progress)
+        _stream(writer, sources, chunk_rows, file_ids, object_column, groups, names, progress)
     return open_store(target, storage_options=options.get("storage_options"))
 
 
@@ -231,85 +222,6 @@ def _stream(
             if file_ids == "group":
                 groups[i] = np.unique(np.concatenate(seen)) if seen else np.zeros(0, np.int64)
                 names.append(source.path.name)
-
-
-#: Most cells a grid may have for :func:`_in_passes` (it counts the points of every cell).
-_PASS_CELLS = 1 << 24
-
-
-def _in_passes(
-    writer: Any, sources: list[PointSource], chunk_rows: int, memory_limit: int | None, progress: bool
-) -> bool:
-    """Write uncompressed LAS files too large for ``memory_limit`` in passes over them instead
-    of spilling their rows to disk: one pass reads the positions and keeps each point's cell
-    (a few bytes a point), then each pass over a range of cells holding about ``memory_limit``
-    worth of rows reads the files again, decodes only those rows and writes those cells
-    (:meth:`PointStream.close_in_passes`). The store is the one :func:`_stream` writes.
-    Returns False, having read nothing, where this does not apply (other files, sharded
-    cells, no memory limit, or rows that fit the limit anyway)."""
-    from tqdm.auto import tqdm
-
-    from zarr_vectors.engine.write.stream import check_inside, parallel_keys
-
-    if memory_limit is None or getattr(writer, "shards", True) is not None:
-        return False
-    las = [s.source for s in sources if isinstance(s, _Las) and s.path.suffix.lower() == ".las"]
-    grid = writer.layout.grid
-    if len(las) != len(sources) or grid.n_cells > _PASS_CELLS:
-        return False
-    total = sum(s.count for s in las)
-    first = next((s for s in las if s.count), None)
-    if first is None:
-        return False
-    pos, attrs = next(read_las_chunks(first, 1))
-    row_bytes = pos.nbytes + sum(a.nbytes for a in attrs.values())
-    if total * (row_bytes + 16) <= memory_limit // 4:  # the stream holds them without spilling
-        return False
-    key_dtype = np.min_scalar_type(grid.n_cells - 1)
-    counts = np.zeros(grid.n_cells, np.int64)
-    cells: list[list[np.ndarray]] = []
-    with tqdm(total=total, unit="pt", desc="indexing", disable=not progress, unit_scale=True) as bar:
-        for source in las:
-            mine: list[np.ndarray] = []
-            blocks = prefetched(read_las_positions(source, chunk_rows))
-            with contextlib.closing(blocks):
-                for pos in blocks:
-                    keys, extent = parallel_keys(pos, grid, writer.workers)
-                    try:
-                        check_inside(pos, writer.layout.bounds, "positions", extent)
-                    except InputError as exc:
-                        raise InputError(f"{source.path}: {exc}") from exc
-                    cell = (keys // grid.n_bins).astype(key_dtype)
-                    counts += np.bincount(cell, minlength=grid.n_cells)
-                    mine.append(cell)
-                    bar.update(len(pos))
-            cells.append(mine)
-    # Passes of whole cells of about memory_limit * 3/4 in rows, their keys and sort order.
-    cuts = _cuts(counts, max(1, memory_limit * 3 // 4 // (row_bytes + 16)))
-
-    def fill(lo: int, hi: int) -> None:
-        for source, mine in zip(las, cells):
-            masks = ((c >= lo) & (c < hi) for c in mine)
-            blocks = prefetched(read_las_chunks(source, chunk_rows, masks))
-            with contextlib.closing(blocks):
-                for pos, attrs in blocks:
-                    writer.append(pos, attributes=attrs)
-
-    writer.close_in_passes(cuts, fill)
-    return True
-
-
-def _cuts(counts: np.ndarray, rows: int) -> list[int]:
-    """Cell indices ``0 = c0 < c1 < ... = len(counts)`` splitting the cells into ranges of at
-    most ``rows`` points (a larger cell alone in its range)."""
-    ends = np.cumsum(counts)
-    cuts = [0]
-    while cuts[-1] < len(counts):
-        start = cuts[-1]
-        below = int(ends[start - 1]) if start else 0
-        cut = int(np.searchsorted(ends, below + rows, side="right"))
-        cuts.append(min(max(cut, start + 1), len(counts)))
-    return cuts
 
 
 def _object_ids(

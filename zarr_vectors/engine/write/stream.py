@@ -11,11 +11,10 @@ target before ``close``: the store is staged and committed like every other writ
 from __future__ import annotations
 
 import contextlib
-import itertools
 import mmap
 import os
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -207,15 +206,12 @@ class PointStream:
         self._objects: bool | None = None
         self._ids: np.ndarray | None = None
         self._closed = False
-        self._passing = False  # inside close_in_passes
-        self._filling = False  # inside close_in_passes' fill(): appends are taken
-        self._rows_done = 0  # rows of the passes already written
 
     # -- batches -------------------------------------------------------------------
     @property
     def rows(self) -> int:
         """Points appended so far."""
-        return self._rows_done + self._spill.rows
+        return self._spill.rows
 
     def append(
         self, positions: Any, *, attributes: Mapping[str, Any] | None = None, object_ids: Any = None
@@ -258,7 +254,7 @@ class PointStream:
                 self.append(batch)
 
     def _require_open(self) -> None:
-        if self._closed or (self._passing and not self._filling):
+        if self._closed:
             raise ZarrVectorsError(
                 "this writer is closed; create a new one (or open the store with mode='r+' to append)"
             )
@@ -336,32 +332,6 @@ class PointStream:
             self._spill.close()
             self._folders.close()
 
-    def close_in_passes(self, cuts: Sequence[int], fill: Callable[[int, int], None]) -> None:
-        """Write the store from inputs that can be read again, one range of cells at a time,
-        instead of from the rows appended so far (there must be none).
-
-        For each pair ``lo, hi`` of consecutive ``cuts`` (ascending linear cell indices from 0
-        to past the last occupied cell), ``fill(lo, hi)`` must :meth:`append` every row whose
-        cell ``c`` has ``lo <= c < hi`` (the cell index being ``sort_keys(positions, grid) //
-        grid.n_bins``), in the order the rows come in the input; those cells are then encoded
-        and written, and their rows dropped before the next pass. Nothing is spilled to disk,
-        and the store is byte for byte the one that appending every row and :meth:`close`
-        would write. Without object ids and with unsharded cells only.
-        """
-        self._require_open()
-        if self._spill.rows:
-            raise ZarrVectorsError("close_in_passes() needs a writer nothing was appended to")
-        if self.shards is not None:
-            raise InputError("close_in_passes() writes unsharded cells only; use append() and close()")
-        self._passing = True
-        try:
-            self._finish((list(cuts), fill))
-        finally:
-            self._closed = True
-            self._passing = False
-            self._spill.close()
-            self._folders.close()
-
     def abort(self) -> None:
         """Drop every batch; nothing is written."""
         self._closed = True
@@ -390,39 +360,9 @@ class PointStream:
         else:
             self.abort()
 
-    def _passes(self, passes: tuple[list[int], Callable[[int, int], None]] | None) -> Iterator[CellSpill]:
-        """The spill holding every row (``passes`` None), or for each pass a fresh in-memory
-        spill filled by the pass's ``fill`` (dropped once the next one is asked for)."""
-        if passes is None:
-            self._spill.finish()
-            yield self._spill
-            return
-        cuts, fill = passes
-        for lo, hi in zip(cuts[:-1], cuts[1:]):
-            self._spill.close()
-            self._spill = CellSpill(None, None, self.workers)  # in memory: a pass is sized to fit
-            self._filling = True
-            try:
-                fill(lo, hi)
-            finally:
-                self._filling = False
-            if self._objects:
-                raise InputError("close_in_passes() takes no object_ids")
-            spill = self._spill
-            spill.finish()
-            cells, _ = spill.cells()
-            if len(cells) and (cells[0] < lo or cells[-1] >= hi):
-                raise ZarrVectorsError(f"a pass of cells {lo}..{hi} was given rows of other cells")
-            if spill.rows:
-                yield spill
-            self._rows_done += spill.rows
-            spill.close()
-            self._spill = CellSpill(None, None, self.workers)
-
-    def _finish(self, passes: tuple[list[int], Callable[[int, int], None]] | None = None) -> None:
-        layout = self.layout
-        rounds = self._passes(passes)
-        first = next(rounds, None)  # the first pass fixes the dtype and the attributes
+    def _finish(self) -> None:
+        spill, layout = self._spill, self.layout
+        spill.finish()
         tables, oid_of = self._tables()
         dtype = self._dtype or np.dtype(np.float64)
         specs = self._specs or []
@@ -442,44 +382,32 @@ class PointStream:
             )
             ids = self._ids
 
-            def encoder(spill: CellSpill) -> Callable[[int, int], EncodedCells]:
-                def encode(lo: int, hi: int) -> EncodedCells:
-                    rows = spill.read(lo, hi)
-                    oids = None
-                    if ids is not None and oid_of is not None:
-                        oids = oid_of[np.searchsorted(ids, rows["ids"])]
-                    done = cells.encode(rows["positions"], [rows[f"a{i}"] for i in range(len(specs))], oids)
-                    if builder.shards is not None:
-                        return done  # the builder gathers the cells into shards
-                    return written(backend, done)  # each worker writes its own whole cells
-
-                return encode
+            def encode(lo: int, hi: int) -> EncodedCells:
+                rows = spill.read(lo, hi)
+                oids = None
+                if ids is not None and oid_of is not None:
+                    oids = oid_of[np.searchsorted(ids, rows["ids"])]
+                done = cells.encode(rows["positions"], [rows[f"a{i}"] for i in range(len(specs))], oids)
+                if builder.shards is not None:
+                    return done  # the builder gathers the cells into shards
+                return written(backend, done)  # each worker writes its own whole cells
 
             row_bytes = (
                 dtype.itemsize * layout.grid.ndim
                 + sum(s.dtype.itemsize * int(np.prod(s.row_shape)) for s in specs)
                 + (8 if self._objects else 0)
             )
-            if builder.shards is not None and first is not None:
-                expect_shards(builder, layout.grid, first, row_bytes)
+            if builder.shards is not None:
+                expect_shards(builder, layout.grid, spill, row_bytes)
             budget = (self.memory_limit or DEFAULT_MEMORY_LIMIT) // 2
-            most_rows = max(1 << 14, budget // ((4 * row_bytes + 48) * (self.workers + 1)))
-            summaries: tuple[list[np.ndarray], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = ([], [])
-            for spill in itertools.chain([] if first is None else [first], rounds):
-                # At least four groups per worker (when that many rows exist) to balance the pool.
-                max_rows = min(most_rows, max(1 << 14, -(-spill.rows // (4 * self.workers))))
-                groups = list(spill.groups(max_rows))
-                occupied, fragments = write_cells(
-                    builder,
-                    cells,
-                    encode_groups(encoder(spill), groups, self.workers),
-                    dtype,
-                    len(groups),
-                    self.progress,
-                )
-                summaries[0].extend(occupied)
-                summaries[1].extend(fragments)
-            finish_level(builder, layout, options, cells, summaries, tables, self.rows, dtype)
+            max_rows = max(1 << 14, budget // ((4 * row_bytes + 48) * (self.workers + 1)))
+            # At least four groups per worker (when that many rows exist) to balance the pool.
+            max_rows = min(max_rows, max(1 << 14, -(-spill.rows // (4 * self.workers))))
+            groups = list(spill.groups(max_rows))
+            summaries = write_cells(
+                builder, cells, encode_groups(encode, groups, self.workers), dtype, len(groups), self.progress
+            )
+            finish_level(builder, layout, options, cells, summaries, tables, spill.rows, dtype)
 
 
 def expect_shards(builder: StoreBuilder, grid: Any, spill: CellSpill, row_bytes: int) -> None:
