@@ -6,7 +6,8 @@ limit they are sorted by cell (stably) and written as a *run*: one raw file per
 column plus the run's cells and offsets. :meth:`CellSpill.read` gathers the rows of a
 range of cells from every run, in arrival order, so a cell's rows come back exactly as
 they were appended. Runs are sorted and written in a thread while the next buffer fills.
-Memory holds the unsorted buffer and the one being written, or one group of cells being read.
+Memory holds the unsorted buffer and the one being written (within the limit together), or
+one group of cells being read.
 """
 
 from __future__ import annotations
@@ -160,19 +161,27 @@ def _sorted_runs(cells: list[np.ndarray], batches: list[dict[str, np.ndarray]], 
 def _write_runs(
     stem: Path, cells: list[np.ndarray], batches: list[dict[str, np.ndarray]], workers: int
 ) -> list[Run]:
-    """Batches of rows sorted into runs and written as ``STEM.PART.COLUMN.bin`` files."""
-    out = []
-    for part, run in enumerate(_sorted_runs(cells, batches, workers)):
+    """Batches of rows sorted into runs and written as ``STEM.PART.COLUMN.bin`` files (the
+    runs of a large buffer gathered and written in threads)."""
+
+    def save(part: int, run: Run) -> Run:
         on_disk = {}
         for name in run.columns:
             path = stem.with_name(f"{stem.name}.{part}.{name}.bin")
             on_disk[name] = DiskColumn.save(path, run.column(name, 0, int(run.offsets[-1])))
-        out.append(Run(run.cells, run.offsets, on_disk))
-    return out
+        return Run(run.cells, run.offsets, on_disk)
+
+    runs = _sorted_runs(cells, batches, workers)
+    if len(runs) <= 1:
+        return [save(part, run) for part, run in enumerate(runs)]
+    with ThreadPoolExecutor(len(runs), thread_name_prefix="zv-spill-part") as pool:
+        return list(pool.map(save, range(len(runs)), runs))
 
 
 class CellSpill:
-    """Rows by cell under ``limit`` bytes of memory; runs beyond it go to ``folder``."""
+    """Rows by cell under ``limit`` bytes of memory; runs beyond it go to ``folder``.
+
+    The limit is shared by the buffer filling and the one being written (half each)."""
 
     def __init__(
         self, limit: int | None, folder: str | os.PathLike[str] | None = None, workers: int = 1
@@ -207,7 +216,7 @@ class CellSpill:
         self._columns.append(columns)
         self._bytes += cell.nbytes + sum(v.nbytes for v in columns.values())
         self.rows += len(cell)
-        if self.limit is not None and self._bytes >= self.limit:
+        if self.limit is not None and 2 * self._bytes >= self.limit:  # half filling, half being written
             self._spill_later()
 
     def _merged(self) -> list[Run]:
@@ -222,7 +231,7 @@ class CellSpill:
 
     def _spill_later(self) -> None:
         """Sort and write the buffered rows in a thread while more rows arrive: one buffer is
-        being written at a time (this waits for the previous one)."""
+        being written at a time (this waits for the previous one), so the two stay under the limit."""
         self._collect()
         if not self._cells:
             return
