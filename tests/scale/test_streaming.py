@@ -281,39 +281,3 @@ def test_stores_do_not_depend_on_the_number_of_workers(tmp_path: Path) -> None:
 
 def _files(path: Path) -> dict[Path, bytes]:
     return {p.relative_to(path): p.read_bytes() for p in path.rglob("*") if p.is_file()}
-
-
-def test_spilled_stream_with_early_folders_is_byte_identical_and_leaves_nothing(tmp_path: Path) -> None:
-    pts, rgb, _ = _points(40_000, seed=5)
-    zv.write_points(tmp_path / "one", pts, chunk_shape=25, bounds=BOUNDS, attributes={"rgb": rgb})
-    w = zv.create(tmp_path / "many", "points", chunk_shape=25, bounds=BOUNDS, memory_limit=1 << 20, workers=2)
-    assert isinstance(w, zv.PointStream)
-    for s in range(0, len(pts), 3_000):
-        w.append(pts[s : s + 3_000], attributes={"rgb": rgb[s : s + 3_000]})
-    assert w._early is not None and len(w._spill.runs) > 1  # folders made early, rows spilled
-    w.close()
-    files = {
-        name: {
-            p.relative_to(tmp_path / name): p.read_bytes()
-            for p in (tmp_path / name).rglob("*")
-            if p.is_file()
-        }
-        for name in ("one", "many")
-    }
-    assert files["one"].keys() == files["many"].keys()
-    assert [k for k in files["one"] if files["one"][k] != files["many"][k]] == [Path("zarr.json")]
-    assert not [p for p in (tmp_path / "many").rglob("*") if p.is_dir() and not any(p.iterdir())]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["many", "one"]  # no staging or spill folder left
-
-
-def test_stream_failing_at_close_leaves_nothing(tmp_path: Path) -> None:
-    pts, _, _ = _points(5_000)
-    w = zv.create(tmp_path / "s", "points", chunk_shape=25, bounds=BOUNDS, groups={1: [0]})
-    w.append(pts)
-    with pytest.raises(zv.InputError, match="need object_ids"):
-        w.close()
-    assert not list(tmp_path.iterdir())  # the folders made early went with the staging folder
-    w = zv.create(tmp_path / "s", "points", chunk_shape=25, bounds=BOUNDS)
-    w.append(pts)
-    w.abort()
-    assert not list(tmp_path.iterdir())

@@ -25,7 +25,7 @@ import shutil
 import stat
 import sys
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal, overload
 
@@ -244,15 +244,6 @@ class LocalBackend:
         return True
 
     # -- writing -----------------------------------------------------------------------
-    def make_dirs(self, rels: Iterable[str]) -> None:
-        """Create the key directories ``rels`` (and their parents) now, as :meth:`set_many`
-        would before writing keys in them (a writer can make them while it waits)."""
-        if self.read_only:
-            raise ReadOnlyError(f"cannot write: {self.description} is opened read-only")
-        for rel in rels:
-            if rel not in self._made:
-                self._make_dir(rel, rel)
-
     def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         if self.read_only:
             raise ReadOnlyError(f"cannot write keys: {self.description} is opened read-only")

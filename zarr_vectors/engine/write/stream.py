@@ -14,7 +14,7 @@ import contextlib
 import mmap
 import os
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -44,7 +44,6 @@ from zarr_vectors.engine.write.partition import sort_keys
 from zarr_vectors.engine.write.spill import CellSpill
 from zarr_vectors.engine.write.tables import manifests_of
 from zarr_vectors.errors import InputError, ZarrVectorsError
-from zarr_vectors.format.grid import cell_key
 from zarr_vectors.format.metadata import LevelMeta
 
 __all__ = [
@@ -152,64 +151,6 @@ def encode_groups(
             yield pending.popleft().result()
 
 
-#: Most cells a grid may have for its key folders to be made while batches arrive.
-EARLY_DIR_CELLS = 1 << 24
-
-
-class EarlyDirs:
-    """The staging folder of a local, unsharded store opened at the first batch, and the key
-    folders of every cell array made there, in a thread, as batches bring new cells: the
-    writes at close then find them made (the same folders :meth:`LocalBackend.set_many`
-    would make then)."""
-
-    def __init__(self, target: Any, options: StoreOptions, grid: Any, arrays: list[str]) -> None:
-        self.grid, self.arrays = grid, arrays
-        self._stack = contextlib.ExitStack()
-        self.backend = self._stack.enter_context(
-            write_session(target, overwrite=options.overwrite, storage_options=options.storage_options)
-        )
-        self._open = True
-        self._seen = np.zeros(grid.n_cells, bool)
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="zv-dirs")
-        self._pending: list[Future[None]] = []
-
-    def note(self, cells: np.ndarray) -> None:
-        """Linear indices of cells holding rows of a batch: make the folders of new ones."""
-        new = np.unique(cells[~self._seen[cells]])
-        if not len(new):
-            return
-        self._seen[new] = True
-        coords = np.stack(np.unravel_index(new, tuple(int(n) for n in self.grid.shape)), axis=1)
-        heads = sorted({cell_key(c).rpartition("/")[0] for c in coords})
-        rels = [f"0/{a}/{h}" for a in self.arrays for h in heads]
-        make = getattr(self.backend, "make_dirs", None)  # a local staging folder has it
-        if make is not None:
-            self._pending.append(self._pool.submit(make, rels))
-
-    @contextlib.contextmanager
-    def session(self) -> Iterator[Any]:
-        """The staging backend, committed on a clean exit (as :func:`write_session`)."""
-        try:
-            for done in self._pending:
-                done.result()  # an error making a folder comes out here
-        except BaseException:
-            self.abort()
-            raise
-        self._pool.shutdown()
-        self._open = False
-        with self._stack:
-            yield self.backend
-
-    def abort(self) -> None:
-        """Drop the staging folder (nothing reaches the target); later calls do nothing."""
-        if not self._open:
-            return
-        self._open = False
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        error = ZarrVectorsError("the writer was aborted")
-        self._stack.__exit__(type(error), error, None)
-
-
 class PointStream:
     """A point cloud written batch by batch: :meth:`append` any number of times, then :meth:`close`.
 
@@ -265,9 +206,6 @@ class PointStream:
         self._objects: bool | None = None
         self._ids: np.ndarray | None = None
         self._closed = False
-        #: Key folders made while batches arrive (local unsharded targets; set at the first batch).
-        self._early: EarlyDirs | None = None
-        self._local = local_path(target) is not None
 
     # -- batches -------------------------------------------------------------------
     @property
@@ -369,13 +307,7 @@ class PointStream:
                     self._ids, seen = both[: len(self._ids)], both[len(self._ids) :]
                 self._ids = np.union1d(self._ids, seen)
             columns["ids"] = ids
-        cells = keys // grid.n_bins
-        self._spill.add(cells, columns)
-        if self._early is None and self._local and self.shards is None and grid.n_cells <= EARLY_DIR_CELLS:
-            arrays = ["vertices", "vertex_fragments", *(f"vertex_attributes/{s.name}" for s in self._specs)]
-            self._early = EarlyDirs(self.target, self.options, grid, arrays)
-        if self._early is not None:
-            self._early.note(cells)
+        self._spill.add(keys // grid.n_bins, columns)
 
     # -- finishing -----------------------------------------------------------------
     def _tables(self) -> tuple[Tables, np.ndarray | None]:
@@ -397,16 +329,12 @@ class PointStream:
         try:
             self._finish()
         finally:
-            if self._early is not None:
-                self._early.abort()  # when the store was not written
             self._spill.close()
             self._folders.close()
 
     def abort(self) -> None:
         """Drop every batch; nothing is written."""
         self._closed = True
-        if self._early is not None:
-            self._early.abort()
         self._spill.close()
         self._folders.close()
 
@@ -439,14 +367,9 @@ class PointStream:
         dtype = self._dtype or np.dtype(np.float64)
         specs = self._specs or []
         options = self.options
-        session = (
-            self._early.session()
-            if self._early is not None
-            else write_session(
-                self.target, overwrite=options.overwrite, storage_options=options.storage_options
-            )
-        )
-        with session as backend:
+        with write_session(
+            self.target, overwrite=options.overwrite, storage_options=options.storage_options
+        ) as backend:
             builder = StoreBuilder(
                 backend, options.compression, checksums=options.checksums, shards=self.shards
             )
