@@ -136,10 +136,10 @@ class CellSpill:
         one = len(self._cells) == 1  # a single batch is sorted straight from the caller's arrays
         cell = self._cells[0] if one else np.concatenate(self._cells)
         names = list(self._columns[0])
-        columns = {
-            k: self._columns[0][k] if one else np.concatenate([c[k] for c in self._columns]) for k in names
-        }
-        self._cells, self._columns, self._bytes = [], [], 0
+        batches, self._cells, self._columns, self._bytes = self._columns, [], [], 0
+        columns = {}
+        for k in names:  # a column at a time, its batches let go once joined: memory grows by one column
+            columns[k] = batches[0][k] if one else np.concatenate([b.pop(k) for b in batches])
         parts = self.workers if len(cell) >= 1 << 20 else 1
         if parts <= 1:
             return [_sorted_run(cell, columns)]
