@@ -24,7 +24,7 @@ def _times(rng: np.random.Generator, n: int, unit: str = "ms", absent: int = 97)
     t = np.datetime64("2024-01-01T00:00:00", unit) + rng.integers(-span, span, n).astype(
         f"timedelta64[{unit}]"
     )
-    t[::absent] = np.datetime64("NaT")
+    t[::absent] = np.datetime64("NaT", unit)
     return t
 
 
@@ -123,7 +123,7 @@ def test_streaming_writes_and_appends_keep_the_unit(tmp_path: Path) -> None:
 def test_lines_meshes_and_refusals(tmp_path: Path) -> None:
     import trimesh
 
-    days = [np.arange(4).astype("datetime64[D]") + k for k in range(3)]
+    days = [np.arange(4).astype("datetime64[D]") + np.timedelta64(k, "D") for k in range(3)]
     lines = [np.column_stack([np.arange(4.0), np.full(4, k), np.zeros(4)]) for k in range(3)]
     ls = zv.write_lines(tmp_path / "l.zarr", lines, chunk_shape=2, attributes={"day": days})
     res = ls.read(where="day >= 1970-01-04")

@@ -24,7 +24,7 @@ def parcels(tmp_path_factory: pytest.TempPathFactory) -> tuple[zv.Dataset, np.nd
     base = np.datetime64("2024-01-01T00:00:00.000", "ms")
     when = base + rng.integers(-400, 400, N_OBJECTS).astype("timedelta64[D]")
     when = when + rng.integers(0, 86_400_000, N_OBJECTS).astype("timedelta64[ms]")
-    when[[3, 17]] = np.datetime64("NaT")
+    when[[3, 17]] = np.array("NaT", when.dtype)
     when[5] = np.datetime64("2024-01-01T00:00:00.000")  # exactly on a bound below
     geoms = [shapely.box(x, y, x + 1, y + 1) for x, y in rng.uniform(0, 50, (N_OBJECTS, 2))]
     path = tmp_path_factory.mktemp("dates") / "p.zarr"

@@ -180,7 +180,27 @@ def swc_samples(
 ) -> str:
     """The sample lines :func:`write_swc` writes for these rows, numbered from ``first`` in
     depth-first order, tree after tree (so the trees of rows written in several calls, each
-    numbered on from the last, are numbered as one call would number them)."""
+    numbered on from the last, are numbered as one call would number them).
+
+    Parameters
+    ----------
+    positions
+        (N, 3) sample positions (more columns are ignored).
+    parents
+        (N,) row index of each sample's parent, -1 for a root.
+    radius, type
+        Per-sample radius (default 1) and SWC type (default 0).
+    first
+        The number of the first sample written.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from zarr_vectors.io.swc import swc_samples
+    >>> print(swc_samples(np.array([[0, 0, 0], [1, 0, 0]]), np.array([-1, 0]), first=5), end="")
+    5 0 0.0 0.0 0.0 1.0 -1
+    6 0 1.0 0.0 0.0 1.0 5
+    """
     from zarr_vectors.kinds.skeletons import depth_first_order, tree_roots
 
     n = len(positions)

@@ -124,7 +124,7 @@ def _time_mean(values: np.ndarray, groups: Groups, how: str) -> np.ndarray:
     absent = np.isnat(values)
     counts = np.where(absent, 0, values.view(np.int64))
     mean = _cast(groups.mean(counts), np.dtype(np.int64)).view(values.dtype)
-    mean[groups.max(absent.astype(np.uint8)) > 0] = np.datetime64("NaT")
+    mean[groups.max(absent.astype(np.uint8)) > 0] = np.array("NaT", values.dtype)
     return mean
 
 
