@@ -369,6 +369,21 @@ def test_a_codec_without_a_bounded_decoder_is_checked_once_decoded(monkeypatch):
         pipe.decode(raw[:-3])
 
 
+def _maybe_damaged(encoded: bytes, data: st.DataObject) -> bytearray:
+    """``encoded`` as it is, or with a byte flipped, cut short or extended (drawn by ``data``)."""
+    raw = bytearray(encoded)
+    if not raw or not data.draw(st.booleans()):
+        return raw
+    how = data.draw(st.sampled_from(["flip", "truncate", "extend"]))
+    if how == "flip":
+        raw[data.draw(st.integers(0, len(raw) - 1))] ^= data.draw(st.integers(1, 255))
+    elif how == "truncate":
+        raw = raw[: data.draw(st.integers(0, len(raw) - 1))]
+    else:
+        raw += data.draw(st.binary(min_size=1, max_size=20))
+    return raw
+
+
 @pytest.mark.parametrize("compression", COMPRESSIONS)
 @settings(max_examples=30, deadline=None)
 @given(checksums=st.booleans(), payload=st.binary(max_size=400), data=st.data())
@@ -376,15 +391,7 @@ def test_decoding_into_an_arena_gives_the_bytes_and_errors_of_decoding_alone(
     compression, checksums, payload, data
 ):
     pipe = _pipe(compression, checksums).bounded(1000)
-    raw = bytearray(pipe.encode(payload))
-    if raw and data.draw(st.booleans()):  # damaged: both ways must agree on it too
-        how = data.draw(st.sampled_from(["flip", "truncate", "extend"]))
-        if how == "flip":
-            raw[data.draw(st.integers(0, len(raw) - 1))] ^= data.draw(st.integers(1, 255))
-        elif how == "truncate":
-            raw = raw[: data.draw(st.integers(0, len(raw) - 1))]
-        else:
-            raw += data.draw(st.binary(min_size=1, max_size=20))
+    raw = _maybe_damaged(pipe.encode(payload), data)  # damaged: both ways must agree on it too
     with arena() as scratch:
         try:
             alone = bytes(pipe.decode(bytes(raw)))
@@ -434,15 +441,7 @@ def test_a_damaged_zstd_frame_decoded_into_an_arena_or_an_array_is_a_decode_erro
 def test_decoding_straight_into_an_array_agrees_with_decoding(compression, payload, data):
     pipe = _pipe(compression).bounded(1000)
     assert pipe.direct
-    raw = bytearray(pipe.encode(payload))
-    if data.draw(st.booleans()):
-        how = data.draw(st.sampled_from(["flip", "truncate", "extend"]))
-        if how == "flip":
-            raw[data.draw(st.integers(0, len(raw) - 1))] ^= data.draw(st.integers(1, 255))
-        elif how == "truncate":
-            raw = raw[: data.draw(st.integers(0, len(raw) - 1))]
-        else:
-            raw += data.draw(st.binary(min_size=1, max_size=20))
+    raw = _maybe_damaged(pipe.encode(payload), data)
     try:
         want = bytes(pipe.decode(bytes(raw)))
     except DecodeError:
