@@ -14,7 +14,11 @@ are reported:
 
 * ``two_step``: ``laspy.read`` of the file, then ``write_points`` of float64 positions and
   every dimension as an attribute (what a user would write without ``ingest_points``).
-* ``ingest``: ``ingest_points`` of the same file (streaming, ``memory_limit`` 256 MiB).
+* ``ingest``: ``ingest_points`` of the same file (``memory_limit`` 256 MiB; an uncompressed
+  LAS is sorted by chunk in place, see ``zarr_vectors/io/las_sort.py``).
+
+The two ingests run ``--repeat`` times each, alternating; the median wall time, the largest
+peak and every run's time are reported.
 * ``export_las``: ``export_points`` of the ingested store back to LAS; then (not timed)
   ``round_trip_exact``: every dimension of both files compared exactly (rows sorted; the
   store reorders points by chunk).
@@ -31,6 +35,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -126,6 +131,9 @@ def main() -> None:
     )
     parser.add_argument("--points", type=int, default=10_000_000)
     parser.add_argument("--folder", type=Path, help="where the files go (default: a temporary folder)")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of each ingest, alternating (medians reported)"
+    )
     args = parser.parse_args()
     folder = args.folder or Path(tempfile.mkdtemp(prefix="zv-bench-files-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -134,11 +142,19 @@ def main() -> None:
     out: dict[str, object] = {"points": args.points}
     child([py, "-c", MAKE_LAS, str(las), str(args.points)])
     out["las_mb"] = round(las.stat().st_size / 1e6, 1)
-    for name, script in (("two_step", TWO_STEP), ("ingest", INGEST)):
-        store = folder / f"{name}.zarr"
-        shutil.rmtree(store, ignore_errors=True)
-        subprocess.run(["sync"], check=False)
-        out[name] = child([py, "-c", script, str(las), str(store)])
+    runs: dict[str, list[dict[str, float]]] = {"two_step": [], "ingest": []}
+    for _ in range(args.repeat):  # alternating, so drift in the machine hits both alike
+        for name, script in (("two_step", TWO_STEP), ("ingest", INGEST)):
+            store = folder / f"{name}.zarr"
+            shutil.rmtree(store, ignore_errors=True)
+            subprocess.run(["sync"], check=False)
+            runs[name].append(child([py, "-c", script, str(las), str(store)]))
+    for name, got in runs.items():
+        out[name] = {
+            "seconds": statistics.median(r["seconds"] for r in got),
+            "peak_mb": max(r["peak_mb"] for r in got),
+            "runs": [r["seconds"] for r in got],
+        }
     two, ours = out["two_step"], out["ingest"]
     out["ingest_speedup"] = round(two["seconds"] / ours["seconds"], 2)  # type: ignore[index]
     out["export_las"] = child([py, "-c", EXPORT_LAS, str(folder / "ingest.zarr"), str(folder / "back.las")])

@@ -30,7 +30,9 @@ __all__ = [
     "LAS_SUFFIXES",
     "LasSource",
     "LasWriter",
+    "las_columns",
     "las_header_record",
+    "las_positions",
     "open_las",
     "read_las_chunks",
 ]
@@ -62,6 +64,11 @@ class LasSource:
     dimensions: tuple[str, ...]
     extra: tuple[dict[str, Any], ...]
     crs: Any
+    #: Where the point records start, each record's size in bytes, and whether they are
+    #: LAZ-compressed (uncompressed records can be read in place: :mod:`las_sort`).
+    data_offset: int = 0
+    record_size: int = 0
+    compressed: bool = True
 
 
 def _extra_dims(header: Any) -> tuple[dict[str, Any], ...]:
@@ -110,6 +117,9 @@ def open_las(path: str | Path) -> LasSource:
         dimensions=tuple(n for n in header.point_format.dimension_names if n not in _XYZ),
         extra=_extra_dims(header),
         crs=crs,
+        data_offset=int(header.offset_to_point_data),
+        record_size=int(header.point_format.size),
+        compressed=bool(header.are_points_compressed),
     )
 
 
@@ -130,7 +140,7 @@ def las_header_record(source: LasSource) -> dict[str, Any]:
 _EXACT_WITHOUT_CHECK = 2.0**48
 
 
-def _positions(raw: np.ndarray, source: LasSource) -> np.ndarray:
+def las_positions(raw: np.ndarray, source: LasSource) -> np.ndarray:
     """float64 ``X * scale + offset`` per axis, proven (see :data:`_EXACT_WITHOUT_CHECK`) or
     checked point by point to invert exactly."""
     pos = np.empty((len(raw), 3), np.float64)
@@ -150,6 +160,20 @@ def _positions(raw: np.ndarray, source: LasSource) -> np.ndarray:
     return pos
 
 
+def las_columns(
+    raw: np.ndarray, point_format: Any, source: LasSource
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Positions and attributes (``source.dimensions``, in order) of the structured point
+    records ``raw`` of laspy's ``point_format``."""
+    rec = _laspy().PackedPointRecord(raw, point_format)
+    fields = raw.dtype.names or ()
+    attrs: dict[str, np.ndarray] = {}
+    for name in source.dimensions:
+        values = raw[name] if name in fields else np.asarray(rec[name])
+        attrs[name] = np.ascontiguousarray(values)
+    return las_positions(raw, source), attrs
+
+
 def read_las_chunks(
     source: LasSource, chunk_rows: int = 1 << 20
 ) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
@@ -157,13 +181,7 @@ def read_las_chunks(
     laspy = _laspy()
     with laspy.open(source.path) as reader:
         for rec in reader.chunk_iterator(chunk_rows):
-            raw = rec.array
-            fields = raw.dtype.names or ()
-            attrs: dict[str, np.ndarray] = {}
-            for name in source.dimensions:
-                values = raw[name] if name in fields else np.asarray(rec[name])
-                attrs[name] = np.ascontiguousarray(values)
-            yield _positions(raw, source), attrs
+            yield las_columns(rec.array, rec.point_format, source)
 
 
 # -- writing -----------------------------------------------------------------------------

@@ -4,6 +4,8 @@
 ``chunk_rows`` points at a time, so memory stays near ``memory_limit`` whatever the size.
 All headers are read (and the bounds of files without them scanned) before anything is
 written; the next block of a file is read in a thread while the previous one is added.
+Uncompressed LAS files of one record layout are instead sorted by chunk in place
+(:mod:`zarr_vectors.io.las_sort`) and handed to the writer whole: the same store, faster.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zarr_vectors.engine.commit import check_target
+from zarr_vectors.engine.write.stream import PointStream
 from zarr_vectors.errors import InputError, choice_message
 from zarr_vectors.geo import parse_crs
 from zarr_vectors.io._files import input_files
 from zarr_vectors.io.las import LAS_SUFFIXES, LasSource, las_header_record, open_las, read_las_chunks
+from zarr_vectors.io.las_sort import sort_las, sortable
 from zarr_vectors.io.plytext import TEXT_SUFFIXES, PlySource, PointSource, TextSource
 from zarr_vectors.io.stream_export import prefetched
 
@@ -185,8 +189,37 @@ def ingest_points(
         **options,
     )
     with writer:
-        _stream(writer, sources, chunk_rows, file_ids, object_column, groups, names, progress)
+        plain = file_ids is None and object_column is None
+        if not (plain and _sorted_las(writer, sources, chunk_rows, memory_limit, progress)):
+            _stream(writer, sources, chunk_rows, file_ids, object_column, groups, names, progress)
     return open_store(target, storage_options=options.get("storage_options"))
+
+
+def _sorted_las(
+    writer: Any, sources: list[PointSource], block_rows: int, memory_limit: int | None, progress: bool
+) -> bool:
+    """Give ``writer`` the records of uncompressed LAS files of one layout sorted in place by
+    cell (see :mod:`zarr_vectors.io.las_sort`), when it spills; False when it did not (the
+    files are to be streamed)."""
+    las = [s.source for s in sources if isinstance(s, _Las)]
+    if len(las) != len(sources) or not sortable(las) or memory_limit is None:
+        return False
+    if not isinstance(writer, PointStream) or writer.spill_dir is None:
+        return False
+    records = sort_las(
+        las,
+        writer.layout.grid,
+        writer.layout.bounds,
+        writer.spill_dir,
+        workers=writer.workers,
+        block_rows=block_rows,
+        memory_limit=memory_limit,
+        progress=progress,
+    )
+    if records is None:
+        return False
+    writer.adopt(records)
+    return True
 
 
 def _stream(

@@ -13,7 +13,7 @@ import numpy as np
 
 from zarr_vectors.format.grid import Grid
 
-__all__ = ["sort_keys", "Partition", "partition"]
+__all__ = ["cell_indices", "sort_keys", "Partition", "partition"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,6 +124,22 @@ def sort_keys(positions: np.ndarray, grid: Grid) -> np.ndarray:
         cell += binl
         key[start : start + len(block)] = cell
     return key
+
+
+def cell_indices(positions: np.ndarray, grid: Grid) -> np.ndarray:
+    """``sort_keys(positions, grid) // grid.n_bins`` (each row's linear cell, int64) without
+    the bins: the same float64 chunk formula, so the two always agree."""
+    cs, shape, origin = grid.chunk_shape, grid.shape, grid.origin
+    out = np.empty(len(positions), np.int64)
+    for start in range(0, len(positions), _BLOCK):
+        block = positions[start : start + _BLOCK]
+        cell = np.zeros(len(block))
+        for ax in range(grid.ndim):
+            c = np.floor(block[:, ax].astype(np.float64) / cs[ax])
+            cell *= shape[ax]
+            cell += c - origin[ax]
+        out[start : start + len(block)] = cell
+    return out
 
 
 def _cells(cell_lin: np.ndarray, grid: Grid) -> np.ndarray:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CellSpill", "DiskColumn", "Run"]
+__all__ = ["CellSpill", "DiskColumn", "Run", "cell_groups", "stable_order"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,7 +71,7 @@ class Run:
         return int(self.offsets[a]), int(self.offsets[b])
 
 
-def _stable_order(cell: np.ndarray) -> np.ndarray:
+def stable_order(cell: np.ndarray) -> np.ndarray:
     """Stable argsort of non-negative cell indices (radix sort when they fit 16 bits)."""
     if len(cell) and int(cell.max()) < 1 << 16:
         return np.argsort(cell.astype(np.uint16), kind="stable")
@@ -79,7 +79,7 @@ def _stable_order(cell: np.ndarray) -> np.ndarray:
 
 
 def _sorted_run(cell: np.ndarray, columns: dict[str, np.ndarray]) -> Run:
-    order = _stable_order(cell)
+    order = stable_order(cell)
     scell = cell[order]
     first = (
         np.flatnonzero(np.concatenate([[True], scell[1:] != scell[:-1]]))
@@ -89,6 +89,20 @@ def _sorted_run(cell: np.ndarray, columns: dict[str, np.ndarray]) -> Run:
     cells = scell[first]
     offsets = np.append(first, len(scell)).astype(np.int64)
     return Run(cells.astype(np.int64), offsets, columns, order)
+
+
+def cell_groups(cells: np.ndarray, counts: np.ndarray, max_rows: int) -> Iterator[tuple[int, int]]:
+    """Half-open ranges ``[lo, hi)`` of the ascending occupied ``cells`` (holding ``counts``
+    rows) of about ``max_rows`` rows each (a cell is never split, so one larger cell makes a
+    larger group)."""
+    start, acc = 0, 0
+    for i, n in enumerate(counts.tolist()):
+        if acc and acc + n > max_rows:
+            yield int(cells[start]), int(cells[i])
+            start, acc = i, 0
+        acc += n
+    if len(cells):
+        yield int(cells[start]), int(cells[-1]) + 1
 
 
 class CellSpill:
@@ -188,17 +202,8 @@ class CellSpill:
         )
 
     def groups(self, max_rows: int) -> Iterator[tuple[int, int]]:
-        """Half-open ranges of cells ``[lo, hi)`` holding about ``max_rows`` rows each (a cell
-        is never split, so one larger cell makes a larger group)."""
-        cells, counts = self.cells()
-        start, acc = 0, 0
-        for i, n in enumerate(counts.tolist()):
-            if acc and acc + n > max_rows:
-                yield int(cells[start]), int(cells[i])
-                start, acc = i, 0
-            acc += n
-        if len(cells):
-            yield int(cells[start]), int(cells[-1]) + 1
+        """:func:`cell_groups` of the occupied cells."""
+        return cell_groups(*self.cells(), max_rows)
 
     def read(self, lo: int, hi: int) -> dict[str, np.ndarray]:
         """Every row of cells ``lo <= cell < hi``: runs in order, a run's rows in arrival order."""

@@ -200,7 +200,11 @@ class PointStream:
         self._folders = contextlib.ExitStack()
         if memory_limit is not None:
             spill_dir = self._spill_folder(target, spill_dir)
-        self._spill = CellSpill(None if memory_limit is None else memory_limit // 4, spill_dir, self.workers)
+        #: The folder spilled rows go to (None without ``memory_limit``: rows stay in memory).
+        self.spill_dir = spill_dir if memory_limit is not None else None
+        self._spill: Any = CellSpill(
+            None if memory_limit is None else memory_limit // 4, spill_dir, self.workers
+        )
         self._dtype: np.dtype | None = None
         self._specs: list[AttributeSpec] | None = None
         self._objects: bool | None = None
@@ -252,6 +256,27 @@ class PointStream:
                 )
             else:
                 self.append(batch)
+
+    def adopt(self, records: Any) -> None:
+        """Write ``records`` at :meth:`close` in place of appended batches: rows already
+        sorted by cell with the face of the spill (``rows``, ``sample()``, ``cells()``,
+        ``groups()``, ``read()``, ``finish()``, ``close()``; see
+        :class:`zarr_vectors.io.las_sort.SortedRecords`). The writer closes them."""
+        self._require_open()
+        if self.rows:
+            records.close()
+            raise ZarrVectorsError("adopt() takes the place of append(): this writer already has rows")
+        pos, attrs = records.sample()
+        positions = _inputs.positions_array(pos, self.layout.grid.ndim)
+        named = _inputs.vertex_attributes(attrs, len(positions), self._channel_names)
+        if [a.name for a in named] != list(records.names):
+            records.close()
+            raise ZarrVectorsError(
+                f"records name attributes {list(records.names)}, decoded {[a.name for a in named]}"
+            )
+        self._dtype, self._specs, self._objects = positions.dtype, [AttributeSpec.of(a) for a in named], False
+        self._spill.close()
+        self._spill = records
 
     def _require_open(self) -> None:
         if self._closed:
