@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +27,13 @@ __all__ = ["CellSpill", "DiskColumn", "Run", "cell_groups", "stable_order"]
 @dataclass(frozen=True, eq=False)
 class DiskColumn:
     """A column of a run on disk: raw little-endian rows, read a slice at a time with plain
-    reads (a memory map would keep every page it touched resident in this process)."""
+    reads (a memory map would keep every page it touched resident in this process), through
+    one descriptor kept open until :meth:`close`."""
 
     path: Path
     dtype: np.dtype
     row_shape: tuple[int, ...]
+    _fd: list[int] = field(default_factory=list, repr=False)
 
     @classmethod
     def save(cls, path: Path, values: np.ndarray) -> DiskColumn:
@@ -39,14 +41,28 @@ class DiskColumn:
             np.ascontiguousarray(values).tofile(f)
         return cls(path, values.dtype, tuple(values.shape[1:]))
 
+    def read_into(self, a: int, out: np.ndarray) -> None:
+        """Rows ``a:a + len(out)`` into the C-contiguous ``out``."""
+        if not self._fd:
+            self._fd.append(os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)))
+        view = out.reshape(-1).view(np.uint8)
+        offset = a * (out.nbytes // max(len(out), 1))
+        got = 0
+        while got < len(view):
+            n = os.preadv(self._fd[0], [view[got:].data], offset + got)
+            if n == 0:
+                raise OSError(f"spill file {self.path} is shorter than written (was it removed?)")
+            got += n
+
     def __getitem__(self, rows: slice) -> np.ndarray:
         a, b = rows.start or 0, rows.stop
-        width = int(np.prod(self.row_shape, dtype=np.int64))
-        count = (b - a) * width
-        data = np.fromfile(self.path, self.dtype, count=count, offset=a * width * self.dtype.itemsize)
-        if len(data) != count:
-            raise OSError(f"spill file {self.path} is shorter than written (was it removed?)")
-        return data.reshape(b - a, *self.row_shape)
+        out = np.empty((b - a, *self.row_shape), self.dtype)
+        self.read_into(a, out)
+        return out
+
+    def close(self) -> None:
+        while self._fd:
+            os.close(self._fd.pop())
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,6 +80,16 @@ class Run:
         """Sorted rows ``a:b`` of one column."""
         values = self.columns[name]
         return values[a:b] if self.order is None else np.take(values, self.order[a:b], axis=0)
+
+    def column_into(self, name: str, a: int, out: np.ndarray) -> None:
+        """Sorted rows ``a:a + len(out)`` of one column into ``out``."""
+        values = self.columns[name]
+        if isinstance(values, DiskColumn):
+            values.read_into(a, out)
+        elif self.order is None:
+            out[...] = values[a : a + len(out)]
+        else:
+            np.take(values, self.order[a : a + len(out)], axis=0, out=out)
 
     def rows_of(self, lo: int, hi: int) -> tuple[int, int]:
         """Row range of the cells ``lo <= cell < hi``."""
@@ -206,16 +232,30 @@ class CellSpill:
         return cell_groups(*self.cells(), max_rows)
 
     def read(self, lo: int, hi: int) -> dict[str, np.ndarray]:
-        """Every row of cells ``lo <= cell < hi``: runs in order, a run's rows in arrival order."""
-        parts: dict[str, list[np.ndarray]] = {}
-        for run in self.runs:
-            a, b = run.rows_of(lo, hi)
-            for name in run.columns:
-                parts.setdefault(name, []).append(run.column(name, a, b))
-        return {k: np.concatenate(v) if len(v) > 1 else np.asarray(v[0]) for k, v in parts.items()}
+        """Every row of cells ``lo <= cell < hi``: runs in order, a run's rows in arrival
+        order; each column read straight into its result."""
+        if not self.runs:
+            return {}
+        spans = [(run, *run.rows_of(lo, hi)) for run in self.runs]
+        total = sum(b - a for _, a, b in spans)
+        out = {}
+        for name, first in self.runs[0].columns.items():
+            shape = first.row_shape if isinstance(first, DiskColumn) else first.shape[1:]
+            column = np.empty((total, *shape), first.dtype)
+            at = 0
+            for run, a, b in spans:
+                if b > a:
+                    run.column_into(name, a, column[at : at + b - a])
+                    at += b - a
+            out[name] = column
+        return out
 
     def close(self) -> None:
         """Forget every row and remove the spill folder."""
+        for run in self.runs:
+            for column in run.columns.values():
+                if isinstance(column, DiskColumn):
+                    column.close()
         self.runs, self._cells, self._columns, self._bytes = [], [], [], 0
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
