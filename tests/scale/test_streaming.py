@@ -52,6 +52,8 @@ def test_batches_answer_like_one_shot(tmp_path: Path, memory_limit: int | None) 
         attributes={"rgb": rgb},
         object_ids=ids,
     )
+    fds = Path("/proc/self/fd")
+    open_before = len(list(fds.iterdir())) if fds.is_dir() else None
     w = zv.create(
         tmp_path / "many",
         "points",
@@ -71,6 +73,8 @@ def test_batches_answer_like_one_shot(tmp_path: Path, memory_limit: int | None) 
     assert not (tmp_path / "many").exists()  # nothing at the target before close
     w.close()
     assert not list(tmp_path.glob("zv-spill-*"))  # the spill folder is gone
+    if open_before is not None:  # the spill files' descriptors were closed with it
+        assert len(list(fds.iterdir())) == open_before
     many = zv.open(tmp_path / "many")
     _same_answers(one, many)
     assert zv.validate(tmp_path / "many").ok
