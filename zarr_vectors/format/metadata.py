@@ -21,6 +21,7 @@ import numpy as np
 from zarr_vectors.errors import FormatError, choice_message
 from zarr_vectors.format.findings import NONCONFORMING, WARNING, Finding, Findings, raise_for, short
 from zarr_vectors.format.kinds import CANONICAL_KINDS, kind
+from zarr_vectors.format.metadata_values import is_int, numbers_problem
 from zarr_vectors.geo import check_geozarr, crs_block, geozarr_attributes
 
 __all__ = [
@@ -281,26 +282,6 @@ LEVEL_GROUPS = (
 )
 
 
-def _numbers(value: Any, name: str, n: int | None = None, *, positive: bool = False) -> str | None:
-    """Why ``value`` is not a list of finite numbers (each > 0 when ``positive``, ``n`` of them
-    when given), or None when it is."""
-    if not isinstance(value, (list, tuple)) or any(
-        type(v) is bool or not isinstance(v, (int, float)) for v in value
-    ):
-        return f"{name} must be a list of numbers, got {short(value)}"
-    if n is not None and len(value) != n:
-        return f"{name} must have {n} entries (one per space axis), got {len(value)}"
-    if not all(map(math.isfinite, value)):
-        return f"{name} must hold finite numbers, got {short(value)}"
-    if positive and value and min(value) <= 0:
-        return f"{name} must be positive numbers, got {short(value)}"
-    return None
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _int_field(
     block: dict[str, Any], key: str, default: Any, where: str, path: str, out: Findings, *, minimum: int = 0
 ) -> Any:
@@ -308,7 +289,7 @@ def _int_field(
     value = block.get(key)
     if value is None:
         return default
-    if not _is_int(value) or value < minimum:
+    if not is_int(value) or value < minimum:
         out.add(path, _LEVEL_CODE, f"{where}.{key} must be an integer >= {minimum}, got {short(value)}")
         return default
     return value
@@ -353,7 +334,7 @@ def _grid_fields(
     """``chunk_shape`` (None when unusable), ``bounds`` (NaN when unusable) and ``base_bin_shape``."""
     code = "metadata.root"
     cs = block.get("chunk_shape")
-    if (why := _numbers(cs, "zarr_vectors.chunk_shape", positive=True)) is not None:
+    if (why := numbers_problem(cs, "zarr_vectors.chunk_shape", positive=True)) is not None:
         out.add(ROOT, code, why)
         return None, ((), ()), None
     if not cs:
@@ -367,7 +348,8 @@ def _grid_fields(
     if not isinstance(box, (list, tuple)) or len(box) != 2:
         out.add(ROOT, code, f"zarr_vectors.bounds must be [min_corner, max_corner], got {short(box)}")
     else:
-        why = _numbers(box[0], "zarr_vectors.bounds[0]", nd) or _numbers(box[1], "zarr_vectors.bounds[1]", nd)
+        why = numbers_problem(box[0], "zarr_vectors.bounds[0]", nd)
+        why = why or numbers_problem(box[1], "zarr_vectors.bounds[1]", nd)
         if why is not None:
             out.add(ROOT, code, why)
         elif any(a > b for a, b in zip(box[0], box[1])):
@@ -378,7 +360,7 @@ def _grid_fields(
     base = block.get("base_bin_shape")
     if base is None:
         return chunk_shape, bounds, None
-    if (why := _numbers(base, "zarr_vectors.base_bin_shape", nd, positive=True)) is not None:
+    if (why := numbers_problem(base, "zarr_vectors.base_bin_shape", nd, positive=True)) is not None:
         out.add(ROOT, code, why)
         return chunk_shape, bounds, None
     bins = tuple(float(v) for v in base)
@@ -461,13 +443,13 @@ def _counts(block: dict[str, Any], out: Findings) -> tuple[int, int]:
     """``reduction_factor`` (an integer >= 2) and ``cross_level_depth`` (>= -1; -1: every pair)."""
     rf = block.get("reduction_factor", 8)
     message = f"zarr_vectors.reduction_factor must be an integer >= 2, got {short(rf)}"
-    if not _is_int(rf) or rf < 0:
+    if not is_int(rf) or rf < 0:
         out.add(ROOT, "metadata.root", message)
         rf = 8
     elif rf < 2:  # meaningless for a pyramid, harmless for reading
         out.add(ROOT, "metadata.root", message, NONCONFORMING)
     depth = block.get("cross_level_depth", 1)
-    if not _is_int(depth) or depth < -1:
+    if not is_int(depth) or depth < -1:
         out.add(
             ROOT,
             "metadata.root",
@@ -596,12 +578,12 @@ def _dataset_bins(
             translation = t.get("translation")
         elif t.get("type") == "scale":
             scale = t.get("scale")
-    if scale is None or _numbers(scale, "") is not None:
+    if scale is None or numbers_problem(scale, "") is not None:
         out.add(ROOT, code, f"{where} has no numeric scale transform", NONCONFORMING)
         scale = None
     if translation is None:
         return base_bin
-    if (why := _numbers(translation, f"{where} translation", positive=True)) is not None:
+    if (why := numbers_problem(translation, f"{where} translation", positive=True)) is not None:
         out.add(ROOT, code, f"{why} (half the bin shape)")
         return base_bin
     if len(translation) < nd:
@@ -697,7 +679,7 @@ def _level_numbers(
     cs = block.get("chunk_shape")
     chunk_shape = None
     if cs is not None:
-        if (why := _numbers(cs, f"{where}.chunk_shape", positive=True)) is not None:
+        if (why := numbers_problem(cs, f"{where}.chunk_shape", positive=True)) is not None:
             out.add(path, _LEVEL_CODE, why)
         elif nd is not None and len(cs) != nd:
             out.add(
@@ -708,7 +690,7 @@ def _level_numbers(
         else:
             chunk_shape = tuple(float(v) for v in cs)
     sparsity = block.get("object_sparsity", 1.0)
-    if (why := _numbers([sparsity], f"{where}.object_sparsity")) is not None:
+    if (why := numbers_problem([sparsity], f"{where}.object_sparsity")) is not None:
         out.add(path, _LEVEL_CODE, why)
         sparsity = 1.0
     elif not 0 < sparsity <= 1:
