@@ -51,7 +51,7 @@ __all__ = [
     "parse_root",
     "parse_level",
     "check_arrays_present",
-    # Re-exported from metadata_level with the names above.
+    # The other level names, re-exported from metadata_level like LevelMeta and parse_level.
     "COARSENING_METHODS",
     "DECLARED_FAMILIES",
     "FORBIDDEN_LEVEL_KEYS",
