@@ -1,10 +1,12 @@
-"""Root and level metadata: the ``zarr_vectors``, ``multiscales`` and ``zarr_vectors_level`` blocks.
+"""Root metadata: the ``zarr_vectors`` block and the NGFF ``multiscales`` list of the root group.
 
-Each block is a frozen dataclass with ``to_json`` and ``from_json``. :func:`parse_root` and
-:func:`parse_level` check types and values and return the block with every
-:class:`~zarr_vectors.format.findings.Finding` (the validator reports them); ``from_attributes``
-and ``from_json`` raise one :class:`~zarr_vectors.errors.FormatError` for those that block
-reading. Unknown keys are kept in ``extra`` and written back unchanged.
+:class:`RootMeta` holds the block, with ``to_attributes`` and ``from_attributes``.
+:func:`parse_root` checks types and values and returns the block with every
+:class:`~zarr_vectors.format.findings.Finding` (the validator reports them);
+``from_attributes`` raises one :class:`~zarr_vectors.errors.FormatError` for those that block
+reading. Unknown keys are kept in ``extra`` and written back unchanged. The level block
+(``zarr_vectors_level``) lives in :mod:`zarr_vectors.format.metadata_level`; its names are
+importable from here too.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from collections.abc import Collection
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -21,6 +22,19 @@ import numpy as np
 from zarr_vectors.errors import FormatError, choice_message
 from zarr_vectors.format.findings import NONCONFORMING, WARNING, Finding, Findings, raise_for, short
 from zarr_vectors.format.kinds import CANONICAL_KINDS, kind
+from zarr_vectors.format.metadata_level import (
+    COARSENING_METHODS,
+    DECLARED_FAMILIES,
+    FORBIDDEN_LEVEL_KEYS,
+    LEVEL_ARRAYS,
+    LEVEL_GROUPS,
+    LEVEL_KEYS,
+    LIBRARY_LEVEL_KEYS,
+    LevelMeta,
+    check_arrays_present,
+    parse_level,
+)
+from zarr_vectors.format.metadata_values import is_int, numbers_problem
 from zarr_vectors.geo import check_geozarr, crs_block, geozarr_attributes
 
 __all__ = [
@@ -37,6 +51,11 @@ __all__ = [
     "parse_root",
     "parse_level",
     "check_arrays_present",
+    # The other level names, re-exported from metadata_level like LevelMeta and parse_level.
+    "COARSENING_METHODS",
+    "DECLARED_FAMILIES",
+    "FORBIDDEN_LEVEL_KEYS",
+    "LEVEL_KEYS",
 ]
 
 ZV_VERSION = "0.9.0"
@@ -48,7 +67,6 @@ LINKS_CONVENTIONS = ("explicit", "implicit_sequential", "implicit_sequential_wit
 OBJECT_INDEX_CONVENTIONS = ("standard", "identity")
 CROSS_CHUNK_STRATEGIES = ("boundary_deduplication", "explicit_links", "both")
 CROSS_LEVEL_STORAGE = ("none", "implicit", "explicit")
-COARSENING_METHODS = ("per_object", "manual", "none")
 AXIS_TYPES = ("space", "time", "channel")
 
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)")
@@ -185,54 +203,6 @@ class RootMeta:
 MAX_READ_BINS = 1 << 20
 
 
-@dataclass(frozen=True)
-class LevelMeta:
-    """The ``zarr_vectors_level`` block of a level group."""
-
-    level: int
-    vertex_count: int
-    arrays_present: tuple[str, ...]
-    chunk_shape: tuple[float, ...] | None = None
-    fragments_tile: bool = False
-    object_sparsity: float = 1.0
-    coarsening_method: str = "none"
-    parent_level: int | None = None
-    preserves_object_ids: bool = False
-    inherited_num_objects: int | None = None
-    shared_fragments: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = dict(self.extra)
-        out.update(
-            {
-                "level": self.level,
-                "vertex_count": self.vertex_count,
-                "arrays_present": list(self.arrays_present),
-                "fragments_tile": self.fragments_tile,
-                "object_sparsity": self.object_sparsity,
-                "coarsening_method": self.coarsening_method,
-                "parent_level": self.parent_level,
-                "preserves_object_ids": self.preserves_object_ids,
-                "shared_fragments": self.shared_fragments,
-            }
-        )
-        if self.chunk_shape is not None:
-            out["chunk_shape"] = list(self.chunk_shape)
-        if self.inherited_num_objects is not None:
-            out["inherited_num_objects"] = self.inherited_num_objects
-        return out
-
-    @classmethod
-    def from_json(cls, block: Any, where: str) -> LevelMeta:
-        """Parse a ``zarr_vectors_level`` block (``where`` names the level in messages, e.g.
-        ``"level 0"``); raise FormatError on anything unusable (see :func:`parse_level`)."""
-        meta, findings = _parse_level(block, where, "zarr.json", None, None)
-        raise_for(findings)
-        assert meta is not None
-        return meta
-
-
 # ------------------------------------------------------------------ parsing
 #
 # Each parser returns its best reading of the block plus every finding. A field that is
@@ -247,74 +217,6 @@ ROOT_KEYS = frozenset(f.name for f in fields(RootMeta)) - {"axes", "level_bin_sh
     "format_version",
     "attribute_specs",
 }
-#: Keys that are fields of :class:`LevelMeta` (the others are kept in ``extra``).
-_LEVEL_FIELDS = frozenset(f.name for f in fields(LevelMeta)) - {"extra"}
-#: Keys of a level's ``zarr_vectors_level`` block (the ``chunk_*`` ones: a reference 0.9.2 writer's).
-LEVEL_KEYS = _LEVEL_FIELDS | {"chunk_dims", "chunk_attribute_name", "chunk_attribute_values"}
-#: Keys this library adds to the level blocks of pyramid levels, recording how they were
-#: built (kept in ``extra``; the format leaves room for such keys).
-LIBRARY_LEVEL_KEYS = frozenset(
-    {
-        "coarsening_algorithm",
-        "simplify_tolerance",
-        "face_fraction",
-        "attribute_reductions",
-        "object_sparsity_strategy",
-        "object_sparsity_seed",
-        "object_sparsity_attribute",
-        "object_sparsity_largest",
-        "stale",  # set on coarser levels once level 0 changed under them (an append)
-    }
-)
-#: Keys a level block must not hold: bin shapes live in the root multiscales, bounds in the root.
-FORBIDDEN_LEVEL_KEYS = ("bin_shape", "bin_ratio", "bin_size", "bounds")
-#: The array and group families a level may hold (what ``arrays_present`` names).
-LEVEL_ARRAYS = ("vertices", "vertex_fragments", "link_fragments", "groups")
-LEVEL_GROUPS = (
-    "links",
-    "vertex_attributes",
-    "fragment_attributes",
-    "link_attributes",
-    "object_index",
-    "object_attributes",
-    "group_attributes",
-)
-
-
-def _numbers(value: Any, name: str, n: int | None = None, *, positive: bool = False) -> str | None:
-    """Why ``value`` is not a list of finite numbers (each > 0 when ``positive``, ``n`` of them
-    when given), or None when it is."""
-    if not isinstance(value, (list, tuple)) or any(
-        type(v) is bool or not isinstance(v, (int, float)) for v in value
-    ):
-        return f"{name} must be a list of numbers, got {short(value)}"
-    if n is not None and len(value) != n:
-        return f"{name} must have {n} entries (one per space axis), got {len(value)}"
-    if not all(map(math.isfinite, value)):
-        return f"{name} must hold finite numbers, got {short(value)}"
-    if positive and value and min(value) <= 0:
-        return f"{name} must be positive numbers, got {short(value)}"
-    return None
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _int_field(
-    block: dict[str, Any], key: str, default: Any, where: str, path: str, out: Findings, *, minimum: int = 0
-) -> Any:
-    """``block[key]`` as an int >= ``minimum`` (``default`` when absent, null or unusable)."""
-    value = block.get(key)
-    if value is None:
-        return default
-    if not _is_int(value) or value < minimum:
-        out.add(path, _LEVEL_CODE, f"{where}.{key} must be an integer >= {minimum}, got {short(value)}")
-        return default
-    return value
-
-
-_LEVEL_CODE = "metadata.level"
 
 
 def _version(block: dict[str, Any], out: Findings) -> str:
@@ -353,7 +255,7 @@ def _grid_fields(
     """``chunk_shape`` (None when unusable), ``bounds`` (NaN when unusable) and ``base_bin_shape``."""
     code = "metadata.root"
     cs = block.get("chunk_shape")
-    if (why := _numbers(cs, "zarr_vectors.chunk_shape", positive=True)) is not None:
+    if (why := numbers_problem(cs, "zarr_vectors.chunk_shape", positive=True)) is not None:
         out.add(ROOT, code, why)
         return None, ((), ()), None
     if not cs:
@@ -367,7 +269,8 @@ def _grid_fields(
     if not isinstance(box, (list, tuple)) or len(box) != 2:
         out.add(ROOT, code, f"zarr_vectors.bounds must be [min_corner, max_corner], got {short(box)}")
     else:
-        why = _numbers(box[0], "zarr_vectors.bounds[0]", nd) or _numbers(box[1], "zarr_vectors.bounds[1]", nd)
+        why = numbers_problem(box[0], "zarr_vectors.bounds[0]", nd)
+        why = why or numbers_problem(box[1], "zarr_vectors.bounds[1]", nd)
         if why is not None:
             out.add(ROOT, code, why)
         elif any(a > b for a, b in zip(box[0], box[1])):
@@ -378,7 +281,7 @@ def _grid_fields(
     base = block.get("base_bin_shape")
     if base is None:
         return chunk_shape, bounds, None
-    if (why := _numbers(base, "zarr_vectors.base_bin_shape", nd, positive=True)) is not None:
+    if (why := numbers_problem(base, "zarr_vectors.base_bin_shape", nd, positive=True)) is not None:
         out.add(ROOT, code, why)
         return chunk_shape, bounds, None
     bins = tuple(float(v) for v in base)
@@ -461,13 +364,13 @@ def _counts(block: dict[str, Any], out: Findings) -> tuple[int, int]:
     """``reduction_factor`` (an integer >= 2) and ``cross_level_depth`` (>= -1; -1: every pair)."""
     rf = block.get("reduction_factor", 8)
     message = f"zarr_vectors.reduction_factor must be an integer >= 2, got {short(rf)}"
-    if not _is_int(rf) or rf < 0:
+    if not is_int(rf) or rf < 0:
         out.add(ROOT, "metadata.root", message)
         rf = 8
     elif rf < 2:  # meaningless for a pyramid, harmless for reading
         out.add(ROOT, "metadata.root", message, NONCONFORMING)
     depth = block.get("cross_level_depth", 1)
-    if not _is_int(depth) or depth < -1:
+    if not is_int(depth) or depth < -1:
         out.add(
             ROOT,
             "metadata.root",
@@ -596,12 +499,12 @@ def _dataset_bins(
             translation = t.get("translation")
         elif t.get("type") == "scale":
             scale = t.get("scale")
-    if scale is None or _numbers(scale, "") is not None:
+    if scale is None or numbers_problem(scale, "") is not None:
         out.add(ROOT, code, f"{where} has no numeric scale transform", NONCONFORMING)
         scale = None
     if translation is None:
         return base_bin
-    if (why := _numbers(translation, f"{where} translation", positive=True)) is not None:
+    if (why := numbers_problem(translation, f"{where} translation", positive=True)) is not None:
         out.add(ROOT, code, f"{why} (half the bin shape)")
         return base_bin
     if len(translation) < nd:
@@ -653,178 +556,3 @@ def _parse_multiscales(
     if not datasets:
         out.add(ROOT, code, "multiscales datasets is empty; it must list level 0 (path '0') at least")
     return axes, tuple(_dataset_bins(i, ds, nd, base_bin, scales, out) for i, ds in enumerate(datasets))
-
-
-def parse_level(block: Any, index: int, nd: int | None = None) -> tuple[LevelMeta | None, list[Finding]]:
-    """Parse the ``zarr_vectors_level`` block of level ``index`` (``nd``: the store's space axes,
-    to check a ``chunk_shape`` override). Returns the block (None when there is none) and every
-    finding."""
-    return _parse_level(block, f"level {index}", f"{index}/zarr.json", index, nd)
-
-
-def _flag(block: dict[str, Any], key: str, where: str, path: str, out: Findings) -> bool:
-    value = block.get(key, False)
-    if not isinstance(value, bool):
-        out.add(path, _LEVEL_CODE, f"{where}.{key} must be true or false, got {short(value)}")
-        return False
-    return value
-
-
-def _arrays_present(block: dict[str, Any], where: str, path: str, out: Findings) -> tuple[str, ...]:
-    present = block.get("arrays_present", [])
-    if not isinstance(present, (list, tuple)) or not all(isinstance(a, str) for a in present):
-        out.add(
-            path,
-            "metadata.arrays-present",
-            f"{where}.arrays_present must be a list of array family names, got {short(present)}",
-        )
-        return ()
-    for name in present:
-        if name not in LEVEL_ARRAYS + LEVEL_GROUPS:
-            out.add(
-                path,
-                "metadata.arrays-present",
-                f"{where}: arrays_present lists {name!r}, which is not a family name",
-                NONCONFORMING,
-            )
-    return tuple(present)
-
-
-def _level_numbers(
-    block: dict[str, Any], where: str, path: str, nd: int | None, out: Findings
-) -> tuple[tuple[float, ...] | None, float]:
-    """The ``chunk_shape`` override (None: the root's) and ``object_sparsity``."""
-    cs = block.get("chunk_shape")
-    chunk_shape = None
-    if cs is not None:
-        if (why := _numbers(cs, f"{where}.chunk_shape", positive=True)) is not None:
-            out.add(path, _LEVEL_CODE, why)
-        elif nd is not None and len(cs) != nd:
-            out.add(
-                path,
-                _LEVEL_CODE,
-                f"{where}: chunk_shape {[float(v) for v in cs]} has {len(cs)} entries for {nd} space axes",
-            )
-        else:
-            chunk_shape = tuple(float(v) for v in cs)
-    sparsity = block.get("object_sparsity", 1.0)
-    if (why := _numbers([sparsity], f"{where}.object_sparsity")) is not None:
-        out.add(path, _LEVEL_CODE, why)
-        sparsity = 1.0
-    elif not 0 < sparsity <= 1:
-        out.add(
-            path, _LEVEL_CODE, f"{where}.object_sparsity must be in (0, 1], got {sparsity!r}", NONCONFORMING
-        )
-    return chunk_shape, float(sparsity)
-
-
-def _level_keys(block: dict[str, Any], where: str, path: str, out: Findings) -> None:
-    """Keys a level block must not hold, and keys 0.9 does not know."""
-    for bad in FORBIDDEN_LEVEL_KEYS:
-        if bad in block:
-            out.add(
-                path,
-                _LEVEL_CODE,
-                f"{where}: level metadata must not hold {bad!r} (bin shapes live in the root multiscales "
-                "transforms, bounds in the root block)",
-                NONCONFORMING,
-            )
-    for key in sorted(set(block) - LEVEL_KEYS - LIBRARY_LEVEL_KEYS - set(FORBIDDEN_LEVEL_KEYS), key=str):
-        out.add(
-            path,
-            "metadata.unknown-key",
-            f"unknown key zarr_vectors_level.{key} (kept, but not part of 0.9)",
-            WARNING,
-        )
-
-
-def _parse_level(
-    block: Any, where: str, path: str, index: int | None, nd: int | None
-) -> tuple[LevelMeta | None, list[Finding]]:
-    out = Findings()
-    if not isinstance(block, dict):
-        out.add(path, _LEVEL_CODE, f"{where}: the level group has no 'zarr_vectors_level' attribute block")
-        return None, out
-    raw_level = block.get("level")
-    level = _int_field(block, "level", -1, where, path, out, minimum=-1)
-    if index is not None and level != index and (raw_level is None or raw_level == level):
-        out.add(
-            path,
-            _LEVEL_CODE,
-            f"{where}: zarr_vectors_level.level is {short(raw_level)} but the group is level {index}",
-            NONCONFORMING,
-        )
-    if block.get("vertex_count") is None:
-        out.add(path, _LEVEL_CODE, f"{where}.vertex_count is missing; it must be an integer >= 0")
-    count = _int_field(block, "vertex_count", -1, where, path, out)
-    present = _arrays_present(block, where, path, out)
-    inherited = _int_field(block, "inherited_num_objects", None, where, path, out)
-    parent = _int_field(block, "parent_level", None, where, path, out)
-    chunk_shape, sparsity = _level_numbers(block, where, path, nd, out)
-    method = block.get("coarsening_method", "none")
-    if method not in COARSENING_METHODS:
-        out.add(
-            path,
-            _LEVEL_CODE,
-            choice_message(f"{where}.coarsening_method", method, COARSENING_METHODS),
-            WARNING,
-        )
-    flags = {
-        k: _flag(block, k, where, path, out)
-        for k in ("fragments_tile", "preserves_object_ids", "shared_fragments")
-    }
-    _level_keys(block, where, path, out)
-    meta = LevelMeta(
-        level=level,
-        vertex_count=count,
-        arrays_present=present,
-        chunk_shape=chunk_shape,
-        object_sparsity=sparsity,
-        coarsening_method=str(method),
-        parent_level=parent,
-        inherited_num_objects=inherited,
-        extra={k: v for k, v in block.items() if k not in _LEVEL_FIELDS},
-        **flags,
-    )
-    return meta, out
-
-
-#: ``arrays_present`` families whose loss would silently change what a read returns
-#: (attributes, edges and faces, objects): one declared whose ``zarr.json`` is missing blocks
-#: reading. The others (``link_fragments``, ``fragment_attributes``, ...) are not needed to
-#: answer correctly: their absence is a warning.
-DECLARED_FAMILIES = (
-    "vertex_fragments",
-    "vertex_attributes",
-    "links",
-    "object_index",
-    "object_attributes",
-    "groups",
-    "group_attributes",
-)
-
-
-def check_arrays_present(meta: LevelMeta, index: int, present: Collection[str]) -> list[Finding]:
-    """Level ``index``'s ``arrays_present`` against the families it holds (``present``: the
-    names of its child nodes that have a ``zarr.json``)."""
-    out = Findings()
-    p = str(index)
-    for name in meta.arrays_present:
-        if name in present or name not in LEVEL_ARRAYS + LEVEL_GROUPS:
-            continue
-        if name in DECLARED_FAMILIES:
-            out.add(
-                f"{p}/zarr.json",
-                "metadata.arrays-present",
-                f"level {p} declares {name!r} in arrays_present but {p}/{name}/zarr.json is missing "
-                "(deleted or never written); the level cannot be read completely",
-            )
-        else:
-            out.add(
-                f"{p}/zarr.json",
-                "metadata.arrays-present",
-                f"arrays_present lists {name!r} but level {p} has no such node "
-                "(readers look nodes up, so this misleads only)",
-                WARNING,
-            )
-    return out

@@ -1,6 +1,6 @@
 """Level 2, root and level blocks: ``zarr_vectors``, NGFF ``multiscales`` and each level's
 ``zarr_vectors_level``, parsed by the reader's own parsers (:func:`~zarr_vectors.format.metadata.parse_root`,
-:func:`~zarr_vectors.format.metadata.parse_level`) and every finding reported."""
+:func:`~zarr_vectors.format.metadata_level.parse_level`) and every finding reported."""
 
 from __future__ import annotations
 
