@@ -31,6 +31,7 @@ __all__ = [
     "LasSource",
     "LasWriter",
     "las_columns",
+    "laspy_module",
     "las_header_record",
     "las_positions",
     "open_las",
@@ -39,6 +40,11 @@ __all__ = [
 
 LAS_SUFFIXES = (".las", ".laz")
 _XYZ = ("X", "Y", "Z")
+
+
+def laspy_module() -> Any:
+    """The ``laspy`` module, or :class:`InputError` saying which extra brings it."""
+    return _laspy()
 
 
 def _laspy() -> Any:

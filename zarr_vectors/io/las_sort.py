@@ -33,7 +33,7 @@ from zarr_vectors.engine.write.partition import cell_indices
 from zarr_vectors.engine.write.spill import cell_groups, stable_order
 from zarr_vectors.engine.write.stream import check_inside
 from zarr_vectors.errors import InputError
-from zarr_vectors.io.las import LasSource, _laspy, las_columns, las_positions
+from zarr_vectors.io.las import LasSource, las_columns, las_positions, laspy_module
 
 __all__ = ["SortedRecords", "sort_las", "sortable"]
 
@@ -244,7 +244,7 @@ def sort_las(
     handles better. Points outside ``bounds`` raise :class:`InputError`."""
     from tqdm.auto import tqdm
 
-    with _laspy().open(sources[0].path) as head:
+    with laspy_module().open(sources[0].path) as head:
         point_format = head.header.point_format
     dtype = point_format.dtype()
     if dtype.itemsize != sources[0].record_size:
