@@ -169,13 +169,10 @@ _Tally = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]
 class _Sorter:
     """The two passes over the blocks of the sources' records."""
 
-    def __init__(
-        self, sources: Sequence[LasSource], dtype: np.dtype, grid: Any, bounds: np.ndarray, keep_bytes: int
-    ) -> None:
+    def __init__(self, sources: Sequence[LasSource], dtype: np.dtype, grid: Any, bounds: np.ndarray) -> None:
         self.sources, self.dtype, self.grid, self.bounds = sources, dtype, grid, bounds
         self.n_cells = int(np.prod(grid.shape))
         self.cell_dtype = _cell_dtype(self.n_cells)
-        self.keep_bytes = keep_bytes
         self.fds = [os.open(s.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)) for s in sources]
 
     def close(self) -> None:
@@ -251,7 +248,7 @@ def sort_las(
         return None  # records with bytes laspy does not describe: let laspy read them
     blocks = _blocks(sources, block_rows)
     total = sum(b.rows for b in blocks)
-    sorter = _Sorter(sources, dtype, grid, bounds, memory_limit // 4)
+    sorter = _Sorter(sources, dtype, grid, bounds)
     keep = total * sorter.cell_dtype.itemsize <= memory_limit // 4
     bar = {"unit": "pt", "unit_scale": True, "total": total, "disable": not progress}
     path = Path(folder) / "las-sorted.bin"
