@@ -3,15 +3,18 @@ that never share its memory."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
 import pytest
 
 import zarr_vectors as zv
+from zarr_vectors.engine import local as local_module
 from zarr_vectors.engine import scratch as scratch_module
 from zarr_vectors.engine.local import LocalBackend
-from zarr_vectors.engine.scratch import Arena, arena
+from zarr_vectors.engine.scratch import Arena, arena, retained_limit
+from zarr_vectors.errors import InputError
 
 
 def test_slices_are_disjoint_aligned_and_reused_after_reset():
@@ -67,6 +70,51 @@ def test_the_pool_keeps_small_arenas_and_frees_large_ones(monkeypatch):
         assert b is a  # lent again
         b.take(8 << 20)
     assert [x.capacity for x in scratch_module._pool] == [0]  # grew past MAX_RETAINED: memory freed
+
+
+def test_the_pool_keeps_arenas_while_together_they_fit_the_limit(monkeypatch):
+    monkeypatch.setattr(scratch_module, "_pool", [])
+    monkeypatch.setattr(scratch_module, "MAX_RETAINED", 6 << 20)
+    with arena() as a, arena() as b:  # two queries at once; b is returned first
+        assert a is not b
+        a.take(4 << 20)
+        b.take(3 << 20)
+    assert scratch_module._pool == [b]  # a would take the two past 6 MiB: dropped
+    with arena() as c, arena() as d:
+        assert c is b and d is not a
+        d.take(2 << 20)
+    assert sorted(x.capacity for x in scratch_module._pool) == [2 << 20, 3 << 20]
+
+
+def test_the_retained_limit_follows_the_environment_or_the_memory():
+    assert retained_limit({"ZV_SCRATCH_RETAIN_MB": "300"}) == 300 << 20
+    assert retained_limit({"ZV_SCRATCH_RETAIN_MB": "0"}) == 0
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert retained_limit({}) == min(max(64 << 20, memory // 32), 1 << 30)
+    assert retained_limit({"ZV_SCRATCH_RETAIN_MB": " "}) == retained_limit({})
+    for bad in ("abc", "-5", "1.5"):
+        with pytest.raises(InputError, match=rf"ZV_SCRATCH_RETAIN_MB must be a whole number of MiB, 0 or more; got '{bad}'"):
+            retained_limit({"ZV_SCRATCH_RETAIN_MB": bad})
+
+
+def test_a_few_large_files_are_read_by_threads_in_order(tmp_path, monkeypatch):
+    backend = LocalBackend(str(tmp_path), read_only=False)
+    rng = np.random.default_rng(4)
+    items = [(f"c/{i}", rng.bytes(local_module.LARGE_FILE + i)) for i in range(5)] + [("s", b"tiny")]
+    backend.set_many(items)
+    calls: list[int] = []
+    real = local_module.map_cells
+    monkeypatch.setattr(local_module, "map_cells", lambda fn, n, *a: calls.append(n) or real(fn, n, *a))
+    keys = ["c/0", "s", "missing", "c/1", "c/2", "c/3", "c/4"]
+    with arena() as scratch:
+        got = backend.get_many_into(keys, scratch)
+        assert [None if v is None else bytes(v) for v in got] == backend.get_many(keys)
+        assert calls  # spread over threads although fewer than PARALLEL_READS keys
+        calls.clear()
+        small = backend.get_many_into(["s", "c/0", "c/1", "c/2"], scratch)  # the first file is small
+        assert [None if v is None else bytes(v) for v in small] == backend.get_many(["s", "c/0", "c/1", "c/2"])
+        assert not calls
+        assert backend.get_many_into([], scratch) == []
 
 
 def test_local_reads_into_an_arena_equal_plain_reads(tmp_path):

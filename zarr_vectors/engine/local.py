@@ -37,6 +37,9 @@ from zarr_vectors.errors import ReadOnlyError, StoreError
 
 #: Keys per batch from which reads are spread over threads.
 PARALLEL_READS = 64
+#: Bytes of a batch's first file from which :meth:`LocalBackend.get_many_into` spreads even a
+#: few keys over threads (copying large files out of the page cache is worth two cores).
+LARGE_FILE = 256 << 10
 
 __all__ = ["LocalBackend", "exchange", "remove_tree"]
 
@@ -135,16 +138,21 @@ class LocalBackend:
         return [value for part in parts for value in part]
 
     def get_many_into(self, keys: Sequence[str], scratch: Arena) -> list[bytes | memoryview | None]:
-        """:meth:`get_many`, each file read into a slice of ``scratch`` (valid until it is reset)."""
-        out: list[bytes | memoryview | None]
-        if len(keys) < PARALLEL_READS:
-            out = [self._get_one(key, scratch=scratch) for key in keys]
-            return out
-        blocks = np.array_split(np.arange(len(keys)), default_workers())
-        parts = map_cells(
-            lambda j: [self._get_one(keys[i], scratch=scratch) for i in blocks[j].tolist()], len(blocks)
-        )
-        out = [value for part in parts for value in part]
+        """:meth:`get_many`, each file read into a slice of ``scratch`` (valid until it is reset).
+        Threads read a batch of :data:`PARALLEL_READS` keys or more, or of a few keys when the
+        first file has :data:`LARGE_FILE` bytes or more."""
+        if not keys:
+            return []
+        first = self._get_one(keys[0], scratch=scratch)
+        rest = keys[1:]
+        large = first is not None and len(first) >= LARGE_FILE
+        if len(keys) < (4 if large else PARALLEL_READS):
+            return [first] + [self._get_one(key, scratch=scratch) for key in rest]
+        w = default_workers()  # thread j reads keys j, j + w, ...: a batch lists its large
+        parts = map_cells(lambda j: [self._get_one(key, scratch=scratch) for key in rest[j::w]], w)
+        out: list[bytes | memoryview | None] = [first, *([None] * len(rest))]
+        for j, part in enumerate(parts):  # cells (vertices) first and small ones after: strides balance
+            out[1 + j :: w] = part
         return out
 
     def _open_key(self, key: str) -> int | None:

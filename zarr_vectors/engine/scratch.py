@@ -10,22 +10,53 @@ written again instead of faulted in.
 
 Invariants: slices handed out by an arena are valid until the arena is released; nothing
 may keep a view of one afterwards (the readers copy every kept row into the result).
-:func:`arena` lends arenas from a small pool; one that grew past :data:`MAX_RETAINED`
-bytes is dropped on release instead of kept.
+:func:`arena` lends arenas from a small pool; the idle arenas of the pool hold at most
+:data:`MAX_RETAINED` bytes together (an arena that would pass it is dropped on release).
+The default is a thirty-second of the machine's memory, between 64 MiB and 1 GiB; the
+environment variable ``ZV_SCRATCH_RETAIN_MB`` sets it (0 keeps nothing).
 """
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["MAX_RETAINED", "Arena", "arena"]
+from zarr_vectors.errors import InputError
 
-#: Bytes an idle arena may keep for the next query (larger ones are freed after use).
-MAX_RETAINED = 64 << 20
+__all__ = ["MAX_RETAINED", "Arena", "arena", "retained_limit"]
+
+#: Environment variable: megabytes (MiB) idle arenas may keep between queries.
+RETAIN_ENV = "ZV_SCRATCH_RETAIN_MB"
+
+
+def retained_limit(environ: Mapping[str, str] = os.environ) -> int:
+    """Bytes the idle arenas may keep: ``ZV_SCRATCH_RETAIN_MB`` MiB when set, else a
+    thirty-second of physical memory clamped to [64 MiB, 1 GiB] (64 MiB where the
+    memory size is unknown). A query whose cells need more than this (a 1 % box of a
+    100 M-point cloud reads about 170 MB) faults its buffers in afresh each time, which
+    on a virtual machine costs as much as decompressing them."""
+    text = environ.get(RETAIN_ENV)
+    if text is not None and text.strip():
+        try:
+            mb = int(text)
+        except ValueError:
+            mb = -1
+        if mb < 0:
+            raise InputError(f"{RETAIN_ENV} must be a whole number of MiB, 0 or more; got {text!r}")
+        return mb << 20
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):  # no sysconf (Windows) or no such name
+        memory = 0
+    return min(max(64 << 20, memory // 32), 1 << 30)
+
+
+#: Bytes the idle arenas of the pool may keep together for the next queries.
+MAX_RETAINED = retained_limit()
 #: Idle arenas kept (one per query running at the same time is enough).
 POOL_SIZE = 2
 #: Smallest block an arena allocates.
@@ -88,7 +119,6 @@ def arena() -> Iterator[Arena]:
         lent = _pool.pop() if _pool else Arena()
     yield lent
     lent.reset()
-    if lent.capacity <= MAX_RETAINED:
-        with _pool_lock:
-            if len(_pool) < POOL_SIZE:
-                _pool.append(lent)
+    with _pool_lock:
+        if len(_pool) < POOL_SIZE and lent.capacity + sum(a.capacity for a in _pool) <= MAX_RETAINED:
+            _pool.append(lent)
