@@ -137,20 +137,3 @@ def test_places_match_a_stable_sort_of_all_blocks(blocks):
             rows = np.flatnonzero(a == c) + start
             assert landing[rows].tolist() == list(range(f, f + len(rows)))
         start += len(a)
-
-
-@settings(max_examples=80, deadline=None)
-@given(
-    st.lists(st.floats(-1e4, 1e4, allow_nan=False), min_size=3, max_size=90),
-    st.sampled_from([0.5, 1.0, 3.7, 100.0]),
-    st.sampled_from([1, 2, 4]),
-)
-def test_cell_indices_agree_with_the_sort_keys(values, chunk, bins_per_axis):
-    from zarr_vectors.engine.write.partition import cell_indices, sort_keys
-    from zarr_vectors.format.grid import Grid
-
-    pos = np.asarray(values[: len(values) // 3 * 3], np.float64).reshape(-1, 3)
-    pos[0] = np.floor(pos[0] / chunk) * chunk  # a point on a chunk's corner
-    bounds = np.stack([pos.min(axis=0), pos.max(axis=0)])
-    grid = Grid.from_bounds(bounds, np.full(3, chunk), np.full(3, chunk / bins_per_axis))
-    assert cell_indices(pos, grid).tolist() == (sort_keys(pos, grid) // grid.n_bins).tolist()

@@ -97,15 +97,26 @@ class Run:
         return int(self.offsets[a]), int(self.offsets[b])
 
 
-def stable_order(cell: np.ndarray) -> np.ndarray:
-    """Stable argsort of non-negative cell indices (radix sort when they fit 16 bits)."""
-    if len(cell) and int(cell.max()) < 1 << 16:
+def stable_order(cell: np.ndarray, top: int | None = None) -> np.ndarray:
+    """Stable argsort of non-negative cell indices (radix sort when they fit 16 bits);
+    ``top`` is ``cell.max()`` when the caller knows it."""
+    if top is None and len(cell):
+        top = int(cell.max())
+    if len(cell) and top is not None and top < 1 << 16:
         return np.argsort(cell.astype(np.uint16), kind="stable")
     return np.argsort(cell, kind="stable")
 
 
 def _sorted_run(cell: np.ndarray, columns: dict[str, np.ndarray]) -> Run:
-    order = stable_order(cell)
+    top = int(cell.max()) if len(cell) else 0
+    order = stable_order(cell, top)
+    if len(cell) and top < 4 * len(cell) + (1 << 20):
+        # Cells few against rows: count them (no gather of the cells in sorted order).
+        counts = np.bincount(cell)
+        cells = np.flatnonzero(counts)
+        offsets = np.zeros(len(cells) + 1, np.int64)
+        np.cumsum(counts[cells], out=offsets[1:])
+        return Run(cells.astype(np.int64), offsets, columns, order)
     scell = cell[order]
     first = (
         np.flatnonzero(np.concatenate([[True], scell[1:] != scell[:-1]]))

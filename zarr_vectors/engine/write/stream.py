@@ -40,7 +40,7 @@ from zarr_vectors.engine.write.level0 import (
     write_tables,
 )
 from zarr_vectors.engine.write.options import StoreOptions, check_shards
-from zarr_vectors.engine.write.partition import sort_keys
+from zarr_vectors.engine.write.partition import cell_indices
 from zarr_vectors.engine.write.spill import CellSpill
 from zarr_vectors.engine.write.tables import manifests_of
 from zarr_vectors.errors import InputError, ZarrVectorsError
@@ -81,22 +81,22 @@ def release_pages(arr: Any, start: int, stop: int) -> None:
         mapping.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
 
-def _keys_and_extent(positions: np.ndarray, grid: Any) -> tuple[np.ndarray, np.ndarray]:
-    return sort_keys(positions, grid), _inputs.extent(positions)
+def _cells_and_extent(positions: np.ndarray, grid: Any) -> tuple[np.ndarray, np.ndarray]:
+    return cell_indices(positions, grid), _inputs.extent(positions)
 
 
-def parallel_keys(positions: np.ndarray, grid: Any, workers: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`sort_keys` and the per-axis extent of a batch, over ``workers`` threads for large
-    batches (numpy releases the GIL)."""
+def parallel_cells(positions: np.ndarray, grid: Any, workers: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`cell_indices` (each row's linear chunk) and the per-axis extent of a batch, over
+    ``workers`` threads for large batches (numpy releases the GIL)."""
     n = len(positions)
     if n == 0:
         return np.zeros(0, np.int64), np.zeros((2, positions.shape[1]))
     if workers <= 1 or n < 1 << 20:
-        return _keys_and_extent(positions, grid)
+        return _cells_and_extent(positions, grid)
     edges = np.linspace(0, n, workers + 1).astype(np.int64).tolist()
     with ThreadPoolExecutor(workers, thread_name_prefix="zv-keys") as pool:
         parts = list(
-            pool.map(lambda ab: _keys_and_extent(positions[ab[0] : ab[1]], grid), zip(edges[:-1], edges[1:]))
+            pool.map(lambda ab: _cells_and_extent(positions[ab[0] : ab[1]], grid), zip(edges[:-1], edges[1:]))
         )
     extent = np.stack([np.min([p[1][0] for p in parts], axis=0), np.max([p[1][1] for p in parts], axis=0)])
     return np.concatenate([p[0] for p in parts]), extent
@@ -295,7 +295,7 @@ class PointStream:
         elif pos.dtype != self._dtype:
             pos = AttributeSpec("positions", self._dtype, (d,)).conform(pos, n)
         grid = self.layout.grid
-        keys, extent = parallel_keys(pos, grid, self.workers)
+        cells, extent = parallel_cells(pos, grid, self.workers)
         check_inside(pos, self.layout.bounds, "positions", extent)
         columns = {"positions": pos}
         if self._specs is None:
@@ -332,7 +332,7 @@ class PointStream:
                     self._ids, seen = both[: len(self._ids)], both[len(self._ids) :]
                 self._ids = np.union1d(self._ids, seen)
             columns["ids"] = ids
-        self._spill.add(keys // grid.n_bins, columns)
+        self._spill.add(cells, columns)
 
     # -- finishing -----------------------------------------------------------------
     def _tables(self) -> tuple[Tables, np.ndarray | None]:
