@@ -93,7 +93,9 @@ def test_the_retained_limit_follows_the_environment_or_the_memory():
     assert retained_limit({}) == min(max(64 << 20, memory // 32), 1 << 30)
     assert retained_limit({"ZV_SCRATCH_RETAIN_MB": " "}) == retained_limit({})
     for bad in ("abc", "-5", "1.5"):
-        with pytest.raises(InputError, match=rf"ZV_SCRATCH_RETAIN_MB must be a whole number of MiB, 0 or more; got '{bad}'"):
+        with pytest.raises(
+            InputError, match=rf"ZV_SCRATCH_RETAIN_MB must be a whole number of MiB, 0 or more; got '{bad}'"
+        ):
             retained_limit({"ZV_SCRATCH_RETAIN_MB": bad})
 
 
@@ -112,7 +114,9 @@ def test_a_few_large_files_are_read_by_threads_in_order(tmp_path, monkeypatch):
         assert calls  # spread over threads although fewer than PARALLEL_READS keys
         calls.clear()
         small = backend.get_many_into(["s", "c/0", "c/1", "c/2"], scratch)  # the first file is small
-        assert [None if v is None else bytes(v) for v in small] == backend.get_many(["s", "c/0", "c/1", "c/2"])
+        assert [None if v is None else bytes(v) for v in small] == backend.get_many(
+            ["s", "c/0", "c/1", "c/2"]
+        )
         assert not calls
         assert backend.get_many_into([], scratch) == []
 

@@ -143,7 +143,7 @@ class LocalBackend:
         first file has :data:`LARGE_FILE` bytes or more."""
         if not keys:
             return []
-        first = self._get_one(keys[0], scratch=scratch)
+        first: bytes | memoryview | None = self._get_one(keys[0], scratch=scratch)
         rest = keys[1:]
         large = first is not None and len(first) >= LARGE_FILE
         if len(keys) < (4 if large else PARALLEL_READS):
