@@ -148,10 +148,12 @@ class LocalBackend:
         large = first is not None and len(first) >= LARGE_FILE
         if len(keys) < (4 if large else PARALLEL_READS):
             return [first] + [self._get_one(key, scratch=scratch) for key in rest]
-        w = default_workers()  # thread j reads keys j, j + w, ...: a batch lists its large
+        # Thread j reads keys j, j + w, ...: a batch lists its large cells (vertices) first and
+        # small ones (attributes) after, so strides balance the threads where halves would not.
+        w = default_workers()
         parts = map_cells(lambda j: [self._get_one(key, scratch=scratch) for key in rest[j::w]], w)
         out: list[bytes | memoryview | None] = [first, *([None] * len(rest))]
-        for j, part in enumerate(parts):  # cells (vertices) first and small ones after: strides balance
+        for j, part in enumerate(parts):
             out[1 + j :: w] = part
         return out
 

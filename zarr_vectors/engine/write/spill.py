@@ -100,9 +100,9 @@ class Run:
 def stable_order(cell: np.ndarray, top: int | None = None) -> np.ndarray:
     """Stable argsort of non-negative cell indices (radix sort when they fit 16 bits);
     ``top`` is ``cell.max()`` when the caller knows it."""
-    if top is None and len(cell):
-        top = int(cell.max())
-    if len(cell) and top is not None and top < 1 << 16:
+    if not len(cell):
+        return np.zeros(0, np.intp)
+    if (int(cell.max()) if top is None else top) < 1 << 16:
         return np.argsort(cell.astype(np.uint16), kind="stable")
     return np.argsort(cell, kind="stable")
 
