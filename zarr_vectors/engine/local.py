@@ -278,16 +278,18 @@ class LocalBackend:
         head, _, name = path.rpartition("/")
         tmp = f"{head}/.{name}.zv-part-{uuid.uuid4().hex[:12]}"
         fd = os.open(tmp, _CREATE, 0o666)
+        replaced = False
         try:
             try:
                 _write_all(fd, data)
             finally:
                 os.close(fd)
             os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+            replaced = True
+        finally:
+            if not replaced:  # whatever stopped it (an error, an interrupt): no part file stays
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
 
     def _make_dir(self, rel: str, key: str) -> None:
         """Create directory ``rel`` (and its parents) inside the store; refuse links leading out."""

@@ -333,10 +333,10 @@ class ZarrStoreBackend:
         tasks = [asyncio.ensure_future(limited(k)) for k in keys]
         try:
             return list(await asyncio.gather(*tasks))
-        except BaseException:
+        finally:  # after a failure or a cancellation, no request is left running
             for task in tasks:
-                task.cancel()
-            raise
+                if not task.done():
+                    task.cancel()
 
     async def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         proto = default_buffer_prototype()
