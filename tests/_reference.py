@@ -10,6 +10,7 @@ Both packages import as ``zarr_vectors``, so the reference interpreter always ru
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -205,7 +206,12 @@ class Reference:
 
 @pytest.fixture(scope="session")
 def reference() -> Reference:
-    python = _find_reference_python()
+    # pytest-xdist runs this once per worker: the first to take the lock makes the venv,
+    # the others then find it made (a venv half-made by two pips at once would not import).
+    lock = _neutral_cwd().parent / "reference-venv.lock"
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        python = _find_reference_python()
     if python is None:
         if os.environ.get("ZV_REQUIRE_INTEROP") == "1":
             pytest.fail(

@@ -166,7 +166,7 @@ def test_box_query_through_the_latency_proxy_takes_two_waves(served, server):
     """Metadata is read on open; a box then needs one wave of cell reads (fewer than
     CONCURRENCY here, so all in flight together) and one read of the root (the check)."""
     pos = served[1]["pos"]
-    with LatencyProxy(server.url, delay=0.2) as proxy:  # longer than any stall of the client
+    with LatencyProxy(server.url, delay=0.6) as proxy:  # longer than any stall of the client, even under load
         ds = zv.open(f"{proxy.url}/p.zarr")
         lo, hi = np.array([150.0, 150, 150]), np.array([350.0, 350, 350])  # 2 x 2 x 2 chunks of 200
         ds.query((lo, hi))  # connections opened (each new one is a thread of the proxy)
