@@ -121,6 +121,25 @@ def test_a_few_large_files_are_read_by_threads_in_order(tmp_path, monkeypatch):
         assert backend.get_many_into([], scratch) == []
 
 
+def test_many_small_files_are_read_on_one_thread_and_many_medium_ones_by_threads(tmp_path, monkeypatch):
+    backend = LocalBackend(str(tmp_path), read_only=False)
+    rng = np.random.default_rng(5)
+    n = local_module.PARALLEL_READS
+    small = [(f"s/{i}", rng.bytes(local_module.SMALL_FILE - 1 - i)) for i in range(n)]
+    medium = [(f"m/{i}", rng.bytes(local_module.SMALL_FILE + i)) for i in range(n)]
+    backend.set_many(small + medium)
+    calls: list[int] = []
+    real = local_module.map_cells
+    monkeypatch.setattr(local_module, "map_cells", lambda fn, k, *a: calls.append(k) or real(fn, k, *a))
+    with arena() as scratch:
+        for items, threaded in ((small, False), (medium, True), (medium[: n - 2], False)):
+            keys = [k for k, _ in items]
+            got = backend.get_many_into([*keys, "missing"], scratch)
+            assert [None if v is None else bytes(v) for v in got] == [v for _, v in items] + [None]
+            assert bool(calls) == threaded, (len(keys), items[0][0])
+            calls.clear()
+
+
 def test_local_reads_into_an_arena_equal_plain_reads(tmp_path):
     backend = LocalBackend(str(tmp_path), read_only=False)
     backend.set_many([("a/b", b"hello"), ("c", bytes(range(256)) * 300), ("empty", b"")])
