@@ -24,9 +24,10 @@ from ``numpy.random.default_rng(seed)``) go to every system in the same run:
 Compression ``zstd`` is level 5 everywhere (our default level); ``none`` is no compression.
 
 Protocol: each write runs in a fresh process (data generated and the system's modules
-imported before the clock starts). Then
-the parent reads every file of the store once (warm page cache). Each query job runs in a
-fresh process per (system, N, compression): open the store once (not timed), then for each
+imported before the clock starts). Then the parent reads every file of the store once (warm
+page cache), and after the writes it flushes them to disk (``os.sync``) so that their
+write-back does not slow the first system queried. Each query job runs in a fresh process
+per (system, N, compression): open the store once (not timed), then for each
 box one warm-up query and 7 timed ones (median), then the median over the boxes; the full
 read is one warm-up and ``--full-reps`` timed reads (median). Every answer (the warm-up's)
 is checked against numpy brute force ``lo <= p <= hi``: same row count and identical rows
@@ -570,6 +571,7 @@ def bench(args: argparse.Namespace, work: str, systems: list[str]) -> tuple[list
                 res = run_child(base | {"task": "write", "system": system, "path": path})
                 size, alloc, files = store_bytes(path)
                 written[system] = res | {"size_mb": size / 1e6, "alloc_mb": alloc / 1e6, "files": files}
+            os.sync()  # no write-back of the stores just written competes with the first queries
             for system in systems:
                 path = store_path(work, system, n, comp)
                 log(f"N={label} {comp}: query {system}")
