@@ -144,14 +144,15 @@ class LocalBackend:
 
     def get_many_into(self, keys: Sequence[str], scratch: Arena) -> list[bytes | memoryview | None]:
         """:meth:`get_many`, each file read into a slice of ``scratch`` (valid until it is reset).
-        Threads read a batch of :data:`PARALLEL_READS` keys or more whose first file has
-        :data:`SMALL_FILE` bytes or more, or of a few keys when it has :data:`LARGE_FILE`."""
+        Threads read a batch of :data:`PARALLEL_READS` keys or more unless its first file has
+        fewer than :data:`SMALL_FILE` bytes, or of a few keys when it has :data:`LARGE_FILE`."""
         if not keys:
             return []
         first: bytes | memoryview | None = self._get_one(keys[0], scratch=scratch)
         rest = keys[1:]
-        size = 0 if first is None else len(first)
-        if size < SMALL_FILE or len(keys) < (4 if size >= LARGE_FILE else PARALLEL_READS):
+        size = None if first is None else len(first)  # None: the first key is absent, size unknown
+        small = size is not None and size < SMALL_FILE
+        if small or len(keys) < (4 if size is not None and size >= LARGE_FILE else PARALLEL_READS):
             return [first] + [self._get_one(key, scratch=scratch) for key in rest]
         # Thread j reads keys j, j + w, ...: a batch lists its large cells (vertices) first and
         # small ones (attributes) after, so strides balance the threads where halves would not.
