@@ -150,9 +150,9 @@ class LocalBackend:
             return []
         first: bytes | memoryview | None = self._get_one(keys[0], scratch=scratch)
         rest = keys[1:]
-        size = None if first is None else len(first)  # None: the first key is absent, size unknown
-        small = size is not None and size < SMALL_FILE
-        if small or len(keys) < (4 if size is not None and size >= LARGE_FILE else PARALLEL_READS):
+        size = -1 if first is None else len(first)  # -1: the first key is absent, size unknown
+        enough = 4 if size >= LARGE_FILE else PARALLEL_READS
+        if len(keys) < enough or 0 <= size < SMALL_FILE:
             return [first] + [self._get_one(key, scratch=scratch) for key in rest]
         # Thread j reads keys j, j + w, ...: a batch lists its large cells (vertices) first and
         # small ones (attributes) after, so strides balance the threads where halves would not.
