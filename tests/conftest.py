@@ -41,8 +41,6 @@ SLOW_TESTS = (
     "tests/test_meshes.py::test_box_sub_mesh_inside_and_touching_match_brute_force[[]1*",
     "tests/test_skeletons.py::test_objects_come_back_in_input_order*",
     "tests/test_tables.py::test_dataframe_columns_are_the_rows*",
-    "tests/test_layers.py::test_engine_names_other_modules_use_are_in_all*",
-    "tests/test_layers.py::test_no_import_cycles_but_results_delegations*",
     "tests/test_roi.py::test_mesh_faces_inside_a_polygon*",
     "tests/test_pyramid_linked.py::test_skeleton_keeps_roots_leaves_and_branches*",
     "tests/test_pyramid_subsample.py::test_each_level_is_a_nested_subset_with_attributes_unchanged*",

@@ -27,9 +27,8 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.dataset import open as open_store
-from zarr_vectors.io.export import axis_names, edges_of
 from zarr_vectors.result import Result
-from zarr_vectors.tables import attribute_columns
+from zarr_vectors.tables import attribute_columns, axis_names, edges_of
 
 __all__ = ["MAX_VERTICES", "layer_data", "napari_get_reader", "read_store"]
 

@@ -26,8 +26,8 @@ import numpy as np
 
 from zarr_vectors._extras import needs
 from zarr_vectors.errors import InputError, ZarrVectorsError
-from zarr_vectors.io.export import axis_names, edges_of
 from zarr_vectors.result import Result
+from zarr_vectors.tables import axis_names, edges_of
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -39,6 +39,13 @@ import numpy as np
 
 from zarr_vectors.errors import InputError
 from zarr_vectors.result import Result
+from zarr_vectors.tables import (
+    attribute_columns,
+    axis_names,
+    edges_of,
+    parent_rows,
+    vertex_table,
+)
 
 __all__ = ["EXPORT_FORMATS", "edges_of", "export_result", "read_npz"]
 
@@ -55,93 +62,6 @@ _PLY_TYPES = {
     "f4": "float",
     "f8": "double",
 }
-
-
-def axis_names(result: Result) -> list[str]:
-    """The result's axis names, or ``x, y, z`` (then ``axis3`` ...) when it has none."""
-    d = result.positions.shape[1]
-    if len(result.axes) == d:
-        return list(result.axes)
-    return [("x", "y", "z")[i] if i < 3 else f"axis{i}" for i in range(d)]
-
-
-def channel_columns(name: str, values: np.ndarray) -> list[tuple[str, np.ndarray]]:
-    """One column per channel: ``name`` for a scalar attribute, ``name_0 ..`` otherwise."""
-    values = np.asarray(values)
-    if values.ndim == 1:
-        return [(name, values)]
-    flat = values.reshape(len(values), int(np.prod(values.shape[1:])))
-    return [(f"{name}_{c}", flat[:, c]) for c in range(flat.shape[1])]
-
-
-def parent_rows(result: Result) -> np.ndarray | None:
-    """Parent row per row: a skeleton's ``parents``, or chains along each line piece."""
-    if result.parents is not None:
-        return np.asarray(result.parents, np.int64)
-    if result.line_offsets is None:
-        return None
-    parents = np.arange(-1, len(result) - 1, dtype=np.int64)
-    parents[np.asarray(result.line_offsets[:-1], np.int64)] = -1
-    return parents
-
-
-def _line_index(result: Result) -> np.ndarray | None:
-    if result.line_offsets is None:
-        return None
-    return np.repeat(np.arange(len(result.line_offsets) - 1), np.diff(result.line_offsets))
-
-
-def edges_of(result: Result) -> np.ndarray | None:
-    """Edges of the result as (E, 2) row indices: ``result.edges``, else the ``(parent, child)``
-    pairs of a skeleton's ``parents`` or of consecutive rows of each line piece.
-
-    Parameters
-    ----------
-    result
-        Any result.
-
-    Returns
-    -------
-    numpy.ndarray or None
-        (E, 2) int64, or None when the result has no connectivity (points, meshes).
-
-    Examples
-    --------
-    >>> import numpy as np, zarr_vectors as zv
-    >>> from zarr_vectors.io.export import edges_of
-    >>> lines = zv.Result(np.zeros((5, 2)), line_offsets=np.array([0, 3, 5]))
-    >>> edges_of(lines).tolist()
-    [[0, 1], [1, 2], [3, 4]]
-    >>> print(edges_of(zv.Result(np.zeros((2, 2)))))
-    None
-    """
-    if result.edges is not None:
-        return np.asarray(result.edges, np.int64).reshape(-1, 2)
-    parents = parent_rows(result)
-    if parents is None:
-        return None
-    child = np.flatnonzero(parents >= 0)
-    return np.column_stack([parents[child], child])
-
-
-def vertex_table(result: Result) -> list[tuple[str, np.ndarray]]:
-    """``(name, column)`` per CSV column: axes, ``object_id``, ``line``, ``parent``, attributes."""
-    cols = list(zip(axis_names(result), result.positions.T))
-    if result.object_ids is not None:
-        cols.append(("object_id", result.object_ids))
-    for name, extra in (("line", _line_index(result)), ("parent", result.parents)):
-        if extra is not None:
-            cols.append((name, extra))
-    for name, values in result.attributes.items():
-        cols += channel_columns(name, values)
-    names = [n for n, _ in cols]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise InputError(
-            f"column names {dup} occur twice (an attribute shares a name with a coordinate or "
-            "another column); rename the attribute or export to .npz"
-        )
-    return cols
 
 
 def text_rows(columns: list[np.ndarray], prefix: str = "", sep: str = " ") -> str:
@@ -283,7 +203,7 @@ def write_ply(result: Result, path: Path) -> None:
     if edges is not None:
         ecols = [("vertex1", edges[:, 0]), ("vertex2", edges[:, 1])]
         for name, values in result.edge_attributes.items():
-            ecols += channel_columns(name, values)
+            ecols += attribute_columns({name: values}, len(values)).items()
         h, b = ply_element("edge", len(edges), ecols)
         header += h
         body += b

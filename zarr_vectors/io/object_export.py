@@ -41,17 +41,14 @@ import numpy as np
 
 from zarr_vectors.errors import InputError
 from zarr_vectors.io.export import (
-    channel_columns,
     csv_header,
-    edges_of,
-    parent_rows,
     ply_element,
     text_rows,
-    vertex_table,
     write_csv_rows,
     xyz,
 )
 from zarr_vectors.result import Result
+from zarr_vectors.tables import attribute_columns, edges_of, parent_rows, vertex_table
 
 if TYPE_CHECKING:
     from zarr_vectors.dataset import Dataset
@@ -211,7 +208,7 @@ class _PlyObjects(_Counts):
         elif (edges := edges_of(res)) is not None:
             ecols = [("vertex1", edges[:, 0] + self.rows), ("vertex2", edges[:, 1] + self.rows)]
             for name, values in res.edge_attributes.items():
-                ecols += channel_columns(name, values)
+                ecols += attribute_columns({name: values}, len(values)).items()
             h, b = ply_element("edge", len(edges), ecols)
             self.second.file.write(b)
             self.second_count += len(edges)

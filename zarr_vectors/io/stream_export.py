@@ -25,9 +25,10 @@ import numpy as np
 from numpy.lib.format import dtype_to_descr, write_array, write_array_header_2_0
 
 from zarr_vectors.errors import InputError
-from zarr_vectors.io.export import axis_names, csv_header, ply_column, vertex_table, write_csv_rows, xyz
+from zarr_vectors.io.export import csv_header, ply_column, write_csv_rows, xyz
 from zarr_vectors.io.las import LAS_SUFFIXES, LasWriter
 from zarr_vectors.result import Result
+from zarr_vectors.tables import axis_names, vertex_table
 
 if TYPE_CHECKING:
     from zarr_vectors.dataset import Dataset

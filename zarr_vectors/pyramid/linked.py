@@ -38,6 +38,7 @@ from zarr_vectors.format.manifests import encode_manifests_batch
 from zarr_vectors.kinds.graphs import vertex_locals, write_edges
 from zarr_vectors.kinds.lines import line_payloads, partition_lines, write_line_links
 from zarr_vectors.kinds.skeletons import skeleton_manifests, skeleton_partition, write_parent_links
+from zarr_vectors.pyramid.batches import ObjectBatch, Written, written
 from zarr_vectors.pyramid.parents import ParentRuns
 from zarr_vectors.pyramid.plan import LevelPlan
 from zarr_vectors.pyramid.points import CoarseLevel
@@ -47,27 +48,10 @@ from zarr_vectors.pyramid.simplify import Simplified, simplify_graph
 from zarr_vectors.pyramid.sparsity import Sparsity, attribute_scores, select_objects
 from zarr_vectors.pyramid.xlevel import CrossLevelWriter
 
-__all__ = ["CoarseObjects", "ObjectBatch", "coarsen_linked", "object_batches", "read_objects_batch"]
+__all__ = ["CoarseObjects", "coarsen_linked", "object_batches", "read_objects_batch"]
 
 #: Source vertices read per batch of objects (estimated from the level's mean object size).
 BATCH_VERTICES = 1_000_000
-
-
-@dataclass(eq=False)
-class ObjectBatch:
-    """Whole objects of a level: vertices in object order with their stored place, and edges.
-
-    ``edges`` (E, 2) index rows, directed (along a line, parent to child in a tree).
-    """
-
-    positions: np.ndarray
-    attributes: dict[str, np.ndarray]
-    owners: np.ndarray
-    chunks: np.ndarray  # (N, D) absolute chunk of each row at the source level
-    local: np.ndarray  # (N,) row inside that chunk's cell
-    edges: np.ndarray
-    edge_attributes: dict[str, np.ndarray] = field(default_factory=dict)
-    faces: np.ndarray | None = None
 
 
 def read_objects_batch(level: Level, ids: np.ndarray, names: list[str], faces: bool = False) -> ObjectBatch:
@@ -345,31 +329,6 @@ def sparsify(
     extra["object_sparsity"] = len(kept) / len(present) if len(present) else 1.0
     mask = np.isin(coarse.owners, kept)
     return coarse.keep(mask), extra, np.where(mask, np.cumsum(mask) - 1, -1)
-
-
-@dataclass(frozen=True, eq=False)
-class Written:
-    """Where a coarse level's vertices went: occupied ``chunks`` (K, D, absolute, in
-    ``nonempty_chunks`` order), their ``rows``, and each vertex's ``cell`` (into chunks) and
-    ``local`` row; ``present`` lists the families written."""
-
-    chunks: np.ndarray
-    rows: np.ndarray
-    cell: np.ndarray
-    local: np.ndarray
-    present: list[str]
-
-
-def written(
-    plan: LevelPlan, cells: np.ndarray, cell: np.ndarray, local: np.ndarray, present: list[str]
-) -> Written:
-    return Written(
-        cells + plan.grid.origin,
-        np.bincount(cell, minlength=len(cells)).astype(np.int64),
-        cell,
-        local,
-        present,
-    )
 
 
 def _row_places(order: np.ndarray, row_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

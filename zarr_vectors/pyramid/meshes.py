@@ -39,16 +39,14 @@ from zarr_vectors.engine.write.tables import build_manifests
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.shards import inner_codecs
 from zarr_vectors.kinds.graphs import vertex_locals, write_edges
+from zarr_vectors.pyramid.batches import ObjectBatch, Written, written
 from zarr_vectors.pyramid.linked import (
     CoarseObjects,
-    ObjectBatch,
-    Written,
     compose,
     object_batches,
     object_order,
     read_objects_batch,
     sparsify,
-    written,
 )
 from zarr_vectors.pyramid.parents import ParentRuns
 from zarr_vectors.pyramid.plan import LevelPlan

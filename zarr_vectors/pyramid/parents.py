@@ -33,7 +33,7 @@ from zarr_vectors.format.fragments import ranges_to_rows
 from zarr_vectors.format.grid import Grid
 
 if TYPE_CHECKING:
-    from zarr_vectors.pyramid.linked import Written
+    from zarr_vectors.pyramid.batches import Written
     from zarr_vectors.pyramid.xlevel import CrossLevelWriter
 
 __all__ = ["EMIT_VERTICES", "ParentRuns"]

@@ -25,7 +25,7 @@ from zarr_vectors.kinds.shapes import PART_ATTRIBUTE, RING_ATTRIBUTE
 from zarr_vectors.pyramid.simplify import Simplified, chains, douglas_peucker
 
 if TYPE_CHECKING:
-    from zarr_vectors.pyramid.linked import ObjectBatch
+    from zarr_vectors.pyramid.batches import ObjectBatch
 
 __all__ = ["path_offsets", "simplify_paths"]
 
