@@ -373,7 +373,11 @@ def test_every_class_derives_from_the_base_and_pickles(tmp_path):
         again = pickle.loads(pickle.dumps(exc))  # errors cross process pools whole
         assert type(again) is type(exc) and str(again) == str(exc) and vars(again) == vars(exc)
     assert str(made[6]) == "unknown group attribute 'g'; level 1 has group attributes ['f', 'h']"
-    public = {name for name in errors.__all__ if isinstance(getattr(errors, name), type)}
+    public = {
+        name
+        for name in errors.__all__
+        if isinstance(getattr(errors, name), type) and not name.endswith("Warning")
+    }
     assert all(issubclass(getattr(errors, name), ZarrVectorsError) for name in public)
 
 
@@ -531,3 +535,29 @@ def test_polygon_beside_the_box_is_an_empty_result_not_an_error(tmp_path, pts):
     assert len(res) == 0
     res = ds.query(([60, 60, 0], [90, 90, 100]), polygon=shapely.box(0, 0, 50, 50), polygon_axes=("x", "y"))
     assert len(res) == 0
+
+
+def test_every_warning_class_derives_from_the_base_and_lives_beside_the_errors() -> None:
+    """A warning class defined anywhere but ``errors.py`` fails, and so does one in
+    ``errors.py`` that a ``ZarrVectorsWarning`` filter would not catch."""
+    import ast
+    from pathlib import Path
+
+    import zarr_vectors
+    from zarr_vectors import errors
+
+    package = Path(zarr_vectors.__file__).parent
+    elsewhere = [
+        f"{path.relative_to(package)}: {node.name}"
+        for path in package.rglob("*.py")
+        if path.name != "errors.py"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and node.name.endswith("Warning")
+    ]
+    assert not elsewhere, elsewhere
+    names = [n for n in errors.__all__ if n.endswith("Warning")]
+    assert len(names) >= 8
+    for name in names:
+        cls = getattr(errors, name)
+        assert issubclass(cls, errors.ZarrVectorsWarning) and issubclass(cls, UserWarning), name
+        assert getattr(zarr_vectors, name) is cls, f"zarr_vectors.{name} is not exported"

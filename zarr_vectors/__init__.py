@@ -18,12 +18,16 @@ from zarr_vectors.dataset import Dataset
 from zarr_vectors.engine.reshard import reshard
 from zarr_vectors.errors import (
     AttributeNotFoundError,
+    CoordinatesRoundedWarning,
     CorruptCellError,
     DecodeError,
     FormatError,
+    GeometryRepairedWarning,
+    IdTableWarning,
     IncompleteStoreError,
     InputError,
     LevelNotFoundError,
+    PropertiesSkippedWarning,
     ReadOnlyError,
     StaleLevelWarning,
     StoreChangedError,
@@ -31,12 +35,13 @@ from zarr_vectors.errors import (
     StoreError,
     StoreExistsError,
     StoreNotFoundError,
+    TextIdsWarning,
+    UnknownCapabilityWarning,
     UnknownIdError,
     ZarrV2StoreError,
     ZarrVectorsError,
+    ZarrVectorsWarning,
 )
-from zarr_vectors.format.metadata import UnknownCapabilityWarning
-from zarr_vectors.kinds.shapes import GeometryRepairedWarning
 from zarr_vectors.result import Result
 from zarr_vectors.streaming import BatchWriter, PointStream, create
 from zarr_vectors.validation import validate
@@ -73,8 +78,13 @@ __all__ = [
     "StoreNotFoundError",
     "LevelNotFoundError",
     "AttributeNotFoundError",
+    "ZarrVectorsWarning",
     "UnknownCapabilityWarning",
     "StaleLevelWarning",
+    "IdTableWarning",
+    "TextIdsWarning",
+    "PropertiesSkippedWarning",
+    "CoordinatesRoundedWarning",
     "StoreConflictError",
     "validate",
     "reshard",

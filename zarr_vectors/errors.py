@@ -38,6 +38,14 @@ __all__ = [
     "UnknownIdError",
     "LevelNotFoundError",
     "AttributeNotFoundError",
+    "ZarrVectorsWarning",
+    "GeometryRepairedWarning",
+    "IdTableWarning",
+    "UnknownCapabilityWarning",
+    "TextIdsWarning",
+    "PropertiesSkippedWarning",
+    "CoordinatesRoundedWarning",
+    "StaleLevelWarning",
     "check_choice",
     "choice_message",
     "decoding",
@@ -221,6 +229,35 @@ class AttributeNotFoundError(_Lookup):
         return type(self), (self.kind, self.names, self.level, self.available)
 
 
+class ZarrVectorsWarning(UserWarning):
+    """Base class of every warning issued by ``zarr_vectors``: ``warnings.filterwarnings(
+    "ignore", category=ZarrVectorsWarning)`` silences the library's warnings and no others."""
+
+
+class GeometryRepairedWarning(ZarrVectorsWarning):
+    """``repair=True`` replaced invalid polygons by ``shapely.make_valid`` output."""
+
+
+class IdTableWarning(ZarrVectorsWarning):
+    """An ``object_id`` / ``group_id`` table that cannot be an id map is read as an ordinary attribute."""
+
+
+class UnknownCapabilityWarning(ZarrVectorsWarning):
+    """A store declares a capability token this library does not know."""
+
+
+class TextIdsWarning(ZarrVectorsWarning):
+    """A uint64 column held values above 2**63 - 1 and was written as decimal text."""
+
+
+class PropertiesSkippedWarning(ZarrVectorsWarning):
+    """Some feature properties were not stored (not numeric) or were renamed."""
+
+
+class CoordinatesRoundedWarning(ZarrVectorsWarning):
+    """An export rounded coordinates to a coarser grid than they were stored with (LAS)."""
+
+
 # -- helpers ---------------------------------------------------------------------------
 def choice_message(name: str, value: object, choices: Iterable[object]) -> str:
     """``"<name> must be one of 'a', 'b'; got 'c'"``: the one wording for a value outside a set."""
@@ -310,7 +347,7 @@ def decoding(array: str, chunk: str | int | Iterable[int], context: str = "") ->
     return _Decoding(array, chunk, context)
 
 
-class StaleLevelWarning(UserWarning):
+class StaleLevelWarning(ZarrVectorsWarning):
     """A coarser level was read that no longer matches level 0 (points were appended since it
     was built); ``Dataset.build_pyramid(..., overwrite=True)`` rebuilds it."""
 

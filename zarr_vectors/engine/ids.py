@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.errors import InputError, UnknownIdError
+from zarr_vectors.errors import IdTableWarning, InputError, UnknownIdError
 
 __all__ = [
     "table_rows",
@@ -43,10 +43,6 @@ GROUP_ID_ATTRIBUTE = "group_id"
 #: Only stores written elsewhere have such rows; where the user's ids are kept, -1 and
 #: ``2**64 - 1`` can also be real ids (writers here claim every row, so no clash arises).
 NO_OBJECT = -1
-
-
-class IdTableWarning(UserWarning):
-    """An ``object_id`` / ``group_id`` table that cannot be an id map is read as an ordinary attribute."""
 
 
 _RESERVED = {"object attribute": OBJECT_ID_ATTRIBUTE, "group attribute": GROUP_ID_ATTRIBUTE}

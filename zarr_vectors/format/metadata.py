@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.errors import FormatError, choice_message
+from zarr_vectors.errors import FormatError, UnknownCapabilityWarning, choice_message
 from zarr_vectors.format.findings import NONCONFORMING, WARNING, Finding, Findings, raise_for, short
 from zarr_vectors.format.kinds import CANONICAL_KINDS, kind
 from zarr_vectors.format.metadata_level import (
@@ -70,10 +70,6 @@ CROSS_LEVEL_STORAGE = ("none", "implicit", "explicit")
 AXIS_TYPES = ("space", "time", "channel")
 
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)")
-
-
-class UnknownCapabilityWarning(UserWarning):
-    """A store declares a capability token this library does not know."""
 
 
 def parse_version(text: Any) -> tuple[int, int, int]:

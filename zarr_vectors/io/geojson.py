@@ -30,7 +30,7 @@ from zarr_vectors._extras import needs
 from zarr_vectors.api import write_geometries
 from zarr_vectors.engine.ids import OBJECT_ID_ATTRIBUTE
 from zarr_vectors.engine.inputs import positive_numbers, valid_name
-from zarr_vectors.errors import InputError
+from zarr_vectors.errors import InputError, PropertiesSkippedWarning
 from zarr_vectors.kinds.shapes import TYPE_ATTRIBUTE
 from zarr_vectors.result import Result
 
@@ -53,10 +53,6 @@ __all__ = [
 
 GEOJSON_SUFFIXES = (".geojson", ".json")
 _LON_LAT = ("EPSG:4326", "OGC:CRS84")
-
-
-class PropertiesSkippedWarning(UserWarning):
-    """Some feature properties were not stored (not numeric) or were renamed."""
 
 
 @dataclass(frozen=True, eq=False)

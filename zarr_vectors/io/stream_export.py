@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import numpy as np
 from numpy.lib.format import dtype_to_descr, write_array, write_array_header_2_0
 
-from zarr_vectors.errors import InputError
+from zarr_vectors.errors import CoordinatesRoundedWarning, InputError
 from zarr_vectors.io.export import csv_header, ply_column, write_csv_rows, xyz
 from zarr_vectors.io.las import LAS_SUFFIXES, LasWriter
 from zarr_vectors.result import Result
@@ -382,6 +382,7 @@ def _write_las(
 
         warnings.warn(
             f"{out.rounded} coordinates were rounded to the LAS grid (scale {list(out.scale)})",
+            CoordinatesRoundedWarning,
             stacklevel=3,
         )
     return out.count

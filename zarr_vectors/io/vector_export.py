@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.errors import InputError
+from zarr_vectors.errors import InputError, TextIdsWarning
 from zarr_vectors.result import Result
 
 __all__ = [
@@ -36,10 +36,6 @@ VECTOR_FORMATS: dict[str, str | None] = {
     ".parquet": None,
     ".geoparquet": None,
 }
-
-
-class TextIdsWarning(UserWarning):
-    """A uint64 column held values above 2**63 - 1 and was written as decimal text."""
 
 
 def _signed_columns(frame: Any, suffix: str, text: set[str] | None = None) -> Any:

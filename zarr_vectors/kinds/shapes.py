@@ -31,7 +31,7 @@ from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.engine.ids import DenseIds, table_rows
 from zarr_vectors.engine.write.level0 import LevelArrays, make_layout, object_tables, write_level0
 from zarr_vectors.engine.write.options import StoreOptions
-from zarr_vectors.errors import InputError
+from zarr_vectors.errors import GeometryRepairedWarning, InputError
 from zarr_vectors.kinds.lines import (
     item_ids,
     line_payloads,
@@ -66,10 +66,6 @@ SHAPELY_TYPES = {
 }
 _POLYGONAL = (3, 6)
 _POINTS = (0, 4)
-
-
-class GeometryRepairedWarning(UserWarning):
-    """``repair=True`` replaced invalid polygons by ``shapely.make_valid`` output."""
 
 
 @dataclass(frozen=True, eq=False)
