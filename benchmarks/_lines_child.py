@@ -145,8 +145,8 @@ class Ours:
         fragment-index and object-id cells of the touched chunks, and the link cells anchored
         there that join touched chunks — and nothing else: the floor a box query is
         compared with (no decoding of rows, no assembly)."""
-        from zarr_vectors.engine.edges import link_keys, link_plan
-        from zarr_vectors.engine.read import plan_box
+        from zarr_vectors.engine.read.links import link_keys, link_plan
+        from zarr_vectors.engine.read.points import plan_box
 
         level = ds.level(0)
         plan = plan_box(level, np.asarray(lo, float), np.asarray(hi, float))

@@ -16,7 +16,7 @@ import trimesh
 
 import zarr_vectors as zv
 from tests.conftest import sorted_rows
-from zarr_vectors.engine.pipeline import CHECKSUM_CODEC, compression_names, compressor_json
+from zarr_vectors.engine.chunks.pipeline import CHECKSUM_CODEC, compression_names, compressor_json
 from zarr_vectors.errors import CorruptCellError, FormatError, InputError
 from zarr_vectors.validation import validate
 

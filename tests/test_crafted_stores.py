@@ -21,7 +21,7 @@ import trimesh
 
 import zarr_vectors as zv
 from tests._builders import icosphere
-from zarr_vectors.engine.pipeline import Pipeline
+from zarr_vectors.engine.chunks.pipeline import Pipeline
 from zarr_vectors.errors import CorruptCellError, FormatError
 from zarr_vectors.format.fragments import HEADER, MAGIC, FragmentIndex, encode_fragments
 from zarr_vectors.validation import validate

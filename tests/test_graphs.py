@@ -88,7 +88,7 @@ def _graph_store(tmp_path):
 
 
 def _rewrite(cell, fn):
-    from zarr_vectors.engine.pipeline import Pipeline
+    from zarr_vectors.engine.chunks.pipeline import Pipeline
 
     pipe = Pipeline.from_codecs([{"name": "vlen-bytes"}])
     cell.write_bytes(pipe.encode(fn(bytes(pipe.decode(cell.read_bytes())))))
@@ -181,9 +181,9 @@ def test_duplicate_store_policy_reads_each_edge_once(tmp_path, rng):
     import json
     import shutil
 
-    from zarr_vectors.engine.storage import LocalBackend
     from zarr_vectors.engine.write.builder import StoreBuilder
     from zarr_vectors.format.links import encode_ragged, place_links
+    from zarr_vectors.storage.backend import LocalBackend
 
     pos, edges = _graph(rng, n=200, e=400)
     path = tmp_path / "g.zarr"

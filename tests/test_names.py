@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import zarr_vectors as zv
-from zarr_vectors.engine.inputs import MAX_NAME_BYTES, check_name
+from zarr_vectors.engine.write.inputs import MAX_NAME_BYTES, check_name
 from zarr_vectors.errors import InputError
 
 N = 40

@@ -206,7 +206,7 @@ def test_metadata_blocks(tmp_path, rng):
 
 def test_explicit_fragments_written_by_others_read_the_same(tmp_path, rng):
     """Rewrite every fragment index as explicit row lists (a layout our writer never makes)."""
-    from zarr_vectors.engine.pipeline import Pipeline
+    from zarr_vectors.engine.chunks.pipeline import Pipeline
     from zarr_vectors.format.fragments import FragmentIndex, decode_fragments, encode_fragments
 
     pos = rng.uniform(0, 200, (3000, 3)).astype(np.float32)

@@ -12,7 +12,7 @@ import pytest
 import zarr_vectors as zv
 from tests._io import count_io
 from tests.conftest import brute_force_box, sorted_rows
-from zarr_vectors.engine.arrays import CellArray
+from zarr_vectors.engine.chunks.arrays import CellArray
 from zarr_vectors.errors import InputError, ReadOnlyError
 from zarr_vectors.format.links import decode_ragged
 from zarr_vectors.pyramid import Sparsity, estimate_counts

@@ -101,7 +101,7 @@ def test_spec_form_directed_parent_child_records_read_as_parents(tmp_path):
     stores (child, parent) under an undirected family. Both must give the same parents."""
     import json
 
-    from zarr_vectors.engine.pipeline import Pipeline
+    from zarr_vectors.engine.chunks.pipeline import Pipeline
 
     pos = np.array([[10.0, 10, 10], [20, 10, 10], [30, 10, 10], [20, 30, 10]])
     parents = np.array([-1, 0, 1, 1])

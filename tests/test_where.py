@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import zarr_vectors as zv
 from tests.conftest import brute_force_box, sorted_rows
-from zarr_vectors.engine.where import Condition, parse_where
+from zarr_vectors.engine.read.where import Condition, parse_where
 from zarr_vectors.errors import AttributeNotFoundError, InputError
 
 N = 30_000

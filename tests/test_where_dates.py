@@ -11,7 +11,7 @@ import pytest
 import shapely
 
 import zarr_vectors as zv
-from zarr_vectors.engine.where import Condition, parse_where
+from zarr_vectors.engine.read.where import Condition, parse_where
 from zarr_vectors.errors import InputError
 
 N_OBJECTS = 60

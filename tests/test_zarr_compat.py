@@ -7,7 +7,7 @@ import pytest
 import zarr
 
 import zarr_vectors as zv
-from zarr_vectors.engine.pipeline import Pipeline, compression_names, compressor_json
+from zarr_vectors.engine.chunks.pipeline import Pipeline, compression_names, compressor_json
 from zarr_vectors.format.grid import parse_chunk_key
 
 

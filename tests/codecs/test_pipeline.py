@@ -17,7 +17,7 @@ import zarr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zarr_vectors.engine.pipeline import (
+from zarr_vectors.engine.chunks.pipeline import (
     CHECKSUM_CODEC,
     Pipeline,
     UnsupportedPipeline,
@@ -25,8 +25,8 @@ from zarr_vectors.engine.pipeline import (
     compression_of,
     compressor_json,
 )
-from zarr_vectors.engine.scratch import arena
 from zarr_vectors.errors import DecodeError, InputError
+from zarr_vectors.storage.scratch import arena
 
 # Every compression= name, and numcodecs' own spellings of zarr's three.
 COMPRESSIONS = [*compression_names(), "numcodecs.zstd", "numcodecs.gzip", "numcodecs.blosc"]
@@ -357,7 +357,7 @@ def test_concatenated_streams_and_trailing_bytes_read_like_the_codec(compression
 def test_a_codec_without_a_bounded_decoder_is_checked_once_decoded(monkeypatch):
     """numcodecs codecs outside the bounded-decoder table (none of numcodecs' own today) run
     numcodecs' decoder; the output is still refused past the bound, naming the codec."""
-    from zarr_vectors.engine import compressors
+    from zarr_vectors.engine.chunks import compressors
 
     monkeypatch.delitem(compressors._DECODERS, "lz4")
     pipe = _pipe("lz4", serializer="bytes")

@@ -11,7 +11,7 @@ import pytest
 
 import zarr_vectors as zv
 from tests.conftest import brute_force_box, sorted_rows
-from zarr_vectors.engine.pipeline import compressor_json
+from zarr_vectors.engine.chunks.pipeline import compressor_json
 
 pytestmark = pytest.mark.interop
 

@@ -28,8 +28,8 @@ import pytest
 import zarr_vectors as zv
 from tests.conftest import brute_force_box, sorted_rows
 from tests.storage.s3server import DUMMY_AWS_ENV, start_s3_server
-from zarr_vectors.engine.commit import find_leftovers
 from zarr_vectors.errors import IncompleteStoreError
+from zarr_vectors.storage.commit import find_leftovers
 
 pytestmark = pytest.mark.slow  # writers killed in subprocesses
 

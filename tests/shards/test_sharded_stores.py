@@ -238,8 +238,8 @@ def test_append_to_a_sharded_store_rewrites_whole_shards_like_unsharded(tmp_path
 
 
 def test_the_index_cache_is_bounded_and_reads_stay_exact(points, monkeypatch):
-    from zarr_vectors.engine import shards
-    from zarr_vectors.engine.local import LocalBackend
+    from zarr_vectors.storage import shards
+    from zarr_vectors.storage.local import LocalBackend
 
     out, _ = points
     monkeypatch.setattr(shards, "MAX_INDEX_BYTES", 3 * (2 * 8 * 8 + 64))  # three indexes of 8 cells
@@ -284,7 +284,7 @@ def test_shards_with_the_index_at_the_start_read_the_same(tmp_path, points):
 
 
 def test_inventory_counts_shards_as_the_stored_objects(points):
-    from zarr_vectors.engine.inventory import inventory
+    from zarr_vectors.storage.inventory import inventory
 
     out, _ = points
     sharded = {a.path: a for a in inventory(out / "two.zarr")[0]}

@@ -20,8 +20,8 @@ import pytest
 import zarr
 
 import zarr_vectors
-from zarr_vectors.engine.commit import MemoryStage, Overlay
-from zarr_vectors.engine.storage import (
+from zarr_vectors.errors import ReadOnlyError, StoreChangedError, StoreError
+from zarr_vectors.storage.backend import (
     Backend,
     ConsistentBackend,
     LocalBackend,
@@ -29,7 +29,7 @@ from zarr_vectors.engine.storage import (
     open_backend,
     run_sync,
 )
-from zarr_vectors.errors import ReadOnlyError, StoreChangedError, StoreError
+from zarr_vectors.storage.commit import MemoryStage, Overlay
 
 from .conftest import kind_param
 
@@ -274,7 +274,7 @@ PACKAGE = Path(zarr_vectors.__file__).parent
     [
         (r"isinstance\([^)]*Backend", set()),
         (r"getattr\([^)]*backend", set()),
-        (r"zarr\.core\.sync|asyncio\.run\(|run_until_complete|new_event_loop", {"engine/storage.py"}),
+        (r"zarr\.core\.sync|asyncio\.run\(|run_until_complete|new_event_loop", {"storage/backend.py"}),
     ],
 )
 def test_no_module_switches_on_backend_classes_or_bridges_async_itself(
@@ -303,7 +303,7 @@ def test_every_backend_class_has_the_whole_protocol(tmp_path: Path) -> None:
 
 
 def test_ranged_reads_cut_a_whole_object_sent_by_a_server_that_ignored_the_range():
-    from zarr_vectors.engine.storage import _requested
+    from zarr_vectors.storage.backend import _requested
 
     whole = bytes(range(100))
     assert _requested(whole, -10, None) == whole[-10:]  # suffix: the index at a shard's end

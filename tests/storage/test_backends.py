@@ -22,14 +22,14 @@ import pytest
 import zarr
 
 import zarr_vectors as zv
-from zarr_vectors.engine import storage
-from zarr_vectors.engine.commit import MemoryStage, write_session
-from zarr_vectors.engine.storage import (
+from zarr_vectors.storage import backend as storage
+from zarr_vectors.storage.backend import (
     LocalBackend,
     ZarrStoreBackend,
     ZarrV2StoreError,
     open_backend,
 )
+from zarr_vectors.storage.commit import MemoryStage, write_session
 
 from .conftest import IN_PLACE_KINDS, StoreTarget, kind_param
 
@@ -460,7 +460,7 @@ def test_failed_swap_keeps_previous_directory(
 ) -> None:
     """The finished stage cannot be moved into place: the old store stays, byte for byte,
     whether the atomic exchange fails or (where there is none) the second of two renames."""
-    from zarr_vectors.engine import commit as _commit
+    from zarr_vectors.storage import commit as _commit
 
     out = tmp_path / "out"
     out.mkdir()

@@ -23,8 +23,8 @@ import pytest
 import zarr
 
 import zarr_vectors as zv
-from zarr_vectors.engine.storage import DEFAULT_TIMEOUT, ZarrStoreBackend, open_backend
 from zarr_vectors.errors import IncompleteStoreError, StoreError
+from zarr_vectors.storage.backend import DEFAULT_TIMEOUT, ZarrStoreBackend, open_backend
 
 from .conftest import StoreTarget, kind_param
 from .s3server import start_s3_server

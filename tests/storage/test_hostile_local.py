@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
-from zarr_vectors.engine.storage import LocalBackend
 from zarr_vectors.errors import StoreError
+from zarr_vectors.storage.backend import LocalBackend
 
 PTS = np.random.default_rng(11).uniform(0, 100, (400, 3)).astype(np.float32)
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
-from zarr_vectors.engine.commit import find_leftovers
+from zarr_vectors.storage.commit import find_leftovers
 
 pytestmark = pytest.mark.slow  # writers killed in subprocesses
 
@@ -28,8 +28,8 @@ _SETUP = r"""
 import os, signal, sys
 import numpy as np
 import zarr_vectors as zv
-from zarr_vectors.engine import commit as _commit
-from zarr_vectors.engine import local as _local
+from zarr_vectors.storage import commit as _commit
+from zarr_vectors.storage import local as _local
 
 
 def die(*args, **kwargs):

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
-from zarr_vectors.engine import local as local_module
-from zarr_vectors.engine import scratch as scratch_module
-from zarr_vectors.engine.local import LocalBackend
-from zarr_vectors.engine.scratch import Arena, arena, retained_limit
 from zarr_vectors.errors import InputError
+from zarr_vectors.storage import local as local_module
+from zarr_vectors.storage import scratch as scratch_module
+from zarr_vectors.storage.local import LocalBackend
+from zarr_vectors.storage.scratch import Arena, arena, retained_limit
 
 
 def test_slices_are_disjoint_aligned_and_reused_after_reset():

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.arrays import (
+from zarr_vectors.engine.chunks.arrays import (
     BOUND_SLACK,
     DRACO_BYTES,
     FRAGMENT_BYTES,
@@ -19,9 +19,8 @@ from zarr_vectors.engine.arrays import (
     LinkArray,
     TableArray,
 )
+from zarr_vectors.engine.chunks.pipeline import DEFAULT_MAX_DECODED
 from zarr_vectors.engine.ids import GROUP_ID_ATTRIBUTE, OBJECT_ID_ATTRIBUTE, IdMap, IdTableWarning
-from zarr_vectors.engine.pipeline import DEFAULT_MAX_DECODED
-from zarr_vectors.engine.storage import Backend
 from zarr_vectors.errors import (
     FormatError,
     UnknownIdError,
@@ -36,6 +35,7 @@ from zarr_vectors.format.manifests import ManifestBlock, decode_manifest, decode
 from zarr_vectors.format.metadata import MAX_READ_BINS, LevelMeta, RootMeta, check_arrays_present, parse_level
 from zarr_vectors.format.shards import inner_codecs
 from zarr_vectors.format.zarr_json import check_zarr_v3, load_json
+from zarr_vectors.storage.backend import Backend
 
 __all__ = ["Level"]
 

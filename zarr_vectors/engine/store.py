@@ -17,10 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.arrays import TableArray
+from zarr_vectors.engine.chunks.arrays import TableArray
 from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.shards import ShardReader
-from zarr_vectors.engine.storage import Backend, ConsistentBackend, check_complete, check_not_v2, open_backend
 from zarr_vectors.errors import (
     FormatError,
     LevelNotFoundError,
@@ -30,6 +28,14 @@ from zarr_vectors.errors import (
 )
 from zarr_vectors.format.metadata import RootMeta
 from zarr_vectors.format.zarr_json import check_zarr_v3, load_json
+from zarr_vectors.storage.backend import (
+    Backend,
+    ConsistentBackend,
+    check_complete,
+    check_not_v2,
+    open_backend,
+)
+from zarr_vectors.storage.shards import ShardReader
 
 __all__ = ["MODES", "VectorStore", "table_values"]
 

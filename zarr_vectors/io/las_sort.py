@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.inputs import extent
+from zarr_vectors.engine.write.inputs import extent
 from zarr_vectors.engine.write.partition import cell_indices
 from zarr_vectors.engine.write.spill import cell_groups, stable_order
 from zarr_vectors.engine.write.stream import check_inside

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zarr_vectors.engine.inputs import shape_vector
+from zarr_vectors.engine.write.inputs import shape_vector
 from zarr_vectors.errors import InputError
 from zarr_vectors.io._files import input_files
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.engine.ids import DenseIds, as_id_array, dense_ids
+from zarr_vectors.engine.write import inputs as _inputs
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.level0 import LevelArrays, make_layout, object_tables, write_level0
 from zarr_vectors.engine.write.options import StoreOptions

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine import inputs as _inputs
+from zarr_vectors.engine.chunks.pipeline import draco_codec
 from zarr_vectors.engine.ids import as_id_array, dense_ids, table_rows
-from zarr_vectors.engine.pipeline import draco_codec
+from zarr_vectors.engine.write import inputs as _inputs
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.cells import fragment_payloads
 from zarr_vectors.engine.write.level0 import (

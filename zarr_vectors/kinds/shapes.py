@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.engine.ids import DenseIds, table_rows
+from zarr_vectors.engine.write import inputs as _inputs
 from zarr_vectors.engine.write.level0 import LevelArrays, make_layout, object_tables, write_level0
 from zarr_vectors.engine.write.options import StoreOptions
 from zarr_vectors.errors import GeometryRepairedWarning, InputError

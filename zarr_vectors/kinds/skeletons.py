@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.engine.ids import dense_ids
+from zarr_vectors.engine.write import inputs as _inputs
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.cells import fragment_payloads
 from zarr_vectors.engine.write.level0 import (

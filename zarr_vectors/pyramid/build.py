@@ -5,7 +5,7 @@ level's arrays and, unless ``cross_level="none"``, the ``k-1/links/+1`` family (
 ``k/links/-1`` with ``"explicit"``); then the level group, the patched source level group
 and finally the root ``zarr.json`` (which lists level k) are written.
 
-The build writes into a staging folder (:func:`zarr_vectors.engine.commit.rebuild_session`):
+The build writes into a staging folder (:func:`zarr_vectors.storage.commit.rebuild_session`):
 old coarse levels and cross-level links read as absent there, level 0 is read from the
 store. Only a complete build is committed: a local store is exchanged in one rename
 for a sibling holding level 0 (hard links) and the new levels; another store first
@@ -22,9 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.commit import rebuild_session
 from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.storage import GENERATION_KEY, dump_json, new_generation
 from zarr_vectors.engine.store import VectorStore
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.errors import InputError, ReadOnlyError, choice_message
@@ -38,6 +36,8 @@ from zarr_vectors.pyramid.points import CoarseLevel, coarsen_points, level_ratio
 from zarr_vectors.pyramid.reduce import REDUCTIONS
 from zarr_vectors.pyramid.sparsity import Sparsity, attribute_scores, select_objects, sparsity_per_level
 from zarr_vectors.pyramid.xlevel import CrossLevelWriter, link_dtype
+from zarr_vectors.storage.backend import GENERATION_KEY, dump_json, new_generation
+from zarr_vectors.storage.commit import rebuild_session
 
 __all__ = ["CROSS_LEVEL", "build_pyramid"]
 

@@ -55,7 +55,7 @@ def estimate_counts(ds: VectorStore, bbox: Any = None, levels: list[int] | None 
     """Estimated vertex count of every level (or of ``levels``) inside ``bbox`` (None: the whole level)."""
     lo = hi = None
     if bbox is not None:
-        from zarr_vectors.engine.read import parse_box
+        from zarr_vectors.engine.read.points import parse_box
 
         lo, hi = parse_box(bbox, ds.ndim, ds.axes)
     return {k: estimate_count(ds.level(k), lo, hi) for k in (ds.levels if levels is None else levels)}

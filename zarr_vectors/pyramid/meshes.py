@@ -27,12 +27,12 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors._extras import needs
-from zarr_vectors.engine.inputs import NamedArray
+from zarr_vectors.engine.chunks.pipeline import draco_codec
 from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.pipeline import draco_codec
-from zarr_vectors.engine.read import attribute_names
+from zarr_vectors.engine.read.points import attribute_names
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.cells import fragment_payloads
+from zarr_vectors.engine.write.inputs import NamedArray
 from zarr_vectors.engine.write.level0 import LevelArrays, Tables, partition_owners, write_level_arrays
 from zarr_vectors.engine.write.partition import partition
 from zarr_vectors.engine.write.tables import build_manifests

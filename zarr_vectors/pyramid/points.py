@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.read import fetch_cells, row_owners
+from zarr_vectors.engine.read.points import fetch_cells, row_owners
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.cells import fragment_payloads
 from zarr_vectors.engine.write.level0 import OBJECT_ID_META, fragment_owner_payloads, row_payloads

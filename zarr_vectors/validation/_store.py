@@ -7,10 +7,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from zarr_vectors.engine.shards import ShardReader
-from zarr_vectors.engine.storage import Backend
 from zarr_vectors.errors import CorruptShardError, FormatError
 from zarr_vectors.format.zarr_json import check_zarr_v3, load_json
+from zarr_vectors.storage.backend import Backend
+from zarr_vectors.storage.shards import ShardReader
 
 __all__ = ["StoreView", "list_keys", "batched"]
 
@@ -40,7 +40,7 @@ class StoreView:
     document (the reader's :func:`~zarr_vectors.format.zarr_json.check_zarr_v3`). ``cells``
     maps an array path to its stored chunk keys relative to the array (``"c/1/2/3"``),
     filled by :meth:`index_cells`; for a sharded array (``backend`` a
-    :class:`~zarr_vectors.engine.shards.ShardReader`), the cells its shards' indexes list.
+    :class:`~zarr_vectors.storage.shards.ShardReader`), the cells its shards' indexes list.
     """
 
     backend: Backend

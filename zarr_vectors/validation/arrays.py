@@ -1,6 +1,6 @@
 """Level 2, per-chunk arrays: the ``zarr.json`` of every array over a level's chunk grid
 (vertices, fragments, attributes, links, link attributes), parsed into the reader's own
-:class:`~zarr_vectors.engine.arrays.CellArray` objects, whose findings are reported. The
+:class:`~zarr_vectors.engine.chunks.arrays.CellArray` objects, whose findings are reported. The
 cell checks of level 3 read through those objects.
 
 An array whose document has a finding that blocks reading is described (its grid, its
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from zarr.registry import get_codec_class
 
-from zarr_vectors.engine.arrays import DRACO_BYTES, FRAGMENT_BYTES, CellArray, LinkArray
+from zarr_vectors.engine.chunks.arrays import DRACO_BYTES, FRAGMENT_BYTES, CellArray, LinkArray
 from zarr_vectors.errors import DecodeError
 from zarr_vectors.format.findings import UNSUPPORTED, Finding, short
 from zarr_vectors.format.grid import bins_per_chunk
@@ -203,7 +203,7 @@ def _same_grid(model: LevelModel, out: Collector) -> None:
 
 def _bound(arr: CellArray | None, max_rows: int | None, row_bytes: int | None = None) -> None:
     """Bound the decoded size of the array's cells as the reader does (see
-    :mod:`zarr_vectors.engine.arrays`): a cell claiming more is a ``cells.decode`` problem."""
+    :mod:`zarr_vectors.engine.chunks.arrays`): a cell claiming more is a ``cells.decode`` problem."""
     if arr is None or arr.pipeline is None or max_rows is None:
         return
     arr.max_rows, arr.row_bytes = max_rows, row_bytes

@@ -7,7 +7,7 @@ that fall between old ones renumber the old objects, and then the owner tables o
 untouched cells are rewritten as well (a few bytes per fragment). Coarser levels are
 kept but marked stale (``zarr_vectors_level.stale``) until the pyramid is rebuilt.
 
-The commit goes through :func:`~zarr_vectors.engine.commit.rebuild_session`: a local
+The commit goes through :func:`~zarr_vectors.storage.commit.rebuild_session`: a local
 store is exchanged whole with its staged copy (unchanged files hard-linked); another
 store first gets a placeholder root, so an interrupted append reads as incomplete.
 """
@@ -21,14 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine import inputs as _inputs
-from zarr_vectors.engine.arrays import CellArray
-from zarr_vectors.engine.commit import placeholder_root, rebuild_session
+from zarr_vectors.engine.chunks.arrays import CellArray
+from zarr_vectors.engine.chunks.pipeline import Pipeline, compression_of
 from zarr_vectors.engine.ids import OBJECT_ID_ATTRIBUTE, as_id_array, dense_ids
 from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.pipeline import Pipeline, compression_of
 from zarr_vectors.engine.store import VectorStore, table_values
-from zarr_vectors.engine.threads import check_workers
+from zarr_vectors.engine.write import inputs as _inputs
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.cells import AttributeSpec, EncodedCells, PointCells
 from zarr_vectors.engine.write.level0 import fragment_owner_payloads
@@ -42,6 +40,8 @@ from zarr_vectors.format.grid import cell_key
 from zarr_vectors.format.metadata import RootMeta
 from zarr_vectors.format.shards import inner_codecs, parse_sharding
 from zarr_vectors.format.zarr_json import absent_fill
+from zarr_vectors.storage.commit import placeholder_root, rebuild_session
+from zarr_vectors.storage.threads import check_workers
 
 __all__ = ["STALE_KEY", "append_points"]
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.inputs import NamedArray
-from zarr_vectors.engine.pipeline import Pipeline
+from zarr_vectors.engine.chunks.pipeline import Pipeline
+from zarr_vectors.engine.write.inputs import NamedArray
 from zarr_vectors.engine.write.level0 import (
     OBJECT_ID_META,
     attribute_meta,

@@ -14,14 +14,14 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.engine import ids as _ids
-from zarr_vectors.engine import inputs as _inputs
-from zarr_vectors.engine.commit import write_session
+from zarr_vectors.engine.write import inputs as _inputs
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.options import StoreOptions, check_shards
 from zarr_vectors.engine.write.tables import write_object_tables
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.grid import Grid
 from zarr_vectors.format.metadata import Axis, LevelMeta, RootMeta
+from zarr_vectors.storage.commit import write_session
 
 __all__ = [
     "OBJECT_ID_META",

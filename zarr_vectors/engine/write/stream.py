@@ -23,12 +23,9 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from zarr_vectors.engine import inputs as _inputs
-from zarr_vectors.engine.commit import check_target, scratch_folder, staging, write_session
+from zarr_vectors.engine.chunks.pipeline import Pipeline, compressor_json
 from zarr_vectors.engine.ids import DenseIds, as_id_array, dense_ids
-from zarr_vectors.engine.pipeline import Pipeline, compressor_json
-from zarr_vectors.engine.storage import local_path
-from zarr_vectors.engine.threads import check_workers
+from zarr_vectors.engine.write import inputs as _inputs
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.cells import AttributeSpec, EncodedCells, PointCells
 from zarr_vectors.engine.write.level0 import (
@@ -45,6 +42,9 @@ from zarr_vectors.engine.write.spill import CellSpill
 from zarr_vectors.engine.write.tables import manifests_of
 from zarr_vectors.errors import InputError, ZarrVectorsError
 from zarr_vectors.format.metadata import LevelMeta
+from zarr_vectors.storage.backend import local_path
+from zarr_vectors.storage.commit import check_target, scratch_folder, staging, write_session
+from zarr_vectors.storage.threads import check_workers
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from zarr_vectors.engine.ids import OBJECT_ID_ATTRIBUTE
-from zarr_vectors.engine.inputs import NamedArray
 from zarr_vectors.engine.write.builder import MANIFEST_BUCKET, OBJECT_ATTRIBUTE_CHUNK, StoreBuilder
+from zarr_vectors.engine.write.inputs import NamedArray
 from zarr_vectors.engine.write.partition import Partition
 from zarr_vectors.format.grid import Grid
 from zarr_vectors.format.manifests import encode_manifests_batch

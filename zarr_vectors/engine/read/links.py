@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from zarr_vectors.engine.arrays import LinkArray
+from zarr_vectors.engine.chunks.arrays import LinkArray
 from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.read import (
+from zarr_vectors.engine.read.points import (
     Cells,
     attribute_names,
     build_result,
@@ -444,7 +444,7 @@ def is_lines(level: Level) -> bool:
 def fetch_linked_objects(
     level: Level, ids: np.ndarray, names: list[str], with_links: bool = True
 ) -> tuple[Cells, np.ndarray, np.ndarray, list[tuple[LinkArray, np.ndarray]], list[bytes | None]]:
-    """Objects ``ids`` as :func:`~zarr_vectors.engine.read.fetch_objects` returns them, with
+    """Objects ``ids`` as :func:`~zarr_vectors.engine.read.points.fetch_objects` returns them, with
     the link cells of their chunks fetched in the same batch (``with_links``): the cells,
     the objects' rows and owners, the link plan and the raw link cells."""
     plan: list[tuple[LinkArray, np.ndarray]] = []

@@ -31,9 +31,9 @@ from typing import Literal, overload
 
 import numpy as np
 
-from zarr_vectors.engine.scratch import Arena
-from zarr_vectors.engine.threads import default_workers, map_cells
 from zarr_vectors.errors import ReadOnlyError, StoreError
+from zarr_vectors.storage.scratch import Arena
+from zarr_vectors.storage.threads import default_workers, map_cells
 
 #: Keys per batch from which reads are spread over threads.
 PARALLEL_READS = 64
@@ -91,7 +91,7 @@ class LocalBackend:
     """Files under a directory; missing files read as None (see the module docstring for
     what is refused). ``follow_symlinks=True`` reads links that lead out of the store;
     deletes never reach through a link out of it. Listing does not descend into linked
-    folders. Implements :class:`zarr_vectors.engine.storage.Backend`."""
+    folders. Implements :class:`zarr_vectors.storage.backend.Backend`."""
 
     supports_deletes = True
     transactional = False

@@ -1,8 +1,8 @@
 """Box and object reads of a level of any kind, chosen by the kind table's family.
 
-``points`` read vertices (:mod:`zarr_vectors.engine.read`); ``lines``, ``graph`` and
-``shapes`` add edges (:mod:`zarr_vectors.engine.edges`); ``mesh`` adds faces
-(:mod:`zarr_vectors.engine.faces`). A store whose kinds the table does not know reads as points.
+``points`` read vertices (:mod:`zarr_vectors.engine.read.points`); ``lines``, ``graph`` and
+``shapes`` add edges (:mod:`zarr_vectors.engine.read.links`); ``mesh`` adds faces
+(:mod:`zarr_vectors.engine.read.faces`). A store whose kinds the table does not know reads as points.
 Results carry on-disk object numbers (OIDs); the caller translates them to the user's ids.
 """
 
@@ -12,12 +12,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from zarr_vectors.engine.edges import objects_with_edges, query_lines_box
-from zarr_vectors.engine.faces import mesh_objects, query_mesh_box
 from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.read import attribute_names, query_box, read_objects
+from zarr_vectors.engine.read.faces import mesh_objects, query_mesh_box
+from zarr_vectors.engine.read.links import objects_with_edges, query_lines_box
+from zarr_vectors.engine.read.points import attribute_names, query_box, read_objects
+from zarr_vectors.engine.read.where import Condition, RowFilter, apply_filter
 from zarr_vectors.engine.store import table_values
-from zarr_vectors.engine.where import Condition, RowFilter, apply_filter
 from zarr_vectors.errors import AttributeNotFoundError, FormatError
 from zarr_vectors.format.kinds import family_of
 from zarr_vectors.result import Result

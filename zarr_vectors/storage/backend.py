@@ -5,14 +5,14 @@ A backend moves whole keys (``"0/vertices/c/1/2/3"``, ``"zarr.json"``) in batche
 offers the whole :class:`Backend` protocol (listing, sizes, deletes, its capabilities),
 so no caller needs to know which class it holds. ``get_ranges`` reads byte ranges of keys
 (:data:`ByteRange`: a prefix, a suffix, a span or the whole object), which the shard layer
-(:mod:`zarr_vectors.engine.shards`) uses to read sharded arrays; on zarr Stores its requests
+(:mod:`zarr_vectors.storage.shards`) uses to read sharded arrays; on zarr Stores its requests
 are in flight together, at most zarr's ``async.concurrency`` at once.
 
 * :class:`LocalBackend` reads and writes files of a local directory directly.
   On local disk this is about ten times faster than going through zarr-python's
   ``LocalStore`` one key at a time (each key there costs a thread hop), and the
   files are the same. It refuses files that are not regular files inside the store
-  (see :mod:`zarr_vectors.engine.local`).
+  (see :mod:`zarr_vectors.storage.local`).
 * :class:`ZarrStoreBackend` serves any zarr v3 ``Store`` (memory, zip, fsspec
   S3/GCS, obstore): a batch becomes one ``asyncio.gather`` on zarr's event loop
   (:func:`run_sync` is the one bridge from synchronous code to it), so object-storage
@@ -23,7 +23,7 @@ are in flight together, at most zarr's ``async.concurrency`` at once.
   batch it reads the root ``zarr.json`` again and raises
   :class:`~zarr_vectors.errors.StoreChangedError` when a writer replaced the store.
 
-Writes go through :func:`write_session` (:mod:`zarr_vectors.engine.commit`): the store is
+Writes go through :func:`write_session` (:mod:`zarr_vectors.storage.commit`): the store is
 built in a local staging folder, then swapped in (local directories, zip files) or
 committed key by key behind a root marking it incomplete (other stores).
 
@@ -51,8 +51,6 @@ from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Sto
 from zarr.core.buffer import cpu, default_buffer_prototype
 from zarr.core.sync import sync
 
-from zarr_vectors.engine.local import LocalBackend
-from zarr_vectors.engine.scratch import Arena
 from zarr_vectors.errors import (
     IncompleteStoreError,
     InputError,
@@ -63,6 +61,8 @@ from zarr_vectors.errors import (
     ZarrV2StoreError,
     ZarrVectorsError,
 )
+from zarr_vectors.storage.local import LocalBackend
+from zarr_vectors.storage.scratch import Arena
 
 __all__ = [
     "Wrapping",

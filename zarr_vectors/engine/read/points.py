@@ -14,11 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.arrays import CellArray
+from zarr_vectors.engine.chunks.arrays import CellArray
 from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.scratch import arena
-from zarr_vectors.engine.threads import map_cells
-from zarr_vectors.engine.where import RowFilter, apply_filter
+from zarr_vectors.engine.read.where import RowFilter, apply_filter
 from zarr_vectors.errors import AttributeNotFoundError, CorruptCellError, FormatError, InputError, decoding
 from zarr_vectors.format.fragments import (
     FragmentIndex,
@@ -28,6 +26,8 @@ from zarr_vectors.format.fragments import (
     ranges_to_rows,
 )
 from zarr_vectors.result import Result
+from zarr_vectors.storage.scratch import arena
+from zarr_vectors.storage.threads import map_cells
 
 __all__ = [
     "Cells",

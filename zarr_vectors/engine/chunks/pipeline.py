@@ -3,14 +3,14 @@
 A :class:`Pipeline` is built from an array's ``codecs`` JSON: an optional geometry codec
 (``draco``: the library decodes its blobs itself, so the pipeline yields the blob), the
 ``vlen-bytes`` or ``bytes`` serialiser, then any bytes-to-bytes codecs zarr's and numcodecs'
-registries know (see :mod:`zarr_vectors.engine.compressors`), producing exactly the bytes
+registries know (see :mod:`zarr_vectors.engine.chunks.compressors`), producing exactly the bytes
 zarr-python produces. Codec lists it cannot handle (sharding, ...) raise
 :class:`UnsupportedPipeline` so the caller can say which codec is missing.
 
 Decoding is bounded and thread-safe: every stage's output is at most ``Pipeline.max_size``
 bytes (the reader derives it from the array's metadata, see ``engine/arrays.py``), checked
 before anything that size is allocated where the codec's bytes say it (the table in
-:mod:`~zarr_vectors.engine.compressors`); every failure of a codec is a :class:`DecodeError`.
+:mod:`~zarr_vectors.engine.chunks.compressors`); every failure of a codec is a :class:`DecodeError`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from zarr_vectors.engine.compressors import (
+from zarr_vectors.engine.chunks.compressors import (
     BytesCodec,
     UnsupportedPipeline,
     bytes_codec,
@@ -32,9 +32,9 @@ from zarr_vectors.engine.compressors import (
     zstd_read_into,
     zstd_size,
 )
-from zarr_vectors.engine.scratch import Arena
 from zarr_vectors.errors import DecodeError
 from zarr_vectors.format.codecs import DRACO, geometry_codec
+from zarr_vectors.storage.scratch import Arena
 
 __all__ = [
     "CHECKSUM_CODEC",
@@ -53,7 +53,7 @@ _VLEN_HEAD = struct.Struct("<II")
 _U32 = struct.Struct("<I")
 
 #: Decoded-size ceiling of a pipeline whose caller gives no bound of its own. The readers
-#: always give one derived from the array's metadata (see ``zarr_vectors.engine.arrays``).
+#: always give one derived from the array's metadata (see ``zarr_vectors.engine.chunks.arrays``).
 DEFAULT_MAX_DECODED = 1 << 31
 #: The codec entry that ``checksums=True`` appends to every array's codec list.
 CHECKSUM_CODEC: dict[str, Any] = {"name": "crc32c"}

@@ -50,8 +50,8 @@ import zstandard
 from zarr.abc.codec import BytesBytesCodec
 from zarr.registry import get_codec_class
 
-from zarr_vectors.engine.scratch import Arena
 from zarr_vectors.errors import DecodeError, InputError, choice_message
+from zarr_vectors.storage.scratch import Arena
 
 __all__ = [
     "BytesCodec",

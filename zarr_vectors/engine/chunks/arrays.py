@@ -34,14 +34,13 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from zarr_vectors.engine.pipeline import (
+from zarr_vectors.engine.chunks.pipeline import (
     DEFAULT_MAX_DECODED,
     DRACO,
     Pipeline,
     UnsupportedPipeline,
     geometry_codec,
 )
-from zarr_vectors.engine.scratch import Arena
 from zarr_vectors.errors import CorruptCellError, FormatError, decoding
 from zarr_vectors.format.documents import (
     MAX_CELLS,
@@ -56,6 +55,7 @@ from zarr_vectors.format.findings import UNSUPPORTED, Finding, raise_for
 from zarr_vectors.format.grid import cell_key
 from zarr_vectors.format.groups import LinkLayout, LinksFamily, parse_link_layout
 from zarr_vectors.format.shards import inner_codecs, parse_sharding
+from zarr_vectors.storage.scratch import Arena
 
 __all__ = [
     "CellArray",
@@ -86,7 +86,7 @@ _T = TypeVar("_T", bound="TableArray")
 
 def _pipeline(path: str, doc: dict[str, Any]) -> Pipeline:
     """The pipeline of one cell (inside the ``sharding_indexed`` codec when sharded: the
-    backend's shard layer hands out inner chunks, see :mod:`zarr_vectors.engine.shards`)."""
+    backend's shard layer hands out inner chunks, see :mod:`zarr_vectors.storage.shards`)."""
     parse_sharding(path, doc)  # a malformed sharding configuration: FormatError
     try:
         return Pipeline.from_codecs(inner_codecs(doc) or [])

@@ -1,6 +1,6 @@
 """Copy a store with its per-chunk arrays sharded differently (or unsharded), shard by shard.
 
-:func:`reshard` reads the source through a :class:`~zarr_vectors.engine.shards.ShardReader`
+:func:`reshard` reads the source through a :class:`~zarr_vectors.storage.shards.ShardReader`
 (so a sharded source hands out cells) and writes the destination through the usual write
 session: cells and shards first, array documents, groups deepest first, the root last with a
 new write generation. Only the per-chunk arrays (those with ``nonempty_chunks``) change: their
@@ -16,9 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.commit import write_session
-from zarr_vectors.engine.shards import ShardReader
-from zarr_vectors.engine.storage import check_complete, check_not_v2, open_backend
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.options import check_shards
 from zarr_vectors.errors import FormatError
@@ -32,6 +29,9 @@ from zarr_vectors.format.shards import (
     unsharded_doc,
 )
 from zarr_vectors.format.zarr_json import load_json
+from zarr_vectors.storage.backend import check_complete, check_not_v2, open_backend
+from zarr_vectors.storage.commit import write_session
+from zarr_vectors.storage.shards import ShardReader
 
 __all__ = ["reshard", "BATCH_BYTES"]
 

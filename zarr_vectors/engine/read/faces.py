@@ -15,15 +15,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from zarr_vectors.engine.edges import (
+from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.read.links import (
     fetch_linked_objects,
     link_edges,
     link_keys,
     link_plan,
     plan_endpoint_chunks,
 )
-from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.read import (
+from zarr_vectors.engine.read.points import (
     Cells,
     attribute_names,
     build_result,

@@ -39,9 +39,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from zarr_vectors.engine.local import LocalBackend, exchange, remove_tree
-from zarr_vectors.engine.scratch import Arena
-from zarr_vectors.engine.storage import (
+from zarr_vectors.errors import ReadOnlyError, StoreExistsError
+from zarr_vectors.format import zarr_json
+from zarr_vectors.storage.backend import (
     GENERATION_KEY,
     INCOMPLETE_KEY,
     Backend,
@@ -54,8 +54,8 @@ from zarr_vectors.engine.storage import (
     remote_backend,
     under,
 )
-from zarr_vectors.errors import ReadOnlyError, StoreExistsError
-from zarr_vectors.format import zarr_json
+from zarr_vectors.storage.local import LocalBackend, exchange, remove_tree
+from zarr_vectors.storage.scratch import Arena
 
 try:
     import fcntl
