@@ -103,8 +103,12 @@ def run_job(
     isolated: bool = True,
     **kw: Any,
 ) -> tuple[dict[str, Any], str]:
-    """Run ``script --child JOB_JSON`` (the script's own child mode) with ``run_json``."""
-    cmd = [python, *(["-I"] if isolated else []), str(script), "--child", json.dumps(job)]
+    """Run ``script --child JOB_JSON`` (the script's own child mode) with ``run_json``.
+
+    ``isolated`` runs it with ``-E -s``: like ``-I``, but the script's folder stays on
+    ``sys.path`` so the child can ``import _harness``.
+    """
+    cmd = [python, *(["-E", "-s"] if isolated else []), str(script), "--child", json.dumps(job)]
     kw.setdefault("what", f"child {job.get('task')}")
     return run_json(cmd, **kw)
 
