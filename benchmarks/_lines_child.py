@@ -21,15 +21,18 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import os
-import resource
 import sys
 import time
 import warnings
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves this folder off sys.path
+from _harness import answer, digest, load_json, peak_rss_mib, rchar  # noqa: E402
+
+del sys.path[0]  # nothing else is imported from the benchmarks folder
 
 warnings.simplefilter("ignore")
 
@@ -39,10 +42,6 @@ LO, HI = 0.0, 1000.0
 NDIM = 3
 MIN_LEN, MAX_LEN = 50, 200
 STEP_SIGMA = 10.0
-
-
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
 def generate(n_lines: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -67,15 +66,6 @@ def generate(n_lines: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     pos = (LO + span - np.abs(folded - span)).astype(np.float32)
     np.clip(pos, np.float32(LO), np.float32(HI), out=pos)
     return pos, offsets
-
-
-def digest(*arrays: np.ndarray) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(np.ascontiguousarray(a).tobytes())
-    return h.hexdigest()[:16]
 
 
 def as_list(pos: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:
@@ -431,11 +421,6 @@ def task_write(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def load_json(path: str) -> Any:
-    with open(path) as fh:
-        return json.load(fh)
-
-
 def _median(v: list[float]) -> float | None:
     return float(np.median(v)) if v else None
 
@@ -534,17 +519,6 @@ def _reorder(
     return pos[rows], new_offs, None if pids is None else pids[order]
 
 
-def _rchar() -> int | None:
-    try:
-        with open("/proc/self/io") as fh:
-            for line in fh:
-                if line.startswith("rchar:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
 def task_io(args: argparse.Namespace) -> dict[str, Any]:
     """Files opened and bytes read by one box query (and by ``open``).
 
@@ -568,12 +542,12 @@ def task_io(args: argparse.Namespace) -> dict[str, Any]:
     del ds
     sys.addaudithook(hook)
     phase["name"] = "open"
-    r0 = _rchar()
+    r0 = rchar()
     ds = impl.open(args.store)
-    r1 = _rchar()
+    r1 = rchar()
     phase["name"] = "query"
     r = impl.query(ds, lo, hi)
-    r2 = _rchar()
+    r2 = rchar()
     phase["name"] = "done"
     rows = int(len(np.asarray(r.positions)))
 
@@ -699,8 +673,7 @@ def main() -> int:
     _OURS_SOURCE = args.ours_source
     result = TASKS[args.task](args)
     result.update({"impl": args.impl, "task": args.task, "variant": args.variant, "python": sys.executable})
-    sys.stdout.write("\n" + json.dumps(result) + "\n")
-    return 0
+    return answer(result)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ The last line of stdout is a JSON object with the results.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -30,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _lines_child import _rchar, digest, load_json, peak_rss_mib  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves this folder off sys.path
+from _harness import answer, digest, load_json, peak_rss_mib, rchar  # noqa: E402
 
 del sys.path[0]  # nothing else is imported from the benchmarks folder
 
@@ -476,12 +475,12 @@ def task_io(args: argparse.Namespace) -> dict[str, Any]:
     impl.query(impl.open(args.store), lo, hi)  # warm lazy imports
     sys.addaudithook(hook)
     phase["name"] = "open"
-    r0 = _rchar()
+    r0 = rchar()
     ds = impl.open(args.store)
-    r1 = _rchar()
+    r1 = rchar()
     phase["name"] = "query"
     r = impl.query(ds, lo, hi)
-    r2 = _rchar()
+    r2 = rchar()
     phase["name"] = "done"
     pos, faces = impl.unpack(r)
 
@@ -584,8 +583,7 @@ def main() -> int:
             "python": sys.executable,
         }
     )
-    sys.stdout.write("\n" + json.dumps(result) + "\n")
-    return 0
+    return answer(result)
 
 
 if __name__ == "__main__":

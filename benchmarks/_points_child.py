@@ -21,15 +21,18 @@ The last line of stdout is a JSON object with the results.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
 import sys
 import time
 import warnings
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves this folder off sys.path
+from _harness import answer, digest, load_json, peak_rss_mib, rchar  # noqa: E402
+
+del sys.path[0]  # nothing else is imported from the benchmarks folder
 
 warnings.simplefilter("ignore")
 
@@ -41,26 +44,12 @@ LO, HI = 0.0, 1000.0
 NDIM = 3
 
 
-def peak_rss_mib() -> float:
-    # Linux reports ru_maxrss in KiB.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
 def generate(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """The benchmark data: n float32 points uniform in [0, 1000)^3 and one float32 attribute."""
     rng = np.random.default_rng(seed)
     pos = rng.random((n, NDIM), dtype=np.float32) * np.float32(HI - LO) + np.float32(LO)
     attr = rng.random(n, dtype=np.float32)
     return pos, attr
-
-
-def digest(*arrays: np.ndarray) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(np.ascontiguousarray(a).tobytes())
-    return h.hexdigest()[:16]
 
 
 # --------------------------------------------------------------------------- adapters
@@ -234,15 +223,10 @@ def task_write(args: argparse.Namespace) -> dict[str, Any]:
     return {"write_s": t1 - t0, "peak_rss_mib": peak_rss_mib(), "digest": digest(pos, attr)}
 
 
-def load_boxes(path: str) -> dict[str, list[list[list[float]]]]:
-    with open(path) as fh:
-        return json.load(fh)
-
-
 def task_query(args: argparse.Namespace) -> dict[str, Any]:
     impl = adapter(args.impl)
     pos, attr = generate(args.n, args.seed)
-    boxes = load_boxes(args.boxes)
+    boxes = load_json(args.boxes)
     out: dict[str, Any] = {}
     for label, blist in boxes.items():
         times, counts, bad, errors = [], [], 0, []
@@ -273,17 +257,6 @@ def task_query(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _rchar() -> int | None:
-    try:
-        with open("/proc/self/io") as fh:
-            for line in fh:
-                if line.startswith("rchar:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
 def task_io(args: argparse.Namespace) -> dict[str, Any]:
     """Files opened and bytes read by one box query.
 
@@ -294,7 +267,7 @@ def task_io(args: argparse.Namespace) -> dict[str, Any]:
     the process's ``rchar`` from /proc/self/io (bytes returned by read syscalls, all threads).
     """
     impl = adapter(args.impl)
-    boxes = load_boxes(args.boxes)
+    boxes = load_json(args.boxes)
     lo, hi = boxes[args.io_label][args.io_index]
     store = os.path.realpath(args.store)
     phase = {"name": "setup"}
@@ -321,12 +294,12 @@ def task_io(args: argparse.Namespace) -> dict[str, Any]:
 
     sys.addaudithook(hook)
     phase["name"] = "open"
-    r0 = _rchar()
+    r0 = rchar()
     ds = impl.open(args.store)
-    r1 = _rchar()
+    r1 = rchar()
     phase["name"] = "query"
     got_pos, _ = impl.query(ds, lo, hi)
-    r2 = _rchar()
+    r2 = rchar()
     phase["name"] = "done"
 
     def summarise(name: str, rchar: int | None) -> dict[str, Any]:
@@ -405,7 +378,7 @@ def task_profile(args: argparse.Namespace) -> dict[str, Any]:
     out["write_tottime"] = top(prof, "tottime")
     out["write_cumtime"] = top(prof, "cumulative")
 
-    boxes = load_boxes(args.boxes)[args.io_label]
+    boxes = load_json(args.boxes)[args.io_label]
     prof = cProfile.Profile()
     total = 0.0
     for lo, hi in boxes:
@@ -445,8 +418,7 @@ def main() -> int:
     _OURS_SOURCE = args.ours_source
     result = TASKS[args.task](args)
     result.update({"impl": args.impl, "task": args.task, "variant": args.variant, "python": sys.executable})
-    sys.stdout.write("\n" + json.dumps(result) + "\n")
-    return 0
+    return answer(result)
 
 
 if __name__ == "__main__":

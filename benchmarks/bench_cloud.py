@@ -41,10 +41,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-CHILD = REPO / "benchmarks" / "_cloud_child.py"
-REF_VENV = REPO / ".cache" / "reference-venv"
-REF_VENV_SCRIPT = REPO.parent / "shared" / "tools" / "reference-venv.sh"
+import _harness
+
+REPO = _harness.REPO
+CHILD = _harness.HERE / "_cloud_child.py"
 BUCKET = "zv-bench-cloud"
 SYSTEMS = ("ours", "ours-sharded", "reference")
 #: Dummy credentials, no config files or metadata lookups, no proxy for loopback.
@@ -70,8 +70,7 @@ s.stop()
 """
 
 
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+log = _harness.make_log()
 
 
 def parse_count(text: str) -> int:
@@ -82,17 +81,9 @@ def parse_count(text: str) -> int:
 
 def reference_python(explicit: str | None) -> str:
     """A python importing zarr-vectors 0.9.2 and s3fs (made with reference-venv.sh if needed)."""
-    py = explicit or str(REF_VENV / "bin" / "python")
+    py = explicit or str(_harness.DEFAULT_REF_VENV / "bin" / "python")
     if not explicit and not Path(py).exists():
-        log(f"making the reference venv with {REF_VENV_SCRIPT}")
-        out = subprocess.run(
-            ["bash", str(REF_VENV_SCRIPT), str(REF_VENV)],
-            capture_output=True,
-            text=True,
-            cwd=tempfile.gettempdir(),
-        )
-        if out.returncode != 0:
-            raise SystemExit(f"reference-venv.sh failed:\n{out.stderr}")
+        py = _harness.make_reference_venv(tempfile.gettempdir(), log)
     probe = [py, "-I", "-c", "import s3fs"]
     if subprocess.run(probe, capture_output=True, cwd=tempfile.gettempdir()).returncode != 0:
         log(f"installing s3fs into {py}'s venv (the reference reads s3:// through fsspec)")
@@ -112,16 +103,13 @@ def run_child(python: str, args: list[str], env: dict[str, str], timeout: float)
     the whole error goes to stderr), so one failing system does not end the run."""
     cmd = [python, "-I", str(CHILD), *args]
     try:
-        out = subprocess.run(
-            cmd, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), timeout=timeout
-        )
-    except subprocess.TimeoutExpired:
-        return f"over {timeout:g} s"
-    if out.returncode != 0:
-        log(f"child failed: {' '.join(cmd)}\n{out.stderr[-4000:]}")
-        lines = out.stderr.strip().splitlines()
-        return f"failed: {lines[-1] if lines else 'exit status ' + str(out.returncode)}"
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+        return _harness.run_json(cmd, what="child", env=env, cwd=tempfile.gettempdir(), timeout=timeout)[0]
+    except _harness.ChildError as exc:
+        if exc.timed_out:
+            return f"over {timeout:g} s"
+        log(f"child failed: {' '.join(cmd)}\n{exc.stderr[-4000:]}")
+        lines = exc.stderr.strip().splitlines()
+        return f"failed: {lines[-1] if lines else exc}"
 
 
 def bucket_usage(client: Any, prefix: str) -> tuple[int, int]:

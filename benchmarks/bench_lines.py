@@ -23,81 +23,32 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
+import _harness
 import numpy as np
+from _harness import REFERENCE_VERSION, ChildError, fmt, ratio, store_stats, warm_cache
+from _harness import median as med
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-# setup helpers shared with the points benchmark (finding the reference venv, store stats...)
-from bench_points import (  # noqa: E402
-    REFERENCE_VERSION,
-    child_env,
-    describe_source,
-    find_reference_python,
-    fmt,
-    python_version_of_zv,
-    ratio,
-    store_stats,
-    warm_cache,
-)
-
+HERE = _harness.HERE
 REPO = HERE.parent
-CHILD = HERE / "_lines_child.py"
 EXTENT = 1000.0
 BOX_SIDES = {"q1": 215.4, "q10": 464.2}  # cubes covering 1 % and 10 % of [0, 1000]^3
-CHILD_TIMEOUT_S = 1800
+CHILD = _harness.TaskChild(HERE / "_lines_child.py")
+run_child = CHILD.run
 REF_VARIANT = "zstd"
 
 
-def log(msg: str) -> None:
-    sys.stderr.write(f"[bench_lines] {msg}\n")
-    sys.stderr.flush()
-
-
-OURS_SOURCE: str | None = None
+log = _harness.make_log("bench_lines")
 
 
 def snapshot_ours(work: str) -> dict[str, Any]:
     """Copy our package so every child of this run imports the same code."""
-    global OURS_SOURCE
-    dest = os.path.join(work, "ours-src")
-    shutil.copytree(
-        REPO / "zarr_vectors",
-        os.path.join(dest, "zarr_vectors"),
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-    )
-    OURS_SOURCE = dest
-    return describe_source(snapshot=True)
-
-
-class ChildError(RuntimeError):
-    pass
-
-
-def run_child(python: str, impl: str, task: str, *, cwd: str, **kw: Any) -> dict[str, Any]:
-    cmd = [python, "-I", str(CHILD), "--impl", impl, "--task", task]
-    if impl == "ours" and OURS_SOURCE:
-        cmd += ["--ours-source", OURS_SOURCE]
-    for key, value in kw.items():
-        if value is not None:
-            cmd += [f"--{key.replace('_', '-')}", str(value)]
-    proc = subprocess.run(
-        cmd, cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=CHILD_TIMEOUT_S
-    )
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
-        raise ChildError(f"{impl} {task} exited {proc.returncode}: {tail}")
-    lines = [ln for ln in proc.stdout.strip().splitlines() if ln.strip()]
-    try:
-        return json.loads(lines[-1])
-    except (IndexError, json.JSONDecodeError) as exc:
-        raise ChildError(f"{impl} {task}: no JSON result ({exc}); stdout tail: {lines[-3:]}")
+    CHILD.snapshot(work, {"zarr_vectors": REPO / "zarr_vectors"})
+    return _harness.describe_source(snapshot=True)
 
 
 def make_plan(n_boxes: int, n_single: int, n_hundred: int, n_lines: int, seed: int) -> dict[str, Any]:
@@ -170,18 +121,13 @@ def measure(
                         io_index=args.io_box,
                         **common,
                     )
-            except (ChildError, subprocess.TimeoutExpired) as exc:
+            except ChildError as exc:
                 log(f"FAILED: {exc}")
                 rec["error"] = str(exc)
                 continue
             rec["store"] = stats
             rec["runs"].append({"gen": gen, "write": wr, "query": qr, "store": stats})
     return raw
-
-
-def med(values: list[Any]) -> float | None:
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
 
 
 def summarise(rec: dict[str, Any], impl: str) -> dict[str, Any]:
@@ -350,11 +296,7 @@ def print_table(cols: list[tuple[str, dict[str, Any]]], ref: dict[str, Any] | No
                 r = ratio(get(s), get(ref)) if with_ratio else None
                 row.append(fmt(r, ".3f" if r is not None and r < 0.1 else ".2f"))
         rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for k, r in enumerate(rows):
-        print("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)))
-        if k == 0:
-            print("  ".join("-" * w for w in widths))
+    print(_harness.format_rows(rows))
 
 
 # --------------------------------------------------------------------------- main
@@ -408,12 +350,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     try:
         pythons = {"ours": sys.executable}
-        source = describe_source(False) if args.no_snapshot else snapshot_ours(work)
-        ours_ver = python_version_of_zv(sys.executable, work)
+        source = _harness.describe_source(False) if args.no_snapshot else snapshot_ours(work)
+        ours_ver = _harness.zv_version(sys.executable, work)
         if ours_ver is None or ours_ver == REFERENCE_VERSION:
             raise SystemExit(f"{sys.executable} imports zarr_vectors {ours_ver}; use the project's venv")
         if not args.no_reference:
-            pythons["reference"] = find_reference_python(args.reference_python, work)
+            pythons["reference"] = _harness.find_reference_python(args.reference_python, work, log)
         log(
             f"ours: zarr_vectors {ours_ver}, commit {source['commit']}, "
             f"{len(source['uncommitted_package_files'])} uncommitted package files"

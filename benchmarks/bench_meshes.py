@@ -25,36 +25,23 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
+import _harness
 import numpy as np
+from _harness import REFERENCE_VERSION, ChildError, fmt, ratio, store_stats, warm_cache
+from _harness import median as med
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-# setup helpers shared with the points benchmark (finding the reference venv, store stats...)
-from bench_points import (  # noqa: E402
-    REFERENCE_VERSION,
-    child_env,
-    describe_source,
-    find_reference_python,
-    fmt,
-    python_version_of_zv,
-    ratio,
-    store_stats,
-    warm_cache,
-)
-
+HERE = _harness.HERE
 REPO = HERE.parent
-CHILD = HERE / "_meshes_child.py"
 EXTENT = 1000.0
 RADIUS, CENTRE = 499.0, 500.0
 SIDE = 215.4  # a cube covering 1 % of [0, 1000]^3
-CHILD_TIMEOUT_S = 1800
+CHILD = _harness.TaskChild(HERE / "_meshes_child.py")
+run_child = CHILD.run
 OURS_VARIANTS = ("raw-none", "raw-zstd", "draco-none", "draco-zstd")
 REF_VARIANTS = ("raw-none", "raw-zstd", "draco-none")
 PACKAGES = {
@@ -64,60 +51,13 @@ PACKAGES = {
 TARGETS = {"raw_write": 0.5, "raw_q1": 0.1, "draco_bytes": 0.2, "draco_q1": 0.2}
 
 
-def log(msg: str) -> None:
-    sys.stderr.write(f"[bench_meshes] {msg}\n")
-    sys.stderr.flush()
-
-
-OURS_SOURCE: str | None = None
+log = _harness.make_log("bench_meshes")
 
 
 def snapshot_ours(work: str) -> dict[str, Any]:
     """Copy our library and its Draco codec package so every child imports the same code."""
-    global OURS_SOURCE
-    dest = os.path.join(work, "ours-src")
-    for name, src in PACKAGES.items():
-        shutil.copytree(src, os.path.join(dest, name), ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    OURS_SOURCE = dest
-    return describe_source(snapshot=True)
-
-
-def codec_dirty() -> list[str]:
-    """Uncommitted files of the Draco codec package (recorded next to ``ours_source``)."""
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--", "codecs/zarr_vectors_draco"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [ln[3:] for ln in out.stdout.splitlines() if ln.strip()] if out.returncode == 0 else []
-
-
-class ChildError(RuntimeError):
-    pass
-
-
-def run_child(python: str, impl: str, task: str, *, cwd: str, **kw: Any) -> dict[str, Any]:
-    cmd = [python, "-I", str(CHILD), "--impl", impl, "--task", task]
-    if impl == "ours" and OURS_SOURCE:
-        cmd += ["--ours-source", OURS_SOURCE]
-    for key, value in kw.items():
-        if value is not None:
-            cmd += [f"--{key.replace('_', '-')}", str(value)]
-    proc = subprocess.run(
-        cmd, cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=CHILD_TIMEOUT_S
-    )
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
-        raise ChildError(f"{impl} {task} exited {proc.returncode}: {tail}")
-    lines = [ln for ln in proc.stdout.strip().splitlines() if ln.strip()]
-    try:
-        return json.loads(lines[-1])
-    except (IndexError, json.JSONDecodeError) as exc:
-        raise ChildError(f"{impl} {task}: no JSON result ({exc}); stdout tail: {lines[-3:]}")
+    CHILD.snapshot(work, PACKAGES)
+    return _harness.describe_source(snapshot=True)
 
 
 def make_plan(n_boxes: int, seed: int) -> dict[str, Any]:
@@ -200,15 +140,10 @@ def measure(
                 tag = f"run {run + 1}/{args.runs} s{sub} {impl:9s} {variant:10s}"
                 try:
                     measure_one(args, pythons[impl], impl, variant, sub, work, plan_file, rec, tag)
-                except (ChildError, subprocess.TimeoutExpired) as exc:
+                except ChildError as exc:
                     log(f"FAILED: {exc}")
                     rec["error"] = str(exc)
     return raw
-
-
-def med(values: list[Any]) -> float | None:
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
 
 
 def _query_figures(runs: list[dict[str, Any]], impl: str, variant: str) -> dict[str, Any]:
@@ -382,21 +317,13 @@ RATIO_ROWS = [
 ]
 
 
-def print_rows(rows: list[list[str]]) -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for k, r in enumerate(rows):
-        print("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)))
-        if k == 0:
-            print("  ".join("-" * w for w in widths))
-
-
 def print_tables(sub: int, summ: dict[Config, dict[str, Any]], lines: list[dict[str, Any]]) -> None:
     cols = [(f"{'ours' if i == 'ours' else 'ref'} {v}", s) for (sb, i, v), s in summ.items() if sb == sub]
     rows = [["figure"] + [name for name, _ in cols]]
     for label, get, spec in TABLE_ROWS:
         rows.append([label] + [fmt(get(s) if "error" not in s else None, spec) for _, s in cols])
     errors = [(name, s["error"]) for name, s in cols if "error" in s]
-    print_rows(rows)
+    print(_harness.format_rows(rows))
     for name, err in errors:
         print(f"{name}: FAILED: {err.splitlines()[-1] if err else ''}")
     mine = [ln for ln in lines if ln["subdivisions"] == sub and ln.get("ratio_ours_over_reference")]
@@ -406,7 +333,7 @@ def print_tables(sub: int, summ: dict[Config, dict[str, Any]], lines: list[dict[
     rows = [["figure"] + [f"{ln['variant']} / ref {ref_raw_for(ln['variant'])}" for ln in mine]]
     for label, key in RATIO_ROWS:
         rows.append([label] + [fmt(ln["ratio_ours_over_reference"].get(key), ".3f") for ln in mine])
-    print_rows(rows)
+    print(_harness.format_rows(rows))
 
 
 def target_lines(sub: int, summ: dict[Config, dict[str, Any]]) -> list[str]:
@@ -615,13 +542,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     try:
         pythons = {"ours": sys.executable}
-        source = describe_source(False) if args.no_snapshot else snapshot_ours(work)
-        source["uncommitted_codec_files"] = codec_dirty()
-        ours_ver = python_version_of_zv(sys.executable, work)
+        source = _harness.describe_source(False) if args.no_snapshot else snapshot_ours(work)
+        source["uncommitted_codec_files"] = _harness.uncommitted("codecs/zarr_vectors_draco")
+        ours_ver = _harness.zv_version(sys.executable, work)
         if ours_ver is None or ours_ver == REFERENCE_VERSION:
             raise SystemExit(f"{sys.executable} imports zarr_vectors {ours_ver}; use the project's venv")
         if not args.no_reference:
-            pythons["reference"] = find_reference_python(args.reference_python, work)
+            pythons["reference"] = _harness.find_reference_python(args.reference_python, work, log)
         log(
             f"ours: zarr_vectors {ours_ver}, commit {source['commit']}, "
             f"{len(source['uncommitted_package_files'])} uncommitted package files, "

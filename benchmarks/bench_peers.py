@@ -50,16 +50,17 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import _harness
 import numpy as np
+from _harness import fmt
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = _harness.REPO
 EXTENT = 1000.0
 CHUNK = 100.0
 BIN = 25.0
@@ -70,8 +71,7 @@ PEERS = ("tiledb", "parquet", "duckdb")
 SYSTEMS = ("ours", "ours-1t", "floor", *PEERS)  # ours-1t: our query with workers=1
 
 
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+log = _harness.make_log()
 
 
 def generate(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -450,18 +450,13 @@ def child_main(job: dict[str, Any]) -> None:
 
 def run_child(job: dict[str, Any]) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{REPO / 'codecs'}")
-    proc = subprocess.run(
-        [sys.executable, __file__, "--child", json.dumps(job)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
+    what = f"{job['task']} {job['system']}"
+    out, err = _harness.run_job(
+        sys.executable, __file__, job, isolated=False, what=what, env=env, cwd=REPO, tail=40
     )
-    if proc.returncode != 0:
-        raise RuntimeError(f"{job['task']} {job['system']} failed:\n{proc.stderr[-3000:]}")
-    if proc.stderr.strip():
-        log(proc.stderr.rstrip())
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    if err.strip():
+        log(err.rstrip())
+    return out
 
 
 def store_bytes(path: str) -> tuple[int, int, int]:
@@ -495,10 +490,6 @@ def available(systems: list[str]) -> list[str]:
         except ImportError:
             log(f"skipping {s}: {mods[s]} does not import (pip install -e '.[bench]')")
     return ok
-
-
-def fmt(v: Any, spec: str) -> str:
-    return "-" if v is None else format(v, spec)
 
 
 def table(rows: list[dict[str, Any]]) -> str:

@@ -20,93 +20,29 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
+import _harness
 import numpy as np
+from _harness import REFERENCE_VERSION, ChildError, fmt, median, ratio, store_stats, warm_cache
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-CHILD = HERE / "_points_child.py"
-DEFAULT_REF_VENV = REPO / ".cache" / "reference-venv"
-REF_VENV_SCRIPT = REPO.parent / "shared" / "tools" / "reference-venv.sh"
+HERE = _harness.HERE
+REPO = _harness.REPO
 #: Compression variants the reference side of the benchmark can write.
 REFERENCE_VARIANTS = ("none", "zstd")
-REFERENCE_VERSION = "0.9.2"
 
 EXTENT = 1000.0
 BOX_SIDES = {"q1": 215.4, "q10": 464.2}  # cubes covering 1 % and 10 % of [0, 1000]^3
 
-CHILD_TIMEOUT_S = 1800
-
-
-def log(msg: str) -> None:
-    sys.stderr.write(f"[bench_points] {msg}\n")
-    sys.stderr.flush()
-
-
-# --------------------------------------------------------------------------- setup
-
-
-def python_version_of_zv(python: str, cwd: str) -> str | None:
-    """The zarr_vectors version that ``python`` imports (isolated mode, neutral cwd)."""
-    try:
-        out = subprocess.run(
-            [python, "-I", "-c", "import zarr_vectors; print(zarr_vectors.__version__)"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=child_env(),
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
-def find_reference_python(explicit: str | None, cwd: str) -> str:
-    if explicit:
-        ver = python_version_of_zv(explicit, cwd)
-        if ver != REFERENCE_VERSION:
-            raise SystemExit(
-                f"--reference-python {explicit} imports zarr_vectors {ver}, "
-                f"not the reference {REFERENCE_VERSION}"
-            )
-        return explicit
-    candidate = DEFAULT_REF_VENV / "bin" / "python"
-    if candidate.exists() and python_version_of_zv(str(candidate), cwd) == REFERENCE_VERSION:
-        return str(candidate)
-    if not REF_VENV_SCRIPT.exists():
-        raise SystemExit(
-            f"no reference venv at {DEFAULT_REF_VENV} and no {REF_VENV_SCRIPT} to "
-            "make one; pass --reference-python"
-        )
-    log(f"making the reference venv with {REF_VENV_SCRIPT} (this downloads from PyPI)")
-    # from the neutral cwd: the script's import check must not find this checkout's package
-    out = subprocess.run(
-        ["bash", str(REF_VENV_SCRIPT), str(DEFAULT_REF_VENV)], capture_output=True, text=True, cwd=cwd
-    )
-    if out.returncode != 0:
-        raise SystemExit(f"reference-venv.sh failed:\n{out.stderr}")
-    py = out.stdout.strip().splitlines()[-1]
-    if not os.path.isabs(py):
-        py = os.path.abspath(Path(cwd) / py)  # not resolve(): that follows the venv's symlink
-    if python_version_of_zv(py, cwd) != REFERENCE_VERSION:
-        raise SystemExit(f"{py} does not import the reference zarr_vectors {REFERENCE_VERSION}")
-    return py
-
-
-def child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    return env
+CHILD = _harness.TaskChild(HERE / "_points_child.py")
+run_child = CHILD.run
+log = _harness.make_log("bench_points")
 
 
 def make_boxes(count: int, seed: int) -> dict[str, list[list[list[float]]]]:
@@ -120,95 +56,13 @@ def make_boxes(count: int, seed: int) -> dict[str, list[list[list[float]]]]:
     return out
 
 
-def store_stats(path: str) -> dict[str, int]:
-    files = size = disk = 0
-    for root, _dirs, names in os.walk(path):
-        for name in names:
-            st = os.stat(os.path.join(root, name))
-            files += 1
-            size += st.st_size
-            disk += st.st_blocks * 512
-    return {"store_files": files, "store_bytes": size, "store_disk_bytes": disk}
-
-
-def warm_cache(path: str) -> None:
-    """Read every store file once so the query processes see a warm page cache."""
-    for root, _dirs, names in os.walk(path):
-        for name in names:
-            with open(os.path.join(root, name), "rb") as fh:
-                while fh.read(1 << 20):
-                    pass
-
-
-# --------------------------------------------------------------------------- children
-
-
-class ChildError(RuntimeError):
-    pass
-
-
-OURS_SOURCE: str | None = None  # snapshot of our package, set in main()
-
-
 def snapshot_ours(work: str) -> dict[str, Any]:
-    """Copy our package's working tree so every child of this run imports the same code.
-
-    Others may commit while a long benchmark runs; without the copy, runs could mix versions.
-    """
-    global OURS_SOURCE
-    dest = os.path.join(work, "ours-src")
-    shutil.copytree(
-        REPO / "zarr_vectors",
-        os.path.join(dest, "zarr_vectors"),
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-    )
-    OURS_SOURCE = dest
-    return describe_source(snapshot=True)
-
-
-def describe_source(snapshot: bool) -> dict[str, Any]:
-    def git(*a: str) -> str | None:
-        try:
-            out = subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return out.stdout if out.returncode == 0 else None
-
-    dirty = git("status", "--porcelain", "--", "zarr_vectors") or ""
-    commit = (git("rev-parse", "--short", "HEAD") or "").strip() or None
-    return {
-        "commit": commit,
-        "snapshot": snapshot,
-        "uncommitted_package_files": [ln[3:] for ln in dirty.splitlines() if ln.strip()],
-    }
-
-
-def run_child(python: str, impl: str, task: str, *, cwd: str, **kw: Any) -> dict[str, Any]:
-    cmd = [python, "-I", str(CHILD), "--impl", impl, "--task", task]
-    if impl == "ours" and OURS_SOURCE:
-        cmd += ["--ours-source", OURS_SOURCE]
-    for key, value in kw.items():
-        if value is not None:
-            cmd += [f"--{key.replace('_', '-')}", str(value)]
-    proc = subprocess.run(
-        cmd, cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=CHILD_TIMEOUT_S
-    )
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
-        raise ChildError(f"{impl} {task} exited {proc.returncode}: {tail}")
-    lines = [ln for ln in proc.stdout.strip().splitlines() if ln.strip()]
-    try:
-        return json.loads(lines[-1])
-    except (IndexError, json.JSONDecodeError) as exc:
-        raise ChildError(f"{impl} {task}: no JSON result ({exc}); stdout tail: {lines[-3:]}")
+    """Copy our package's working tree so every child of this run imports the same code."""
+    CHILD.snapshot(work, {"zarr_vectors": REPO / "zarr_vectors"})
+    return _harness.describe_source(snapshot=True)
 
 
 # --------------------------------------------------------------------------- measuring
-
-
-def median(values: list[float]) -> float | None:
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
 
 
 def measure(
@@ -262,7 +116,7 @@ def measure(
                             io_index=args.io_box,
                             **common,
                         )
-                except (ChildError, subprocess.TimeoutExpired) as exc:
+                except ChildError as exc:
                     log(f"FAILED: {exc}")
                     rec["error"] = str(exc)
                     continue
@@ -331,14 +185,6 @@ RATIO_KEYS = [
 IO_RATIO_KEYS = ["files", "cell_files", "store_file_bytes", "rchar_bytes"]
 
 
-def ratio(a: Any, b: Any) -> float | None:
-    if a is None or b is None or not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
-        return None
-    if b == 0:
-        return None
-    return a / b
-
-
 def ratios(ours: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
     out = {k: ratio(ours.get(k), ref.get(k)) for k in RATIO_KEYS}
     if "io_q1" in ours and "io_q1" in ref:
@@ -348,14 +194,6 @@ def ratios(ours: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- report
-
-
-def fmt(v: Any, spec: str) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float) and math.isnan(v):
-        return "-"
-    return format(v, spec)
 
 
 TABLE_ROWS = [
@@ -410,13 +248,7 @@ def print_table(results: dict[str, dict[str, Any]], variants: list[str]) -> None
             r = ratio(a, b) if with_ratio else None
             row.append(fmt(r, ".2f"))
         rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = []
-    for k, r in enumerate(rows):
-        lines.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)))
-        if k == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    print("\n".join(lines))
+    print(_harness.format_rows(rows))
 
 
 # --------------------------------------------------------------------------- main
@@ -479,14 +311,14 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     try:
         pythons = {"ours": sys.executable}
-        source = describe_source(False) if args.no_snapshot else snapshot_ours(work)
-        ours_ver = python_version_of_zv(sys.executable, work)
+        source = _harness.describe_source(False) if args.no_snapshot else snapshot_ours(work)
+        ours_ver = _harness.zv_version(sys.executable, work)
         if ours_ver is None or ours_ver == REFERENCE_VERSION:
             raise SystemExit(
                 f"{sys.executable} imports zarr_vectors {ours_ver}; run this with the project's venv"
             )
         if not args.no_reference:
-            pythons["reference"] = find_reference_python(args.reference_python, work)
+            pythons["reference"] = _harness.find_reference_python(args.reference_python, work, log)
         log(
             f"ours: {pythons['ours']} (zarr_vectors {ours_ver}; commit {source['commit']}, "
             f"{len(source['uncommitted_package_files'])} uncommitted package files"

@@ -32,25 +32,23 @@ import os
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import _harness
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-REF_PYTHON = REPO / ".cache" / "reference-venv" / "bin" / "python"
+HERE = _harness.HERE
+REPO = _harness.REPO
+REF_PYTHON = _harness.DEFAULT_REF_VENV / "bin" / "python"
 EXTENT = 1000.0
 BOX_SIDES = {"q1": 215.4, "q10": 464.2}
 
 
-def log(msg: str) -> None:
-    sys.stderr.write(f"[bench_pyramid] {msg}\n")
-    sys.stderr.flush()
+log = _harness.make_log("bench_pyramid")
 
 
 def store_size(path: Path) -> tuple[int, int]:
@@ -168,14 +166,14 @@ def _check_level(query: Any, full: np.ndarray) -> dict[str, Any]:
 
 
 def run_child(python: str, side: str, task: str, store: Path, data: Path | None, cwd: str) -> dict[str, Any]:
-    args = [python, "-I", str(Path(__file__).resolve()), "--child", side, task, str(store)]
+    # -E -s rather than -I: the child imports _harness from this folder
+    args = [python, "-E", "-s", str(Path(__file__).resolve()), "--child", side, task, str(store)]
     if data is not None:
         args.append(str(data))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env=env, timeout=3600, check=False)
-    if proc.returncode != 0:
-        raise SystemExit(f"{side} {task} failed:\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    try:
+        return _harness.run_json(args, what=f"{side} {task}", cwd=cwd, timeout=3600, tail=40)[0]
+    except _harness.ChildError as exc:
+        raise SystemExit(f"{side} {task} failed:\n{exc.stderr[-4000:] or exc}") from None
 
 
 def ours_python() -> str:

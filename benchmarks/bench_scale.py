@@ -40,10 +40,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import _harness
 import numpy as np
+from _harness import REFERENCE_VERSION
 
-REPO = Path(__file__).resolve().parent.parent
-REFERENCE_VERSION = "0.9.2"
+REPO = _harness.REPO
 BATCH = 1_000_000
 EXTENT = 1000.0
 CHUNK = 100.0
@@ -308,12 +309,7 @@ def child_main(job: dict[str, Any]) -> None:
 
 
 def run_child(python: str, job: dict[str, Any], cwd: str) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    cmd = [python, "-I", str(Path(__file__).resolve()), "--child", json.dumps(job)]
-    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(f"child {job['task']} failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _harness.run_job(python, Path(__file__).resolve(), job, cwd=cwd, tail=40)[0]
 
 
 def rss(res: dict[str, Any]) -> str:
@@ -584,11 +580,10 @@ def main() -> int:
             )
             ours_s = o["write_s"]
         bench.reference(args.reference_points, ours_s)
-    load = os.getloadavg()
     print(
         f"scale: float32 points uniform in [0, 1000)^3 + 1 float32 attribute, batches of 1 M "
         f"(rng(seed + i)), chunk 100 (1,000 chunks), bins 25; one fresh process per row; "
-        f"{os.cpu_count()} cores, load average at end {load[0]:.1f}"
+        f"{_harness.load_line()}"
     )
     print(bench.table())
     print(f"ours: commit {commit.stdout.strip()}; wall {time.time() - started:.0f} s")

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import sys
 import time
 import urllib.parse
@@ -39,6 +38,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from _harness import median_time  # noqa: E402
 
 import zarr_vectors as zv  # noqa: E402
 from zarr_vectors.neuroglancer.source import StoreSource  # noqa: E402
@@ -109,15 +110,6 @@ async def _first_view(server: Any, width: int, height: int) -> dict[str, Any]:
     }
 
 
-def _median(f: Any, reps: int) -> float:
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def one_cell(path: Path, reps: int) -> dict[str, Any]:
     ds = zv.open(path)
     src = StoreSource(ds, "bench")
@@ -140,7 +132,7 @@ def one_cell(path: Path, reps: int) -> dict[str, Any]:
 
         served()
         box()
-        t_cell, t_box = _median(served, reps), _median(box, reps)
+        t_cell, t_box = median_time(served, reps), median_time(box, reps)
         n = int(np.frombuffer(src.get(key)[0][:8], "<u8")[0])
         out[label] = {
             "level": k,
