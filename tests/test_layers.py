@@ -94,6 +94,22 @@ def _tree(module: str) -> ast.Module:
 
 
 @functools.cache
+def _face(package: str) -> dict[str, str]:
+    """Names a package's ``__init__`` imports from its own modules -> the module they come from
+    (empty for a module or a package that re-exports nothing)."""
+    path = MODULES.get(package)
+    if path is None or path.name != "__init__.py":
+        return {}
+    names = {}
+    for node in _tree(package).body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(package + "."):
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                names[alias.asname or alias.name] = sub if sub in MODULES else node.module
+    return names
+
+
+@functools.cache
 def _imports(module: str) -> list[tuple[str, str | None, int]]:
     """(imported module, imported name or None, line) for each package import in ``module``."""
     path = MODULES[module]
@@ -112,7 +128,7 @@ def _imports(module: str) -> list[tuple[str, str | None, int]]:
                 continue
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
-                if sub in MODULES:
+                if sub in MODULES and alias.name not in _face(base):
                     found.append((sub, None, node.lineno))
                 else:
                     found.append((base, alias.name, node.lineno))
@@ -212,13 +228,17 @@ def _typing_only_lines(module: str) -> frozenset[int]:
 
 def _graph(typing_only: bool) -> dict[str, set[str]]:
     """module -> modules it imports: an edge is kept when any import of the target runs
-    (function-level imports included), or with ``typing_only`` also when all are typing-only."""
+    (function-level imports included), or with ``typing_only`` also when all are typing-only.
+    A name taken from a room's face is an edge to the module that defines it, so a face (which
+    imports its whole room) puts no one in a cycle through modules they do not use."""
     graph: dict[str, set[str]] = {}
     for module in MODULES:
         skip = set() if typing_only else _typing_only_lines(module)
         graph[module] = {
-            t for t, _n, line in _imports(module) if t in MODULES and t != module and line not in skip
-        }
+            _face(t).get(name, t) if name is not None else t
+            for t, name, line in _imports(module)
+            if t in MODULES and line not in skip
+        } - {module}
     return graph
 
 
@@ -284,3 +304,41 @@ def test_the_cycle_check_sees_a_wider_cycle() -> None:
     (cycle,) = _wider_cycles(graph)
     assert {"zarr_vectors.plot", "zarr_vectors.io.export", "zarr_vectors.result"} <= set(cycle)
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+#: Packages whose modules are imported from outside only through the package itself (its face).
+ROOMS = ("zarr_vectors.storage", "zarr_vectors.engine")
+
+
+def _room(module: str) -> str | None:
+    return next((r for r in ROOMS if module == r or module.startswith(r + ".")), None)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_outside_a_room_only_its_face_is_imported(module: str) -> None:
+    past = [
+        f"line {line}: {target}"
+        for target, _name, line in _imports(module)
+        if (room := _room(target)) is not None and target != room and _room(module) != room
+    ]
+    assert not past, f"{module} imports past a room's face:\n" + "\n".join(past)
+
+
+@pytest.mark.parametrize(
+    "importer, forbidden",
+    [
+        ("zarr_vectors.storage", "zarr_vectors.engine"),
+        ("zarr_vectors.engine.read", "zarr_vectors.engine.write"),
+        ("zarr_vectors.engine.write", "zarr_vectors.engine.read"),
+    ],
+)
+def test_room_doors_are_one_way(importer: str, forbidden: str) -> None:
+    inside = [m for m in MODULES if m == importer or m.startswith(importer + ".")]
+    assert inside, f"no modules under {importer}"
+    wrong = [
+        f"{m} line {line}: {target}"
+        for m in inside
+        for target, _name, line in _imports(m)
+        if target == forbidden or target.startswith(forbidden + ".")
+    ]
+    assert not wrong, "\n".join(wrong)

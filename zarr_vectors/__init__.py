@@ -15,7 +15,7 @@ from zarr_vectors.api import (
     write_skeleton,
 )
 from zarr_vectors.dataset import Dataset
-from zarr_vectors.engine.write.reshard import reshard
+from zarr_vectors.engine import reshard
 from zarr_vectors.errors import (
     AttributeNotFoundError,
     CoordinatesRoundedWarning,

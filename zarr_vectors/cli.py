@@ -107,7 +107,7 @@ def _add_storage_options(p: argparse.ArgumentParser) -> None:
 def _refuse_existing(output: str, storage_options: dict[str, Any] | None) -> None:
     """Without ``--overwrite``, an output that already holds something is refused before any
     input is read (the writer checks again when it starts)."""
-    from zarr_vectors.storage.backend import open_backend
+    from zarr_vectors.storage import open_backend
 
     text = output[len("file://") :] if output.startswith("file://") else output
     if "://" in text:
@@ -188,7 +188,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def info_dict(target: str, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
     from zarr_vectors.dataset import open as open_store
-    from zarr_vectors.storage.inventory import inventory
+    from zarr_vectors.storage import inventory
 
     ds = open_store(target, storage_options=storage_options)
     arrays, total = inventory(target, storage_options=storage_options)
@@ -456,7 +456,7 @@ def shards_value(text: str) -> str | int | tuple[int, ...]:
 
 
 def cmd_reshard(args: argparse.Namespace) -> int:
-    from zarr_vectors.engine.write.reshard import reshard
+    from zarr_vectors.engine import reshard
 
     reshard(
         args.src,

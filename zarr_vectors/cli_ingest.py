@@ -56,7 +56,7 @@ def run_ingest(args: argparse.Namespace, inputs: Any, options: dict[str, Any] | 
             merge_vertices=not args.keep_duplicate_vertices,
             **common,
         )
-        from zarr_vectors.engine.ids import file_ids
+        from zarr_vectors.engine import file_ids
 
         for oid, f in zip(file_ids(inputs, None, not args.sequential_ids, "").tolist(), inputs):
             print(f"object {oid}: {f}")

@@ -68,7 +68,7 @@ def _object_selection(args: argparse.Namespace, ds: Any, box: Any) -> dict[str, 
 
 def _large(ds: Any, level: int, box: Any) -> bool:
     """Whether the level's estimated vertices inside ``box`` exceed :data:`LARGE_LEVEL`."""
-    from zarr_vectors.engine.read.points import parse_box
+    from zarr_vectors.engine import parse_box
     from zarr_vectors.pyramid.estimate import estimate_count
 
     lo, hi = parse_box(box, ds.ndim, ds.axes)

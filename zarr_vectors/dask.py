@@ -37,21 +37,39 @@ from zarr.abc.store import Store
 
 from zarr_vectors import api
 from zarr_vectors.dataset import Dataset
-from zarr_vectors.engine.chunks.pipeline import Pipeline, compressor_json
-from zarr_vectors.engine.ids import as_id_array, dense_ids
-from zarr_vectors.engine.read.points import fetch_cells, parse_box, plan_box, row_owners
-from zarr_vectors.engine.write import inputs as _inputs
-from zarr_vectors.engine.write.builder import StoreBuilder
-from zarr_vectors.engine.write.cells import AttributeSpec, EncodedCells, PointCells
-from zarr_vectors.engine.write.level0 import make_layout, object_tables
-from zarr_vectors.engine.write.options import StoreOptions
-from zarr_vectors.engine.write.partition import sort_keys
-from zarr_vectors.engine.write.stream import check_inside, finish_level
+from zarr_vectors.engine import (
+    AttributeSpec,
+    EncodedCells,
+    Pipeline,
+    PointCells,
+    StoreBuilder,
+    StoreOptions,
+    as_id_array,
+    check_inside,
+    compressor_json,
+    dense_ids,
+    fetch_cells,
+    finish_level,
+    make_layout,
+    object_tables,
+    parse_box,
+    plan_box,
+    row_owners,
+    sort_keys,
+)
+from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.grid import Grid
-from zarr_vectors.storage.backend import Backend, StorageOptions, local_path, remote_backend
-from zarr_vectors.storage.commit import check_in_place_target, placeholder_root, write_session
-from zarr_vectors.storage.local import LocalBackend
+from zarr_vectors.storage import (
+    Backend,
+    LocalBackend,
+    StorageOptions,
+    check_in_place_target,
+    local_path,
+    placeholder_root,
+    remote_backend,
+    write_session,
+)
 
 __all__ = ["to_dask", "write_lines", "write_meshes", "write_points", "write_skeletons"]
 

@@ -10,13 +10,17 @@ import numpy as np
 
 from zarr_vectors.dataset_groups import GroupReads
 from zarr_vectors.dataset_levels import LevelUpdates
-from zarr_vectors.engine.ids import OBJECT_ID_ATTRIBUTE
-from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.read import query as engine_query
-from zarr_vectors.engine.read.points import box_batches, parse_box
-from zarr_vectors.engine.read.polygon import query_polygon
-from zarr_vectors.engine.read.where import parse_where
-from zarr_vectors.engine.store import VectorStore, table_values
+from zarr_vectors.engine import (
+    OBJECT_ID_ATTRIBUTE,
+    Level,
+    VectorStore,
+    box_batches,
+    parse_box,
+    parse_where,
+    query_polygon,
+    table_values,
+)
+from zarr_vectors.engine import query as engine_query
 from zarr_vectors.errors import AttributeNotFoundError, InputError
 from zarr_vectors.format.kinds import family_of
 from zarr_vectors.result import Origin, Region, Result

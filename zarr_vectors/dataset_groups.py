@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from zarr_vectors.engine.store import table_values
+from zarr_vectors.engine import table_values
 from zarr_vectors.errors import AttributeNotFoundError, CorruptCellError
 from zarr_vectors.result import Result
 
 if TYPE_CHECKING:
-    from zarr_vectors.engine.level import Level
+    from zarr_vectors.engine import Level
 
 __all__ = ["GroupReads"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from zarr_vectors.engine.write.append import append_points
+from zarr_vectors.engine import append_points
 from zarr_vectors.pyramid import build_pyramid, existing_factors, level_for
 
 if TYPE_CHECKING:
-    from zarr_vectors.engine.store import VectorStore
+    from zarr_vectors.engine import VectorStore
 
 __all__ = ["LevelUpdates"]
 

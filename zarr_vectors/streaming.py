@@ -18,11 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.write.options import StoreOptions
-from zarr_vectors.engine.write.stream import DEFAULT_MEMORY_LIMIT, PointStream
+from zarr_vectors.engine import DEFAULT_MEMORY_LIMIT, PointStream, StoreOptions
 from zarr_vectors.errors import InputError, ZarrVectorsError, choice_message
 from zarr_vectors.kinds import graphs, lines, meshes, skeletons
-from zarr_vectors.storage.commit import check_target, scratch_folder
+from zarr_vectors.storage import check_target, scratch_folder
 
 __all__ = ["create", "BatchWriter", "PointStream"]
 

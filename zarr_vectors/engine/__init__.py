@@ -1,3 +1,134 @@
-"""The read and write machinery every geometry kind shares: storage, cell arrays, levels, plans and fetches."""
+"""The read and write machinery every geometry kind shares, and its one face: modules outside
+``engine`` import these names from here, never from its modules.
 
-__all__: list[str] = []
+Rooms: ``chunks`` (cell and table arrays, compressors, the codec pipeline), ``read`` (box plans
+and fetches, links, faces, queries, ``where=``, polygons), ``write`` (inputs, partitions, cells,
+streams and spills, appends, reshard); ``ids``, ``level`` and ``store`` are the model both
+sides share. ``read`` and ``write`` never import each other."""
+
+from zarr_vectors.engine.chunks.arrays import DRACO_BYTES, FRAGMENT_BYTES, CellArray, LinkArray, TableArray
+from zarr_vectors.engine.chunks.pipeline import Pipeline, compression_of, compressor_json, draco_codec
+from zarr_vectors.engine.ids import (
+    OBJECT_ID_ATTRIBUTE,
+    DenseIds,
+    as_id_array,
+    dense_ids,
+    file_ids,
+    owned,
+    table_rows,
+)
+from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.read import query
+from zarr_vectors.engine.read.faces import all_faces
+from zarr_vectors.engine.read.links import box_edges, fetch_linked_objects, is_lines
+from zarr_vectors.engine.read.points import (
+    attribute_names,
+    box_batches,
+    fetch_cells,
+    parse_box,
+    plan_box,
+    row_owners,
+)
+from zarr_vectors.engine.read.polygon import object_extents, query_polygon
+from zarr_vectors.engine.read.where import parse_where
+from zarr_vectors.engine.store import VectorStore, table_values
+from zarr_vectors.engine.write import inputs
+from zarr_vectors.engine.write.append import append_points
+from zarr_vectors.engine.write.builder import CellStream, StoreBuilder
+from zarr_vectors.engine.write.cells import AttributeSpec, EncodedCells, PointCells, fragment_payloads
+from zarr_vectors.engine.write.inputs import NamedArray, extent, positive_numbers, shape_vector, valid_name
+from zarr_vectors.engine.write.level0 import (
+    MAX_BINS_PER_CHUNK,
+    OBJECT_ID_META,
+    Layout,
+    LevelArrays,
+    Tables,
+    fragment_owner_payloads,
+    make_layout,
+    object_tables,
+    partition_owners,
+    row_payloads,
+    write_level0,
+    write_level_arrays,
+)
+from zarr_vectors.engine.write.options import StoreOptions
+from zarr_vectors.engine.write.partition import Partition, cell_indices, partition, sort_keys
+from zarr_vectors.engine.write.reshard import reshard
+from zarr_vectors.engine.write.spill import cell_groups, stable_order
+from zarr_vectors.engine.write.stream import DEFAULT_MEMORY_LIMIT, PointStream, check_inside, finish_level
+from zarr_vectors.engine.write.tables import build_manifests, write_object_tables
+
+__all__ = [
+    "AttributeSpec",
+    "CellArray",
+    "CellStream",
+    "DEFAULT_MEMORY_LIMIT",
+    "DRACO_BYTES",
+    "DenseIds",
+    "EncodedCells",
+    "FRAGMENT_BYTES",
+    "Layout",
+    "Level",
+    "LevelArrays",
+    "LinkArray",
+    "MAX_BINS_PER_CHUNK",
+    "NamedArray",
+    "OBJECT_ID_ATTRIBUTE",
+    "OBJECT_ID_META",
+    "Partition",
+    "Pipeline",
+    "PointCells",
+    "PointStream",
+    "StoreBuilder",
+    "StoreOptions",
+    "TableArray",
+    "Tables",
+    "VectorStore",
+    "all_faces",
+    "append_points",
+    "as_id_array",
+    "attribute_names",
+    "box_batches",
+    "box_edges",
+    "build_manifests",
+    "cell_groups",
+    "cell_indices",
+    "check_inside",
+    "compression_of",
+    "compressor_json",
+    "dense_ids",
+    "draco_codec",
+    "extent",
+    "fetch_cells",
+    "fetch_linked_objects",
+    "file_ids",
+    "finish_level",
+    "fragment_owner_payloads",
+    "fragment_payloads",
+    "inputs",
+    "is_lines",
+    "make_layout",
+    "object_extents",
+    "object_tables",
+    "owned",
+    "parse_box",
+    "parse_where",
+    "partition",
+    "partition_owners",
+    "plan_box",
+    "positive_numbers",
+    "query",
+    "query_polygon",
+    "reshard",
+    "row_owners",
+    "row_payloads",
+    "shape_vector",
+    "sort_keys",
+    "stable_order",
+    "table_rows",
+    "table_values",
+    "valid_name",
+    "write_level0",
+    "write_level_arrays",
+    "write_object_tables",
+]

@@ -35,7 +35,7 @@ from zarr_vectors.format.manifests import ManifestBlock, decode_manifest, decode
 from zarr_vectors.format.metadata import MAX_READ_BINS, LevelMeta, RootMeta, check_arrays_present, parse_level
 from zarr_vectors.format.shards import inner_codecs
 from zarr_vectors.format.zarr_json import check_zarr_v3, load_json
-from zarr_vectors.storage.backend import Backend
+from zarr_vectors.storage import Backend
 
 __all__ = ["Level"]
 

@@ -28,14 +28,14 @@ from zarr_vectors.errors import (
 )
 from zarr_vectors.format.metadata import RootMeta
 from zarr_vectors.format.zarr_json import check_zarr_v3, load_json
-from zarr_vectors.storage.backend import (
+from zarr_vectors.storage import (
     Backend,
     ConsistentBackend,
+    ShardReader,
     check_complete,
     check_not_v2,
     open_backend,
 )
-from zarr_vectors.storage.shards import ShardReader
 
 __all__ = ["MODES", "VectorStore", "table_values"]
 

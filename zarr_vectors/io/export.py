@@ -130,7 +130,7 @@ def csv_header(result: Result) -> tuple[list[str], list[np.ndarray]]:
 def write_csv_rows(fh: BinaryIO, columns: list[np.ndarray], block: int = CSV_BLOCK, sep: str = ",") -> None:
     """Write :func:`csv_rows` of ``columns`` to ``fh``, ``block`` rows per text, the blocks
     formatted by the shared threads a few at a time (memory: a few blocks of text)."""
-    from zarr_vectors.storage.threads import default_workers, map_cells
+    from zarr_vectors.storage import default_workers, map_cells
 
     n = len(columns[0]) if columns else 0
     starts = list(range(0, n, block))

@@ -28,8 +28,7 @@ import numpy as np
 
 from zarr_vectors._extras import needs
 from zarr_vectors.api import write_geometries
-from zarr_vectors.engine.ids import OBJECT_ID_ATTRIBUTE
-from zarr_vectors.engine.write.inputs import positive_numbers, valid_name
+from zarr_vectors.engine import OBJECT_ID_ATTRIBUTE, positive_numbers, valid_name
 from zarr_vectors.errors import InputError, PropertiesSkippedWarning
 from zarr_vectors.kinds.shapes import TYPE_ATTRIBUTE
 from zarr_vectors.result import Result

@@ -28,10 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.write.inputs import extent
-from zarr_vectors.engine.write.partition import cell_indices
-from zarr_vectors.engine.write.spill import cell_groups, stable_order
-from zarr_vectors.engine.write.stream import check_inside
+from zarr_vectors.engine import cell_groups, cell_indices, check_inside, extent, stable_order
 from zarr_vectors.errors import InputError
 from zarr_vectors.io.las import LasSource, las_columns, las_positions, laspy_module
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zarr_vectors.engine.write.inputs import shape_vector
+from zarr_vectors.engine import shape_vector
 from zarr_vectors.errors import InputError
 from zarr_vectors.io._files import input_files
 
@@ -102,7 +102,7 @@ def ingest_meshes(
     from tqdm.auto import tqdm
 
     from zarr_vectors.api import write_meshes
-    from zarr_vectors.engine.ids import file_ids
+    from zarr_vectors.engine import file_ids
     from zarr_vectors.kinds.meshes import face_array
 
     shape_vector(chunk_shape, 3, "chunk_shape")  # options first, then the files

@@ -67,8 +67,7 @@ _OGR = (".gpkg", ".fgb")
 
 def _selected_ids(ds: Dataset, ids: Any, level: int, bbox: Any, sort: bool, cut: bool = False) -> np.ndarray:
     """The user ids to read, in the order they are written (see the module documentation)."""
-    from zarr_vectors.engine.read.points import parse_box
-    from zarr_vectors.engine.read.polygon import object_extents
+    from zarr_vectors.engine import object_extents, parse_box
 
     lv = ds.level(level)
     if ids is not None:
@@ -115,7 +114,7 @@ def object_batches(
     """``ds.objects`` of ``ids``, ``batch`` ids at a time; with ``bbox``, each batch keeps
     only the objects with a vertex inside the (inclusive) box, or with ``cut`` only the rows
     inside it (with the edges, faces and line pieces among them: :meth:`Result.subset`)."""
-    from zarr_vectors.engine.read.points import parse_box
+    from zarr_vectors.engine import parse_box
 
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise InputError(f"batch must be a positive integer, got {batch!r}")

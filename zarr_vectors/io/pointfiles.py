@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zarr_vectors.engine.write.stream import PointStream
+from zarr_vectors.engine import PointStream
 from zarr_vectors.errors import InputError, choice_message
 from zarr_vectors.geo import parse_crs
 from zarr_vectors.io._files import input_files
@@ -25,7 +25,7 @@ from zarr_vectors.io.las import LAS_SUFFIXES, LasSource, las_header_record, open
 from zarr_vectors.io.las_sort import sort_las, sortable
 from zarr_vectors.io.plytext import TEXT_SUFFIXES, PlySource, PointSource, TextSource
 from zarr_vectors.io.stream_export import prefetched
-from zarr_vectors.storage.commit import check_target
+from zarr_vectors.storage import check_target
 
 if TYPE_CHECKING:
     from zarr_vectors.dataset import Dataset

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zarr_vectors.engine.write.inputs import shape_vector
+from zarr_vectors.engine import shape_vector
 from zarr_vectors.errors import InputError
 
 if TYPE_CHECKING:
@@ -285,7 +285,7 @@ def ingest_swc(
     [-1, 0, 1]
     """
     from zarr_vectors.api import write_skeleton
-    from zarr_vectors.engine.ids import file_ids
+    from zarr_vectors.engine import file_ids
 
     shape_vector(chunk_shape, 3, "chunk_shape")  # options first: parsing thousands of files takes a while
     paths = [Path(f) for f in files]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zarr_vectors._extras import needs
-from zarr_vectors.engine.write.inputs import positive_numbers
+from zarr_vectors.engine import positive_numbers
 from zarr_vectors.errors import InputError, ZarrVectorsError
 
 if TYPE_CHECKING:

@@ -16,12 +16,19 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.ids import DenseIds, as_id_array, dense_ids
-from zarr_vectors.engine.write import inputs as _inputs
-from zarr_vectors.engine.write.builder import StoreBuilder
-from zarr_vectors.engine.write.level0 import LevelArrays, make_layout, object_tables, write_level0
-from zarr_vectors.engine.write.options import StoreOptions
-from zarr_vectors.engine.write.partition import sort_keys
+from zarr_vectors.engine import (
+    DenseIds,
+    LevelArrays,
+    StoreBuilder,
+    StoreOptions,
+    as_id_array,
+    dense_ids,
+    make_layout,
+    object_tables,
+    sort_keys,
+    write_level0,
+)
+from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.errors import InputError, choice_message
 from zarr_vectors.format.fragments import FragmentIndex, encode_fragments
 from zarr_vectors.format.grid import Grid

@@ -22,22 +22,25 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.chunks.pipeline import draco_codec
-from zarr_vectors.engine.ids import as_id_array, dense_ids, table_rows
-from zarr_vectors.engine.write import inputs as _inputs
-from zarr_vectors.engine.write.builder import StoreBuilder
-from zarr_vectors.engine.write.cells import fragment_payloads
-from zarr_vectors.engine.write.level0 import (
+from zarr_vectors.engine import (
     Layout,
     LevelArrays,
+    Partition,
+    StoreBuilder,
+    StoreOptions,
+    as_id_array,
+    build_manifests,
+    dense_ids,
+    draco_codec,
+    fragment_payloads,
     make_layout,
     object_tables,
+    partition,
     partition_owners,
+    table_rows,
     write_level0,
 )
-from zarr_vectors.engine.write.options import StoreOptions
-from zarr_vectors.engine.write.partition import Partition, partition
-from zarr_vectors.engine.write.tables import build_manifests
+from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.errors import InputError, choice_message
 from zarr_vectors.format.fragments import FragmentIndex, encode_fragments
 from zarr_vectors.kinds.graphs import vertex_locals, write_edges

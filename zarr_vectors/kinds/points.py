@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from zarr_vectors.engine.write import inputs as _inputs
-from zarr_vectors.engine.write.options import StoreOptions
-from zarr_vectors.engine.write.stream import PointStream
+from zarr_vectors.engine import PointStream, StoreOptions
+from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.errors import InputError
 
 __all__ = ["write_points"]

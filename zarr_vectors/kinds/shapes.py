@@ -27,10 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.ids import DenseIds, table_rows
-from zarr_vectors.engine.write import inputs as _inputs
-from zarr_vectors.engine.write.level0 import LevelArrays, make_layout, object_tables, write_level0
-from zarr_vectors.engine.write.options import StoreOptions
+from zarr_vectors.engine import (
+    DenseIds,
+    LevelArrays,
+    StoreOptions,
+    make_layout,
+    object_tables,
+    table_rows,
+    write_level0,
+)
+from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.errors import GeometryRepairedWarning, InputError
 from zarr_vectors.kinds.lines import (
     item_ids,

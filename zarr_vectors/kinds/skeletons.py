@@ -20,19 +20,20 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.ids import dense_ids
-from zarr_vectors.engine.write import inputs as _inputs
-from zarr_vectors.engine.write.builder import StoreBuilder
-from zarr_vectors.engine.write.cells import fragment_payloads
-from zarr_vectors.engine.write.level0 import (
+from zarr_vectors.engine import (
     LevelArrays,
+    Partition,
+    StoreBuilder,
+    StoreOptions,
+    dense_ids,
+    fragment_payloads,
     make_layout,
     object_tables,
     partition_owners,
+    sort_keys,
     write_level0,
 )
-from zarr_vectors.engine.write.options import StoreOptions
-from zarr_vectors.engine.write.partition import Partition, sort_keys
+from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.grid import Grid
 from zarr_vectors.format.links import encode_ragged, parse_offsets, place_links, smallest_index_dtype

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.dataset import Dataset
-from zarr_vectors.engine.read.points import fetch_cells
+from zarr_vectors.engine import fetch_cells
 from zarr_vectors.errors import InputError, UnknownIdError
 from zarr_vectors.format.kinds import family_of
 from zarr_vectors.neuroglancer.encode import (

@@ -7,13 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.chunks.arrays import TableArray
-from zarr_vectors.engine.chunks.pipeline import compression_of as compression_of_codecs
-from zarr_vectors.engine.level import Level
+from zarr_vectors.engine import Level, TableArray
+from zarr_vectors.engine import compression_of as compression_of_codecs
 from zarr_vectors.errors import FormatError
 from zarr_vectors.format.fragments import decode_fragments, range_tables
 from zarr_vectors.format.shards import inner_codecs
-from zarr_vectors.storage.backend import Backend, dump_json
+from zarr_vectors.storage import Backend, dump_json
 
 __all__ = [
     "checksums_of",

@@ -22,9 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.store import VectorStore
-from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine import Level, StoreBuilder, VectorStore
 from zarr_vectors.errors import InputError, ReadOnlyError, choice_message
 from zarr_vectors.format.fragments import decode_fragments
 from zarr_vectors.format.kinds import family_of, kind
@@ -36,8 +34,7 @@ from zarr_vectors.pyramid.points import CoarseLevel, coarsen_points, level_ratio
 from zarr_vectors.pyramid.reduce import REDUCTIONS
 from zarr_vectors.pyramid.sparsity import Sparsity, attribute_scores, select_objects, sparsity_per_level
 from zarr_vectors.pyramid.xlevel import CrossLevelWriter, link_dtype
-from zarr_vectors.storage.backend import GENERATION_KEY, dump_json, new_generation
-from zarr_vectors.storage.commit import rebuild_session
+from zarr_vectors.storage import GENERATION_KEY, dump_json, new_generation, rebuild_session
 
 __all__ = ["CROSS_LEVEL", "build_pyramid"]
 

@@ -16,8 +16,7 @@ import numpy as np
 from zarr_vectors.errors import InputError, StaleLevelWarning
 
 if TYPE_CHECKING:
-    from zarr_vectors.engine.level import Level
-    from zarr_vectors.engine.store import VectorStore
+    from zarr_vectors.engine import Level, VectorStore
 
 __all__ = ["estimate_count", "estimate_counts", "level_bin_shape", "level_for"]
 
@@ -55,7 +54,7 @@ def estimate_counts(ds: VectorStore, bbox: Any = None, levels: list[int] | None 
     """Estimated vertex count of every level (or of ``levels``) inside ``bbox`` (None: the whole level)."""
     lo = hi = None
     if bbox is not None:
-        from zarr_vectors.engine.read.points import parse_box
+        from zarr_vectors.engine import parse_box
 
         lo, hi = parse_box(bbox, ds.ndim, ds.axes)
     return {k: estimate_count(ds.level(k), lo, hi) for k in (ds.levels if levels is None else levels)}

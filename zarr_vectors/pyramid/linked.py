@@ -22,17 +22,24 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.read.faces import all_faces
-from zarr_vectors.engine.read.links import box_edges, fetch_linked_objects, is_lines
-from zarr_vectors.engine.read.points import attribute_names
-from zarr_vectors.engine.store import table_values
-from zarr_vectors.engine.write.builder import StoreBuilder
-from zarr_vectors.engine.write.cells import fragment_payloads
-from zarr_vectors.engine.write.inputs import NamedArray
-from zarr_vectors.engine.write.level0 import LevelArrays, Tables, partition_owners, write_level_arrays
-from zarr_vectors.engine.write.partition import partition
-from zarr_vectors.engine.write.tables import build_manifests
+from zarr_vectors.engine import (
+    Level,
+    LevelArrays,
+    NamedArray,
+    StoreBuilder,
+    Tables,
+    all_faces,
+    attribute_names,
+    box_edges,
+    build_manifests,
+    fetch_linked_objects,
+    fragment_payloads,
+    is_lines,
+    partition,
+    partition_owners,
+    table_values,
+    write_level_arrays,
+)
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.manifests import encode_manifests_batch
 from zarr_vectors.kinds.graphs import vertex_locals, write_edges

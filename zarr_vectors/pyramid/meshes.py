@@ -27,15 +27,20 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors._extras import needs
-from zarr_vectors.engine.chunks.pipeline import draco_codec
-from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.read.points import attribute_names
-from zarr_vectors.engine.write.builder import StoreBuilder
-from zarr_vectors.engine.write.cells import fragment_payloads
-from zarr_vectors.engine.write.inputs import NamedArray
-from zarr_vectors.engine.write.level0 import LevelArrays, Tables, partition_owners, write_level_arrays
-from zarr_vectors.engine.write.partition import partition
-from zarr_vectors.engine.write.tables import build_manifests
+from zarr_vectors.engine import (
+    Level,
+    LevelArrays,
+    NamedArray,
+    StoreBuilder,
+    Tables,
+    attribute_names,
+    build_manifests,
+    draco_codec,
+    fragment_payloads,
+    partition,
+    partition_owners,
+    write_level_arrays,
+)
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.shards import inner_codecs
 from zarr_vectors.kinds.graphs import vertex_locals, write_edges

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.write.level0 import MAX_BINS_PER_CHUNK
+from zarr_vectors.engine import MAX_BINS_PER_CHUNK
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.grid import Grid
 

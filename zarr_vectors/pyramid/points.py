@@ -22,13 +22,20 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.read.points import fetch_cells, row_owners
-from zarr_vectors.engine.write.builder import StoreBuilder
-from zarr_vectors.engine.write.cells import fragment_payloads
-from zarr_vectors.engine.write.level0 import OBJECT_ID_META, fragment_owner_payloads, row_payloads
-from zarr_vectors.engine.write.partition import partition, sort_keys
-from zarr_vectors.engine.write.tables import build_manifests, write_object_tables
+from zarr_vectors.engine import (
+    OBJECT_ID_META,
+    Level,
+    StoreBuilder,
+    build_manifests,
+    fetch_cells,
+    fragment_owner_payloads,
+    fragment_payloads,
+    partition,
+    row_owners,
+    row_payloads,
+    sort_keys,
+    write_object_tables,
+)
 from zarr_vectors.errors import ZarrVectorsError
 from zarr_vectors.format.links import cross_level_anchor
 from zarr_vectors.pyramid.plan import LevelPlan

@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.store import table_values
+from zarr_vectors.engine import Level, table_values
 from zarr_vectors.errors import InputError, check_choice
 
 __all__ = ["attribute_scores", "STRATEGIES", "Sparsity", "select_objects", "sparsity_per_level"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zarr_vectors.engine.write.builder import CellStream, StoreBuilder
+from zarr_vectors.engine import CellStream, StoreBuilder
 from zarr_vectors.format.grid import Grid
 from zarr_vectors.format.links import cross_level_anchor, encode_ragged, format_offsets, parse_offsets
 

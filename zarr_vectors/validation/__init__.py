@@ -17,8 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from zarr_vectors.errors import InputError
-from zarr_vectors.storage.backend import check_not_v2, open_backend
-from zarr_vectors.storage.shards import ShardReader
+from zarr_vectors.storage import ShardReader, check_not_v2, open_backend
 from zarr_vectors.validation._report import Collector, Problem, Report
 from zarr_vectors.validation._store import StoreView
 from zarr_vectors.validation.arrays import check_cell_arrays

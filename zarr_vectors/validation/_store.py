@@ -9,8 +9,7 @@ from typing import Any
 
 from zarr_vectors.errors import CorruptShardError, FormatError
 from zarr_vectors.format.zarr_json import check_zarr_v3, load_json
-from zarr_vectors.storage.backend import Backend
-from zarr_vectors.storage.shards import ShardReader
+from zarr_vectors.storage import Backend, ShardReader
 
 __all__ = ["StoreView", "list_keys", "batched"]
 

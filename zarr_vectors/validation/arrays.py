@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from zarr.registry import get_codec_class
 
-from zarr_vectors.engine.chunks.arrays import DRACO_BYTES, FRAGMENT_BYTES, CellArray, LinkArray
+from zarr_vectors.engine import DRACO_BYTES, FRAGMENT_BYTES, CellArray, LinkArray
 from zarr_vectors.errors import DecodeError
 from zarr_vectors.format.findings import UNSUPPORTED, Finding, short
 from zarr_vectors.format.grid import bins_per_chunk

@@ -14,7 +14,7 @@ from typing import Any
 import numcodecs
 import numpy as np
 
-from zarr_vectors.engine.chunks.pipeline import Pipeline
+from zarr_vectors.engine import Pipeline
 from zarr_vectors.errors import DECODE_FAILURES, failure_reason
 from zarr_vectors.format.fragments import HEADER, FragmentIndex, decode_fragments
 from zarr_vectors.format.grid import bins_per_chunk

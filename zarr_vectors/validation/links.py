@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.chunks.arrays import CellArray, LinkArray
+from zarr_vectors.engine import CellArray, LinkArray
 from zarr_vectors.errors import DECODE_FAILURES, failure_reason
 from zarr_vectors.format.links import (
     cross_level_anchor,

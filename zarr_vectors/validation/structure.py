@@ -113,7 +113,7 @@ def _check_family(view: StoreView, path: str, name: str, out: Collector) -> None
 
 
 def _leftovers(view: StoreView, out: Collector) -> None:
-    from zarr_vectors.storage.commit import find_leftovers
+    from zarr_vectors.storage import find_leftovers
 
     if view.backend.local_dir is not None:
         for path in find_leftovers(view.backend.local_dir):

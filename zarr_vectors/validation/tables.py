@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine.chunks.arrays import TableArray
+from zarr_vectors.engine import TableArray
 from zarr_vectors.errors import DECODE_FAILURES, ZarrVectorsError, failure_reason
 from zarr_vectors.format.groups import check_object_index, parse_object_index
 from zarr_vectors.validation._report import Collector, short

@@ -55,7 +55,7 @@ from zarr_vectors.format.findings import UNSUPPORTED, Finding, raise_for
 from zarr_vectors.format.grid import cell_key
 from zarr_vectors.format.groups import LinkLayout, LinksFamily, parse_link_layout
 from zarr_vectors.format.shards import inner_codecs, parse_sharding
-from zarr_vectors.storage.scratch import Arena
+from zarr_vectors.storage import Arena
 
 __all__ = [
     "CellArray",

@@ -51,7 +51,7 @@ from zarr.abc.codec import BytesBytesCodec
 from zarr.registry import get_codec_class
 
 from zarr_vectors.errors import DecodeError, InputError, choice_message
-from zarr_vectors.storage.scratch import Arena
+from zarr_vectors.storage import Arena
 
 __all__ = [
     "BytesCodec",

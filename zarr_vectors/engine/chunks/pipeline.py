@@ -34,7 +34,7 @@ from zarr_vectors.engine.chunks.compressors import (
 )
 from zarr_vectors.errors import DecodeError
 from zarr_vectors.format.codecs import DRACO, geometry_codec
-from zarr_vectors.storage.scratch import Arena
+from zarr_vectors.storage import Arena
 
 __all__ = [
     "CHECKSUM_CODEC",

@@ -26,8 +26,7 @@ from zarr_vectors.format.fragments import (
     ranges_to_rows,
 )
 from zarr_vectors.result import Result
-from zarr_vectors.storage.scratch import arena
-from zarr_vectors.storage.threads import map_cells
+from zarr_vectors.storage import arena, map_cells
 
 __all__ = [
     "Cells",

@@ -40,8 +40,7 @@ from zarr_vectors.format.grid import cell_key
 from zarr_vectors.format.metadata import RootMeta
 from zarr_vectors.format.shards import inner_codecs, parse_sharding
 from zarr_vectors.format.zarr_json import absent_fill
-from zarr_vectors.storage.commit import placeholder_root, rebuild_session
-from zarr_vectors.storage.threads import check_workers
+from zarr_vectors.storage import check_workers, placeholder_root, rebuild_session
 
 __all__ = ["STALE_KEY", "append_points"]
 

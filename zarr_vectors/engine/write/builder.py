@@ -20,7 +20,7 @@ from zarr_vectors.errors import InputError
 from zarr_vectors.format import zarr_json
 from zarr_vectors.format.grid import Grid, cell_key, chunk_key
 from zarr_vectors.format.shards import ShardLayout, auto_chunks_per_shard, encode_shard, sharded_doc
-from zarr_vectors.storage.backend import GENERATION_KEY, Backend, dump_json, new_generation
+from zarr_vectors.storage import GENERATION_KEY, Backend, dump_json, new_generation
 
 __all__ = ["StoreBuilder", "CellStream", "LevelBuilder", "MANIFEST_BUCKET", "OBJECT_ATTRIBUTE_CHUNK"]
 

@@ -21,7 +21,7 @@ from zarr_vectors.engine.write.tables import write_object_tables
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.grid import Grid
 from zarr_vectors.format.metadata import Axis, LevelMeta, RootMeta
-from zarr_vectors.storage.commit import write_session
+from zarr_vectors.storage import write_session
 
 __all__ = [
     "OBJECT_ID_META",

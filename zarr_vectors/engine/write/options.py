@@ -19,7 +19,7 @@ from typing import Any
 from zarr.abc.store import Store
 
 from zarr_vectors.errors import InputError
-from zarr_vectors.storage.backend import local_path
+from zarr_vectors.storage import local_path
 
 __all__ = ["StoreOptions", "check_shards", "default_shards"]
 

@@ -29,9 +29,7 @@ from zarr_vectors.format.shards import (
     unsharded_doc,
 )
 from zarr_vectors.format.zarr_json import load_json
-from zarr_vectors.storage.backend import check_complete, check_not_v2, open_backend
-from zarr_vectors.storage.commit import write_session
-from zarr_vectors.storage.shards import ShardReader
+from zarr_vectors.storage import ShardReader, check_complete, check_not_v2, open_backend, write_session
 
 __all__ = ["reshard", "BATCH_BYTES"]
 

@@ -42,9 +42,14 @@ from zarr_vectors.engine.write.spill import CellSpill
 from zarr_vectors.engine.write.tables import manifests_of
 from zarr_vectors.errors import InputError, ZarrVectorsError
 from zarr_vectors.format.metadata import LevelMeta
-from zarr_vectors.storage.backend import local_path
-from zarr_vectors.storage.commit import check_target, scratch_folder, staging, write_session
-from zarr_vectors.storage.threads import check_workers
+from zarr_vectors.storage import (
+    check_target,
+    check_workers,
+    local_path,
+    scratch_folder,
+    staging,
+    write_session,
+)
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT",
