@@ -171,6 +171,21 @@ def test_a_bad_date_names_its_character() -> None:
         parse_where("x > 2024-13-45")
 
 
+@pytest.mark.parametrize(
+    ("where", "match"),
+    [
+        ("x > 1500-01-01T00:00:00.123456789", "outside the dates its unit \\(ns\\) can count"),
+        ({"x": ("<", "9999-12-31T23:59:59.999999999")}, "outside the dates its unit"),
+        ({"x": ("<", "2024-01-01T12:30:00.1234567890")}, "at most 9 decimals"),  # numpy: OverflowError
+        ({"x": ("<", "2024-01-01T12:30:00." + "2" * 18)}, "at most 9 decimals"),  # numpy: wraps to 1970
+        ("x > 2024-01-01T12:30:00.1234567890", "at character 34: the value"),
+    ],
+)
+def test_dates_numpy_would_wrap_are_refused(where: Any, match: str) -> None:
+    with pytest.raises(InputError, match=match):
+        parse_where(where)
+
+
 def test_long_messages_show_an_excerpt() -> None:
     text = "x > 1 and " * 1000 + "y >> 2"
     with pytest.raises(InputError) as err:

@@ -11,9 +11,12 @@ attribute, else an object attribute), an operator and a value. It is given as
   date-time (``day >= 2024-01-01``, ``seen < 2024-03-05T12:30:00.250``; no time zone);
 * a sequence of such strings or ``(name, op, value)`` triples, all of which must hold.
 
-Comparisons are made in float64 for floating attributes and exactly for integer ones (a
-float value against an integer attribute compares as the float; ``==`` then matches only
-whole numbers). NaN fails every comparison but ``!=``.
+A string is read left to right in one pass (time linear in its length); a malformed one is
+an :class:`~zarr_vectors.errors.InputError` naming the 1-based character where reading stopped.
+
+Comparisons are made in float64 for floating attributes and exactly for integer ones, ``in``
+and ``not in`` included, at any int64/uint64 value (a float value against an integer attribute
+compares as the float; ``==`` then matches only whole numbers). NaN fails every comparison but ``!=``.
 
 Date-time attributes (stored as int64 counts of a ``time_unit``, read as ``datetime64``)
 compare with dates: ``numpy.datetime64``, ``datetime.datetime`` or ``datetime.date``
@@ -53,7 +56,8 @@ _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 #: Value and name tokens. Each is matched at one position and splits what it reads in one
 #: way only, so reading a string takes time linear in its length (no backtracking).
 _NUMBER = re.compile(r"[-+]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|inf|nan)")
-_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?)?")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?)?")
+_FINER_THAN_NS = re.compile(r"\.[0-9]{10}")
 _INTEGER = re.compile(r"[-+]?[0-9]+")
 _NAME = re.compile(r"[A-Za-z_][\w.]*")
 _OP = re.compile(r"<=|>=|==|!=|<|>|=")
@@ -207,15 +211,26 @@ def _date(value: Any, where: str) -> np.datetime64:
             f"where: {where} got {value!r}, which has a time zone; stored date-times have none: give "
             "a naive datetime in the stored convention (e.g. value.astimezone(timezone.utc).replace(tzinfo=None))"
         )
+    if isinstance(value, str) and _FINER_THAN_NS.search(value):
+        raise InputError(f"where: {where} got {value!r}; give at most 9 decimals of a second (nanoseconds)")
     try:
         out = np.datetime64(value)
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:  # OverflowError: a unit too fine for the date
         raise InputError(
             f"where: {where} needs a number or a date, got {value!r}; write dates in ISO 8601, such as "
             "2024-01-31 or 2024-01-31T12:00:00"
         ) from exc
     if np.isnat(out) or np.datetime_data(out.dtype)[0] == "generic":
         raise InputError(f"where: {where} got {value!r}; give a date, not NaT")
+    if (
+        isinstance(value, str)
+        and _DATE.match(value)
+        and out.astype("datetime64[D]") != np.datetime64(value[:10])
+    ):
+        raise InputError(  # numpy wraps a date its unit cannot count (nanoseconds: 1678 to 2262)
+            f"where: {where} got {value!r}, which lies outside the dates its unit ({np.datetime_data(out.dtype)[0]}) "
+            "can count; give fewer decimals of a second"
+        )
     return out
 
 
