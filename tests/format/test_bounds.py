@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zarr_vectors.errors import DecodeError, FormatError
+import zarr_vectors as zv
+from zarr_vectors.errors import DecodeError, FormatError, InputError
 from zarr_vectors.format.fragments import (
     HEADER,
     MAGIC,
@@ -252,3 +253,33 @@ def test_cell_counts_are_python_ints_that_never_wrap():
 def test_absurd_bin_shapes_are_refused(bins):
     with pytest.raises(ValueError, match="whole multiple of bin_shape"):
         bins_per_chunk(np.array([1.0, 1.0]), np.array(bins))
+
+
+@pytest.mark.parametrize(
+    ("hi", "chunk", "match"),
+    [
+        # 2**32 x 2**32 cells: 2**64, which int64 arithmetic (np.prod) wraps to 0
+        ([2.0**32 - 1, 2.0**32 - 1], [1.0, 1.0], r"the chunk grid \[4294967296, 4294967296\] is too large"),
+        (
+            [2.0**21 - 1, 2.0**21 - 1, 2.0**22 - 1],
+            [1.0, 1.0, 1.0],
+            r"\[2097152, 2097152, 4194304\] is too large",
+        ),
+        # chunk coordinates past int64: the cast to int64 would wrap or give INT64_MIN
+        ([1e19, 1.0], [1.0, 1.0], r"reach chunk ±1e\+19, past the 2.31e\+18 chunks"),
+        ([1e5, 1e5], [1e-300, 1.0], r"reach chunk ±1e\+305"),
+    ],
+)
+def test_grids_too_large_for_int64_are_refused_before_anything_is_built(tmp_path, hi, chunk, match):
+    """The 'grid too large' guard counts cells in Python ints (issue 28, item 9)."""
+    lo = [0.0] * len(hi)
+    with pytest.raises(InputError, match=match):
+        zv.write_points(tmp_path / "s.zarr", np.array([lo, hi]), chunk_shape=chunk, bounds=(lo, hi))
+    assert not (tmp_path / "s.zarr").exists()
+
+
+def test_grid_coordinates_past_int64_are_an_input_error():
+    with pytest.raises(InputError, match="choose a larger chunk_shape or smaller bounds"):
+        Grid.from_bounds(np.array([[-1e300, 0.0], [1e300, 1.0]]), np.array([1.0, 1.0]))
+    with pytest.raises(InputError, match="reach chunk ±nan"):
+        Grid.from_bounds(np.array([[0.0, 0.0], [np.nan, 1.0]]), np.array([1.0, 1.0]))

@@ -30,6 +30,11 @@ __all__ = [
 ]
 
 
+#: The largest chunk coordinate a grid may reach on either side of 0: cells per axis
+#: (``hi - lo + 1``) then stay well inside int64.
+MAX_CHUNK_COORD = 2**61
+
+
 def chunk_coords(positions: np.ndarray, chunk_shape: np.ndarray) -> np.ndarray:
     """Absolute chunk coordinates (N, D) int64 of positions (N, D)."""
     return np.floor(np.asarray(positions, dtype=np.float64) / chunk_shape).astype(np.int64)
@@ -81,6 +86,14 @@ class Grid:
         cls, bounds: np.ndarray, chunk_shape: np.ndarray, bin_shape: np.ndarray | None = None
     ) -> Grid:
         cs = np.asarray(chunk_shape, np.float64)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            ends = np.floor(np.asarray([bounds[0], bounds[1]], np.float64) / cs)
+        if not np.all(np.abs(ends) <= MAX_CHUNK_COORD):  # NaN too; the cast below would wrap
+            raise InputError(
+                f"bounds {np.asarray(bounds[0]).tolist()} .. {np.asarray(bounds[1]).tolist()} with chunk_shape "
+                f"{cs.tolist()} reach chunk ±{float(np.max(np.abs(ends))):.3g}, past the {MAX_CHUNK_COORD:.3g} chunks a grid may "
+                "span from 0: choose a larger chunk_shape or smaller bounds"
+            )
         lo = chunk_coords(np.asarray(bounds[0])[None], cs)[0]
         hi = chunk_coords(np.asarray(bounds[1])[None], cs)[0]
         bs = cs if bin_shape is None else np.asarray(bin_shape, np.float64)

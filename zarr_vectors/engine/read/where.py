@@ -11,9 +11,12 @@ attribute, else an object attribute), an operator and a value. It is given as
   date-time (``day >= 2024-01-01``, ``seen < 2024-03-05T12:30:00.250``; no time zone);
 * a sequence of such strings or ``(name, op, value)`` triples, all of which must hold.
 
-Comparisons are made in float64 for floating attributes and exactly for integer ones (a
-float value against an integer attribute compares as the float; ``==`` then matches only
-whole numbers). NaN fails every comparison but ``!=``.
+A string is read left to right in one pass (time linear in its length); a malformed one is
+an :class:`~zarr_vectors.errors.InputError` naming the 1-based character where reading stopped.
+
+Comparisons are made in float64 for floating attributes and exactly for integer ones, ``in``
+and ``not in`` included, at any int64/uint64 value (a float value against an integer attribute
+compares as the float; ``==`` then matches only whole numbers). NaN fails every comparison but ``!=``.
 
 Date-time attributes (stored as int64 counts of a ``time_unit``, read as ``datetime64``)
 compare with dates: ``numpy.datetime64``, ``datetime.datetime`` or ``datetime.date``
@@ -26,6 +29,7 @@ date-time one, is an :class:`~zarr_vectors.errors.InputError`.
 from __future__ import annotations
 
 import datetime
+import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -49,17 +53,23 @@ OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
 }
 _SETS = ("in", "not in", "between")
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
-_NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|inf|nan)"
-_DATE = r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?"
-_VALUE = rf"{_DATE}|{_NUMBER}"
-_NAME = r"[A-Za-z_][\w.]*"
-_OP = r"<=|>=|==|!=|<|>|="
-_CMP = re.compile(rf"^\s*(?:({_NAME})\s*({_OP})\s*({_VALUE})|({_VALUE})\s*({_OP})\s*({_NAME}))\s*$")
+#: Value and name tokens. Each is matched at one position and splits what it reads in one
+#: way only, so reading a string takes time linear in its length (no backtracking).
+_NUMBER = re.compile(r"[-+]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|inf|nan)")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?)?")
+_FINER_THAN_NS = re.compile(r"\.[0-9]{10}")
+_INTEGER = re.compile(r"[-+]?[0-9]+")
+_NAME = re.compile(r"[A-Za-z_][\w.]*")
+_OP = re.compile(r"<=|>=|==|!=|<|>|=")
+_SPACE = re.compile(r"\s*")
+_AND = re.compile(r"and(?![\w.])", re.IGNORECASE)
+#: The longest number a string may hold (every int64, uint64 or float64 value is far shorter).
+MAX_NUMBER_CHARS = 1000
 
 
 @dataclass(frozen=True)
 class Condition:
-    """``attribute op value``: ``value`` a number or a ``numpy.datetime64``, an array of them
+    """``attribute op value``: ``value`` a number or a ``numpy.datetime64``, a tuple of them
     for ``in``/``not in``, or ``(low, high)`` for ``between``."""
 
     name: str
@@ -75,7 +85,7 @@ class Condition:
             low, high = self.value
             return _compare(column, ">=", low) & _compare(column, "<=", high)
         if self.op in ("in", "not in"):
-            hit = np.isin(column, self.value)
+            hit = _members(column, self.value)
             return ~hit if self.op == "not in" else hit
         return _compare(column, self.op, self.value)
 
@@ -87,8 +97,8 @@ class Condition:
                 f"where: {scope} attribute {self.name!r} is {dtype} with {width} values per row; filters "
                 "compare numeric or date-time attributes with one value per row"
             )
-        values = self.value if self.op == "between" else [self.value]
-        dates = [np.asarray(v).dtype.kind == "M" for v in values]
+        values = self.value if self.op in _SETS else [self.value]
+        dates = [isinstance(v, np.datetime64) for v in values]
         if dtype.kind == "M" and not all(dates):
             raise InputError(
                 f"where: {scope} attribute {self.name!r} holds date-times ({dtype}); compare it with a date "
@@ -102,19 +112,86 @@ class Condition:
 
 
 def _compare(column: np.ndarray, op: str, value: Any) -> np.ndarray:
-    """``column op value`` as exact numbers: floats (either side) in float64, integers as
-    integers, including values outside the column's dtype; dates as dates (numpy compares
-    them in the finer unit)."""
+    """``column op value`` as exact numbers: a floating column in float64, an integer (or
+    boolean) column exactly against any int or float, values outside its dtype included;
+    dates as dates (numpy compares them in the finer unit)."""
     if isinstance(value, np.datetime64):
         return np.asarray(OPERATORS[op](column, value), bool)
-    if column.dtype.kind == "f" or isinstance(value, float):
-        return np.asarray(OPERATORS[op](column, np.float64(value)), bool)
-    info = np.iinfo(column.dtype) if column.dtype.kind in "iu" else np.iinfo(np.uint8)
+    if column.dtype.kind == "f":
+        return _compare_floats(column, op, value)
+    if column.dtype.kind == "b":
+        column = column.astype(np.uint8)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return np.full(len(column), op == "!=")
+        op, value = _as_integer_bound(op, value)
+    info = np.iinfo(column.dtype)
     if info.min <= value <= info.max:
         return np.asarray(OPERATORS[op](column, column.dtype.type(value)), bool)
     above = value > info.max  # every row is below the value, or every row above it
     passes = op in (("<", "<=", "!=") if above else (">", ">=", "!="))
     return np.full(len(column), passes)
+
+
+#: An integer past every integer dtype: what an infinite or non-whole bound compares as.
+_FAR = 1 << 65
+
+
+def _float_or_none(value: float | int) -> float | None:
+    """``value`` as a float64, or None for an int past float64's range (equal to no float)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
+def _as_integer_bound(op: str, value: float) -> tuple[str, int]:
+    """``(op2, k)`` with ``x op value`` == ``x op2 k`` for every integer ``x`` (``value`` not NaN)."""
+    if math.isinf(value):
+        return op, _FAR if value > 0 else -_FAR
+    if value.is_integer():
+        return op, int(value)
+    if op in ("==", "!="):  # never equal: compare with a value no row holds
+        return op, _FAR
+    if op in ("<", ">="):
+        return op, math.ceil(value)
+    return op, math.floor(value)  # <= and >
+
+
+def _compare_floats(column: np.ndarray, op: str, value: Any) -> np.ndarray:
+    """A floating column against ``value`` in float64; an int past float64's range compares
+    as a value between the largest float and infinity (exactly what it is)."""
+    try:
+        bound = np.float64(value)
+    except OverflowError:  # |value| > 1.8e308: beyond every finite float, short of infinity
+        if op in ("==", "!="):
+            return np.full(len(column), op == "!=")
+        inf = np.inf if value > 0 else -np.inf
+        strict = (
+            {"<": "<", "<=": "<", ">": ">=", ">=": ">="}
+            if value > 0
+            else {"<": "<=", "<=": "<=", ">": ">", ">=": ">"}
+        )
+        return np.asarray(OPERATORS[strict[op]](column, inf), bool)
+    return np.asarray(OPERATORS[op](column, bound), bool)
+
+
+def _members(column: np.ndarray, values: tuple[Any, ...]) -> np.ndarray:
+    """(N,) booleans: whether each row equals one of ``values``, exactly (integers as
+    integers at any value; floats in float64; dates as dates)."""
+    if not values:
+        return np.zeros(len(column), bool)
+    if column.dtype.kind == "M":
+        return np.isin(column, np.array(values))
+    if column.dtype.kind == "f":
+        floats = [f for f in map(_float_or_none, values) if f is not None]
+        return np.isin(column.astype(np.float64), np.array(floats, np.float64))
+    if column.dtype.kind == "b":
+        column = column.astype(np.uint8)
+    info = np.iinfo(column.dtype)
+    whole = [int(v) for v in values if isinstance(v, int) or (math.isfinite(v) and v.is_integer())]
+    fits = [v for v in whole if info.min <= v <= info.max]  # no other value equals a row
+    return np.isin(column, np.array(fits, column.dtype))
 
 
 def _number(value: Any, where: str) -> float | int | np.datetime64:
@@ -134,15 +211,26 @@ def _date(value: Any, where: str) -> np.datetime64:
             f"where: {where} got {value!r}, which has a time zone; stored date-times have none: give "
             "a naive datetime in the stored convention (e.g. value.astimezone(timezone.utc).replace(tzinfo=None))"
         )
+    if isinstance(value, str) and _FINER_THAN_NS.search(value):
+        raise InputError(f"where: {where} got {value!r}; give at most 9 decimals of a second (nanoseconds)")
     try:
         out = np.datetime64(value)
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:  # OverflowError: a unit too fine for the date
         raise InputError(
             f"where: {where} needs a number or a date, got {value!r}; write dates in ISO 8601, such as "
             "2024-01-31 or 2024-01-31T12:00:00"
         ) from exc
     if np.isnat(out) or np.datetime_data(out.dtype)[0] == "generic":
         raise InputError(f"where: {where} got {value!r}; give a date, not NaT")
+    if (
+        isinstance(value, str)
+        and _DATE.match(value)
+        and out.astype("datetime64[D]") != np.datetime64(value[:10])
+    ):
+        raise InputError(  # numpy wraps a date its unit cannot count (nanoseconds: 1678 to 2262)
+            f"where: {where} got {value!r}, which lies outside the dates its unit ({np.datetime_data(out.dtype)[0]}) "
+            "can count; give fewer decimals of a second"
+        )
     return out
 
 
@@ -159,7 +247,7 @@ def _condition(name: Any, op: Any, value: Any) -> Condition:
         kinds = {isinstance(v, np.datetime64) for v in values}
         if len(kinds) > 1:
             raise InputError(f"where: {name} {op} mixes dates and numbers: {value!r}")
-        return Condition(name, op, np.asarray(values))
+        return Condition(name, op, tuple(values))
     if op == "between":
         pair = list(value) if isinstance(value, (list, tuple)) else []
         if len(pair) != 2:
@@ -172,28 +260,115 @@ def _condition(name: Any, op: Any, value: Any) -> Condition:
 
 
 def _parse_text(text: str) -> list[Condition]:
-    out = []
-    for part in re.split(r"\s+and\s+", text.strip(), flags=re.IGNORECASE):
-        m = _CMP.match(part)
-        if m is None:
-            raise InputError(
-                f"where: cannot read {part.strip()!r}; write comparisons such as 'confidence > 0.8', "
-                "joined by 'and'"
-            )
-        if m.group(1):
-            out.append(_condition(m.group(1), m.group(2), _literal(m.group(3))))
-        else:  # number op name: the same comparison seen from the attribute
-            op = "==" if m.group(5) == "=" else m.group(5)
-            out.append(_condition(m.group(6), _FLIP[op], _literal(m.group(4))))
+    """The comparisons of ``text``, read left to right in one pass (linear time)."""
+    reader = _Reader(text)
+    out = [reader.comparison()]
+    while not reader.at_end():
+        out.append(reader.comparison())
     return out
 
 
-def _literal(text: str) -> int | float | np.datetime64:
-    """A value as written: whole numbers stay exact integers (segment ids exceed 2**53), ISO
-    dates become ``numpy.datetime64``."""
-    if re.fullmatch(_DATE, text):
-        return _date(text, text)
-    return int(text) if re.fullmatch(r"[-+]?\d+", text) else float(text)
+class _Reader:
+    """A cursor over a ``where=`` string. Grammar: ``comparison ('and' comparison)*``, a
+    comparison being ``name op value`` or ``value op name``; every error names the 1-based
+    character where reading stopped."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def fail(self, what: str, pos: int | None = None) -> InputError:
+        at = self.pos if pos is None else pos
+        text = self.text
+        shown = text
+        if len(text) > 80:  # an excerpt around the position
+            lo, hi = max(0, at - 30), at + 30
+            shown = f"{'...' if lo else ''}{text[lo:hi]}{'...' if hi < len(text) else ''}"
+        return InputError(
+            f"where: cannot read {shown!r} at character {at + 1}: {what}; write comparisons such as "
+            "'confidence > 0.8', joined by 'and'"
+        )
+
+    def skip_space(self) -> bool:
+        """Move past white space; whether there was any."""
+        m = _SPACE.match(self.text, self.pos)
+        assert m is not None  # \s* always matches
+        self.pos = m.end()
+        return m.end() > m.start()
+
+    def at_end(self) -> bool:
+        """Whether the text is read; otherwise step past the ``and`` before the next comparison."""
+        spaced = self.skip_space()
+        if self.pos == len(self.text):
+            return True
+        m = _AND.match(self.text, self.pos)
+        if not spaced or m is None:
+            raise self.fail(f"expected 'and' or the end, found {self._found()}")
+        self.pos = m.end()
+        return False
+
+    def _found(self) -> str:
+        return repr(self.text[self.pos]) if self.pos < len(self.text) else "the end"
+
+    def comparison(self) -> Condition:
+        self.skip_space()
+        start = self.pos
+        if start == len(self.text):
+            raise self.fail("expected a comparison, found the end")
+        name = _NAME.match(self.text, start)
+        if name is not None and name.group() not in ("inf", "nan"):
+            self.pos = name.end()
+            op = self.operator()
+            return _condition(name.group(), op, self.value())
+        if name is not None:  # inf / nan: an attribute of that name, unless a name follows
+            self.pos = name.end()
+            op = self.operator()
+            self.skip_space()
+            other = _NAME.match(self.text, self.pos)
+            if other is None:
+                return _condition(name.group(), op, self.value())
+            self.pos = start
+        elif self.text[start] not in "0123456789+-.":
+            raise self.fail(f"expected an attribute name or a value, found {self._found()}")
+        value = self.value()
+        op = self.operator()
+        self.skip_space()
+        other = _NAME.match(self.text, self.pos)
+        if other is None:
+            raise self.fail(f"expected an attribute name, found {self._found()}")
+        self.pos = other.end()
+        return _condition(other.group(), _FLIP[op], value)  # the same comparison seen from the name
+
+    def operator(self) -> str:
+        self.skip_space()
+        m = _OP.match(self.text, self.pos)
+        if m is None:
+            raise self.fail(f"expected an operator ({', '.join(OPERATORS)}), found {self._found()}")
+        self.pos = m.end()
+        return "==" if m.group() == "=" else m.group()
+
+    def value(self) -> int | float | np.datetime64:
+        """A number or an ISO 8601 date as written: whole numbers stay exact integers (segment
+        ids exceed 2**53); a value ends at white space, an operator or the end."""
+        self.skip_space()
+        start = self.pos
+        m = _DATE.match(self.text, start) or _NUMBER.match(self.text, start)
+        if m is None:
+            raise self.fail(f"expected a number or an ISO 8601 date, found {self._found()}")
+        end = m.end()
+        if end < len(self.text) and not (self.text[end].isspace() or self.text[end] in "<>=!"):
+            raise self.fail(
+                f"the value {self.text[start : end + 1][:40]!r} goes on with {self.text[end]!r}", end
+            )
+        token = m.group()
+        if len(token) > MAX_NUMBER_CHARS:
+            raise self.fail(
+                f"a number of {len(token):,} characters; at most {MAX_NUMBER_CHARS} are read", start
+            )
+        self.pos = end
+        if m.re is _DATE:
+            return _date(token, f"the date at character {start + 1}")
+        return int(token) if _INTEGER.fullmatch(token) else float(token)
 
 
 def parse_where(where: Any) -> list[Condition]:

@@ -90,7 +90,7 @@ def make_layout(positions: np.ndarray, options: StoreOptions) -> Layout:
             f"bin_shape {bs.tolist()} makes {grid.n_bins} bins per chunk; at most {MAX_BINS_PER_CHUNK} "
             "are allowed (each bin costs 16 bytes of index per chunk): choose a larger bin_shape"
         )
-    if int(np.prod(grid.shape)) > 1 << 40:
+    if grid.n_cells > 1 << 40:  # Python ints: np.prod of the shape wraps past 2**63
         raise InputError(f"the chunk grid {grid.shape.tolist()} is too large; choose a larger chunk_shape")
     return Layout(grid, b, axes_from(options.axes, d, options.units))
 
