@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zarr_vectors.engine.where import MAX_NUMBER_CHARS, parse_where
+from zarr_vectors.engine.read.where import MAX_NUMBER_CHARS, parse_where
 from zarr_vectors.errors import InputError
 
 OPS = ["<", "<=", ">", ">=", "==", "!=", "in", "not in", "between"]

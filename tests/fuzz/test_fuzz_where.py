@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
-from zarr_vectors.engine.where import MAX_NUMBER_CHARS, Condition, parse_where
+from zarr_vectors.engine.read.where import MAX_NUMBER_CHARS, Condition, parse_where
 from zarr_vectors.errors import AttributeNotFoundError, InputError
 
 SEED = 28
