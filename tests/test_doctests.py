@@ -154,7 +154,7 @@ def test_the_list_covers_what_the_api_page_renders():
     checked |= {m.__name__ for m in MODULES} | {f"zarr_vectors.geo.{n}" for n in GEO_NAMES}
     assert rendered - top == checked
     names = {n for n, _, _ in OBJECTS}
-    assert {"zarr_vectors.dataset.Dataset.query", "zarr_vectors.result.Result.lines"} <= names
+    assert {"zarr_vectors.dataset.core.Dataset.query", "zarr_vectors.result.Result.lines"} <= names
     assert {"zarr_vectors.plot.render", "zarr_vectors.geo.CRS.to_pyproj"} <= names
 
 

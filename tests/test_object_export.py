@@ -312,8 +312,8 @@ def test_ogr_ids_above_int64_are_text_in_every_batch(tmp_path: Path) -> None:
 def test_cli_notes_a_large_whole_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from zarr_vectors import cli_objects
     from zarr_vectors.cli import main
+    from zarr_vectors.cli import objects as cli_objects
 
     ds = _lines(tmp_path / "l.zarr")
     monkeypatch.setattr(cli_objects, "LARGE_LEVEL", 10)
@@ -392,8 +392,8 @@ def test_box_features_are_whole_objects_byte_identical(kind: str, tmp_path: Path
 def test_cli_streams_a_large_box_cut_to_pieces(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from zarr_vectors import cli_objects
     from zarr_vectors.cli import main
+    from zarr_vectors.cli import objects as cli_objects
 
     ds = _lines(tmp_path / "l.zarr")
     store, box = str(tmp_path / "l.zarr"), ([40.0] * 3, [60.0] * 3)

@@ -208,7 +208,7 @@ def test_subset_keeps_line_pieces_consistent(lengths, data):
 def test_grid_shortcut_equals_contains_xy(seed):
     """contains() decides most rows by grid cell; it must agree with contains_xy row for row,
     also for rows on the polygon's boundary, on its vertices and on cell edges."""
-    from zarr_vectors.engine.read.polygon import as_polygon, contains
+    from zarr_vectors.dataset.polygon import as_polygon, contains
 
     rng = np.random.default_rng(seed)
     n_vertices = int(rng.integers(5, 200))
@@ -230,7 +230,7 @@ def test_grid_shortcut_equals_contains_xy(seed):
 def test_grid_shortcut_with_rows_flat_on_one_axis(spread):
     """Rows along a road (or a slab seen edge-on) have no extent on one axis; the shortcut
     must still agree with contains_xy, without sampling the boundary at a vanishing step."""
-    from zarr_vectors.engine.read.polygon import as_polygon, contains
+    from zarr_vectors.dataset.polygon import as_polygon, contains
 
     rng = np.random.default_rng(7)
     x = rng.uniform(0, 1000, 30_000)

@@ -2,7 +2,7 @@
 ``engine`` import these names from here, never from its modules.
 
 Rooms: ``chunks`` (cell and table arrays, compressors, the codec pipeline), ``read`` (box plans
-and fetches, links, faces, queries, ``where=``, polygons), ``write`` (inputs, partitions, cells,
+and fetches, links, faces, queries, ``where=``), ``write`` (inputs, partitions, cells,
 streams and spills, appends, reshard); ``ids``, ``level`` and ``store`` are the model both
 sides share. ``read`` and ``write`` never import each other."""
 
@@ -29,7 +29,6 @@ from zarr_vectors.engine.read.points import (
     plan_box,
     row_owners,
 )
-from zarr_vectors.engine.read.polygon import object_extents, query_polygon
 from zarr_vectors.engine.read.where import parse_where
 from zarr_vectors.engine.store import VectorStore, table_values
 from zarr_vectors.engine.write import inputs
@@ -108,7 +107,6 @@ __all__ = [
     "inputs",
     "is_lines",
     "make_layout",
-    "object_extents",
     "object_tables",
     "owned",
     "parse_box",
@@ -118,7 +116,6 @@ __all__ = [
     "plan_box",
     "positive_numbers",
     "query",
-    "query_polygon",
     "reshard",
     "row_owners",
     "row_payloads",

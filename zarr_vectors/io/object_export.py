@@ -67,7 +67,8 @@ _OGR = (".gpkg", ".fgb")
 
 def _selected_ids(ds: Dataset, ids: Any, level: int, bbox: Any, sort: bool, cut: bool = False) -> np.ndarray:
     """The user ids to read, in the order they are written (see the module documentation)."""
-    from zarr_vectors.engine import object_extents, parse_box
+    from zarr_vectors.dataset import object_extents
+    from zarr_vectors.engine import parse_box
 
     lv = ds.level(level)
     if ids is not None:

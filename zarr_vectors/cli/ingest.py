@@ -1,5 +1,5 @@
 """The file side of ``zarr-vectors ingest``: which files the inputs name, and the writer each
-format runs (points are ``cli_points.py``'s). ``cli.py`` checks the options and the target first."""
+format runs (points are ``cli/points.py``'s). ``cli/main.py`` checks the options and the target first."""
 
 from __future__ import annotations
 

@@ -15,8 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from zarr_vectors.engine.ids import owned
-from zarr_vectors.engine.level import Level
+from zarr_vectors.engine import Level, owned
 from zarr_vectors.errors import InputError, choice_message
 from zarr_vectors.format.kinds import family_of
 from zarr_vectors.result import Origin, Region, Result

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from zarr_vectors.cli_types import fraction, non_negative_number
+from zarr_vectors.cli.arguments import fraction, non_negative_number
 from zarr_vectors.errors import ZarrVectorsError
 
 __all__ = ["PYRAMID_EXAMPLES", "add_pyramid_options", "pyramid_command"]

@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.dataset_groups import GroupReads
-from zarr_vectors.dataset_levels import LevelUpdates
+from zarr_vectors.dataset.groups import GroupReads
+from zarr_vectors.dataset.levels import LevelUpdates
+from zarr_vectors.dataset.polygon import query_polygon
 from zarr_vectors.engine import (
     OBJECT_ID_ATTRIBUTE,
     Level,
@@ -17,7 +18,6 @@ from zarr_vectors.engine import (
     box_batches,
     parse_box,
     parse_where,
-    query_polygon,
     table_values,
 )
 from zarr_vectors.engine import query as engine_query

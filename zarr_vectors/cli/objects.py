@@ -4,7 +4,7 @@
 
 - a point cloud without ``--objects`` / ``--whole-objects`` to ``.csv``, ``.ply``, ``.obj``,
   ``.npz``, ``.las`` or ``.laz``: chunk by chunk
-  (:func:`zarr_vectors.cli_points.stream_query`);
+  (:func:`zarr_vectors.cli.points.stream_query`);
 - ``--objects``, a whole level of lines, graphs, skeletons, shapes or meshes, or ``--bbox
   --whole-objects`` of lines, graphs, skeletons or shapes, to ``.csv``, ``.ply``, ``.obj``,
   ``.swc``, ``.geojson``, ``.geojsonl``, ``.gpkg`` or ``.fgb``: object batch by object batch
@@ -78,7 +78,7 @@ def _large(ds: Any, level: int, box: Any) -> bool:
 def stream_query(args: argparse.Namespace, ds: Any, box: Any, polygon: Any = None) -> int | None:
     """``query -o`` written piece by piece or batch by batch when it can be (see the module
     documentation); None when the result must be read whole."""
-    from zarr_vectors import cli_points
+    from zarr_vectors.cli import points as cli_points
 
     done = cli_points.stream_query(args, ds, box, polygon)
     if done is not None:

@@ -28,8 +28,8 @@ from typing import Any, NoReturn
 import numpy as np
 
 from zarr_vectors._extras import needs
-from zarr_vectors.cli_ingest import input_files, one_input, run_ingest
-from zarr_vectors.cli_types import object_id, positive_number
+from zarr_vectors.cli.arguments import object_id, positive_number
+from zarr_vectors.cli.ingest import input_files, one_input, run_ingest
 from zarr_vectors.errors import StoreExistsError, ZarrVectorsError
 
 #: Exit status after stdout's reader went away (128 + SIGPIPE, what a shell reports for ``yes | head``).
@@ -123,7 +123,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     """Options, then the target, then the input files are checked before anything is read."""
     options = _storage_options(args.storage_options)
     if args.format == "points":
-        from zarr_vectors.cli_points import ingest_points_command
+        from zarr_vectors.cli.points import ingest_points_command
 
         return ingest_points_command(args, options, _refuse_existing, input_files, _bbox)
     source = one_input(args) if args.format not in ("swc", "mesh") else None
@@ -159,7 +159,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             f"export {args.format} writes the file given by -o OUTPUT (OUTDIR is for neuroglancer)"
         )
     if args.format == "points":
-        from zarr_vectors.cli_points import export_points_command
+        from zarr_vectors.cli.points import export_points_command
 
         ds = open_store(args.store, storage_options=_storage_options(args.storage_options))
         polygon = None if args.polygon is None else _polygon(args.polygon)
@@ -331,8 +331,8 @@ def _counts(res: Any) -> str:
 def cmd_query(args: argparse.Namespace) -> int:
     if (args.output is None) == (not args.count):
         raise ZarrVectorsError("give -o OUTPUT (a .csv, .ply, .obj, .npz, .swc or .geojson file) or --count")
-    if args.output is not None:  # piece by piece or object batch by batch when it can (cli_objects)
-        from zarr_vectors.cli_objects import note_whole, stream_query
+    if args.output is not None:  # piece by piece or object batch by batch when it can (cli/objects.py)
+        from zarr_vectors.cli.objects import note_whole, stream_query
         from zarr_vectors.dataset import open as open_store
 
         ds = open_store(args.store, storage_options=_storage_options(args.storage_options))
@@ -478,13 +478,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_pyramid(args: argparse.Namespace) -> int:
-    from zarr_vectors.cli_pyramid import pyramid_command
+    from zarr_vectors.cli.pyramid import pyramid_command
 
     return pyramid_command(args, _storage_options(args.storage_options))
 
 
 def _add_pyramid_parser(sub: Any, fmt: Any) -> None:
-    from zarr_vectors.cli_pyramid import add_pyramid_options
+    from zarr_vectors.cli.pyramid import add_pyramid_options
 
     p = add_pyramid_options(sub, fmt)
     _add_storage_options(p)
@@ -547,7 +547,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_storage_options(p)
-    from zarr_vectors.cli_points import add_export_options, add_ingest_options
+    from zarr_vectors.cli.points import add_export_options, add_ingest_options
 
     add_ingest_options(p)
     p.set_defaults(func=cmd_ingest)
@@ -579,7 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="the file to write (swc, mesh, points)")
     p.add_argument("--base-url", help="neuroglancer: where OUTDIR will be served, for state.json")
     p.add_argument("--overwrite", action="store_true", help="neuroglancer: write into a non-empty OUTDIR")
-    from zarr_vectors.cli_neuroglancer import add_mesh_format_option, add_sharding_option
+    from zarr_vectors.cli.neuroglancer import add_mesh_format_option, add_sharding_option
 
     add_mesh_format_option(p, "neuroglancer: ")
     add_sharding_option(p)
@@ -767,19 +767,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_export_neuroglancer(args: argparse.Namespace) -> int:
-    from zarr_vectors.cli_neuroglancer import export_command
+    from zarr_vectors.cli.neuroglancer import export_command
 
     return export_command(args, _storage_options(args.storage_options))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from zarr_vectors.cli_neuroglancer import serve_command
+    from zarr_vectors.cli.neuroglancer import serve_command
 
     return serve_command(args, _storage_options(args.storage_options))
 
 
 def _add_serve_parser(sub: Any, fmt: Any) -> None:
-    from zarr_vectors.cli_neuroglancer import add_serve_options
+    from zarr_vectors.cli.neuroglancer import add_serve_options
 
     p = add_serve_options(sub, fmt)
     _add_storage_options(p)
