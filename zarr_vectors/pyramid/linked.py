@@ -64,14 +64,15 @@ BATCH_VERTICES = 1_000_000
 def read_objects_batch(level: Level, ids: np.ndarray, names: list[str], faces: bool = False) -> ObjectBatch:
     """Objects ``ids`` of ``level`` with their edges (or mesh ``faces``) and stored places."""
     with_links = faces or not is_lines(level)
-    cells, rows, owners, plan, raws = fetch_linked_objects(level, ids, names, with_links)
+    got = fetch_linked_objects(level, ids, names, with_links)
+    cells, rows, owners = got.cells, got.rows, got.owners
     cell = np.searchsorted(cells.offsets, rows, side="right") - 1
     remap = np.full(len(cells.positions), -1, np.int64)
     remap[rows] = np.arange(len(rows))
     eattrs: dict[str, np.ndarray] = {}
     tri = None
     if faces:
-        tris = all_faces(level, cells, plan, raws)
+        tris = all_faces(level, cells, got.plan, got.raws)
         ok = np.all(remap[tris] >= 0, axis=1) if len(tris) else np.zeros(0, bool)
         tri = remap[tris[ok]].reshape(-1, 3)
         edges = np.zeros((0, 2), np.int64)
@@ -79,7 +80,7 @@ def read_objects_batch(level: Level, ids: np.ndarray, names: list[str], faces: b
         follows = np.flatnonzero(owners[1:] == owners[:-1])
         edges = np.stack([follows, follows + 1], axis=1)
     else:
-        all_edges, all_attrs = box_edges(level, cells, plan, raws)
+        all_edges, all_attrs = box_edges(level, cells, got.plan, got.raws)
         ok = (remap[all_edges[:, 0]] >= 0) & (remap[all_edges[:, 1]] >= 0)
         edges = remap[all_edges[ok]].reshape(-1, 2)
         eattrs = {k: v[ok] for k, v in all_attrs.items()}

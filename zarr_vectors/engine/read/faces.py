@@ -17,6 +17,7 @@ import numpy as np
 
 from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.read.links import (
+    LinkPlan,
     fetch_linked_objects,
     link_edges,
     link_keys,
@@ -39,7 +40,7 @@ __all__ = ["all_faces", "query_mesh_box", "mesh_objects", "FACE_MODES"]
 FACE_MODES = ("inside", "touching")
 
 
-def all_faces(level: Level, cells: Cells, plan: list, raws: list[bytes | None]) -> np.ndarray:
+def all_faces(level: Level, cells: Cells, plan: LinkPlan, raws: list[bytes | None]) -> np.ndarray:
     """(F, 3) faces in concatenated-row numbering, input winding: linked ones, then Draco intra ones."""
     linked, _ = link_edges(level, cells, plan, raws)
     parts = [linked.reshape(-1, 3)] if linked.size else []
@@ -126,6 +127,6 @@ def mesh_objects(level: Level, ids: np.ndarray, attributes: Sequence[str] | bool
     """Whole meshes of objects ``ids``: their vertices (grouped by object, in ``ids`` order) and faces."""
     ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
     names = attribute_names(level, attributes)
-    cells, rows, owners, plan, raws = fetch_linked_objects(level, ids, names)
-    tris = all_faces(level, cells, plan, raws)
-    return _mesh_result(level, cells, rows, tris, None, owners)
+    got = fetch_linked_objects(level, ids, names)
+    tris = all_faces(level, got.cells, got.plan, got.raws)
+    return _mesh_result(level, got.cells, got.rows, tris, None, got.owners)

@@ -13,6 +13,8 @@ vertex cells.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,6 +36,10 @@ from zarr_vectors.format.links import restore_input_order
 from zarr_vectors.result import Result
 
 __all__ = [
+    "LinkCells",
+    "LinkPlan",
+    "LinkRecords",
+    "ObjectFetch",
     "fetch_linked_objects",
     "box_edges",
     "is_lines",
@@ -48,6 +54,44 @@ __all__ = [
 ]
 
 
+class LinkCells(NamedTuple):
+    """The cells of one link array a read needs: ``anchors`` (A, D) are their chunks."""
+
+    array: LinkArray
+    anchors: np.ndarray
+
+
+#: The link cells a read needs, array by array, in the order their keys are fetched.
+LinkPlan = list[LinkCells]
+
+
+class LinkRecords(NamedTuple):
+    """One decoded link cell: its ``array`` and anchor ``chunk`` (``anchor``: its index in the
+    plan's anchors), its records as chunk-local ``vertices`` (M, W), the ``perm`` that restores
+    their input order (None: already in it), and ``which``, the fetched-chunk position of the
+    chunk of each endpoint (W,)."""
+
+    array: LinkArray
+    chunk: np.ndarray
+    anchor: int
+    vertices: np.ndarray
+    perm: np.ndarray | None
+    which: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class ObjectFetch:
+    """Whole objects fetched with the link cells of their chunks (one batch): the ``cells``,
+    the objects' concatenated ``rows`` and their ``owners``, the link ``plan`` and its ``raws``
+    (laid out as :func:`link_keys` lists them)."""
+
+    cells: Cells
+    rows: np.ndarray
+    owners: np.ndarray
+    plan: LinkPlan
+    raws: list[bytes | None]
+
+
 def _chunk_ids(level: Level, chunks: np.ndarray) -> np.ndarray:
     """Linear grid index of each absolute chunk row (K, D); -1 for chunks outside the grid."""
     cell = np.asarray(chunks, np.int64).reshape(-1, level.grid.ndim) - level.grid.origin
@@ -57,7 +101,7 @@ def _chunk_ids(level: Level, chunks: np.ndarray) -> np.ndarray:
     return np.where(inside, cell @ strides, -1)
 
 
-def link_plan(level: Level, chunks: np.ndarray, any_end: bool = False) -> list[tuple[LinkArray, np.ndarray]]:
+def link_plan(level: Level, chunks: np.ndarray, any_end: bool = False) -> LinkPlan:
     """For each link array, the listed anchors of cells whose records can join touched chunks
     only (``any_end``: that can reach a touched chunk at all).
 
@@ -92,11 +136,11 @@ def link_plan(level: Level, chunks: np.ndarray, any_end: bool = False) -> list[t
             reach = ends.all(axis=0)  # the anchors themselves are touched
         ok = reach & member(cand_ids, arr.listed_ids(level.grid))
         if ok.any():
-            out.append((arr, cand[ok]))
+            out.append(LinkCells(arr, cand[ok]))
     return out
 
 
-def plan_endpoint_chunks(plan: list[tuple[LinkArray, np.ndarray]]) -> np.ndarray:
+def plan_endpoint_chunks(plan: LinkPlan) -> np.ndarray:
     """Every chunk an endpoint of a planned link cell can lie in (unique rows)."""
     parts = [
         anchors + off for arr, anchors in plan for off in [np.zeros_like(arr.offsets[0])] + list(arr.offsets)
@@ -118,7 +162,7 @@ def implicit_edges(cells: Cells, indexes: dict[int, FragmentIndex]) -> np.ndarra
     return np.concatenate(parts).reshape(-1, 2) if parts else np.zeros((0, 2), np.int64)
 
 
-def link_keys(level: Level, plan: list[tuple[LinkArray, np.ndarray]]) -> list[str]:
+def link_keys(level: Level, plan: LinkPlan) -> list[str]:
     """Keys of the planned link cells, then of the parallel ``link_attributes`` cells, name by name."""
     keys = [key for arr, anchors in plan for key in arr.keys(anchors)]
     for segments in level.link_attributes.values():
@@ -129,7 +173,7 @@ def link_keys(level: Level, plan: list[tuple[LinkArray, np.ndarray]]) -> list[st
 
 
 def link_edges(
-    level: Level, cells: Cells, plan: list[tuple[LinkArray, np.ndarray]], raws: list[bytes | None]
+    level: Level, cells: Cells, plan: LinkPlan, raws: list[bytes | None]
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(E, 2) edges from link records in concatenated-row numbering (input endpoint order),
     and their ``link_attributes`` rows (raws laid out as :func:`link_keys` lists them).
@@ -160,7 +204,7 @@ def link_edges(
             sizes.append(len(vertices))
             keeps.append(bool(smallest[a]))
             if len(vertices) and smallest[a]:
-                parts.append((arr, chunk, a, vertices, perm, which[a]))
+                parts.append(LinkRecords(arr, chunk, a, vertices, perm, which[a]))
     _check_record_total(level, plan, sizes)
     edges = _records_to_edges(cells, counts, parts)
     attrs = {}
@@ -189,7 +233,7 @@ def link_edges(
     return edges, attrs
 
 
-def _check_record_total(level: Level, plan: list[tuple[LinkArray, np.ndarray]], sizes: list[int]) -> None:
+def _check_record_total(level: Level, plan: LinkPlan, sizes: list[int]) -> None:
     """When ``plan`` holds every listed link cell of the level, their records must add up to the
     family's ``num_physical_records`` (a cell left out of a listing would drop edges silently)."""
     expected = level.links_family.get("num_physical_records")
@@ -212,31 +256,29 @@ def _lex_le(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return ~nz.any(axis=1) | (diff[np.arange(len(a)), first] < 0)
 
 
-def _records_to_edges(cells: Cells, counts: np.ndarray, parts: list) -> np.ndarray:
-    """Stack decoded link cells into (E, W) concatenated-row records in input endpoint order.
-
-    ``parts`` holds ``(array, anchor chunk, anchor index, vertices, perm, which)`` per cell,
-    ``which`` being the fetched-chunk position of each endpoint's chunk.
-    """
+def _records_to_edges(cells: Cells, counts: np.ndarray, parts: list[LinkRecords]) -> np.ndarray:
+    """Stack decoded link cells into (E, W) concatenated-row records in input endpoint order."""
     if not parts:
         return np.zeros((0, 2), np.int64)
-    vertices = np.concatenate([p[3] for p in parts])
-    which = np.concatenate([np.broadcast_to(p[5], p[3].shape) for p in parts])
+    vertices = np.concatenate([p.vertices for p in parts])
+    which = np.concatenate([np.broadcast_to(p.which, p.vertices.shape) for p in parts])
     bad = vertices >= counts[which]
     if bad.any():
         r, k = np.argwhere(bad)[0]
-        cell_of = np.repeat(np.arange(len(parts)), [len(p[3]) for p in parts])
-        arr, chunk = parts[cell_of[r]][0], parts[cell_of[r]][1]
-        local = r - sum(len(p[3]) for p in parts[: cell_of[r]])
+        cell_of = np.repeat(np.arange(len(parts)), [len(p.vertices) for p in parts])
+        part = parts[cell_of[r]]
+        local = r - sum(len(p.vertices) for p in parts[: cell_of[r]])
         raise CorruptCellError(
-            arr.path,
-            ".".join(map(str, chunk)),
+            part.array.path,
+            ".".join(map(str, part.chunk)),
             f"record {local} names vertex {vertices[r, k]} of chunk "
             f"{'.'.join(map(str, cells.chunks[which[r, k]]))}, which has {counts[which[r, k]]}",
         )
     rows = vertices + cells.offsets[which]
-    if any(p[4] is not None for p in parts):
-        perm = np.concatenate([np.zeros(len(p[3]), np.int64) if p[4] is None else p[4] for p in parts])
+    if any(p.perm is not None for p in parts):
+        perm = np.concatenate(
+            [np.zeros(len(p.vertices), np.int64) if p.perm is None else p.perm for p in parts]
+        )
         rows = restore_input_order(rows, perm)
     return rows
 
@@ -267,9 +309,7 @@ def _implicit(level: Level) -> bool:
     return level.root.links_convention in ("implicit_sequential", "implicit_sequential_with_branches")
 
 
-def _half_plan(
-    level: Level, chunks: np.ndarray, links: list[tuple[LinkArray, np.ndarray]]
-) -> list[tuple[LinkArray, np.ndarray]]:
+def _half_plan(level: Level, chunks: np.ndarray, links: LinkPlan) -> LinkPlan:
     """Under ``implicit_sequential_with_branches``: the link cells not in ``links`` with an
     endpoint chunk (anchor included) among the touched chunks, i.e. those joining a touched
     chunk to one outside. A record there can give a touched row a parent outside, which
@@ -283,12 +323,12 @@ def _half_plan(
         seen = planned.get(arr.path, set())
         keep = np.array([tuple(a) not in seen for a in anchors.tolist()], bool)
         if keep.any():
-            out.append((arr, anchors[keep]))
+            out.append(LinkCells(arr, anchors[keep]))
     return out
 
 
 def _rows_with_outside_parent(
-    level: Level, cells: Cells, plan: list[tuple[LinkArray, np.ndarray]], raws: list[bytes | None]
+    level: Level, cells: Cells, plan: LinkPlan, raws: list[bytes | None]
 ) -> np.ndarray:
     """Fetched rows (concatenated numbering) that a record of ``plan`` names as the child of
     a parent in a chunk that was not fetched."""
@@ -327,7 +367,7 @@ def _rows_with_outside_parent(
 def box_edges(
     level: Level,
     cells: Cells,
-    links: list[tuple[LinkArray, np.ndarray]],
+    links: LinkPlan,
     raws: list[bytes | None],
     outside: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -443,11 +483,10 @@ def is_lines(level: Level) -> bool:
 
 def fetch_linked_objects(
     level: Level, ids: np.ndarray, names: list[str], with_links: bool = True
-) -> tuple[Cells, np.ndarray, np.ndarray, list[tuple[LinkArray, np.ndarray]], list[bytes | None]]:
+) -> ObjectFetch:
     """Objects ``ids`` as :func:`~zarr_vectors.engine.read.points.fetch_objects` returns them, with
-    the link cells of their chunks fetched in the same batch (``with_links``): the cells,
-    the objects' rows and owners, the link plan and the raw link cells."""
-    plan: list[tuple[LinkArray, np.ndarray]] = []
+    the link cells of their chunks fetched in the same batch (``with_links``)."""
+    plan: LinkPlan = []
 
     def extra_keys(chunks: np.ndarray) -> list[str]:
         if not with_links:
@@ -456,7 +495,7 @@ def fetch_linked_objects(
         return link_keys(level, plan)
 
     cells, rows, owners, raws = fetch_objects(level, ids, names, extra_keys)
-    return cells, rows, owners, plan, raws
+    return ObjectFetch(cells, rows, owners, plan, raws)
 
 
 def objects_with_edges(
@@ -484,5 +523,6 @@ def objects_with_edges(
             edges=np.stack([follows, follows + 1], axis=1),
             line_offsets=np.append(starts, len(owners)).astype(np.int64),
         )
-    cells, rows, owners, plan, raws = fetch_linked_objects(level, ids, names)
-    return _select(level, cells, rows, box_edges(level, cells, plan, raws), owners, lines=False)
+    got = fetch_linked_objects(level, ids, names)
+    edges = box_edges(level, got.cells, got.plan, got.raws)
+    return _select(level, got.cells, got.rows, edges, got.owners, lines=False)

@@ -16,6 +16,7 @@ import numpy as np
 
 from zarr_vectors.engine.chunks.arrays import CellArray
 from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.read.keys import KeyBatch
 from zarr_vectors.engine.read.where import RowFilter, apply_filter
 from zarr_vectors.errors import AttributeNotFoundError, CorruptCellError, FormatError, InputError, decoding
 from zarr_vectors.format.fragments import (
@@ -203,30 +204,32 @@ def fetch_cells(
     level has them) and the ``extra`` keys (returned raw); check every attribute cell
     matches its vertex cell."""
     arrays = [level.vertices] + [level.vertex_attributes[n] for n in names]
-    keys = [key for arr in arrays for key in arr.keys(chunks)]
+    batch = KeyBatch()
+    for arr in arrays:
+        batch.add(arr.path, arr.keys(chunks))
     table = level.fragment_object_ids if owners else None
     fragments = _fragments_array(level) if len(frag_idx) else None
     if fragments is not None:
-        keys += fragments.keys(chunks[frag_idx])
+        batch.add(fragments.path, fragments.keys(chunks[frag_idx]))
         if table is not None:
-            keys += table.keys(chunks[frag_idx])
-    n_main = len(keys)
-    raws = level.backend.get_many(keys + list(extra))
+            batch.add(table.path, table.keys(chunks[frag_idx]))
+    batch.add("extra", extra)
+    raws = level.backend.get_many(batch.keys)
     k, d = len(chunks), level.grid.ndim
     faces: dict[int, np.ndarray] = {}
+    vertex_cells = batch.take(raws, level.vertices.path)
     if level.vertices.draco:
         cells = []
         for i in range(k):
-            pos, faces[i] = level.vertices.mesh_rows(raws[i], chunks[i])
+            pos, faces[i] = level.vertices.mesh_rows(vertex_cells[i], chunks[i])
             cells.append(pos)
     else:
-        cells = [level.vertices.rows(raws[i], chunks[i], d) for i in range(k)]
+        cells = [level.vertices.rows(vertex_cells[i], chunks[i], d) for i in range(k)]
     offsets = np.zeros(k + 1, np.int64)
     np.cumsum([len(c) for c in cells], out=offsets[1:])
     attrs = {}
-    for j, name in enumerate(names, start=1):
-        arr = level.vertex_attributes[name]
-        parts = [arr.rows(raws[j * k + i], chunks[i]) for i in range(k)]
+    for arr, name in zip(arrays[1:], names):
+        parts = [arr.rows(raw, chunk) for raw, chunk in zip(batch.take(raws, arr.path), chunks)]
         for i, part in enumerate(parts):
             if len(part) != len(cells[i]):
                 chunk = ".".join(map(str, chunks[i]))
@@ -234,14 +237,15 @@ def fetch_cells(
         flat = np.concatenate(parts) if parts else np.zeros((0, arr.row_width), arr.dtype)
         attrs[name] = arr.as_read(flat.reshape((-1, *(arr.attrs.get("row_shape") or []))))
     frags, tables = {}, {}
-    base = len(arrays) * k
     if fragments is not None:
-        for j, i in enumerate(frag_idx.tolist()):
-            frags[i] = fragments.payload(raws[base + j], chunks[i])
-            if table is not None and raws[base + len(frag_idx) + j] is not None:
-                tables[i] = table.rows(raws[base + len(frag_idx) + j], chunks[i]).reshape(-1)
+        frag_cells = batch.take(raws, fragments.path)
+        table_cells = batch.take(raws, table.path) if table is not None else [None] * len(frag_idx)
+        for i, frag_raw, table_raw in zip(frag_idx.tolist(), frag_cells, table_cells):
+            frags[i] = fragments.payload(frag_raw, chunks[i])
+            if table is not None and table_raw is not None:
+                tables[i] = table.rows(table_raw, chunks[i]).reshape(-1)
     positions = np.concatenate(cells) if cells else np.zeros((0, d), level.vertices.dtype)
-    return Cells(chunks, positions, offsets, attrs, frags, tables, faces), raws[n_main:]
+    return Cells(chunks, positions, offsets, attrs, frags, tables, faces), batch.take(raws, "extra")
 
 
 def row_owners(level: Level, cells: Cells) -> np.ndarray:
@@ -407,11 +411,15 @@ def _box_rows(
     extra = [] if row_filter is None else [n for n in row_filter.vertex_names if n not in names]
     arrays = [level.vertices] + [level.vertex_attributes[n] for n in [*names, *extra]]
     n_out = 1 + len(names)  # columns returned: vertices and the asked attributes (then extra)
-    keys = [key for arr in arrays for key in arr.keys(chunks)]
+    batch = KeyBatch()
+    for j, arr in enumerate(arrays):
+        batch.add(str(j), arr.keys(chunks))  # sections named by position in ``arrays``
     owners = level.fragment_object_ids if with_ids else None
     if with_ids:
-        keys += _fragments_array(level).keys(chunks)
-        keys += owners.keys(chunks) if owners is not None else []
+        fragments = _fragments_array(level)
+        batch.add("fragments", fragments.keys(chunks))
+        if owners is not None:
+            batch.add("owners", owners.keys(chunks))
     k, d = len(chunks), level.grid.ndim
     widths = [d] + [arr.row_width for arr in arrays[1:n_out]]
     dtypes = [arr.dtype for arr in arrays[:n_out]] + ([np.dtype(np.int64)] if with_ids else [])
@@ -419,22 +427,24 @@ def _box_rows(
         widths.append(1)
     tests = _cell_tests(level, chunks, n_full, lo, hi)
     with arena() as scratch:
-        raws = level.backend.get_many_into(keys, scratch)
-        for at in range(len(arrays) * k, len(raws)):  # fragment indexes may be kept: no arena
-            raw = raws[at]
-            raws[at] = None if raw is None else bytes(raw)
+        raws = level.backend.get_many_into(batch.keys, scratch)
+        columns = [batch.take(raws, str(j)) for j in range(len(arrays))]  # columns[array][cell]
+        # fragment indexes may be kept: copied out of the arena
+        frag_cells = [None if raw is None else bytes(raw) for raw in batch.take(raws, "fragments")]
+        table_cells = [None if raw is None else bytes(raw) for raw in batch.take(raws, "owners")]
 
         def decode(i: int) -> tuple[list[np.ndarray], np.ndarray | None]:
-            pos = level.vertices.rows(raws[i], chunks[i], d, scratch)
+            pos = level.vertices.rows(columns[0][i], chunks[i], d, scratch)
             cols = [pos]
             for j, arr in enumerate(arrays[1:], start=1):
-                part = arr.rows(raws[j * k + i], chunks[i], None, scratch)
+                part = arr.rows(columns[j][i], chunks[i], None, scratch)
                 if len(part) != len(pos):
                     chunk = ".".join(map(str, chunks[i]))
                     raise CorruptCellError(arr.path, chunk, f"{len(part)} rows but vertices has {len(pos)}")
                 cols.append(part)
             if with_ids:
-                owners = _cell_owners(level, chunks[i], raws, len(arrays) * k + i, k, len(pos))  # type: ignore[arg-type]
+                table = table_cells[i] if table_cells else None
+                owners = _cell_owners(level, chunks[i], frag_cells[i], table, len(pos))
                 cols.append(owners.reshape(-1, 1))
             keep = _test_rows(pos, tests[i])
             if row_filter is not None:
@@ -446,7 +456,9 @@ def _box_rows(
 
         if workers is None and sum(len(r) for r in raws if r is not None) < AUTO_THREADS_BYTES:
             workers = 1  # small reads: handing cells to threads costs more than it saves
-        direct = [] if with_ids or row_filter is not None else _direct_sizes(arrays, raws, chunks, n_full, d)
+        direct = (
+            [] if with_ids or row_filter is not None else _direct_sizes(arrays, columns, chunks, n_full, d)
+        )
         n_direct = len(direct)
         cells = map_cells(lambda i: decode(n_direct + i), k - n_direct, workers)
         sizes = direct + [_kept(cols[0], keep) for cols, keep in cells]
@@ -457,8 +469,8 @@ def _box_rows(
         def copy(i: int) -> None:
             a, b = int(offsets[i]), int(offsets[i + 1])
             if i < n_direct:
-                for j, (arr, dst) in enumerate(zip(arrays, out)):
-                    arr.rows_to(raws[j * k + i], chunks[i], dst[a:b])  # type: ignore[arg-type]
+                for arr, column, dst in zip(arrays, columns, out):
+                    arr.rows_to(column[i], chunks[i], dst[a:b])  # type: ignore[arg-type]
                 return
             cols, keep = cells[i - n_direct]
             for dst, src in zip(out, cols):
@@ -522,19 +534,22 @@ def _test_rows(positions: np.ndarray, tests: CellTests) -> np.ndarray | None:
 
 
 def _direct_sizes(
-    arrays: list[CellArray], raws: list[bytes | memoryview | None], chunks: np.ndarray, n_full: int, d: int
+    arrays: list[CellArray],
+    columns: list[list[bytes | memoryview | None]],
+    chunks: np.ndarray,
+    n_full: int,
+    d: int,
 ) -> list[int]:
     """Row counts of the first ``n_full`` cells when every array's cell of each can be
     decoded straight into the result (:meth:`CellArray.rows_to`), read from their headers;
-    empty when any cannot."""
-    k = len(chunks)
+    empty when any cannot (``columns[j][i]``: array ``j``'s raw cell of chunk ``i``)."""
     sizes = []
     for i in range(n_full):
-        n = arrays[0].direct_rows(raws[i], chunks[i], d)
+        n = arrays[0].direct_rows(columns[0][i], chunks[i], d)
         if n is None:
             return []
-        for j, arr in enumerate(arrays[1:], start=1):
-            m = arr.direct_rows(raws[j * k + i], chunks[i])
+        for arr, column in zip(arrays[1:], columns[1:]):
+            m = arr.direct_rows(column[i], chunks[i])
             if m is None:
                 return []
             if m != n:
@@ -569,13 +584,15 @@ def _filtered(
     return np.flatnonzero(ok) if keep is None else keep[ok]
 
 
-def _cell_owners(level: Level, chunk: Any, raws: list[bytes | None], at: int, k: int, n: int) -> np.ndarray:
-    """The object (OID) of each of a cell's ``n`` rows: its fragment index is ``raws[at]``, its
-    ``fragment_attributes/object_id`` cell (when the level has that table) ``raws[at + k]``."""
-    frag = _decode_frag(level, _fragments_array(level).payload(raws[at], chunk), chunk, n)
+def _cell_owners(
+    level: Level, chunk: Any, frag_raw: bytes | None, table_raw: bytes | None, n: int
+) -> np.ndarray:
+    """The object (OID) of each of a cell's ``n`` rows, from its raw fragment index and, when
+    the level has that table, its raw ``fragment_attributes/object_id`` cell."""
+    frag = _decode_frag(level, _fragments_array(level).payload(frag_raw, chunk), chunk, n)
     table = None
-    if level.fragment_object_ids is not None and raws[at + k] is not None:
-        table = level.fragment_object_ids.rows(raws[at + k], chunk).reshape(-1)
+    if level.fragment_object_ids is not None and table_raw is not None:
+        table = level.fragment_object_ids.rows(table_raw, chunk).reshape(-1)
         if len(table) != frag.num_fragments:
             raise CorruptCellError(
                 level.fragment_object_ids.path,
