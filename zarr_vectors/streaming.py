@@ -10,6 +10,7 @@ them with the one-shot writer, so their finalisation holds the whole data in mem
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import pickle
 from collections.abc import Iterable, Mapping
@@ -20,38 +21,16 @@ import numpy as np
 
 from zarr_vectors.engine import DEFAULT_MEMORY_LIMIT, PointStream, StoreOptions
 from zarr_vectors.errors import InputError, ZarrVectorsError, choice_message
+from zarr_vectors.format.kinds import writer_kinds
 from zarr_vectors.kinds import graphs, lines, meshes, skeletons
 from zarr_vectors.storage import check_target, scratch_folder
 
 __all__ = ["create", "BatchWriter", "PointStream"]
 
-_STORE_KEYWORDS = (
-    "chunk_shape",
-    "bounds",
-    "bin_shape",
-    "axes",
-    "units",
-    "crs",
-    "compression",
-    "checksums",
-    "shards",
-    "overwrite",
-    "storage_options",
-    "root_extra",
-)
-_KINDS = {
-    "points": "points",
-    "point_cloud": "points",
-    "lines": "lines",
-    "polylines": "lines",
-    "streamlines": "lines",
-    "skeletons": "skeletons",
-    "skeleton": "skeletons",
-    "graphs": "graphs",
-    "graph": "graphs",
-    "meshes": "meshes",
-    "mesh": "meshes",
-}
+#: The store-wide keywords (``chunk_shape`` and ``bounds`` first), as ``StoreOptions`` names them.
+_STORE_KEYWORDS = tuple(f.name for f in dataclasses.fields(StoreOptions))
+#: Every kind name ``create()`` accepts -> the writer kind.
+_KINDS = writer_kinds()
 
 
 def _join(parts: list[Any]) -> Any:

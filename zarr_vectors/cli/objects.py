@@ -27,6 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from zarr_vectors.format.kinds import FAMILY, LINKED_FAMILIES
+
 __all__ = ["LARGE_LEVEL", "stream_query", "note_whole"]
 
 #: Vertices above which a box of lines, graphs, skeletons, shapes or meshes is written cut
@@ -58,10 +60,14 @@ def _object_selection(args: argparse.Namespace, ds: Any, box: Any) -> dict[str, 
         return None if args.whole_objects else {"ids": args.objects}
     if box is None:
         return {} if family not in (None, "points") else None
-    linked = family in ("lines", "graph", "shapes")
+    linked = family in LINKED_FAMILIES
     if linked and (args.whole_objects or suffix in FEATURE_FORMATS):
         return {"bbox": box}  # whole objects (a feature is its object whole, cut or not)
-    if (linked or family == "mesh") and not args.whole_objects and _large(ds, args.level, box):
+    if (
+        (linked or (family is not None and FAMILY[family].has_faces))
+        and not args.whole_objects
+        and _large(ds, args.level, box)
+    ):
         return {"bbox": box, "cut": True}
     return None
 

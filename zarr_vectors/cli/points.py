@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import ZarrVectorsError
+from zarr_vectors.format.kinds import POINT_CLOUD
 
 __all__ = [
     "add_ingest_options",
@@ -164,7 +165,7 @@ def stream_query(args: argparse.Namespace, ds: Any, box: Any, polygon: Any = Non
 
     if Path(args.output).suffix.lower() not in STREAM_FORMATS or args.objects is not None:
         return None
-    if args.whole_objects or any(t != "point_cloud" for t in ds.geometry_types):
+    if args.whole_objects or any(t != POINT_CLOUD for t in ds.geometry_types):
         return None
     if getattr(args, "predicate", "contains") != "contains":
         return None  # whole objects: read at once

@@ -22,7 +22,7 @@ from zarr_vectors.engine import (
 )
 from zarr_vectors.engine import query as engine_query
 from zarr_vectors.errors import AttributeNotFoundError, InputError
-from zarr_vectors.format.kinds import family_of
+from zarr_vectors.format.kinds import family_of, read_family
 from zarr_vectors.result import Origin, Region, Result
 
 __all__ = ["Dataset", "open"]
@@ -532,12 +532,12 @@ class Dataset(GroupReads, LevelUpdates):
 
     @property
     def _is_mesh(self) -> bool:
-        return family_of(self.geometry_types) == "mesh"
+        return read_family(self.geometry_types).has_faces
 
     @property
     def _is_linked(self) -> bool:
         """Geometry with connectivity: queries return edges (and line pieces for lines)."""
-        return family_of(self.geometry_types) in ("lines", "graph", "shapes")
+        return read_family(self.geometry_types).linked
 
     def read(
         self, *, level: int = 0, attributes: Sequence[str] | bool | None = None, where: Any = None

@@ -19,14 +19,45 @@ from dataclasses import dataclass
 __all__ = [
     "CANONICAL_KINDS",
     "FAMILIES",
+    "FAMILY",
     "KINDS",
+    "LINKED_FAMILIES",
+    "POINT_CLOUD",
+    "Family",
     "GeometryKind",
     "family_of",
     "kind",
+    "read_family",
+    "writer_kinds",
 ]
 
-#: Families in the order that decides a store listing several kinds (first match wins).
-FAMILIES = ("mesh", "shapes", "lines", "graph", "points")
+
+@dataclass(frozen=True)
+class Family:
+    """How the kinds of a family are read: ``linked`` reads return edges between vertices,
+    ``line_like`` objects are single chains (box reads cut them into ``line_offsets`` pieces),
+    ``has_faces`` reads return triangles."""
+
+    name: str
+    linked: bool = False
+    line_like: bool = False
+    has_faces: bool = False
+
+
+#: Every family, in the order that decides a store listing several kinds (first match wins).
+FAMILY: dict[str, Family] = {
+    f.name: f
+    for f in (
+        Family("mesh", has_faces=True),
+        Family("shapes", linked=True),
+        Family("lines", linked=True, line_like=True),
+        Family("graph", linked=True),
+        Family("points"),
+    )
+}
+FAMILIES = tuple(FAMILY)
+#: The families whose reads return edges.
+LINKED_FAMILIES = tuple(name for name, f in FAMILY.items() if f.linked)
 
 
 @dataclass(frozen=True)
@@ -35,7 +66,8 @@ class GeometryKind:
 
     ``conventions``: the ``links_convention`` values a store of this kind may declare
     (empty: any). ``link_width``: vertices per link record (None: no links; for meshes
-    the minimum, a face). ``writer``: the public function writing it.
+    the minimum, a face). ``writer``: the public function writing it. ``streamed``: the
+    ``create()`` kind that writes it (None: none does), which accepts ``aliases`` too.
     """
 
     name: str
@@ -43,21 +75,9 @@ class GeometryKind:
     conventions: tuple[str, ...]
     link_width: int | None
     writer: str
+    streamed: str | None = None
+    aliases: tuple[str, ...] = ()
     canonical: bool = True
-
-    @property
-    def linked(self) -> bool:
-        """Reads return edges between vertices."""
-        return self.family in ("lines", "graph", "shapes")
-
-    @property
-    def line_like(self) -> bool:
-        """Each object is one chain: box reads cut it into pieces with ``line_offsets``."""
-        return self.family == "lines"
-
-    @property
-    def has_faces(self) -> bool:
-        return self.family == "mesh"
 
 
 _SEQ, _BRANCHES, _EXPLICIT = "implicit_sequential", "implicit_sequential_with_branches", "explicit"
@@ -65,13 +85,13 @@ _SEQ, _BRANCHES, _EXPLICIT = "implicit_sequential", "implicit_sequential_with_br
 KINDS: dict[str, GeometryKind] = {
     k.name: k
     for k in (
-        GeometryKind("point_cloud", "points", (), None, "write_points"),
-        GeometryKind("line", "lines", (_SEQ, _EXPLICIT), 2, "write_lines"),
-        GeometryKind("polyline", "lines", (_SEQ,), 2, "write_lines"),
-        GeometryKind("streamline", "lines", (_SEQ,), 2, "write_lines"),
-        GeometryKind("skeleton", "graph", (_BRANCHES, _EXPLICIT), 2, "write_skeleton"),
-        GeometryKind("graph", "graph", (_EXPLICIT,), 2, "write_graph"),
-        GeometryKind("mesh", "mesh", (_EXPLICIT,), 3, "write_mesh"),
+        GeometryKind("point_cloud", "points", (), None, "write_points", "points"),
+        GeometryKind("line", "lines", (_SEQ, _EXPLICIT), 2, "write_lines", "lines"),
+        GeometryKind("polyline", "lines", (_SEQ,), 2, "write_lines", "lines", ("polylines",)),
+        GeometryKind("streamline", "lines", (_SEQ,), 2, "write_lines", "lines", ("streamlines",)),
+        GeometryKind("skeleton", "graph", (_BRANCHES, _EXPLICIT), 2, "write_skeleton", "skeletons"),
+        GeometryKind("graph", "graph", (_EXPLICIT,), 2, "write_graph", "graphs"),
+        GeometryKind("mesh", "mesh", (_EXPLICIT,), 3, "write_mesh", "meshes"),
         GeometryKind("polygon", "shapes", (_SEQ,), 2, "write_geometries", canonical=False),
         GeometryKind("multi_polyline", "shapes", (_SEQ,), 2, "write_geometries", canonical=False),
     )
@@ -79,11 +99,29 @@ KINDS: dict[str, GeometryKind] = {
 
 #: The format's own kinds (others are custom values, Appendix H).
 CANONICAL_KINDS = tuple(name for name, k in KINDS.items() if k.canonical)
+#: The kind of a store of points (and the default ``geometry_types``).
+POINT_CLOUD = "point_cloud"
+
+
+def writer_kinds() -> dict[str, str]:
+    """Every name ``create()`` accepts -> the writer kind it means: each row's ``streamed``
+    kind, the row's own name, and its aliases."""
+    out: dict[str, str] = {}
+    for k in KINDS.values():
+        if k.streamed is not None:
+            out.update({name: k.streamed for name in (k.streamed, k.name, *k.aliases)})
+    return out
 
 
 def kind(name: str) -> GeometryKind | None:
     """The row for ``name`` (None for a custom kind this library does not know)."""
     return KINDS.get(name)
+
+
+def read_family(types: Iterable[str]) -> Family:
+    """The row of the family that reads a store listing ``types`` (points when no listed kind
+    is known: such a store reads as points)."""
+    return FAMILY[family_of(types) or "points"]
 
 
 def family_of(types: Iterable[str]) -> str | None:

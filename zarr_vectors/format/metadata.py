@@ -21,7 +21,7 @@ import numpy as np
 
 from zarr_vectors.errors import FormatError, UnknownCapabilityWarning, choice_message
 from zarr_vectors.format.findings import NONCONFORMING, WARNING, Finding, Findings, raise_for, short
-from zarr_vectors.format.kinds import CANONICAL_KINDS, kind
+from zarr_vectors.format.kinds import CANONICAL_KINDS, POINT_CLOUD, kind
 from zarr_vectors.format.metadata_level import (
     COARSENING_METHODS,
     DECLARED_FAMILIES,
@@ -103,7 +103,7 @@ class RootMeta:
     chunk_shape: tuple[float, ...]
     bounds: tuple[tuple[float, ...], tuple[float, ...]]
     axes: tuple[Axis, ...]
-    geometry_types: tuple[str, ...] = ("point_cloud",)
+    geometry_types: tuple[str, ...] = (POINT_CLOUD,)
     base_bin_shape: tuple[float, ...] | None = None
     level_bin_shapes: tuple[tuple[float, ...], ...] = ()
     crs: Any = None
@@ -329,7 +329,7 @@ def _capabilities(block: dict[str, Any], out: Findings) -> tuple[str, ...]:
 
 def _geometry_types(block: dict[str, Any], out: Findings) -> tuple[str, ...]:
     code = "metadata.geometry-types"
-    gtypes = block.get("geometry_types", ["point_cloud"])
+    gtypes = block.get("geometry_types", [POINT_CLOUD])
     if not isinstance(gtypes, list) or not gtypes or not all(isinstance(g, str) for g in gtypes):
         out.add(
             ROOT,

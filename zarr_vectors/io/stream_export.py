@@ -25,6 +25,7 @@ import numpy as np
 from numpy.lib.format import dtype_to_descr, write_array, write_array_header_2_0
 
 from zarr_vectors.errors import CoordinatesRoundedWarning, InputError
+from zarr_vectors.format.kinds import POINT_CLOUD
 from zarr_vectors.io.export import csv_header, ply_column, write_csv_rows, xyz
 from zarr_vectors.io.las import LAS_SUFFIXES, LasWriter
 from zarr_vectors.result import Result
@@ -128,7 +129,7 @@ def iter_pieces(
     """The rows of ``ds.query(bbox, level=level, attributes=attributes, **select)`` of a point
     cloud, one :class:`ChunkBox` at a time; joined, they are that query's rows in its order
     (``select``: ``where``, ``polygon``, ``polygon_axes``, row tests that keep rows apart)."""
-    if any(t not in ("point_cloud", "points") for t in ds.geometry_types):
+    if any(t not in (POINT_CLOUD, "points") for t in ds.geometry_types):
         raise InputError(
             f"piecewise export reads point clouds; this store holds {', '.join(ds.geometry_types)}"
         )

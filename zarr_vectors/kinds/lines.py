@@ -32,14 +32,14 @@ from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.errors import InputError, choice_message
 from zarr_vectors.format.fragments import FragmentIndex, encode_fragments
 from zarr_vectors.format.grid import Grid
-from zarr_vectors.format.kinds import KINDS
+from zarr_vectors.format.kinds import FAMILY, KINDS
 from zarr_vectors.format.links import encode_ragged, parse_offsets, place_links, smallest_index_dtype
 from zarr_vectors.format.manifests import encode_manifests_batch
 
 __all__ = ["write_lines", "LINE_KINDS"]
 
 #: The kinds ``write_lines`` writes (the kind table's ``lines`` family).
-LINE_KINDS = tuple(name for name, k in KINDS.items() if k.family == "lines")
+LINE_KINDS = tuple(name for name, k in KINDS.items() if FAMILY[k.family].line_like)
 
 
 @dataclass(frozen=True, eq=False)

@@ -135,7 +135,7 @@ class StoreSource:
             return "mesh"
         if "skeleton" in self.ds.geometry_types:
             return "skeletons"
-        if self.family in ("points", "lines", "graph"):
+        if self.family is not None and self.family != "shapes":  # points, lines, graphs
             return "annotations"
         raise InputError(
             f"{self.name}: {'/'.join(self.ds.geometry_types)} stores have no Neuroglancer form here; "

@@ -25,7 +25,7 @@ import numpy as np
 from zarr_vectors.engine import Level, StoreBuilder, VectorStore
 from zarr_vectors.errors import InputError, ReadOnlyError, choice_message
 from zarr_vectors.format.fragments import decode_fragments
-from zarr_vectors.format.kinds import family_of, kind
+from zarr_vectors.format.kinds import LINKED_FAMILIES, family_of, kind
 from zarr_vectors.format.metadata import LevelMeta, RootMeta
 from zarr_vectors.pyramid import meta as pmeta
 from zarr_vectors.pyramid._store import checksums_of, compression_of, copy_tables, read_doc, rows_per_chunk
@@ -346,7 +346,7 @@ def _coarsen(
             )
         coarse.extra.update(_sparsity_extra(spec, n_present, n_kept))
         return coarse, xl
-    if kind in ("lines", "graph", "shapes"):
+    if kind in LINKED_FAMILIES:
         from zarr_vectors.pyramid.linked import coarsen_linked
 
         return coarsen_linked(

@@ -365,7 +365,7 @@ def _write(
     grid = plan.grid
     num_objects = src.num_objects
     tables = Tables(num_objects, [], [], [])
-    if kind in ("lines", "shapes"):
+    if kind != "graph":  # lines and shapes: chains of vertices
         if kind == "lines":  # one line per object
             counts = np.bincount(owners, minlength=num_objects)
             offsets = np.zeros(num_objects + 1, np.int64)

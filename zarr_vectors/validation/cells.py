@@ -18,6 +18,7 @@ from zarr_vectors.engine import Pipeline
 from zarr_vectors.errors import DECODE_FAILURES, failure_reason
 from zarr_vectors.format.fragments import HEADER, FragmentIndex, decode_fragments
 from zarr_vectors.format.grid import bins_per_chunk
+from zarr_vectors.format.kinds import POINT_CLOUD
 from zarr_vectors.validation._report import Collector
 from zarr_vectors.validation._store import StoreView, batched
 from zarr_vectors.validation.arrays import CellArray, LevelModel
@@ -256,7 +257,7 @@ def _geometry(root: RootInfo, model: LevelModel, level: int) -> _Geometry | None
     if level < 4:
         return None
     bins = bin_shape = None
-    only_points = set(root.geometry_types) == {"point_cloud"}
+    only_points = set(root.geometry_types) == {POINT_CLOUD}
     if only_points and model.tables is not None and model.tables.manifests is None:
         bin_shape = root.level_bins.get(model.index, model.chunk_shape)
         try:

@@ -3,7 +3,7 @@ type needs. (Per-vertex and per-record rules run while the cells are read.)"""
 
 from __future__ import annotations
 
-from zarr_vectors.format.kinds import KINDS
+from zarr_vectors.format.kinds import KINDS, POINT_CLOUD
 from zarr_vectors.validation._report import Collector
 from zarr_vectors.validation.arrays import LevelModel
 from zarr_vectors.validation.metadata import RootInfo
@@ -32,7 +32,7 @@ def check_geometry(root: RootInfo, models: dict[int, LevelModel], out: Collector
             continue
         path = f"{lv}/links/0"
         width = fam.get("link_width")
-        if kinds == {"point_cloud"}:
+        if kinds == {POINT_CLOUD}:
             out.warn("geometry.point-links", path, "a point cloud has no links; readers ignore this family")
         if "mesh" in kinds and isinstance(width, int) and width < 3:
             out.error("geometry.link-width", path, f"mesh faces need link_width 3 or more, got {width}")

@@ -31,7 +31,7 @@ from zarr_vectors.engine.read.points import (
 )
 from zarr_vectors.errors import CorruptCellError, FormatError
 from zarr_vectors.format.fragments import FragmentIndex, ranges_to_rows
-from zarr_vectors.format.kinds import family_of
+from zarr_vectors.format.kinds import read_family
 from zarr_vectors.format.links import restore_input_order
 from zarr_vectors.result import Result
 
@@ -478,7 +478,7 @@ def query_lines_box(
 
 def is_lines(level: Level) -> bool:
     """Whether ``level`` holds line-like kinds (one chain per object, read as line pieces)."""
-    return family_of(level.root.geometry_types) == "lines"
+    return read_family(level.root.geometry_types).line_like
 
 
 def fetch_linked_objects(

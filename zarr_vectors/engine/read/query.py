@@ -19,7 +19,7 @@ from zarr_vectors.engine.read.points import attribute_names, query_box, read_obj
 from zarr_vectors.engine.read.where import Condition, RowFilter, apply_filter
 from zarr_vectors.engine.store import table_values
 from zarr_vectors.errors import AttributeNotFoundError, FormatError
-from zarr_vectors.format.kinds import family_of
+from zarr_vectors.format.kinds import read_family
 from zarr_vectors.result import Result
 
 __all__ = ["box", "is_linked", "objects", "row_filter_for"]
@@ -27,13 +27,9 @@ __all__ = ["box", "is_linked", "objects", "row_filter_for"]
 Names = Sequence[str] | bool | None
 
 
-def _family(level: Level) -> str | None:
-    return family_of(level.root.geometry_types)
-
-
 def is_linked(level: Level) -> bool:
     """Whether reads of ``level`` return edges (line, graph and shape kinds)."""
-    return _family(level) in ("lines", "graph", "shapes")
+    return read_family(level.root.geometry_types).linked
 
 
 def box(
@@ -55,18 +51,18 @@ def box(
     ``everything``: the box is the whole level, so the rows read must add up to the level's
     ``vertex_count`` (a listing or dtype that disagrees is a :class:`FormatError`).
     """
-    family = _family(level)
+    family = read_family(level.root.geometry_types)
     row_filter = row_filter_for(level, where) if where else None
-    if family in ("mesh", "lines", "graph", "shapes") and row_filter is not None:
+    if (family.has_faces or family.linked) and row_filter is not None:
         names = attribute_names(level, attributes)
         with_ids = level.manifests is not None if with_object_ids is None else with_object_ids
         extra = [n for n in row_filter.vertex_names if n not in names]
         need_ids = with_ids or bool(row_filter.objects)
         res = box(level, lo, hi, [*names, *extra], need_ids, whole_objects=whole_objects, faces=faces)
         return apply_filter(res, row_filter, names, with_ids)
-    if family == "mesh":
+    if family.has_faces:
         res = query_mesh_box(level, lo, hi, attributes, with_object_ids, faces)
-    elif family in ("lines", "graph", "shapes"):
+    elif family.linked:
         res = query_lines_box(level, lo, hi, attributes, with_object_ids, whole_objects)
     else:
         res = query_box(level, lo, hi, attributes, with_object_ids, workers, row_filter)
@@ -105,9 +101,9 @@ def row_filter_for(level: Level, conditions: Sequence[Condition]) -> RowFilter:
 
 def objects(level: Level, oids: np.ndarray, attributes: Names = None) -> Result:
     """Whole objects ``oids`` (on-disk numbers, distinct) grouped by object in that order."""
-    family = _family(level)
-    if family == "mesh":
+    family = read_family(level.root.geometry_types)
+    if family.has_faces:
         return mesh_objects(level, oids, attributes)
-    if family in ("lines", "graph", "shapes"):
+    if family.linked:
         return objects_with_edges(level, oids, attributes)
     return read_objects(level, oids, attributes)

@@ -37,6 +37,7 @@ from zarr_vectors.engine.write.tables import manifests_of, write_object_tables
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.fragments import FragmentIndex, decode_fragments
 from zarr_vectors.format.grid import cell_key
+from zarr_vectors.format.kinds import POINT_CLOUD
 from zarr_vectors.format.metadata import RootMeta
 from zarr_vectors.format.shards import inner_codecs, parse_sharding
 from zarr_vectors.format.zarr_json import absent_fill
@@ -173,7 +174,7 @@ def append_points(
     """Add points to level 0 of a point cloud opened with ``mode="r+"``; return the new root."""
     store.require_writable()
     root = store.root
-    if tuple(root.geometry_types) != ("point_cloud",):
+    if tuple(root.geometry_types) != (POINT_CLOUD,):
         raise InputError(
             f"append adds points to a point cloud; this store holds {list(root.geometry_types)} "
             "(write lines, skeletons, graphs and meshes again with zarr_vectors.create)"

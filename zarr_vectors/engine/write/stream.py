@@ -41,6 +41,7 @@ from zarr_vectors.engine.write.partition import cell_indices
 from zarr_vectors.engine.write.spill import CellSpill
 from zarr_vectors.engine.write.tables import manifests_of
 from zarr_vectors.errors import InputError, ZarrVectorsError
+from zarr_vectors.format.kinds import POINT_CLOUD
 from zarr_vectors.format.metadata import LevelMeta
 from zarr_vectors.storage import (
     check_target,
@@ -514,7 +515,7 @@ def finish_level(
         local = np.concatenate([f[2] for f in fragments]) if fragments else np.zeros(0, np.int64)
         manifests = manifests_of(obj, chunks, local, tables.num_objects)
     present += write_tables(builder, grid.ndim, tables, manifests)
-    root = root_meta(layout, options, "point_cloud", "implicit_sequential")
+    root = root_meta(layout, options, POINT_CLOUD, "implicit_sequential")
     level = LevelMeta(level=0, vertex_count=vertex_count, arrays_present=tuple(present), fragments_tile=True)
     builder.group("0", {"zarr_vectors_level": level.to_json()})
     builder.commit(root.to_attributes())
