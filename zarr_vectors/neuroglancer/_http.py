@@ -94,6 +94,8 @@ def allowed_hosts(host: str, port: int) -> frozenset[str]:
 class GuardedServer(HTTPServer):
     """An HTTP server with capped worker slots and parked idle connections (module docstring)."""
 
+    request_queue_size = 512  # the listen backlog: a burst of connections is accepted, not retried
+
     def __init__(
         self,
         address: tuple[str, int],
@@ -121,7 +123,8 @@ class GuardedServer(HTTPServer):
         self._park(request, client_address)
 
     def finish_request(self, request: Any, client_address: Any) -> Any:
-        return self.RequestHandlerClass(request, client_address, self)
+        make: Any = self.RequestHandlerClass
+        return make(request, client_address, self)
 
     def server_close(self) -> None:
         with self._lock:

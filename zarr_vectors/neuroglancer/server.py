@@ -198,11 +198,12 @@ def _handler(server: Server, client: Path | None, cors: Sequence[str], hosts: fr
         protocol_version = "HTTP/1.1"
         rbufsize = 0  # nothing read ahead: between requests the connection waits unbuffered
         server_version = "zarr-vectors"
+        default_request_version = "HTTP/1.0"  # a malformed request line still gets a status line
         sys_version = ""
 
         def setup(self) -> None:
-            self.timeout = self.server.idle_timeout  # type: ignore[attr-defined]
             super().setup()
+            self.connection.settimeout(self.server.idle_timeout)  # type: ignore[attr-defined]
 
         def handle(self) -> None:
             """One request; a kept-alive connection then waits without a thread."""
