@@ -254,3 +254,41 @@ def test_every_malformed_url_gets_a_4xx(server: Server) -> None:
     assert long_line.status == 414
     junk = raw_request(port, b"\x00\x01\x02 garbage\r\n\r\n")
     assert junk.status == 400
+
+
+def _env() -> dict[str, str]:
+    root = Path(zv.__file__).resolve().parents[1]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "codecs")])}
+
+
+@pytest.mark.slow
+def test_cli_cors_flag(stores: dict[str, Path]) -> None:
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "zarr_vectors", "serve", str(stores["points"]), "--port", "0"]
+    bad = subprocess.run(
+        [*base, "--cors", "evil.example"], capture_output=True, text=True, env=_env(), timeout=60
+    )
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "scheme://host" in bad.stderr
+    for flags, origin, expect in (
+        (
+            ["--cors", "https://a.example", "--cors", "https://b.example"],
+            "https://b.example",
+            "https://b.example",
+        ),
+        (["--cors", "*"], "https://any.example", "*"),
+        ([], "https://a.example", None),
+    ):
+        proc = subprocess.Popen(
+            [*base, *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
+        )
+        try:
+            assert proc.stdout is not None
+            port = int(proc.stdout.readline().split("/v/", 1)[0].rsplit(":", 1)[1])
+            answer = get(port, "/zv/synapses/ann/info", {"Origin": origin})
+            assert answer.status == 200 and answer.headers.get("access-control-allow-origin") == expect, flags
+        finally:
+            proc.terminate()
+            _, err = proc.communicate(timeout=10)
+        assert ("every web page" in err) == (expect == "*"), err
