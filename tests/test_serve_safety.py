@@ -292,3 +292,20 @@ def test_cli_cors_flag(stores: dict[str, Path]) -> None:
             proc.terminate()
             _, err = proc.communicate(timeout=10)
         assert ("every web page" in err) == (expect == "*"), err
+
+
+def test_pipelined_and_kept_alive_requests_are_all_answered(server: Server) -> None:
+    """Requests sent together are answered in order; a kept-alive connection serves again
+    after waiting without a thread."""
+    port = _port(server)
+    one = f"GET /zv/synapses/ann/info HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(one * 3)
+        got = b""
+        while got.count(b"HTTP/1.1 200") < 3 or not got.endswith(b"}"):  # three JSON bodies
+            chunk = sock.recv(65536)
+            assert chunk
+            got += chunk
+        time.sleep(0.5)
+        sock.sendall(one)
+        assert sock.recv(12) == b"HTTP/1.1 200"
