@@ -107,7 +107,8 @@ class GuardedServer(HTTPServer):
     ) -> None:
         super().__init__(address, handler)
         self.idle_timeout = float(idle_timeout)
-        self._slots = threading.BoundedSemaphore(int(max_connections))
+        self.max_connections = int(max_connections)
+        self._slots = threading.BoundedSemaphore(self.max_connections)
         self._max_idle = int(max_idle)
         self._incoming: list[tuple[socket.socket, Any]] = []
         self._lock = threading.Lock()
@@ -196,7 +197,7 @@ class GuardedServer(HTTPServer):
 
     def _dispatch(self, sock: socket.socket, addr: Any) -> None:
         if not self._slots.acquire(blocking=False):
-            LOG.warning("serve: %d requests in progress; answered 503 to %s", MAX_CONNECTIONS, addr)
+            LOG.warning("serve: %d requests in progress; answered 503 to %s", self.max_connections, addr)
             try:
                 sock.settimeout(1.0)
                 sock.sendall(_BUSY)
