@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -47,14 +49,25 @@ def serve_command(args: argparse.Namespace, storage_options: dict[str, Any] | No
     """``serve STORE...``: print the viewer URL first, then serve until interrupted."""
     from zarr_vectors.neuroglancer.server import serve
 
-    server = serve(
-        args.stores,
-        args.port,
-        args.open,
-        layout=args.layout,
-        storage_options=storage_options,
-        mesh_format=args.mesh_format,
-    )
+    cors = list(args.cors or [])
+    if "*" in cors:
+        print(
+            "zarr-vectors serve: warning: --cors '*' lets every web page open in your browser read "
+            "the served stores",
+            file=sys.stderr,
+            flush=True,
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the line above says it once
+        server = serve(
+            args.stores,
+            args.port,
+            args.open,
+            layout=args.layout,
+            storage_options=storage_options,
+            mesh_format=args.mesh_format,
+            cors=cors,
+        )
     print(server.viewer_url, flush=True)
     print(f"serving {', '.join(s.name for s in server.sources)} at {server.url} (Ctrl-C stops)", flush=True)
     try:
@@ -79,6 +92,14 @@ def add_serve_options(sub: Any, fmt: Any) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: any free port)")
     p.add_argument("--open", action="store_true", help="open the viewer URL in the web browser")
     p.add_argument("--layout", default="4panel", help="Neuroglancer layout: 4panel, 3d, xy, ...")
+    p.add_argument(
+        "--cors",
+        action="append",
+        metavar="ORIGIN",
+        help="let the web pages of ORIGIN (https://host[:port]; repeatable) read the sources, "
+        "e.g. another Neuroglancer; '*' lets every page read them (default: none; the bundled "
+        "viewer needs none)",
+    )
     add_mesh_format_option(p)
     return p
 

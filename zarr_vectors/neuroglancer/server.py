@@ -3,16 +3,22 @@
 The server listens on 127.0.0.1 only. ``/v/zv/`` serves the Neuroglancer client shipped in the
 optional ``neuroglancer`` package (the build for Python servers: it also opens ``/events/zv``,
 kept open and silent here, and posts state to ``/state/zv``, acknowledged and ignored); ``/zv/<layer>/<path>`` serves :class:`StoreSource` paths,
-each read on request (only the cells a request needs). Every answer carries
-``Access-Control-Allow-Origin: *`` so another Neuroglancer can load the sources too.
+each read on request (only the cells a request needs).
+
+Safe by default (:mod:`~zarr_vectors.neuroglancer._http`): no CORS header unless ``cors``
+names the origins that may read (another Neuroglancer), a ``Host`` other than the listening
+address is answered 421, error bodies name layers and paths, never machine paths, and idle
+or slow clients hold no thread (capped worker slots, an idle timeout, bounded bodies).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import mimetypes
 import re
+import socket
 import threading
 import time
 import urllib.parse
@@ -20,7 +26,7 @@ import webbrowser
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +36,22 @@ from zarr_vectors._extras import needs
 from zarr_vectors.dataset import Dataset
 from zarr_vectors.dataset import open as open_store
 from zarr_vectors.errors import InputError, ZarrVectorsError
+from zarr_vectors.neuroglancer._http import (
+    IDLE_TIMEOUT,
+    LOG,
+    MAX_CONNECTIONS,
+    GuardedServer,
+    allowed_hosts,
+    check_origins,
+    cors_headers,
+)
 from zarr_vectors.neuroglancer.source import NotFound, StoreSource
 
 __all__ = ["Server", "serve", "client_dir", "viewer_state", "open_sources"]
 
 COLOURS = ("#ff6e4a", "#4ac0ff", "#ffd24a", "#8cff4a", "#e04aff", "#4affc8")
-MAX_POST = 16 << 20  # bytes of a client notification read at most
+MAX_POST = 1 << 20  # bytes of a client notification read at most
+MAX_STREAMS = 8  # event streams open at once (each holds a worker slot)
 MAX_SEGMENTS = 500  # segments listed as visible in the first view
 mimetypes.add_type("application/wasm", ".wasm")
 mimetypes.add_type("text/javascript", ".js")
@@ -154,6 +170,9 @@ class Server:
     _httpd: Any = None
     _thread: threading.Thread | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
+    _streams: threading.BoundedSemaphore = field(
+        default_factory=lambda: threading.BoundedSemaphore(MAX_STREAMS)
+    )
 
     def close(self) -> None:
         """Stop serving and release the port (open event streams end within a second)."""
@@ -172,13 +191,42 @@ class Server:
         self.close()
 
 
-def _handler(server: Server, client: Path | None) -> type[BaseHTTPRequestHandler]:
+def _handler(server: Server, client: Path | None, cors: Sequence[str], hosts: frozenset[str]) -> type[Any]:
     by_name = {s.name: s for s in server.sources}
+    places = _store_places(server.sources)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        server_version = "zarr-vectors"
+        default_request_version = "HTTP/1.0"  # a malformed request line still gets a status line
+        sys_version = ""
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  # quiet
+        def setup(self) -> None:
+            super().setup()
+            self.connection.settimeout(self.server.idle_timeout)  # type: ignore[attr-defined]
+            # headers and body are two writes: without this, Nagle's algorithm and the
+            # client's delayed ACK hold the body for ~40 ms
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def handle(self) -> None:
+            """The requests already sent; a kept-alive connection then waits without a thread."""
+            self.handle_one_request()
+            while not self.close_connection and self._pending():
+                self.handle_one_request()
+
+        def _pending(self) -> bool:
+            """Whether the next request has begun to arrive (buffered or on the socket):
+            without waiting, so an idle connection can go back to the server's selector."""
+            self.connection.settimeout(0)
+            try:
+                reader: Any = self.rfile  # a BufferedReader (rbufsize -1)
+                return bool(reader.peek(1))
+            except OSError:
+                return False
+            finally:
+                self.connection.settimeout(self.server.idle_timeout)  # type: ignore[attr-defined]
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  # ours go to LOG
             return
 
         def _send(
@@ -188,27 +236,69 @@ def _handler(server: Server, client: Path | None) -> type[BaseHTTPRequestHandler
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
-                self.send_header("Access-Control-Allow-Origin", "*")
-                self.send_header("Access-Control-Expose-Headers", "Content-Range, Content-Length")
-                self.send_header("Accept-Ranges", "bytes")
-                for key, value in (extra or {}).items():
+                self.send_header("X-Content-Type-Options", "nosniff")
+                for key, value in {**cors_headers(self.headers.get("Origin"), cors), **(extra or {})}.items():
                     self.send_header(key, value)
                 self.send_header("Cache-Control", "no-store")
+                if self.close_connection:
+                    self.send_header("Connection", "close")
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(body)
-            except (BrokenPipeError, ConnectionResetError):  # the viewer cancelled the request
+            except OSError:  # the viewer cancelled the request, or stopped reading
                 self.close_connection = True
                 status = 499
             now = time.perf_counter()
             server.requests.append(RequestRecord(self.path, status, len(body), now - started, now))
 
+        def _fail(self, status: int, message: str, started: float, close: bool = False) -> None:
+            """A short plain-text answer (no machine paths), logged."""
+            self.close_connection = self.close_connection or close
+            text = _public(message, places)
+            LOG.log(
+                logging.INFO if status == 404 else logging.WARNING,
+                "serve: %s %.200r -> %d %s",
+                self.command,
+                self.path,
+                status,
+                text,
+            )
+            self._send(status, (text + "\n").encode(), "text/plain; charset=utf-8", started)
+
+        def _admitted(self, started: float) -> str | None:
+            """The request's decoded path when it may be answered; otherwise it is answered."""
+            names = self.headers.get_all("Host") or []
+            if len(names) != 1 or names[0].strip().lower() not in hosts:
+                shown = names[0][:100] if names else "none"
+                self._fail(421, f"misdirected request: Host {shown!r} is not this server", started, True)
+                return None
+            if self.command != "POST" and (
+                self.headers.get("Content-Length", "0").strip() not in ("", "0")
+                or "Transfer-Encoding" in self.headers
+            ):
+                self.close_connection = True  # a body this server does not read
+            raw = self.path.split("?", 1)[0].split("#", 1)[0]
+            try:
+                path = urllib.parse.unquote(raw, errors="strict")
+            except UnicodeDecodeError:
+                path = ""
+            if not path.startswith("/") or re.search(r"[\x00-\x1f\x7f]", path):
+                self._fail(400, "malformed path: it must start with / and be printable UTF-8", started)
+                return None
+            return path
+
         def do_OPTIONS(self) -> None:  # noqa: N802
-            self.send_response(204)
-            self.send_header("Access-Control-Allow-Origin", "*")
-            self.send_header("Access-Control-Allow-Headers", "*")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+            started = time.perf_counter()
+            if self._admitted(started) is None:
+                return
+            extra = {
+                "Access-Control-Allow-Methods": "GET, HEAD, OPTIONS",
+                "Access-Control-Allow-Headers": "Range",
+            }
+            origin = cors_headers(self.headers.get("Origin"), cors)
+            self._send(
+                204, b"", "text/plain", started, extra if "Access-Control-Allow-Origin" in origin else None
+            )
 
         def do_HEAD(self) -> None:  # noqa: N802
             self.do_GET()
@@ -216,33 +306,58 @@ def _handler(server: Server, client: Path | None) -> type[BaseHTTPRequestHandler
         def do_POST(self) -> None:  # noqa: N802
             """The client's state and action notifications: read, acknowledged, ignored."""
             started = time.perf_counter()
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_POST:
-                self._send(413, b"too large", "text/plain", started)
+            if self._admitted(started) is None:
                 return
-            self.rfile.read(length)
+            if "Transfer-Encoding" in self.headers:
+                self._fail(411, "a notification needs a Content-Length", started, True)
+                return
+            lengths = self.headers.get_all("Content-Length") or ["0"]
+            text = lengths[0].strip()
+            if len(lengths) != 1 or not re.fullmatch(r"[0-9]{1,12}", text):
+                self._fail(400, "Content-Length must be one non-negative whole number", started, True)
+                return
+            if int(text) > MAX_POST:
+                self._fail(413, f"a notification is at most {MAX_POST} bytes", started, True)
+                return
+            if not _read_exactly(self.rfile, int(text), started + 2 * self.server.idle_timeout):  # type: ignore[attr-defined]
+                self._fail(408, "the request body did not arrive in time", started, True)
+                return
             self._send(200, b'{"g": "0"}', "application/json", started)
 
-        def _events(self) -> None:
+        def _events(self, started: float) -> None:
             """The client's server-sent event stream: kept open (a comment a second) and
-            silent, so the client sees a live server; ends when the server closes."""
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-store")
-            self.send_header("Access-Control-Allow-Origin", "*")
-            self.end_headers()
+            silent, so the client sees a live server; ends when the server closes. ``HEAD``
+            gets the headers only."""
+            if self.command == "HEAD":
+                self._send(200, b"", "text/event-stream", started)
+                return
+            if not server._streams.acquire(blocking=False):
+                self._fail(503, "too many event streams", started, True)
+                return
+            self.close_connection = True
             try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-store")
+                self.send_header("Connection", "close")
+                for key, value in cors_headers(self.headers.get("Origin"), cors).items():
+                    self.send_header(key, value)
+                self.end_headers()
                 while not server._stop.wait(1.0):
                     self.wfile.write(b": alive\n\n")
                     self.wfile.flush()
             except OSError:  # the client went away
                 return
+            finally:
+                server._streams.release()
 
         def do_GET(self) -> None:  # noqa: N802
             started = time.perf_counter()
-            path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+            path = self._admitted(started)
+            if path is None:
+                return
             if path.startswith("/events/"):
-                self._events()
+                self._events(started)
                 return
             if path == "/favicon.ico":  # browsers ask; no icon, and no error in their console
                 self._send(204, b"", "image/x-icon", started)
@@ -250,10 +365,15 @@ def _handler(server: Server, client: Path | None) -> type[BaseHTTPRequestHandler
             try:
                 body, ctype = self._route(path)
             except NotFound as exc:
-                self._send(404, str(exc).encode(), "text/plain", started)
-            except ZarrVectorsError as exc:
-                self._send(
-                    400 if isinstance(exc, InputError) else 500, str(exc).encode(), "text/plain", started
+                self._fail(404, str(exc), started)
+            except InputError as exc:
+                self._fail(400, str(exc), started)
+            except (ZarrVectorsError, OSError, LookupError, ArithmeticError, ValueError) as exc:
+                LOG.error("serve: %s %.200r failed", self.command, self.path, exc_info=exc)
+                self._fail(
+                    500,
+                    f"internal error ({type(exc).__name__}) answering this path; see the server log",
+                    started,
                 )
             else:
                 self._send_range(body, ctype, started)
@@ -277,18 +397,59 @@ def _handler(server: Server, client: Path | None) -> type[BaseHTTPRequestHandler
             if path.startswith("/zv/"):
                 name, _, rest = path[4:].partition("/")
                 if name not in by_name:
-                    raise NotFound(f"no layer {name!r}")
+                    raise NotFound(f"no layer {name[:100]!r}")
                 return by_name[name].get(rest)
             match = re.fullmatch(r"/v/[^/]+/(.*)", path)
             if match and client is not None:
                 rel = match.group(1) or "index.html"
                 file = (client / rel).resolve()
                 if client.resolve() not in file.parents or not file.is_file():
-                    raise NotFound(f"no client file {rel!r}")
+                    raise NotFound(f"no client file {rel[:100]!r}")
                 return file.read_bytes(), mimetypes.guess_type(file.name)[0] or "application/octet-stream"
-            raise NotFound(f"nothing at {path!r}; the viewer is at /v/zv/")
+            raise NotFound(f"nothing at {path[:100]!r}; the viewer is at /v/zv/")
 
     return Handler
+
+
+def _read_exactly(stream: Any, size: int, deadline: float) -> bool:
+    """Read and drop ``size`` bytes of ``stream`` before ``deadline`` (perf_counter); False
+    when the client stops sending or is too slow."""
+    while size > 0 and time.perf_counter() < deadline:
+        got = stream.read(min(size, 1 << 16))
+        if not got:
+            return False
+        size -= len(got)
+    return size == 0
+
+
+def _store_places(sources: Sequence[StoreSource]) -> list[tuple[str, str]]:
+    """``(location, layer name)`` of each store, longest location first: what error bodies
+    say instead of a machine path."""
+    out = []
+    for src in sources:
+        where = str(src.ds._store.description)
+        for form in {
+            where,
+            where.removeprefix("file://"),
+            str(Path(where).resolve()) if "://" not in where else where,
+        }:
+            out.append((form, f"<{src.name}>"))
+    return sorted(out, key=lambda p: -len(p[0]))
+
+
+_ABS_PATH = re.compile(
+    r"(?<![\w.:/])(?:[A-Za-z]:)?[\\/](?!zv/|v/|events/|state/)(?:[^\s\'\"\\/]+[\\/])+[^\s\'\"]*"
+)
+
+
+def _public(message: str, places: Sequence[tuple[str, str]]) -> str:
+    """``message`` for a response body: store locations become ``<layer>``, any other
+    absolute path ``<path>``; at most 300 characters on one line."""
+    message = message[:4000]
+    for where, name in places:
+        message = message.replace(where, name)
+    message = _ABS_PATH.sub("<path>", message.replace("file://", ""))
+    return " ".join(message.split())[:300]
 
 
 def _byte_range(header: str, size: int) -> tuple[int, int] | None:
@@ -315,6 +476,9 @@ def serve(
     client: bool = True,
     storage_options: dict[str, Any] | None = None,
     mesh_format: str = "multilod",
+    cors: Sequence[str] = (),
+    max_connections: int = MAX_CONNECTIONS,
+    idle_timeout: float = IDLE_TIMEOUT,
 ) -> Server:
     """Serve ``stores`` (a path, URL, :class:`Dataset` or a list of them) to Neuroglancer on
     127.0.0.1, in a background thread; ``port=0`` takes any free port.
@@ -326,18 +490,33 @@ def serve(
     multi-resolution Draco meshes (``mesh_format="multilod"``, one level of detail per store
     level) or legacy single-resolution meshes (``"legacy"``).
 
+    The bundled viewer is served from the same origin and needs no CORS. ``cors`` lists the
+    origins (``"https://host[:port]"``) of other viewers that may read the sources: only they
+    get an ``Access-Control-Allow-Origin`` header; ``["*"]`` lets every web page read them
+    (warned about). Requests whose ``Host`` is not the listening address are answered 421.
+    At most ``max_connections`` requests are handled at once (more get 503); a connection
+    silent for ``idle_timeout`` seconds is closed and holds no thread meanwhile.
+
     Raises
     ------
     InputError
-        No store, a store kind without a Neuroglancer form, an unknown ``mesh_format``, or no
-        ``neuroglancer`` package when ``client`` is true.
+        No store, a store kind without a Neuroglancer form, an unknown ``mesh_format``, a
+        ``cors`` entry that is not an origin, or no ``neuroglancer`` package when ``client``
+        is true.
     """
+    trusted = check_origins(cors)
     sources = open_sources(stores, storage_options, mesh_format)
     static = client_dir() if client else None
     handle = Server("", "", sources)
-    httpd = ThreadingHTTPServer(("127.0.0.1", int(port)), _handler(handle, static))
-    httpd.daemon_threads = True
-    handle.url = f"http://127.0.0.1:{int(httpd.server_address[1])}"
+    httpd = GuardedServer(
+        ("127.0.0.1", int(port)),
+        BaseHTTPRequestHandler,
+        max_connections=max_connections,
+        idle_timeout=idle_timeout,
+    )
+    bound = int(httpd.server_address[1])
+    httpd.RequestHandlerClass = _handler(handle, static, trusted, allowed_hosts("127.0.0.1", bound))
+    handle.url = f"http://127.0.0.1:{bound}"
     handle.viewer_url = state_url(f"{handle.url}/v/zv/", viewer_state(sources, f"{handle.url}/zv", layout))
     handle._httpd = httpd
     handle._thread = threading.Thread(target=httpd.serve_forever, name="zarr-vectors-serve", daemon=True)

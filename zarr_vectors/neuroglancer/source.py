@@ -255,14 +255,16 @@ class StoreSource:
         assert self.layout is not None
         if not 0 <= index_level < len(self.levels):
             raise NotFound(f"no spatial index level {index_level}")
+        if len(cell) != self.layout.rank:
+            raise NotFound(f"a cell of spatial index level {index_level} has {self.layout.rank} coordinates")
         k = self.levels[-1 - index_level]
         grid = self._level(k).grid
         g = self.group(k)
         lower, upper = self._corners()
-        first = np.asarray(cell, np.int64) * g + np.rint(lower / grid.chunk_shape).astype(np.int64)
         shape = np.ceil((upper - lower) / (grid.chunk_shape * g) - 1e-9)
-        if len(cell) != self.layout.rank or np.any(np.asarray(cell) < 0) or np.any(np.asarray(cell) >= shape):
-            raise NotFound(f"cell {cell} is outside spatial index level {index_level}")
+        if any(not 0 <= int(v) < int(n) for v, n in zip(cell, shape.tolist())):  # Python ints: no overflow
+            raise NotFound(f"cell {'_'.join(map(str, cell))} is outside spatial index level {index_level}")
+        first = np.asarray(cell, np.int64) * g + np.rint(lower / grid.chunk_shape).astype(np.int64)
         if g == 1:
             geom, props, _ = self._cell(k, tuple(int(v) for v in first))
             lin = self._lin(k, first) if len(geom) else 0  # an empty cell may lie outside the grid
@@ -360,7 +362,10 @@ class StoreSource:
         """Level-0 annotations of one object (the ``object`` relationship index)."""
         assert self.layout is not None
         lv = self._level(0)
-        oid = lv.object_id_map.to_oids([self._user_id(object_id)])
+        try:
+            oid = lv.object_id_map.to_oids([self._user_id(object_id)])
+        except UnknownIdError as exc:
+            raise NotFound(f"{self.name}: no object {object_id}") from exc
         _, chunks, _ = lv.object_fragments(np.asarray(oid))
         geoms, props, ids = [], [], []
         for chunk in np.unique(chunks, axis=0):
@@ -391,7 +396,7 @@ class StoreSource:
         try:
             return self.ds.objects([self._user_id(segment)], attributes=attributes)
         except UnknownIdError as exc:
-            raise NotFound(str(exc)) from exc
+            raise NotFound(f"{self.name}: no object {segment}") from exc
 
     def _to_nm(self, positions: np.ndarray) -> np.ndarray:
         return np.asarray(positions, np.float64) * (self.metres / 1e-9)
@@ -466,7 +471,7 @@ class StoreSource:
                 res = self.ds.objects([self._user_id(segment)], level=k, attributes=False)
             except UnknownIdError as exc:
                 if not lods:
-                    raise NotFound(str(exc)) from exc
+                    raise NotFound(f"{self.name}: no object {segment}") from exc
                 break
             faces = res.faces if res.faces is not None else np.zeros((0, 3), np.int64)
             pos = self._xyz(np.asarray(res.positions, np.float64))
@@ -523,7 +528,7 @@ class StoreSource:
     def _get_annotation(self, rest: str) -> tuple[bytes, str]:
         if rest == "info":
             return _json(self.annotation_info()), JSON
-        match = re.fullmatch(r"spatial(\d+)/(\d+(?:_\d+)*)", rest)
+        match = re.fullmatch(r"spatial([0-9]{1,9})/([0-9]{1,19}(?:_[0-9]{1,19})*)", rest)
         if match:
             cell = tuple(int(v) for v in match.group(2).split("_"))
             return self.spatial_cell(int(match.group(1)), cell), BINARY
@@ -581,6 +586,6 @@ def _u64(value: int) -> int:
 
 def _segment(text: str) -> int:
     """A base-10 uint64 from a path component; :class:`NotFound` for anything else."""
-    if not text.isdigit() or int(text) >= 1 << 64:
-        raise NotFound(f"{text!r} is not a uint64 id")
+    if not re.fullmatch(r"[0-9]{1,20}", text) or int(text) >= 1 << 64:
+        raise NotFound(f"{text[:40]!r} is not a uint64 id (base-10 ASCII digits)")
     return int(text)
