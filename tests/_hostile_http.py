@@ -50,6 +50,7 @@ class HostileServer(_ServerThread):
                 super().__init__(*args, directory=directory, **kwargs)
 
         super().__init__(Handler)
+        self._server.handle_error = lambda request, address: None  # type: ignore[method-assign]  # hang-ups are expected
 
     def _count(self) -> None:
         with self._lock:

@@ -124,7 +124,11 @@ async def bounded_get(
             return None
         if resp.status not in (200, 203, 206):
             raise StoreError(*where, f"the server answered HTTP {resp.status} {resp.reason or ''}".rstrip())
-        partial = resp.status == 206 and asked is not None
+        if resp.status == 206 and asked is None:
+            raise StoreError(
+                *where, "the server answered part of the object (HTTP 206) to a request for all of it"
+            )
+        partial = resp.status == 206
         if not partial and start >= 0 and length is not None:  # the range ignored: read to its end
             return (await _read_prefix(resp.content, start + length))[start:]
         cap = _partial_limit(start, length, limit) if partial else limit
