@@ -167,3 +167,14 @@ def test_an_endless_directory_page_is_cut(folder, server, monkeypatch):
     server.tricks["/p.zarr/"] = endless
     with pytest.raises(StoreError, match="runs past 1048576 bytes"):
         zv.validate(f"{server.url}/p.zarr")
+
+
+def test_a_partial_answer_to_a_whole_object_request_is_refused(server):
+    def partial(h, data):
+        part = data[: len(data) // 2]
+        head = f"HTTP/1.1 206 P\r\nContent-Length: {len(part)}\r\nContent-Range: bytes 0-{len(part) - 1}/{len(data)}"
+        h.wfile.write(f"{head}\r\n\r\n".encode() + part)
+
+    server.tricks[CELL] = partial
+    with pytest.raises(StoreError, match=r"key '0/vertices/c/0/0/0'.*part of the object \(HTTP 206\)"):
+        _query(f"{server.url}/p.zarr")
