@@ -66,3 +66,13 @@ def test_touching_and_empty_ranges_are_allowed():
     nbytes = np.array([10, 10, 0, 0], np.uint64)
     got = decode_index(encode_index(offsets, nbytes, checksum=False), layout, shard_size=20 + 64)
     assert got[0].tolist() == offsets.tolist() and got[1].tolist() == nbytes.tolist()
+
+
+def test_an_offset_past_any_blob_is_refused_without_the_shard_size():
+    """A ranged read knows only the index: offsets over 2**62 are refused there too (and
+    offset + size never wraps around in the overlap check)."""
+    layout = ShardLayout((2,), (1,), VLEN, checksum=False)
+    offsets = np.array([0, (1 << 64) - 8], np.uint64)
+    nbytes = np.array([10, 10], np.uint64)
+    with pytest.raises(CorruptShardError, match="index entry 1 points into the index or past any blob"):
+        decode_index(encode_index(offsets, nbytes, checksum=False), layout)
