@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 from collections.abc import Callable
@@ -193,6 +194,7 @@ CASES: dict[str, tuple[str, Callable[[Path], None]]] = {
     "metadata.tables": ("points", _node("0/groups", lambda d: attrs(d).update(num_groups=5))),
     "cells.present": ("points", lambda s: [c.unlink() for c in cells(s, "0/vertex_attributes/a")[:1]]),
     "cells.decode": ("points", _first_cell("0/vertices", lambda s, c: c.write_bytes(b"\x05\x00\x00\x00abc"))),
+    "cells.read": ("points", _first_cell("0/vertices", lambda s, c: (c.unlink(), os.mkfifo(c)))),
     "cells.vertices": ("points", _first_cell("0/vertices", lambda s, c: set_payload(c, payload(c)[:-3]))),
     "cells.fragments": (
         "points",

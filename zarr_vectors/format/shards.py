@@ -12,8 +12,9 @@ inner chunk of the shard, in C order, a little-endian ``uint64`` offset and byte
 Every Zarr Vectors per-chunk array has inner chunks ``[1] * rank`` (one inner chunk per spatial
 chunk), so a shard of ``chunks_per_shard`` cells groups that many neighbouring cells.
 
-Nothing here does I/O. Parsing checks the index's length, checksum and that every range lies
-inside the blob, raising :class:`~zarr_vectors.errors.CorruptShardError` naming array and shard.
+Nothing here does I/O. Parsing checks the index's length, checksum, that every range lies
+inside the blob and that no two ranges share bytes, raising
+:class:`~zarr_vectors.errors.CorruptShardError` naming array and shard.
 """
 
 from __future__ import annotations
@@ -203,8 +204,9 @@ def decode_index(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(offsets, nbytes)`` (uint64, n_inner each) of an index; empty chunks have ``EMPTY`` in both.
 
-    Checks the index's length and checksum, that empty is both-or-neither, and (given the
-    blob's ``shard_size``) that every range lies in the blob outside the index.
+    Checks the index's length and checksum, that empty is both-or-neither, that no two
+    non-empty ranges overlap, and (given the blob's ``shard_size``) that every range lies in
+    the blob outside the index.
     """
     view = memoryview(raw).cast("B")
     want = layout.index_nbytes
@@ -224,17 +226,38 @@ def decode_index(
     lo = np.uint64(want if layout.index_location == "start" else 0)
     limit = None if shard_size is None else shard_size - (0 if layout.index_location == "start" else want)
     used = ~empty
-    if np.any(offsets[used] < lo) or np.any(nbytes[used] > np.uint64(1 << 62)):
-        k = int(np.flatnonzero(used & ((offsets < lo) | (nbytes > np.uint64(1 << 62))))[0])
+    big = np.uint64(1 << 62)  # past any blob; keeps offset + nbytes below 2**63
+    if np.any(offsets[used] < lo) or np.any(nbytes[used] > big) or np.any(offsets[used] > big):
+        k = int(np.flatnonzero(used & ((offsets < lo) | (nbytes > big) | (offsets > big)))[0])
         raise CorruptShardError(array, shard, f"index entry {k} points into the index or past any blob")
     if limit is not None:
         ends = offsets[used] + nbytes[used]
-        if np.any(offsets[used] > np.uint64(1 << 62)) or np.any(ends > np.uint64(max(limit, 0))):
+        if np.any(ends > np.uint64(max(limit, 0))):
             k = int(np.flatnonzero(used)[int(np.argmax(ends))])
             raise CorruptShardError(
                 array, shard, f"index entry {k} runs past the end of the {shard_size}-byte shard's data"
             )
+    _check_disjoint(offsets, nbytes, used, array, shard)
     return offsets, nbytes
+
+
+def _check_disjoint(
+    offsets: np.ndarray, nbytes: np.ndarray, used: np.ndarray, array: str, shard: str
+) -> None:
+    """Raise CorruptShardError when two non-empty entries share bytes (one sort per index:
+    shared bytes would read one cell's rows twice, as two cells)."""
+    held = np.flatnonzero(used & (nbytes > 0))
+    if len(held) < 2:
+        return
+    if np.all(offsets[held[1:]] >= offsets[held[:-1]] + nbytes[held[:-1]]):
+        return  # in index order already (as writers store them): no sort needed
+    order = held[np.argsort(offsets[held], kind="stable")]
+    starts = offsets[order]
+    ends = starts + nbytes[order]  # no overflow: both are at most 2**62 here
+    clash = np.flatnonzero(starts[1:] < ends[:-1])
+    if len(clash):
+        a, b = sorted((int(order[clash[0]]), int(order[clash[0] + 1])))
+        raise CorruptShardError(array, shard, f"index entries {a} and {b} share bytes of the shard")
 
 
 def decode_shard(

@@ -28,8 +28,9 @@ built in a local staging folder, then swapped in (local directories, zip files) 
 committed key by key behind a root marking it incomplete (other stores).
 
 Storage options read by this library (removed before the rest go to fsspec):
-``zv_timeout`` (seconds per request, ``None`` for no limit; default 30) and
-``zv_follow_symlinks`` (local stores: read symbolic links that lead out of the store).
+``zv_timeout`` (seconds per request, ``None`` for no limit; default 30),
+``zv_follow_symlinks`` (local stores: read symbolic links that lead out of the store) and
+``zv_max_object_bytes`` (HTTP stores: the longest answer read; default 1 GiB).
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable, Seque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
-from urllib.parse import unquote
 
 import zarr
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Store, SuffixByteRequest
@@ -61,6 +61,7 @@ from zarr_vectors.errors import (
     ZarrV2StoreError,
     ZarrVectorsError,
 )
+from zarr_vectors.storage.http import DEFAULT_MAX_OBJECT_BYTES, MAX_PAGE_BYTES, bounded_get, page_links
 from zarr_vectors.storage.local import LocalBackend
 from zarr_vectors.storage.scratch import Arena
 
@@ -203,6 +204,7 @@ class StorageOptions:
     timeout: float | None = DEFAULT_TIMEOUT
     follow_symlinks: bool = False
     fsspec: dict[str, Any] | None = None
+    max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
 
     @classmethod
     def parse(cls, options: dict[str, Any] | None) -> StorageOptions:
@@ -217,7 +219,10 @@ class StorageOptions:
         follow = rest.pop("zv_follow_symlinks", False)
         if not isinstance(follow, bool):
             raise InputError(f"storage option zv_follow_symlinks must be True or False, got {follow!r}")
-        return cls(None if timeout is None else float(timeout), follow, rest)
+        most = rest.pop("zv_max_object_bytes", DEFAULT_MAX_OBJECT_BYTES)
+        if isinstance(most, bool) or not isinstance(most, int) or most < 1:
+            raise InputError(f"storage option zv_max_object_bytes must be a positive integer, got {most!r}")
+        return cls(None if timeout is None else float(timeout), follow, rest, most)
 
 
 def cut_range(data: bytes | None, start: int, length: int | None) -> bytes | None:
@@ -472,6 +477,10 @@ class ZarrStoreBackend:
 HTTP_PROTOCOLS = ("http", "https")
 #: Folder depth :meth:`HttpStoreBackend.list_keys` descends at most (a store is 6 deep at most).
 MAX_HTTP_DEPTH = 16
+#: Directory pages one :meth:`HttpStoreBackend.list_keys` walk reads, and names it lists, at most
+#: (more means a server inventing folders: a store of 10**6 cells has some 10**4 folders).
+MAX_HTTP_PAGES = 100_000
+MAX_HTTP_LISTED = 10_000_000
 
 
 class HttpStoreBackend(ZarrStoreBackend):
@@ -485,31 +494,52 @@ class HttpStoreBackend(ZarrStoreBackend):
     has (a point cloud without attributes or ids needs no listing at all).
     """
 
-    def __init__(self, store: Store, url: str, timeout: float | None = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        store: Store,
+        url: str,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        max_bytes: int = DEFAULT_MAX_OBJECT_BYTES,
+    ) -> None:
         super().__init__(store, url, timeout)
         self.url = url.rstrip("/")
+        self.max_bytes = max_bytes
         self._has_index: bool | None = None
+        self._pages: dict[str, list[tuple[str, bool]]] = {}  # directory pages read, by folder URL
+
+    async def _fetch(self, key: str, start: int, length: int | None) -> bytes | None:
+        """One bounded GET of ``key`` (see :func:`~zarr_vectors.storage.http.bounded_get`)."""
+        fs = self.store.fs  # type: ignore[attr-defined]
+        session = await fs.set_session()
+        url = fs.encode_url(f"{self.url}/{key}")
+        where = (self.description, key)
+        return await bounded_get(session, url, start, length, self.max_bytes, fs.kwargs, where)
+
+    async def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        async def one(key: str) -> bytes | None:
+            return await self._call("reading", key, self._fetch(key, 0, None))
+
+        return await self._each(keys, one)
+
+    async def _get_ranges(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
+        async def one(i: int) -> bytes | None:
+            key, start, length = ranges[i]
+            return await self._call("reading", key, self._fetch(key, start, length))
+
+        return await self._each(range(len(ranges)), one, concurrency())
 
     async def _links(self, prefix: str) -> list[tuple[str, bool]]:
         """``(name, is_folder)`` of the links in the directory page of ``prefix`` ([] when absent)."""
         folder = f"{self.url}/{prefix.strip('/')}".rstrip("/") + "/"
-        try:
-            entries = await self._call("listing", prefix, self.store.fs._ls(folder, detail=True))  # type: ignore[attr-defined]
-        except StoreError as exc:
-            if isinstance(exc.__cause__, FileNotFoundError):
-                return []
-            raise
-        out = []
-        for entry in entries:
-            name = str(entry["name"])
-            if not name.startswith(folder):
-                continue  # a link elsewhere (parent folder, another site)
-            rest = name[len(folder) :]
-            is_folder = rest.endswith("/")
-            rest = unquote(rest.rstrip("/"))  # pages percent-encode names ("+1.0" as "%2B1.0")
-            if rest and "/" not in rest and "?" not in rest and "#" not in rest:
-                out.append((rest, is_folder))
-        return out
+        if folder in self._pages:
+            return self._pages[folder]
+        fs = self.store.fs  # type: ignore[attr-defined]
+        session = await fs.set_session()
+        where = (self.description, prefix)
+        get = bounded_get(session, fs.encode_url(folder), 0, None, MAX_PAGE_BYTES, fs.kwargs, where)
+        page = await self._call("listing", prefix, get)
+        self._pages[folder] = links = [] if page is None else page_links(page, folder)
+        return links
 
     def _check_index(self, prefix: str) -> None:
         if self._has_index is None:
@@ -531,21 +561,38 @@ class HttpStoreBackend(ZarrStoreBackend):
         return sorted(name for name, _ in run_sync(self._links(prefix)))
 
     def list_keys(self, prefix: str = "") -> list[str]:
-        """Folder by folder, the pages of one depth fetched together."""
+        """Folder by folder, the pages of one depth fetched together; a walk deeper than
+        :data:`MAX_HTTP_DEPTH`, or past :data:`MAX_HTTP_PAGES` pages or :data:`MAX_HTTP_LISTED`
+        names, raises StoreError."""
         self._check_index(prefix)
         keys: list[str] = []
         folders = [prefix.strip("/")]
+        pages = names = 0  # read and listed in this walk
         for _ in range(MAX_HTTP_DEPTH):
             found: list[str] = []
-            pages = run_sync(self._each(folders, self._links))
-            for folder, page in zip(folders, pages):
+            pages += len(folders)
+            if pages > MAX_HTTP_PAGES:
+                raise StoreError(
+                    self.description, prefix, f"the store has more than {MAX_HTTP_PAGES} folders"
+                )
+            for folder, page in zip(folders, run_sync(self._each(folders, self._links))):
+                names += len(page)
+                if names > MAX_HTTP_LISTED:
+                    raise StoreError(
+                        self.description,
+                        prefix,
+                        f"the directory pages list more than {MAX_HTTP_LISTED} names",
+                    )
                 for name, is_folder in page:
-                    key = f"{under(folder)}{name}"
-                    (found if is_folder else keys).append(key)
+                    (found if is_folder else keys).append(f"{under(folder)}{name}")
             if not found:
                 return keys
             folders = found
         raise StoreError(self.description, prefix, f"folders nest deeper than {MAX_HTTP_DEPTH} levels")
+
+    def refresh(self) -> None:
+        self._pages.clear()
+        self._has_index = None
 
     def is_empty(self) -> bool:
         return self.get_many(["zarr.json"])[0] is None and not self.list_keys()
@@ -720,7 +767,7 @@ def remote_backend(target: Any, options: StorageOptions, read_only: bool) -> Zar
     text = os.fspath(target)
     store = store_from_url(text, options, read_only)
     if text.split("://", 1)[0].lower() in HTTP_PROTOCOLS:
-        return HttpStoreBackend(store, text, options.timeout)
+        return HttpStoreBackend(store, text, options.timeout, options.max_object_bytes)
     return ZarrStoreBackend(store, text, options.timeout)
 
 

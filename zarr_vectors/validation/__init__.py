@@ -76,7 +76,9 @@ def validate(
     StoreNotFoundError
         Nothing is stored at a local ``target`` (a ``FileNotFoundError``).
     StoreError
-        An object store cannot be reached. Nothing else raises: a broken store gives a
+        An object store or web server cannot be reached, or answers beyond the HTTP limits
+        (an endless body, a listing of invented folders). Nothing else raises: a broken
+        store (a damaged shard, a cell that is a FIFO or a link out of the store) gives a
         report.
 
     Examples

@@ -7,9 +7,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from zarr_vectors.errors import CorruptShardError, FormatError
+from zarr_vectors.errors import CorruptShardError, FormatError, StoreError
 from zarr_vectors.format.zarr_json import check_zarr_v3, load_json
 from zarr_vectors.storage import Backend, ShardReader
+from zarr_vectors.validation._report import Collector
 
 __all__ = ["StoreView", "list_keys", "batched"]
 
@@ -58,8 +59,11 @@ class StoreView:
         view = cls(backend, keys)
         meta = sorted(k for k in keys if k == "zarr.json" or k.endswith("/zarr.json"))
         for batch in batched(meta):
-            for key, raw in zip(batch, backend.get_many(list(batch))):
+            raws, failed = view.read_each(batch)
+            for key, raw in zip(batch, raws):
                 node = key[: -len("zarr.json")].rstrip("/")
+                if key in failed:
+                    view.bad_docs[node] = failed[key][1]
                 if raw is None:
                     continue
                 try:
@@ -72,6 +76,43 @@ class StoreView:
                         view.bad_docs[node] = str(exc)
         view.index_cells()
         return view
+
+    def read(self, keys: Sequence[str], out: Collector) -> list[bytes | None]:
+        """The bytes of ``keys`` (None: absent); a key that cannot be read is reported to ``out``
+        (``cells.decode`` for a damaged shard, ``cells.read`` for a local file refused or
+        failing) and reads as None. A remote store's failure (unreachable) still raises."""
+        raws, failed = self.read_each(keys)
+        for key, (rule, message) in failed.items():
+            out.error(rule, key, message)
+        return raws
+
+    def read_each(self, keys: Sequence[str]) -> tuple[list[bytes | None], dict[str, tuple[str, str]]]:
+        """``(bytes or None per key, {unreadable key: (rule, message)})``: one batch, or, when
+        the batch fails on something :meth:`read` reports, key by key to name each culprit."""
+        try:
+            return list(self.backend.get_many(list(keys))), {}
+        except (CorruptShardError, StoreError) as exc:
+            if not self._reportable(exc):
+                raise
+        raws: list[bytes | None] = []
+        failed: dict[str, tuple[str, str]] = {}
+        for key in keys:
+            try:
+                raws.append(self.backend.get_many([key])[0])
+            except (CorruptShardError, StoreError) as exc:
+                if not self._reportable(exc):
+                    raise
+                raws.append(None)
+                failed[key] = (
+                    "cells.decode" if isinstance(exc, CorruptShardError) else "cells.read",
+                    str(exc),
+                )
+        return raws, failed
+
+    def _reportable(self, exc: Exception) -> bool:
+        """Whether a read failure is a finding about the store (a damaged shard, a local file
+        refused or failing), not a store that cannot be reached."""
+        return isinstance(exc, CorruptShardError) or self.backend.local_dir is not None
 
     def is_array(self, path: str) -> bool:
         doc = self.docs.get(path)

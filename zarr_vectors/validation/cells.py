@@ -398,7 +398,7 @@ def check_vertex_cells(
     readable = [a for a in arrays if a.pipeline is not None]
     for batch in batched(sorted(chunks), max(1, 1024 // max(1, len(readable)))):
         keys = [(a.path, c, a.key(c)) for c in batch for a in readable]
-        raws = view.backend.get_many([k for _, _, k in keys])
+        raws = view.read([k for _, _, k in keys], out)
         by_chunk: dict[Chunk, dict[str, Any]] = {c: {} for c in batch}
         for (path, c, _), raw in zip(keys, raws):
             by_chunk[c][path] = raw

@@ -152,7 +152,7 @@ def _check_array(
     group = [arr, *([lf] if lf is not None else []), *attrs]
     for batch in batched(sorted(chunks), max(1, 1024 // len(group))):
         keys = [(a, c) for c in batch for a in group]
-        raws = dict(zip(((a.path, c) for a, c in keys), view.backend.get_many([a.key(c) for a, c in keys])))
+        raws = dict(zip(((a.path, c) for a, c in keys), view.read([a.key(c) for a, c in keys], out)))
         read += sum(r is not None for r in raws.values())
         bar.update(len(keys))
         for c in batch:

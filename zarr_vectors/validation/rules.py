@@ -51,6 +51,7 @@ RULES: dict[str, tuple[int, str]] = {
     # 3: consistency
     "cells.present": (3, "nonempty_chunks matches the cells stored"),
     "cells.decode": (3, "every cell decodes through the array's codecs"),
+    "cells.read": (3, "every stored cell can be read: a regular file inside the store"),
     "cells.vertices": (3, "vertex cells hold whole rows (draco cells are not empty)"),
     "cells.fragments": (3, "fragment indices decode, sit beside vertex cells and stay inside their rows"),
     "cells.attribute-rows": (3, "attribute cells have one row per vertex (or per fragment)"),

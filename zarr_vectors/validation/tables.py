@@ -145,11 +145,15 @@ def _stored(view: StoreView, arr: TableArray, out: Collector) -> list[tuple[int,
 
 
 def _chunks(
-    view: StoreView, arr: TableArray, idx: list[tuple[int, ...]]
+    view: StoreView, arr: TableArray, idx: list[tuple[int, ...]], out: Collector
 ) -> Iterator[tuple[tuple[int, ...], Any]]:
+    """``(chunk index, bytes)`` of the stored chunks ``idx``; one that cannot be read is reported, not yielded."""
     for batch in batched(idx):
         keys = [f"{arr.path}/c/" + "/".join(map(str, i)) for i in batch]
-        yield from zip(batch, view.backend.get_many(keys))
+        raws, failed = view.read_each(keys)
+        for key, (rule, message) in failed.items():
+            out.error(rule, key, message)
+        yield from ((i, raw) for i, key, raw in zip(batch, keys, raws) if key not in failed)
 
 
 def _complete(view: StoreView, arr: TableArray, what: str, out: Collector) -> list[tuple[int, ...]] | None:
@@ -174,7 +178,7 @@ def _vlen_rows(
 ) -> dict[int, list[memoryview]]:
     """Elements of the given stored chunks of a 1-D vlen table (chunks that do not decode are reported)."""
     rows = {}
-    for (c,), raw in _chunks(view, arr, idx):
+    for (c,), raw in _chunks(view, arr, idx, out):
         try:
             rows[c] = arr.vlen_items(raw, c)
         except DECODE_FAILURES as exc:
@@ -197,7 +201,7 @@ def _dense_chunks(
     chunk = list(arr.chunk_shape)
     want = int(np.prod(chunk, dtype=object)) * dtype.itemsize
     values = {}
-    for i, raw in _chunks(view, arr, idx):
+    for i, raw in _chunks(view, arr, idx, out):
         key = f"{arr.path}/c/" + "/".join(map(str, i))
         try:
             data = arr.pipeline.decode(raw)

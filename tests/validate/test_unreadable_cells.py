@@ -1,0 +1,85 @@
+"""validate() reports cells it cannot read (a damaged shard, a link out of the store, a FIFO)
+as problems naming the array and chunk; it never raises for them (issue 28, item 6)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zarr_vectors as zv
+from tests.shards._craft import read_index, write_index
+from zarr_vectors.errors import CorruptShardError
+
+BOUNDS = ([0.0] * 3, [399.0] * 3)
+
+
+@pytest.fixture(scope="module")
+def pos() -> np.ndarray:
+    return np.random.default_rng(5).uniform(0, 399, (2000, 3)).astype(np.float32)
+
+
+def _report(path: Path) -> tuple[zv.Report, list[str]]:
+    report = zv.validate(path)  # must not raise
+    assert not report.ok
+    return report, [str(p) for p in report.problems]
+
+
+def test_a_shard_entry_past_the_end_is_reported(tmp_path, pos):
+    path = tmp_path / "s.zarr"
+    zv.write_points(path, pos, chunk_shape=50, bounds=BOUNDS, shards=2)
+    shard = path / "0/vertices/c/0/0/0"
+    data, entries = read_index(shard, 8)
+    entries[7, 1] = 10_000  # the last cell (inner chunk 1.1.1) runs far past the shard
+    write_index(shard, data, entries)
+    with pytest.raises(CorruptShardError):
+        zv.open(path).query()
+    report, lines = _report(path)
+    hit = [p for p in report.problems if p.path == "0/vertices/c/1/1/1"]
+    assert hit and hit[0].rule == "cells.decode", lines
+    assert (
+        "shard c/0/0/0 in array '0/vertices'" in hit[0].message and "shorter than its index" in hit[0].message
+    )
+
+
+def test_shard_entries_sharing_bytes_are_reported(tmp_path, pos):
+    path = tmp_path / "s.zarr"
+    zv.write_points(path, pos, chunk_shape=50, bounds=BOUNDS, shards=2)
+    shard = path / "0/vertices/c/0/0/0"
+    data, entries = read_index(shard, 8)
+    entries[1] = entries[0]
+    write_index(shard, data, entries)
+    report, lines = _report(path)
+    hit = [p for p in report.problems if p.path == "0/vertices/c/0/0/0" and p.rule == "cells.decode"]
+    assert hit and "index entries 0 and 1 share bytes" in hit[0].message, lines
+
+
+@pytest.mark.parametrize("how", ["symlink out", "fifo"])
+def test_a_cell_that_is_no_file_of_the_store_is_reported(tmp_path, pos, how):
+    path = tmp_path / "u.zarr"
+    zv.write_points(path, pos, chunk_shape=50, bounds=BOUNDS, attributes={"a": pos[:, 0]})
+    cell = path / "0/vertex_attributes/a/c/0/0/1"
+    cell.unlink()
+    if how == "fifo":
+        os.mkfifo(cell)
+    else:
+        outside = tmp_path / "outside"
+        outside.write_bytes(b"x" * 64)
+        os.symlink(outside, cell)
+    report, lines = _report(path)
+    hit = [p for p in report.problems if p.rule == "cells.read"]
+    assert [p.path for p in hit] == ["0/vertex_attributes/a/c/0/0/1"], lines
+    want = "is a FIFO" if how == "fifo" else "symbolic link to"
+    assert want in hit[0].message and "0/vertex_attributes/a/c/0/0/1" in hit[0].message
+
+
+def test_a_fifo_for_a_node_document_is_reported(tmp_path, pos):
+    path = tmp_path / "u.zarr"
+    zv.write_points(path, pos, chunk_shape=50, bounds=BOUNDS, attributes={"a": pos[:, 0]})
+    doc = path / "0/vertex_attributes/a/zarr.json"
+    doc.unlink()
+    os.mkfifo(doc)
+    report, lines = _report(path)
+    assert any("0/vertex_attributes/a" in p.path and "is a FIFO" in p.message for p in report.problems), lines
