@@ -136,7 +136,7 @@ class Ours:
         there that join touched chunks — and nothing else: the floor a box query is
         compared with (no decoding of rows, no assembly)."""
         from zarr_vectors.engine.read.links import link_keys, link_plan
-        from zarr_vectors.engine.read.points import plan_box
+        from zarr_vectors.engine.read.plan import plan_box
 
         level = ds.level(0)
         plan = plan_box(level, np.asarray(lo, float), np.asarray(hi, float))

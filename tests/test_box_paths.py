@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import zarr_vectors as zv
 from tests.conftest import brute_force_box, sorted_rows
-from zarr_vectors.engine.read.points import float32_bounds, inside_box
+from zarr_vectors.engine.read.plan import float32_bounds, inside_box
 from zarr_vectors.errors import CorruptCellError
 from zarr_vectors.storage.scratch import arena
 from zarr_vectors.storage.threads import map_cells

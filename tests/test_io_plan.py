@@ -7,7 +7,7 @@ import zarr
 
 import zarr_vectors as zv
 from tests._io import CountingBackend, open_counting
-from zarr_vectors.engine.read.points import plan_box
+from zarr_vectors.engine.read.plan import plan_box
 from zarr_vectors.storage.backend import open_backend
 
 

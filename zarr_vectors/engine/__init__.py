@@ -20,15 +20,10 @@ from zarr_vectors.engine.ids import (
 from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.read import query
 from zarr_vectors.engine.read.faces import all_faces
+from zarr_vectors.engine.read.fetch import fetch_cells, row_owners
 from zarr_vectors.engine.read.links import box_edges, fetch_linked_objects, is_lines
-from zarr_vectors.engine.read.points import (
-    attribute_names,
-    box_batches,
-    fetch_cells,
-    parse_box,
-    plan_box,
-    row_owners,
-)
+from zarr_vectors.engine.read.plan import attribute_names, parse_box, plan_box
+from zarr_vectors.engine.read.points import box_batches
 from zarr_vectors.engine.read.where import parse_where
 from zarr_vectors.engine.store import VectorStore, table_values
 from zarr_vectors.engine.write import inputs

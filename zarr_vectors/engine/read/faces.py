@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from zarr_vectors.engine.level import Level
+from zarr_vectors.engine.read.fetch import Cells, fetch_cells, row_owners
 from zarr_vectors.engine.read.links import (
     LinkPlan,
     fetch_linked_objects,
@@ -24,14 +25,8 @@ from zarr_vectors.engine.read.links import (
     link_plan,
     plan_endpoint_chunks,
 )
-from zarr_vectors.engine.read.points import (
-    Cells,
-    attribute_names,
-    build_result,
-    fetch_cells,
-    plan_box,
-    row_owners,
-)
+from zarr_vectors.engine.read.plan import attribute_names, plan_box
+from zarr_vectors.engine.read.points import build_result
 from zarr_vectors.errors import check_choice
 from zarr_vectors.result import Result
 

@@ -20,15 +20,9 @@ import numpy as np
 
 from zarr_vectors.engine.chunks.arrays import LinkArray
 from zarr_vectors.engine.level import Level
-from zarr_vectors.engine.read.points import (
-    Cells,
-    attribute_names,
-    build_result,
-    fetch_cells,
-    fetch_objects,
-    plan_box,
-    row_owners,
-)
+from zarr_vectors.engine.read.fetch import Cells, fetch_cells, fetch_objects, row_owners
+from zarr_vectors.engine.read.plan import attribute_names, plan_box
+from zarr_vectors.engine.read.points import build_result
 from zarr_vectors.errors import CorruptCellError, FormatError
 from zarr_vectors.format.fragments import FragmentIndex, ranges_to_rows
 from zarr_vectors.format.kinds import read_family

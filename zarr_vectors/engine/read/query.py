@@ -15,7 +15,8 @@ import numpy as np
 from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.read.faces import mesh_objects, query_mesh_box
 from zarr_vectors.engine.read.links import objects_with_edges, query_lines_box
-from zarr_vectors.engine.read.points import attribute_names, query_box, read_objects
+from zarr_vectors.engine.read.plan import attribute_names
+from zarr_vectors.engine.read.points import query_box, read_objects
 from zarr_vectors.engine.read.where import Condition, RowFilter, apply_filter
 from zarr_vectors.engine.store import table_values
 from zarr_vectors.errors import AttributeNotFoundError, FormatError
