@@ -29,26 +29,26 @@ SLOW_FOLDERS = frozenset({"interop", "fuzz"})
 #: slowest; of a parametrised family, one or two representatives stay in the quick loop.
 SLOW_TESTS = (
     "tests/validate/test_broken_stores.py::test_broken_store_is_reported[[][cgp]*",  # metadata.* stay
-    "tests/test_points.py::test_box_queries_match_brute_force[[]0.[15]*",
-    "tests/test_points.py::test_box_queries_match_brute_force[[]0.001*",
-    "tests/test_points.py::test_full_read_returns_every_point_and_attribute*",
-    "tests/test_points.py::test_negative_coordinates_write_a_grid_origin*",
+    "tests/kinds/test_points.py::test_box_queries_match_brute_force[[]0.[15]*",
+    "tests/kinds/test_points.py::test_box_queries_match_brute_force[[]0.001*",
+    "tests/kinds/test_points.py::test_full_read_returns_every_point_and_attribute*",
+    "tests/kinds/test_points.py::test_negative_coordinates_write_a_grid_origin*",
     "tests/test_zarr_compat.py::test_zarr_python_decodes_every_cell_we_write[[][!z]*",  # zstd, zlib stay
-    "tests/test_compression.py::test_every_compression_round_trips_every_kind[[][!z]*",  # zstd, zlib stay
-    "tests/test_compression.py::test_every_compression_round_trips_every_kind[[]zlib*",
-    "tests/test_compression.py::test_pyramid_of_lines_keeps_the_compression[[][!z]*",
-    "tests/test_meshes.py::test_both_face_families_keep_winding[[]False*",
-    "tests/test_meshes.py::test_box_sub_mesh_inside_and_touching_match_brute_force[[]1*",
-    "tests/test_skeletons.py::test_objects_come_back_in_input_order*",
+    "tests/engine/test_compression.py::test_every_compression_round_trips_every_kind[[][!z]*",  # zstd, zlib stay
+    "tests/engine/test_compression.py::test_every_compression_round_trips_every_kind[[]zlib*",
+    "tests/engine/test_compression.py::test_pyramid_of_lines_keeps_the_compression[[][!z]*",
+    "tests/kinds/test_meshes.py::test_both_face_families_keep_winding[[]False*",
+    "tests/kinds/test_meshes.py::test_box_sub_mesh_inside_and_touching_match_brute_force[[]1*",
+    "tests/kinds/test_skeletons.py::test_objects_come_back_in_input_order*",
     "tests/test_tables.py::test_dataframe_columns_are_the_rows*",
-    "tests/test_roi.py::test_mesh_faces_inside_a_polygon*",
-    "tests/test_pyramid_linked.py::test_skeleton_keeps_roots_leaves_and_branches*",
-    "tests/test_pyramid_subsample.py::test_each_level_is_a_nested_subset_with_attributes_unchanged*",
-    "tests/test_pyramid_points.py::test_level_for_and_max_vertices_read_no_vertex_data*",
-    "tests/test_pyramid_points.py::test_reductions_can_be_chosen*",
-    "tests/test_pyramid_meshes.py::test_mesh_sparsity_by_size_and_zip_refusal*",
+    "tests/dataset/test_roi.py::test_mesh_faces_inside_a_polygon*",
+    "tests/pyramid/test_pyramid_linked.py::test_skeleton_keeps_roots_leaves_and_branches*",
+    "tests/pyramid/test_pyramid_subsample.py::test_each_level_is_a_nested_subset_with_attributes_unchanged*",
+    "tests/pyramid/test_pyramid_points.py::test_level_for_and_max_vertices_read_no_vertex_data*",
+    "tests/pyramid/test_pyramid_points.py::test_reductions_can_be_chosen*",
+    "tests/pyramid/test_pyramid_meshes.py::test_mesh_sparsity_by_size_and_zip_refusal*",
     "tests/shards/test_sharded_stores.py::test_pyramids_build_on_sharded_stores*",
-    "tests/test_point_files.py::test_las_round_trip_keeps_every_dimension_exactly[[].laz*",
+    "tests/io/test_point_files.py::test_las_round_trip_keeps_every_dimension_exactly[[].laz*",
     "tests/storage/test_http.py::*",  # a static HTTP server per module, like the S3 tests
     "tests/storage/test_hostile_local.py::test_fifo_is_refused_without_blocking*",
     "tests/codecs/test_draco.py::test_property_every_vertex_and_face_round_trips*",

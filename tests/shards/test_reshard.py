@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
+from tests.cli.test_cli_query import _run
 from tests.conftest import brute_force_box, sorted_rows
-from tests.test_cli_query import _run
 
 ROOT = Path(__file__).resolve().parents[2]
 

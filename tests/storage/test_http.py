@@ -19,7 +19,7 @@ import zarr_vectors as zv
 from tests._builders import icosphere, random_walks
 from tests._latency import LatencyProxy, StaticServer
 from tests.conftest import brute_force_box, sorted_rows
-from tests.test_lines import _brute_pieces
+from tests.kinds.test_lines import _brute_pieces
 from zarr_vectors.storage.backend import CONCURRENCY
 
 N_POINTS = 3000

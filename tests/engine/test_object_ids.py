@@ -18,7 +18,7 @@ from tests.conftest import brute_force_box, sorted_rows
 from zarr_vectors.engine.ids import IdMap, IdTableWarning, dense_ids
 from zarr_vectors.errors import InputError, UnknownIdError, ZarrVectorsError
 
-GOLDEN = Path(__file__).parent / "fixtures" / "dense_ids_golden.json"
+GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "dense_ids_golden.json"
 SEG = np.uint64(720575940621039145)  # a connectomics segment id
 
 

@@ -15,8 +15,8 @@ import pytest
 import trimesh
 
 import zarr_vectors as zv
-from tests.test_cli_process import _one_error_line, _points_store
-from tests.test_cli_query import _run
+from tests.cli.test_cli_process import _one_error_line, _points_store
+from tests.cli.test_cli_query import _run
 from zarr_vectors._extras import install_hint
 from zarr_vectors.errors import InputError, ZarrVectorsError
 

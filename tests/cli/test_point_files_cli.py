@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
-from tests.test_point_files import las_table, make_las
+from tests.io.test_point_files import las_table, make_las
 
 laspy = pytest.importorskip("laspy")
 

@@ -24,7 +24,7 @@ from tests import _cdp
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 WIDTH, HEIGHT = 1000, 700
-ARTIFACTS = Path(os.environ.get("ZV_TEST_ARTIFACTS", Path(__file__).resolve().parents[1] / ".test-artifacts"))
+ARTIFACTS = Path(os.environ.get("ZV_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / ".test-artifacts"))
 
 LAYER_STATUS = """typeof viewer === 'undefined' ? '[]' : JSON.stringify(viewer.layerManager.managedLayers.map(m => ({
   name: m.name,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
-from tests.test_cli_query import _run
+from tests.cli.test_cli_query import _run
 from zarr_vectors.cli import build_parser
 
 pytestmark = pytest.mark.slow  # the CLI run as a process

@@ -9,7 +9,7 @@ import pytest
 import trimesh
 
 import zarr_vectors as zv
-from tests.test_cli_query import _run
+from tests.cli.test_cli_query import _run
 from zarr_vectors.errors import InputError
 from zarr_vectors.pyramid import meshes as pyramid_meshes
 from zarr_vectors.pyramid.meshes import decimate
