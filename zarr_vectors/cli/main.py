@@ -12,8 +12,7 @@ The contract, for every subcommand:
   before any input is read.
 - When the reader of stdout goes away (``zarr-vectors info ... | head``), the command stops
   quietly with exit status 141 (128 + SIGPIPE), as Unix tools killed by SIGPIPE do.
-- Install hints name the extra and both ways to get it (:func:`zarr_vectors._extras.install_hint`).
-"""
+- Install hints name the extra and both ways to get it (:func:`zarr_vectors._extras.install_hint`)."""
 
 from __future__ import annotations
 
@@ -25,83 +24,39 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-import numpy as np
-
-from zarr_vectors._extras import needs
-from zarr_vectors.cli.arguments import object_id, positive_number
+from zarr_vectors.cli.arguments import (
+    add_storage_options,
+    bbox_arg,
+    object_id,
+    polygon_arg,
+    positive_number,
+    storage_options_arg,
+)
+from zarr_vectors.cli.examples import EXAMPLES
 from zarr_vectors.cli.ingest import input_files, one_input, run_ingest
+from zarr_vectors.cli.query import add_query_parser, add_render_parser
 from zarr_vectors.errors import StoreExistsError, ZarrVectorsError
+
+__all__ = [
+    "EXIT_BROKEN_PIPE",
+    "build_parser",
+    "cmd_demo",
+    "cmd_export",
+    "cmd_export_neuroglancer",
+    "cmd_info",
+    "cmd_ingest",
+    "cmd_pyramid",
+    "cmd_reshard",
+    "cmd_serve",
+    "cmd_validate",
+    "info_dict",
+    "main",
+    "shards_value",
+]
+
 
 #: Exit status after stdout's reader went away (128 + SIGPIPE, what a shell reports for ``yes | head``).
 EXIT_BROKEN_PIPE = 141
-
-EXAMPLES = {
-    "ingest": "examples:\n  zarr-vectors ingest swc neurons/ -o neurons.zarr --chunk-size 200\n"
-    "  zarr-vectors ingest points tiles/*.laz -o city.zarr --chunk-size 50 --file-ids object\n"
-    "  zarr-vectors ingest points scan.csv -o scan.zarr --chunk-size 10 --position-columns X,Y,Z\n"
-    "  zarr-vectors ingest mesh cells/ -o cells.zarr --chunk-size 1000 --draco\n"
-    "  zarr-vectors ingest swc a.swc b.swc -o two.zarr --chunk-size 50 --overwrite\n"
-    "  zarr-vectors ingest mesh scans/ -o scans.zarr --chunk-size 500 --recursive\n"
-    "  zarr-vectors ingest trx tracts.trx -o tracts.zarr --chunk-size 20\n"
-    "  zarr-vectors ingest geojson countries.geojson -o countries.zarr --chunk-size 10\n"
-    "  zarr-vectors ingest vector parcels.gpkg -o parcels.zarr --chunk-size 500 --repair",
-    "export": "examples:\n  zarr-vectors export swc neurons.zarr --object 3 -o neuron3.swc\n"
-    "  zarr-vectors export points city.zarr --bbox 0,0,0,500,500,100 -o part.laz\n"
-    "  zarr-vectors export mesh cells.zarr --object 2 -o cell2.glb\n"
-    "  zarr-vectors export mesh cells.zarr --object 2 -o cell2.ply\n"
-    "  zarr-vectors export mesh cells.zarr --bbox 0,0,0,500,500,500 -o part.obj\n"
-    "  zarr-vectors export swc s3://bucket/neurons.zarr --object 3 -o neuron3.swc \\\n"
-    "      --storage-options '{\"anon\": true}'\n"
-    "  zarr-vectors export neuroglancer cells.zarr cells-ng/",
-    "info": "examples:\n  zarr-vectors info neurons.zarr\n  zarr-vectors info s3://bucket/cells.zarr --json\n"
-    "  zarr-vectors info s3://bucket/cells.zarr --storage-options '{\"anon\": true}'",
-    "query": "examples:\n  zarr-vectors query cells.zarr --bbox 0,0,0,100,100,100 -o box.csv\n"
-    "  zarr-vectors query cells.zarr --bbox -50,-50,0,50,50,20 --count\n"
-    "  zarr-vectors query neurons.zarr --objects 3 7 -o two.swc\n"
-    "  zarr-vectors query tracts.zarr --bbox 0,0,0,40,40,40 --whole-objects -o tracts.ply\n"
-    "  zarr-vectors query synapses.zarr --bbox 0,0,0,500,500,500 --where 'confidence > 0.8' --count\n"
-    "  zarr-vectors query parcels.zarr --polygon district.geojson --predicate intersects -o hit.geojson\n"
-    "  zarr-vectors query s3://bucket/cells.zarr --level 1 --attributes size -o level1.npz \\\n"
-    "      --storage-options '{\"anon\": true}'\n"
-    "formats by extension: .csv .ply .obj .npz .swc .geojson .las .laz .glb .gltf .stl (see docs/cli.md)",
-    "render": "examples:\n  zarr-vectors render cells.zarr --bbox 0,0,0,200,200,200 -o view.png\n"
-    "  zarr-vectors render cells.zarr --color-by intensity --view xy -o top.png\n"
-    "  zarr-vectors render neurons.zarr --objects 3 7 --color-by object -o two.svg --size 1600x1200\n"
-    + needs("render", "matplotlib", "plot"),
-    "demo": "examples:\n  zarr-vectors demo\n  zarr-vectors demo /tmp/demo.zarr\n"
-    "  zarr-vectors demo /tmp/small.zarr --points 20000",
-    "reshard": "examples:\n  zarr-vectors reshard cells.zarr s3://bucket/cells.zarr --shards auto\n"
-    "  zarr-vectors reshard cells.zarr packed.zarr --shards 4,4,8\n"
-    "  zarr-vectors reshard s3://bucket/cells.zarr local.zarr --shards none --overwrite\n"
-    "shards: auto (about 64 MB each), none (one object per cell), N or N,N,N chunks per shard",
-    "validate": "examples:\n  zarr-vectors validate cells.zarr\n  zarr-vectors validate cells.zarr --level 2\n"
-    "  zarr-vectors validate s3://bucket/cells.zarr --json --storage-options '{\"anon\": true}'\n"
-    "levels: 1 structure, 2 metadata, 3 consistency of every cell, 4 geometry, 5 multi-resolution\n"
-    "exit status: 0 valid, 1 problems found, 2 the store could not be read",
-}
-
-
-def _storage_options(text: str | None) -> dict[str, Any] | None:
-    """``--storage-options`` JSON (an object), passed to fsspec for URLs."""
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ZarrVectorsError(
-            f"--storage-options is not valid JSON ({exc}); give an object such as '{{\"anon\": true}}'"
-        ) from exc
-    if not isinstance(value, dict):
-        raise ZarrVectorsError(f"--storage-options must be a JSON object, got {type(value).__name__}")
-    return value
-
-
-def _add_storage_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--storage-options",
-        metavar="JSON",
-        help="options for the URL's filesystem, as a JSON object (e.g. credentials, endpoint)",
-    )
 
 
 def _refuse_existing(output: str, storage_options: dict[str, Any] | None) -> None:
@@ -121,11 +76,11 @@ def _refuse_existing(output: str, storage_options: dict[str, Any] | None) -> Non
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Options, then the target, then the input files are checked before anything is read."""
-    options = _storage_options(args.storage_options)
+    options = storage_options_arg(args.storage_options)
     if args.format == "points":
         from zarr_vectors.cli.points import ingest_points_command
 
-        return ingest_points_command(args, options, _refuse_existing, input_files, _bbox)
+        return ingest_points_command(args, options, _refuse_existing, input_files, bbox_arg)
     source = one_input(args) if args.format not in ("swc", "mesh") else None
     if args.crs is not None:
         from zarr_vectors.geo import parse_crs
@@ -161,15 +116,15 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.format == "points":
         from zarr_vectors.cli.points import export_points_command
 
-        ds = open_store(args.store, storage_options=_storage_options(args.storage_options))
-        polygon = None if args.polygon is None else _polygon(args.polygon)
-        return export_points_command(args, ds, _bbox(args.bbox) if args.bbox else None, polygon)
+        ds = open_store(args.store, storage_options=storage_options_arg(args.storage_options))
+        polygon = None if args.polygon is None else polygon_arg(args.polygon)
+        return export_points_command(args, ds, bbox_arg(args.bbox) if args.bbox else None, polygon)
 
     if args.format == "mesh":
         from zarr_vectors.io.meshes import export_mesh
 
-        ds = open_store(args.store, storage_options=_storage_options(args.storage_options))
-        bbox = _bbox(args.bbox) if args.bbox else None
+        ds = open_store(args.store, storage_options=storage_options_arg(args.storage_options))
+        bbox = bbox_arg(args.bbox) if args.bbox else None
         objects = args.object
         nv, nf = export_mesh(ds, args.output, bbox=bbox, objects=objects)
         print(f"wrote {nv} vertices, {nf} faces to {args.output}")
@@ -180,7 +135,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise ZarrVectorsError("export swc needs exactly one --object ID (an SWC file holds one skeleton)")
     (oid,) = args.object
     n = export_swc(
-        open_store(args.store, storage_options=_storage_options(args.storage_options)), oid, args.output
+        open_store(args.store, storage_options=storage_options_arg(args.storage_options)), oid, args.output
     )
     print(f"wrote object {oid} ({n} samples) to {args.output}")
     return 0
@@ -224,7 +179,7 @@ def _size(n: int) -> str:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    info = info_dict(args.store, _storage_options(args.storage_options))
+    info = info_dict(args.store, storage_options_arg(args.storage_options))
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -246,196 +201,13 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bbox(text: str) -> tuple[list[float], list[float]]:
-    """``--bbox`` text: lo then hi coordinates, separated by commas or spaces."""
-    try:
-        values = [float(v) for v in text.replace(",", " ").split()]
-    except ValueError as exc:
-        raise ZarrVectorsError(f"--bbox {text!r}: {exc}; give lo then hi, e.g. 0,0,0,100,100,100") from exc
-    if not values or len(values) % 2:
-        raise ZarrVectorsError(
-            f"--bbox {text!r} has {len(values)} numbers; give lo then hi (2 x axes numbers), "
-            "e.g. 0,0,0,100,100,100"
-        )
-    return values[: len(values) // 2], values[len(values) // 2 :]
-
-
-#: Vertices ``render`` draws at most by default: it picks the pyramid level that fits.
-RENDER_MAX_VERTICES = 2_000_000
-
-
-def _select(args: argparse.Namespace, max_vertices: int | None = None) -> Any:
-    """The Result that ``--bbox`` / ``--objects`` / ``--level`` / ``--attributes`` select
-    (``max_vertices``: instead of ``--level``, the finest level that fits)."""
-    from zarr_vectors.dataset import open as open_store
-
-    ds = open_store(args.store, storage_options=_storage_options(args.storage_options))
-    attributes = False if args.no_attributes else (args.attributes.split(",") if args.attributes else None)
-    if args.objects is not None:
-        if args.whole_objects:
-            raise ZarrVectorsError("--whole-objects goes with --bbox; --objects already reads whole objects")
-        if args.where or args.polygon:
-            raise ZarrVectorsError(
-                "--where and --polygon go with --bbox or a whole read; --objects reads whole objects"
-            )
-        return ds.objects(args.objects, level=args.level, attributes=attributes)
-    bbox = None if args.bbox is None else _bbox(args.bbox)
-    if args.polygon is None and args.predicate != "contains":
-        raise ZarrVectorsError("--predicate goes with --polygon")
-    return ds.query(
-        bbox,
-        level=args.level,
-        max_vertices=max_vertices,
-        attributes=attributes,
-        whole_objects=args.whole_objects,
-        where=args.where,
-        polygon=None if args.polygon is None else _polygon(args.polygon),
-        polygon_axes=None if args.polygon is None or ds.ndim == 2 else (0, 1),
-        predicate=args.predicate,
-    )
-
-
-def _polygon(text: str) -> Any:
-    """The polygon of ``--polygon``: the union of a vector file's polygons, or WKT."""
-    import shapely
-
-    from zarr_vectors.io.geojson import read_vector_file
-
-    if Path(text).is_file():
-        table = read_vector_file(text)
-        shapes = [g for g in table.geometries if g.geom_type in ("Polygon", "MultiPolygon")]
-        if not shapes:
-            raise ZarrVectorsError(f"--polygon {text}: the file holds no polygons")
-        return shapely.union_all(shapes)
-    try:
-        shape = shapely.from_wkt(text)
-    except shapely.errors.GEOSException as exc:
-        raise ZarrVectorsError(
-            f"--polygon {text!r} is neither a file nor WKT ({exc}); e.g. 'POLYGON ((0 0, 10 0, 5 8, 0 0))'"
-        ) from exc
-    if shape.geom_type not in ("Polygon", "MultiPolygon"):
-        raise ZarrVectorsError(f"--polygon {text!r} is a {shape.geom_type}; give a Polygon or MultiPolygon")
-    return shape
-
-
-def _counts(res: Any) -> str:
-    parts = [f"{len(res):,} vertices"]
-    if res.object_ids is not None:
-        parts.append(f"{len(np.unique(res.object_ids)):,} objects")
-    for name in ("edges", "faces"):
-        if getattr(res, name, None) is not None:
-            parts.append(f"{len(getattr(res, name)):,} {name}")
-    return ", ".join(parts)
-
-
-def cmd_query(args: argparse.Namespace) -> int:
-    if (args.output is None) == (not args.count):
-        raise ZarrVectorsError("give -o OUTPUT (a .csv, .ply, .obj, .npz, .swc or .geojson file) or --count")
-    if args.output is not None:  # piece by piece or object batch by batch when it can (cli/objects.py)
-        from zarr_vectors.cli.objects import note_whole, stream_query
-        from zarr_vectors.dataset import open as open_store
-
-        ds = open_store(args.store, storage_options=_storage_options(args.storage_options))
-        polygon = None if args.polygon is None else _polygon(args.polygon)
-        done = stream_query(args, ds, None if args.bbox is None else _bbox(args.bbox), polygon)
-        if done is not None:
-            return done
-        note_whole(args, ds)
-    res = _select(args)
-    if args.count:
-        print(_counts(res))
-        return 0
-    from zarr_vectors.io.export import export_result
-
-    export_result(res, args.output)
-    print(f"wrote {_counts(res)} to {args.output}")
-    return 0
-
-
-def _pixels(text: str) -> tuple[int, int]:
-    try:
-        w, h = (int(v) for v in text.lower().split("x"))
-    except ValueError as exc:
-        raise ZarrVectorsError(f"--size {text!r}: give WIDTHxHEIGHT in pixels, e.g. 1200x900") from exc
-    if w <= 0 or h <= 0:
-        raise ZarrVectorsError(f"--size {text!r}: width and height must be positive")
-    return w, h
-
-
-def cmd_render(args: argparse.Namespace) -> int:
-    from zarr_vectors.plot import image_format, render
-
-    w, h = _pixels(args.size)
-    image_format(args.output)  # before anything is read
-    res = _select(args, max_vertices=args.max_vertices if args.level == 0 else None)
-    render(
-        res,
-        args.output,
-        size=(w / args.dpi, h / args.dpi),
-        dpi=args.dpi,
-        view=args.view,
-        color_by=args.color_by,
-        point_size=args.point_size,
-        title=args.title,
-    )
-    level = "" if res.origin is None or res.origin.level == 0 else f" (level {res.origin.level})"
-    print(f"drew {_counts(res)}{level} to {args.output}")
-    return 0
-
-
-def _add_selection(p: argparse.ArgumentParser) -> None:
-    """Arguments shared by ``query`` and ``render``: what to read."""
-    p.add_argument("store", help="store to read (path or URL)")
-    which = p.add_mutually_exclusive_group()
-    which.add_argument(
-        "--bbox", help="inclusive box: lo then hi, comma-separated (x0,y0,z0,x1,y1,z1); default: everything"
-    )
-    which.add_argument(
-        "--objects",
-        type=object_id,
-        nargs="+",
-        metavar="ID",
-        help="object ids to read whole (any int64 or uint64 id, e.g. a segment id)",
-    )
-    p.add_argument("--level", type=int, default=0, help="resolution level (default 0, the finest)")
-    attrs = p.add_mutually_exclusive_group()
-    attrs.add_argument("--attributes", metavar="A,B", help="vertex attributes to read (default: all)")
-    attrs.add_argument("--no-attributes", action="store_true", help="read no attributes")
-    p.add_argument(
-        "--whole-objects",
-        action="store_true",
-        help="with --bbox: every whole line or object with a vertex inside, instead of the pieces inside",
-    )
-    p.add_argument(
-        "--polygon",
-        metavar="FILE|WKT",
-        help="keep what lies in this polygon: a WKT string ('POLYGON ((0 0, 10 0, 5 8, 0 0))') or a vector file "
-        "(GeoJSON, or any OGR file with the geo extra) whose polygons are joined; tested on the first two axes",
-    )
-    p.add_argument(
-        "--predicate",
-        choices=["contains", "intersects"],
-        default="contains",
-        help="with --polygon: contains keeps the vertices strictly inside; intersects returns every whole "
-        "object whose geometry meets the polygon",
-    )
-    p.add_argument(
-        "--where",
-        action="append",
-        metavar="EXPR",
-        help="keep rows whose numeric attributes pass, e.g. 'confidence > 0.8 and type == 3' (a vertex "
-        "attribute, else an object attribute); repeat to add conditions",
-    )
-    _add_storage_options(p)
-
-
 def cmd_validate(args: argparse.Namespace) -> int:
     from zarr_vectors.validation import validate
 
     report = validate(
         args.store,
         level=args.level,
-        storage_options=_storage_options(args.storage_options),
+        storage_options=storage_options_arg(args.storage_options),
         progress=not args.no_progress and not args.json,
     )
     print(report.to_json() if args.json else report)
@@ -464,8 +236,8 @@ def cmd_reshard(args: argparse.Namespace) -> int:
         shards=args.shards,
         overwrite=args.overwrite,
         progress=False if args.no_progress else None,
-        storage_options=_storage_options(args.storage_options),
-        dst_storage_options=_storage_options(args.dst_storage_options),
+        storage_options=storage_options_arg(args.storage_options),
+        dst_storage_options=storage_options_arg(args.dst_storage_options),
     )
     return 0
 
@@ -480,14 +252,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_pyramid(args: argparse.Namespace) -> int:
     from zarr_vectors.cli.pyramid import pyramid_command
 
-    return pyramid_command(args, _storage_options(args.storage_options))
+    return pyramid_command(args, storage_options_arg(args.storage_options))
 
 
 def _add_pyramid_parser(sub: Any, fmt: Any) -> None:
     from zarr_vectors.cli.pyramid import add_pyramid_options
 
     p = add_pyramid_options(sub, fmt)
-    _add_storage_options(p)
+    add_storage_options(p)
     p.set_defaults(func=cmd_pyramid)
 
 
@@ -498,11 +270,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="zarr-vectors", description="Zarr Vectors stores: ingest, inspect, export.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    fmt = argparse.RawDescriptionHelpFormatter
-
+def _add_ingest_parser(sub: Any, fmt: Any) -> None:
     p = sub.add_parser(
         "ingest", help="write files into a new store", epilog=EXAMPLES["ingest"], formatter_class=fmt
     )
@@ -546,12 +314,14 @@ def build_parser() -> argparse.ArgumentParser:
         "save segments), those integers are the object ids",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    _add_storage_options(p)
-    from zarr_vectors.cli.points import add_export_options, add_ingest_options
+    add_storage_options(p)
+    from zarr_vectors.cli.points import add_ingest_options
 
     add_ingest_options(p)
     p.set_defaults(func=cmd_ingest)
 
+
+def _add_export_parser(sub: Any, fmt: Any) -> None:
     p = sub.add_parser(
         "export", help="write objects of a store to a file", epilog=EXAMPLES["export"], formatter_class=fmt
     )
@@ -580,56 +350,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base-url", help="neuroglancer: where OUTDIR will be served, for state.json")
     p.add_argument("--overwrite", action="store_true", help="neuroglancer: write into a non-empty OUTDIR")
     from zarr_vectors.cli.neuroglancer import add_mesh_format_option, add_sharding_option
+    from zarr_vectors.cli.points import add_export_options
 
     add_mesh_format_option(p, "neuroglancer: ")
     add_sharding_option(p)
-    _add_storage_options(p)
+    add_storage_options(p)
     add_export_options(p)
     p.set_defaults(func=cmd_export)
 
+
+def _add_info_parser(sub: Any, fmt: Any) -> None:
     p = sub.add_parser("info", help="describe a store", epilog=EXAMPLES["info"], formatter_class=fmt)
     p.add_argument("store")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    _add_storage_options(p)
+    add_storage_options(p)
     p.set_defaults(func=cmd_info)
 
-    p = sub.add_parser(
-        "query",
-        help="read a box or objects into a file, or count them",
-        epilog=EXAMPLES["query"],
-        formatter_class=fmt,
-    )
-    _add_selection(p)
-    p.add_argument("-o", "--output", help="file to write; its extension picks the format")
-    p.add_argument("--count", action="store_true", help="print the counts instead of writing a file")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (shown on a terminal)")
-    p.set_defaults(func=cmd_query)
 
-    p = sub.add_parser(
-        "render",
-        help="draw a box or objects into an image (extra 'plot')",
-        epilog=EXAMPLES["render"],
-        formatter_class=fmt,
-    )
-    _add_selection(p)
-    p.add_argument("-o", "--output", required=True, help="image file (.png, .svg, .pdf, ...)")
-    p.add_argument("--color-by", metavar="NAME", help="'object', or a vertex or edge attribute name")
-    p.add_argument("--view", help="'3d' (default with 3 axes), '2d', or axis names such as xy, xz, 'x,z'")
-    p.add_argument("--size", default="1000x800", help="image size in pixels, WIDTHxHEIGHT (default 1000x800)")
-    p.add_argument("--dpi", type=positive_number, default=100.0, help="dots per inch (default 100)")
-    p.add_argument(
-        "--point-size", type=positive_number, help="marker area in points^2 (default: shrinks with the count)"
-    )
-    p.add_argument("--title", help="title above the drawing")
-    p.add_argument(
-        "--max-vertices",
-        type=int,
-        default=RENDER_MAX_VERTICES,
-        help="draw the finest level whose estimated count in the box is at most this "
-        f"(default {RENDER_MAX_VERTICES:,}; ignored with --level above 0 or --objects)",
-    )
-    p.set_defaults(func=cmd_render)
-
+def _add_validate_parser(sub: Any, fmt: Any) -> None:
     p = sub.add_parser(
         "validate",
         help="check a store against the format; exit 1 when it has problems",
@@ -647,9 +385,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    _add_storage_options(p)
+    add_storage_options(p)
     p.set_defaults(func=cmd_validate)
 
+
+def _add_reshard_parser(sub: Any, fmt: Any) -> None:
     p = sub.add_parser(
         "reshard",
         help="copy a store with its cells grouped into shards anew (or one object per cell)",
@@ -666,12 +406,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing store at DST")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    _add_storage_options(p)
+    add_storage_options(p)
     p.add_argument("--dst-storage-options", metavar="JSON", help="options for DST's filesystem (JSON object)")
     p.set_defaults(func=cmd_reshard)
 
-    _add_pyramid_parser(sub, fmt)
 
+def _add_demo_parser(sub: Any, fmt: Any) -> None:
     from zarr_vectors.demo import DEFAULT_POINTS, positive_int
 
     p = sub.add_parser(
@@ -686,6 +426,22 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"number of synapse points to write (default {DEFAULT_POINTS:,})",
     )
     p.set_defaults(func=cmd_demo)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="zarr-vectors", description="Zarr Vectors stores: ingest, inspect, export.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    fmt = argparse.RawDescriptionHelpFormatter
+
+    _add_ingest_parser(sub, fmt)
+    _add_export_parser(sub, fmt)
+    _add_info_parser(sub, fmt)
+    add_query_parser(sub, fmt)
+    add_render_parser(sub, fmt)
+    _add_validate_parser(sub, fmt)
+    _add_reshard_parser(sub, fmt)
+    _add_pyramid_parser(sub, fmt)
+    _add_demo_parser(sub, fmt)
     _add_serve_parser(sub, fmt)
     return parser
 
@@ -769,20 +525,20 @@ def main(argv: list[str] | None = None) -> int:
 def cmd_export_neuroglancer(args: argparse.Namespace) -> int:
     from zarr_vectors.cli.neuroglancer import export_command
 
-    return export_command(args, _storage_options(args.storage_options))
+    return export_command(args, storage_options_arg(args.storage_options))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from zarr_vectors.cli.neuroglancer import serve_command
 
-    return serve_command(args, _storage_options(args.storage_options))
+    return serve_command(args, storage_options_arg(args.storage_options))
 
 
 def _add_serve_parser(sub: Any, fmt: Any) -> None:
     from zarr_vectors.cli.neuroglancer import add_serve_options
 
     p = add_serve_options(sub, fmt)
-    _add_storage_options(p)
+    add_storage_options(p)
     p.set_defaults(func=cmd_serve)
 
 
