@@ -11,6 +11,13 @@ with its id, so it can be replayed::
     .venv/bin/python benchmarks/fuzz_stores.py --seeds 2 --kinds points,lines
     .venv/bin/python benchmarks/fuzz_stores.py --case points/zstd/bomb/3   # one case, with tracebacks
 
+The input surfaces besides stores (``where=`` strings, served URLs, shard indexes, HTTP
+answers, point files) have seeded fuzz suites of their own in ``tests/fuzz/test_fuzz_*.py``;
+``--surfaces`` runs them (each in its own pytest process, printing its table of outcomes)::
+
+    .venv/bin/python benchmarks/fuzz_stores.py --surfaces all
+    .venv/bin/python benchmarks/fuzz_stores.py --surfaces where,shards
+
 Exit status 1 when any case failed.
 """
 
@@ -20,6 +27,7 @@ import argparse
 import fnmatch
 import json
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -42,8 +50,38 @@ def _list(text: str | None, allowed: list[str]) -> list[str]:
     return names
 
 
+#: The input-surface fuzz suites: ``tests/fuzz/test_fuzz_<name>.py`` (``stores`` is this script's own).
+SURFACES = sorted(
+    p.stem.removeprefix("test_fuzz_")
+    for p in (ROOT / "tests" / "fuzz").glob("test_fuzz_*.py")
+    if p.stem != "test_fuzz_stores"
+)
+
+
+def run_surfaces(names: list[str]) -> int:
+    """Run each surface's fuzz suite in a pytest process of its own; 1 when any failed."""
+    failed = []
+    for name in names:
+        path = f"tests/fuzz/test_fuzz_{name}.py"
+        print(f"== {name}: {path}", flush=True)
+        t0 = time.perf_counter()
+        cmd = [sys.executable, "-m", "pytest", "-q", "-s", "-n", "0", "-p", "no:cacheprovider", path]
+        done = subprocess.run(cmd, cwd=ROOT, check=False)
+        print(
+            f"== {name}: {'passed' if done.returncode == 0 else 'FAILED'} in {time.perf_counter() - t0:.0f} s"
+        )
+        if done.returncode != 0:
+            failed.append(name)
+    print(f"{len(names)} surfaces, {len(failed)} failed" + (f": {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--surfaces",
+        help=f"run these input-surface fuzz suites instead of the store cases: 'all' or some of {','.join(SURFACES)}",
+    )
     ap.add_argument(
         "--seeds", type=int, default=10, help="seeds per kind x compression x mutation (default 10)"
     )
@@ -73,6 +111,8 @@ def main() -> int:
     ap.add_argument("--json-out", type=Path, help="write every case's raw result to this file")
     args = ap.parse_args()
 
+    if args.surfaces:
+        return run_surfaces(SURFACES if args.surfaces == "all" else _list(args.surfaces, SURFACES))
     if args.case:
         cases = args.case
     else:
