@@ -21,6 +21,12 @@ and every encoding happens there), then committed to the target:
 and root directories, and folders holding them, are never replaced. A staging folder
 is locked (``flock``) while its writer lives; the next write to the same target
 removes those left by killed writers.
+
+Every write to a local target holds the target's writer lock (``.NAME.zv-lock`` beside it)
+from its checks to its commit, and every write, on any store, commits only if the target's
+root is still the one it started from, else raises
+:class:`~zarr_vectors.errors.StoreConflictError` with nothing applied (see
+:mod:`zarr_vectors.engine.writelock`).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import warnings
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import EllipsisType
 from typing import Any
 
 from zarr_vectors.engine.local import LocalBackend, exchange, remove_tree
@@ -46,6 +53,7 @@ from zarr_vectors.engine.storage import (
     INCOMPLETE_KEY,
     Backend,
     ByteRange,
+    ConsistentBackend,
     StorageOptions,
     cut_range,
     dump_json,
@@ -54,7 +62,8 @@ from zarr_vectors.engine.storage import (
     remote_backend,
     under,
 )
-from zarr_vectors.errors import ReadOnlyError, StoreExistsError
+from zarr_vectors.engine.writelock import check_root, writer_lock
+from zarr_vectors.errors import ReadOnlyError, StoreChangedError, StoreConflictError, StoreExistsError
 from zarr_vectors.format import zarr_json
 
 try:
@@ -267,15 +276,24 @@ def check_in_place_target(backend: Backend, overwrite: bool) -> None:
 
 # -- whole-store writes ----------------------------------------------------------------
 def write_session(
-    target: Any, *, overwrite: bool, storage_options: dict[str, Any] | None = None
+    target: Any,
+    *,
+    overwrite: bool,
+    storage_options: dict[str, Any] | None = None,
+    expect: bytes | None | EllipsisType = ...,
 ) -> contextlib.AbstractContextManager[Backend]:
     """Yield a backend (a local staging folder) for writing a whole new store at ``target``;
-    commit it on a clean exit. The caller writes the root ``zarr.json`` last."""
+    commit it on a clean exit. The caller writes the root ``zarr.json`` last.
+
+    A local target's writer lock is held throughout (``zv_wait`` of ``storage_options``:
+    seconds to wait for it). The commit happens only if the target's root is still
+    ``expect`` (default: the root found when the session started; None: no store), else
+    :class:`~zarr_vectors.errors.StoreConflictError`."""
     options = StorageOptions.parse(storage_options)
     path = local_path(target)
     if path is None:
-        return _in_place_session(remote_backend(target, options, False), overwrite)
-    return _local_session(path, os.fspath(target), overwrite)
+        return _in_place_session(remote_backend(target, options, False), overwrite, expect)
+    return _local_session(path, os.fspath(target), overwrite, options.wait, expect)
 
 
 def check_target(target: Any, *, overwrite: bool, storage_options: dict[str, Any] | None = None) -> None:
@@ -290,28 +308,57 @@ def check_target(target: Any, *, overwrite: bool, storage_options: dict[str, Any
     check_local_target(path.absolute(), os.fspath(target), overwrite)
 
 
+def local_root(path: Path) -> bytes | None:
+    """The root ``zarr.json`` of the local store at ``path`` (a folder or a zip file), or None."""
+    try:
+        if path.is_dir():
+            return (path / "zarr.json").read_bytes()
+        if path.is_file() and zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as zf:
+                return zf.read("zarr.json") if "zarr.json" in zf.namelist() else None
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return None
+
+
+def _root_of(backend: Backend) -> bytes | None:
+    """The store's root as stored now (past a dataset's consistency check)."""
+    inner = backend.inner if isinstance(backend, ConsistentBackend) else backend
+    return inner.get_many(["zarr.json"])[0]
+
+
 @contextlib.contextmanager
-def _local_session(path: Path, shown: str, overwrite: bool) -> Iterator[Backend]:
+def _local_session(
+    path: Path, shown: str, overwrite: bool, wait: float, expect: bytes | None | EllipsisType
+) -> Iterator[Backend]:
     if path.is_symlink():  # write where the link points; the link stays
         path = Path(os.path.realpath(path))
     path = path.absolute()
-    check_local_target(path, shown, overwrite)
+    check_local_target(path, shown, overwrite)  # refuse before anything is created
     path.parent.mkdir(parents=True, exist_ok=True)
-    remove_leftovers(path.parent, _leftover_pattern(path.name).fullmatch)
-    with staging(path.parent, f".{path.name}.zv-tmp-") as stage:
-        yield LocalBackend(stage)
-        if path.suffix.lower() == ".zip":
-            _zip_into(stage, path)
-        else:
-            swap_in(stage, path)
+    with writer_lock(path, wait):
+        check_local_target(path, shown, overwrite)  # again: another writer may have finished
+        opened = local_root(path) if expect is ... else expect
+        check_root(shown, opened, local_root(path))
+        remove_leftovers(path.parent, _leftover_pattern(path.name).fullmatch)
+        with staging(path.parent, f".{path.name}.zv-tmp-") as stage:
+            yield LocalBackend(stage)
+            check_root(shown, opened, local_root(path))
+            if path.suffix.lower() == ".zip":
+                _zip_into(stage, path)
+            else:
+                swap_in(stage, path)
 
 
 @contextlib.contextmanager
-def _in_place_session(backend: Backend, overwrite: bool) -> Iterator[Backend]:
+def _in_place_session(
+    backend: Backend, overwrite: bool, expect: bytes | None | EllipsisType
+) -> Iterator[Backend]:
     check_in_place_target(backend, overwrite)
+    opened = _root_of(backend) if expect is ... else expect
     with in_place_stage(backend) as stage:
         yield stage
-        commit_in_place(backend, stage, first_root=placeholder_root())
+        commit_in_place(backend, stage, first_root=placeholder_root(), expect=opened)
 
 
 class MemoryStage:
@@ -425,13 +472,18 @@ def commit_in_place(
     *,
     first_root: bytes,
     keep: Callable[[str], bool] = lambda key: False,
+    expect: bytes | None | EllipsisType = ...,
 ) -> None:
     """Make the store hold the staged keys (plus the old keys ``keep`` accepts).
 
     Order: ``first_root`` as the root (where the store can delete), stale keys deleted,
     staged keys written, the staged root last. In an Icechunk session (``backend.transactional``)
-    readers see nothing before the commit, so metadata goes first there.
+    readers see nothing before the commit, so metadata goes first there. Unless ``expect`` is
+    ``...``, the store's root must still be ``expect`` before anything is written, else
+    :class:`~zarr_vectors.errors.StoreConflictError`.
     """
+    if expect is not ...:
+        check_root(backend.description, expect, _root_of(backend))
     staged = stage.key_sizes()
     root = stage.get_many(["zarr.json"])[0]
     assert root is not None, "a staged store has a root zarr.json"
@@ -548,45 +600,66 @@ class Overlay:
 
 @contextlib.contextmanager
 def rebuild_session(
-    backend: Backend, *, hidden: Callable[[str], bool], first: dict[str, bytes]
+    backend: Backend, *, hidden: Callable[[str], bool], first: dict[str, bytes], wait: float = 0.0
 ) -> Iterator[Overlay]:
     """Stage a rebuild of part of an existing store; commit it on a clean exit.
 
     ``first`` are documents that replace the store's at once (the root without the
     levels being rebuilt, with a new generation); ``hidden`` names the keys being
     replaced. A local store is rebuilt into a sibling folder (the kept files hard-linked,
-    copied where links are impossible) and exchanged with it; another store gets the
-    root of ``first``, loses the hidden keys, gains the staged ones, then the new root.
-    Afterwards ``backend`` is refreshed: it reads on from the new store.
+    copied where links are impossible) and exchanged with it, under its writer lock
+    (``wait``: seconds to wait for it); another store gets the root of ``first``, loses
+    the hidden keys, gains the staged ones, then the new root. Afterwards ``backend`` is
+    refreshed: it reads on from the new store.
+
+    The store the rebuild starts from is the root a dataset's ``backend`` opened (a
+    :class:`~zarr_vectors.engine.storage.ConsistentBackend`), else the root found at the
+    start; when the store's root is another one at the start or at the commit,
+    :class:`~zarr_vectors.errors.StoreConflictError` is raised with nothing applied.
     """
     if backend.read_only:
         raise ReadOnlyError(f"{backend.description} is opened read-only")
-    local = backend.local_dir
-    if local is not None:
-        path = Path(os.path.realpath(local))
-        remove_leftovers(path.parent, _leftover_pattern(path.name).fullmatch)
-        with staging(path.parent, f".{path.name}.zv-tmp-") as stage:
-            top = LocalBackend(stage)
-            top.set_many(list(first.items()))
-            overlay = Overlay(backend, top, hidden)
+    opened = backend.expected if isinstance(backend, ConsistentBackend) else _root_of(backend)
+    try:
+        local = backend.local_dir
+        if local is not None:
+            path = Path(os.path.realpath(local))
+            with writer_lock(path, wait):
+                check_root(backend.description, opened, local_root(path))
+                remove_leftovers(path.parent, _leftover_pattern(path.name).fullmatch)
+                with staging(path.parent, f".{path.name}.zv-tmp-") as stage:
+                    top = LocalBackend(stage)
+                    top.set_many(list(first.items()))
+                    overlay = Overlay(backend, top, hidden)
+                    yield overlay
+                    _link_kept(path, stage, overlay.hides)
+                    check_root(backend.description, opened, local_root(path))
+                    swap_in(stage, path)
+                backend.refresh()  # under the lock: the root adopted is this write's
+            return
+        if not backend.supports_deletes:
+            raise ReadOnlyError(
+                f"{backend.description} cannot delete keys, so its coarse levels cannot be rebuilt in place; "
+                "write the store again (or copy level 0 to a new store) and build the pyramid there"
+            )
+        check_root(backend.description, opened, _root_of(backend))
+        with in_place_stage(backend) as stage:
+            stage.set_many(list(first.items()))
+            overlay = Overlay(backend, stage, hidden)
             yield overlay
-            _link_kept(path, stage, overlay.hides)
-            swap_in(stage, path)
+            commit_in_place(
+                backend,
+                stage,
+                first_root=first["zarr.json"],
+                keep=lambda key: not overlay.hides(key),
+                expect=opened,
+            )
         backend.refresh()
-        return
-    if not backend.supports_deletes:
-        raise ReadOnlyError(
-            f"{backend.description} cannot delete keys, so its coarse levels cannot be rebuilt in place; "
-            "write the store again (or copy level 0 to a new store) and build the pyramid there"
-        )
-    with in_place_stage(backend) as stage:
-        stage.set_many(list(first.items()))
-        overlay = Overlay(backend, stage, hidden)
-        yield overlay
-        commit_in_place(
-            backend, stage, first_root=first["zarr.json"], keep=lambda key: not overlay.hides(key)
-        )
-    backend.refresh()
+    except StoreChangedError as exc:  # a read of the base found another writer's root
+        raise StoreConflictError(
+            f"{backend.description} was changed by another writer while this write read it; nothing "
+            "was applied. Open the store again and repeat the write"
+        ) from exc
 
 
 #: errno of ``os.link`` where the filesystem has no hard links (the file is copied instead).

@@ -29,7 +29,8 @@ committed key by key behind a root marking it incomplete (other stores).
 
 Storage options read by this library (removed before the rest go to fsspec):
 ``zv_timeout`` (seconds per request, ``None`` for no limit; default 30) and
-``zv_follow_symlinks`` (local stores: read symbolic links that lead out of the store).
+``zv_follow_symlinks`` (local stores: read symbolic links that lead out of the store) and
+``zv_wait`` (writes to a local store: seconds to wait for another writer's lock; default 0).
 """
 
 from __future__ import annotations
@@ -203,6 +204,8 @@ class StorageOptions:
     timeout: float | None = DEFAULT_TIMEOUT
     follow_symlinks: bool = False
     fsspec: dict[str, Any] | None = None
+    #: Seconds a write to a local store waits for another writer's lock (``zv_wait``).
+    wait: float = 0.0
 
     @classmethod
     def parse(cls, options: dict[str, Any] | None) -> StorageOptions:
@@ -217,7 +220,10 @@ class StorageOptions:
         follow = rest.pop("zv_follow_symlinks", False)
         if not isinstance(follow, bool):
             raise InputError(f"storage option zv_follow_symlinks must be True or False, got {follow!r}")
-        return cls(None if timeout is None else float(timeout), follow, rest)
+        wait = rest.pop("zv_wait", 0.0)
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not wait >= 0:
+            raise InputError(f"storage option zv_wait must be a number of seconds >= 0, got {wait!r}")
+        return cls(None if timeout is None else float(timeout), follow, rest, float(wait))
 
 
 def cut_range(data: bytes | None, start: int, length: int | None) -> bytes | None:

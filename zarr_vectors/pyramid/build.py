@@ -185,7 +185,7 @@ def build_pyramid(
     sparsity = sparsity_per_level(object_sparsity, len(plans))
     hidden, first = _replaced(ds)  # only once the new plan is known to be valid
     try:
-        with rebuild_session(ds.backend, hidden=hidden, first=first) as overlay:
+        with rebuild_session(ds.backend, hidden=hidden, first=first, wait=ds.wait) as overlay:
             with ds.staged(overlay, RootMeta.from_attributes(json.loads(first["zarr.json"])["attributes"])):
                 _build_levels(
                     ds,

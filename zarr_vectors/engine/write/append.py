@@ -222,7 +222,10 @@ def append_points(
     groups = _groups(spill, level, GROUP_ROWS)
     hidden = _hidden_tables(level, plan)
     with rebuild_session(
-        store.backend, hidden=lambda key: key.startswith(hidden), first={"zarr.json": placeholder_root()}
+        store.backend,
+        hidden=lambda key: key.startswith(hidden),
+        first={"zarr.json": placeholder_root()},
+        wait=store.wait,
     ) as overlay:
         name, clevel = compression_of(inner_codecs(level.vertices.doc) or [])
         checksums = any(c.get("name") == "crc32c" for c in inner_codecs(level.vertices.doc) or [])
