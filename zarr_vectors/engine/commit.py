@@ -62,8 +62,8 @@ from zarr_vectors.engine.storage import (
     remote_backend,
     under,
 )
-from zarr_vectors.engine.writelock import check_root, writer_lock
-from zarr_vectors.errors import ReadOnlyError, StoreChangedError, StoreConflictError, StoreExistsError
+from zarr_vectors.engine.writelock import check_root, conflict, writer_lock
+from zarr_vectors.errors import ReadOnlyError, StoreChangedError, StoreExistsError
 from zarr_vectors.format import zarr_json
 
 try:
@@ -656,10 +656,7 @@ def rebuild_session(
             )
         backend.refresh()
     except StoreChangedError as exc:  # a read of the base found another writer's root
-        raise StoreConflictError(
-            f"{backend.description} was changed by another writer while this write read it; nothing "
-            "was applied. Open the store again and repeat the write"
-        ) from exc
+        raise conflict(backend.description) from exc
 
 
 #: errno of ``os.link`` where the filesystem has no hard links (the file is copied instead).

@@ -28,19 +28,24 @@ still interleave.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
-from zarr_vectors.errors import InputError, StoreConflictError, StoreError
+from zarr_vectors.errors import InputError, StoreChangedError, StoreConflictError, StoreError
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no writer lock, the generation check only
     fcntl = None  # type: ignore[assignment]  # no module on Windows; checked for None
 
-__all__ = ["LOCK_SUFFIX", "check_root", "check_wait", "lock_path", "writer_lock"]
+__all__ = ["LOCK_SUFFIX", "check_root", "check_wait", "conflict", "lock_path", "writer_lock", "writing"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 #: Suffix of the lock file beside a store: ``.NAME.zv-lock``.
 LOCK_SUFFIX = ".zv-lock"
@@ -117,11 +122,31 @@ def writer_lock(store: Path, wait: float = 0.0) -> Iterator[None]:
         os.close(fd)
 
 
+def conflict(store: str) -> StoreConflictError:
+    """The error of a write whose store another writer changed since it started from it."""
+    return StoreConflictError(
+        f"{store} was changed by another writer since this write started from it (its root "
+        "zarr.json, and so its zarr_vectors_generation, differ); nothing was applied. Open the "
+        "store again and repeat the write"
+    )
+
+
 def check_root(store: str, opened: bytes | None, now: bytes | None) -> None:
     """Raise :class:`StoreConflictError` unless the root ``now`` is the root ``opened``."""
     if now != opened:
-        raise StoreConflictError(
-            f"{store} was changed by another writer since this write started from it (its root "
-            "zarr.json, and so its zarr_vectors_generation, differ); nothing was applied. Open the "
-            "store again and repeat the write"
-        )
+        raise conflict(store)
+
+
+def writing(function: Callable[P, R]) -> Callable[P, R]:
+    """``function`` (a write to an opened store) with a
+    :class:`~zarr_vectors.errors.StoreChangedError` of its reads (another writer replaced the
+    store it started from) raised as :class:`StoreConflictError`: nothing was applied."""
+
+    @functools.wraps(function)
+    def write(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return function(*args, **kwargs)
+        except StoreChangedError as exc:
+            raise conflict(exc.store) from exc
+
+    return write

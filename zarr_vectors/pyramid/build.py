@@ -27,6 +27,7 @@ from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.storage import GENERATION_KEY, dump_json, new_generation
 from zarr_vectors.engine.store import VectorStore
 from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine.writelock import writing
 from zarr_vectors.errors import InputError, ReadOnlyError, choice_message
 from zarr_vectors.format.fragments import decode_fragments
 from zarr_vectors.format.kinds import family_of, kind
@@ -138,6 +139,7 @@ def _dump(doc: dict[str, Any]) -> bytes:
     return dump_json(doc)
 
 
+@writing
 def build_pyramid(
     ds: VectorStore,
     factors: Sequence[Any],

@@ -36,6 +36,7 @@ from zarr_vectors.engine.write.partition import sort_keys
 from zarr_vectors.engine.write.spill import CellSpill
 from zarr_vectors.engine.write.stream import check_inside, encode_groups, write_cells, written
 from zarr_vectors.engine.write.tables import manifests_of, write_object_tables
+from zarr_vectors.engine.writelock import writing
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.fragments import FragmentIndex, decode_fragments
 from zarr_vectors.format.grid import cell_key
@@ -160,6 +161,7 @@ class _Cells:
         return out
 
 
+@writing
 def append_points(
     store: VectorStore,
     positions: Any,
