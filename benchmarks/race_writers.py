@@ -238,14 +238,21 @@ def run_pair(ops: tuple[str, str], trials: int, folder: Path, conns: list[Connec
             delay = 0.0 if early else rng.uniform(0, 0.06)
             conn.send((ops[slot], str(path), trial, slot, early, delay, wait))
         for conn in conns:
-            assert conn.recv() == "ready"
+            assert _recv(conn) == "ready"
         for conn in conns:
             conn.send("go")
-        answers = [conn.recv() for conn in conns]
+        answers = [_recv(conn) for conn in conns]
         tally.trials += 1
         tally.outcomes[classify(ops, answers, path, trial, pyramid, tally.notes)] += 1
         _remove(path)
     return tally
+
+
+def _recv(conn: Connection, seconds: float = 300.0) -> Any:
+    """A worker's answer; RuntimeError when none comes (a worker died or hangs)."""
+    if not conn.poll(seconds):
+        raise RuntimeError(f"no answer from a race worker in {seconds:g} s")
+    return conn.recv()
 
 
 def classify(
@@ -292,6 +299,8 @@ def run(pairs: list[tuple[str, str]], trials: int, seed: int = 0) -> dict[tuple[
             conn.send(None)
         for p in procs:
             p.join(10)
+            if p.is_alive():
+                p.kill()
     return out
 
 

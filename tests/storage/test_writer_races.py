@@ -3,12 +3,13 @@ update or an unreadable store (races in processes: ``benchmarks/race_writers.py`
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,13 +22,10 @@ from zarr_vectors.errors import InputError, StoreConflictError
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _race_module():
-    spec = importlib.util.spec_from_file_location("race_writers", ROOT / "benchmarks" / "race_writers.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["race_writers"] = module  # the spawned workers import it by this name
-    spec.loader.exec_module(module)
-    return module
+def _race_module(monkeypatch: pytest.MonkeyPatch) -> Any:
+    # the spawned workers import the module by name, from the parent's sys.path
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    return importlib.import_module("race_writers")
 
 
 def _store(path: Path, n: int = 300, value: int = 0) -> None:
@@ -142,8 +140,8 @@ def test_memory_stores_check_the_generation(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_every_pair_of_writers_races_safely(tmp_path: Path) -> None:
-    race = _race_module()
+def test_every_pair_of_writers_races_safely(monkeypatch: pytest.MonkeyPatch) -> None:
+    race = _race_module(monkeypatch)
     results = race.run(race.PAIRS, trials=4)
     print(race.table(results))
     for ops, tally in results.items():
