@@ -46,7 +46,7 @@ from pathlib import Path
 from types import EllipsisType
 from typing import Any
 
-from zarr_vectors.engine.local import LocalBackend, exchange, remove_tree
+from zarr_vectors.engine.local import LocalBackend, exchange, os_reason, remove_tree
 from zarr_vectors.engine.scratch import Arena
 from zarr_vectors.engine.storage import (
     GENERATION_KEY,
@@ -63,7 +63,13 @@ from zarr_vectors.engine.storage import (
     under,
 )
 from zarr_vectors.engine.writelock import check_root, conflict, writer_lock
-from zarr_vectors.errors import ReadOnlyError, StoreChangedError, StoreExistsError
+from zarr_vectors.errors import (
+    ReadOnlyError,
+    StoreChangedError,
+    StoreError,
+    StoreExistsError,
+    ZarrVectorsError,
+)
 from zarr_vectors.format import zarr_json
 
 try:
@@ -109,7 +115,12 @@ def _lock(path: str) -> int | None:
 def staging(parent: Path, prefix: str) -> Iterator[Path]:
     """A new locked folder ``parent/<prefix><hex>``; removed (whatever it then holds) on exit."""
     stage = parent / f"{prefix}{uuid.uuid4().hex[:12]}"
-    stage.mkdir()  # unlike tempfile.mkdtemp, honours the umask: the store gets normal permissions
+    try:
+        stage.mkdir()  # unlike tempfile.mkdtemp, honours the umask: the store gets normal permissions
+    except OSError as exc:
+        raise StoreError(
+            str(parent), stage.name, f"cannot create the staging folder: {os_reason(exc)}"
+        ) from exc
     fd = _lock(str(stage))
     try:
         yield stage
@@ -342,12 +353,33 @@ def _local_session(
         check_root(shown, opened, local_root(path))
         remove_leftovers(path.parent, _leftover_pattern(path.name).fullmatch)
         with staging(path.parent, f".{path.name}.zv-tmp-") as stage:
-            yield LocalBackend(stage)
+            yield _stage_backend(stage, shown)
             check_root(shown, opened, local_root(path))
-            if path.suffix.lower() == ".zip":
-                _zip_into(stage, path)
-            else:
-                swap_in(stage, path)
+            with _committing(shown):
+                if path.suffix.lower() == ".zip":
+                    _zip_into(stage, path)
+                else:
+                    swap_in(stage, path)
+
+
+def _stage_backend(stage: Path, target: str) -> LocalBackend:
+    """The staging folder ``stage`` of a write to ``target``, named after both in errors."""
+    backend = LocalBackend(stage)
+    backend.description = f"{target} (staged in {stage})"
+    return backend
+
+
+@contextlib.contextmanager
+def _committing(target: str) -> Iterator[None]:
+    """An OS error of the block (a full disk, a failed rename) as a :class:`StoreError` of ``target``."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, ZarrVectorsError):
+            raise
+        raise StoreError(
+            target, "", f"the write could not be committed ({os_reason(exc)}); the old store is kept"
+        ) from exc
 
 
 @contextlib.contextmanager
@@ -423,7 +455,7 @@ def in_place_stage(backend: Backend) -> Iterator[Backend]:
     prefix = _temp_prefix(backend.description)
     remove_leftovers(temp, lambda name: name.startswith(prefix))
     with staging(temp, prefix) as stage:
-        yield LocalBackend(stage)
+        yield _stage_backend(stage, backend.description)
 
 
 def placeholder_root() -> bytes:
@@ -628,13 +660,15 @@ def rebuild_session(
                 check_root(backend.description, opened, local_root(path))
                 remove_leftovers(path.parent, _leftover_pattern(path.name).fullmatch)
                 with staging(path.parent, f".{path.name}.zv-tmp-") as stage:
-                    top = LocalBackend(stage)
+                    top = _stage_backend(stage, backend.description)
                     top.set_many(list(first.items()))
                     overlay = Overlay(backend, top, hidden)
                     yield overlay
-                    _link_kept(path, stage, overlay.hides)
+                    with _committing(backend.description):
+                        _link_kept(path, stage, overlay.hides)
                     check_root(backend.description, opened, local_root(path))
-                    swap_in(stage, path)
+                    with _committing(backend.description):
+                        swap_in(stage, path)
                 backend.refresh()  # under the lock: the root adopted is this write's
             return
         if not backend.supports_deletes:

@@ -33,7 +33,7 @@ import numpy as np
 
 from zarr_vectors.engine.scratch import Arena
 from zarr_vectors.engine.threads import default_workers, map_cells
-from zarr_vectors.errors import ReadOnlyError, StoreError
+from zarr_vectors.errors import ReadOnlyError, StoreError, ZarrVectorsError
 
 #: Keys per batch from which reads are spread over threads.
 PARALLEL_READS = 64
@@ -265,19 +265,27 @@ class LocalBackend:
             raise ReadOnlyError(f"cannot write keys: {self.description} is opened read-only")
         root = str(self.root)
         for key, data in items:
-            parent = key.rpartition("/")[0]
-            if parent not in self._made:
-                self._make_dir(parent, key)
-            path = f"{root}/{key}"
             try:
-                fd = os.open(path, _CREATE, 0o666)
-            except FileExistsError:
-                self._replace(path, data)
-                continue
-            try:
-                _write_all(fd, data)
-            finally:
-                os.close(fd)
+                self._set(root, key, data)
+            except OSError as exc:
+                if isinstance(exc, ZarrVectorsError):
+                    raise
+                raise StoreError(self.description, key, f"cannot be written: {os_reason(exc)}") from exc
+
+    def _set(self, root: str, key: str, data: bytes) -> None:
+        parent = key.rpartition("/")[0]
+        if parent not in self._made:
+            self._make_dir(parent, key)
+        path = f"{root}/{key}"
+        try:
+            fd = os.open(path, _CREATE, 0o666)
+        except FileExistsError:
+            self._replace(path, data)
+            return
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
 
     def _replace(self, path: str, data: bytes) -> None:
         """Replace an existing file or link by rename: never writes through it."""
@@ -408,6 +416,13 @@ class LocalBackend:
 
     def is_empty(self) -> bool:
         return not self.root.exists() or (self.root.is_dir() and not any(self.root.iterdir()))
+
+
+def os_reason(exc: OSError) -> str:
+    """An OS error as a reason: its text and errno name (``No space left on device (ENOSPC)``)."""
+    name = errno.errorcode.get(exc.errno or 0)
+    text = exc.strerror or str(exc)
+    return f"{text} ({name})" if name else text
 
 
 def _write_all(fd: int, data: bytes) -> None:
