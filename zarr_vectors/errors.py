@@ -353,5 +353,8 @@ class StaleLevelWarning(ZarrVectorsWarning):
 
 
 class StoreConflictError(ZarrVectorsError):
-    """A transactional write (an Icechunk commit) lost a race: another writer committed to the
-    same branch first. Nothing of this write was applied; run it again on a new session."""
+    """A write lost a race with another writer, and nothing of it was applied: the store's
+    writer lock stayed held by another writer past ``wait`` seconds, the store was changed by
+    another writer since this write started from it (its root ``zarr.json`` differs), or an
+    Icechunk commit found another one on the same branch first. Open the store again (a new
+    session) and repeat the write."""

@@ -442,8 +442,11 @@ def test_failure_while_zipping_leaves_previous_zip(
         real_write(self, filename, arcname, *a, **k)
 
     monkeypatch.setattr(zipfile.ZipFile, "write", flaky_write)
-    with pytest.raises(OSError, match="injected"):
+    with pytest.raises(
+        zv.StoreError, match=r"could not be committed \(No space left on device \(injected\)"
+    ) as info:
         zv.write_points(path, make_cloud(seed=3)["positions"], chunk_shape=50, overwrite=True)
+    assert str(path) in str(info.value) and isinstance(info.value.__cause__, OSError)
     monkeypatch.undo()
     assert len(calls) == 4
     if prior == "existing":
@@ -483,8 +486,11 @@ def test_failed_swap_keeps_previous_directory(
 
     monkeypatch.setattr(_commit, "exchange", failing_exchange)
     monkeypatch.setattr(_commit.os, "replace", flaky_replace)
-    with pytest.raises(OSError, match="injected"):
+    with pytest.raises(
+        zv.StoreError, match=r"could not be committed \(Input/output error \(injected\)"
+    ) as info:
         zv.write_points(path, make_cloud(seed=3)["positions"], chunk_shape=50, overwrite=True)
+    assert str(path) in str(info.value) and isinstance(info.value.__cause__, OSError)
     monkeypatch.undo()
     assert len(calls) == (0 if how == "exchange-fails" else 3)  # aside, (failed) into place, back
     assert os.listdir(out) == ["s.zarr"]

@@ -55,7 +55,14 @@ class Dataset(GroupReads, LevelUpdates):
         self._store = store
 
     @classmethod
-    def open(cls, target: Any, mode: str = "r", storage_options: dict[str, Any] | None = None) -> Dataset:
+    def open(
+        cls,
+        target: Any,
+        mode: str = "r",
+        storage_options: dict[str, Any] | None = None,
+        *,
+        wait: float | None = None,
+    ) -> Dataset:
         """Open ``target``; the same as :func:`zarr_vectors.open`.
 
         Parameters
@@ -66,6 +73,8 @@ class Dataset(GroupReads, LevelUpdates):
             ``"r"`` (read only) or ``"r+"`` (coarser levels may be added).
         storage_options
             Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
+        wait
+            Seconds a write waits for another writer's lock, as for :func:`zarr_vectors.open`.
 
         Returns
         -------
@@ -78,7 +87,7 @@ class Dataset(GroupReads, LevelUpdates):
         >>> zv.Dataset.open("memory://doc-dataset-open").vertex_count()
         1
         """
-        return cls(VectorStore.open(target, mode, storage_options))
+        return cls(VectorStore.open(target, mode, storage_options, wait))
 
     @property
     def mode(self) -> str:
@@ -659,7 +668,9 @@ def _user_ids(level: Level, oids: np.ndarray | None) -> np.ndarray | None:
     return None if oids is None else level.object_id_map.to_user(oids)
 
 
-def open(target: Any, mode: str = "r", *, storage_options: dict[str, Any] | None = None) -> Dataset:  # noqa: A001
+def open(  # noqa: A001
+    target: Any, mode: str = "r", *, storage_options: dict[str, Any] | None = None, wait: float | None = None
+) -> Dataset:
     """Open a Zarr Vectors store: a directory, a ``.zip`` file, a URL or a zarr v3 ``Store``.
 
     Only the root metadata is read here; see :class:`Dataset` for what is read when.
@@ -676,6 +687,13 @@ def open(target: Any, mode: str = "r", *, storage_options: dict[str, Any] | None
         Options for fsspec, except ``zv_timeout`` (seconds per request to an object store,
         default 30) and ``zv_follow_symlinks`` (local stores: read links that lead out of
         the store); see ``docs/storage.md``.
+    wait
+        ``mode="r+"``: seconds each write (``append``, ``build_pyramid``) waits for another
+        writer holding the local store's lock before it raises
+        :class:`~zarr_vectors.errors.StoreConflictError` (default: the ``zv_wait`` storage
+        option, else 0, fail at once). A write also raises it when the store was changed by
+        another writer since it was opened (or last written through this dataset): nothing is
+        applied then; open the store again and repeat the write.
 
     Returns
     -------
@@ -690,7 +708,7 @@ def open(target: Any, mode: str = "r", *, storage_options: dict[str, Any] | None
     StoreNotFoundError
         Nothing is stored at a local ``target`` (a ``FileNotFoundError``).
     InputError
-        ``mode`` is neither ``"r"`` nor ``"r+"``.
+        ``mode`` is neither ``"r"`` nor ``"r+"``, or ``wait`` is not a number >= 0.
 
     Examples
     --------
@@ -702,4 +720,4 @@ def open(target: Any, mode: str = "r", *, storage_options: dict[str, Any] | None
     ...     print(ds.geometry_types, ds.vertex_count())
     ('point_cloud',) 2
     """
-    return Dataset.open(target, mode=mode, storage_options=storage_options)
+    return Dataset.open(target, mode=mode, storage_options=storage_options, wait=wait)

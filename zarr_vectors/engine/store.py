@@ -32,8 +32,10 @@ from zarr_vectors.storage import (
     Backend,
     ConsistentBackend,
     ShardReader,
+    StorageOptions,
     check_complete,
     check_not_v2,
+    check_wait,
     open_backend,
 )
 
@@ -47,18 +49,27 @@ class VectorStore:
     """A store's backend, root metadata and levels (read lazily, kept once read).
 
     Invariant: every level in the cache was read under the current ``root`` and ``backend``.
+    ``wait`` is how long a write waits for another writer's lock (seconds).
     """
 
-    def __init__(self, backend: Backend, root: RootMeta, mode: str) -> None:
+    def __init__(self, backend: Backend, root: RootMeta, mode: str, wait: float = 0.0) -> None:
         self.backend = backend
         self.root = root
         self.mode = mode
+        self.wait = wait
         self._levels: dict[int, Level] = {}
 
     @classmethod
-    def open(cls, target: Any, mode: str = "r", storage_options: dict[str, Any] | None = None) -> VectorStore:
+    def open(
+        cls,
+        target: Any,
+        mode: str = "r",
+        storage_options: dict[str, Any] | None = None,
+        wait: float | None = None,
+    ) -> VectorStore:
         """Open ``target`` (path, URL, ``.zip`` or zarr Store); see :func:`zarr_vectors.open`."""
         check_choice("mode", mode, MODES, hint="write new stores with write_points() etc.")
+        wait = StorageOptions.parse(storage_options).wait if wait is None else check_wait(wait)
         backend = open_backend(target, read_only=mode == "r", storage_options=storage_options)
         check_not_v2(backend)
         raw = backend.get_many(["zarr.json"])[0]
@@ -72,7 +83,7 @@ class VectorStore:
         attributes = doc.get("attributes") or {}
         check_complete(attributes, backend.description)
         root = RootMeta.from_attributes(attributes)
-        return cls(ConsistentBackend(ShardReader(backend), raw), root, mode)
+        return cls(ConsistentBackend(ShardReader(backend), raw), root, mode, wait)
 
     @property
     def description(self) -> str:

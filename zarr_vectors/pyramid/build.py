@@ -34,7 +34,7 @@ from zarr_vectors.pyramid.points import CoarseLevel, coarsen_points, level_ratio
 from zarr_vectors.pyramid.reduce import REDUCTIONS
 from zarr_vectors.pyramid.sparsity import Sparsity, attribute_scores, select_objects, sparsity_per_level
 from zarr_vectors.pyramid.xlevel import CrossLevelWriter, link_dtype
-from zarr_vectors.storage import GENERATION_KEY, dump_json, new_generation, rebuild_session
+from zarr_vectors.storage import GENERATION_KEY, dump_json, new_generation, rebuild_session, writing
 
 __all__ = ["CROSS_LEVEL", "build_pyramid"]
 
@@ -135,6 +135,7 @@ def _dump(doc: dict[str, Any]) -> bytes:
     return dump_json(doc)
 
 
+@writing
 def build_pyramid(
     ds: VectorStore,
     factors: Sequence[Any],
@@ -182,7 +183,7 @@ def build_pyramid(
     sparsity = sparsity_per_level(object_sparsity, len(plans))
     hidden, first = _replaced(ds)  # only once the new plan is known to be valid
     try:
-        with rebuild_session(ds.backend, hidden=hidden, first=first) as overlay:
+        with rebuild_session(ds.backend, hidden=hidden, first=first, wait=ds.wait) as overlay:
             with ds.staged(overlay, RootMeta.from_attributes(json.loads(first["zarr.json"])["attributes"])):
                 _build_levels(
                     ds,

@@ -31,6 +31,7 @@ from zarr_vectors.storage.local import LocalBackend
 from zarr_vectors.storage.scratch import Arena, arena
 from zarr_vectors.storage.shards import ShardReader
 from zarr_vectors.storage.threads import check_workers, default_workers, map_cells
+from zarr_vectors.storage.writelock import check_wait, writing
 
 __all__ = [
     "Arena",
@@ -45,6 +46,7 @@ __all__ = [
     "check_in_place_target",
     "check_not_v2",
     "check_target",
+    "check_wait",
     "check_workers",
     "default_workers",
     "dump_json",
@@ -60,4 +62,5 @@ __all__ = [
     "scratch_folder",
     "staging",
     "write_session",
+    "writing",
 ]

@@ -29,8 +29,9 @@ committed key by key behind a root marking it incomplete (other stores).
 
 Storage options read by this library (removed before the rest go to fsspec):
 ``zv_timeout`` (seconds per request, ``None`` for no limit; default 30),
-``zv_follow_symlinks`` (local stores: read symbolic links that lead out of the store) and
-``zv_max_object_bytes`` (HTTP stores: the longest answer read; default 1 GiB).
+``zv_follow_symlinks`` (local stores: read symbolic links that lead out of the store),
+``zv_max_object_bytes`` (HTTP stores: the longest answer read; default 1 GiB) and
+``zv_wait`` (writes to a local store: seconds to wait for another writer's lock; default 0).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import zipfile
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import EllipsisType
 from typing import Any, Protocol, TypeVar
 
 import zarr
@@ -185,6 +187,15 @@ class Backend(Protocol):
         this process has just replaced it."""
         ...
 
+    def stored_root(self) -> bytes | None:
+        """The root ``zarr.json`` as stored now, read past any check against the opened one."""
+        ...
+
+    def opened_root(self) -> bytes | None | EllipsisType:
+        """The root this view was opened on, which a write must still find before it commits
+        (``...``: the view recorded none; the root found when the write starts counts)."""
+        ...
+
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` (calls of a zarr Store) on zarr's event loop and wait for its result:
@@ -205,6 +216,8 @@ class StorageOptions:
     follow_symlinks: bool = False
     fsspec: dict[str, Any] | None = None
     max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
+    #: Seconds a write to a local store waits for another writer's lock (``zv_wait``).
+    wait: float = 0.0
 
     @classmethod
     def parse(cls, options: dict[str, Any] | None) -> StorageOptions:
@@ -222,7 +235,10 @@ class StorageOptions:
         most = rest.pop("zv_max_object_bytes", DEFAULT_MAX_OBJECT_BYTES)
         if isinstance(most, bool) or not isinstance(most, int) or most < 1:
             raise InputError(f"storage option zv_max_object_bytes must be a positive integer, got {most!r}")
-        return cls(None if timeout is None else float(timeout), follow, rest, most)
+        wait = rest.pop("zv_wait", 0.0)
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not wait >= 0:
+            raise InputError(f"storage option zv_wait must be a number of seconds >= 0, got {wait!r}")
+        return cls(None if timeout is None else float(timeout), follow, rest, most, float(wait))
 
 
 def cut_range(data: bytes | None, start: int, length: int | None) -> bytes | None:
@@ -472,6 +488,12 @@ class ZarrStoreBackend:
     def refresh(self) -> None:
         return None
 
+    def stored_root(self) -> bytes | None:
+        return self.get_many(["zarr.json"])[0]
+
+    def opened_root(self) -> bytes | None | EllipsisType:
+        return ...
+
 
 #: URL schemes served by plain web servers: read-only, listed only through directory pages.
 HTTP_PROTOCOLS = ("http", "https")
@@ -636,6 +658,12 @@ class Wrapping:
     def is_empty(self) -> bool:
         return self.inner.is_empty()
 
+    def stored_root(self) -> bytes | None:
+        return self.inner.stored_root()
+
+    def opened_root(self) -> bytes | None | EllipsisType:
+        return self.inner.opened_root()
+
 
 class ConsistentBackend(Wrapping):
     """A dataset's view of its store that never mixes two versions of it.
@@ -671,6 +699,9 @@ class ConsistentBackend(Wrapping):
         if keys:
             self.check()
         return out
+
+    def opened_root(self) -> bytes | None | EllipsisType:
+        return self.expected
 
     def check(self) -> None:
         """Raise :class:`StoreChangedError` when the root is no longer the one expected."""

@@ -21,6 +21,12 @@ and every encoding happens there), then committed to the target:
 and root directories, and folders holding them, are never replaced. A staging folder
 is locked (``flock``) while its writer lives; the next write to the same target
 removes those left by killed writers.
+
+Every write to a local target holds the target's writer lock (``.NAME.zv-lock`` beside it)
+from its checks to its commit, and every write, on any store, commits only if the target's
+root is still the one it started from, else raises
+:class:`~zarr_vectors.errors.StoreConflictError` with nothing applied (see
+:mod:`zarr_vectors.storage.writelock`).
 """
 
 from __future__ import annotations
@@ -37,9 +43,16 @@ import warnings
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import EllipsisType
 from typing import Any
 
-from zarr_vectors.errors import ReadOnlyError, StoreExistsError
+from zarr_vectors.errors import (
+    ReadOnlyError,
+    StoreChangedError,
+    StoreError,
+    StoreExistsError,
+    ZarrVectorsError,
+)
 from zarr_vectors.format import zarr_json
 from zarr_vectors.storage.backend import (
     GENERATION_KEY,
@@ -54,8 +67,9 @@ from zarr_vectors.storage.backend import (
     remote_backend,
     under,
 )
-from zarr_vectors.storage.local import LocalBackend, exchange, remove_tree
+from zarr_vectors.storage.local import LocalBackend, exchange, os_reason, remove_tree
 from zarr_vectors.storage.scratch import Arena
+from zarr_vectors.storage.writelock import check_root, conflict, writer_lock
 
 try:
     import fcntl
@@ -100,7 +114,12 @@ def _lock(path: str) -> int | None:
 def staging(parent: Path, prefix: str) -> Iterator[Path]:
     """A new locked folder ``parent/<prefix><hex>``; removed (whatever it then holds) on exit."""
     stage = parent / f"{prefix}{uuid.uuid4().hex[:12]}"
-    stage.mkdir()  # unlike tempfile.mkdtemp, honours the umask: the store gets normal permissions
+    try:
+        stage.mkdir()  # unlike tempfile.mkdtemp, honours the umask: the store gets normal permissions
+    except OSError as exc:
+        raise StoreError(
+            str(parent), stage.name, f"cannot create the staging folder: {os_reason(exc)}"
+        ) from exc
     fd = _lock(str(stage))
     try:
         yield stage
@@ -267,15 +286,24 @@ def check_in_place_target(backend: Backend, overwrite: bool) -> None:
 
 # -- whole-store writes ----------------------------------------------------------------
 def write_session(
-    target: Any, *, overwrite: bool, storage_options: dict[str, Any] | None = None
+    target: Any,
+    *,
+    overwrite: bool,
+    storage_options: dict[str, Any] | None = None,
+    expect: bytes | None | EllipsisType = ...,
 ) -> contextlib.AbstractContextManager[Backend]:
     """Yield a backend (a local staging folder) for writing a whole new store at ``target``;
-    commit it on a clean exit. The caller writes the root ``zarr.json`` last."""
+    commit it on a clean exit. The caller writes the root ``zarr.json`` last.
+
+    A local target's writer lock is held throughout (``zv_wait`` of ``storage_options``:
+    seconds to wait for it). The commit happens only if the target's root is still
+    ``expect`` (default: the root found when the session started; None: no store), else
+    :class:`~zarr_vectors.errors.StoreConflictError`."""
     options = StorageOptions.parse(storage_options)
     path = local_path(target)
     if path is None:
-        return _in_place_session(remote_backend(target, options, False), overwrite)
-    return _local_session(path, os.fspath(target), overwrite)
+        return _in_place_session(remote_backend(target, options, False), overwrite, expect)
+    return _local_session(path, os.fspath(target), overwrite, options.wait, expect)
 
 
 def check_target(target: Any, *, overwrite: bool, storage_options: dict[str, Any] | None = None) -> None:
@@ -290,28 +318,77 @@ def check_target(target: Any, *, overwrite: bool, storage_options: dict[str, Any
     check_local_target(path.absolute(), os.fspath(target), overwrite)
 
 
+def local_root(path: Path) -> bytes | None:
+    """The root ``zarr.json`` of the local store at ``path`` (a folder or a zip file), or None."""
+    try:
+        if path.is_dir():
+            return (path / "zarr.json").read_bytes()
+        if path.is_file() and zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as zf:
+                return zf.read("zarr.json") if "zarr.json" in zf.namelist() else None
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return None
+
+
+def _root_of(backend: Backend) -> bytes | None:
+    """The store's root as stored now (past a dataset's consistency check)."""
+    return backend.stored_root()
+
+
 @contextlib.contextmanager
-def _local_session(path: Path, shown: str, overwrite: bool) -> Iterator[Backend]:
+def _local_session(
+    path: Path, shown: str, overwrite: bool, wait: float, expect: bytes | None | EllipsisType
+) -> Iterator[Backend]:
     if path.is_symlink():  # write where the link points; the link stays
         path = Path(os.path.realpath(path))
     path = path.absolute()
-    check_local_target(path, shown, overwrite)
+    check_local_target(path, shown, overwrite)  # refuse before anything is created
     path.parent.mkdir(parents=True, exist_ok=True)
-    remove_leftovers(path.parent, _leftover_pattern(path.name).fullmatch)
-    with staging(path.parent, f".{path.name}.zv-tmp-") as stage:
-        yield LocalBackend(stage)
-        if path.suffix.lower() == ".zip":
-            _zip_into(stage, path)
-        else:
-            swap_in(stage, path)
+    with writer_lock(path, wait):
+        check_local_target(path, shown, overwrite)  # again: another writer may have finished
+        opened = local_root(path) if expect is ... else expect
+        check_root(shown, opened, local_root(path))
+        remove_leftovers(path.parent, _leftover_pattern(path.name).fullmatch)
+        with staging(path.parent, f".{path.name}.zv-tmp-") as stage:
+            yield _stage_backend(stage, shown)
+            check_root(shown, opened, local_root(path))
+            with _committing(shown):
+                if path.suffix.lower() == ".zip":
+                    _zip_into(stage, path)
+                else:
+                    swap_in(stage, path)
+
+
+def _stage_backend(stage: Path, target: str) -> LocalBackend:
+    """The staging folder ``stage`` of a write to ``target``, named after both in errors."""
+    backend = LocalBackend(stage)
+    backend.description = f"{target} (staged in {stage})"
+    return backend
 
 
 @contextlib.contextmanager
-def _in_place_session(backend: Backend, overwrite: bool) -> Iterator[Backend]:
+def _committing(target: str) -> Iterator[None]:
+    """An OS error of the block (a full disk, a failed rename) as a :class:`StoreError` of ``target``."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, ZarrVectorsError):
+            raise
+        raise StoreError(
+            target, "", f"the write could not be committed ({os_reason(exc)}); the old store is kept"
+        ) from exc
+
+
+@contextlib.contextmanager
+def _in_place_session(
+    backend: Backend, overwrite: bool, expect: bytes | None | EllipsisType
+) -> Iterator[Backend]:
     check_in_place_target(backend, overwrite)
+    opened = _root_of(backend) if expect is ... else expect
     with in_place_stage(backend) as stage:
         yield stage
-        commit_in_place(backend, stage, first_root=placeholder_root())
+        commit_in_place(backend, stage, first_root=placeholder_root(), expect=opened)
 
 
 class MemoryStage:
@@ -326,6 +403,12 @@ class MemoryStage:
 
     def __init__(self) -> None:
         self.data: dict[str, bytes] = {}
+
+    def stored_root(self) -> bytes | None:
+        return self.get_many(["zarr.json"])[0]
+
+    def opened_root(self) -> bytes | None | EllipsisType:
+        return ...
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         return [self.data.get(k) for k in keys]
@@ -376,7 +459,7 @@ def in_place_stage(backend: Backend) -> Iterator[Backend]:
     prefix = _temp_prefix(backend.description)
     remove_leftovers(temp, lambda name: name.startswith(prefix))
     with staging(temp, prefix) as stage:
-        yield LocalBackend(stage)
+        yield _stage_backend(stage, backend.description)
 
 
 def placeholder_root() -> bytes:
@@ -425,13 +508,18 @@ def commit_in_place(
     *,
     first_root: bytes,
     keep: Callable[[str], bool] = lambda key: False,
+    expect: bytes | None | EllipsisType = ...,
 ) -> None:
     """Make the store hold the staged keys (plus the old keys ``keep`` accepts).
 
     Order: ``first_root`` as the root (where the store can delete), stale keys deleted,
     staged keys written, the staged root last. In an Icechunk session (``backend.transactional``)
-    readers see nothing before the commit, so metadata goes first there.
+    readers see nothing before the commit, so metadata goes first there. Unless ``expect`` is
+    ``...``, the store's root must still be ``expect`` before anything is written, else
+    :class:`~zarr_vectors.errors.StoreConflictError`.
     """
+    if expect is not ...:
+        check_root(backend.description, expect, _root_of(backend))
     staged = stage.key_sizes()
     root = stage.get_many(["zarr.json"])[0]
     assert root is not None, "a staged store has a root zarr.json"
@@ -488,6 +576,12 @@ class Overlay:
     @property
     def transactional(self) -> bool:
         return self.base.transactional
+
+    def stored_root(self) -> bytes | None:
+        return self.base.stored_root()
+
+    def opened_root(self) -> bytes | None | EllipsisType:
+        return self.base.opened_root()
 
     @property
     def in_memory(self) -> bool:
@@ -548,45 +642,66 @@ class Overlay:
 
 @contextlib.contextmanager
 def rebuild_session(
-    backend: Backend, *, hidden: Callable[[str], bool], first: dict[str, bytes]
+    backend: Backend, *, hidden: Callable[[str], bool], first: dict[str, bytes], wait: float = 0.0
 ) -> Iterator[Overlay]:
     """Stage a rebuild of part of an existing store; commit it on a clean exit.
 
     ``first`` are documents that replace the store's at once (the root without the
     levels being rebuilt, with a new generation); ``hidden`` names the keys being
     replaced. A local store is rebuilt into a sibling folder (the kept files hard-linked,
-    copied where links are impossible) and exchanged with it; another store gets the
-    root of ``first``, loses the hidden keys, gains the staged ones, then the new root.
-    Afterwards ``backend`` is refreshed: it reads on from the new store.
+    copied where links are impossible) and exchanged with it, under its writer lock
+    (``wait``: seconds to wait for it); another store gets the root of ``first``, loses
+    the hidden keys, gains the staged ones, then the new root. Afterwards ``backend`` is
+    refreshed: it reads on from the new store.
+
+    The store the rebuild starts from is the root a dataset's ``backend`` opened (a
+    :class:`~zarr_vectors.storage.backend.ConsistentBackend`), else the root found at the
+    start; when the store's root is another one at the start or at the commit,
+    :class:`~zarr_vectors.errors.StoreConflictError` is raised with nothing applied.
     """
     if backend.read_only:
         raise ReadOnlyError(f"{backend.description} is opened read-only")
-    local = backend.local_dir
-    if local is not None:
-        path = Path(os.path.realpath(local))
-        remove_leftovers(path.parent, _leftover_pattern(path.name).fullmatch)
-        with staging(path.parent, f".{path.name}.zv-tmp-") as stage:
-            top = LocalBackend(stage)
-            top.set_many(list(first.items()))
-            overlay = Overlay(backend, top, hidden)
+    recorded = backend.opened_root()
+    opened = _root_of(backend) if recorded is ... else recorded
+    try:
+        local = backend.local_dir
+        if local is not None:
+            path = Path(os.path.realpath(local))
+            with writer_lock(path, wait):
+                check_root(backend.description, opened, local_root(path))
+                remove_leftovers(path.parent, _leftover_pattern(path.name).fullmatch)
+                with staging(path.parent, f".{path.name}.zv-tmp-") as stage:
+                    top = _stage_backend(stage, backend.description)
+                    top.set_many(list(first.items()))
+                    overlay = Overlay(backend, top, hidden)
+                    yield overlay
+                    with _committing(backend.description):
+                        _link_kept(path, stage, overlay.hides)
+                    check_root(backend.description, opened, local_root(path))
+                    with _committing(backend.description):
+                        swap_in(stage, path)
+                backend.refresh()  # under the lock: the root adopted is this write's
+            return
+        if not backend.supports_deletes:
+            raise ReadOnlyError(
+                f"{backend.description} cannot delete keys, so its coarse levels cannot be rebuilt in place; "
+                "write the store again (or copy level 0 to a new store) and build the pyramid there"
+            )
+        check_root(backend.description, opened, _root_of(backend))
+        with in_place_stage(backend) as stage:
+            stage.set_many(list(first.items()))
+            overlay = Overlay(backend, stage, hidden)
             yield overlay
-            _link_kept(path, stage, overlay.hides)
-            swap_in(stage, path)
+            commit_in_place(
+                backend,
+                stage,
+                first_root=first["zarr.json"],
+                keep=lambda key: not overlay.hides(key),
+                expect=opened,
+            )
         backend.refresh()
-        return
-    if not backend.supports_deletes:
-        raise ReadOnlyError(
-            f"{backend.description} cannot delete keys, so its coarse levels cannot be rebuilt in place; "
-            "write the store again (or copy level 0 to a new store) and build the pyramid there"
-        )
-    with in_place_stage(backend) as stage:
-        stage.set_many(list(first.items()))
-        overlay = Overlay(backend, stage, hidden)
-        yield overlay
-        commit_in_place(
-            backend, stage, first_root=first["zarr.json"], keep=lambda key: not overlay.hides(key)
-        )
-    backend.refresh()
+    except StoreChangedError as exc:  # a read of the base found another writer's root
+        raise conflict(backend.description) from exc
 
 
 #: errno of ``os.link`` where the filesystem has no hard links (the file is copied instead).

@@ -27,11 +27,12 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import EllipsisType
 from typing import Literal, overload
 
 import numpy as np
 
-from zarr_vectors.errors import ReadOnlyError, StoreError
+from zarr_vectors.errors import ReadOnlyError, StoreError, ZarrVectorsError
 from zarr_vectors.storage.scratch import Arena
 from zarr_vectors.storage.threads import default_workers, map_cells
 
@@ -46,7 +47,7 @@ LARGE_FILE = 256 << 10
 #: 7.5 to 9.1 ms on threads against 7.1 to 7.4 ms on one).
 SMALL_FILE = 32 << 10
 
-__all__ = ["LocalBackend", "exchange", "remove_tree"]
+__all__ = ["os_reason", "LocalBackend", "exchange", "remove_tree"]
 
 _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -116,6 +117,12 @@ class LocalBackend:
         self._made.clear()
         self._dirs_ok = {""}
         self._real = None
+
+    def stored_root(self) -> bytes | None:
+        return self.get_many(["zarr.json"])[0]
+
+    def opened_root(self) -> bytes | None | EllipsisType:
+        return ...
 
     # -- reading -----------------------------------------------------------------------
     @property
@@ -265,19 +272,27 @@ class LocalBackend:
             raise ReadOnlyError(f"cannot write keys: {self.description} is opened read-only")
         root = str(self.root)
         for key, data in items:
-            parent = key.rpartition("/")[0]
-            if parent not in self._made:
-                self._make_dir(parent, key)
-            path = f"{root}/{key}"
             try:
-                fd = os.open(path, _CREATE, 0o666)
-            except FileExistsError:
-                self._replace(path, data)
-                continue
-            try:
-                _write_all(fd, data)
-            finally:
-                os.close(fd)
+                self._set(root, key, data)
+            except OSError as exc:
+                if isinstance(exc, ZarrVectorsError):
+                    raise
+                raise StoreError(self.description, key, f"cannot be written: {os_reason(exc)}") from exc
+
+    def _set(self, root: str, key: str, data: bytes) -> None:
+        parent = key.rpartition("/")[0]
+        if parent not in self._made:
+            self._make_dir(parent, key)
+        path = f"{root}/{key}"
+        try:
+            fd = os.open(path, _CREATE, 0o666)
+        except FileExistsError:
+            self._replace(path, data)
+            return
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
 
     def _replace(self, path: str, data: bytes) -> None:
         """Replace an existing file or link by rename: never writes through it."""
@@ -408,6 +423,13 @@ class LocalBackend:
 
     def is_empty(self) -> bool:
         return not self.root.exists() or (self.root.is_dir() and not any(self.root.iterdir()))
+
+
+def os_reason(exc: OSError) -> str:
+    """An OS error as a reason: its text and errno name (``No space left on device (ENOSPC)``)."""
+    name = errno.errorcode.get(exc.errno or 0)
+    text = exc.strerror or str(exc)
+    return f"{text} ({name})" if name else text
 
 
 def _write_all(fd: int, data: bytes) -> None:

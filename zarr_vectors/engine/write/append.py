@@ -41,7 +41,7 @@ from zarr_vectors.format.kinds import POINT_CLOUD
 from zarr_vectors.format.metadata import RootMeta
 from zarr_vectors.format.shards import inner_codecs, parse_sharding
 from zarr_vectors.format.zarr_json import absent_fill
-from zarr_vectors.storage import check_workers, placeholder_root, rebuild_session
+from zarr_vectors.storage import check_workers, placeholder_root, rebuild_session, writing
 
 __all__ = ["STALE_KEY", "append_points"]
 
@@ -160,6 +160,7 @@ class _Cells:
         return out
 
 
+@writing
 def append_points(
     store: VectorStore,
     positions: Any,
@@ -222,7 +223,10 @@ def append_points(
     groups = _groups(spill, level, GROUP_ROWS)
     hidden = _hidden_tables(level, plan)
     with rebuild_session(
-        store.backend, hidden=lambda key: key.startswith(hidden), first={"zarr.json": placeholder_root()}
+        store.backend,
+        hidden=lambda key: key.startswith(hidden),
+        first={"zarr.json": placeholder_root()},
+        wait=store.wait,
     ) as overlay:
         name, clevel = compression_of(inner_codecs(level.vertices.doc) or [])
         checksums = any(c.get("name") == "crc32c" for c in inner_codecs(level.vertices.doc) or [])

@@ -6,11 +6,17 @@ session: cells and shards first, array documents, groups deepest first, the root
 new write generation. Only the per-chunk arrays (those with ``nonempty_chunks``) change: their
 cells are regrouped into the new shards, their bytes unchanged; every other key is copied as is.
 Memory stays near one batch of destination shards (:data:`BATCH_BYTES`).
+
+The source is read through a :class:`~zarr_vectors.storage.backend.ConsistentBackend`: a
+writer replacing it meanwhile makes the copy fail (:class:`~zarr_vectors.errors.StoreChangedError`)
+rather than mix two versions. Resharding a store into itself (``overwrite=True``) commits only
+if the store is still the one read, else :class:`~zarr_vectors.errors.StoreConflictError`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +24,7 @@ import numpy as np
 
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.options import check_shards
-from zarr_vectors.errors import FormatError
+from zarr_vectors.errors import FormatError, StoreChangedError, StoreConflictError
 from zarr_vectors.format.grid import cell_key, parse_chunk_key
 from zarr_vectors.format.shards import (
     ShardLayout,
@@ -29,7 +35,16 @@ from zarr_vectors.format.shards import (
     unsharded_doc,
 )
 from zarr_vectors.format.zarr_json import load_json
-from zarr_vectors.storage import ShardReader, check_complete, check_not_v2, open_backend, write_session
+from zarr_vectors.storage import (
+    Backend,
+    ConsistentBackend,
+    ShardReader,
+    check_complete,
+    check_not_v2,
+    local_path,
+    open_backend,
+    write_session,
+)
 
 __all__ = ["reshard", "BATCH_BYTES"]
 
@@ -39,7 +54,7 @@ BATCH_BYTES = 64 << 20
 BATCH_CELLS = 4096
 
 
-def _docs(source: ShardReader) -> tuple[list[str], dict[str, dict[str, Any]]]:
+def _docs(source: Backend) -> tuple[list[str], dict[str, dict[str, Any]]]:
     """Every key of the source (hidden names left out) and its parsed ``zarr.json`` documents by node."""
     keys = [k for k in source.list_keys() if not k.startswith(".") and "/." not in k]
     meta = [k for k in keys if k == "zarr.json" or k.endswith("/zarr.json")]
@@ -78,7 +93,7 @@ def _batches(order: np.ndarray, shard_ids: np.ndarray, cell_bytes: float) -> Ite
 
 
 def _copy_array(
-    source: ShardReader, builder: StoreBuilder, path: str, doc: dict[str, Any], shards: Any, bar: Any
+    source: Backend, builder: StoreBuilder, path: str, doc: dict[str, Any], shards: Any, bar: Any
 ) -> dict[str, Any]:
     """Write the cells of one per-chunk array into ``builder`` in its new shards; its new document."""
     base = unsharded_doc(doc) if parse_sharding(path, doc) is not None else doc
@@ -162,10 +177,42 @@ def reshard(
     >>> zv.open("memory://doc-reshard-dst").vertex_count()
     2000
     """
+    raw = open_backend(src, read_only=True, storage_options=storage_options)
+    check_not_v2(raw)
+    source = ConsistentBackend(ShardReader(raw), raw.get_many(["zarr.json"])[0])
+    try:
+        _reshard(source, src, dst, shards, overwrite, progress, dst_storage_options)
+    except StoreChangedError as exc:
+        if not _same_store(src, dst):
+            raise
+        raise StoreConflictError(
+            f"{source.description} was changed by another writer while it was being resharded into "
+            "itself; nothing was applied. Run the reshard again"
+        ) from exc
+
+
+def _same_store(src: Any, dst: Any) -> bool:
+    """Whether ``dst`` names the store ``src`` (the same real path, URL or ``Store`` object)."""
+    a, b = local_path(src), local_path(dst)
+    if a is not None and b is not None:
+        return os.path.realpath(a) == os.path.realpath(b)
+    if isinstance(src, str) and isinstance(dst, str):
+        return a is None and b is None and src.rstrip("/") == dst.rstrip("/")
+    return src is dst
+
+
+def _reshard(
+    source: ConsistentBackend,
+    src: Any,
+    dst: Any,
+    shards: Any,
+    overwrite: bool,
+    progress: bool | None,
+    dst_storage_options: dict[str, Any] | None,
+) -> None:
+    """:func:`reshard` from the opened ``source``."""
     from tqdm import tqdm
 
-    source = ShardReader(open_backend(src, read_only=True, storage_options=storage_options))
-    check_not_v2(source)
     keys, docs = _docs(source)
     root = docs.get("")
     if root is None or root.get("node_type") != "group":
@@ -181,7 +228,10 @@ def reshard(
     for path in per_chunk:
         check_shards(shards, len(arrays[path].get("shape") or []))  # a bad value: InputError before writing
     total = sum(len(arrays[p]["attributes"]["nonempty_chunks"]) for p in per_chunk)
-    with write_session(dst, overwrite=overwrite, storage_options=dst_storage_options) as backend:
+    same = _same_store(src, dst)
+    with write_session(
+        dst, overwrite=overwrite, storage_options=dst_storage_options, expect=source.expected if same else ...
+    ) as backend:
         builder = StoreBuilder(backend)
         with tqdm(
             total=total, unit="cell", desc="resharding", disable=None if progress is None else not progress
