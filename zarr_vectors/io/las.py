@@ -16,6 +16,7 @@ writes the same integers back.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,8 +96,21 @@ def _extra_dims(header: Any) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
+def _read_errors(laspy: Any) -> tuple[type[BaseException], ...]:
+    """What laspy (and lazrs under it) raise for a file that is not what its header says."""
+    errors: tuple[type[BaseException], ...] = (laspy.errors.LaspyException, OSError, ValueError, EOFError)
+    try:
+        import lazrs
+    except ImportError:
+        return errors
+    return (*errors, lazrs.LazrsError)
+
+
 def open_las(path: str | Path) -> LasSource:
-    """The header of a LAS/LAZ file (its CRS when the file has one and pyproj is installed)."""
+    """The header of a LAS/LAZ file (its CRS when the file has one and pyproj is installed).
+
+    The header's point count is checked against the file's size before anything is read:
+    uncompressed records take ``record_size`` bytes each from the point data's offset."""
     laspy = _laspy()
     path = Path(path)
     if not path.is_file():
@@ -104,14 +118,16 @@ def open_las(path: str | Path) -> LasSource:
     try:
         with laspy.open(path) as reader:
             header = reader.header
-    except (laspy.errors.LaspyException, OSError, ValueError) as exc:
-        raise InputError(f"{path}: laspy cannot read it as LAS/LAZ ({exc})") from exc
+    except (*_read_errors(laspy), struct.error, IndexError, KeyError) as exc:
+        raise InputError(f"{path}: laspy cannot read it as LAS/LAZ ({_one_line(exc)})") from exc
     crs = None
     try:
         crs = header.parse_crs()
     except ImportError:  # pyproj missing: the CRS cannot be read, the points still can
         crs = None
-    return LasSource(
+    except (*_read_errors(laspy), struct.error, IndexError, KeyError) as exc:
+        raise InputError(f"{path}: its CRS records cannot be read ({_one_line(exc)})") from exc
+    source = LasSource(
         path=path,
         count=int(header.point_count),
         mins=np.asarray(header.mins, np.float64),
@@ -127,6 +143,30 @@ def open_las(path: str | Path) -> LasSource:
         record_size=int(header.point_format.size),
         compressed=bool(header.are_points_compressed),
     )
+    _check_size(source, path.stat().st_size)
+    return source
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300] or type(exc).__name__
+
+
+def _check_size(source: LasSource, size: int) -> None:
+    """The header's count, offset and scales against the file (before any point is read)."""
+    if source.data_offset > size:
+        raise InputError(
+            f"{source.path}: the header puts the points at byte {source.data_offset:,}, past the "
+            f"file's end ({size:,} bytes)"
+        )
+    if not np.all(np.isfinite(source.scale) & (source.scale != 0) & np.isfinite(source.offset)):
+        raise InputError(f"{source.path}: the header's scales {source.scale} or offsets {source.offset} are unusable")
+    need = source.count * source.record_size
+    if not source.compressed and need > size - source.data_offset:
+        raise InputError(
+            f"{source.path}: the file ends inside its point records (the header says {source.count:,} "
+            f"points of {source.record_size} bytes from byte {source.data_offset:,}: {need:,} bytes, "
+            f"and the file has {size:,})"
+        )
 
 
 def las_header_record(source: LasSource) -> dict[str, Any]:
@@ -183,11 +223,25 @@ def las_columns(
 def read_las_chunks(
     source: LasSource, chunk_rows: int = 1 << 20
 ) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
-    """``(positions, attributes)`` of ``chunk_rows`` points at a time, in file order."""
+    """``(positions, attributes)`` of ``chunk_rows`` points at a time, in file order; a file
+    that ends before the header's count, or whose compressed points do not decode, is an
+    :class:`InputError`."""
     laspy = _laspy()
-    with laspy.open(source.path) as reader:
-        for rec in reader.chunk_iterator(chunk_rows):
-            yield las_columns(rec.array, rec.point_format, source)
+    seen = 0
+    try:
+        with laspy.open(source.path) as reader:
+            for rec in reader.chunk_iterator(chunk_rows):
+                seen += len(rec.array)
+                yield las_columns(rec.array, rec.point_format, source)
+    except _read_errors(laspy) as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(
+            f"{source.path}: the points after the first {seen:,} cannot be read (the header says "
+            f"{source.count:,}; truncated or damaged file?): {_one_line(exc)}"
+        ) from exc
+    if seen != source.count:
+        raise InputError(f"{source.path}: {seen:,} points read, but the header says {source.count:,}")
 
 
 # -- writing -----------------------------------------------------------------------------
