@@ -100,10 +100,15 @@ def _read_errors(laspy: Any) -> tuple[type[BaseException], ...]:
     """What laspy (and lazrs under it) raise for a file that is not what its header says."""
     errors: tuple[type[BaseException], ...] = (laspy.errors.LaspyException, OSError, ValueError, EOFError)
     try:
-        import lazrs
+        import lazrs  # type: ignore[import-untyped]
     except ImportError:
         return errors
     return (*errors, lazrs.LazrsError)
+
+
+def _header_errors(laspy: Any) -> tuple[type[BaseException], ...]:
+    """What laspy raises for a header whose fields or records are damaged."""
+    return (*_read_errors(laspy), struct.error, IndexError, KeyError)
 
 
 def open_las(path: str | Path) -> LasSource:
@@ -118,14 +123,14 @@ def open_las(path: str | Path) -> LasSource:
     try:
         with laspy.open(path) as reader:
             header = reader.header
-    except (*_read_errors(laspy), struct.error, IndexError, KeyError) as exc:
+    except _header_errors(laspy) as exc:
         raise InputError(f"{path}: laspy cannot read it as LAS/LAZ ({_one_line(exc)})") from exc
     crs = None
     try:
         crs = header.parse_crs()
     except ImportError:  # pyproj missing: the CRS cannot be read, the points still can
         crs = None
-    except (*_read_errors(laspy), struct.error, IndexError, KeyError) as exc:
+    except _header_errors(laspy) as exc:
         raise InputError(f"{path}: its CRS records cannot be read ({_one_line(exc)})") from exc
     source = LasSource(
         path=path,
@@ -144,6 +149,8 @@ def open_las(path: str | Path) -> LasSource:
         compressed=bool(header.are_points_compressed),
     )
     _check_size(source, path.stat().st_size)
+    if source.compressed and source.count:
+        _check_chunks(source, header, path.stat().st_size)
     return source
 
 
@@ -159,13 +166,54 @@ def _check_size(source: LasSource, size: int) -> None:
             f"file's end ({size:,} bytes)"
         )
     if not np.all(np.isfinite(source.scale) & (source.scale != 0) & np.isfinite(source.offset)):
-        raise InputError(f"{source.path}: the header's scales {source.scale} or offsets {source.offset} are unusable")
+        raise InputError(
+            f"{source.path}: the header's scales {source.scale} or offsets {source.offset} are unusable"
+        )
     need = source.count * source.record_size
     if not source.compressed and need > size - source.data_offset:
         raise InputError(
             f"{source.path}: the file ends inside its point records (the header says {source.count:,} "
             f"points of {source.record_size} bytes from byte {source.data_offset:,}: {need:,} bytes, "
             f"and the file has {size:,})"
+        )
+
+
+def _check_chunks(source: LasSource, header: Any, size: int) -> None:
+    """A LAZ file's count against its chunk table: the chunks must hold the header's points
+    (their count is checked against the file's size before lazrs reads the table). Within
+    the last chunk an overstated count cannot be told from the header: the decoder notices
+    only when the compressed bytes run out."""
+    try:
+        import lazrs
+    except ImportError:
+        return
+    vlr = next((v for v in header.vlrs if type(v).__name__ == "LasZipVlr"), None)
+    if vlr is None:
+        raise InputError(f"{source.path}: the points are compressed but the file has no laszip record")
+    where = f"{source.path}: the LAZ chunk table"
+    with open(source.path, "rb") as fh:
+        fh.seek(source.data_offset)
+        (table,) = struct.unpack("<q", fh.read(8).ljust(8, b"\xff"))
+        if table == -1:
+            fh.seek(max(size - 8, 0))
+            (table,) = struct.unpack("<q", fh.read(8).ljust(8, b"\xff"))
+        if not source.data_offset + 8 <= table <= size - 8:
+            raise InputError(f"{where} is said to be at byte {table:,}, outside the point data")
+        fh.seek(table)
+        _, chunks = struct.unpack("<II", fh.read(8))
+        if chunks > table - source.data_offset:  # every chunk takes at least a byte
+            raise InputError(f"{where} lists {chunks:,} chunks in {table - source.data_offset:,} bytes")
+        try:
+            laz = lazrs.LazVlr(vlr.record_data)
+            fh.seek(source.data_offset)
+            entries = lazrs.read_chunk_table(fh, laz)
+        except (lazrs.LazrsError, OSError, ValueError) as exc:
+            raise InputError(f"{where} cannot be read ({_one_line(exc)})") from exc
+    held = sum(n for n, _ in entries)
+    if source.count > held:
+        raise InputError(
+            f"{source.path}: the header says {source.count:,} points, but the LAZ chunks hold at "
+            f"most {held:,} ({len(entries)} chunks)"
         )
 
 

@@ -116,7 +116,8 @@ class PlySource:
         return words
 
     def _parse(self, lines: list[list[str]]) -> None:
-        fmt, element, props, count, before = None, None, [], 0, False
+        fmt, element, count, before = None, None, 0, False
+        props: list[tuple[str, str]] = []
         for words in lines:
             if not words:
                 continue
@@ -127,7 +128,9 @@ class PlySource:
                     break
                 element, text = self._words(words, 3)[1:3]
                 if not text.isdigit():
-                    raise InputError(f"{self.path}: PLY element {element!r} count {text[:40]!r} is not a count")
+                    raise InputError(
+                        f"{self.path}: PLY element {element!r} count {text[:40]!r} is not a count"
+                    )
                 count = int(text)
                 before = before or (element != "vertex" and count > 0)
             elif words[0] == "property" and element == "vertex":
@@ -235,7 +238,9 @@ class TextSource:
         if not words:
             raise InputError(f"{self.path}: the file is empty")
         if len(words) > MAX_COLUMNS:
-            raise InputError(f"{self.path}: line 1 has {len(words):,} columns; at most {MAX_COLUMNS:,} are read")
+            raise InputError(
+                f"{self.path}: line 1 has {len(words):,} columns; at most {MAX_COLUMNS:,} are read"
+            )
         self._header = not all(_is_number(w) for w in words)
         if self.columns is not None:
             if len(self.columns) != len(words):
@@ -280,7 +285,14 @@ class TextSource:
                 for _ in range(lineno):
                     fh.readline()
             while lines := read_lines(fh, self.path, rows, lineno):
-                table = parse(self.path, lines, lineno + 1, np.dtype(list(self._types.items())), self.delimiter, self._hints())
+                table = parse(
+                    self.path,
+                    lines,
+                    lineno + 1,
+                    np.dtype(list(self._types.items())),
+                    self.delimiter,
+                    self._hints(),
+                )
                 lineno += len(lines)
                 seen += len(table)
                 if len(table):
@@ -298,13 +310,18 @@ class TextSource:
     def _infer(self, fh: BinaryIO, lineno: int) -> dict[str, np.dtype]:
         """Each column's type from the :data:`TYPE_ROWS` lines after line ``lineno`` (see the class)."""
         lines, first = read_lines(fh, self.path, TYPE_ROWS, lineno), lineno + 1
-        given = {n: np.dtype(t) for n, t in (self.dtypes or {}).items()}
+        try:
+            given = {n: np.dtype(t) for n, t in (self.dtypes or {}).items()}
+        except TypeError as exc:
+            raise InputError(f"dtypes={self.dtypes!r}: not numpy dtypes ({exc})") from exc
         floats = [np.dtype(np.float64)] * len(self._names)
         table = parse(self.path, lines, first, np.dtype(list(zip(self._names, floats))), self.delimiter)
         types = {}
-        for i, n in enumerate(self._names):
+        for n in self._names:
             col = table[n]
-            whole = n not in (self.positions or ()) and bool(np.all(np.isfinite(col) & (col == np.round(col))))
+            whole = n not in (self.positions or ()) and bool(
+                np.all(np.isfinite(col) & (col == np.round(col)))
+            )
             types[n] = given.get(n, np.dtype(np.int64) if whole else floats[0])
         try:
             parse(self.path, lines, first, np.dtype(list(types.items())), self.delimiter)

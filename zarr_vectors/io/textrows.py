@@ -46,7 +46,9 @@ def read_line(fh: BinaryIO, path: Path, lineno: int, encoding: str = "utf-8") ->
     try:
         return raw.decode(encoding)
     except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: line {lineno} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+        raise InputError(
+            f"{path}: line {lineno} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from exc
 
 
 def read_lines(fh: BinaryIO, path: Path, rows: int, lineno: int) -> list[str]:
@@ -103,13 +105,17 @@ def diagnose(
     for lineno, words in _rows(lines, first, delimiter):
         if len(words) != len(names):
             shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
-            return InputError(f"{path}: line {lineno} has {len(words)} values, expected {len(names)} ({shown})")
+            return InputError(
+                f"{path}: line {lineno} has {len(words)} values, expected {len(names)} ({shown})"
+            )
         for word, name, dtype in zip(words, names, dtypes):
             problem = _problem(word, dtype)
             if problem is not None:
                 hint = (hints or {}).get(name, "")
                 return InputError(f"{path}: line {lineno}, column {name!r}: {problem}{hint}")
-    return InputError(f"{path}: lines {first} to {first + len(lines) - 1} do not parse as {len(names)} numbers")
+    return InputError(
+        f"{path}: lines {first} to {first + len(lines) - 1} do not parse as {len(names)} numbers"
+    )
 
 
 def parse(
