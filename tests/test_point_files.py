@@ -191,7 +191,9 @@ def test_csv_and_xyz_in_with_column_mapping(tmp_path):
     assert res.attributes["label"].dtype == np.uint8
     rows = TYPE_ROWS + 10  # the first TYPE_ROWS rows fix the column's type
     (tmp_path / "c.csv").write_text("x,y,k\n" + "".join(f"{i},{i},{i}\n" for i in range(rows)) + "1,1,2.5\n")
-    match = f"line {rows + 2}, column 'k': '2.5' is not an integer.*held integers.*dtypes=\\{{'k': 'float64'\\}}"
+    match = (
+        f"line {rows + 2}, column 'k': '2.5' is not an integer.*held integers.*dtypes=\\{{'k': 'float64'\\}}"
+    )
     with pytest.raises(InputError, match=match):
         ingest_points(mem(tmp_path, "c"), [tmp_path / "c.csv"], chunk_shape=4, chunk_rows=5, progress=False)
 

@@ -354,3 +354,20 @@ def test_cli_answers_every_bad_point_file_with_one_line_and_status_2(tmp_path):
         assert out.returncode == 2 and len(lines) == 1, (name, out.returncode, out.stderr[-2000:])
         assert lines[0].startswith("zarr-vectors ingest: error: ") and name in lines[0], lines[0]
         assert not (tmp_path / f"{name}.zarr").exists()
+
+
+@pytest.mark.parametrize(
+    ("rows", "match"),
+    [
+        ("0,0,0\nnan,1,1\n", r"p\.csv: a position is not finite \(\[nan, 1\.0, 1\.0\]\)"),
+        (
+            "0,0,0\n1e300,1e301,1e302\n",
+            r"p\.csv: the extent .* spans more than 2\*\*40 chunks of \[1\.0, 1\.0, 1\.0\]",
+        ),
+        ("", r"p\.csv: no points found"),
+    ],
+)
+def test_extents_that_cannot_make_a_grid_name_the_file(tmp_path, rows, match):
+    (tmp_path / "p.csv").write_text("x,y,z\n" + rows)
+    with pytest.raises(InputError, match=match):
+        ingest_points(_mem(tmp_path, "s"), [tmp_path / "p.csv"], chunk_shape=1, progress=False)

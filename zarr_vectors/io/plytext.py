@@ -69,13 +69,20 @@ def _split(table: np.ndarray, names: Sequence[str], pos: Sequence[str]) -> tuple
     return positions, {n: np.ascontiguousarray(table[n]) for n in names if n not in pos}
 
 
-def _extent(parts: Iterator[np.ndarray], d: int) -> tuple[np.ndarray, np.ndarray]:
+def _extent(path: Path, parts: Iterator[np.ndarray], d: int) -> tuple[np.ndarray, np.ndarray]:
+    """The box of the positions of ``parts``; no rows, or a NaN or infinite position, is an
+    :class:`InputError` naming ``path``."""
     lo, hi = np.full(d, np.inf), np.full(d, -np.inf)
     for p in parts:
         if len(p):
+            if not np.all(np.isfinite(p)):
+                row = int(np.flatnonzero(~np.all(np.isfinite(p), axis=1))[0])
+                raise InputError(
+                    f"{path}: a position is not finite ({p[row].tolist()}); positions must be numbers"
+                )
             lo, hi = np.minimum(lo, p.min(axis=0)), np.maximum(hi, p.max(axis=0))
     if not np.all(lo <= hi):
-        raise InputError("no points found: the file holds no rows")
+        raise InputError(f"{path}: no points found: the file holds no rows")
     return lo, hi
 
 
@@ -194,7 +201,9 @@ class PlySource:
                 yield table
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        return _extent((_split(t, (), self._pos)[0] for t in self._tables(1 << 21)), len(self._pos))
+        return _extent(
+            self.path, (_split(t, (), self._pos)[0] for t in self._tables(1 << 21)), len(self._pos)
+        )
 
     def chunks(self, rows: int) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
         names = list(self._dtype.names or ())
@@ -334,7 +343,7 @@ class TextSource:
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         pos = list(self.positions or ())
-        return _extent((_split(t, (), pos)[0] for t in self._blocks(1 << 20)), len(pos))
+        return _extent(self.path, (_split(t, (), pos)[0] for t in self._blocks(1 << 20)), len(pos))
 
     def chunks(self, rows: int) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
         for table in self._blocks(rows):
