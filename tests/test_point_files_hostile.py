@@ -371,3 +371,21 @@ def test_extents_that_cannot_make_a_grid_name_the_file(tmp_path, rows, match):
     (tmp_path / "p.csv").write_text("x,y,z\n" + rows)
     with pytest.raises(InputError, match=match):
         ingest_points(_mem(tmp_path, "s"), [tmp_path / "p.csv"], chunk_shape=1, progress=False)
+
+
+def test_swc_parent_ids_never_pass_through_floats(tmp_path):
+    from zarr_vectors.io.swc import read_swc
+
+    path = tmp_path / "a.swc"
+    path.write_text(
+        "9007199254740993 1 0 0 0 1 -1\n9007199254740992 3 2 0 0 1 -1\n9007199254740995 3 1 0 0 1 9007199254740993\n"
+    )
+    swc = read_swc(path)  # parents are row indices: the third sample hangs from the first
+    assert swc.ids.tolist() == [9007199254740993, 9007199254740992, 9007199254740995]
+    assert swc.parents.tolist() == [-1, -1, 0]
+    path.write_text(f"1 1 0 0 0 1 -1\n2 3 1 0 0 1 {2**63}\n")
+    with pytest.raises(InputError, match=r"a\.swc:2: the sample id or parent id does not fit int64"):
+        read_swc(path)
+    path.write_text("1 1 0 0 0 1 -1\n2 3 1 0 0 1 1.5\n")
+    with pytest.raises(InputError, match=r"a\.swc:2: cannot parse .*'1\.5' is not a whole number"):
+        read_swc(path)
