@@ -389,3 +389,38 @@ def test_swc_parent_ids_never_pass_through_floats(tmp_path):
     path.write_text("1 1 0 0 0 1 -1\n2 3 1 0 0 1 1.5\n")
     with pytest.raises(InputError, match=r"a\.swc:2: cannot parse .*'1\.5' is not a whole number"):
         read_swc(path)
+
+
+def _patched(path: Path, fmt: str, offset: int, value: int) -> Path:
+    data = bytearray(path.read_bytes())
+    struct.pack_into(fmt, data, offset, value)
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".las", ".laz"])
+def test_las_record_counts_and_lengths_are_checked_before_laspy_reads_them(tmp_path, suffix):
+    path = lying_las(tmp_path / f"v{suffix}", n=50, count=50)
+    with pytest.raises(InputError, match=r"the header's 67,108,865 variable-length records .* do not fit"):
+        open_point_file(_patched(path, "<I", 100, 2**26 + 1))  # number of VLRs: laspy loops over them
+    path = lying_las(tmp_path / f"e{suffix}", n=50, count=50)
+    size = path.stat().st_size
+    path.write_bytes(path.read_bytes() + bytes(60))  # one EVLR header at the end...
+    _patched(path, "<Q", 235, size)
+    _patched(path, "<I", 243, 1)
+    with pytest.raises(InputError, match=r"an extended record runs past the file's end"):
+        open_point_file(_patched(path, "<Q", size + 52, 2**40))  # ...claiming a TiB of data
+
+
+def test_las_header_extent_with_lo_above_hi_names_the_file(tmp_path):
+    path = lying_las(tmp_path / "m.las", n=50, count=50)
+    _patched(path, "<d", 179, -1.0)  # max x below min x
+    with pytest.raises(InputError, match=r"m\.las: the extent .* is not finite with lo <= hi"):
+        ingest_points(_mem(tmp_path, "s"), [path], chunk_shape=1, progress=False)
+
+
+def test_csv_header_with_y_and_z_but_no_x_takes_the_first_three_columns(tmp_path):
+    path = tmp_path / "h.csv"
+    path.write_text("a,y,z,w\n1,2,3,4\n")
+    pos, attrs = _read_all(path)
+    assert pos.tolist() == [[1.0, 2.0, 3.0]] and attrs["w"].tolist() == [4]

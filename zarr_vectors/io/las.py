@@ -120,6 +120,7 @@ def open_las(path: str | Path) -> LasSource:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path} does not exist or is not a file")
+    _check_records(path)
     try:
         with laspy.open(path) as reader:
             header = reader.header
@@ -152,6 +153,46 @@ def open_las(path: str | Path) -> LasSource:
     if source.compressed and source.count:
         _check_chunks(source, header, path.stat().st_size)
     return source
+
+
+#: Bytes of a VLR header and of an EVLR header.
+_VLR_HEADER, _EVLR_HEADER = 54, 60
+
+
+def _check_records(path: Path) -> None:
+    """The header's VLR and EVLR counts and lengths against the file's size, before laspy
+    reads them (it would loop over a count of billions, or allocate an EVLR's claimed length)."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(375)
+        if len(head) < 227 or head[:4] != b"LASF":
+            return  # laspy explains what is wrong
+        minor = head[25]
+        header_size, data_offset, n_vlrs = struct.unpack_from("<HII", head, 94)
+        room = data_offset - header_size
+        if not header_size <= data_offset <= size or n_vlrs * _VLR_HEADER > room:
+            raise InputError(
+                f"{path}: the header's {n_vlrs:,} variable-length records (from byte {header_size:,} "
+                f"to the point data at byte {data_offset:,}) do not fit the file of {size:,} bytes"
+            )
+        if minor < 4 or len(head) < 247:
+            return
+        first, n_evlrs = struct.unpack_from("<QI", head, 235)
+        if n_evlrs == 0:
+            return
+        if first > size or n_evlrs * _EVLR_HEADER > size - first:
+            raise InputError(
+                f"{path}: the header's {n_evlrs:,} extended records from byte {first:,} do not fit "
+                f"the file of {size:,} bytes"
+            )
+        at = first
+        for _ in range(n_evlrs):  # each record's length, so none claims more than the file has
+            fh.seek(at)
+            raw = fh.read(_EVLR_HEADER)
+            length = struct.unpack_from("<Q", raw, 52)[0] if len(raw) == _EVLR_HEADER else size
+            at += _EVLR_HEADER + length
+            if at > size:
+                raise InputError(f"{path}: an extended record runs past the file's end ({size:,} bytes)")
 
 
 def _one_line(exc: BaseException) -> str:

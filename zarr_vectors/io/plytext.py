@@ -89,7 +89,10 @@ def _extent(path: Path, parts: Iterator[np.ndarray], d: int) -> tuple[np.ndarray
 @dataclass
 class PlySource:
     """The ``vertex`` element of a PLY file; ``x``, ``y`` (and ``z``) are the positions, every
-    other scalar property an attribute of its PLY type. Other elements (faces) are ignored."""
+    other scalar property an attribute of its PLY type (integers parsed as integers, so ids
+    are exact; ``int64``/``uint64`` are accepted beyond the standard types). Other elements
+    (faces) are ignored. The header's vertex count is checked against the file's size when
+    it is opened, before anything is read."""
 
     path: Path
     crs: Any = None
@@ -272,7 +275,7 @@ class TextSource:
             return list(self.positions)
         lower = {n.lower(): n for n in self._names}
         named = [lower[a] for a in ("x", "y", "z") if a in lower]
-        if len(named) >= 2 and named[:2] == [lower["x"], lower["y"]]:
+        if "x" in lower and "y" in lower and named[:2] == [lower["x"], lower["y"]]:
             return named
         return self._names[:3]
 

@@ -100,8 +100,8 @@ def _union_bounds(sources: list[PointSource], chunk_shape: Any) -> tuple[np.ndar
     union = np.min([e[0] for e in extents], axis=0), np.max([e[1] for e in extents], axis=0)
     named = [(str(s.path), e) for s, e in zip(sources, extents)] + [("the files together", union)]
     for name, (lo, hi) in named:
-        if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
-            raise InputError(f"{name}: the extent {lo.tolist()} to {hi.tolist()} is not finite")
+        if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(lo <= hi)):
+            raise InputError(f"{name}: the extent {lo.tolist()} to {hi.tolist()} is not finite with lo <= hi")
         if step is not None and np.all(step > 0) and np.prod(np.floor((hi - lo) / step) + 1) > _MAX_CELLS:
             raise InputError(
                 f"{name}: the extent {lo.tolist()} to {hi.tolist()} spans more than 2**40 chunks of "
@@ -168,8 +168,11 @@ def ingest_points(
     Raises
     ------
     InputError
-        An unreadable file, files that differ in attributes, an unknown ``file_ids``, or
-        ``file_ids="group"`` without ``object_column``.
+        An unreadable or malformed file (a header whose counts do not fit the file, a row
+        of the wrong width, an id that fits neither int64 nor uint64, a position that is
+        not finite: each names the file, and the line and column where it has them), an
+        extent too wide for ``chunk_shape``, files that differ in attributes, an unknown
+        ``file_ids``, or ``file_ids="group"`` without ``object_column``.
     """
     from zarr_vectors.dataset import open as open_store
     from zarr_vectors.streaming import create
