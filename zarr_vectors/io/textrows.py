@@ -53,16 +53,34 @@ def read_line(fh: BinaryIO, path: Path, lineno: int, encoding: str = "utf-8") ->
 
 def read_lines(fh: BinaryIO, path: Path, rows: int, lineno: int) -> list[str]:
     """Up to ``rows`` lines following line ``lineno`` (fewer at the end of the file or when
-    the block reaches :data:`BLOCK_CHARS`)."""
-    lines: list[str] = []
-    size = 0
-    while len(lines) < rows and size < BLOCK_CHARS:
-        line = read_line(fh, path, lineno + len(lines) + 1)
-        if not line:
-            break
-        lines.append(line)
-        size += len(line)
-    return lines
+    the block reaches :data:`BLOCK_CHARS`), line ends removed; ``fh`` is left after them.
+
+    The bytes are read in one piece and split at newlines; a line longer than
+    :data:`MAX_LINE` or that is not UTF-8 is an :class:`InputError` naming its line."""
+    start = fh.tell()
+    data = fh.read(min(BLOCK_CHARS, max(rows * 256, MAX_LINE + 1)))
+    if not data:
+        return []
+    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
+    at_eof = not fh.read(1)
+    end = len(data) if at_eof else (int(ends[-1]) + 1 if len(ends) else 0)
+    if len(ends) >= rows:
+        end = min(end, int(ends[rows - 1]) + 1)
+    edges = np.concatenate([[-1], ends[ends < end], [] if end == 0 or data[end - 1] == 10 else [end]])
+    lengths = np.diff(edges)
+    if end == 0 or (len(lengths) and lengths.max() > MAX_LINE):
+        first = 0 if end == 0 else int(np.argmax(lengths > MAX_LINE))
+        raise InputError(
+            f"{path}: line {lineno + first + 1} is longer than {MAX_LINE:,} characters (not a point file?)"
+        )
+    fh.seek(start + end)
+    try:
+        text = data[:end].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = lineno + 1 + int(np.count_nonzero(ends < exc.start))
+        raise InputError(f"{path}: line {line} is not UTF-8 text ({exc.reason})") from exc
+    lines = text.split("\n")
+    return lines[:-1] if text.endswith("\n") else lines
 
 
 def _rows(lines: Sequence[str], first: int, delimiter: str | None) -> list[tuple[int, list[str]]]:
