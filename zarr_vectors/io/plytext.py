@@ -122,7 +122,7 @@ class PlySource:
 
     def _words(self, words: list[str], n: int) -> list[str]:
         if len(words) < n:
-            raise InputError(f"{self.path}: PLY header line {' '.join(words)!r} has too few words")
+            raise InputError(f"{self.path}: PLY header line {' '.join(words)[:80]!r} has too few words")
         return words
 
     def _parse(self, lines: list[list[str]]) -> None:
@@ -137,7 +137,7 @@ class PlySource:
                 if element == "vertex":
                     break
                 element, text = self._words(words, 3)[1:3]
-                if not text.isdigit():
+                if not (text.isascii() and text.isdigit()):
                     raise InputError(
                         f"{self.path}: PLY element {element!r} count {text[:40]!r} is not a count"
                     )
@@ -149,7 +149,7 @@ class PlySource:
                 if words[1] not in _PLY_DTYPES:
                     raise InputError(f"{self.path}: unknown PLY property type {words[1][:40]!r}")
                 if any(words[2] == n for n, _ in props):
-                    raise InputError(f"{self.path}: vertex property {words[2]!r} appears twice")
+                    raise InputError(f"{self.path}: vertex property {words[2][:80]!r} appears twice")
                 props.append((words[2], _PLY_DTYPES[words[1]]))
         if element != "vertex" and not props:
             raise InputError(f"{self.path}: the PLY file has no vertex element")
