@@ -11,6 +11,7 @@ import pytest
 import zarr_vectors as zv
 from zarr_vectors.errors import InputError
 from zarr_vectors.io.export import _csv_rows_numpy, csv_rows, export_result
+from zarr_vectors.io.plytext import TYPE_ROWS
 from zarr_vectors.io.pointfiles import ingest_points
 from zarr_vectors.io.stream_export import chunk_boxes, export_points, iter_pieces
 
@@ -188,8 +189,12 @@ def test_csv_and_xyz_in_with_column_mapping(tmp_path):
     res = ds.read()
     assert sorted(res.positions[:, 0].tolist()) == [1.0, 4.0]
     assert res.attributes["label"].dtype == np.uint8
-    (tmp_path / "c.csv").write_text("x,y,k\n" + "".join(f"{i},{i},{i}\n" for i in range(10)) + "1,1,2.5\n")
-    with pytest.raises(InputError, match="column 'k' held whole numbers.*dtypes=\\{'k': 'float64'\\}"):
+    rows = TYPE_ROWS + 10  # the first TYPE_ROWS rows fix the column's type
+    (tmp_path / "c.csv").write_text("x,y,k\n" + "".join(f"{i},{i},{i}\n" for i in range(rows)) + "1,1,2.5\n")
+    match = (
+        f"line {rows + 2}, column 'k': '2.5' is not an integer.*held integers.*dtypes=\\{{'k': 'float64'\\}}"
+    )
+    with pytest.raises(InputError, match=match):
         ingest_points(mem(tmp_path, "c"), [tmp_path / "c.csv"], chunk_shape=4, chunk_rows=5, progress=False)
 
 

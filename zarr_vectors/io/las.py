@@ -16,6 +16,7 @@ writes the same integers back.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,23 +96,44 @@ def _extra_dims(header: Any) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
+def _read_errors(laspy: Any) -> tuple[type[BaseException], ...]:
+    """What laspy (and lazrs under it) raise for a file that is not what its header says."""
+    errors: tuple[type[BaseException], ...] = (laspy.errors.LaspyException, OSError, ValueError, EOFError)
+    try:
+        import lazrs  # type: ignore[import-untyped]
+    except ImportError:
+        return errors
+    return (*errors, lazrs.LazrsError)
+
+
+def _header_errors(laspy: Any) -> tuple[type[BaseException], ...]:
+    """What laspy raises for a header whose fields or records are damaged."""
+    return (*_read_errors(laspy), struct.error, IndexError, KeyError)
+
+
 def open_las(path: str | Path) -> LasSource:
-    """The header of a LAS/LAZ file (its CRS when the file has one and pyproj is installed)."""
+    """The header of a LAS/LAZ file (its CRS when the file has one and pyproj is installed).
+
+    The header's point count is checked against the file's size before anything is read:
+    uncompressed records take ``record_size`` bytes each from the point data's offset."""
     laspy = _laspy()
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path} does not exist or is not a file")
+    _check_records(path)
     try:
         with laspy.open(path) as reader:
             header = reader.header
-    except (laspy.errors.LaspyException, OSError, ValueError) as exc:
-        raise InputError(f"{path}: laspy cannot read it as LAS/LAZ ({exc})") from exc
+    except _header_errors(laspy) as exc:
+        raise InputError(f"{path}: laspy cannot read it as LAS/LAZ ({_one_line(exc)})") from exc
     crs = None
     try:
         crs = header.parse_crs()
     except ImportError:  # pyproj missing: the CRS cannot be read, the points still can
         crs = None
-    return LasSource(
+    except _header_errors(laspy) as exc:
+        raise InputError(f"{path}: its CRS records cannot be read ({_one_line(exc)})") from exc
+    source = LasSource(
         path=path,
         count=int(header.point_count),
         mins=np.asarray(header.mins, np.float64),
@@ -127,6 +149,113 @@ def open_las(path: str | Path) -> LasSource:
         record_size=int(header.point_format.size),
         compressed=bool(header.are_points_compressed),
     )
+    _check_size(source, path.stat().st_size)
+    if source.compressed and source.count:
+        _check_chunks(source, header, path.stat().st_size)
+    return source
+
+
+#: Bytes of a VLR header and of an EVLR header.
+_VLR_HEADER, _EVLR_HEADER = 54, 60
+
+
+def _check_records(path: Path) -> None:
+    """The header's VLR and EVLR counts and lengths against the file's size, before laspy
+    reads them (it would loop over a count of billions, or allocate an EVLR's claimed length)."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(375)
+        if len(head) < 227 or head[:4] != b"LASF":
+            return  # laspy explains what is wrong
+        minor = head[25]
+        header_size, data_offset, n_vlrs = struct.unpack_from("<HII", head, 94)
+        room = data_offset - header_size
+        if not header_size <= data_offset <= size or n_vlrs * _VLR_HEADER > room:
+            raise InputError(
+                f"{path}: the header's {n_vlrs:,} variable-length records (from byte {header_size:,} "
+                f"to the point data at byte {data_offset:,}) do not fit the file of {size:,} bytes"
+            )
+        if minor < 4 or len(head) < 247:
+            return
+        first, n_evlrs = struct.unpack_from("<QI", head, 235)
+        if n_evlrs == 0:
+            return
+        if first > size or n_evlrs * _EVLR_HEADER > size - first:
+            raise InputError(
+                f"{path}: the header's {n_evlrs:,} extended records from byte {first:,} do not fit "
+                f"the file of {size:,} bytes"
+            )
+        at = first
+        for _ in range(n_evlrs):  # each record's length, so none claims more than the file has
+            fh.seek(at)
+            raw = fh.read(_EVLR_HEADER)
+            length = struct.unpack_from("<Q", raw, 52)[0] if len(raw) == _EVLR_HEADER else size
+            at += _EVLR_HEADER + length
+            if at > size:
+                raise InputError(f"{path}: an extended record runs past the file's end ({size:,} bytes)")
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300] or type(exc).__name__
+
+
+def _check_size(source: LasSource, size: int) -> None:
+    """The header's count, offset and scales against the file (before any point is read)."""
+    if source.data_offset > size:
+        raise InputError(
+            f"{source.path}: the header puts the points at byte {source.data_offset:,}, past the "
+            f"file's end ({size:,} bytes)"
+        )
+    if not np.all(np.isfinite(source.scale) & (source.scale != 0) & np.isfinite(source.offset)):
+        raise InputError(
+            f"{source.path}: the header's scales {source.scale} or offsets {source.offset} are unusable"
+        )
+    need = source.count * source.record_size
+    if not source.compressed and need > size - source.data_offset:
+        raise InputError(
+            f"{source.path}: the file ends inside its point records (the header says {source.count:,} "
+            f"points of {source.record_size} bytes from byte {source.data_offset:,}: {need:,} bytes, "
+            f"and the file has {size:,})"
+        )
+
+
+def _check_chunks(source: LasSource, header: Any, size: int) -> None:
+    """A LAZ file's count against its chunk table: the chunks must hold the header's points
+    (their count is checked against the file's size before lazrs reads the table). Within
+    the last chunk an overstated count cannot be told from the header: the decoder notices
+    only when the compressed bytes run out."""
+    try:
+        import lazrs
+    except ImportError:
+        return
+    vlr = next((v for v in header.vlrs if type(v).__name__ == "LasZipVlr"), None)
+    if vlr is None:
+        raise InputError(f"{source.path}: the points are compressed but the file has no laszip record")
+    where = f"{source.path}: the LAZ chunk table"
+    with open(source.path, "rb") as fh:
+        fh.seek(source.data_offset)
+        (table,) = struct.unpack("<q", fh.read(8).ljust(8, b"\xff"))
+        if table == -1:
+            fh.seek(max(size - 8, 0))
+            (table,) = struct.unpack("<q", fh.read(8).ljust(8, b"\xff"))
+        if not source.data_offset + 8 <= table <= size - 8:
+            raise InputError(f"{where} is said to be at byte {table:,}, outside the point data")
+        fh.seek(table)
+        _, chunks = struct.unpack("<II", fh.read(8))
+        if chunks > table - source.data_offset:  # every chunk takes at least a byte
+            raise InputError(f"{where} lists {chunks:,} chunks in {table - source.data_offset:,} bytes")
+        try:
+            laz = lazrs.LazVlr(vlr.record_data)
+            fh.seek(source.data_offset)
+            entries = lazrs.read_chunk_table(fh, laz)
+        except (lazrs.LazrsError, OSError, ValueError) as exc:
+            raise InputError(f"{where} cannot be read ({_one_line(exc)})") from exc
+    held = sum(n for n, _ in entries)
+    if source.count > held:
+        raise InputError(
+            f"{source.path}: the header says {source.count:,} points, but the LAZ chunks hold at "
+            f"most {held:,} ({len(entries)} chunks)"
+        )
 
 
 def las_header_record(source: LasSource) -> dict[str, Any]:
@@ -183,11 +312,25 @@ def las_columns(
 def read_las_chunks(
     source: LasSource, chunk_rows: int = 1 << 20
 ) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
-    """``(positions, attributes)`` of ``chunk_rows`` points at a time, in file order."""
+    """``(positions, attributes)`` of ``chunk_rows`` points at a time, in file order; a file
+    that ends before the header's count, or whose compressed points do not decode, is an
+    :class:`InputError`."""
     laspy = _laspy()
-    with laspy.open(source.path) as reader:
-        for rec in reader.chunk_iterator(chunk_rows):
-            yield las_columns(rec.array, rec.point_format, source)
+    seen = 0
+    try:
+        with laspy.open(source.path) as reader:
+            for rec in reader.chunk_iterator(chunk_rows):
+                seen += len(rec.array)
+                yield las_columns(rec.array, rec.point_format, source)
+    except _read_errors(laspy) as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(
+            f"{source.path}: the points after the first {seen:,} cannot be read (the header says "
+            f"{source.count:,}; truncated or damaged file?): {_one_line(exc)}"
+        ) from exc
+    if seen != source.count:
+        raise InputError(f"{source.path}: {seen:,} points read, but the header says {source.count:,}")
 
 
 # -- writing -----------------------------------------------------------------------------

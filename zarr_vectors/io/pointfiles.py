@@ -82,12 +82,32 @@ def open_point_file(
     raise InputError(f"{path.name}: not a point file; use one of {', '.join(POINT_SUFFIXES)}")
 
 
-def _union_bounds(sources: list[PointSource]) -> tuple[np.ndarray, np.ndarray]:
+#: Most chunks the files' extent may span (the writer's own limit on the grid).
+_MAX_CELLS = 2.0**40
+
+
+def _union_bounds(sources: list[PointSource], chunk_shape: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The union of the files' extents; an extent that is not finite or that spans more
+    chunks than the writer allows (counted in float64, so no overflow) names its file."""
     extents = [s.bounds() for s in sources]
     dims = {len(lo) for lo, _ in extents}
     if len(dims) != 1:
         raise InputError(f"the files have different numbers of axes {sorted(dims)}; ingest them apart")
-    return np.min([e[0] for e in extents], axis=0), np.max([e[1] for e in extents], axis=0)
+    try:
+        step = np.broadcast_to(np.asarray(chunk_shape, np.float64), (dims.pop(),))
+    except (TypeError, ValueError):
+        step = None  # the writer explains a bad chunk_shape
+    union = np.min([e[0] for e in extents], axis=0), np.max([e[1] for e in extents], axis=0)
+    named = [(str(s.path), e) for s, e in zip(sources, extents)] + [("the files together", union)]
+    for name, (lo, hi) in named:
+        if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(lo <= hi)):
+            raise InputError(f"{name}: the extent {lo.tolist()} to {hi.tolist()} is not finite with lo <= hi")
+        if step is not None and np.all(step > 0) and np.prod(np.floor((hi - lo) / step) + 1) > _MAX_CELLS:
+            raise InputError(
+                f"{name}: the extent {lo.tolist()} to {hi.tolist()} spans more than 2**40 chunks of "
+                f"{step.tolist()}; check the positions, or choose a larger chunk_shape"
+            )
+    return union
 
 
 def _las_extra(sources: list[PointSource]) -> dict[str, Any]:
@@ -148,8 +168,11 @@ def ingest_points(
     Raises
     ------
     InputError
-        An unreadable file, files that differ in attributes, an unknown ``file_ids``, or
-        ``file_ids="group"`` without ``object_column``.
+        An unreadable or malformed file (a header whose counts do not fit the file, a row
+        of the wrong width, an id that fits neither int64 nor uint64, a position that is
+        not finite: each names the file, and the line and column where it has them), an
+        extent too wide for ``chunk_shape``, files that differ in attributes, an unknown
+        ``file_ids``, or ``file_ids="group"`` without ``object_column``.
     """
     from zarr_vectors.dataset import open as open_store
     from zarr_vectors.streaming import create
@@ -170,7 +193,9 @@ def ingest_points(
         open_point_file(f, columns=columns, positions=positions, delimiter=delimiter, dtypes=dtypes)
         for f in files
     ]
-    lo, hi = _union_bounds(sources) if bounds is None else (np.asarray(b, np.float64) for b in bounds)
+    lo, hi = (
+        _union_bounds(sources, chunk_shape) if bounds is None else (np.asarray(b, np.float64) for b in bounds)
+    )
     if crs is None:
         crs = next((s.crs for s in sources if s.crs is not None), None)
     groups: dict[int, np.ndarray] = {}

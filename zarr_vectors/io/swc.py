@@ -33,6 +33,18 @@ class Swc:
     ids: np.ndarray
 
 
+def _whole(text: str) -> int:
+    """An integer field: exact when written as an integer (ids never pass through float64),
+    else a float with no fraction such as ``2.0``."""
+    try:
+        return int(text)
+    except ValueError:
+        value = float(text)
+        if not value.is_integer():
+            raise ValueError(f"{text!r} is not a whole number") from None
+        return int(value)
+
+
 def read_swc(path: str | Path) -> Swc:
     """Parse an SWC file: samples in file order, parents resolved by id to row indices.
 
@@ -80,11 +92,11 @@ def read_swc(path: str | Path) -> Swc:
                     f"{path}:{lineno}: an SWC sample needs 7 fields (id type x y z radius parent), got {len(parts)}"
                 )
             try:
-                rows.append(
-                    (int(parts[0]), int(float(parts[1])), *map(float, parts[2:6]), int(float(parts[6])))
-                )
+                rows.append((int(parts[0]), _whole(parts[1]), *map(float, parts[2:6]), _whole(parts[6])))
             except (ValueError, OverflowError) as exc:
-                raise InputError(f"{path}:{lineno}: cannot parse {text!r} ({exc})") from exc
+                raise InputError(f"{path}:{lineno}: cannot parse {text[:200]!r} ({exc})") from exc
+            if not all(-(2**63) <= v < 2**63 for v in (rows[-1][0], rows[-1][6])):
+                raise InputError(f"{path}:{lineno}: the sample id or parent id does not fit int64")
             linenos.append(lineno)
     if not rows:
         raise InputError(f"{path}: no SWC samples found")

@@ -477,6 +477,7 @@ def _object_tables(
             oids = plan.dense.id_map().to_oids(list(rows))
             given_values = np.asarray(list(rows.values()))
             if old.dtype.kind == "U":  # a longer name widens the column
+                _inputs.check_utf8(given_values.astype(str), f"object attribute {name!r}")
                 values = values.astype(np.result_type(values.dtype, given_values.dtype))
             values[oids] = given_values
         out.append(_inputs.NamedArray(name, values))

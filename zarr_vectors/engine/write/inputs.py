@@ -369,6 +369,7 @@ def table_attributes(attributes: Mapping[str, Any] | None, n: int, what: str) ->
                     f"{what} {name!r} mixes strings with other values; give all strings or all numbers"
                 )
             arr = arr.astype(str)
+            check_utf8(arr, f"{what} {name!r}")
         else:
             arr = _numeric(values, f"{what} {name!r}")
         if arr.ndim not in (1, 2):
@@ -379,6 +380,22 @@ def table_attributes(attributes: Mapping[str, Any] | None, n: int, what: str) ->
             arr = arr.astype(arr.dtype.newbyteorder("<"))
         out.append(NamedArray(name, np.ascontiguousarray(arr), time_unit=unit))
     return out
+
+
+def check_utf8(strings: np.ndarray, what: str) -> None:
+    """Raise :class:`InputError` naming ``what`` and the row when a string cannot be stored
+    as UTF-8 (a lone surrogate, e.g. from ``os.fsdecode`` of bytes that are not UTF-8)."""
+    try:
+        "".join(strings.tolist()).encode("utf-8")
+    except UnicodeEncodeError:
+        for row, text in enumerate(strings.tolist()):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise InputError(
+                    f"{what}: row {row} holds {text[exc.start : exc.end]!r} at character {exc.start}, "
+                    f"which UTF-8 cannot encode (a lone surrogate); give valid Unicode text"
+                ) from exc
 
 
 def group_lists(groups: Any, objects: IdMap) -> tuple[list[np.ndarray], DenseIds]:
