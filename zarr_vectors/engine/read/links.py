@@ -478,7 +478,7 @@ def is_lines(level: Level) -> bool:
 def fetch_linked_objects(
     level: Level, ids: np.ndarray, names: list[str], with_links: bool = True
 ) -> ObjectFetch:
-    """Objects ``ids`` as :func:`~zarr_vectors.engine.read.fetch_objects` returns them, with
+    """Objects ``ids`` as :func:`~zarr_vectors.engine.read.points.fetch_objects` returns them, with
     the link cells of their chunks fetched in the same batch (``with_links``)."""
     plan: LinkPlan = []
 
