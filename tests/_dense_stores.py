@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zarr_vectors.storage.backend import GENERATION_KEY
+from zarr_vectors.storage.protocol import GENERATION_KEY
 
 
 def _swc(path: Path, n: int, offset: float) -> None:

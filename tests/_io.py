@@ -1,6 +1,6 @@
 """The one I/O-counting backend of the tests: what a read fetches, lists and writes.
 
-:class:`CountingBackend` wraps any backend of ``zarr_vectors.storage.backend`` and records every call;
+:class:`CountingBackend` wraps any backend (``zarr_vectors.storage``) and records every call;
 :func:`count_io` routes an open dataset's further I/O through one. The tests that check a
 query's I/O plan (which cells, how many batches, metadata only) all use these two.
 """

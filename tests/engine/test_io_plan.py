@@ -8,7 +8,7 @@ import zarr
 import zarr_vectors as zv
 from tests._io import CountingBackend, open_counting
 from zarr_vectors.engine.read.plan import plan_box
-from zarr_vectors.storage.backend import open_backend
+from zarr_vectors.storage.resolve import open_backend
 
 
 def test_small_box_reads_only_its_chunks_in_one_batch(tmp_path, rng):

@@ -183,7 +183,7 @@ def test_duplicate_store_policy_reads_each_edge_once(tmp_path, rng):
 
     from zarr_vectors.engine.write.builder import StoreBuilder
     from zarr_vectors.format.links import encode_ragged, place_links
-    from zarr_vectors.storage.backend import LocalBackend
+    from zarr_vectors.storage.local import LocalBackend
 
     pos, edges = _graph(rng, n=200, e=400)
     path = tmp_path / "g.zarr"

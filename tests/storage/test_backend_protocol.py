@@ -21,15 +21,12 @@ import zarr
 
 import zarr_vectors
 from zarr_vectors.errors import ReadOnlyError, StoreChangedError, StoreError
-from zarr_vectors.storage.backend import (
-    Backend,
-    ConsistentBackend,
-    LocalBackend,
-    ZarrStoreBackend,
-    open_backend,
-    run_sync,
-)
 from zarr_vectors.storage.commit import MemoryStage, Overlay
+from zarr_vectors.storage.local import LocalBackend
+from zarr_vectors.storage.protocol import Backend, run_sync
+from zarr_vectors.storage.resolve import open_backend
+from zarr_vectors.storage.wrappers import ConsistentBackend
+from zarr_vectors.storage.zarr_store import ZarrStoreBackend
 
 from .conftest import kind_param
 
@@ -274,7 +271,7 @@ PACKAGE = Path(zarr_vectors.__file__).parent
     [
         (r"isinstance\([^)]*Backend", set()),
         (r"getattr\([^)]*backend", set()),
-        (r"zarr\.core\.sync|asyncio\.run\(|run_until_complete|new_event_loop", {"storage/backend.py"}),
+        (r"zarr\.core\.sync|asyncio\.run\(|run_until_complete|new_event_loop", {"storage/protocol.py"}),
     ],
 )
 def test_no_module_switches_on_backend_classes_or_bridges_async_itself(
@@ -303,10 +300,10 @@ def test_every_backend_class_has_the_whole_protocol(tmp_path: Path) -> None:
 
 
 def test_ranged_reads_cut_a_whole_object_sent_by_a_server_that_ignored_the_range():
-    from zarr_vectors.storage.backend import _requested
+    from zarr_vectors.storage.zarr_store import requested_bytes
 
     whole = bytes(range(100))
-    assert _requested(whole, -10, None) == whole[-10:]  # suffix: the index at a shard's end
-    assert _requested(whole, 20, 5) == whole[20:25]
-    assert _requested(whole[20:25], 20, 5) == whole[20:25]  # a server that honoured it
-    assert _requested(whole[-10:], -10, None) == whole[-10:]
+    assert requested_bytes(whole, -10, None) == whole[-10:]  # suffix: the index at a shard's end
+    assert requested_bytes(whole, 20, 5) == whole[20:25]
+    assert requested_bytes(whole[20:25], 20, 5) == whole[20:25]  # a server that honoured it
+    assert requested_bytes(whole[-10:], -10, None) == whole[-10:]

@@ -22,14 +22,12 @@ import pytest
 import zarr
 
 import zarr_vectors as zv
-from zarr_vectors.storage import backend as storage
-from zarr_vectors.storage.backend import (
-    LocalBackend,
-    ZarrStoreBackend,
-    ZarrV2StoreError,
-    open_backend,
-)
+from zarr_vectors.errors import ZarrV2StoreError
+from zarr_vectors.storage import protocol as storage
 from zarr_vectors.storage.commit import MemoryStage, write_session
+from zarr_vectors.storage.local import LocalBackend
+from zarr_vectors.storage.resolve import open_backend
+from zarr_vectors.storage.zarr_store import ZarrStoreBackend
 
 from .conftest import IN_PLACE_KINDS, StoreTarget, kind_param
 

@@ -24,7 +24,9 @@ import zarr
 
 import zarr_vectors as zv
 from zarr_vectors.errors import IncompleteStoreError, StoreError
-from zarr_vectors.storage.backend import DEFAULT_TIMEOUT, ZarrStoreBackend, open_backend
+from zarr_vectors.storage.protocol import DEFAULT_TIMEOUT
+from zarr_vectors.storage.resolve import open_backend
+from zarr_vectors.storage.zarr_store import ZarrStoreBackend
 
 from .conftest import StoreTarget, kind_param
 from .s3server import start_s3_server

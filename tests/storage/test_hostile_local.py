@@ -20,7 +20,7 @@ import pytest
 
 import zarr_vectors as zv
 from zarr_vectors.errors import StoreError
-from zarr_vectors.storage.backend import LocalBackend
+from zarr_vectors.storage.local import LocalBackend
 
 PTS = np.random.default_rng(11).uniform(0, 100, (400, 3)).astype(np.float32)
 

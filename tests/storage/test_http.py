@@ -20,7 +20,7 @@ from tests._builders import icosphere, random_walks
 from tests._latency import LatencyProxy, StaticServer
 from tests.conftest import brute_force_box, sorted_rows
 from tests.kinds.test_lines import _brute_pieces
-from zarr_vectors.storage.backend import CONCURRENCY
+from zarr_vectors.storage.protocol import CONCURRENCY
 
 N_POINTS = 3000
 
@@ -186,7 +186,9 @@ def test_box_query_through_the_latency_proxy_takes_two_waves(served, server):
 
 def test_backend_lists_through_directory_pages_like_the_local_store(served, server):
     """Every key and folder of a mesh store (names with ``+``, percent-encoded in the pages)."""
-    from zarr_vectors.storage.backend import HttpStoreBackend, LocalBackend, open_backend
+    from zarr_vectors.storage.http_store import HttpStoreBackend
+    from zarr_vectors.storage.local import LocalBackend
+    from zarr_vectors.storage.resolve import open_backend
 
     root = served[0] / "m.zarr"
     remote = open_backend(f"{server.url}/m.zarr", read_only=True)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
-import zarr_vectors.storage.backend as storage
+import zarr_vectors.storage.http_store as storage
 from tests._hostile_http import HostileServer, chunked_endless, endless, longer, shorter
 from tests.conftest import brute_force_box, sorted_rows
 from zarr_vectors.errors import StoreError

@@ -21,8 +21,8 @@ import pytest
 import zarr
 
 import zarr_vectors as zv
-from zarr_vectors.storage.backend import open_backend
 from zarr_vectors.storage.commit import find_leftovers, protected_reason
+from zarr_vectors.storage.resolve import open_backend
 
 from .conftest import kind_param
 

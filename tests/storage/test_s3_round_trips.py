@@ -15,7 +15,7 @@ import pytest
 import zarr_vectors as zv
 from tests._latency import LatencyProxy
 from tests.conftest import brute_force_box, sorted_rows
-from zarr_vectors.storage.backend import CONCURRENCY
+from zarr_vectors.storage.protocol import CONCURRENCY
 
 pytestmark = pytest.mark.s3
 

@@ -10,7 +10,7 @@ import pytest
 import zarr_vectors as zv
 from tests._io import count_requests
 from tests.conftest import brute_force_box, sorted_rows
-from zarr_vectors.storage.backend import open_backend
+from zarr_vectors.storage.resolve import open_backend
 
 pytestmark = pytest.mark.s3
 

@@ -13,7 +13,7 @@ import zarr
 
 import zarr_vectors as zv
 from zarr_vectors.cli import main
-from zarr_vectors.storage.backend import ZarrStoreBackend
+from zarr_vectors.storage.zarr_store import ZarrStoreBackend
 from zarr_vectors.validation import MAX_LEVEL, RULES, Problem, Report, validate
 
 from .conftest import attrs, cells, edit_json, payload, set_payload

@@ -54,7 +54,8 @@ from zarr_vectors.errors import (
     ZarrVectorsError,
 )
 from zarr_vectors.format import zarr_json
-from zarr_vectors.storage.backend import (
+from zarr_vectors.storage.local import LocalBackend, exchange, os_reason, remove_tree
+from zarr_vectors.storage.protocol import (
     GENERATION_KEY,
     INCOMPLETE_KEY,
     Backend,
@@ -62,12 +63,10 @@ from zarr_vectors.storage.backend import (
     StorageOptions,
     cut_range,
     dump_json,
-    local_path,
     new_generation,
-    remote_backend,
     under,
 )
-from zarr_vectors.storage.local import LocalBackend, exchange, os_reason, remove_tree
+from zarr_vectors.storage.resolve import local_path, remote_backend
 from zarr_vectors.storage.scratch import Arena
 from zarr_vectors.storage.writelock import check_root, conflict, writer_lock
 
@@ -655,7 +654,7 @@ def rebuild_session(
     refreshed: it reads on from the new store.
 
     The store the rebuild starts from is the root a dataset's ``backend`` opened (a
-    :class:`~zarr_vectors.storage.backend.ConsistentBackend`), else the root found at the
+    :class:`~zarr_vectors.storage.wrappers.ConsistentBackend`), else the root found at the
     start; when the store's root is another one at the start or at the commit,
     :class:`~zarr_vectors.errors.StoreConflictError` is raised with nothing applied.
     """

@@ -36,7 +36,7 @@ _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$")
 
 
 def range_header(start: int, length: int | None) -> str | None:
-    """The ``Range`` header of a :data:`~zarr_vectors.storage.backend.ByteRange` (None: the whole object)."""
+    """The ``Range`` header of a :data:`~zarr_vectors.storage.protocol.ByteRange` (None: the whole object)."""
     if start < 0:
         return f"bytes={start}"
     if length is not None:

@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from zarr_vectors.storage.backend import open_backend
+from zarr_vectors.storage.resolve import open_backend
 
 __all__ = ["ArrayUsage", "inventory"]
 

@@ -92,7 +92,7 @@ class LocalBackend:
     """Files under a directory; missing files read as None (see the module docstring for
     what is refused). ``follow_symlinks=True`` reads links that lead out of the store;
     deletes never reach through a link out of it. Listing does not descend into linked
-    folders. Implements :class:`zarr_vectors.storage.backend.Backend`."""
+    folders. Implements :class:`zarr_vectors.storage.protocol.Backend`."""
 
     supports_deletes = True
     transactional = False

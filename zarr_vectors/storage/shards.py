@@ -30,8 +30,9 @@ import numpy as np
 
 from zarr_vectors.errors import CorruptShardError, FormatError
 from zarr_vectors.format.shards import EMPTY, ShardLayout, coalesce, decode_index, parse_sharding
-from zarr_vectors.storage.backend import Backend, ByteRange, Wrapping, cut_range
+from zarr_vectors.storage.protocol import Backend, ByteRange, cut_range
 from zarr_vectors.storage.scratch import Arena
+from zarr_vectors.storage.wrappers import Wrapping
 
 __all__ = ["ShardReader", "GAP_LOCAL", "GAP_REMOTE", "MAX_INDEX_BYTES"]
 

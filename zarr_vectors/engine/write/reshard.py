@@ -7,7 +7,7 @@ new write generation. Only the per-chunk arrays (those with ``nonempty_chunks``)
 cells are regrouped into the new shards, their bytes unchanged; every other key is copied as is.
 Memory stays near one batch of destination shards (:data:`BATCH_BYTES`).
 
-The source is read through a :class:`~zarr_vectors.storage.backend.ConsistentBackend`: a
+The source is read through a :class:`~zarr_vectors.storage.wrappers.ConsistentBackend`: a
 writer replacing it meanwhile makes the copy fail (:class:`~zarr_vectors.errors.StoreChangedError`)
 rather than mix two versions. Resharding a store into itself (``overwrite=True``) commits only
 if the store is still the one read, else :class:`~zarr_vectors.errors.StoreConflictError`.
