@@ -229,16 +229,13 @@ def _typing_only_lines(module: str) -> frozenset[int]:
 def _graph(typing_only: bool) -> dict[str, set[str]]:
     """module -> modules it imports: an edge is kept when any import of the target runs
     (function-level imports included), or with ``typing_only`` also when all are typing-only.
-    A name taken from a room's face is an edge to the module that defines it, so a face (which
-    imports its whole room) puts no one in a cycle through modules they do not use."""
+    A name taken from a room's face is an edge to the face, which imports its whole room."""
     graph: dict[str, set[str]] = {}
     for module in MODULES:
         skip = set() if typing_only else _typing_only_lines(module)
-        graph[module] = {
-            _face(t).get(name, t) if name is not None else t
-            for t, name, line in _imports(module)
-            if t in MODULES and line not in skip
-        } - {module}
+        graph[module] = {t for t, _name, line in _imports(module) if t in MODULES and line not in skip} - {
+            module
+        }
     return graph
 
 

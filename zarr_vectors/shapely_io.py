@@ -17,10 +17,10 @@ import numpy as np
 import shapely
 
 from zarr_vectors._extras import needs
-from zarr_vectors.engine import OBJECT_ID_ATTRIBUTE, owned
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.fragments import ranges_to_rows
-from zarr_vectors.kinds.shapes import PART_ATTRIBUTE, RING_ATTRIBUTE, TYPE_ATTRIBUTE
+from zarr_vectors.format.groups import OBJECT_ID_ATTRIBUTE, owned
+from zarr_vectors.format.kinds import PART_ATTRIBUTE, RING_ATTRIBUTE, TYPE_ATTRIBUTE
 from zarr_vectors.result import Region, Result
 from zarr_vectors.tables import attribute_columns
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import IdTableWarning, InputError, UnknownIdError
+from zarr_vectors.format.groups import GROUP_ID_ATTRIBUTE, NO_OBJECT, OBJECT_ID_ATTRIBUTE, owned
 
 __all__ = [
     "table_rows",
@@ -34,15 +35,6 @@ __all__ = [
     "ids_from_names",
     "file_ids",
 ]
-
-#: Object attribute holding the user's id of each object, when ids are not ``0 .. B-1``.
-OBJECT_ID_ATTRIBUTE = "object_id"
-#: Group attribute holding the user's id of each group, when group ids are not ``0 .. G-1``.
-GROUP_ID_ATTRIBUTE = "group_id"
-#: Object id of rows no object claims: -1, or its bit pattern ``2**64 - 1`` for uint64 ids.
-#: Only stores written elsewhere have such rows; where the user's ids are kept, -1 and
-#: ``2**64 - 1`` can also be real ids (writers here claim every row, so no clash arises).
-NO_OBJECT = -1
 
 
 _RESERVED = {"object attribute": OBJECT_ID_ATTRIBUTE, "group attribute": GROUP_ID_ATTRIBUTE}
@@ -217,15 +209,6 @@ class IdMap:
             return f"it has no {self.noun}s"
         ids = self.ids()
         return f"its {self.size:,} {self.noun}s have ids {int(ids[0])} .. {int(ids[-1])}"
-
-
-def owned(ids: np.ndarray, id_map: IdMap | None = None) -> np.ndarray:
-    """Distinct object ids of a result's rows (ascending), without :data:`NO_OBJECT` where it
-    cannot be an object: OIDs (``id_map`` the identity, or int64 ids without a map). The
-    user's ids may take any value, -1 and ``2**64 - 1`` included, so they are all kept."""
-    u = np.unique(ids)
-    translated = id_map.user is not None if id_map is not None else u.dtype.kind == "u"
-    return u if translated or not len(u) else u[u != NO_OBJECT]
 
 
 def table_rows(values: Any, ids: DenseIds, name: str, what: str, item_order: bool) -> Any:

@@ -18,6 +18,10 @@ from zarr_vectors.format.findings import ERROR, NONCONFORMING, Finding, Findings
 from zarr_vectors.format.links import STORE_POLICIES, links_has_perm, parse_offsets
 
 __all__ = [
+    "GROUP_ID_ATTRIBUTE",
+    "NO_OBJECT",
+    "OBJECT_ID_ATTRIBUTE",
+    "owned",
     "LinksFamily",
     "LinkLayout",
     "ObjectIndexDoc",
@@ -36,6 +40,25 @@ __all__ = [
 MANIFEST_LAYOUTS = ("vlen_manifests_v1", "vlen_manifests_v2")
 #: Most endpoints one link record may join.
 MAX_LINK_WIDTH = 20
+
+
+#: Object attribute holding the user's id of each object, when ids are not ``0 .. B-1``.
+OBJECT_ID_ATTRIBUTE = "object_id"
+#: Group attribute holding the user's id of each group, when group ids are not ``0 .. G-1``.
+GROUP_ID_ATTRIBUTE = "group_id"
+#: Object id of rows no object claims: -1, or its bit pattern ``2**64 - 1`` for uint64 ids.
+#: Only stores written elsewhere have such rows; where the user's ids are kept, -1 and
+#: ``2**64 - 1`` can also be real ids (writers here claim every row, so no clash arises).
+NO_OBJECT = -1
+
+
+def owned(ids: np.ndarray, id_map: Any = None) -> np.ndarray:
+    """Distinct object ids of a result's rows (ascending), without :data:`NO_OBJECT` where it
+    cannot be an object: OIDs (``id_map``, a level's id map with its ``user`` ids or None, the identity, or int64 ids without a map). The
+    user's ids may take any value, -1 and ``2**64 - 1`` included, so they are all kept."""
+    u = np.unique(ids)
+    translated = id_map.user is not None if id_map is not None else u.dtype.kind == "u"
+    return u if translated or not len(u) else u[u != NO_OBJECT]
 
 
 def _is_int(value: Any) -> bool:

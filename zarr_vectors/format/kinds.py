@@ -17,6 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
+    "PART_ATTRIBUTE",
+    "RING_ATTRIBUTE",
+    "TYPE_ATTRIBUTE",
     "CANONICAL_KINDS",
     "FAMILIES",
     "FAMILY",
@@ -99,6 +102,11 @@ KINDS: dict[str, GeometryKind] = {
 
 #: The format's own kinds (others are custom values, Appendix H).
 CANONICAL_KINDS = tuple(name for name, k in KINDS.items() if k.canonical)
+#: Vertex attributes of ``polygon`` and ``multi_polyline`` stores: the part and ring of each
+#: vertex, and each object's shapely geometry type (Appendix H custom kinds).
+PART_ATTRIBUTE = "geom_part"
+RING_ATTRIBUTE = "geom_ring"
+TYPE_ATTRIBUTE = "geom_type"
 #: The kind of a store of points (and the default ``geometry_types``).
 POINT_CLOUD = "point_cloud"
 

@@ -38,6 +38,7 @@ from zarr_vectors.engine import (
 )
 from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.errors import GeometryRepairedWarning, InputError
+from zarr_vectors.format.kinds import PART_ATTRIBUTE, RING_ATTRIBUTE, TYPE_ATTRIBUTE
 from zarr_vectors.kinds.lines import (
     item_ids,
     line_payloads,
@@ -58,9 +59,6 @@ __all__ = [
     "SHAPELY_TYPES",
 ]
 
-PART_ATTRIBUTE = "geom_part"
-RING_ATTRIBUTE = "geom_ring"
-TYPE_ATTRIBUTE = "geom_type"
 #: Shapely type id -> name, for the types a store can hold.
 SHAPELY_TYPES = {
     0: "Point",

@@ -81,6 +81,7 @@ def _open_locked(lock: Path, store: Path, deadline: float, wait: float) -> int:
             fd = os.open(lock, _FLAGS, 0o644)
         except OSError as exc:
             raise StoreError(str(store), lock.name, f"cannot open the writer lock file ({exc})") from exc
+        locked = False
         try:
             while True:
                 try:
@@ -94,9 +95,10 @@ def _open_locked(lock: Path, store: Path, deadline: float, wait: float) -> int:
                 same = os.path.samestat(os.fstat(fd), os.stat(lock, follow_symlinks=False))
             except FileNotFoundError:
                 same = False
-        except BaseException:
-            os.close(fd)
-            raise
+            locked = True
+        finally:
+            if not locked:  # failed or interrupted: the descriptor is not handed out
+                os.close(fd)
         if same:
             return fd
         os.close(fd)  # the holder removed this file as it let go: take the one at the path now
