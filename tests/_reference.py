@@ -102,10 +102,13 @@ class Reference:
         self.run("write-points", str(npz), str(store))
 
     def read_points(
-        self, tmp: Path, store: Path, bbox: tuple[Any, Any] | None = None
+        self, tmp: Path, store: Path, bbox: tuple[Any, Any] | None = None, ids: Any = None
     ) -> dict[str, np.ndarray]:
+        """The reference's ``select(...).read()``; ``ids``: ``select(objects=ids)`` only."""
         out = tmp / f"{store.name}-out-{np.random.default_rng().integers(1 << 30)}.npz"
         args = ["read-points", str(store), str(out)]
+        if ids is not None:
+            args += ["--ids", ",".join(str(int(i)) for i in ids)]
         if bbox is not None:
             lo, hi = bbox
             args += [

@@ -13,7 +13,7 @@ write-points IN.npz STORE [--writer api|write_points] [--compression auto|none|z
     data's min/max. Missing ``chunk_shape``: the api default (one chunk per axis over
     the bounds). Missing ``bin_shape``: the api default (4 bins per axis). Positions keep
     their npz dtype. Object attributes are stored row for row as given.
-read-points STORE OUT.npz [--bbox lo0,lo1,..:hi0,hi1,..] [--level L] [--via auto|plain|objects]
+read-points STORE OUT.npz [--bbox lo0,lo1,..:hi0,hi1,..] [--level L] [--via auto|plain|objects] [--ids a,b,..]
     Full read, or inclusive bbox read, saved as npz (see cmd_read_points for the read path).
 info STORE [--validate-level N]
     JSON report of what the reference sees, and whether its validator accepts the store
@@ -365,7 +365,7 @@ def cmd_read_points(args: argparse.Namespace) -> int:
             raise DriverError(f"--bbox has {len(lo)} axes, store has {ds.ndim}")
         kw["bbox"] = (lo, hi)
     has_objects = level.objects.slots > 0
-    via = args.via
+    via = "objects" if args.ids else args.via
     if via == "auto":
         via = "objects" if has_objects else "plain"
     if via == "objects":
@@ -375,9 +375,13 @@ def cmd_read_points(args: argparse.Namespace) -> int:
         # only correct bbox path on stores written with object ids: the reference's plain
         # bbox read maps bins to fragment slots, which is wrong when fragments are
         # per-object (reference 0.9.2 bug; see docs/notes/reference-bytes-points.md).
-        ids = [int(i) for i in level.objects.ids()]
+        if args.ids:
+            ids = [int(i) for i in args.ids.split(",")]
+            route = f"select(objects={ids}" + (", bbox" if args.bbox else "") + ").read()"
+        else:
+            ids = [int(i) for i in level.objects.ids()]
+            route = "select(objects=<all present ids>" + (", bbox" if args.bbox else "") + ").read()"
         result = ds.select(objects=ids, **kw).read()
-        route = "select(objects=<all present ids>" + (", bbox" if args.bbox else "") + ").read()"
     else:
         result = ds.select(**kw).read()
         route = "select(" + ("bbox" if args.bbox else "") + ").read()"
@@ -1055,6 +1059,7 @@ def main(argv: list[str] | None = None) -> int:
         help="auto: object-path read when the level has objects (gives object_ids), "
         "else plain select().read()",
     )
+    r.add_argument("--ids", default=None, help="id0,id1,..: read these objects only (implies --via objects)")
     r.set_defaults(func=cmd_read_points)
 
     wl = sub.add_parser("write-lines", help="write polylines/streamlines/lines from an npz")

@@ -160,17 +160,20 @@ def test_coarse_levels_are_stale_until_rebuilt(tmp_path: Path) -> None:
 
 
 def test_groups_follow_renumbered_objects(tmp_path: Path) -> None:
+    """Ids past 65,536 are remapped (DECISIONS 8), so new ids between old ones renumber them."""
+    m = 10**6
     pts = _data(1_000, seed=6)["pts"]
-    ids = np.repeat(np.array([10, 20, 30, 40]), 250)
-    zv.write_points(
-        tmp_path / "s", pts, chunk_shape=25, bounds=BOUNDS, object_ids=ids, groups={7: [10, 30], 8: [20, 40]}
-    )
+    ids = np.repeat(np.array([10, 20, 30, 40]) * m, 250)
+    groups = {70_000: [10 * m, 30 * m], 80_000: [20 * m, 40 * m]}
+    zv.write_points(tmp_path / "s", pts, chunk_shape=25, bounds=BOUNDS, object_ids=ids, groups=groups)
     ds = zv.open(tmp_path / "s", "r+")
-    ds.append(pts[:4], object_ids=[15, 25, 35, 5])  # every new id lies below or between old ones
+    ds.append(
+        pts[:4], object_ids=np.array([15, 25, 35, 5]) * m
+    )  # every new id lies below or between old ones
     ds = zv.open(tmp_path / "s")
-    assert ds.object_ids().tolist() == [5, 10, 15, 20, 25, 30, 35, 40]
-    assert [g.tolist() for g in ds.groups()] == [[10, 30], [20, 40]]
-    assert ds.group(7).object_ids.tolist() == [10] * 250 + [30] * 250
+    assert ds.object_ids().tolist() == [k * m for k in (5, 10, 15, 20, 25, 30, 35, 40)]
+    assert [g.tolist() for g in ds.groups()] == [[10 * m, 30 * m], [20 * m, 40 * m]]
+    assert ds.group(70_000).object_ids.tolist() == [10 * m] * 250 + [30 * m] * 250
     assert zv.validate(tmp_path / "s").ok
 
 

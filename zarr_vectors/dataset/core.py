@@ -222,7 +222,8 @@ class Dataset(GroupReads, LevelUpdates):
         return self.level(level).meta.vertex_count
 
     def num_objects(self, level: int = 0) -> int:
-        """Number of objects (OIDs ``0 .. n-1`` on disk, whatever ids the user gave them).
+        """Number of objects (OIDs ``0 .. n-1`` on disk): distinct ids when remapped, the largest
+        id plus one when small ids are kept as given (the ids between are empty objects).
 
         Parameters
         ----------
@@ -239,14 +240,18 @@ class Dataset(GroupReads, LevelUpdates):
         >>> import zarr_vectors as zv
         >>> pts = [[0, 0], [1, 1], [5, 5]]
         >>> ds = zv.write_points("memory://doc-num-objects", pts, chunk_shape=4, object_ids=[7, 7, 9])
-        >>> ds.num_objects()
+        >>> ds.num_objects()  # ids kept as given: 0 .. 9
+        10
+        >>> big = zv.write_points("memory://doc-num-big", pts, chunk_shape=4, object_ids=[7, 7, 10**9])
+        >>> big.num_objects()  # remapped through an object_id table
         2
         """
         return self.level(level).num_objects
 
     def object_ids(self, level: int = 0) -> np.ndarray:
-        """The objects' ids, ascending: the user's ids (int64 or uint64) when the store keeps
-        them (``object_attributes/object_id``), else ``0 .. num_objects - 1``.
+        """The objects' ids, ascending: the user's ids (int64 or uint64) when the store remaps
+        them (``object_attributes/object_id``), else ``0 .. num_objects - 1`` (small ids kept
+        as given, the ids between them empty objects).
 
         Parameters
         ----------
@@ -262,9 +267,9 @@ class Dataset(GroupReads, LevelUpdates):
         --------
         >>> import zarr_vectors as zv
         >>> pts = [[0, 0], [1, 1], [5, 5]]
-        >>> ds = zv.write_points("memory://doc-object-ids", pts, chunk_shape=4, object_ids=[90, 12, 90])
+        >>> ds = zv.write_points("memory://doc-object-ids", pts, chunk_shape=4, object_ids=[2**40, 12, 2**40])
         >>> ds.object_ids().tolist()
-        [12, 90]
+        [12, 1099511627776]
         """
         return self.level(level).object_id_map.ids()
 
@@ -648,13 +653,15 @@ class Dataset(GroupReads, LevelUpdates):
 
         Examples
         --------
-        >>> import zarr_vectors as zv
+        >>> import numpy as np, zarr_vectors as zv
         >>> ds = zv.write_points(
         ...     "memory://doc-object-attributes", [[0, 0], [1, 1]], chunk_shape=1,
         ...     object_ids=[5, 8], object_attributes={"volume": [2.5, 4.0]},
         ... )
-        >>> ds.object_attributes("volume").tolist(), ds.object_attributes("volume", [8]).tolist()
+        >>> ds.object_attributes("volume", [5, 8]).tolist(), ds.object_attributes("volume", [8]).tolist()
         ([2.5, 4.0], [4.0])
+        >>> ds.num_objects(), bool(np.isnan(ds.object_attributes("volume", [6])[0]))  # ids 0 .. 8 kept
+        (9, True)
         """
         lv = self.level(level)
         if name not in lv.object_attributes:

@@ -32,8 +32,8 @@ class GroupReads:
         ) -> Result: ...
 
     def group_ids(self, *, level: int = 0) -> np.ndarray:
-        """The groups' ids, ascending: the user's group ids when the store keeps them
-        (``group_attributes/group_id``), else ``0 .. G-1``.
+        """The groups' ids, ascending: the user's group ids when the store remaps them
+        (``group_attributes/group_id``), else ``0 .. G-1`` (small ids kept as given, gaps empty groups).
 
         Parameters
         ----------
@@ -51,11 +51,11 @@ class GroupReads:
         >>> pts = [[0, 0], [1, 1], [5, 5]]
         >>> ds = zv.write_points(
         ...     "memory://doc-group-ids", pts, chunk_shape=4, object_ids=[10, 20, 30],
-        ...     groups={7: [10, 30], 8: [20]}, group_names=["left", "right"],
+        ...     groups={70_000: [10, 30], 80_000: [20]}, group_names=["left", "right"],
         ...     group_attributes={"size": [2, 1]},
         ... )
         >>> ds.group_ids().tolist()
-        [7, 8]
+        [70000, 80000]
         """
         return self.level(level).group_id_map.ids()
 
@@ -83,7 +83,7 @@ class GroupReads:
         >>> pts = [[0, 0], [1, 1], [5, 5]]
         >>> ds = zv.write_points(
         ...     "memory://doc-groups", pts, chunk_shape=4, object_ids=[10, 20, 30],
-        ...     groups={7: [10, 30], 8: [20]}, group_names=["left", "right"],
+        ...     groups={70_000: [10, 30], 80_000: [20]}, group_names=["left", "right"],
         ...     group_attributes={"size": [2, 1]},
         ... )
         >>> [members.tolist() for members in ds.groups()]
@@ -129,7 +129,7 @@ class GroupReads:
         >>> pts = [[0, 0], [1, 1], [5, 5]]
         >>> ds = zv.write_points(
         ...     "memory://doc-group-names", pts, chunk_shape=4, object_ids=[10, 20, 30],
-        ...     groups={7: [10, 30], 8: [20]}, group_names=["left", "right"],
+        ...     groups={70_000: [10, 30], 80_000: [20]}, group_names=["left", "right"],
         ...     group_attributes={"size": [2, 1]},
         ... )
         >>> ds.group_names()
@@ -165,7 +165,7 @@ class GroupReads:
         >>> pts = [[0, 0], [1, 1], [5, 5]]
         >>> ds = zv.write_points(
         ...     "memory://doc-group-attributes", pts, chunk_shape=4, object_ids=[10, 20, 30],
-        ...     groups={7: [10, 30], 8: [20]}, group_names=["left", "right"],
+        ...     groups={70_000: [10, 30], 80_000: [20]}, group_names=["left", "right"],
         ...     group_attributes={"size": [2, 1]},
         ... )
         >>> ds.group_attributes("size").tolist()
@@ -204,10 +204,10 @@ class GroupReads:
         >>> pts = [[0, 0], [1, 1], [5, 5]]
         >>> ds = zv.write_points(
         ...     "memory://doc-group", pts, chunk_shape=4, object_ids=[10, 20, 30],
-        ...     groups={7: [10, 30], 8: [20]}, group_names=["left", "right"],
+        ...     groups={70_000: [10, 30], 80_000: [20]}, group_names=["left", "right"],
         ...     group_attributes={"size": [2, 1]},
         ... )
-        >>> ds.group(7).object_ids.tolist()
+        >>> ds.group(70_000).object_ids.tolist()
         [10, 30]
         """
         groups = self.groups(level=level)

@@ -1,11 +1,13 @@
 """Users' object and group ids against the format's dense ones (DECISIONS 8).
 
 On disk, objects are numbered ``0 .. B-1`` (OIDs) and groups ``0 .. G-1``. Users' ids may be
-any int64 or uint64 values. Writers number the distinct ids in ascending order and, unless
-they already were exactly ``0 .. B-1``, store them as the object attribute ``object_id``
+any int64 or uint64 values. Ids that are all non-negative and whose largest value is below
+``max(65,536, 4 x the number of distinct ids)`` (:func:`kept_as_given`) are the OIDs
+themselves: ids without rows are empty objects (groups), and no id table is stored. Other
+ids are numbered in ascending order and stored as the object attribute ``object_id``
 (groups: the group attribute ``group_id``), with the dtype they were given. Readers
-translate through an :class:`IdMap`; every cost here is in the number of distinct ids,
-never in the largest one.
+translate through an :class:`IdMap`; every cost here is in the number of distinct ids
+(or the bounded id space of kept ids), never in a large id.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ __all__ = [
     "as_id_array",
     "DenseIds",
     "dense_ids",
+    "kept_as_given",
+    "KEPT_IDS_FLOOR",
     "IdMap",
     "owned",
     "IdTableWarning",
@@ -95,41 +99,67 @@ def as_id_array(values: Any, what: str) -> np.ndarray:
     return arr.astype(np.uint64 if arr.dtype.kind == "u" else np.int64, copy=False)
 
 
+#: Ids below this are always kept as given (when none is negative), however few objects there are.
+KEPT_IDS_FLOOR = 1 << 16
+
+
+def kept_as_given(largest: int, distinct: int) -> bool:
+    """Whether non-negative ids up to ``largest`` (``distinct`` of them) are stored as the OIDs
+    themselves: ``largest < max(65,536, 4 x distinct)`` (DECISIONS 8 as amended)."""
+    return largest < max(KEPT_IDS_FLOOR, 4 * distinct)
+
+
 @dataclass(frozen=True, eq=False)
 class DenseIds:
-    """Users' ids numbered densely: ``dense[i]`` is the OID of entry i, ``count`` the number of
-    distinct ids; ``user`` the sorted distinct ids, or None when they were ``0 .. count-1``."""
+    """Users' ids as OIDs: ``dense[i]`` is the OID of entry i and ``count`` the size of the OID
+    space; ``user`` the sorted distinct ids when they are remapped (``count`` of them), or None
+    when the ids are the OIDs. ``present`` lists the distinct ids (ascending) when they are kept
+    as given with gaps (``count > len(present)``: the ids between are empty); else None."""
 
     dense: np.ndarray  # int64
     count: int
     user: np.ndarray | None
+    present: np.ndarray | None = None
 
     @classmethod
     def identity(cls, n: int) -> DenseIds:
         return cls(np.arange(n, dtype=np.int64), n, None)
 
+    @property
+    def distinct(self) -> int:
+        """Number of distinct ids given (``count`` unless kept ids have gaps)."""
+        return self.count if self.present is None else len(self.present)
+
     def id_map(self) -> IdMap:
         return IdMap(self.user, self.count)
 
+    def has(self, oids: np.ndarray) -> np.ndarray:
+        """Which OIDs (in ``0 .. count-1``) are ids that were given, not gaps."""
+        if self.present is None:
+            return np.ones(len(oids), bool)
+        return np.isin(oids, self.present)
+
 
 def dense_ids(ids: np.ndarray) -> DenseIds:
-    """Number the distinct values of ``ids`` (int64 or uint64) ``0 .. B-1`` in ascending order.
+    """The OIDs of ``ids`` (int64 or uint64): the ids themselves when :func:`kept_as_given`,
+    else the distinct values numbered ``0 .. B-1`` in ascending order.
 
     Small non-negative ids are counted (time and memory in ``len(ids) + max``, bounded by a
-    few times ``len(ids)``); others are sorted. Ids already exactly ``0 .. B-1`` come back
-    as they are, with ``user=None``.
+    few times ``len(ids)`` or 65,536); others are sorted.
     """
     n = len(ids)
     if n == 0:
         return DenseIds(np.zeros(0, np.int64), 0, None)
     lo, hi = ids.min(), ids.max()
-    if (ids.dtype.kind == "u" or lo >= 0) and int(hi) < 4 * n + (1 << 16):
+    if (ids.dtype.kind == "u" or lo >= 0) and kept_as_given(int(hi), n):  # n bounds the distinct ids
         present = np.zeros(int(hi) + 1, bool)
         present[ids] = True
-        if present.all():
-            return DenseIds(ids.astype(np.int64, copy=False), int(hi) + 1, None)
+        distinct = int(np.count_nonzero(present))
+        if kept_as_given(int(hi), distinct):
+            gaps = None if distinct == int(hi) + 1 else np.flatnonzero(present)
+            return DenseIds(ids.astype(np.int64), int(hi) + 1, None, gaps)
         rank = np.cumsum(present) - 1
-        return DenseIds(rank[ids], int(rank[-1]) + 1, np.flatnonzero(present).astype(ids.dtype))
+        return DenseIds(rank[ids], distinct, np.flatnonzero(present).astype(ids.dtype))
     user, inverse = np.unique(ids, return_inverse=True)
     return DenseIds(inverse.reshape(-1).astype(np.int64), len(user), user)
 
@@ -211,49 +241,58 @@ class IdMap:
         return f"its {self.size:,} {self.noun}s have ids {int(ids[0])} .. {int(ids[-1])}"
 
 
+def _rows_at(rows: Any, oids: np.ndarray, count: int) -> Any:
+    """``rows`` placed at ``oids`` of ``count`` rows: strings as a list ('' elsewhere), other
+    values as a masked array (masked elsewhere, stored as the attribute's fill value)."""
+    rows = np.asarray(rows)
+    if rows.dtype.kind == "U" or rows.dtype.kind == "O":
+        out = np.full(count, "", dtype=object)
+        out[oids] = rows
+        return [str(v) for v in out]
+    out = np.ma.masked_all((count, *rows.shape[1:]), dtype=rows.dtype if rows.dtype.kind != "b" else np.uint8)
+    out[oids] = rows
+    return out
+
+
 def table_rows(values: Any, ids: DenseIds, name: str, what: str, item_order: bool) -> Any:
     """Rows of a per-object (or per-group) input in OID order.
 
     ``values`` is a mapping ``{user id: row}`` (ids left out are absent) or a sequence of
     rows: with ``item_order`` one per input item (item ``i`` is OID ``ids.dense[i]``), else
-    one per distinct id, ascending. Sequences for dense ids without ``item_order`` pass
-    through unchanged (their own length rules apply). Returns an array or a masked array.
+    one per distinct id, ascending, or (ids kept as given with gaps) one per id of the OID
+    space or more, indexed by id. Sequences for dense ids without ``item_order`` pass
+    through unchanged (their own length rules apply). Rows of ids kept as given are placed at
+    their ids, the gaps absent. Returns an array, a list of strings or a masked array.
     """
     if isinstance(values, Mapping):
         keys = list(values)
         oids, found = ids.id_map().lookup(keys) if keys else (np.zeros(0, np.int64), np.zeros(0, bool))
+        found &= ids.has(oids)
         if not found.all():
             bad = keys[int(np.argmin(found))]
             raise InputError(
                 f"{what} {name!r} names {what.split()[0]} id {bad!r}, which no vertex has "
                 f"({ids.id_map().describe()})"
             )
-        rows = np.asarray([values[k] for k in keys])
-        if rows.dtype.kind == "U" or rows.dtype.kind == "O":
-            out = np.full(ids.count, "", dtype=object)
-            out[oids] = rows
-            return [str(v) for v in out]
-        out = np.ma.masked_all(
-            (ids.count, *rows.shape[1:]), dtype=rows.dtype if rows.dtype.kind != "b" else np.uint8
-        )
-        out[oids] = rows
-        return out
-    if not item_order and ids.user is None:
+        return _rows_at([values[k] for k in keys], oids, ids.count)
+    if not item_order and ids.user is None and ids.present is None:
         return values
     n_rows = len(values) if hasattr(values, "__len__") else len(np.asarray(values))
-    if n_rows != ids.count:
+    if ids.present is not None and not item_order and n_rows >= ids.count:
+        return values  # indexed by id: row i is object i
+    if n_rows != ids.distinct:
         order = "one per item, in the order given" if item_order else "one per distinct id, ascending"
         raise InputError(
-            f"{what} {name!r} has {n_rows} rows but there are {ids.count} {what.split()[0]}s; give "
+            f"{what} {name!r} has {n_rows} rows but there are {ids.distinct} {what.split()[0]}s; give "
             f"{order}, or a mapping {{id: value}}"
         )
-    if not item_order:
-        return values
-    item_of = np.empty(ids.count, np.int64)
-    item_of[ids.dense] = np.arange(ids.count)
-    if isinstance(values, (list, tuple)):
-        return [values[i] for i in item_of.tolist()]
-    return (values if isinstance(values, np.ndarray) else np.asarray(values))[item_of]
+    if item_order:  # rows in ascending OID
+        item_of = np.argsort(ids.dense, kind="stable")
+        if isinstance(values, (list, tuple)):
+            values = [values[i] for i in item_of.tolist()]
+        else:
+            values = (values if isinstance(values, np.ndarray) else np.asarray(values))[item_of]
+    return values if ids.present is None else _rows_at(values, ids.present, ids.count)
 
 
 _DECIMAL = re.compile(r"^[0-9]+$")

@@ -197,7 +197,7 @@ def item_ids(object_ids: Any, n: int, what: str) -> DenseIds:
     if ids.shape != (n,):
         raise InputError(f"object_ids must have one id per {what} ({n}), got shape {ids.shape}")
     dense = dense_ids(ids)
-    if dense.count != n:
+    if dense.distinct != n:
         dup = np.flatnonzero(np.bincount(dense.dense) > 1)[0]
         raise InputError(
             f"object_ids name object {int(dense.id_map().ids()[dup])} for several {what}s; "
@@ -429,12 +429,12 @@ def write_lines(
     tables = object_tables(
         ids, object_attributes, groups, group_attributes, group_names, item_order=object_ids is not None
     )
-    if tables.num_objects != n_lines:
+    if tables.num_objects != ids.count:
         raise InputError(f"object_attributes have {tables.num_objects} rows but there are {n_lines} lines")
     part = partition_lines(pos, line_offsets, grid)
     chunks = part.cells[part.seg_cell] + grid.origin
     seg_object = ids.dense[part.seg_line]
-    manifests = segment_manifests(n_lines, seg_object, chunks, part.seg_local)
+    manifests = segment_manifests(ids.count, seg_object, chunks, part.seg_local)
     write_level0(
         target,
         options,

@@ -432,7 +432,7 @@ def write_meshes(
                 f"object_ids must have one id per mesh ({len(pairs)}), got shape {per_mesh.shape}"
             )
         mesh_ids = dense_ids(per_mesh)
-        if mesh_ids.count != len(pairs):
+        if mesh_ids.distinct != len(pairs):
             dup = np.flatnonzero(np.bincount(mesh_ids.dense) > 1)[0]
             raise InputError(
                 f"object_ids name object {int(mesh_ids.id_map().ids()[dup])} for several meshes; "

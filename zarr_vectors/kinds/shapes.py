@@ -448,13 +448,12 @@ def _write_paths(
     )
     layout = make_layout(pos, options)
     grid = layout.grid
-    n_geoms = len(paths.type_ids)
     vattrs = _inputs.vertex_attributes(attributes, len(pos))
     tables = object_tables(ids, oattrs, groups, group_attributes, group_names)
     part = partition_lines(pos, paths.offsets, grid)
     seg_object = ids.dense[paths.geometry[part.seg_line]]
     chunks = part.cells[part.seg_cell] + grid.origin
-    manifests = segment_manifests(n_geoms, seg_object, chunks, part.seg_local)
+    manifests = segment_manifests(tables.num_objects, seg_object, chunks, part.seg_local)
     write_level0(
         target,
         options,

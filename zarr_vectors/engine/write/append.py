@@ -23,7 +23,7 @@ import numpy as np
 
 from zarr_vectors.engine.chunks.arrays import CellArray
 from zarr_vectors.engine.chunks.pipeline import Pipeline, compression_of
-from zarr_vectors.engine.ids import OBJECT_ID_ATTRIBUTE, as_id_array, dense_ids
+from zarr_vectors.engine.ids import OBJECT_ID_ATTRIBUTE, DenseIds, as_id_array, kept_as_given
 from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.store import VectorStore, table_values
 from zarr_vectors.engine.write import inputs as _inputs
@@ -308,29 +308,42 @@ def _hidden_tables(level: Level, plan: _IdPlan | None) -> tuple[str, ...]:
 
 
 class _IdPlan:
-    """Old and new object ids: the union, old OIDs -> new OIDs, new rows' OIDs."""
+    """Old and new object ids: the OID space after the append, old OIDs -> new OIDs, new rows' OIDs.
+
+    The joined ids are kept as given when the store's objects with rows and the new ids pass
+    :func:`~zarr_vectors.engine.ids.kept_as_given`; else they are remapped, every old OID keeping
+    its place (a store whose ids were kept switches to an ``object_id`` table without moving an
+    old object, unless a new id sorts below an old one, such as a negative id).
+    """
 
     def __init__(self, level: Level, user: np.ndarray, extend: bool) -> None:
-        old = level.object_id_map.ids()
+        id_map = level.object_id_map
+        old = id_map.ids()
         new = np.unique(user)
-        union = _union_ids(old, new)
-        if len(old) and not extend:
-            pos = np.searchsorted(union, old.astype(union.dtype))
-            mask = np.zeros(len(union), bool)
-            mask[pos] = True
-            clash = mask[np.searchsorted(union, new.astype(union.dtype))]
+        # Kept ids have empty OIDs between them: only those with rows are objects.
+        had = old if id_map.user is not None else np.unique(level.fragment_owners.object_id)
+        if len(had) and not extend:
+            clash = np.isin(new, had.astype(new.dtype)) if had.dtype == new.dtype else _clash(had, new)
             if clash.any():
                 first = new[np.argmax(clash)]
                 raise InputError(
                     f"{int(clash.sum())} of these object ids are already in the store (first: {int(first)}); "
                     "pass extend=True to add points to those objects, or give new ids"
                 )
-        self.old_ids, self.union = old, union
-        self.old_to_new = np.searchsorted(union, old.astype(union.dtype)).astype(np.int64)
+        joined = _union_ids(had, new)
+        negative = joined.dtype.kind == "i" and len(joined) and int(joined[0]) < 0
+        if not negative and len(joined) and kept_as_given(int(joined[-1]), len(joined)):
+            count = max(int(joined[-1]) + 1, len(old))
+            self.dense = DenseIds(joined.astype(np.int64), count, None)
+            self.old_to_new = old.astype(np.int64)
+            self.new_oids = user.astype(np.int64)
+        else:
+            union = _union_ids(old, new)
+            self.dense = DenseIds(np.arange(len(union), dtype=np.int64), len(union), union)
+            self.old_to_new = np.searchsorted(union, old.astype(union.dtype)).astype(np.int64)
+            self.new_oids = np.searchsorted(union, user.astype(union.dtype)).astype(np.int64)
         self.renumbered = bool(len(old)) and not np.array_equal(self.old_to_new, np.arange(len(old)))
-        self.dense = dense_ids(union)
-        self.num_objects = len(union)
-        self.new_oids = np.searchsorted(union, user.astype(union.dtype)).astype(np.int64)
+        self.num_objects = self.dense.count
         self.old_count = len(old)
 
     def remap(self, oids: np.ndarray) -> np.ndarray:
@@ -338,6 +351,14 @@ class _IdPlan:
         ok = out >= 0
         out[ok] = self.old_to_new[out[ok]]
         return out
+
+
+def _clash(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Which of ``new`` are in ``old`` when their dtypes differ (int64 against uint64)."""
+    union = _union_ids(old, new)
+    return np.isin(
+        np.searchsorted(union, new.astype(union.dtype)), np.searchsorted(union, old.astype(union.dtype))
+    )
 
 
 def _cell_arrays(level: Level) -> dict[str, CellArray]:

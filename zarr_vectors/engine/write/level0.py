@@ -99,8 +99,9 @@ def make_layout(positions: np.ndarray, options: StoreOptions) -> Layout:
 class Tables:
     """Validated per-object and per-group inputs; object ids are ``0 .. num_objects - 1``.
 
-    Where the user's ids were not ``0 .. B-1`` the first object attribute is their
-    ``object_id`` table (and the first group attribute the ``group_id`` table).
+    Where the user's ids are remapped (not kept as given, :func:`~zarr_vectors.engine.ids.kept_as_given`)
+    the first object attribute is their ``object_id`` table (and the first group attribute
+    the ``group_id`` table).
     """
 
     num_objects: int
@@ -122,20 +123,22 @@ def _indexed_by_id(dense: _ids.DenseIds, object_attributes: Mapping[str, Any]) -
     distinct ids and one row for every id up to the largest, ids ``0 .. rows-1`` are the
     objects (those without vertices too) and no id table is stored. Otherwise ``dense``."""
     lengths = [len(v) for v in object_attributes.values() if not isinstance(v, Mapping)]
-    if dense.user is None or not lengths or max(lengths) <= dense.count:
+    if (dense.user is None and dense.present is None) or not lengths or max(lengths) <= dense.distinct:
         return dense
-    user = dense.user
+    given = dense.user if dense.user is not None else dense.present
+    assert given is not None
     longest = max(lengths)
-    if (user.dtype.kind == "i" and int(user[0]) < 0) or int(user[-1]) >= longest:
+    if (given.dtype.kind == "i" and int(given[0]) < 0) or int(given[-1]) >= longest:
         name = next(
             k for k, v in object_attributes.items() if not isinstance(v, Mapping) and len(v) == longest
         )
         raise InputError(
-            f"object attribute {name!r} has {longest} rows for {dense.count} distinct object ids "
-            f"({int(user[0])} .. {int(user[-1])}); give one row per distinct id in ascending order, "
+            f"object attribute {name!r} has {longest} rows for {dense.distinct} distinct object ids "
+            f"({int(given[0])} .. {int(given[-1])}); give one row per distinct id in ascending order, "
             "or a mapping {id: value} (rows indexed by id need ids in 0 .. rows-1)"
         )
-    return _ids.DenseIds(user[dense.dense].astype(np.int64), longest, None)
+    oids = dense.dense if dense.user is None else dense.user[dense.dense].astype(np.int64)
+    return _ids.DenseIds(oids, longest, None)
 
 
 def _id_table(name: str, user: np.ndarray) -> _inputs.NamedArray:
@@ -164,8 +167,9 @@ def object_tables(
     ``ids.dense[i]``); otherwise one per distinct id in ascending order, or indexed by id
     (row ``i`` is object ``i``) when ids are ``0 .. B-1`` or a sequence covers every id
     (see :func:`_indexed_by_id`): then a shorter sequence leaves the missing rows absent and
-    a longer one adds objects without vertices. Groups name members by user id; group ids
-    given as mapping keys may be any integers (stored as ``group_id`` unless ``0 .. G-1``),
+    a longer one adds objects without vertices. Ids kept as given with gaps place each row at
+    its id, the gaps absent. Groups name members by user id; group ids given as mapping keys
+    may be any integers (kept as given, or stored as ``group_id``, by the objects' rule),
     and group attributes and ``group_names`` follow the groups in ascending group id.
     """
     dense = _ids.DenseIds.identity(ids) if isinstance(ids, int) else ids
@@ -196,6 +200,8 @@ def object_tables(
     if gids.user is not None:
         gattrs.insert(0, _id_table(_ids.GROUP_ID_ATTRIBUTE, gids.user))
     names = None if group_names is None else [str(g) for g in group_names]
+    if names is not None and gids.present is not None and len(names) == gids.distinct:
+        names = _ids.table_rows(names, gids, "group_names", "group attribute", False)
     if names is not None and len(names) != len(group_list):
         raise InputError(f"group_names has {len(names)} names but there are {len(group_list)} groups")
     return Tables(num_objects, oattrs, group_list, gattrs, names, dense)
