@@ -267,3 +267,14 @@ def test_append_within_the_threshold_keeps_ids_and_negative_ids_remap(tmp_path, 
     ds = zv.open(path)
     assert ds.level(0).object_id_map.user is not None and ds.object_ids()[0] == -2
     _check_all(ds, np.concatenate([pos, more_pos]), np.concatenate([oid, [-2] * 5]))
+
+
+def test_datetime_attributes_of_kept_ids_leave_the_gaps_absent(tmp_path):
+    when = np.array(["2024-01-02T03:04:05", "1969-12-31T23:59:59"], "datetime64[s]")
+    ds = zv.write_points(
+        tmp_path / "t.zarr", np.zeros((2, 2)), chunk_shape=4, object_ids=[4, 9], object_attributes={"t": when}
+    )
+    back = zv.open(tmp_path / "t.zarr")
+    assert back.num_objects() == 10
+    assert np.array_equal(back.object_attributes("t", [4, 9]), when)
+    assert np.isnat(ds.object_attributes("t", [5])).all()

@@ -352,7 +352,8 @@ def table_attributes(attributes: Mapping[str, Any] | None, n: int, what: str) ->
     check_names(attributes or {}, what)
     for name, values in (attributes or {}).items():
         if isinstance(values, np.ma.MaskedArray):  # masked entries are stored as absent
-            values = values.filled(absent_fill(np.asarray(values).dtype))
+            dtype = np.asarray(values).dtype  # dates and times: absent is NaT, int64's sentinel
+            values = values.filled(np.datetime64("NaT") if dtype.kind == "M" else absent_fill(dtype))
         arr = np.asarray(values)
         unit = None
         if arr.dtype.kind == "M":  # dates and times: int64 counts of their unit
