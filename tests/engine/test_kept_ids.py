@@ -85,6 +85,7 @@ def _check_points_like(ds, pos, oid, ids):
         got = ds.objects([int(i)])
         assert np.array_equal(sorted_rows(got.positions), sorted_rows(pos[oid == i])), i
         assert set(got.object_ids.tolist()) == {int(i)}
+    assert ds.object_ids().tolist() == sorted(set(int(i) for i in ids))  # the gaps are no objects
     top = int(ids.max())
     for gap in (0, 4, top - 1):
         assert len(ds.objects([gap]).positions) == 0
@@ -183,12 +184,16 @@ def test_group_ids_kept_as_given(tmp_path, rng):
         group_attributes={"w": [1.5, 2.5]},
         group_names=["seven", "forty"],
     )
-    assert "group_id" not in ds.level(0).group_attributes and len(ds.group_ids()) == 41
+    assert "group_id" not in ds.level(0).group_attributes and ds.level(0).groups.length == 41
+    # Listings name the groups with members only; the indices between read as empty groups.
+    assert ds.group_ids().tolist() == [7, 40] and [sorted(m.tolist()) for m in ds.groups()] == [
+        [276],
+        [3, 10],
+    ]
     assert set(ds.group(40).object_ids.tolist()) == {3, 10} and set(ds.group(7).object_ids.tolist()) == {276}
     assert len(ds.group(8).positions) == 0
-    assert ds.group_attributes("w")[[7, 40]].tolist() == [1.5, 2.5]
-    names = ds.group_names()
-    assert names is not None and (names[7], names[40], names[8]) == ("seven", "forty", "")
+    assert ds.group_attributes("w").tolist() == [1.5, 2.5]
+    assert ds.group_names() == ["seven", "forty"]
     with pytest.raises(UnknownIdError):
         ds.group(41)
 
@@ -269,12 +274,27 @@ def test_append_within_the_threshold_keeps_ids_and_negative_ids_remap(tmp_path, 
     _check_all(ds, np.concatenate([pos, more_pos]), np.concatenate([oid, [-2] * 5]))
 
 
+# -- listings and attributes of kept ids ------------------------------------------------
+
+
+def test_listings_name_only_objects_with_rows(tmp_path, rng):
+    pos = rng.uniform(0, 10, (300, 2))
+    oid = SPARSE[rng.permutation(np.arange(300) % len(SPARSE))]
+    ds = zv.write_points(
+        tmp_path / "l.zarr", pos, chunk_shape=5, object_ids=oid, object_attributes={"v": SPARSE * 0.5}
+    )
+    assert ds.num_objects() == 277 and ds.object_ids().tolist() == SPARSE.tolist()
+    assert ds.object_attributes("v").tolist() == (SPARSE * 0.5).tolist()  # one row per listed object
+    assert np.isnan(ds.object_attributes("v", [4])).all()  # in range, no rows: read by id, absent
+    assert zv.open(tmp_path / "l.zarr").object_ids().tolist() == SPARSE.tolist()
+
+
 def test_datetime_attributes_of_kept_ids_leave_the_gaps_absent(tmp_path):
     when = np.array(["2024-01-02T03:04:05", "1969-12-31T23:59:59"], "datetime64[s]")
     ds = zv.write_points(
         tmp_path / "t.zarr", np.zeros((2, 2)), chunk_shape=4, object_ids=[4, 9], object_attributes={"t": when}
     )
     back = zv.open(tmp_path / "t.zarr")
-    assert back.num_objects() == 10
-    assert np.array_equal(back.object_attributes("t", [4, 9]), when)
+    assert back.num_objects() == 10 and back.object_ids().tolist() == [4, 9]
+    assert np.array_equal(back.object_attributes("t"), when)
     assert np.isnat(ds.object_attributes("t", [5])).all()

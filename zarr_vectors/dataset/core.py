@@ -222,8 +222,9 @@ class Dataset(GroupReads, LevelUpdates):
         return self.level(level).meta.vertex_count
 
     def num_objects(self, level: int = 0) -> int:
-        """Number of objects (OIDs ``0 .. n-1`` on disk): distinct ids when remapped, the largest
-        id plus one when small ids are kept as given (the ids between are empty objects).
+        """Size of the object id space on disk (OIDs ``0 .. n-1``): the number of distinct ids
+        when remapped, the largest id plus one when small ids are kept as given (the ids between
+        have no rows and are no objects: :meth:`object_ids` lists the objects).
 
         Parameters
         ----------
@@ -250,8 +251,8 @@ class Dataset(GroupReads, LevelUpdates):
 
     def object_ids(self, level: int = 0) -> np.ndarray:
         """The objects' ids, ascending: the user's ids (int64 or uint64) when the store remaps
-        them (``object_attributes/object_id``), else ``0 .. num_objects - 1`` (small ids kept
-        as given, the ids between them empty objects).
+        them (``object_attributes/object_id``), else the OIDs that have rows at ``level`` (small
+        ids are kept as given; an id between them without rows is no object, and reads empty).
 
         Parameters
         ----------
@@ -270,8 +271,11 @@ class Dataset(GroupReads, LevelUpdates):
         >>> ds = zv.write_points("memory://doc-object-ids", pts, chunk_shape=4, object_ids=[2**40, 12, 2**40])
         >>> ds.object_ids().tolist()
         [12, 1099511627776]
+        >>> zv.write_points("memory://doc-object-ids-kept", pts, chunk_shape=4, object_ids=[90, 12, 90]).object_ids().tolist()
+        [12, 90]
         """
-        return self.level(level).object_id_map.ids()
+        lv = self.level(level)
+        return lv.object_id_map.to_user(lv.listed_objects)
 
     def attribute_names(self, level: int = 0) -> list[str]:
         """Names of the per-vertex attributes of ``level``, sorted.
@@ -658,7 +662,7 @@ class Dataset(GroupReads, LevelUpdates):
         ...     "memory://doc-object-attributes", [[0, 0], [1, 1]], chunk_shape=1,
         ...     object_ids=[5, 8], object_attributes={"volume": [2.5, 4.0]},
         ... )
-        >>> ds.object_attributes("volume", [5, 8]).tolist(), ds.object_attributes("volume", [8]).tolist()
+        >>> ds.object_attributes("volume").tolist(), ds.object_attributes("volume", [8]).tolist()
         ([2.5, 4.0], [4.0])
         >>> ds.num_objects(), bool(np.isnan(ds.object_attributes("volume", [6])[0]))  # ids 0 .. 8 kept
         (9, True)
@@ -667,7 +671,11 @@ class Dataset(GroupReads, LevelUpdates):
         if name not in lv.object_attributes:
             raise AttributeNotFoundError("object", [name], level, self.object_attribute_names(level))
         values = table_values(lv, lv.object_attributes[name])
-        return values if ids is None else values[lv.object_id_map.to_oids(ids)]
+        if ids is not None:
+            return values[lv.object_id_map.to_oids(ids)]
+        if lv.object_id_map.user is not None or len(values) != lv.num_objects:
+            return values
+        return values[lv.listed_objects]
 
 
 def _user_ids(level: Level, oids: np.ndarray | None) -> np.ndarray | None:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from zarr_vectors.engine import table_values
-from zarr_vectors.errors import AttributeNotFoundError, CorruptCellError
+from zarr_vectors.errors import AttributeNotFoundError
 from zarr_vectors.result import Result
 
 if TYPE_CHECKING:
@@ -33,7 +33,8 @@ class GroupReads:
 
     def group_ids(self, *, level: int = 0) -> np.ndarray:
         """The groups' ids, ascending: the user's group ids when the store remaps them
-        (``group_attributes/group_id``), else ``0 .. G-1`` (small ids kept as given, gaps empty groups).
+        (``group_attributes/group_id``), else the group indices that have members (small ids
+        are kept as given; an index between them without members is no group).
 
         Parameters
         ----------
@@ -57,7 +58,8 @@ class GroupReads:
         >>> ds.group_ids().tolist()
         [70000, 80000]
         """
-        return self.level(level).group_id_map.ids()
+        lv = self.level(level)
+        return lv.group_id_map.to_user(lv.listed_groups)
 
     def groups(self, *, level: int = 0) -> list[np.ndarray]:
         """Member object ids (the user's ids) of every group, in the order of :meth:`group_ids`.
@@ -90,25 +92,8 @@ class GroupReads:
         [[10, 30], [20]]
         """
         lv = self.level(level)
-        if lv.groups is None:
-            return []
-        arr = lv.groups
-        n_chunks = -(-arr.length // arr.chunk)
-        raws = lv.backend.get_many(arr.chunk_keys(range(n_chunks)))
-        items = [it for c, raw in enumerate(raws) for it in arr.vlen_items(raw, c)][: arr.length]
-        ranges = arr.attrs.get("group_ranges") or {}
-        out = []
-        for gid, it in enumerate(items):
-            if len(it) % 8:
-                raise CorruptCellError(
-                    arr.path, str(gid // arr.chunk), f"group {gid} is not a whole number of int64 ids"
-                )
-            members = np.frombuffer(it, "<i8").astype(np.int64)
-            if len(members) == 0 and str(gid) in ranges:
-                start, stop = ranges[str(gid)]
-                members = np.arange(int(start), int(stop), dtype=np.int64)
-            out.append(lv.object_id_map.to_user(members))
-        return out
+        members = lv.group_members
+        return [lv.object_id_map.to_user(members[g]) for g in lv.listed_groups.tolist()]
 
     def group_names(self, *, level: int = 0) -> list[str] | None:
         """Names of the groups in the order of :meth:`group_ids`, when the writer recorded them
@@ -137,7 +122,11 @@ class GroupReads:
         """
         lv = self.level(level)
         names = None if lv.groups is None else lv.groups.attrs.get("group_names")
-        return None if names is None else [str(n) for n in names]
+        if names is None:
+            return None
+        if len(names) == len(lv.group_members):  # one per stored group: the listed ones
+            names = [names[g] for g in lv.listed_groups.tolist()]
+        return [str(n) for n in names]
 
     def group_attributes(self, name: str, *, level: int = 0) -> np.ndarray:
         """Values of one group attribute, one row per group in the order of :meth:`group_ids`.
@@ -174,7 +163,8 @@ class GroupReads:
         lv = self.level(level)
         if name not in lv.group_attributes:
             raise AttributeNotFoundError("group", [name], level, lv.group_attributes)
-        return table_values(lv, lv.group_attributes[name])
+        values = table_values(lv, lv.group_attributes[name])
+        return values[lv.listed_groups] if len(values) == len(lv.group_members) else values
 
     def group(self, gid: int, *, level: int = 0, attributes: Sequence[str] | bool | None = None) -> Result:
         """All vertices of the objects in group ``gid`` (the user's group id, see :meth:`group_ids`),
@@ -210,6 +200,7 @@ class GroupReads:
         >>> ds.group(70_000).object_ids.tolist()
         [10, 30]
         """
-        groups = self.groups(level=level)
-        (index,) = self.level(level).group_id_map.to_oids([gid])
-        return self.objects(groups[index], level=level, attributes=attributes)
+        lv = self.level(level)
+        (index,) = lv.group_id_map.to_oids([gid])
+        members: Any = lv.object_id_map.to_user(lv.group_members[index])  # an id array
+        return self.objects(members, level=level, attributes=attributes)

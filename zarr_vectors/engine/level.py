@@ -22,6 +22,7 @@ from zarr_vectors.engine.chunks.arrays import (
 from zarr_vectors.engine.chunks.pipeline import DEFAULT_MAX_DECODED
 from zarr_vectors.engine.ids import GROUP_ID_ATTRIBUTE, OBJECT_ID_ATTRIBUTE, IdMap, IdTableWarning
 from zarr_vectors.errors import (
+    CorruptCellError,
     FormatError,
     UnknownIdError,
     decoding,
@@ -421,6 +422,67 @@ class Level:
         """Group index <-> the user's group ids (``group_attributes/group_id``; identity without it)."""
         n = 0 if self.groups is None else self.groups.length
         return _id_map(self, self.group_attributes.get(GROUP_ID_ATTRIBUTE), n, "group")
+
+    @cached_property
+    def objects_with_rows(self) -> np.ndarray:
+        """OIDs whose manifest names data at this level, ascending (every manifest bucket read
+        once; an empty manifest is its 4-byte block count, or nothing)."""
+        if self.manifests is None:
+            return np.zeros(0, np.int64)
+        arr = self.manifests
+        raws = self.backend.get_many(arr.chunk_keys(range(-(-arr.length // arr.chunk))))
+        lengths = [len(it) for c, raw in enumerate(raws) for it in arr.vlen_items(raw, c)]
+        rows = np.flatnonzero(np.asarray(lengths, np.int64) > 4)
+        return rows if self.row_object_ids is None else self.row_object_ids[rows]
+
+    @cached_property
+    def listed_objects(self) -> np.ndarray:
+        """OIDs that are objects of this level, ascending: all of ``0 .. num_objects - 1`` when
+        an ``object_id`` table names them, else those with rows (ids kept as given leave empty
+        OIDs between objects, and an OID without rows is no object, DECISIONS 8)."""
+        if self.object_id_map.user is not None:
+            return np.arange(self.num_objects, dtype=np.int64)
+        return self.objects_with_rows
+
+    def are_objects(self, oids: np.ndarray) -> np.ndarray:
+        """Which of ``oids`` are objects of this level (in :attr:`listed_objects`)."""
+        listed, oids = self.listed_objects, np.asarray(oids, np.int64)
+        if not len(listed):
+            return np.zeros(len(oids), bool)
+        return listed[np.minimum(np.searchsorted(listed, oids), len(listed) - 1)] == oids
+
+    @cached_property
+    def group_members(self) -> list[np.ndarray]:
+        """Member OIDs of every group index ``0 .. G-1`` (a ``group_ranges`` entry fills an
+        empty stored list); empty when the level has no groups."""
+        arr = self.groups
+        if arr is None:
+            return []
+        raws = self.backend.get_many(arr.chunk_keys(range(-(-arr.length // arr.chunk))))
+        items = [it for c, raw in enumerate(raws) for it in arr.vlen_items(raw, c)][: arr.length]
+        ranges = arr.attrs.get("group_ranges") or {}
+        out = []
+        for gid, it in enumerate(items):
+            if len(it) % 8:
+                raise CorruptCellError(
+                    arr.path, str(gid // arr.chunk), f"group {gid} is not a whole number of int64 ids"
+                )
+            members = np.frombuffer(it, "<i8").astype(np.int64)
+            if len(members) == 0 and str(gid) in ranges:
+                start, stop = ranges[str(gid)]
+                members = np.arange(int(start), int(stop), dtype=np.int64)
+            out.append(members)
+        return out
+
+    @cached_property
+    def listed_groups(self) -> np.ndarray:
+        """Group indices that are groups of this level, ascending: all of them when a
+        ``group_id`` table names them, else those with members (as :attr:`listed_objects`)."""
+        n = 0 if self.groups is None else self.groups.length
+        if self.group_id_map.user is not None:
+            return np.arange(n, dtype=np.int64)
+        sizes = np.asarray([len(m) for m in self.group_members], np.int64)
+        return np.flatnonzero(sizes > 0)
 
     @property
     def cell_fragments(self) -> int:

@@ -385,12 +385,16 @@ class StoreSource:
 
     # -- objects ------------------------------------------------------------------------
     def _user_id(self, segment: int) -> int:
-        """The store's object id for Neuroglancer's uint64 ``segment`` (int64 ids wrap)."""
+        """The store's object id for Neuroglancer's uint64 ``segment`` (int64 ids wrap); a
+        segment that is no object of level 0 (an id kept as given without rows) is not found."""
         if not self.has_objects:
             raise NotFound(f"{self.name} has no objects")
-        if self.ds.object_ids().dtype == np.int64 and segment >= 1 << 63:
-            return segment - (1 << 64)
-        return segment
+        lv = self._level(0)
+        user = segment - (1 << 64) if lv.object_id_map.dtype == np.int64 and segment >= 1 << 63 else segment
+        oids, found = lv.object_id_map.lookup([user])
+        if not (found[0] and lv.are_objects(oids)[0]):
+            raise NotFound(f"{self.name}: no object {segment}")
+        return user
 
     def _object(self, segment: int, attributes: bool | list[str] = False) -> Any:
         try:
