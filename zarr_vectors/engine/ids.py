@@ -3,9 +3,10 @@
 On disk, objects are numbered ``0 .. B-1`` (OIDs) and groups ``0 .. G-1``. Users' ids may be
 any int64 or uint64 values. Ids that are all non-negative and whose largest value is below
 ``max(65,536, 4 x the number of distinct ids)`` (:func:`kept_as_given`) are the OIDs
-themselves: ids without rows are empty objects (groups), and no id table is stored. Other
-ids are numbered in ascending order and stored as the object attribute ``object_id``
-(groups: the group attribute ``group_id``), with the dtype they were given. Readers
+themselves, with no id table: ids between them have empty manifests (groups: no members)
+and are not listed. Other ids are numbered in ascending order and stored as the object
+attribute ``object_id`` (groups: the group attribute ``group_id``), with the dtype they
+were given. Readers
 translate through an :class:`IdMap`; every cost here is in the number of distinct ids
 (or the bounded id space of kept ids), never in a large id.
 """
