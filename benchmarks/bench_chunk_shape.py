@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -42,7 +41,7 @@ from zarr_vectors.engine.write.autochunk import auto_chunk_edge  # noqa: E402
 
 EXTENT = 1000.0
 SIDES = {"q1": 215.4, "q10": 464.2}  # cubes covering 1 % and 10 % of [0, 1000]^3
-TARGETS = (4096, 8192, 16384, 32768, 65536, 131072)
+TARGETS = (4096, 8192, 16384, 32768, 65536, 131072, 262144)
 
 
 def log(msg: str) -> None:
@@ -90,22 +89,36 @@ def boxes(vertices: np.ndarray, count: int, seed: int, centred: bool) -> dict[st
     return out
 
 
-def time_boxes(ds: Any, box_list: list[Any]) -> tuple[float, int]:
-    t0 = time.perf_counter()
+def time_boxes(ds: Any, box_list: list[Any]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Wall and CPU seconds of each box (this process, all threads), and the rows kept."""
+    wall = np.empty(len(box_list))
+    cpu = np.empty(len(box_list))
     rows = 0
-    for lo, hi in box_list:
+    for i, (lo, hi) in enumerate(box_list):
+        t0, c0 = time.perf_counter(), time.process_time()
         rows += len(ds.query(bbox=(lo, hi)).positions)
-    return time.perf_counter() - t0, rows
+        wall[i], cpu[i] = time.perf_counter() - t0, time.process_time() - c0
+    return wall, cpu, rows
 
 
-def run_set(name: str, write: Any, vertices: np.ndarray, box_sets: dict[str, list[Any]], rounds: int) -> None:
-    """Write one store per target (and ``auto``), then time every box set over ``rounds``."""
+def run_set(
+    name: str,
+    write: Any,
+    vertices: np.ndarray,
+    box_sets: dict[str, list[Any]],
+    rounds: int,
+    targets: tuple[int, ...] = TARGETS,
+) -> None:
+    """Write one store per target (and ``auto``), then time every box set over ``rounds``.
+
+    A box's cost is its median over the rounds (wall and CPU apart); a set's cost is the sum
+    of its boxes' medians, so one slow round of one box moves it little."""
     work = Path(tempfile.mkdtemp(prefix="zv-chunkbench-", dir=os.environ.get("ZV_BENCH_DIR")))
     try:
         bounds = np.array([vertices.min(0), vertices.max(0)], np.float64)
         stores: dict[str, Any] = {}
         meta: dict[str, dict[str, Any]] = {}
-        for label in [*(str(t) for t in TARGETS), "auto"]:
+        for label in [*(str(t) for t in targets), "auto"]:
             edge = "auto" if label == "auto" else auto_chunk_edge(vertices, bounds, target=int(label))
             t0 = time.perf_counter()
             ds = write(str(work / label), edge)
@@ -119,47 +132,61 @@ def run_set(name: str, write: Any, vertices: np.ndarray, box_sets: dict[str, lis
                 "write_s": round(wt, 3),
             }
             log(f"{name}: {label} edge {meta[label]['edge']:.4g}, {chunks} chunks, write {wt:.2f} s")
-        times: dict[str, dict[str, list[float]]] = {k: {q: [] for q in box_sets} for k in stores}
+        wall: dict[str, dict[str, list[np.ndarray]]] = {k: {q: [] for q in box_sets} for k in stores}
+        cpu: dict[str, dict[str, list[np.ndarray]]] = {k: {q: [] for q in box_sets} for k in stores}
         kept: dict[str, int] = {}
+        loads = []
         for r in range(rounds):
             order = list(stores) if r % 2 == 0 else list(reversed(stores))
             for label in order:
                 for q, box_list in box_sets.items():
-                    dt, rows = time_boxes(stores[label], box_list)
-                    times[label][q].append(dt)
+                    w, c, rows = time_boxes(stores[label], box_list)
+                    wall[label][q].append(w)
+                    cpu[label][q].append(c)
                     if kept.setdefault(q, rows) != rows:
                         raise AssertionError(f"{name} {label} {q}: {rows} rows, others {kept[q]}")
-        best = {q: min(statistics.median(times[k][q]) for k in TARGETS_OF(stores)) for q in box_sets}
+            loads.append(os.getloadavg()[0])
+        cost = {
+            (clock, k, q): float(np.median(np.stack(src[k][q]), axis=0).sum())
+            for clock, src in (("wall", wall), ("cpu", cpu))
+            for k in stores
+            for q in box_sets
+        }
+        hand = [k for k in stores if k != "auto"]
         for label in stores:
             rec: dict[str, Any] = {"set": name, "target": label, **meta[label]}
             for q in box_sets:
-                m = statistics.median(times[label][q])
-                rec[f"{q}_ms_per_box"] = round(m * 1e3 / len(box_sets[q]), 2)
-                rec[f"{q}_ns_per_row"] = round(m * 1e9 / max(kept[q], 1), 1)
-                rec[f"{q}_vs_best"] = round(m / best[q], 3)
-            rec["load"] = [round(v, 2) for v in os.getloadavg()]
+                for clock in ("wall", "cpu"):
+                    m = cost[clock, label, q]
+                    best = min(cost[clock, k, q] for k in hand)
+                    rec[f"{q}_{clock}_ms_per_box"] = round(m * 1e3 / len(box_sets[q]), 2)
+                    rec[f"{q}_{clock}_vs_best"] = round(m / best, 3)
+                rec[f"{q}_cpu_ns_per_row"] = round(cost["cpu", label, q] * 1e9 / max(kept[q], 1), 1)
+            rec["load"] = [round(min(loads), 2), round(max(loads), 2)]
             print(json.dumps(rec), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def TARGETS_OF(stores: dict[str, Any]) -> list[str]:  # noqa: N802 - the hand-picked shapes only
-    return [k for k in stores if k != "auto"]
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="200 k points, 2 rounds, no 10 M")
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--boxes", type=int, default=20, help="boxes per size")
+    p.add_argument("--boxes", type=int, default=40, help="boxes per size")
     p.add_argument("--only", choices=("points", "lines", "meshes"), default=None)
+    p.add_argument("--sizes", type=int, nargs="+", default=None, help="point counts (default 1 M and 10 M)")
+    p.add_argument("--kinds", nargs="+", choices=("uniform", "clustered"), default=("uniform", "clustered"))
+    p.add_argument("--targets", type=int, nargs="+", default=list(TARGETS), help="hand-picked vertices per chunk")
     args = p.parse_args(argv)
     rounds = 2 if args.quick else args.rounds
+    targets = tuple(args.targets)
     log(f"{os.cpu_count()} cores, load {os.getloadavg()}")
     if args.only in (None, "points"):
-        sizes = (200_000,) if args.quick else (1_000_000, 10_000_000)
+        sizes = args.sizes or ((200_000,) if args.quick else (1_000_000, 10_000_000))
         for n in sizes:
             for kind, make in (("uniform", uniform_points), ("clustered", clustered_points)):
+                if kind not in args.kinds:
+                    continue
                 pts = make(n, 1)
                 attr = np.random.default_rng(2).random(n, dtype=np.float32)
                 box_sets = boxes(pts, args.boxes, 7, centred=kind != "uniform")
@@ -167,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                 def write(target: str, edge: Any, pts: np.ndarray = pts, attr: np.ndarray = attr) -> Any:
                     return zv.write_points(target, pts, chunk_shape=edge, attributes={"a": attr})
 
-                run_set(f"points {kind} {n:,}", write, pts, box_sets, rounds)
+                run_set(f"points {kind} {n:,}", write, pts, box_sets, rounds, targets)
                 del pts, attr
     if args.only in (None, "lines"):
         walks = random_walks(1000 if args.quick else 10_000, 3)
@@ -177,7 +204,12 @@ def main(argv: list[str] | None = None) -> int:
             return zv.write_lines(target, walks, chunk_shape=edge)
 
         run_set(
-            f"lines {len(verts):,} vertices", write_lines, verts, boxes(verts, args.boxes, 7, False), rounds
+            f"lines {len(verts):,} vertices",
+            write_lines,
+            verts,
+            boxes(verts, args.boxes, 7, False),
+            rounds,
+            targets,
         )
     if args.only in (None, "meshes"):
         import trimesh
@@ -189,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         def write_mesh(target: str, edge: Any) -> Any:
             return zv.write_mesh(target, v, f, chunk_shape=edge)
 
-        run_set(f"mesh {len(v):,} vertices", write_mesh, v, boxes(v, args.boxes, 7, True), rounds)
+        run_set(f"mesh {len(v):,} vertices", write_mesh, v, boxes(v, args.boxes, 7, True), rounds, targets)
     log(f"done, load {os.getloadavg()}")
     return 0
 
