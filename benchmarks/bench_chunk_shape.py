@@ -176,7 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", choices=("points", "lines", "meshes"), default=None)
     p.add_argument("--sizes", type=int, nargs="+", default=None, help="point counts (default 1 M and 10 M)")
     p.add_argument("--kinds", nargs="+", choices=("uniform", "clustered"), default=("uniform", "clustered"))
-    p.add_argument("--targets", type=int, nargs="+", default=list(TARGETS), help="hand-picked vertices per chunk")
+    p.add_argument(
+        "--targets", type=int, nargs="+", default=list(TARGETS), help="hand-picked vertices per chunk"
+    )
     args = p.parse_args(argv)
     rounds = 2 if args.quick else args.rounds
     targets = tuple(args.targets)
