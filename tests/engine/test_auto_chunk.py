@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -161,3 +163,66 @@ def test_create_lines_without_count_sizes_chunks_from_the_joined_batches():
     verts = np.concatenate(walks)
     ds = zv.open("memory://auto-create-lines")
     assert ds.chunk_shape.tolist() == auto_chunk_shape(verts, _extent(verts)).tolist()
+
+
+def _sphere(centre: np.ndarray, radius: float, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """A closed-ish latitude-longitude sphere surface: k * k vertices, 2 (k - 1) k triangles."""
+    th, ph = np.meshgrid(
+        np.linspace(0.05, np.pi - 0.05, k), np.linspace(0, 2 * np.pi, k, endpoint=False), indexing="ij"
+    )
+    unit = np.c_[
+        np.sin(th).ravel() * np.cos(ph).ravel(), np.sin(th).ravel() * np.sin(ph).ravel(), np.cos(th).ravel()
+    ]
+    i, j = np.meshgrid(np.arange(k - 1), np.arange(k), indexing="ij")
+    a, b = (i * k + j).ravel(), (i * k + (j + 1) % k).ravel()
+    faces = np.r_[np.c_[a, b, a + k], np.c_[b, b + k, a + k]]
+    return (unit * radius + centre).astype(np.float32), faces
+
+
+def _brute_nonempty(vertices: np.ndarray, chunk_shape: np.ndarray) -> int:
+    return len(np.unique(np.floor(vertices / chunk_shape).astype(np.int64), axis=0))
+
+
+@pytest.mark.slow
+def test_surfaces_and_lines_hold_the_target_per_nonempty_chunk():
+    """Vertices on 2-D surfaces in 3-D (one large sphere; many small ones) and random-walk
+    polylines leave most chunks of a cube grid empty: auto still puts the target in each
+    non-empty chunk (mean within 1.5x, counted by brute force and matching the store)."""
+    rng = np.random.default_rng(9)
+    big = _sphere(np.array([500.0, 500, 500]), 480.0, int(np.sqrt(16 * T)))
+    small = [_sphere(rng.uniform(0, 2000, 3), rng.uniform(10, 80), int(np.sqrt(T / 2))) for _ in range(48)]
+    walks = [
+        np.cumsum(rng.normal(0, 4, (int(m), 3)), axis=0) + rng.uniform(0, 1000, 3)
+        for m in rng.integers(50, 200, 16 * T // 125)
+    ]
+    stores = {
+        "sphere": (zv.write_mesh("memory://auto-sphere", *big), big[0]),
+        "spheres": (zv.write_meshes("memory://auto-spheres", small), np.concatenate([v for v, _ in small])),
+        "lines": (zv.write_lines("memory://auto-walks", walks), np.concatenate(walks)),
+    }
+    for name, (ds, verts) in stores.items():
+        cs = np.asarray(ds.chunk_shape)
+        chunks = _brute_nonempty(verts.astype(np.float64), cs)
+        assert len(ds.level(0).vertices.nonempty) == chunks, name
+        assert ds.vertex_count() == len(verts), name
+        assert chunks >= 8, (name, chunks)
+        assert T / 1.5 <= len(verts) / chunks <= T * 1.5, (name, cs, len(verts) / chunks)
+
+
+def test_the_target_is_the_one_the_docs_and_writers_state():
+    """docs/writing.md and every writer's docstring name AUTO_VERTICES_PER_CHUNK, the measured
+    target (docs/writing.md gives the curve), and nothing else."""
+    figure = f"{T:,}"
+    root = Path(__file__).resolve().parents[2]
+    assert f"**{figure} vertices" in (root / "docs" / "writing.md").read_text()
+    for writer in (
+        zv.write_points,
+        zv.write_lines,
+        zv.write_skeleton,
+        zv.write_graph,
+        zv.write_mesh,
+        zv.write_geometries,
+        zv.create,
+    ):
+        doc = " ".join((writer.__doc__ or "").split())
+        assert f"{figure} vertices" in doc, writer.__name__

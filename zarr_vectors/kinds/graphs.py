@@ -241,8 +241,8 @@ def write_graph(
         (E, 2) integer vertex indices, each in ``[0, N)``.
     chunk_shape
         Edge length of a spatial chunk: one number or one per axis, or ``"auto"`` (the
-        default): cubes sized from the data so that the chunk of an average vertex holds about
-        16,384 vertices (see ``docs/writing.md``).
+        default): cubes sized from the data so that each non-empty chunk holds about 16,384
+        vertices on average (see ``docs/writing.md``).
     directed
         Keep each edge's direction as given. Undirected edges come back in the order
         given too (through ``perm_idx``).

@@ -332,8 +332,8 @@ def write_lines(
         segments.
     chunk_shape
         Edge length of a spatial chunk: one number or one per axis, or ``"auto"`` (the
-        default): cubes sized from the data so that the chunk of an average vertex holds about
-        16,384 vertices (see ``docs/writing.md``).
+        default): cubes sized from the data so that each non-empty chunk holds about 16,384
+        vertices on average (see ``docs/writing.md``).
     kind
         ``"polyline"``, ``"streamline"`` or ``"line"`` (two-point segments): the declared
         geometry type.

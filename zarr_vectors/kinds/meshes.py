@@ -165,8 +165,8 @@ def write_mesh(
         (F, 3) triangles, each naming three distinct vertices in ``[0, N)``.
     chunk_shape
         Edge length of a spatial chunk: one number or one per axis, or ``"auto"`` (the
-        default): cubes sized from the data so that the chunk of an average vertex holds about
-        16,384 vertices (see ``docs/writing.md``).
+        default): cubes sized from the data so that each non-empty chunk holds about 16,384
+        vertices on average (see ``docs/writing.md``).
     encoding
         ``"raw"`` (exact) or ``"draco"``: each chunk's vertices and intra-chunk faces as a
         Draco blob quantized to ``quantization_bits`` over the chunk's bounding box (see

@@ -47,8 +47,8 @@ def write_points(
         (N, D) float or integer coordinates, finite.
     chunk_shape
         Edge length of a spatial chunk: one number or one per axis, or ``"auto"`` (the
-        default): cubes sized from the data so that the chunk of an average vertex holds about
-        16,384 vertices (see ``docs/writing.md``).
+        default): cubes sized from the data so that each non-empty chunk holds about 16,384
+        vertices on average (see ``docs/writing.md``).
     bounds
         Inclusive ``(lo, hi)`` corners; every position must lie inside. Default: the data's extent.
     bin_shape

@@ -293,8 +293,8 @@ def write_geometries(
         Coordinates are stored as float64, exactly.
     chunk_shape
         Edge length of a spatial chunk: one number or one per axis, or ``"auto"`` (the
-        default): cubes sized from the data so that the chunk of an average vertex holds about
-        16,384 vertices (see ``docs/writing.md``).
+        default): cubes sized from the data so that each non-empty chunk holds about 16,384
+        vertices on average (see ``docs/writing.md``).
     crs
         An EPSG code (``"EPSG:4326"``), WKT2, PROJJSON or ``pyproj.CRS``; the root then
         declares the GeoZarr ``proj:`` and ``spatial:`` conventions (see docs/geospatial.md).

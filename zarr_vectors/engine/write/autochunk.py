@@ -39,7 +39,7 @@ __all__ = [
 
 AUTO = "auto"
 #: Mean vertices per non-empty chunk ``chunk_shape="auto"`` aims at (see ``docs/writing.md``).
-AUTO_VERTICES_PER_CHUNK = 32_768
+AUTO_VERTICES_PER_CHUNK = 16_384
 #: Vertices per non-empty chunk (their mean) outside which ``zarr-vectors info`` warns: box
 #: queries cost well above their best per kept row there (``docs/writing.md``).
 VERTICES_PER_CHUNK_RANGE = (2_048, 131_072)
