@@ -8,16 +8,16 @@ Run from the repository root with the project's venv::
 
 For each data set (points uniform in [0, 1000]^3 or a mixture of 20 Gaussians clipped to it,
 one float32 attribute; random-walk polylines; an icosphere mesh) the script writes one store
-per chunk edge of a sweep, the edges that put 4 k to 128 k vertices in each non-empty chunk on
-average (``autochunk.auto_chunk_edge`` with that target: for uniform data the plain
-extent-and-count edge), plus the store ``chunk_shape="auto"`` writes (the 32 k edge, unless
-the target changes). Each store is written
-with the default layout, opened once, and queried with the same boxes: cubes covering 1 % and
-10 % of the volume, placed uniformly for uniform data and centred on random vertices (shifted
-inside the volume) otherwise. Rounds alternate the order of the stores (forwards, backwards);
-a round times every box of every store once. Figures are medians over rounds of the summed
-time of a box set, and that time per kept row (the same rows for every store of a data set).
-Each line of output is a JSON object; the table at the end repeats them with the load average.
+per chunk edge of a sweep, the edges that put 4 k to 256 k vertices (``--targets``) in each
+non-empty chunk on average (``autochunk.auto_chunk_edge`` with that target), plus the store
+``chunk_shape="auto"`` writes (the AUTO_VERTICES_PER_CHUNK edge, as a store of its own). Each
+store is written with the default layout, opened once, and queried with the same boxes: cubes
+covering 1 % and 10 % of the volume, placed uniformly for uniform data and centred on random
+vertices (shifted inside the volume) otherwise. Rounds alternate the order of the stores
+(forwards, backwards); a round times every box of every store once, in wall and CPU time. A
+box's figure is its median over the rounds; a set's is the sum over its boxes, also per kept
+row (the same rows for every store of a data set, checked). Each line of output is a JSON
+object, with the range of the load average over the rounds.
 """
 
 from __future__ import annotations
