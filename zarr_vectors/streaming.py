@@ -19,7 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.engine import DEFAULT_MEMORY_LIMIT, PointStream, StoreOptions
+from zarr_vectors.engine import (
+    DEFAULT_MEMORY_LIMIT,
+    PointStream,
+    StoreOptions,
+    chunk_shape_of,
+    expected_chunk_edge,
+    inputs,
+    is_auto,
+)
 from zarr_vectors.errors import InputError, ZarrVectorsError, choice_message
 from zarr_vectors.format.kinds import writer_kinds
 from zarr_vectors.kinds import graphs, lines, meshes, skeletons
@@ -183,12 +191,36 @@ class BatchWriter:
             self.abort()
 
 
+def _expected_shape(kind: str, bounds: Any, expected: Any, bin_shape: Any) -> Any:
+    """``chunk_shape="auto"`` for a writer that does not see the data first: from ``bounds``
+    and ``expected`` vertices spread evenly over them."""
+    missing = [k for k, v in (("bounds", bounds), ("expected_vertices", expected)) if v is None]
+    if missing:
+        raise InputError(
+            f"create() of {kind} with chunk_shape='auto' (the default) needs bounds=(lo, hi) and "
+            f"expected_vertices= (about how many vertices will be appended) to size the chunks "
+            f"before the first batch; {' and '.join(missing)} missing. Or give chunk_shape"
+        )
+    if isinstance(expected, bool) or not isinstance(expected, (int, np.integer)) or expected < 1:
+        raise InputError(f"expected_vertices must be a positive integer, got {expected!r}")
+    try:
+        box = np.asarray(bounds, np.float64).reshape(2, -1)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"bounds must be (lo, hi) with one number per axis each, got {bounds!r}") from exc
+    if not np.all(np.isfinite(box)) or np.any(box[0] > box[1]):
+        raise InputError(f"bounds must be finite with lo <= hi on every axis, got {box.tolist()}")
+    d = box.shape[1]
+    bins = None if bin_shape is None else inputs.shape_vector(bin_shape, d, "bin_shape")
+    return chunk_shape_of(expected_chunk_edge(box, int(expected)), d, bins)
+
+
 def create(
     target: Any,
     kind: str,
     *,
-    chunk_shape: Any,
+    chunk_shape: Any = "auto",
     bounds: Any = None,
+    expected_vertices: int | None = None,
     memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
     workers: int | None = None,
     spill_dir: str | os.PathLike[str] | None = None,
@@ -209,7 +241,14 @@ def create(
         ``"points"``, ``"lines"``, ``"skeletons"``, ``"graphs"`` or ``"meshes"``.
     chunk_shape, bounds
         The chunk grid. Point clouds need ``bounds`` (the grid is fixed before the first
-        batch), and a batch outside them is refused.
+        batch), and a batch outside them is refused. ``chunk_shape="auto"`` (the default)
+        needs ``expected_vertices`` with ``bounds`` for point clouds: cubes that hold about
+        16,384 vertices each were the vertices spread evenly over ``bounds`` (the data is not
+        seen before the grid is fixed; see ``docs/writing.md``). Other kinds are written at
+        ``close``, so without them their chunks are sized from the joined data, as by the
+        one-shot writers.
+    expected_vertices
+        About how many vertices will be appended, for ``chunk_shape="auto"``.
     memory_limit
         Points: bytes of memory to stay near, whatever the total size (default 1 GiB);
         rows beyond a quarter of it wait in sorted runs in ``spill_dir``. ``None``: no limit.
@@ -236,6 +275,12 @@ def create(
     name = _KINDS.get(kind) if isinstance(kind, str) else None
     if name is None:
         raise InputError(choice_message("kind", kind, sorted(set(_KINDS.values()))))
+    if is_auto(chunk_shape) and (name == "points" or expected_vertices is not None):
+        chunk_shape = _expected_shape(name, bounds, expected_vertices, options.get("bin_shape"))
+    elif expected_vertices is not None:
+        raise InputError(
+            f"expected_vertices sizes chunk_shape='auto'; it means nothing with chunk_shape={chunk_shape!r}"
+        )
     if name == "points":
         store = {k: options.pop(k) for k in _STORE_KEYWORDS[2:] if k in options}
         tables = {

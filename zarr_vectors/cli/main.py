@@ -143,11 +143,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def info_dict(target: str, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
     from zarr_vectors.dataset import open as open_store
+    from zarr_vectors.engine import chunk_fill_warning
     from zarr_vectors.storage import inventory
 
     ds = open_store(target, storage_options=storage_options)
     arrays, total = inventory(target, storage_options=storage_options)
     lo, hi = ds.bounds
+    chunks = {k: len(ds.level(k).vertices.nonempty) for k in ds.levels}
+    warning = chunk_fill_warning(ds.vertex_count(0), chunks[0]) if 0 in chunks else None
     return {
         "store": target,
         "geometry_types": list(ds.geometry_types),
@@ -159,6 +162,8 @@ def info_dict(target: str, storage_options: dict[str, Any] | None = None) -> dic
                 "level": k,
                 "vertices": ds.vertex_count(k),
                 "objects": ds.num_objects(k),
+                "nonempty_chunks": chunks[k],
+                "vertices_per_chunk": round(ds.vertex_count(k) / chunks[k], 1) if chunks[k] else 0.0,
                 "attributes": ds.attribute_names(k),
                 "object_attributes": ds.object_attribute_names(k),
             }
@@ -167,6 +172,7 @@ def info_dict(target: str, storage_options: dict[str, Any] | None = None) -> dic
         "crs": ds.crs,
         "arrays": [a.to_dict() for a in arrays],
         "bytes_on_disk": total,
+        "warnings": [f"level 0: {warning}"] if warning else [],
     }
 
 
@@ -191,6 +197,10 @@ def cmd_info(args: argparse.Namespace) -> int:
             f"  level {lv['level']}: {lv['vertices']:,} vertices, {lv['objects']:,} objects, "
             f"attributes {lv['attributes'] or '-'}, object attributes {lv['object_attributes'] or '-'}"
         )
+        print(
+            f"    {lv['vertices_per_chunk']:,.0f} vertices per chunk "
+            f"(mean over {lv['nonempty_chunks']:,} non-empty chunks)"
+        )
         for a in info["arrays"]:
             if a["path"].split("/", 1)[0] == str(lv["level"]):
                 unit = "shards" if a.get("sharded") else "chunks"
@@ -198,6 +208,8 @@ def cmd_info(args: argparse.Namespace) -> int:
                     f"    {a['path']:<36} {a['data_type']:<21} {a['stored_chunks']:>7,} {unit:<6} {_size(a['bytes']):>10}"
                 )
     print(f"  on disk: {_size(info['bytes_on_disk'])} in {len(info['arrays'])} arrays")
+    for warning in info["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 

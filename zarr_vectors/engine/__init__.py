@@ -28,6 +28,15 @@ from zarr_vectors.engine.read.where import parse_where
 from zarr_vectors.engine.store import VectorStore, table_values
 from zarr_vectors.engine.write import inputs
 from zarr_vectors.engine.write.append import append_points
+from zarr_vectors.engine.write.autochunk import (
+    AUTO_VERTICES_PER_CHUNK,
+    VERTICES_PER_CHUNK_RANGE,
+    auto_chunk_shape,
+    chunk_fill_warning,
+    chunk_shape_of,
+    expected_chunk_edge,
+    is_auto,
+)
 from zarr_vectors.engine.write.builder import CellStream, StoreBuilder
 from zarr_vectors.engine.write.cells import AttributeSpec, EncodedCells, PointCells, fragment_payloads
 from zarr_vectors.engine.write.inputs import NamedArray, extent, positive_numbers, shape_vector, valid_name
@@ -53,6 +62,13 @@ from zarr_vectors.engine.write.stream import DEFAULT_MEMORY_LIMIT, PointStream, 
 from zarr_vectors.engine.write.tables import build_manifests, write_object_tables
 
 __all__ = [
+    "AUTO_VERTICES_PER_CHUNK",
+    "VERTICES_PER_CHUNK_RANGE",
+    "auto_chunk_shape",
+    "chunk_fill_warning",
+    "chunk_shape_of",
+    "expected_chunk_edge",
+    "is_auto",
     "AttributeSpec",
     "CellArray",
     "CellStream",

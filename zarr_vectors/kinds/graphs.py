@@ -206,7 +206,7 @@ def write_graph(
     positions: Any,
     edges: Any,
     *,
-    chunk_shape: Any,
+    chunk_shape: Any = "auto",
     directed: bool = False,
     bounds: Any = None,
     attributes: Mapping[str, Any] | None = None,
@@ -240,7 +240,9 @@ def write_graph(
     edges
         (E, 2) integer vertex indices, each in ``[0, N)``.
     chunk_shape
-        Edge length of a spatial chunk: one number or one per axis.
+        Edge length of a spatial chunk: one number or one per axis, or ``"auto"`` (the
+        default): cubes sized from the data so that each non-empty chunk holds about 16,384
+        vertices on average (see ``docs/writing.md``).
     directed
         Keep each edge's direction as given. Undirected edges come back in the order
         given too (through ``perm_idx``).

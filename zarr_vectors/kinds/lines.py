@@ -298,7 +298,7 @@ def write_lines(
     target: Any,
     lines: Any,
     *,
-    chunk_shape: Any,
+    chunk_shape: Any = "auto",
     kind: str = "polyline",
     bounds: Any = None,
     attributes: Mapping[str, Any] | None = None,
@@ -331,7 +331,9 @@ def write_lines(
         ``positions[offsets[i]:offsets[i + 1]]``; for ``kind="line"``, an (M, 2, D) array of
         segments.
     chunk_shape
-        Edge length of a spatial chunk: one number or one per axis.
+        Edge length of a spatial chunk: one number or one per axis, or ``"auto"`` (the
+        default): cubes sized from the data so that each non-empty chunk holds about 16,384
+        vertices on average (see ``docs/writing.md``).
     kind
         ``"polyline"``, ``"streamline"`` or ``"line"`` (two-point segments): the declared
         geometry type.

@@ -130,7 +130,7 @@ def write_mesh(
     vertices: Any,
     faces: Any,
     *,
-    chunk_shape: Any,
+    chunk_shape: Any = "auto",
     encoding: str = "raw",
     quantization_bits: int = 11,
     compression_level: int = 7,
@@ -164,7 +164,9 @@ def write_mesh(
     faces
         (F, 3) triangles, each naming three distinct vertices in ``[0, N)``.
     chunk_shape
-        Edge length of a spatial chunk: one number or one per axis.
+        Edge length of a spatial chunk: one number or one per axis, or ``"auto"`` (the
+        default): cubes sized from the data so that each non-empty chunk holds about 16,384
+        vertices on average (see ``docs/writing.md``).
     encoding
         ``"raw"`` (exact) or ``"draco"``: each chunk's vertices and intra-chunk faces as a
         Draco blob quantized to ``quantization_bits`` over the chunk's bounding box (see
@@ -356,7 +358,7 @@ def _as_pair(mesh: Any, i: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def write_meshes(
-    target: Any, meshes: Sequence[Any], *, chunk_shape: Any, object_ids: Any = None, **kwargs: Any
+    target: Any, meshes: Sequence[Any], *, chunk_shape: Any = "auto", object_ids: Any = None, **kwargs: Any
 ) -> None:
     """Write several meshes: ``(vertices, faces)`` pairs or ``trimesh.Trimesh`` objects.
 

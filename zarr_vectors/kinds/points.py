@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from zarr_vectors.engine import PointStream, StoreOptions
+from zarr_vectors.engine import PointStream, StoreOptions, auto_chunk_shape, is_auto
 from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.errors import InputError
 
@@ -16,7 +16,7 @@ def write_points(
     target: Any,
     positions: Any,
     *,
-    chunk_shape: Any,
+    chunk_shape: Any = "auto",
     bounds: Any = None,
     bin_shape: Any = None,
     attributes: Mapping[str, Any] | None = None,
@@ -46,7 +46,9 @@ def write_points(
     positions
         (N, D) float or integer coordinates, finite.
     chunk_shape
-        Edge length of a spatial chunk: one number or one per axis.
+        Edge length of a spatial chunk: one number or one per axis, or ``"auto"`` (the
+        default): cubes sized from the data so that each non-empty chunk holds about 16,384
+        vertices on average (see ``docs/writing.md``).
     bounds
         Inclusive ``(lo, hi)`` corners; every position must lie inside. Default: the data's extent.
     bin_shape
@@ -144,9 +146,13 @@ def write_points(
         raise InputError("object_attributes need object_ids (one object id per point)")
     if groups is not None and user_ids is None:
         raise InputError("groups need object_ids: a group is a list of object ids")
+    box = _inputs.resolve_bounds(bounds, pos)
+    if is_auto(chunk_shape):
+        bins = None if bin_shape is None else _inputs.shape_vector(bin_shape, pos.shape[1], "bin_shape")
+        chunk_shape = auto_chunk_shape(pos, box, bins)
     options = StoreOptions(
         chunk_shape,
-        bounds=_inputs.resolve_bounds(bounds, pos),
+        bounds=box,
         bin_shape=bin_shape,
         axes=axes,
         units=units,

@@ -263,7 +263,7 @@ def write_geometries(
     target: Any,
     geometries: Any,
     *,
-    chunk_shape: Any,
+    chunk_shape: Any = "auto",
     crs: Any = None,
     object_ids: Any = None,
     object_attributes: Mapping[str, Any] | None = None,
@@ -292,7 +292,9 @@ def write_geometries(
         holes) and MultiPolygon geometries, all 2-D or all 3-D (a GeoSeries works too).
         Coordinates are stored as float64, exactly.
     chunk_shape
-        Edge length of a spatial chunk: one number or one per axis.
+        Edge length of a spatial chunk: one number or one per axis, or ``"auto"`` (the
+        default): cubes sized from the data so that each non-empty chunk holds about 16,384
+        vertices on average (see ``docs/writing.md``).
     crs
         An EPSG code (``"EPSG:4326"``), WKT2, PROJJSON or ``pyproj.CRS``; the root then
         declares the GeoZarr ``proj:`` and ``spatial:`` conventions (see docs/geospatial.md).

@@ -226,7 +226,7 @@ def write_skeleton(
     positions: Any,
     parents: Any,
     *,
-    chunk_shape: Any,
+    chunk_shape: Any = "auto",
     object_ids: Any = None,
     bounds: Any = None,
     attributes: Mapping[str, Any] | None = None,
@@ -258,7 +258,9 @@ def write_skeleton(
     parents
         (N,) parent index of every vertex, -1 for a root; no cycles.
     chunk_shape
-        Edge length of a spatial chunk: one number or one per axis.
+        Edge length of a spatial chunk: one number or one per axis, or ``"auto"`` (the
+        default): cubes sized from the data so that each non-empty chunk holds about 16,384
+        vertices on average (see ``docs/writing.md``).
     object_ids
         One object per vertex, int64 or uint64 ids of any value such as segment ids
         (default: one object per tree, numbered by root order). An object may hold several

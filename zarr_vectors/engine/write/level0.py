@@ -15,6 +15,7 @@ import numpy as np
 
 from zarr_vectors.engine import ids as _ids
 from zarr_vectors.engine.write import inputs as _inputs
+from zarr_vectors.engine.write.autochunk import auto_chunk_shape, is_auto
 from zarr_vectors.engine.write.builder import StoreBuilder
 from zarr_vectors.engine.write.options import StoreOptions, check_shards
 from zarr_vectors.engine.write.tables import write_object_tables
@@ -76,11 +77,18 @@ def axes_from(axes: Sequence[Any] | None, ndim: int, units: str | None = None) -
 
 
 def make_layout(positions: np.ndarray, options: StoreOptions) -> Layout:
-    """Check ``options``' chunk and bin shapes and bounds against the positions; build the grid."""
+    """Check ``options``' chunk and bin shapes and bounds against the positions; build the grid
+    (``chunk_shape="auto"``: sized from the positions, see :mod:`.autochunk`)."""
     d = positions.shape[1]
-    cs = _inputs.shape_vector(options.chunk_shape, d, "chunk_shape")
-    bs = cs if options.bin_shape is None else _inputs.shape_vector(options.bin_shape, d, "bin_shape")
     b = _inputs.resolve_bounds(options.bounds, positions)
+    if is_auto(options.chunk_shape):
+        given_bins = (
+            None if options.bin_shape is None else _inputs.shape_vector(options.bin_shape, d, "bin_shape")
+        )
+        cs = auto_chunk_shape(positions, b, given_bins)
+    else:
+        cs = _inputs.shape_vector(options.chunk_shape, d, "chunk_shape")
+    bs = cs if options.bin_shape is None else _inputs.shape_vector(options.bin_shape, d, "bin_shape")
     try:
         grid = Grid.from_bounds(b, cs, bs)
     except ValueError as exc:
