@@ -41,7 +41,7 @@ import json
 import os
 import uuid
 import zipfile
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -636,6 +636,10 @@ class Wrapping:
     def is_empty(self) -> bool:
         return self.inner.is_empty()
 
+    def close(self) -> None:
+        """Close what the backend below keeps open (a local store's open shard files)."""
+        getattr(self.inner, "close", lambda: None)()
+
 
 class ConsistentBackend(Wrapping):
     """A dataset's view of its store that never mixes two versions of it.
@@ -655,20 +659,23 @@ class ConsistentBackend(Wrapping):
         self.description = inner.description
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        out = self.inner.get_many(keys)
-        if keys:
-            self.check()
-        return out
+        return self._checked(lambda: self.inner.get_many(keys), bool(keys))
 
     def get_ranges(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
-        out = self.inner.get_ranges(ranges)
-        if ranges:
-            self.check()
-        return out
+        return self._checked(lambda: self.inner.get_ranges(ranges), bool(ranges))
 
     def get_many_into(self, keys: Sequence[str], scratch: Arena) -> list[bytes | memoryview | None]:
-        out = self.inner.get_many_into(keys, scratch)
-        if keys:
+        return self._checked(lambda: self.inner.get_many_into(keys, scratch), bool(keys))
+
+    def _checked(self, read: Callable[[], list[Any]], asked: bool) -> list[Any]:
+        """``read()``, then the root check. A read that fails (a shard shorter than a cached
+        index says) is checked too: a store replaced under it raises StoreChangedError."""
+        try:
+            out = read()
+        except ZarrVectorsError:
+            self.check()
+            raise
+        if asked:
             self.check()
         return out
 
