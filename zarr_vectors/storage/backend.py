@@ -52,6 +52,7 @@ from zarr.core.buffer import cpu, default_buffer_prototype
 from zarr.core.sync import sync
 
 from zarr_vectors.errors import (
+    CorruptShardError,
     IncompleteStoreError,
     InputError,
     ReadOnlyError,
@@ -668,11 +669,11 @@ class ConsistentBackend(Wrapping):
         return self._checked(lambda: self.inner.get_many_into(keys, scratch), bool(keys))
 
     def _checked(self, read: Callable[[], list[Any]], asked: bool) -> list[Any]:
-        """``read()``, then the root check. A read that fails (a shard shorter than a cached
-        index says) is checked too: a store replaced under it raises StoreChangedError."""
+        """``read()``, then the root check. A shard that reads short of what a cached index says
+        is checked too: a store replaced under the read raises StoreChangedError instead."""
         try:
             out = read()
-        except ZarrVectorsError:
+        except CorruptShardError:
             self.check()
             raise
         if asked:
