@@ -160,13 +160,13 @@ def _parent_records(store, level, ds):
         }
 
     fb, cb = row_base(lvf), row_base(lvc)
-    seg = store / str(level) / "links" / "+1" / "0.0.0"
-    doc = json.loads((seg / "zarr.json").read_text())
-    meta, arr = doc["attributes"], CellArray(f"{level}/links/+1/0.0.0", doc)
+    seg = f"{level}/links/+1/0.0.0"
+    doc = json.loads(ds._backend.get_many([f"{seg}/zarr.json"])[0])  # the backend reads shards too
+    meta, arr = doc["attributes"], CellArray(seg, doc)
     pairs = []
     for key in meta["nonempty_chunks"]:
         chunk = tuple(int(c) for c in key.split("."))
-        raw = (seg / "c" / "/".join(str(c) for c in chunk)).read_bytes()
+        raw = ds._backend.get_many([f"{seg}/c/" + "/".join(str(c) for c in chunk)])[0]
         rows = decode_ragged(arr.payload(raw, chunk), 2, meta["dtype"])[0].astype(np.int64)
         anchor = tuple(c * lvf.grid.chunk_shape[0] // lvc.grid.chunk_shape[0] for c in chunk)
         pairs.append(
