@@ -311,9 +311,7 @@ class Dataset(GroupReads, LevelUpdates):
     def close(self) -> None:
         """Close the files the dataset keeps open for reading (the shards of a local store);
         garbage collection does the same. The dataset stays usable: later reads reopen them."""
-        close = getattr(self._store.backend, "close", None)
-        if close is not None:
-            close()
+        self._store.backend.close()
 
     def __enter__(self) -> Dataset:
         return self

@@ -186,6 +186,10 @@ class Backend(Protocol):
         this process has just replaced it."""
         ...
 
+    def close(self) -> None:
+        """Close what the backend keeps open (a local store's shard files); it stays usable."""
+        ...
+
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` (calls of a zarr Store) on zarr's event loop and wait for its result:
@@ -473,6 +477,9 @@ class ZarrStoreBackend:
     def refresh(self) -> None:
         return None
 
+    def close(self) -> None:
+        return None
+
 
 #: URL schemes served by plain web servers: read-only, listed only through directory pages.
 HTTP_PROTOCOLS = ("http", "https")
@@ -639,7 +646,7 @@ class Wrapping:
 
     def close(self) -> None:
         """Close what the backend below keeps open (a local store's open shard files)."""
-        getattr(self.inner, "close", lambda: None)()
+        self.inner.close()
 
 
 class ConsistentBackend(Wrapping):

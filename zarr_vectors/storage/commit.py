@@ -364,6 +364,9 @@ class MemoryStage:
     def refresh(self) -> None:
         return None
 
+    def close(self) -> None:
+        return None
+
 
 @contextlib.contextmanager
 def in_place_stage(backend: Backend) -> Iterator[Backend]:
@@ -543,6 +546,9 @@ class Overlay:
         return not self.list_keys()
 
     def refresh(self) -> None:
+        return None
+
+    def close(self) -> None:
         return None
 
 
