@@ -226,6 +226,25 @@ def test_pyramids_build_on_sharded_stores(tmp_path, rng):
     assert zv.validate(path).ok
 
 
+@pytest.mark.slow  # two stores, two pyramids of two levels, two validations (several seconds)
+def test_pyramids_keep_the_layout_of_level0(tmp_path, rng):
+    """Default (sharded) store: every level sharded, each level read back from the one below it
+    while the build is staged; an unsharded store keeps one file per cell in every level."""
+    pos = rng.uniform(0, 400, (6000, 3)).astype(np.float32)
+    for shards in ("default", None):
+        path = tmp_path / f"pyr-{shards}.zarr"
+        zv.write_points(path, pos, chunk_shape=25, shards=shards, object_ids=rng.integers(0, 9, 6000))
+        zv.open(path, mode="r+").build_pyramid([2, 2])
+        ds = zv.open(path)
+        assert ds.levels == [0, 1, 2]
+        for level in ds.levels:
+            doc = json.loads((path / f"{level}/vertices/zarr.json").read_text())
+            assert (parse_sharding("v", doc) is not None) == (shards == "default"), (shards, level)
+        assert len(ds.query(level=0)) == 6000
+        assert 0 < len(ds.query(level=2)) < len(ds.query(level=1)) < 6000
+        assert zv.validate(path).ok
+
+
 def _cells(path) -> dict[str, list[bytes]]:
     out = {}
     with warnings.catch_warnings():
