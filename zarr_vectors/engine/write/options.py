@@ -19,6 +19,7 @@ from zarr_vectors.errors import InputError
 
 __all__ = ["StoreOptions", "check_shards", "default_shards"]
 
+
 def default_shards(target: Any) -> str:
     """``"auto"`` on every backend (DECISIONS item 10: sharded arrays by default, local disk
     included); ``target`` is kept for callers that name it."""
