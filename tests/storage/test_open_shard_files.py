@@ -128,3 +128,17 @@ def test_a_retired_file_closes_once_its_last_read_ends(tmp_path):
     with pytest.raises(OSError):
         os.fstat(fd2)
     assert files.acquire("gone", lambda key: None) is None
+
+
+def test_a_pickled_dataset_starts_with_no_file_open(tmp_path):
+    """Datasets go to Dask workers pickled: the copy carries no descriptor and reads alone."""
+    import pickle
+
+    pos = _write(tmp_path / "s.zarr")
+    ds = zv.open(tmp_path / "s.zarr")
+    assert len(ds.query(BOX)) == _inside(pos)
+    blob = pickle.dumps(ds)
+    assert blob == pickle.dumps(ds)  # deterministic (Dask tokenizes it)
+    copy = pickle.loads(blob)
+    assert len(_local(copy).open_files) == 0
+    assert len(copy.query(BOX)) == _inside(pos)

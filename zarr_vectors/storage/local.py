@@ -25,7 +25,6 @@ import shutil
 import stat
 import sys
 import uuid
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal, overload
@@ -111,7 +110,6 @@ class LocalBackend:
         self._real: str | None = None
         #: Files kept open for ranged reads (shards): each range is one ``pread``.
         self.open_files = OpenFiles()
-        weakref.finalize(self, self.open_files.close)
 
     def close(self) -> None:
         """Close the files kept open for reading; the backend stays usable (it reopens them)."""

@@ -12,8 +12,8 @@ with no path lookup. Invariants:
   are caught a level up: the dataset's consistency check reads the root through its path
   after every batch (``storage.backend.ConsistentBackend``), and a store that changed raises
   ``StoreChangedError`` until it is refreshed, which closes every descriptor here;
-* :meth:`OpenFiles.close` (the backend's ``close``, or its garbage collection through
-  ``weakref.finalize``) closes them all.
+* :meth:`OpenFiles.close` (the backend's ``close``, or the garbage collection of the cache
+  with its backend) closes them all; a pickled copy starts with none open.
 """
 
 from __future__ import annotations
@@ -62,6 +62,17 @@ class OpenFiles:
 
     def __len__(self) -> int:
         return len(self._open)
+
+    def __getstate__(self) -> dict[str, int]:
+        """A copy (a pickled dataset sent to a worker) starts with no file open."""
+        return {"limit": self.limit}
+
+    def __setstate__(self, state: dict[str, int]) -> None:
+        self.__init__(state["limit"])  # type: ignore[misc]
+
+    def __del__(self) -> None:
+        if getattr(self, "_open", None):  # collected with its backend: close what is left
+            self.close()
 
     def acquire(self, key: str, opener: Callable[[str], int | None]) -> tuple[int, object] | None:
         """``(fd, token)`` for ``key`` (opened with ``opener`` unless cached), None when the
