@@ -5,7 +5,9 @@ The same float32 points (uniform in [0, 1000)^3, one float32 attribute ``intensi
 from ``numpy.random.default_rng(seed)``) go to every system in the same run:
 
 * ``ours``: ``zv.write_points(chunk_shape=100, bin_shape=25, bounds=[0, 1000]^3)`` (1,000
-  non-empty chunks), queried with ``Dataset.query(bbox=...)``;
+  non-empty chunks), queried with ``Dataset.query(bbox=...)``; in the default layout (sharded),
+  or one file per cell with ``ZV_BENCH_SHARDS=none`` in the environment (the ``floor`` reads
+  cell files, so it needs that layout);
 * ``tiledb``: a sparse array, Hilbert cell order, float32 dimensions x, y, z on [0, 1000]
   with tile extent 100, data-tile capacity N / 1,000 (one of our chunks' points), duplicates
   allowed; the compression filter on the coordinates and the attribute; queried with
@@ -122,6 +124,7 @@ def write_ours(path: str, pos: np.ndarray, attr: np.ndarray, comp: str) -> None:
         bounds=([0.0] * 3, [EXTENT] * 3),
         attributes={ATTR: attr},
         compression=comp,
+        shards=None if os.environ.get("ZV_BENCH_SHARDS", "default") == "none" else "default",
     )
 
 

@@ -33,6 +33,7 @@ from typing import Literal, overload
 import numpy as np
 
 from zarr_vectors.errors import ReadOnlyError, StoreError, ZarrVectorsError
+from zarr_vectors.storage.openfiles import OpenFiles
 from zarr_vectors.storage.scratch import Arena
 from zarr_vectors.storage.threads import default_workers, map_cells
 
@@ -108,12 +109,19 @@ class LocalBackend:
         self._made: set[str] = set()  # key directories checked (and created) for writing
         self._dirs_ok: set[str] = {""}  # key directories checked for reading
         self._real: str | None = None
+        #: Files kept open for ranged reads (shards): each range is one ``pread``.
+        self.open_files = OpenFiles()
+
+    def close(self) -> None:
+        """Close the files kept open for reading; the backend stays usable (it reopens them)."""
+        self.open_files.close()
 
     @property
     def local_dir(self) -> Path:
         return self.root
 
     def refresh(self) -> None:
+        self.open_files.close()
         self._made.clear()
         self._dirs_ok = {""}
         self._real = None
@@ -141,13 +149,30 @@ class LocalBackend:
         return [value for part in parts for value in part]
 
     def get_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
-        """Byte ranges of files (see ``storage.ByteRange``), read with ``pread``; a large batch
-        is spread over the shared threads like :meth:`get_many`."""
+        """Byte ranges of files (see ``storage.ByteRange``), each one ``pread``; the files of
+        partial ranges (shard indexes and runs of cells) are kept open (:attr:`open_files`).
+        A large batch is spread over the shared threads like :meth:`get_many`."""
         if len(ranges) < PARALLEL_READS:
-            return [self._get_one(*r) for r in ranges]
+            return [self._get_range(*r) for r in ranges]
         blocks = np.array_split(np.arange(len(ranges)), default_workers())
-        parts = map_cells(lambda j: [self._get_one(*ranges[i]) for i in blocks[j].tolist()], len(blocks))
+        parts = map_cells(lambda j: [self._get_range(*ranges[i]) for i in blocks[j].tolist()], len(blocks))
         return [value for part in parts for value in part]
+
+    def _get_range(self, key: str, start: int, length: int | None) -> bytes | None:
+        """One range; a whole file (``start`` 0, no ``length``: a document such as the root,
+        whose replacement must be seen at once) is opened afresh, never kept open."""
+        if start == 0 and length is None:
+            return self._get_one(key)
+        held = self.open_files.acquire(key, self._open_key)
+        if held is None:
+            return None
+        fd, token = held
+        try:
+            data = self._read_fd(fd, key, start, length)
+        finally:
+            self.open_files.release(token)
+        assert not isinstance(data, memoryview)  # no scratch: bytes
+        return data
 
     def get_many_into(self, keys: Sequence[str], scratch: Arena) -> list[bytes | memoryview | None]:
         """:meth:`get_many`, each file read into a slice of ``scratch`` (valid until it is reset).
@@ -271,6 +296,7 @@ class LocalBackend:
         if self.read_only:
             raise ReadOnlyError(f"cannot write keys: {self.description} is opened read-only")
         root = str(self.root)
+        self.open_files.retire(key for key, _ in items)
         for key, data in items:
             try:
                 self._set(root, key, data)
@@ -356,6 +382,7 @@ class LocalBackend:
         return path
 
     def delete_many(self, keys: Sequence[str]) -> None:
+        self.open_files.retire(keys)
         for key in keys:
             parent, _, name = key.rpartition("/")
             try:
@@ -364,6 +391,7 @@ class LocalBackend:
                 pass  # absent, or a folder: not a key
 
     def delete_prefix(self, prefix: str) -> None:
+        self.open_files.close()
         head = prefix.strip("/")
         if not head:
             root = self._deletable("", "")

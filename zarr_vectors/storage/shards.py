@@ -109,9 +109,10 @@ class ShardReader(Wrapping):
         return self.get_ranges([(k, 0, None) for k in keys])
 
     def get_many_into(self, keys: Sequence[str], scratch: Arena) -> list[bytes | memoryview | None]:
-        """:meth:`get_many`; into ``scratch`` when no array is sharded (whole files)."""
+        """:meth:`get_many`; into ``scratch`` when no array is sharded (whole files), else the
+        cells of shards as views of the runs read (no copy per cell)."""
         if self.layouts:
-            return list(self.get_many(keys))
+            return self._get_ranges([(k, 0, None) for k in keys], copy=False)
         out = self.inner.get_many_into(keys, scratch)
         for key, raw in zip(keys, out):
             if key == "zarr.json" or key.endswith("/zarr.json"):
@@ -119,7 +120,11 @@ class ShardReader(Wrapping):
         return out
 
     def get_ranges(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
-        out: list[bytes | None] = [None] * len(ranges)
+        return self._get_ranges(ranges, copy=True)
+
+    def _get_ranges(self, ranges: Sequence[ByteRange], copy: bool) -> list[Any]:
+        """:meth:`get_ranges`; ``copy=False`` leaves each cell of a shard a view of its run."""
+        out: list[Any] = [None] * len(ranges)
         plain: list[int] = []
         wanted: dict[str, tuple[ShardLayout, list[int], list[tuple[int, ...]]]] = {}
         for i, (key, start, length) in enumerate(ranges):
@@ -154,7 +159,7 @@ class ShardReader(Wrapping):
             path, layout = shard_layout[skey]
             indexes[skey] = None if raw is None else self._parse_index(raw, layout, path, skey)
             self._remember(skey, indexes[skey])
-        self._read_cells(cells, indexes, shard_layout, out)
+        self._read_cells(cells, indexes, shard_layout, out, copy)
         return out
 
     def _index_range(self, layout: ShardLayout, skey: str) -> ByteRange:
@@ -185,9 +190,11 @@ class ShardReader(Wrapping):
         cells: dict[str, list[tuple[int, int]]],
         indexes: dict[str, Index | None],
         shard_layout: dict[str, tuple[str, ShardLayout]],
-        out: list[bytes | None],
+        out: list[Any],
+        copy: bool = True,
     ) -> None:
-        """Fill ``out`` with the inner chunks of ``cells``, one coalesced request per run."""
+        """Fill ``out`` with the inner chunks of ``cells``, one coalesced request per run (each
+        cell copied out of its run, or with ``copy=False`` a view of it)."""
         asks: list[ByteRange] = []
         plan: list[tuple[str, int, list[tuple[int, int, int]]]] = []  # shard, request start, members
         for skey, members in cells.items():
@@ -219,7 +226,10 @@ class ShardReader(Wrapping):
                 )
             view = memoryview(raw)
             for slot, at, n in parts:
-                out[slot] = bytes(view[at : at + n]) if n != len(raw) else raw
+                if n == len(raw):
+                    out[slot] = raw
+                else:
+                    out[slot] = bytes(view[at : at + n]) if copy else view[at : at + n]
 
     def _fetch(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
         if not ranges:
