@@ -22,7 +22,14 @@ from zarr_vectors.format.grid import Grid, cell_key, chunk_key
 from zarr_vectors.format.shards import ShardLayout, auto_chunks_per_shard, encode_shard, sharded_doc
 from zarr_vectors.storage import GENERATION_KEY, Backend, dump_json, new_generation
 
-__all__ = ["StoreBuilder", "CellStream", "LevelBuilder", "MANIFEST_BUCKET", "OBJECT_ATTRIBUTE_CHUNK"]
+__all__ = [
+    "StoreBuilder",
+    "CellStream",
+    "LevelBuilder",
+    "MANIFEST_BUCKET",
+    "OBJECT_ATTRIBUTE_CHUNK",
+    "shard_items",
+]
 
 #: Objects per chunk of ``object_index/manifests`` (fixed, never derived from the data).
 #: Reading one object decodes its whole bucket, and a line's manifest lists every chunk
@@ -281,6 +288,32 @@ class StoreBuilder:
         inner = sorted(self.groups.items(), key=lambda kv: -kv[0].count("/"))
         backend.set_many([(f"{p}/zarr.json", dump_json(d)) for p, d in inner])
         backend.set_many([("zarr.json", dump_json(zarr_json.group_doc(root_attributes)))])
+
+
+def shard_items(
+    items: Iterable[tuple[str, bytes]], chunks_per_shard: Sequence[int]
+) -> list[tuple[str, bytes]]:
+    """Encoded cells ``(<array>/c/i/j/k, bytes)`` of any per-chunk arrays gathered into the
+    shard objects holding them (``<array>/c/<shard>``, ``chunks_per_shard`` cells per shard).
+
+    Invariant: every cell of each shard is among ``items`` (a shard is written whole, with
+    only these cells), as when the writer partitioned its rows by shard."""
+    layout = ShardLayout(tuple(int(k) for k in chunks_per_shard), (1,) * len(chunks_per_shard), ())
+    by_array: dict[str, tuple[list[str], list[bytes]]] = {}
+    for key, data in items:
+        path, _, rest = key.rpartition("/c/")
+        tails, blobs = by_array.setdefault(path, ([], []))
+        tails.append(rest)
+        blobs.append(data)
+    out: list[tuple[str, bytes]] = []
+    for path, (tails, blobs) in by_array.items():
+        cells = np.array([t.split("/") for t in tails], np.int64).reshape(len(tails), -1)
+        shard, inner = layout.locate(cells)
+        groups: dict[tuple[int, ...], dict[int, bytes]] = {}
+        for s, p, d in zip(map(tuple, shard.tolist()), inner.tolist(), blobs):
+            groups.setdefault(s, {})[p] = d
+        out += [(f"{path}/{cell_key(s)}", encode_shard(layout, members)) for s, members in groups.items()]
+    return out
 
 
 class ShardAssembler:
