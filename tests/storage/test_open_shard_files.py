@@ -142,3 +142,51 @@ def test_a_pickled_dataset_starts_with_no_file_open(tmp_path):
     copy = pickle.loads(blob)
     assert len(_local(copy).open_files) == 0
     assert len(copy.query(BOX)) == _inside(pos)
+
+
+def test_a_warm_box_reads_each_run_with_one_pread_and_no_fstat(tmp_path, monkeypatch):
+    """Once a shard file is open and its index cached, each run of wanted cells costs one
+    ``pread``: no ``fstat`` per range (the file was checked once, when opened). The only
+    ``fstat`` calls left are those of the documents read whole (the root checks), each
+    opened afresh."""
+    pos = _write(tmp_path / "s.zarr")
+    with zv.open(tmp_path / "s.zarr") as ds:
+        assert len(ds.query(BOX)) == _inside(pos)  # warm: files open, indexes cached
+        reader = ds._backend.inner
+        calls = {"fstat": 0, "open": 0, "pread": 0}
+        for name in calls:
+            real = getattr(os, name)
+
+            def counted(*args, _real=real, _name=name, **kwargs):
+                calls[_name] += 1
+                return _real(*args, **kwargs)
+
+            monkeypatch.setattr(os, name, counted)
+        runs = reader.range_requests
+        assert len(ds.query(BOX)) == _inside(pos)
+        runs = reader.range_requests - runs
+        monkeypatch.undo()
+        assert runs > 0 and calls["pread"] >= runs
+        assert calls["fstat"] == calls["open"]  # documents only
+        assert calls["pread"] - runs == calls["open"]  # one read per document, one per run
+
+
+def test_a_batch_asking_a_cell_twice_and_absent_cells_reads_like_one_file_per_cell(tmp_path):
+    """The planner groups a batch's cells by shard and coalesces their runs: a cell asked twice
+    (in the same batch), cells of absent shards and keys that are not cells answer as they
+    would in the unsharded store."""
+    pos = _write(tmp_path / "s.zarr")
+    zv.write_points(tmp_path / "u.zarr", pos, chunk_shape=20, attributes={"a": pos[:, 0]}, shards=None)
+    keys = ["0/vertices/c/0/0/0", "0/vertex_attributes/a/c/1/0/0", "0/vertices/c/0/0/0"]
+    keys += ["0/vertices/c/6/6/6", "0/vertices/c/6/6/5", "0/vertices/zarr.json", "0/vertices/c/99/0/0"]
+    keys += ["0/vertex_attributes/a/c/0/0/0", "0/vertices/c/0/0/1", "0/vertices/c/x/0/0"]
+    docs = ["0/vertices/zarr.json", "0/vertex_attributes/a/zarr.json"]
+    with zv.open(tmp_path / "s.zarr") as s, zv.open(tmp_path / "u.zarr") as u:
+        s._backend.get_many(docs)  # readers read an array's document before its cells
+        got = s._backend.get_many(keys)
+        want = u._backend.get_many(keys)
+    for key, a, b in zip(keys, got, want):
+        if key.endswith("zarr.json"):
+            assert (a is None) == (b is None), key
+        else:
+            assert a == b, key

@@ -91,10 +91,10 @@ class ShardLayout:
         """Shard coordinates (K, R) and inner position (K,) (C order within the shard) of the
         inner chunk coordinates ``chunks`` (K, R), all non-negative."""
         chunks = np.asarray(chunks, np.int64).reshape(-1, len(self.shard_shape))
-        cps = np.asarray(self.chunks_per_shard, np.int64)
-        within = chunks % cps
-        strides = np.r_[np.cumprod(cps[::-1])[:-1][::-1], 1].astype(np.int64)
-        return chunks // cps, within @ strides
+        per = self.chunks_per_shard
+        cps = np.asarray(per, np.int64)
+        strides = np.array([math.prod(per[i + 1 :]) for i in range(len(per))], np.int64)
+        return chunks // cps, (chunks % cps) @ strides
 
     def codec_json(self) -> dict[str, Any]:
         """The ``sharding_indexed`` entry of the array's ``codecs`` list."""

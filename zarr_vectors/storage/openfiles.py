@@ -21,12 +21,12 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 __all__ = ["MAX_OPEN_FILES", "OpenFiles", "open_file_limit"]
 
 #: Open descriptors kept per store, at most (fewer when the process may open few files).
-MAX_OPEN_FILES = 256
+MAX_OPEN_FILES = 1024
 
 
 def open_file_limit() -> int:
@@ -98,6 +98,35 @@ class OpenFiles:
             self._trim()
             return entry.fd, entry
 
+    def acquire_many(
+        self, keys: Sequence[str], opener: Callable[[str], int | None]
+    ) -> list[tuple[int, object] | None]:
+        """:meth:`acquire` for each of ``keys`` (distinct), the cached ones under one lock."""
+        out: list[tuple[int, object] | None] = [None] * len(keys)
+        missing = []
+        with self._lock:
+            for i, key in enumerate(keys):
+                entry = self._open.get(key)
+                if entry is None:
+                    missing.append(i)
+                else:
+                    entry.users += 1
+                    self._open.move_to_end(key)
+                    out[i] = entry.fd, entry
+        for i in missing:
+            out[i] = self.acquire(keys[i], opener)
+        return out
+
+    def release_many(self, tokens: Iterable[object]) -> None:
+        """:meth:`release` of each token, under one lock."""
+        with self._lock:
+            for token in tokens:
+                assert isinstance(token, _Entry)
+                token.users -= 1
+                if token.retired and token.users == 0:
+                    os.close(token.fd)
+            self._trim()
+
     def release(self, token: object) -> None:
         """End one read of the descriptor ``token`` came with."""
         assert isinstance(token, _Entry)
@@ -129,8 +158,16 @@ class OpenFiles:
             os.close(entry.fd)
 
     def _trim(self) -> None:
-        """Close unused descriptors, least recently used first, down to ``limit`` (lock held)."""
-        if len(self._open) <= self.limit:
+        """Close unused descriptors, least recently used first, down to ``limit`` (lock held).
+        Walks from the least recently used end only as far as it must (not the whole cache)."""
+        excess = len(self._open) - self.limit
+        if excess <= 0:
             return
-        for key in [k for k, e in self._open.items() if e.users == 0][: len(self._open) - self.limit]:
+        victims = []
+        for key, entry in self._open.items():
+            if entry.users == 0:
+                victims.append(key)
+                if len(victims) == excess:
+                    break
+        for key in victims:
             os.close(self._open.pop(key).fd)
