@@ -5,7 +5,9 @@ The same float32 points (uniform in [0, 1000)^3, one float32 attribute ``intensi
 from ``numpy.random.default_rng(seed)``) go to every system in the same run:
 
 * ``ours``: ``zv.write_points(chunk_shape=100, bin_shape=25, bounds=[0, 1000]^3)`` (1,000
-  non-empty chunks), queried with ``Dataset.query(bbox=...)``;
+  non-empty chunks), queried with ``Dataset.query(bbox=...)``; in the default layout (sharded),
+  or one file per cell with ``ZV_BENCH_SHARDS=none`` in the environment (the ``floor`` reads
+  either layout, the one ours was written in);
 * ``tiledb``: a sparse array, Hilbert cell order, float32 dimensions x, y, z on [0, 1000]
   with tile extent 100, data-tile capacity N / 1,000 (one of our chunks' points), duplicates
   allowed; the compression filter on the coordinates and the attribute; queried with
@@ -16,10 +18,13 @@ from ``numpy.random.default_rng(seed)``) go to every system in the same run:
   filters rows);
 * ``duckdb``: the same Parquet file through ``read_parquet`` with ``WHERE x >= .. AND x <= ..``
   on all three axes (object cache on, so the footer is parsed once);
-* ``floor``: for each chunk of our store that the box intersects, read the
-  ``0/vertices/c/i/j/k`` and ``0/vertex_attributes/intensity/c/i/j/k`` files and decode them
-  (zstd via ``zstandard``, single-threaded, then the vlen-bytes frame), nothing else: no
-  metadata, no filtering, no concatenation. Our query cannot do less work than this.
+* ``floor``: for each chunk of our store that the box intersects, read the vertex and
+  ``intensity`` cells with the fewest bytes and calls, decode them (zstd via ``zstandard``,
+  single-threaded, then the vlen-bytes frame) and keep the rows inside the box, cell by cell:
+  no metadata, no concatenation. In our default (sharded) layout every shard file is opened
+  and its index decoded before the clock starts, so a cell is one look-up and one ``pread`` of
+  exactly its bytes; one file per cell, a cell is its file read whole. Our query cannot do
+  less work than this.
 
 Compression ``zstd`` is level 5 everywhere (our default level); ``none`` is no compression.
 
@@ -68,6 +73,8 @@ ATTR = "intensity"
 ZSTD_LEVEL = 5
 SIDES = {"q1": 215.4, "q10": 464.2}
 PEERS = ("tiledb", "parquet", "duckdb")
+#: A shard index's offset (and size) for an empty inner chunk.
+EMPTY_ENTRY = (1 << 64) - 1
 SYSTEMS = ("ours", "ours-1t", "floor", *PEERS)  # ours-1t: our query with workers=1
 
 
@@ -122,6 +129,7 @@ def write_ours(path: str, pos: np.ndarray, attr: np.ndarray, comp: str) -> None:
         bounds=([0.0] * 3, [EXTENT] * 3),
         attributes={ATTR: attr},
         compression=comp,
+        shards=None if os.environ.get("ZV_BENCH_SHARDS", "default") == "none" else "default",
     )
 
 
@@ -211,13 +219,22 @@ class OursOneThread(Ours):
 
 
 class Floor:
-    """Read and decode the vertex and attribute cells of the chunks a box intersects."""
+    """For each cell a box intersects: read the vertex and attribute cells with the fewest
+    bytes and calls, decode them and keep the rows inside the box (per cell, no concatenation).
+
+    One file per cell: open, read and close each cell file. Sharded (our default): every shard
+    file is opened and every shard index read and decoded when the floor is set up (not
+    timed), so a query is, per cell, a look-up in the cached index and one ``pread`` of
+    exactly the cell's bytes from the already-open shard file."""
 
     def __init__(self, path: str) -> None:
         import zstandard
 
         meta = json.loads(Path(path, "0", "vertices", "zarr.json").read_text())
-        names = [c["name"] for c in meta["codecs"]]
+        codecs = meta["codecs"]
+        self.sharded = codecs[0]["name"] == "sharding_indexed"
+        inner = codecs[0]["configuration"]["codecs"] if self.sharded else codecs
+        names = [c["name"] for c in inner]
         if names not in (["vlen-bytes"], ["vlen-bytes", "zstd"]):
             raise SystemExit(f"floor: unexpected codecs {names} in {path}")
         self.zstd = names[-1] == "zstd"
@@ -227,6 +244,29 @@ class Floor:
         self.chunk = np.array(root["chunk_shape"], dtype=np.float64)
         self.origin = np.array(root["bounds"][0], dtype=np.float64)
         self.dirs = [f"{path}/0/vertices/c", f"{path}/0/vertex_attributes/{ATTR}/c"]
+        self.fds: list[int] = []
+        if self.sharded:
+            conf = codecs[0]["configuration"]
+            if conf.get("index_location", "end") != "end" or conf["chunk_shape"] != [1, 1, 1]:
+                raise SystemExit("floor: expected one cell per inner chunk and the index at the end")
+            self.per = np.array(meta["chunk_grid"]["configuration"]["chunk_shape"])
+            self.n_inner = int(np.prod(self.per))
+            self.index_bytes = 16 * self.n_inner + 4 * (len(conf["index_codecs"]) > 1)
+            self.shards = [self._open_shards(d) for d in self.dirs]
+
+    def _open_shards(self, folder: str) -> dict[tuple[int, ...], tuple[int, np.ndarray]]:
+        """Every shard of an array: its open descriptor and its index as (n_inner, 2) uint64."""
+        out = {}
+        for dirpath, _, files in os.walk(folder):
+            for name in files:
+                full = os.path.join(dirpath, name)
+                key = tuple(int(p) for p in os.path.relpath(full, folder).split(os.sep))
+                fd = os.open(full, os.O_RDONLY)
+                self.fds.append(fd)
+                size = os.fstat(fd).st_size
+                raw = os.pread(fd, self.index_bytes, size - self.index_bytes)
+                out[key] = (fd, np.frombuffer(raw[: 16 * self.n_inner], "<u8").reshape(-1, 2))
+        return out
 
     @staticmethod
     def read(path: str) -> bytes | None:
@@ -239,6 +279,22 @@ class Floor:
         finally:
             os.close(fd)
 
+    def read_cell(self, array: int, cell: tuple[int, int, int]) -> bytes | None:
+        if not self.sharded:
+            return self.read(f"{self.dirs[array]}/{cell[0]}/{cell[1]}/{cell[2]}")
+        shard = (cell[0] // self.per[0], cell[1] // self.per[1], cell[2] // self.per[2])
+        found = self.shards[array].get(shard)
+        if found is None:
+            return None
+        fd, index = found
+        within = ((cell[0] % self.per[0]) * self.per[1] + cell[1] % self.per[1]) * self.per[2] + cell[
+            2
+        ] % self.per[2]
+        offset, nbytes = index[within]
+        if offset == EMPTY_ENTRY:
+            return None
+        return os.pread(fd, int(nbytes), int(offset))
+
     def decode(self, raw: bytes, width: int) -> np.ndarray:
         data = self.dctx.decompress(raw) if self.zstd else raw
         items, length = np.frombuffer(data, "<u4", 2)
@@ -250,26 +306,27 @@ class Floor:
         first = np.clip(np.floor((lo - self.origin) / self.chunk).astype(int), 0, self.grid - 1)
         last = np.clip(np.floor((hi - self.origin) / self.chunk).astype(int), 0, self.grid - 1)
         out = []
-        vdir, adir = self.dirs
         for i in range(first[0], last[0] + 1):
             for j in range(first[1], last[1] + 1):
                 for k in range(first[2], last[2] + 1):
-                    raw = self.read(f"{vdir}/{i}/{j}/{k}")
+                    raw = self.read_cell(0, (i, j, k))
                     if raw is not None:
-                        araw = self.read(f"{adir}/{i}/{j}/{k}")
-                        out.append((self.decode(raw, 3), self.decode(araw, 1)))  # type: ignore[arg-type]
+                        araw = self.read_cell(1, (i, j, k))
+                        pos = self.decode(raw, 3)
+                        attr = self.decode(araw, 1)  # type: ignore[arg-type]
+                        keep = np.all((pos >= lo) & (pos <= hi), axis=1)
+                        out.append((pos[keep], attr[keep]))
         return out
 
     def query(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.cells(lo, hi)  # type: ignore[return-value]  # unfiltered: see finish()
+        return self.cells(lo, hi)  # type: ignore[return-value]  # per cell: see finish()
 
     @staticmethod
     def finish(cells: Any, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Concatenate and filter the cells (outside the clock) so the floor can be checked."""
+        """Concatenate the cells' rows (outside the clock) so the floor can be checked."""
         pos = np.concatenate([c[0] for c in cells]) if cells else np.zeros((0, 3), np.float32)
         attr = np.concatenate([c[1][:, 0] for c in cells]) if cells else np.zeros(0, np.float32)
-        keep = np.all((pos >= lo) & (pos <= hi), axis=1)
-        return pos[keep], attr[keep]
+        return pos, attr
 
     def read_all(self) -> tuple[np.ndarray, np.ndarray]:
         return self.cells(np.zeros(3), np.full(3, EXTENT))  # type: ignore[return-value]

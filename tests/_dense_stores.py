@@ -28,7 +28,8 @@ def _swc(path: Path, n: int, offset: float) -> None:
 
 
 def write_dense_stores(root: Path) -> list[Path]:
-    """Write every store into ``root``; return their paths."""
+    """Write every store into ``root``; return their paths. One file per cell (``shards=None``):
+    the layout the digests were recorded in, before stores were sharded by default."""
     import shapely
 
     import zarr_vectors as zv
@@ -54,6 +55,7 @@ def write_dense_stores(root: Path) -> list[Path]:
         },
         groups=[[0, 1, 2], [5], [3, 11]],
         group_attributes={"g": np.array([1.5, 2.5, 3.5])},
+        shards=None,
     )
     out.append(root / "points.zarr")
     zv.write_points(
@@ -63,9 +65,10 @@ def write_dense_stores(root: Path) -> list[Path]:
         object_ids=oids,
         object_attributes={"score": np.arange(20, dtype=np.float64)},
         groups={0: [1, 2], 1: [15], 2: []},
+        shards=None,
     )
     out.append(root / "points_grow.zarr")
-    zv.write_points(root / "points_plain.zarr", pts, chunk_shape=50)
+    zv.write_points(root / "points_plain.zarr", pts, chunk_shape=50, shards=None)
     out.append(root / "points_plain.zarr")
     zv.write_points(
         root / "points_pyr.zarr",
@@ -73,6 +76,7 @@ def write_dense_stores(root: Path) -> list[Path]:
         chunk_shape=50,
         object_ids=oids,
         object_attributes={"size": np.arange(12) * 1.0},
+        shards=None,
     )
     zv.open(root / "points_pyr.zarr", mode="r+").build_pyramid([2])
     out.append(root / "points_pyr.zarr")
@@ -84,6 +88,7 @@ def write_dense_stores(root: Path) -> list[Path]:
         object_attributes={"len": np.array([5, 9, 3, 14])},
         groups=[[0, 3], [1, 2]],
         group_names=["a", "b"],
+        shards=None,
     )
     out.append(root / "lines.zarr")
     gpos = rng.uniform(0, 50, (60, 3))
@@ -95,11 +100,12 @@ def write_dense_stores(root: Path) -> list[Path]:
         chunk_shape=25,
         object_ids=np.repeat(np.arange(3), 20),
         object_attributes={"k": np.arange(3)},
+        shards=None,
     )
     out.append(root / "graph.zarr")
     par = np.r_[-1, np.arange(29), -1, np.arange(30, 49)]
     spos = np.cumsum(rng.normal(0, 4, (50, 3)), axis=0)
-    zv.write_skeleton(root / "skeleton.zarr", spos, par, chunk_shape=10)
+    zv.write_skeleton(root / "skeleton.zarr", spos, par, chunk_shape=10, shards=None)
     out.append(root / "skeleton.zarr")
     zv.write_skeleton(
         root / "skeleton_ids.zarr",
@@ -108,6 +114,7 @@ def write_dense_stores(root: Path) -> list[Path]:
         chunk_shape=10,
         object_ids=np.repeat([1, 0], [30, 20]),
         object_attributes={"r": np.array([0.5, 1.5])},
+        shards=None,
     )
     zv.open(root / "skeleton_ids.zarr", mode="r+").build_pyramid([2])
     out.append(root / "skeleton_ids.zarr")
@@ -117,7 +124,11 @@ def write_dense_stores(root: Path) -> list[Path]:
         trimesh.creation.icosphere(subdivisions=2, radius=r).apply_translation([3 * r, 0, 0]) for r in (1, 2)
     ]
     zv.write_meshes(
-        root / "meshes.zarr", meshes, chunk_shape=3, object_attributes={"r": np.array([1.0, 2.0])}
+        root / "meshes.zarr",
+        meshes,
+        chunk_shape=3,
+        object_attributes={"r": np.array([1.0, 2.0])},
+        shards=None,
     )
     out.append(root / "meshes.zarr")
     square = shapely.Polygon([(0, 0), (4, 0), (4, 4), (0, 4)], [[(1, 1), (2, 1), (2, 2), (1, 1)]])
@@ -126,23 +137,29 @@ def write_dense_stores(root: Path) -> list[Path]:
         [square, shapely.LineString([(5, 5), (7, 9)]), shapely.Point(1, 8)],
         chunk_shape=3,
         object_attributes={"v": np.array([1, 2, 3])},
+        shards=None,
     )
     out.append(root / "shapes.zarr")
     zv.write_geometries(
-        root / "mpoints.zarr", [shapely.MultiPoint([(0, 0), (1, 2)]), shapely.Point(3, 3)], chunk_shape=2
+        root / "mpoints.zarr",
+        [shapely.MultiPoint([(0, 0), (1, 2)]), shapely.Point(3, 3)],
+        chunk_shape=2,
+        shards=None,
     )
     out.append(root / "mpoints.zarr")
     swc_dir = root / "swc"
     swc_dir.mkdir()
     _swc(swc_dir / "alpha.swc", 20, 0.0)
     _swc(swc_dir / "beta.swc", 15, 30.0)
-    ingest_swc(root / "swc.zarr", sorted(swc_dir.iterdir()), chunk_shape=10, progress=False)
+    ingest_swc(root / "swc.zarr", sorted(swc_dir.iterdir()), chunk_shape=10, progress=False, shards=None)
     out.append(root / "swc.zarr")
     mesh_dir = root / "meshfiles"
     mesh_dir.mkdir()
     for name, m in zip(("cell_a.ply", "cell_b.ply"), meshes):
         m.export(mesh_dir / name)
-    ingest_meshes(root / "meshfiles.zarr", sorted(mesh_dir.iterdir()), chunk_shape=4.0, progress=False)
+    ingest_meshes(
+        root / "meshfiles.zarr", sorted(mesh_dir.iterdir()), chunk_shape=4.0, progress=False, shards=None
+    )
     out.append(root / "meshfiles.zarr")
     return out
 

@@ -1,7 +1,9 @@
 """Crafted and corrupted stores: every read fails with a library error naming what is wrong
 and where, before allocating what the bad bytes claim; nothing comes back silently partial.
 
-Each store is written with the library, then bytes or files are altered.
+Each store is written with the library, then bytes or files are altered. The stores are
+written one file per cell (``shards=None``) so that a cell's bytes can be edited as a file;
+cells crafted inside shards are in ``tests/shards/``.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def _points(tmp_path: Path, name: str = "p.zarr", **kw: Any) -> Path:
     kw.setdefault("object_ids", np.arange(len(pts)) % 40)
     kw.setdefault("attributes", {"a": np.arange(len(pts), dtype=np.float32)})
     path = tmp_path / name
-    zv.write_points(path, pts, chunk_shape=25, bin_shape=12.5, **kw)
+    zv.write_points(path, pts, chunk_shape=25, bin_shape=12.5, **{"shards": None, **kw})
     return path
 
 
@@ -69,13 +71,13 @@ def _lines(tmp_path: Path, **kw: Any) -> Path:
     rng = np.random.default_rng(5)
     lines = [np.cumsum(rng.normal(0, 4, (60, 3)), axis=0) + 50 for _ in range(30)]
     path = tmp_path / "l.zarr"
-    zv.write_lines(path, lines, chunk_shape=25, **kw)
+    zv.write_lines(path, lines, chunk_shape=25, **{"shards": None, **kw})
     return path
 
 
 def _mesh(tmp_path: Path, **kw: Any) -> Path:
     path = tmp_path / "m.zarr"
-    zv.write_mesh(path, *icosphere(3, 499, 500), chunk_shape=250, **kw)
+    zv.write_mesh(path, *icosphere(3, 499, 500), chunk_shape=250, **{"shards": None, **kw})
     return path
 
 
@@ -150,7 +152,7 @@ def test_truncated_blosc_cell_is_refused_not_decoded_to_other_bytes(tmp_path):
     rng = np.random.default_rng(1)
     pts = rng.uniform(0, 100, (200_000, 3)).astype(np.float32)  # one 2.4 MB cell: several blosc blocks
     store = tmp_path / "b.zarr"
-    zv.write_points(store, pts, chunk_shape=1000, compression="blosc")
+    zv.write_points(store, pts, chunk_shape=1000, compression="blosc", shards=None)
     cell = _cells(store, "0/vertices")[0]
     full = cell.read_bytes()
     cell.write_bytes(full[:-16])
@@ -177,7 +179,9 @@ def test_truncated_compressed_cell_is_a_corrupt_cell(tmp_path, compression):
 def test_draco_blob_claiming_more_points_than_the_level_has_is_refused(tmp_path):
     sphere = trimesh.creation.icosphere(subdivisions=5)  # 10,242 vertices in one cell
     store = tmp_path / "d.zarr"
-    zv.write_mesh(store, sphere.vertices * 499 + 500, sphere.faces, chunk_shape=1000, encoding="draco")
+    zv.write_mesh(
+        store, sphere.vertices * 499 + 500, sphere.faces, chunk_shape=1000, encoding="draco", shards=None
+    )
     assert len(zv.open(store).read()) == 10242
     _edit(store, "0", lambda d: d["attributes"]["zarr_vectors_level"].update(vertex_count=100))
     with pytest.raises(
@@ -409,7 +413,9 @@ def test_manifest_buckets_of_empty_objects_may_be_absent(tmp_path):
     store = tmp_path / "sparse.zarr"
     # An object attribute with a row per id 0..1509 keeps the id space (objects without
     # vertices), so bucket 0 holds only empty manifests and another writer may leave it out.
-    zv.write_points(store, pts, chunk_shape=25, object_ids=ids, object_attributes={"n": np.arange(1510)})
+    zv.write_points(
+        store, pts, chunk_shape=25, object_ids=ids, object_attributes={"n": np.arange(1510)}, shards=None
+    )
     (store / "0/object_index/manifests/c/0").unlink()
     ds = zv.open(store)
     res = ds.read()

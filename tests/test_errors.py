@@ -115,6 +115,8 @@ def test_existing_target_needs_overwrite_and_keeps_old_data(tmp_path, pts):
 
 
 def _store(tmp_path, pts, **kw):
+    """A store of one file per cell (``shards=None``): the tests below corrupt cell files."""
+    kw.setdefault("shards", None)
     kw.setdefault("chunk_shape", 50)
     kw.setdefault("bin_shape", 25)
     path = tmp_path / "s.zarr"

@@ -46,6 +46,7 @@ from zarr_vectors.engine import (
     StoreOptions,
     as_id_array,
     check_inside,
+    check_shards,
     compressor_json,
     dense_ids,
     fetch_cells,
@@ -55,6 +56,7 @@ from zarr_vectors.engine import (
     parse_box,
     plan_box,
     row_owners,
+    shard_items,
     sort_keys,
 )
 from zarr_vectors.engine import inputs as _inputs
@@ -73,7 +75,7 @@ from zarr_vectors.storage import (
 
 __all__ = ["to_dask", "write_lines", "write_meshes", "write_points", "write_skeletons"]
 
-#: The column holding each row's linear cell index while the rows are shuffled.
+#: The column holding each row's linear cell index (sharded: its shard's) while the rows are shuffled.
 CELL_COLUMN = "__zv_cell__"
 #: Bytes of encoded chunks a task sends to the storage per request.
 WRITE_BATCH_BYTES = 32 << 20
@@ -96,7 +98,9 @@ class _Job:
 
     ``dest`` is ``("local", folder)``, ``("remote", url, storage_options)`` or None (the
     task returns its chunks for the client to write). ``ids`` are the distinct user ids,
-    ascending, and ``oids`` their OIDs.
+    ascending, and ``oids`` their OIDs. ``shards``: chunks per shard (None: one object per
+    cell); the rows were shuffled by shard, so a task holds every cell of its shards and
+    writes them whole.
     """
 
     grid: Grid
@@ -108,6 +112,7 @@ class _Job:
     ids: np.ndarray | None
     oids: np.ndarray | None
     dest: tuple[Any, ...] | None
+    shards: tuple[int, ...] | None = None
 
     def cells(self) -> PointCells:
         pipes = {k: Pipeline.from_codecs([{"name": "vlen-bytes"}, *c]) for k, c in self.codecs.items()}
@@ -192,11 +197,21 @@ def _extent(
     return len(pos), np.stack([pos.min(axis=0), pos.max(axis=0)]), ids
 
 
-def _keyed(part: pd.DataFrame, grid: Grid, bounds: np.ndarray, cols: _Columns) -> pd.DataFrame:
-    """The partition with its rows' linear cell indices added; bad positions are refused."""
+def _keyed(
+    part: pd.DataFrame, grid: Grid, bounds: np.ndarray, cols: _Columns, shards: tuple[int, ...] | None
+) -> pd.DataFrame:
+    """The partition with its rows' linear cell indices added (with ``shards``: the linear
+    indices of their shards, so that the shuffle keeps each shard in one partition); bad
+    positions are refused."""
     pos = _inputs.positions_array(part[cols.positions].to_numpy(dtype=cols.dtype), grid.ndim)
     check_inside(pos, bounds, "positions")
-    return part.assign(**{CELL_COLUMN: sort_keys(pos, grid) // grid.n_bins})
+    cell = sort_keys(pos, grid) // grid.n_bins
+    if shards is not None:
+        shape = tuple(int(s) for s in grid.shape)
+        per = np.asarray(shards, np.int64)
+        coords = np.stack(np.unravel_index(cell, shape), axis=1) // per
+        cell = np.ravel_multi_index(tuple(coords.T), tuple((-(-np.asarray(shape) // per)).tolist()))
+    return part.assign(**{CELL_COLUMN: cell})
 
 
 def _write_items(dest: tuple[Any, ...], items: list[tuple[str, bytes]]) -> None:
@@ -229,8 +244,8 @@ def _encode_part(part: pd.DataFrame, job: _Job) -> EncodedCells:
         oids = job.oids[np.searchsorted(job.ids, ids)]
     encoded = cells.encode(pos, attrs, oids)
     if job.dest is None:
-        return encoded
-    _write_items(job.dest, encoded.items)
+        return encoded  # the client shards them (StoreBuilder.expect_cells)
+    _write_items(job.dest, encoded.items if job.shards is None else shard_items(encoded.items, job.shards))
     return EncodedCells([], encoded.cells, encoded.rows, encoded.fragments)
 
 
@@ -273,6 +288,7 @@ def write_points(
     object_id: str | None = "object_id",
     compression: str | None = "none",
     checksums: bool = False,
+    shards: Any = "default",
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
     crs: Any = None,
@@ -295,9 +311,11 @@ def write_points(
         ``x``, ``y`` and ``z`` when there is a ``z`` column), an optional ``object_id``
         column (integer object ids), and numeric columns, each stored as a vertex
         attribute. Or a Dask array (N, D) of positions (no attributes).
-    chunk_shape, bounds, bin_shape, compression, checksums, overwrite, storage_options, crs, axes
+    chunk_shape, bounds, bin_shape, compression, checksums, shards, overwrite, storage_options, crs, axes
         As for :func:`zarr_vectors.write_points`. Default bounds: the data's extent,
-        computed in one pass over the data.
+        computed in one pass over the data. Sharded by default: the rows are shuffled by
+        shard and each task writes whole shards (``"auto"`` sizes them from the rows' bytes
+        per occupied cell, estimated before the shuffle); ``shards=None``: one object per cell.
     columns
         The position columns, one per axis (default axis names: the columns' names).
     object_id
@@ -354,10 +372,18 @@ def write_points(
         oids = tables.oids
     else:
         tables = object_tables(0, None, None, None)
-    keyed = frame.map_partitions(_keyed, layout.grid, layout.bounds, cols)
-    shuffled = keyed.shuffle(on=CELL_COLUMN, npartitions=npartitions or frame.npartitions)
+    grid = layout.grid
+    wanted = check_shards(shards, grid.ndim, target)
+    row_bytes = cols.dtype.itemsize * grid.ndim + sum(
+        np.dtype(frame.dtypes[c]).itemsize for c in cols.attributes
+    )
+    cell_bytes = row_bytes * rows / max(min(rows, int(np.prod(grid.shape))), 1)
     with _session(target, overwrite, storage_options) as (backend, dest):
-        builder = StoreBuilder(backend, compression, checksums=checksums)
+        builder = StoreBuilder(backend, compression, checksums=checksums, shards=wanted)
+        builder.size_shards(grid, cell_bytes)
+        per_shard = builder.chunks_per_shard(grid)
+        keyed = frame.map_partitions(_keyed, grid, layout.bounds, cols, per_shard)
+        shuffled = keyed.shuffle(on=CELL_COLUMN, npartitions=npartitions or frame.npartitions)
         job = _Job(
             layout.grid,
             cols,
@@ -368,19 +394,19 @@ def write_points(
             ids=ids,
             oids=oids,
             dest=dest,
+            shards=per_shard,
         )
         job_key = dask.delayed(job, pure=True, traverse=False)
         tasks = [dask.delayed(_encode_part)(part, job_key) for part in shuffled.to_delayed()]
         encoded: list[EncodedCells] = list(dask.compute(*tasks))
-        occupied, fragments = [], []
+        occupied = [group.cells for group in encoded]
+        fragments = [group.fragments for group in encoded if group.fragments is not None]
+        all_cells = np.concatenate(occupied) if occupied else np.zeros((0, len(names)), np.int64)
+        order = np.argsort(np.ravel_multi_index(all_cells.T, tuple(int(s) for s in grid.shape)))
+        builder.expect_cells(grid, all_cells[order])  # sharded: the docs, and shards of gathered cells
         for group in encoded:
             for key, value in group.items:
                 builder.put(f"0/{key}", value)
-            occupied.append(group.cells)
-            if group.fragments is not None:
-                fragments.append(group.fragments)
-        all_cells = np.concatenate(occupied) if occupied else np.zeros((0, len(names)), np.int64)
-        order = np.argsort(np.ravel_multi_index(all_cells.T, tuple(int(s) for s in layout.grid.shape)))
         summary = ([all_cells[order]], fragments)
         finish_level(builder, layout, options, job.cells(), summary, tables, rows, cols.dtype)
     return api.open(target, storage_options=storage_options)

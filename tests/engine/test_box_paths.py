@@ -187,6 +187,9 @@ def test_wholly_covered_cells_decoded_into_the_result_match_the_usual_path(tmp_p
     assert np.array_equal(direct.attributes["w"], usual.attributes["w"])
     assert np.array_equal(sorted_rows(direct.positions), sorted_rows(pts))
 
+    # The damage below is done to cell files: the same store, one file per cell.
+    kw = {"chunk_shape": 100, "attributes": {"w": w}, "compression": compression, "shards": None}
+    zv.write_points(path, pts, overwrite=True, **kw)
     cell = path / "0/vertices/c/1/1/1"
     good = cell.read_bytes()
     damaged = {
@@ -199,7 +202,12 @@ def test_wholly_covered_cells_decoded_into_the_result_match_the_usual_path(tmp_p
     cell.write_bytes(good)
     attr = path / "0/vertex_attributes/w/c/1/1/1"
     zv.write_points(
-        tmp_path / "short.zarr", pts[:10], chunk_shape=1000, attributes={"w": w[:10]}, compression=compression
+        tmp_path / "short.zarr",
+        pts[:10],
+        chunk_shape=1000,
+        attributes={"w": w[:10]},
+        compression=compression,
+        shards=None,
     )
     attr.write_bytes((tmp_path / "short.zarr/0/vertex_attributes/w/c/0/0/0").read_bytes())  # 10 rows
     with pytest.raises(

@@ -18,6 +18,7 @@ import zarr_vectors as zv
 from tests.conftest import sorted_rows
 from zarr_vectors.engine.chunks.pipeline import CHECKSUM_CODEC, compression_names, compressor_json
 from zarr_vectors.errors import CorruptCellError, FormatError, InputError
+from zarr_vectors.format.shards import inner_codecs
 from zarr_vectors.validation import validate
 
 COMPRESSIONS = compression_names()
@@ -140,7 +141,7 @@ def test_every_compression_round_trips_every_kind(tmp_path, uncompressed, kind, 
     arrays = [d for d in docs if d.get("node_type") == "array"]
     want = compressor_json(compression)
     for doc in arrays:  # every array carries the codec; blosc links use bit shuffle
-        tail = doc["codecs"][1:]
+        tail = inner_codecs(doc)[1:]  # the codecs of a cell, inside shards or not
         assert tail in (want, compressor_json("blosc-bitshuffle") if compression == "blosc" else want)
     assert not validate(tmp_path / "s.zarr").problems
 
@@ -150,7 +151,7 @@ def test_draco_meshes_take_any_compression_after_the_codec(tmp_path, compression
     v, f = _sphere()
     zv.write_mesh(tmp_path / "d.zarr", v, f, chunk_shape=60, encoding="draco", compression=compression)
     doc = json.loads((tmp_path / "d.zarr/0/vertices/zarr.json").read_text())
-    assert [c["name"] for c in doc["codecs"]] == [
+    assert [c["name"] for c in inner_codecs(doc)] == [
         "draco",
         "vlen-bytes",
         *(c["name"] for c in compressor_json(compression)),
@@ -174,8 +175,8 @@ def test_pyramid_keeps_the_compression_of_level0(tmp_path, compression):
     zv.write_points(tmp_path / "n.zarr", pos, **kw)
     for name in ("p.zarr", "n.zarr"):
         zv.open(tmp_path / name, mode="r+").build_pyramid([2])
-    level0 = json.loads((tmp_path / "p.zarr/0/vertices/zarr.json").read_text())["codecs"]
-    level1 = json.loads((tmp_path / "p.zarr/1/vertices/zarr.json").read_text())["codecs"]
+    level0 = inner_codecs(json.loads((tmp_path / "p.zarr/0/vertices/zarr.json").read_text()))
+    level1 = inner_codecs(json.loads((tmp_path / "p.zarr/1/vertices/zarr.json").read_text()))
     assert level1 == level0 == [{"name": "vlen-bytes", "configuration": {}}, *compressor_json(compression)]
     ours, plain = zv.open(tmp_path / "p.zarr"), zv.open(tmp_path / "n.zarr")
     _same(ours.read(level=1).sorted(), plain.read(level=1).sorted())
@@ -194,7 +195,7 @@ def test_pyramid_of_lines_keeps_the_compression(tmp_path, compression):
             node = path.parent.relative_to(store).as_posix()
             links = node.split("/")[1] == "links"
             want = compressor_json("blosc-bitshuffle" if links and compression == "blosc" else compression)
-            assert doc["codecs"][1:] == [*want, CHECKSUM_CODEC], node
+            assert inner_codecs(doc)[1:] == [*want, CHECKSUM_CODEC], node
             seen.add((node.split("/")[0], links))
     assert seen == {("0", False), ("0", True), ("1", False), ("1", True)}
     ds = zv.open(store)
@@ -216,7 +217,8 @@ def test_unknown_compression_is_an_input_error_and_writes_nothing(tmp_path):
 
 
 def _points(tmp_path: Path, compression: str) -> Path:
-    _write("points", tmp_path / "p.zarr", compression)
+    """A points store of one file per cell: the tests below edit its cells and codecs as files."""
+    _write("points", tmp_path / "p.zarr", compression, shards=None)
     return tmp_path / "p.zarr"
 
 

@@ -82,8 +82,8 @@ def test_bad_edges_are_refused(tmp_path):
 def _graph_store(tmp_path):
     pos = np.array([[10.0, 10, 10], [20, 10, 10], [30, 10, 10], [10, 10, 150]])
     edges = np.array([[0, 1], [1, 2], [2, 3]])
-    path = tmp_path / "g.zarr"
-    zv.write_graph(path, pos, edges, chunk_shape=100, bounds=([0] * 3, [200] * 3))
+    path = tmp_path / "g.zarr"  # one file per cell: the tests below rewrite cell files
+    zv.write_graph(path, pos, edges, chunk_shape=100, bounds=([0] * 3, [200] * 3), shards=None)
     return path
 
 

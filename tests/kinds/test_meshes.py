@@ -216,7 +216,7 @@ def test_corrupt_face_cell_names_array_and_chunk(tmp_path):
 
     v, f = _sphere(2)
     path = tmp_path / "m.zarr"
-    zv.write_mesh(path, v, f, chunk_shape=250)
+    zv.write_mesh(path, v, f, chunk_shape=250, shards=None)  # one file per cell: one is rewritten
     intra = path / "0" / "links" / "0" / "0.0.0_0.0.0" / "c"
     cell = next(p for p in intra.rglob("*") if p.is_file())
     raw = cell.read_bytes()

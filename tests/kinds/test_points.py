@@ -212,8 +212,14 @@ def test_explicit_fragments_written_by_others_read_the_same(tmp_path, rng):
     pos = rng.uniform(0, 200, (3000, 3)).astype(np.float32)
     oid = rng.integers(0, 25, len(pos))
     path = tmp_path / "s.zarr"
-    zv.write_points(
-        path, pos, chunk_shape=100, bin_shape=50, object_ids=oid, attributes={"row": np.arange(len(pos))}
+    zv.write_points(  # one file per cell: the fragment cells are rewritten below
+        path,
+        pos,
+        chunk_shape=100,
+        bin_shape=50,
+        object_ids=oid,
+        attributes={"row": np.arange(len(pos))},
+        shards=None,
     )
     pipe = Pipeline.from_codecs([{"name": "vlen-bytes"}])
     for cell in (path / "0/vertex_fragments/c").rglob("*"):

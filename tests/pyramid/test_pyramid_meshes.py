@@ -12,6 +12,7 @@ import zarr_vectors as zv
 from tests._builders import icosphere
 from tests.conftest import brute_force_box
 from zarr_vectors.errors import InputError, ReadOnlyError
+from zarr_vectors.format.shards import inner_codecs
 from zarr_vectors.pyramid import Sparsity
 from zarr_vectors.pyramid.meshes import decimate
 
@@ -82,7 +83,7 @@ def test_draco_levels_stay_draco(tmp_path):
     zv.write_mesh(tmp_path / "d.zarr", v, f, chunk_shape=100, encoding="draco")
     zv.open(tmp_path / "d.zarr", mode="r+").build_pyramid([2])
     doc = json.loads((tmp_path / "d.zarr/1/vertices/zarr.json").read_text())
-    assert doc["codecs"][0]["name"] == "draco" and doc["attributes"]["encoding"] == "draco"
+    assert inner_codecs(doc)[0]["name"] == "draco" and doc["attributes"]["encoding"] == "draco"
     mesh = zv.open(tmp_path / "d.zarr").objects([0], level=1).to_trimesh()
     assert mesh.is_watertight and 0.2 <= len(mesh.faces) / len(f) <= 0.3
 

@@ -32,6 +32,7 @@ def source(tmp_path_factory):
         bin_shape=50,
         object_ids=rng.integers(0, 12, len(pos)),
         attributes={"a": rng.random(len(pos)).astype(np.float32)},
+        shards=None,  # one file per cell: the files resharding must give back
     )
     zv.open(path, mode="r+").build_pyramid([2])
     return path, pos

@@ -4,6 +4,7 @@ zarr-python, accepted by the validator; reads make few requests per shard."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import warnings
 
@@ -16,7 +17,7 @@ from tests._io import count_requests
 from tests.conftest import brute_force_box, sorted_rows
 from zarr_vectors.engine.write.options import check_shards, default_shards
 from zarr_vectors.errors import CorruptShardError, InputError
-from zarr_vectors.format.shards import auto_chunks_per_shard, parse_sharding
+from zarr_vectors.format.shards import APPEND_BUDGET, append_rewrite, auto_chunks_per_shard, parse_sharding
 
 BOUNDS = ([0.0, 0.0, 0.0], [399.0, 399.0, 399.0])
 
@@ -72,7 +73,11 @@ def test_sharded_points_read_like_brute_force(points, name):
 def test_shards_are_few_objects_holding_the_same_cells(points):
     out, _ = points
     plain, two, auto = (_files(out / f"{n}.zarr") for n in ("plain", "two", "auto"))
-    assert two < plain / 5 and auto < 30 < plain
+    assert two < plain / 5 and auto < plain / 1.9
+    auto_doc = json.loads((out / "auto.zarr/0/vertices/zarr.json").read_text())
+    cps, shape = auto_doc["chunk_grid"]["configuration"]["chunk_shape"], auto_doc["shape"]
+    assert math.prod(cps) >= 2  # "auto" groups cells even on this small 8 x 8 x 8 grid
+    assert append_rewrite(shape, cps) <= 1.5 * append_rewrite(shape, [1, 1, 1]) + 1e-12
     doc = json.loads((out / "two.zarr/0/vertices/zarr.json").read_text())
     assert doc["chunk_grid"]["configuration"]["chunk_shape"] == [2, 2, 2]
     layout = parse_sharding("0/vertices", doc)
@@ -170,25 +175,45 @@ def test_shards_keyword_and_defaults():
     for bad in [0, (1, 2), "big", 1.5, True]:
         with pytest.raises(InputError, match="shards must be"):
             check_shards(bad, 3)
-    assert default_shards("s3://bucket/x.zarr") == "auto" and default_shards("gs://b/x") == "auto"
-    assert default_shards("/tmp/x.zarr") is None and default_shards("memory://x") is None
-    assert default_shards("file:///tmp/x.zarr") is None
-    assert check_shards("default", 3, "s3://b/x") == "auto"
-    assert default_shards(zarr.storage.MemoryStore()) is None
+    # DECISIONS item 10: sharded by default on every backend, local disk included.
+    for target in ["s3://bucket/x.zarr", "gs://b/x", "/tmp/x.zarr", "memory://x", "file:///tmp/x.zarr"]:
+        assert default_shards(target) == "auto" and check_shards("default", 3, target) == "auto"
+    assert default_shards(zarr.storage.MemoryStore()) == "auto"
 
 
-def test_auto_shards_aim_at_the_target_size():
-    assert auto_chunks_per_shard((10, 10, 10), 120e3) == (8, 8, 8)  # 512 cells of 120 kB: 61 MB
-    assert auto_chunks_per_shard((10, 10, 10), 120e3, contiguous=True) == (5, 10, 10)
-    assert auto_chunks_per_shard((10, 10, 10), 1e9) == (1, 1, 1)
-    assert auto_chunks_per_shard((3, 4), 10.0) == (3, 4)
-    assert auto_chunks_per_shard((50, 50, 50), 1e6, contiguous=True) == (1, 1, 50)
+def test_auto_shards_keep_a_local_append_small():
+    # Worked by hand from append_rewrite: on a 10^3 grid a 1 % box touches 3.15 cells a side on
+    # average, 3.1 % of the cells unsharded; budget max(3.5 %, 1.5 x 3.1 %) = 4.7 %. Two cells
+    # along one axis give 4.15 * 3.15^2 / 1000 = 4.1 %; any third cell passes 4.7 %.
+    assert auto_chunks_per_shard((10, 10, 10), 120e3) == (2, 1, 1)
+    assert auto_chunks_per_shard((10, 10, 10), 120e3, contiguous=True) == (1, 1, 2)
+    assert auto_chunks_per_shard((10, 10, 10), 1e9) == (1, 1, 1)  # a cell over the 64 MB target
+    assert auto_chunks_per_shard((50, 50, 50), 1e6) == (4, 4, 4)  # (0.215 + 0.08)^3 = 2.6 %
+    assert auto_chunks_per_shard((50, 50, 50), 1e6, contiguous=True) == (1, 8, 8)
+    assert auto_chunks_per_shard((50, 50, 50), 16e6) == (2, 2, 1)  # at most 4 cells of 16 MB
+    for shape in [(7, 7, 7), (14, 14, 14), (22, 30, 18), (100, 100), (40, 5, 60), (1000,)]:
+        for contiguous in (False, True):
+            cps = auto_chunks_per_shard(shape, 1e3, contiguous=contiguous)
+            budget = max(APPEND_BUDGET, 1.5 * append_rewrite(shape, [1] * len(shape)))
+            assert append_rewrite(shape, cps) <= budget and all(1 <= k <= n for k, n in zip(cps, shape))
+            assert not contiguous or len(shape) == 1 or cps[0] == 1
+            for ax in range(len(shape)):  # as large as the budget allows: no axis can grow
+                grown = [*cps[:ax], cps[ax] + 1, *cps[ax + 1 :]]
+                assert (
+                    grown[ax] > shape[ax] or append_rewrite(shape, grown) > budget or (contiguous and ax == 0)
+                )
 
 
-def test_memory_targets_stay_unsharded_by_default(rng):
-    ds = zv.write_points("memory://shards-default", rng.uniform(0, 10, (100, 2)), chunk_shape=5)
-    doc = json.loads(ds._store.backend.get_many(["0/vertices/zarr.json"])[0])
-    assert doc["codecs"][0]["name"] == "vlen-bytes"
+def test_every_target_is_sharded_by_default_unless_asked(rng, tmp_path):
+    pts = rng.uniform(0, 10, (100, 2))
+    for target in ["memory://shards-default", tmp_path / "local.zarr"]:
+        ds = zv.write_points(target, pts, chunk_shape=1)
+        doc = json.loads(ds._store.backend.get_many(["0/vertices/zarr.json"])[0])
+        assert doc["codecs"][0]["name"] == "sharding_indexed", target
+    for none in [None, "none"]:
+        ds = zv.write_points("memory://shards-none", pts, chunk_shape=1, shards=none, overwrite=True)
+        doc = json.loads(ds._store.backend.get_many(["0/vertices/zarr.json"])[0])
+        assert doc["codecs"][0]["name"] == "vlen-bytes"
 
 
 def test_pyramids_build_on_sharded_stores(tmp_path, rng):
@@ -199,6 +224,25 @@ def test_pyramids_build_on_sharded_stores(tmp_path, rng):
     ds = zv.open(path)
     assert len(ds.query(level=0)) == 5000 and 0 < len(ds.query(level=1)) < 5000
     assert zv.validate(path).ok
+
+
+@pytest.mark.slow  # two stores, two pyramids of two levels, two validations (several seconds)
+def test_pyramids_keep_the_layout_of_level0(tmp_path, rng):
+    """Default (sharded) store: every level sharded, each level read back from the one below it
+    while the build is staged; an unsharded store keeps one file per cell in every level."""
+    pos = rng.uniform(0, 400, (6000, 3)).astype(np.float32)
+    for shards in ("default", None):
+        path = tmp_path / f"pyr-{shards}.zarr"
+        zv.write_points(path, pos, chunk_shape=25, shards=shards, object_ids=rng.integers(0, 9, 6000))
+        zv.open(path, mode="r+").build_pyramid([2, 2])
+        ds = zv.open(path)
+        assert ds.levels == [0, 1, 2]
+        for level in ds.levels:
+            doc = json.loads((path / f"{level}/vertices/zarr.json").read_text())
+            assert (parse_sharding("v", doc) is not None) == (shards == "default"), (shards, level)
+        assert len(ds.query(level=0)) == 6000
+        assert 0 < len(ds.query(level=2)) < len(ds.query(level=1)) < 6000
+        assert zv.validate(path).ok
 
 
 def _cells(path) -> dict[str, list[bytes]]:

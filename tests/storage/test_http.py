@@ -33,7 +33,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dic
     pos = rng.uniform(0, 1000, (N_POINTS, 3)).astype(np.float32)
     ids = rng.integers(0, 40, N_POINTS) * 3 + 5  # sparse ids
     inten = rng.random(N_POINTS).astype(np.float32)
-    zv.write_points(root / "p.zarr", pos, chunk_shape=200, object_ids=ids, attributes={"i": inten})
+    # one file per cell: the request counts below are those of cells (shards: test_sharded_s3.py)
+    zv.write_points(
+        root / "p.zarr", pos, chunk_shape=200, object_ids=ids, attributes={"i": inten}, shards=None
+    )
     zv.write_points(root / "bare.zarr", pos, chunk_shape=250)
     lines = random_walks(rng, 40)
     zv.write_lines(root / "l.zarr", lines, chunk_shape=120)

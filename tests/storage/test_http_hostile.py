@@ -27,7 +27,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray]:
     root = tmp_path_factory.mktemp("hostile")
     pos = np.random.default_rng(3).uniform(0, 399, (3000, 3)).astype(np.float32)
     bounds = ([0.0] * 3, [399.0] * 3)
-    zv.write_points(root / "p.zarr", pos, chunk_shape=100, bounds=bounds)
+    zv.write_points(root / "p.zarr", pos, chunk_shape=100, bounds=bounds, shards=None)  # whole-cell requests
     zv.write_points(root / "s.zarr", pos, chunk_shape=100, bounds=bounds, shards=2)
     return root, pos
 

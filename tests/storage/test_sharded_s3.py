@@ -22,12 +22,13 @@ def test_s3_stores_are_sharded_by_default_and_read_in_few_waves(s3_server, rng, 
     kw["attributes"] = {"a": rng.random(len(pos)).astype(np.float32)}
     sharded = zv.write_points(f"{prefix}/default.zarr", pos, **kw)
     kw.pop("storage_options")
-    zv.write_points(tmp_path / "plain.zarr", pos, **kw)  # the same objects as unsharded on S3
+    zv.write_points(tmp_path / "plain.zarr", pos, shards=None, **kw)  # the same objects unsharded
     doc = json.loads(sharded._store.backend.get_many(["0/vertices/zarr.json"])[0])
     assert doc["codecs"][0]["name"] == "sharding_indexed"
     on_s3 = open_backend(f"{prefix}/default.zarr", read_only=True, storage_options=options).list_keys()
     plain = [p for p in (tmp_path / "plain.zarr").rglob("*") if p.is_file()]
-    assert len(on_s3) * 50 <= len(plain), (len(on_s3), len(plain))
+    # Shards sized for a 1 % local append (on this 11^3 grid, 2 cells each): half the objects.
+    assert len(on_s3) <= 0.55 * len(plain), (len(on_s3), len(plain))
 
     ds = zv.open(f"{prefix}/default.zarr", storage_options=options)
     counter = count_requests(ds)

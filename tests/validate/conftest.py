@@ -18,25 +18,41 @@ from tests._builders import graph_store, lines_store, mesh_store, points_store, 
 RNG_SEED = 2024
 
 
-def _points_geo(path: Path) -> None:
+def _points_geo(path: Path, **kw: Any) -> None:
     """2-D longitude/latitude points in EPSG:4326: the root declares GeoZarr proj:/spatial:."""
     rng = np.random.default_rng(RNG_SEED)
     pos = np.column_stack([rng.uniform(5.9, 10.5, 120), rng.uniform(45.8, 47.8, 120)])
     zv.write_points(
-        path, pos, chunk_shape=1.0, crs="EPSG:4326", axes=["lon", "lat"], object_ids=rng.integers(0, 4, 120)
+        path,
+        pos,
+        chunk_shape=1.0,
+        crs="EPSG:4326",
+        axes=["lon", "lat"],
+        object_ids=rng.integers(0, 4, 120),
+        **kw,
     )
 
 
-WRITERS: dict[str, Callable[[Path], Any]] = {
-    "points": lambda p: points_store(p, seed=RNG_SEED, bounds=([5.0] * 3, [295.0] * 3)),
-    "points_plain": lambda p: points_store(p, seed=RNG_SEED, objects=False, bounds=([5.0] * 3, [295.0] * 3)),
-    "points_small": lambda p: points_store(p, seed=RNG_SEED, n=60, bounds=([5.0] * 3, [295.0] * 3)),
+#: One file per cell (``shards=None``): the tests break cells of copies as files.
+_CELL_FILES: dict[str, Callable[..., Any]] = {
+    "points": lambda p, **kw: points_store(p, seed=RNG_SEED, bounds=([5.0] * 3, [295.0] * 3), **kw),
+    "points_plain": lambda p, **kw: points_store(
+        p, seed=RNG_SEED, objects=False, bounds=([5.0] * 3, [295.0] * 3), **kw
+    ),
+    "points_small": lambda p, **kw: points_store(
+        p, seed=RNG_SEED, n=60, bounds=([5.0] * 3, [295.0] * 3), **kw
+    ),
     "points_geo": _points_geo,
-    "lines": lambda p: lines_store(p, seed=RNG_SEED),
-    "graph": lambda p: graph_store(p, seed=RNG_SEED),
-    "skeleton": lambda p: skeleton_store(p, seed=RNG_SEED),
+    "lines": lambda p, **kw: lines_store(p, seed=RNG_SEED, **kw),
+    "graph": lambda p, **kw: graph_store(p, seed=RNG_SEED, **kw),
+    "skeleton": lambda p, **kw: skeleton_store(p, seed=RNG_SEED, **kw),
     "mesh": mesh_store,
-    "draco": lambda p: mesh_store(p, encoding="draco"),
+    "draco": lambda p, **kw: mesh_store(p, encoding="draco", **kw),
+}
+WRITERS: dict[str, Callable[[Path], Any]] = {
+    **{k: (lambda p, w=w: w(p, shards=None)) for k, w in _CELL_FILES.items()},
+    # The default layout (sharded), as users get it.
+    **{f"{k}_sharded": (lambda p, w=w: w(p)) for k, w in _CELL_FILES.items()},
 }
 
 

@@ -3,6 +3,8 @@ as problems naming the array and chunk; it never raises for them (issue 28, item
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 from pathlib import Path
 
@@ -56,10 +58,20 @@ def test_shard_entries_sharing_bytes_are_reported(tmp_path, pos):
     assert hit and "index entries 0 and 1 share bytes" in hit[0].message, lines
 
 
+@pytest.mark.parametrize("shards", [None, "default"])
 @pytest.mark.parametrize("how", ["symlink out", "fifo"])
-def test_a_cell_that_is_no_file_of_the_store_is_reported(tmp_path, pos, how):
+def test_a_cell_that_is_no_file_of_the_store_is_reported(tmp_path, pos, how, shards):
+    """One file per cell: the cell's file is reported, once. Sharded (the default): shard
+    ``c/0/0/1`` is reported, and so is every cell of it read later, each naming the shard."""
     path = tmp_path / "u.zarr"
-    zv.write_points(path, pos, chunk_shape=50, bounds=BOUNDS, attributes={"a": pos[:, 0]})
+    zv.write_points(path, pos, chunk_shape=50, bounds=BOUNDS, attributes={"a": pos[:, 0]}, shards=shards)
+    cps = json.loads((path / "0/vertex_attributes/a/zarr.json").read_text())["chunk_grid"]["configuration"]
+    cps = cps["chunk_shape"]
+    assert (cps == [1, 1, 1]) == (shards is None)
+    inside = {  # the cells of shard 0/0/1
+        "0/vertex_attributes/a/c/" + "/".join(map(str, c))
+        for c in itertools.product(*[range(k * s, k * s + k) for k, s in zip(cps, (0, 0, 1))])
+    }
     cell = path / "0/vertex_attributes/a/c/0/0/1"
     cell.unlink()
     if how == "fifo":
@@ -70,9 +82,11 @@ def test_a_cell_that_is_no_file_of_the_store_is_reported(tmp_path, pos, how):
         os.symlink(outside, cell)
     report, lines = _report(path)
     hit = [p for p in report.problems if p.rule == "cells.read"]
-    assert [p.path for p in hit] == ["0/vertex_attributes/a/c/0/0/1"], lines
+    assert hit[0].path == "0/vertex_attributes/a/c/0/0/1", lines
+    assert shards is not None or len(hit) == 1, lines
+    assert {p.path for p in hit} <= inside | {hit[0].path}, lines
     want = "is a FIFO" if how == "fifo" else "symbolic link to"
-    assert want in hit[0].message and "0/vertex_attributes/a/c/0/0/1" in hit[0].message
+    assert all(want in p.message and "'0/vertex_attributes/a/c/0/0/1'" in p.message for p in hit), lines
 
 
 def test_a_fifo_for_a_node_document_is_reported(tmp_path, pos):

@@ -12,13 +12,31 @@ import shapely
 import zarr
 
 import zarr_vectors as zv
+from tests.shards._craft import read_index
 from zarr_vectors.cli import main
+from zarr_vectors.format.shards import parse_sharding
 from zarr_vectors.storage.zarr_store import ZarrStoreBackend
 from zarr_vectors.validation import MAX_LEVEL, RULES, Problem, Report, validate
 
 from .conftest import attrs, cells, edit_json, payload, set_payload
 
 KINDS = ["points", "points_plain", "points_geo", "lines", "graph", "skeleton", "mesh", "draco"]
+KINDS += [f"{k}_sharded" for k in KINDS]
+
+
+def _stored_cells(files: list, root) -> int:
+    """Cells stored in ``files`` (spatial chunk files): one per file of an unsharded array, the
+    non-empty index entries of each shard of a sharded one."""
+    n = 0
+    for f in files:
+        parts = f.relative_to(root).parts
+        array = root.joinpath(*parts[: parts.index("c")])
+        layout = parse_sharding("", json.loads((array / "zarr.json").read_text()))
+        if layout is None:
+            n += 1
+        else:
+            n += int(np.sum(read_index(f, layout.n_inner)[1][:, 0] != np.uint64(2**64 - 1)))
+    return n
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -36,7 +54,9 @@ def test_our_stores_are_valid_without_warnings(kind, pristine):
         and "c" in f.relative_to(pristine(kind)).parts
         and f.relative_to(pristine(kind)).parts[1] not in tables
     ]
-    assert report.cells_checked == len(spatial) > 0
+    assert report.cells_checked == _stored_cells(spatial, pristine(kind)) > 0
+    vertices = json.loads((pristine(kind) / "0/vertices/zarr.json").read_text())
+    assert kind.endswith("_sharded") == (parse_sharding("", vertices) is not None)  # the layout asked for
 
 
 def test_all_kinds_of_lines_are_valid(tmp_path, rng):

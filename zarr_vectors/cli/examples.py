@@ -42,7 +42,7 @@ EXAMPLES = {
     "reshard": "examples:\n  zarr-vectors reshard cells.zarr s3://bucket/cells.zarr --shards auto\n"
     "  zarr-vectors reshard cells.zarr packed.zarr --shards 4,4,8\n"
     "  zarr-vectors reshard s3://bucket/cells.zarr local.zarr --shards none --overwrite\n"
-    "shards: auto (about 64 MB each), none (one object per cell), N or N,N,N chunks per shard",
+    "shards: auto (sized from the grid, as writers do by default), none (one object per cell), N or N,N,N chunks per shard",
     "validate": "examples:\n  zarr-vectors validate cells.zarr\n  zarr-vectors validate cells.zarr --level 2\n"
     "  zarr-vectors validate s3://bucket/cells.zarr --json --storage-options '{\"anon\": true}'\n"
     "levels: 1 structure, 2 metadata, 3 consistency of every cell, 4 geometry, 5 multi-resolution\n"

@@ -326,6 +326,17 @@ class Dataset(GroupReads, LevelUpdates):
         hidden = {OBJECT_ID_ATTRIBUTE} if lv.object_id_map.user is not None else set()
         return sorted(set(lv.object_attributes) - hidden)
 
+    def close(self) -> None:
+        """Close the files the dataset keeps open for reading (the shards of a local store);
+        garbage collection does the same. The dataset stays usable: later reads reopen them."""
+        self._store.backend.close()
+
+    def __enter__(self) -> Dataset:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __repr__(self) -> str:
         lo, hi = self.bounds
         return (

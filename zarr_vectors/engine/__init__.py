@@ -37,7 +37,7 @@ from zarr_vectors.engine.write.autochunk import (
     expected_chunk_edge,
     is_auto,
 )
-from zarr_vectors.engine.write.builder import CellStream, StoreBuilder
+from zarr_vectors.engine.write.builder import CellStream, StoreBuilder, shard_items
 from zarr_vectors.engine.write.cells import AttributeSpec, EncodedCells, PointCells, fragment_payloads
 from zarr_vectors.engine.write.inputs import NamedArray, extent, positive_numbers, shape_vector, valid_name
 from zarr_vectors.engine.write.level0 import (
@@ -54,7 +54,7 @@ from zarr_vectors.engine.write.level0 import (
     write_level0,
     write_level_arrays,
 )
-from zarr_vectors.engine.write.options import StoreOptions
+from zarr_vectors.engine.write.options import StoreOptions, check_shards
 from zarr_vectors.engine.write.partition import Partition, cell_indices, partition, sort_keys
 from zarr_vectors.engine.write.reshard import reshard
 from zarr_vectors.engine.write.spill import cell_groups, stable_order
@@ -91,6 +91,8 @@ __all__ = [
     "PointStream",
     "StoreBuilder",
     "StoreOptions",
+    "check_shards",
+    "shard_items",
     "TableArray",
     "Tables",
     "VectorStore",

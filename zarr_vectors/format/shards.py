@@ -33,6 +33,8 @@ from zarr_vectors.errors import CorruptShardError, FormatError, InputError
 
 __all__ = [
     "EMPTY",
+    "APPEND_BUDGET",
+    "append_rewrite",
     "TARGET_SHARD_BYTES",
     "auto_chunks_per_shard",
     "sharded_doc",
@@ -89,10 +91,10 @@ class ShardLayout:
         """Shard coordinates (K, R) and inner position (K,) (C order within the shard) of the
         inner chunk coordinates ``chunks`` (K, R), all non-negative."""
         chunks = np.asarray(chunks, np.int64).reshape(-1, len(self.shard_shape))
-        cps = np.asarray(self.chunks_per_shard, np.int64)
-        within = chunks % cps
-        strides = np.r_[np.cumprod(cps[::-1])[:-1][::-1], 1].astype(np.int64)
-        return chunks // cps, within @ strides
+        per = self.chunks_per_shard
+        cps = np.asarray(per, np.int64)
+        strides = np.array([math.prod(per[i + 1 :]) for i in range(len(per))], np.int64)
+        return chunks // cps, (chunks % cps) @ strides
 
     def codec_json(self) -> dict[str, Any]:
         """The ``sharding_indexed`` entry of the array's ``codecs`` list."""
@@ -308,37 +310,54 @@ def inner_codecs(doc: Mapping[str, Any]) -> Any:
     return codecs
 
 
-#: Bytes an ``"auto"`` shard aims at: large enough that a store is few objects, small enough
-#: that a writer holds a few in memory.
+#: Bytes an ``"auto"`` shard holds at most: a writer holds a few shards in memory.
 TARGET_SHARD_BYTES = 64 << 20
+#: Share of a grid's cells in the shards that a 1 % box touches, on average over where the box
+#: falls (:func:`append_rewrite`): an append rewrites whole the shards it touches. With the
+#: appended rows themselves and the tables it rewrites, a 1 % local append of a uniform point
+#: cloud then rewrites 4 to 5 % of the store's bytes (measured: ``docs/storage.md``).
+APPEND_BUDGET = 0.035
+
+
+def append_rewrite(grid_shape: Sequence[int], cps: Sequence[int], volume: float = 0.01) -> float:
+    """The share of a full grid's cells in the shards that an axis-aligned box of ``volume`` of
+    the grid touches, on average over its position: ``prod((b * n + k) / n)`` over the axes,
+    ``b = volume ** (1 / ndim)`` the box's side, ``k`` chunks per shard, ``n`` cells (each
+    factor at most 1)."""
+    side = volume ** (1.0 / max(len(grid_shape), 1))
+    return math.prod(min(1.0, side + int(k) / max(int(n), 1)) for n, k in zip(grid_shape, cps))
 
 
 def auto_chunks_per_shard(
     grid_shape: Sequence[int], cell_bytes: float, target: int = TARGET_SHARD_BYTES, contiguous: bool = False
 ) -> tuple[int, ...]:
-    """Chunks per shard along each axis so that a shard holds about ``target`` bytes when an
-    occupied cell takes ``cell_bytes``; never more than the grid on any axis.
+    """Chunks per shard along each axis: grown one chunk at a time on the shortest axis while a
+    shard holds at most about ``target`` bytes (an occupied cell taking ``cell_bytes``) and a
+    1 % box touches shards of at most :data:`APPEND_BUDGET` of the cells (:func:`append_rewrite`;
+    on grids too small for that, at most 1.5 times the share of the cells it touches itself). Never more
+    than the grid on any axis.
 
-    ``contiguous``: shards are runs of whole trailing rows, ``(1, .., 1, k, n, .., n)``, so that
-    each shard is one range of C-order cell numbers (a writer going through the cells in that
-    order completes one shard after another); otherwise as near a cube as the grid allows.
+    ``contiguous``: the first axis has one chunk per shard (of a grid of two axes or more), so
+    that a writer going through the cells in C order completes one shard after another, holding
+    at most one slab of ``shard[1:]`` trailing rows; otherwise as near a cube as the budget allows.
     """
     shape = [max(1, int(s)) for s in grid_shape]
+    caps = list(shape)
+    if contiguous and len(shape) > 1:
+        caps[0] = 1
     cells = max(1, int(target // max(float(cell_bytes), 1.0)))
+    budget = max(APPEND_BUDGET, 1.5 * append_rewrite(shape, [1] * len(shape)))
     cps = [1] * len(shape)
-    if contiguous:
-        for ax in range(len(shape) - 1, -1, -1):
-            cps[ax] = min(shape[ax], cells)
-            cells //= cps[ax]
-            if cps[ax] < shape[ax] or cells <= 1:
-                break
-        return tuple(cps)
+    order = list(range(len(shape) - 1, -1, -1)) if contiguous else list(range(len(shape)))
     while True:
-        grow = [ax for ax in range(len(shape)) if cps[ax] < shape[ax] and math.prod(cps) * 2 <= cells]
+        grow = []
+        for ax in order:
+            bigger = [*cps[:ax], cps[ax] + 1, *cps[ax + 1 :]]
+            if cps[ax] < caps[ax] and math.prod(bigger) <= cells and append_rewrite(shape, bigger) <= budget:
+                grow.append(ax)
         if not grow:
             return tuple(cps)
-        ax = min(grow, key=lambda a: cps[a])
-        cps[ax] = min(shape[ax], cps[ax] * 2)
+        cps[min(grow, key=lambda a: cps[a])] += 1
 
 
 def sharded_doc(doc: Mapping[str, Any], chunks_per_shard: Sequence[int]) -> dict[str, Any]:

@@ -369,10 +369,9 @@ def write_lines(
         :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
     shards
         Group the cells of every per-chunk array into ``sharding_indexed`` shards, one stored
-        object each: ``"auto"`` (about 64 MB per shard, sized from the data), chunks per shard
-        (one integer, or one per axis), or None / ``"none"`` (one object per cell). Default:
-        ``"auto"`` for object storage (``s3://``, ``gs://``, ...), none for local directories,
-        zip files and memory (see ``docs/writing.md``).
+        object each: ``"auto"`` (the default, on every backend: sized from the grid so that a
+        1 % local append rewrites about 5 % of the store), chunks per shard (one integer, or
+        one per axis), or None / ``"none"`` (one object per cell); see ``docs/writing.md``.
     overwrite
         Replace an existing store. Local and zip targets are swapped in only once complete.
     storage_options

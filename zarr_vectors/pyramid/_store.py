@@ -11,7 +11,7 @@ from zarr_vectors.engine import Level, TableArray
 from zarr_vectors.engine import compression_of as compression_of_codecs
 from zarr_vectors.errors import FormatError
 from zarr_vectors.format.fragments import decode_fragments, range_tables
-from zarr_vectors.format.shards import inner_codecs
+from zarr_vectors.format.shards import inner_codecs, parse_sharding
 from zarr_vectors.storage import Backend, dump_json
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "copy_tables",
     "read_doc",
     "rows_per_chunk",
+    "shards_of",
     "write_docs",
 ]
 
@@ -47,6 +48,13 @@ def compression_of(level: Level) -> tuple[str, int | None]:
 def checksums_of(level: Level) -> bool:
     """Whether the level's ``vertices`` carry Zarr's ``crc32c`` codec (the writer's ``checksums=True``)."""
     return any(c.get("name") == "crc32c" for c in inner_codecs(level.vertices.doc) or [])
+
+
+def shards_of(level: Level) -> str | None:
+    """The ``shards`` a pyramid level is written with: ``"auto"`` (sized for its own grid) when
+    level 0's ``vertices`` are sharded, None when they are one object per cell: a pyramid keeps
+    the layout of the store it is built on (``zarr_vectors.reshard`` converts a store)."""
+    return "auto" if parse_sharding(level.vertices.path, level.vertices.doc) is not None else None
 
 
 def _table_keys(arr: TableArray) -> list[str]:

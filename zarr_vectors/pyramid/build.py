@@ -28,13 +28,27 @@ from zarr_vectors.format.fragments import decode_fragments
 from zarr_vectors.format.kinds import LINKED_FAMILIES, family_of, kind
 from zarr_vectors.format.metadata import LevelMeta, RootMeta
 from zarr_vectors.pyramid import meta as pmeta
-from zarr_vectors.pyramid._store import checksums_of, compression_of, copy_tables, read_doc, rows_per_chunk
+from zarr_vectors.pyramid._store import (
+    checksums_of,
+    compression_of,
+    copy_tables,
+    read_doc,
+    rows_per_chunk,
+    shards_of,
+)
 from zarr_vectors.pyramid.plan import LevelPlan, plan_levels
 from zarr_vectors.pyramid.points import CoarseLevel, coarsen_points, level_ratio
 from zarr_vectors.pyramid.reduce import REDUCTIONS
 from zarr_vectors.pyramid.sparsity import Sparsity, attribute_scores, select_objects, sparsity_per_level
 from zarr_vectors.pyramid.xlevel import CrossLevelWriter, link_dtype
-from zarr_vectors.storage import GENERATION_KEY, dump_json, new_generation, rebuild_session, writing
+from zarr_vectors.storage import (
+    GENERATION_KEY,
+    ShardReader,
+    dump_json,
+    new_generation,
+    rebuild_session,
+    writing,
+)
 
 __all__ = ["CROSS_LEVEL", "build_pyramid"]
 
@@ -184,7 +198,10 @@ def build_pyramid(
     hidden, first = _replaced(ds)  # only once the new plan is known to be valid
     try:
         with rebuild_session(ds.backend, hidden=hidden, first=first, wait=ds.wait) as overlay:
-            with ds.staged(overlay, RootMeta.from_attributes(json.loads(first["zarr.json"])["attributes"])):
+            # The levels built are read back (each from the one before) through the overlay, whose
+            # staged keys are whole shards: a ShardReader above it reads their cells.
+            staged_root = RootMeta.from_attributes(json.loads(first["zarr.json"])["attributes"])
+            with ds.staged(ShardReader(overlay), staged_root):
                 _build_levels(
                     ds,
                     kind,
@@ -221,7 +238,13 @@ def _build_levels(
         src = ds.level(plan.parent)
         if src_rows is None:  # bounds the rows of every streamed batch, links or not
             src_rows = rows_per_chunk(src)[1]
-        builder = StoreBuilder(ds.backend, compression, clevel, checksums=checksums_of(ds.level(0)))
+        builder = StoreBuilder(
+            ds.backend,
+            compression,
+            clevel,
+            checksums=checksums_of(ds.level(0)),
+            shards=shards_of(ds.level(0)),
+        )
         coarse, xl = _coarsen(
             ds,
             kind,

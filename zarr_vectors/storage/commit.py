@@ -446,6 +446,9 @@ class MemoryStage:
     def refresh(self) -> None:
         return None
 
+    def close(self) -> None:
+        return None
+
 
 @contextlib.contextmanager
 def in_place_stage(backend: Backend) -> Iterator[Backend]:
@@ -636,6 +639,9 @@ class Overlay:
         return not self.list_keys()
 
     def refresh(self) -> None:
+        return None
+
+    def close(self) -> None:
         return None
 
 

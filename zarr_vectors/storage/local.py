@@ -33,6 +33,7 @@ from typing import Literal, overload
 import numpy as np
 
 from zarr_vectors.errors import ReadOnlyError, StoreError, ZarrVectorsError
+from zarr_vectors.storage.openfiles import OpenFiles
 from zarr_vectors.storage.scratch import Arena
 from zarr_vectors.storage.threads import default_workers, map_cells
 
@@ -108,12 +109,19 @@ class LocalBackend:
         self._made: set[str] = set()  # key directories checked (and created) for writing
         self._dirs_ok: set[str] = {""}  # key directories checked for reading
         self._real: str | None = None
+        #: Files kept open for ranged reads (shards): each range is one ``pread``.
+        self.open_files = OpenFiles()
+
+    def close(self) -> None:
+        """Close the files kept open for reading; the backend stays usable (it reopens them)."""
+        self.open_files.close()
 
     @property
     def local_dir(self) -> Path:
         return self.root
 
     def refresh(self) -> None:
+        self.open_files.close()
         self._made.clear()
         self._dirs_ok = {""}
         self._real = None
@@ -141,13 +149,39 @@ class LocalBackend:
         return [value for part in parts for value in part]
 
     def get_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
-        """Byte ranges of files (see ``storage.ByteRange``), read with ``pread``; a large batch
-        is spread over the shared threads like :meth:`get_many`."""
-        if len(ranges) < PARALLEL_READS:
-            return [self._get_one(*r) for r in ranges]
+        """Byte ranges of files (see ``storage.ByteRange``), each one ``pread``; the files of
+        partial ranges (shard indexes and runs of cells) are kept open (:attr:`open_files`),
+        and consecutive ranges of one file share one descriptor and one ``fstat``. A batch of
+        :data:`PARALLEL_READS` ranges or more averaging :data:`SMALL_FILE` bytes or more is
+        spread over the shared threads like :meth:`get_many`."""
+        known = [n for _, _, n in ranges if n is not None]
+        small = len(known) == len(ranges) and sum(known) < SMALL_FILE * len(ranges)
+        if len(ranges) < PARALLEL_READS or small:
+            return self._get_run_of_ranges(ranges)
         blocks = np.array_split(np.arange(len(ranges)), default_workers())
-        parts = map_cells(lambda j: [self._get_one(*ranges[i]) for i in blocks[j].tolist()], len(blocks))
+        parts = map_cells(
+            lambda j: self._get_run_of_ranges([ranges[i] for i in blocks[j].tolist()]), len(blocks)
+        )
         return [value for part in parts for value in part]
+
+    def _get_run_of_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
+        """:meth:`get_ranges` in this thread: the files of partial ranges taken from the open-file
+        cache together (one descriptor each), then one ``pread`` per range."""
+        partial = sorted({key for key, start, length in ranges if not (start == 0 and length is None)})
+        held = dict(zip(partial, self.open_files.acquire_many(partial, self._open_regular)))
+        try:
+            out: list[bytes | None] = []
+            for key, start, length in ranges:
+                if start == 0 and length is None:
+                    # A whole file (a document such as the root, whose replacement must be seen
+                    # at once) is opened afresh, never kept open.
+                    out.append(self._get_one(key))
+                    continue
+                got = held[key]
+                out.append(None if got is None else self._pread_open(got[0], start, length))
+            return out
+        finally:
+            self.open_files.release_many(got[1] for got in held.values() if got is not None)
 
     def get_many_into(self, keys: Sequence[str], scratch: Arena) -> list[bytes | memoryview | None]:
         """:meth:`get_many`, each file read into a slice of ``scratch`` (valid until it is reset).
@@ -169,6 +203,35 @@ class LocalBackend:
         for j, part in enumerate(parts):
             out[1 + j :: w] = part
         return out
+
+    def _open_regular(self, key: str) -> int | None:
+        """:meth:`_open_key` for the open-file cache: a descriptor of a regular file (None
+        when absent or a directory; a StoreError for other kinds), checked once here so that
+        ranged reads through it need no ``fstat``."""
+        fd = self._open_key(key)
+        if fd is None:
+            return None
+        regular = False
+        try:
+            regular = self._regular_size(fd, key) is not None
+        finally:
+            if not regular:  # a directory, or refused: not kept
+                os.close(fd)
+        return fd if regular else None
+
+    @classmethod
+    def _pread_open(cls, fd: int, start: int, length: int | None) -> bytes | None:
+        """A range of a regular file open at ``fd``: a bounded range is one ``pread`` (short at
+        the end of the file, as a clamped range would be); a suffix or open range asks the
+        file's size first."""
+        if start >= 0 and length is not None:
+            if length <= 0:
+                return b""
+            data = os.pread(fd, length, start)
+            if 0 < len(data) < length:  # short reads happen on some filesystems
+                return cls._pread(fd, os.fstat(fd).st_size, start, length)
+            return data
+        return cls._pread(fd, os.fstat(fd).st_size, start, length)
 
     def _open_key(self, key: str) -> int | None:
         """A read descriptor of the key's file (None when absent); refusals as documented."""
@@ -207,18 +270,32 @@ class LocalBackend:
     ) -> bytes | memoryview | None:
         """Bytes ``start .. start + length`` of the open file (a negative ``start``: the last
         ``-start`` bytes), never past ``st_size`` as ``fstat`` reports it; read into a slice of
-        ``scratch`` when given."""
+        ``scratch`` when given. None for a directory."""
+        size = self._regular_size(fd, key)
+        if size is None:
+            return None
+        if scratch is not None:
+            begin, end = _clamp(size, start, length)
+            return _read_into(fd, scratch.take(end - begin), begin)
+        return self._pread(fd, size, start, length)
+
+    def _regular_size(self, fd: int, key: str) -> int | None:
+        """The size of the open file (None for a directory); a StoreError for anything else
+        that is not a regular file."""
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             if stat.S_ISDIR(st.st_mode):
                 return None
             kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
             raise StoreError(self.description, key, f"is {kind}, not a regular file; refusing to read it")
-        size = st.st_size
-        begin = max(size + start, 0) if start < 0 else min(start, size)
-        end = size if length is None or start < 0 else min(size, begin + length)
-        if scratch is not None:
-            return _read_into(fd, scratch.take(end - begin), begin)
+        return st.st_size
+
+    @staticmethod
+    def _pread(fd: int, size: int | None, start: int, length: int | None) -> bytes | None:
+        """Bytes ``start .. start + length`` of a file of ``size`` bytes (None: a directory)."""
+        if size is None:
+            return None
+        begin, end = _clamp(size, start, length)
         parts: list[bytes] = []
         got = begin
         while got < end:  # short reads happen on some filesystems
@@ -227,7 +304,9 @@ class LocalBackend:
                 break
             parts.append(more)
             got += len(more)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        if len(parts) == 1:
+            return parts[0]
+        return b"".join(parts)
 
     def _open_link(self, path: str, key: str) -> int | None:
         """Open the target of the link at ``path``: only inside the store unless following."""
@@ -271,6 +350,7 @@ class LocalBackend:
         if self.read_only:
             raise ReadOnlyError(f"cannot write keys: {self.description} is opened read-only")
         root = str(self.root)
+        self.open_files.retire(key for key, _ in items)
         for key, data in items:
             try:
                 self._set(root, key, data)
@@ -356,6 +436,7 @@ class LocalBackend:
         return path
 
     def delete_many(self, keys: Sequence[str]) -> None:
+        self.open_files.retire(keys)
         for key in keys:
             parent, _, name = key.rpartition("/")
             try:
@@ -364,6 +445,7 @@ class LocalBackend:
                 pass  # absent, or a folder: not a key
 
     def delete_prefix(self, prefix: str) -> None:
+        self.open_files.close()
         head = prefix.strip("/")
         if not head:
             root = self._deletable("", "")
@@ -430,6 +512,14 @@ def os_reason(exc: OSError) -> str:
     name = errno.errorcode.get(exc.errno or 0)
     text = exc.strerror or str(exc)
     return f"{text} ({name})" if name else text
+
+
+def _clamp(size: int, start: int, length: int | None) -> tuple[int, int]:
+    """``[begin, end)`` of a range of a file of ``size`` bytes (a negative ``start``: the last
+    ``-start`` bytes; no ``length``: to the end), clamped to the file."""
+    begin = max(size + start, 0) if start < 0 else min(start, size)
+    end = size if length is None or start < 0 else min(size, begin + length)
+    return begin, end
 
 
 def _write_all(fd: int, data: bytes) -> None:

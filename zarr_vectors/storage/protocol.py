@@ -142,6 +142,10 @@ class Backend(Protocol):
         this process has just replaced it."""
         ...
 
+    def close(self) -> None:
+        """Close what the backend keeps open (a local store's shard files); it stays usable."""
+        ...
+
     def stored_root(self) -> bytes | None:
         """The root ``zarr.json`` as stored now, read past any check against the opened one."""
         ...

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import CorruptShardError, FormatError
-from zarr_vectors.format.shards import EMPTY, ShardLayout, coalesce, decode_index, parse_sharding
+from zarr_vectors.format.shards import EMPTY, ShardLayout, decode_index, parse_sharding
 from zarr_vectors.storage.protocol import Backend, ByteRange, cut_range
 from zarr_vectors.storage.scratch import Arena
 from zarr_vectors.storage.wrappers import Wrapping
@@ -101,7 +101,7 @@ class ShardReader(Wrapping):
 
     # -- reading -----------------------------------------------------------------------
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        if not self.layouts:
+        if not self.layouts or all(k.endswith("zarr.json") for k in keys):  # no cell asked
             out = self.inner.get_many(keys)
             for key, raw in zip(keys, out):
                 self.learn(key, raw)
@@ -109,9 +109,10 @@ class ShardReader(Wrapping):
         return self.get_ranges([(k, 0, None) for k in keys])
 
     def get_many_into(self, keys: Sequence[str], scratch: Arena) -> list[bytes | memoryview | None]:
-        """:meth:`get_many`; into ``scratch`` when no array is sharded (whole files)."""
+        """:meth:`get_many`; into ``scratch`` when no array is sharded (whole files), else the
+        cells of shards as views of the runs read (no copy per cell)."""
         if self.layouts:
-            return list(self.get_many(keys))
+            return self._get_ranges([(k, 0, None) for k in keys], copy=False)
         out = self.inner.get_many_into(keys, scratch)
         for key, raw in zip(keys, out):
             if key == "zarr.json" or key.endswith("/zarr.json"):
@@ -119,43 +120,103 @@ class ShardReader(Wrapping):
         return out
 
     def get_ranges(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
-        out: list[bytes | None] = [None] * len(ranges)
-        plain: list[int] = []
-        wanted: dict[str, tuple[ShardLayout, list[int], list[tuple[int, ...]]]] = {}
-        for i, (key, start, length) in enumerate(ranges):
-            found = self.sharded(key) if start == 0 and length is None else None
-            if found is None:
-                plain.append(i)
-                continue
-            path, layout, chunk = found
-            entry = wanted.setdefault(path, (layout, [], []))
-            entry[1].append(i)
-            entry[2].append(chunk)
-        cells: dict[str, list[tuple[int, int]]] = {}  # shard key -> (slot, inner position)
-        shard_layout: dict[str, tuple[str, ShardLayout]] = {}
-        for path, (layout, slots, chunks) in wanted.items():  # one vectorised locate per array
-            shard, inner = layout.locate(np.asarray(chunks, np.int64))
-            for slot, s_, p in zip(slots, shard.tolist(), inner.tolist()):
-                skey = f"{path}/c/" + "/".join(map(str, s_))
-                cells.setdefault(skey, []).append((slot, p))
-                shard_layout[skey] = (path, layout)
+        return self._get_ranges(ranges, copy=True)
+
+    def _get_ranges(self, ranges: Sequence[ByteRange], copy: bool) -> list[Any]:
+        """:meth:`get_ranges`; ``copy=False`` leaves each cell of a shard a view of its run.
+
+        The cells are planned together, vectorised: keys split per array, shards located and
+        grouped, indexes gathered from the cache (missing ones fetched in the same wave as the
+        unsharded keys), then one coalesced request per run of wanted cells."""
+        out: list[Any] = [None] * len(ranges)
+        plain, arrays = self._split_batch(ranges)
+        shard_keys: list[str] = []  # every shard of the batch, numbered in this order
+        owner: list[tuple[str, ShardLayout]] = []
+        # per array: output slots, shard number and inner position of each cell; first shard number, shards
+        planned: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]] = []
+        for path, (layout, slots, coords) in arrays.items():
+            shard, inner = layout.locate(coords)
+            span = shard.max(axis=0) + 1
+            lin = np.ravel_multi_index(tuple(shard.T), tuple(span.tolist()))
+            ulin, first, inv = np.unique(lin, return_index=True, return_inverse=True)
+            planned.append(
+                (
+                    np.asarray(slots, np.int64),
+                    inv.reshape(-1) + len(shard_keys),
+                    inner,
+                    len(shard_keys),
+                    len(ulin),
+                )
+            )
+            for row in shard[first].tolist():
+                shard_keys.append(f"{path}/c/" + "/".join(map(str, row)))
+                owner.append((path, layout))
         # This batch's indexes are held here: the cache may drop some before the ranges are read.
-        indexes = {s: self._indexes[s] for s in cells if s in self._indexes}
-        for skey in indexes:
-            self._indexes.move_to_end(skey)
-        missing = [s for s in cells if s not in indexes]
-        asks = [ranges[i] for i in plain] + [self._index_range(shard_layout[s][1], s) for s in missing]
+        indexes: list[Index | None] = [None] * len(shard_keys)
+        missing: list[int] = []
+        cache = self._indexes
+        for g, skey in enumerate(shard_keys):
+            if skey in cache:
+                indexes[g] = cache[skey]
+                cache.move_to_end(skey)
+            else:
+                missing.append(g)
+        asks = [ranges[i] for i in plain] + [self._index_range(owner[g][1], shard_keys[g]) for g in missing]
         got = self._fetch(asks)
         for i, raw in zip(plain, got):
             out[i] = raw
             self.learn(ranges[i][0], raw)
         self.index_requests += len(missing)
-        for skey, raw in zip(missing, got[len(plain) :]):
-            path, layout = shard_layout[skey]
-            indexes[skey] = None if raw is None else self._parse_index(raw, layout, path, skey)
-            self._remember(skey, indexes[skey])
-        self._read_cells(cells, indexes, shard_layout, out)
+        for g, raw in zip(missing, got[len(plain) :]):
+            path, layout = owner[g]
+            indexes[g] = None if raw is None else self._parse_index(raw, layout, path, shard_keys[g])
+            self._remember(shard_keys[g], indexes[g])
+        if planned:
+            self._read_cells(planned, shard_keys, owner, indexes, out, copy)
         return out
+
+    def _split_batch(
+        self, ranges: Sequence[ByteRange]
+    ) -> tuple[list[int], dict[str, tuple[ShardLayout, list[int], np.ndarray]]]:
+        """The positions of ``ranges`` read as they are, and per sharded array the positions and
+        inner chunk coordinates (K, R) of the whole cells asked of it. A cell key is
+        ``<array>/c/<i>/<j>/...``: its array is what precedes the last ``/c/`` (coordinates
+        are digits), so one split per key finds it; the coordinates of an array are parsed
+        together."""
+        plain: list[int] = []
+        found: dict[str, tuple[ShardLayout, list[int], list[str]]] = {}
+        layouts = self.layouts
+        for i, (key, start, length) in enumerate(ranges):
+            if start == 0 and length is None:
+                head, sep, tail = key.rpartition("/c/")
+                layout = layouts.get(head) if sep else None
+                if layout is not None:
+                    entry = found.get(head)
+                    if entry is None:
+                        entry = found[head] = (layout, [], [])
+                    entry[1].append(i)
+                    entry[2].append(tail)
+                    continue
+            plain.append(i)
+        arrays: dict[str, tuple[ShardLayout, list[int], np.ndarray]] = {}
+        for path, (layout, slots, tails) in found.items():
+            rank = len(layout.shard_shape)
+            joined = "/".join(tails)
+            parts = joined.split("/")
+            if len(parts) != rank * len(tails) or not joined.replace("/", "").isdigit() or "" in parts:
+                # Some key is not a cell of this array's grid: those are read as they are.
+                good = [
+                    t.count("/") == rank - 1 and t.replace("/", "").isdigit() and "" not in t.split("/")
+                    for t in tails
+                ]
+                plain.extend(slot for slot, ok in zip(slots, good) if not ok)
+                slots = [slot for slot, ok in zip(slots, good) if ok]
+                parts = "/".join(t for t, ok in zip(tails, good) if ok).split("/") if slots else []
+            if slots:
+                coords = np.array(list(map(int, parts)), dtype=np.int64).reshape(-1, rank)
+                arrays[path] = (layout, slots, coords)
+        plain.sort()
+        return plain, arrays
 
     def _index_range(self, layout: ShardLayout, skey: str) -> ByteRange:
         n = layout.index_nbytes
@@ -182,44 +243,72 @@ class ShardReader(Wrapping):
 
     def _read_cells(
         self,
-        cells: dict[str, list[tuple[int, int]]],
-        indexes: dict[str, Index | None],
-        shard_layout: dict[str, tuple[str, ShardLayout]],
-        out: list[bytes | None],
+        planned: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]],
+        shard_keys: list[str],
+        owner: list[tuple[str, ShardLayout]],
+        indexes: list[Index | None],
+        out: list[Any],
+        copy: bool = True,
     ) -> None:
-        """Fill ``out`` with the inner chunks of ``cells``, one coalesced request per run."""
-        asks: list[ByteRange] = []
-        plan: list[tuple[str, int, list[tuple[int, int, int]]]] = []  # shard, request start, members
-        for skey, members in cells.items():
-            index = indexes[skey]
-            if index is None:
-                continue  # an absent shard: its cells are absent
-            offsets, nbytes = index
-            pos = np.array([p for _, p in members], np.int64)
-            used = offsets[pos] != np.uint64(EMPTY)
-            slots = np.array([s for s, _ in members], np.int64)[used]
-            starts = offsets[pos[used]].astype(np.int64)
-            ends = starts + nbytes[pos[used]].astype(np.int64)
-            lo, hi, group = coalesce(starts, ends, self.gap)
-            for g in range(len(lo)):
-                take = np.flatnonzero(group == g)
-                parts = [(int(slots[t]), int(starts[t] - lo[g]), int(ends[t] - starts[t])) for t in take]
-                plan.append((skey, int(lo[g]), parts))
-                asks.append((skey, int(lo[g]), int(hi[g] - lo[g])))
+        """Fill ``out`` with the inner chunks planned (per array: output slots, shard numbers,
+        inner positions), one request per run of cells of one shard at most ``gap`` bytes apart;
+        each cell copied out of its run, or with ``copy=False`` a view of it. Absent shards and
+        empty entries stay None."""
+        slot_parts, starts_parts, sizes_parts, shard_parts = [], [], [], []
+        for slots, shard, inner, base, count in planned:
+            # The shards of one array are numbered base .. base + count - 1: gather their
+            # (cached) indexes into one table, an absent shard as an all-empty row.
+            layout = owner[base][1]
+            blank = (np.full(layout.n_inner, EMPTY, np.uint64),) * 2
+            tables = [indexes[g] or blank for g in range(base, base + count)]
+            at = (shard - base) * layout.n_inner + inner  # into the tables laid end to end
+            off = np.concatenate([t[0] for t in tables])[at]
+            used = off != np.uint64(EMPTY)
+            slot_parts.append(slots[used])
+            starts_parts.append(off[used].astype(np.int64))
+            sizes_parts.append(np.concatenate([t[1] for t in tables])[at][used].astype(np.int64))
+            shard_parts.append(shard[used])
+        slots, starts = np.concatenate(slot_parts), np.concatenate(starts_parts)
+        sizes, shard = np.concatenate(sizes_parts), np.concatenate(shard_parts)
+        if not len(slots):
+            return
+        # Within one shard, distinct cells never share bytes (checked when the index was
+        # decoded), so sorted by start their ends increase too: a run ends where the next cell
+        # of the same shard starts more than ``gap`` bytes after the cell before it ends.
+        order = np.lexsort((starts, shard))
+        slots, starts, sizes, shard = slots[order], starts[order], sizes[order], shard[order]
+        ends = starts + sizes
+        new = np.empty(len(slots), bool)
+        new[0] = True
+        new[1:] = (shard[1:] != shard[:-1]) | (starts[1:] > ends[:-1] + self.gap)
+        heads = np.flatnonzero(new)
+        lo = starts[heads]
+        hi = np.maximum.reduceat(ends, heads)
+        run = np.cumsum(new) - 1
+        run_shards = shard[heads].tolist()
+        want = (hi - lo).tolist()
+        asks: list[ByteRange] = [(shard_keys[g], a, n) for g, a, n in zip(run_shards, lo.tolist(), want)]
         self.range_requests += len(asks)
-        for (skey, _, parts), raw, (_, _, want) in zip(plan, self._fetch(asks), asks):
-            if raw is None or len(raw) != want:
-                path = shard_layout[skey][0]
+        raws = self._fetch(asks)
+        for g, raw, n in zip(run_shards, raws, want):
+            if raw is None or len(raw) != n:
+                skey = shard_keys[g]
+                path = owner[g][0]
                 self._drop(skey)
                 raise CorruptShardError(
                     path,
                     skey[len(path) + 1 :],
                     f"the shard is shorter than its index says (or was removed while being read): "
-                    f"{0 if raw is None else len(raw)} of {want} bytes at one range",
+                    f"{0 if raw is None else len(raw)} of {n} bytes at one range",
                 )
-            view = memoryview(raw)
-            for slot, at, n in parts:
-                out[slot] = bytes(view[at : at + n]) if n != len(raw) else raw
+        rel = starts - lo[run]
+        views = [memoryview(raw) for raw in raws]  # type: ignore[arg-type]
+        whole = (sizes == np.asarray(want, np.int64)[run]).tolist()
+        for slot, r, a, n, all_of in zip(slots.tolist(), run.tolist(), rel.tolist(), sizes.tolist(), whole):
+            if all_of:
+                out[slot] = raws[r]
+            else:
+                out[slot] = bytes(views[r][a : a + n]) if copy else views[r][a : a + n]
 
     def _fetch(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
         if not ranges:

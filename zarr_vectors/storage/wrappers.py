@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import EllipsisType
+from typing import Any
 
 from zarr_vectors.errors import (
+    CorruptShardError,
     StoreChangedError,
 )
 from zarr_vectors.storage.protocol import Backend, ByteRange, under
@@ -54,6 +56,10 @@ class Wrapping:
     def is_empty(self) -> bool:
         return self.inner.is_empty()
 
+    def close(self) -> None:
+        """Close what the backend below keeps open (a local store's open shard files)."""
+        self.inner.close()
+
     def stored_root(self) -> bytes | None:
         return self.inner.stored_root()
 
@@ -79,20 +85,23 @@ class ConsistentBackend(Wrapping):
         self.description = inner.description
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        out = self.inner.get_many(keys)
-        if keys:
-            self.check()
-        return out
+        return self._checked(lambda: self.inner.get_many(keys), bool(keys))
 
     def get_ranges(self, ranges: Sequence[ByteRange]) -> list[bytes | None]:
-        out = self.inner.get_ranges(ranges)
-        if ranges:
-            self.check()
-        return out
+        return self._checked(lambda: self.inner.get_ranges(ranges), bool(ranges))
 
     def get_many_into(self, keys: Sequence[str], scratch: Arena) -> list[bytes | memoryview | None]:
-        out = self.inner.get_many_into(keys, scratch)
-        if keys:
+        return self._checked(lambda: self.inner.get_many_into(keys, scratch), bool(keys))
+
+    def _checked(self, read: Callable[[], list[Any]], asked: bool) -> list[Any]:
+        """``read()``, then the root check. A shard that reads short of what a cached index says
+        is checked too: a store replaced under the read raises StoreChangedError instead."""
+        try:
+            out = read()
+        except CorruptShardError:
+            self.check()
+            raise
+        if asked:
             self.check()
         return out
 

@@ -244,6 +244,9 @@ class ZarrStoreBackend:
     def refresh(self) -> None:
         return None
 
+    def close(self) -> None:
+        return None
+
     def stored_root(self) -> bytes | None:
         return self.get_many(["zarr.json"])[0]
 

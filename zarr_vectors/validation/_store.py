@@ -50,8 +50,9 @@ class StoreView:
     node_problems: dict[str, str] = field(default_factory=dict)
     cells: dict[str, list[str]] = field(default_factory=dict)
     loose: list[str] = field(default_factory=list)
-    #: For sharded arrays: the shards whose index is damaged, ``{array path: [(shard key, message)]}``.
-    shard_problems: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    #: For sharded arrays: the shards whose index is damaged (rule ``cells.decode``) or whose file
+    #: cannot be read (``cells.read``), ``{array path: [(shard key, rule, message)]}``.
+    shard_problems: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, backend: Backend) -> StoreView:
@@ -165,12 +166,17 @@ class StoreView:
             found: dict[str, list[str]] = {}
             try:
                 found = reader.shard_cells(path, list(batch))
-            except CorruptShardError:  # one shard at a time, to name every damaged one
+            except (CorruptShardError, StoreError) as exc:  # one shard at a time, to name each culprit
+                if not self._reportable(exc):
+                    raise
                 for key in batch:
                     try:
                         found |= reader.shard_cells(path, [key])
-                    except CorruptShardError as exc:
-                        self.shard_problems.setdefault(path, []).append((f"{path}/{key}", str(exc)))
+                    except (CorruptShardError, StoreError) as bad:
+                        if not self._reportable(bad):
+                            raise
+                        rule = "cells.decode" if isinstance(bad, CorruptShardError) else "cells.read"
+                        self.shard_problems.setdefault(path, []).append((f"{path}/{key}", rule, str(bad)))
             for cells in found.values():
                 inner += cells
         self.cells[path] = inner

@@ -49,8 +49,8 @@ def stored_chunks(view: StoreView, arr: CellArray, out: Collector) -> set[Chunk]
     """Chunks whose cell is stored; checks them against the grid and ``nonempty_chunks``."""
     found: set[Chunk] = set()
     hi = np.asarray(arr.shape, np.int64) - 1
-    for key, message in view.shard_problems.get(arr.path, []):
-        out.error("cells.decode", key, message)
+    for key, rule, message in view.shard_problems.get(arr.path, []):
+        out.error(rule, key, message)
     for key in view.cells.get(arr.path, []):
         chunk = arr.chunk_of(key)
         cell = None if chunk is None else np.asarray(chunk, np.int64) - arr.origin

@@ -22,7 +22,14 @@ from zarr_vectors.format.grid import Grid, cell_key, chunk_key
 from zarr_vectors.format.shards import ShardLayout, auto_chunks_per_shard, encode_shard, sharded_doc
 from zarr_vectors.storage import GENERATION_KEY, Backend, dump_json, new_generation
 
-__all__ = ["StoreBuilder", "CellStream", "LevelBuilder", "MANIFEST_BUCKET", "OBJECT_ATTRIBUTE_CHUNK"]
+__all__ = [
+    "StoreBuilder",
+    "CellStream",
+    "LevelBuilder",
+    "MANIFEST_BUCKET",
+    "OBJECT_ATTRIBUTE_CHUNK",
+    "shard_items",
+]
 
 #: Objects per chunk of ``object_index/manifests`` (fixed, never derived from the data).
 #: Reading one object decodes its whole bucket, and a line's manifest lists every chunk
@@ -283,6 +290,32 @@ class StoreBuilder:
         backend.set_many([("zarr.json", dump_json(zarr_json.group_doc(root_attributes)))])
 
 
+def shard_items(
+    items: Iterable[tuple[str, bytes]], chunks_per_shard: Sequence[int]
+) -> list[tuple[str, bytes]]:
+    """Encoded cells ``(<array>/c/i/j/k, bytes)`` of any per-chunk arrays gathered into the
+    shard objects holding them (``<array>/c/<shard>``, ``chunks_per_shard`` cells per shard).
+
+    Invariant: every cell of each shard is among ``items`` (a shard is written whole, with
+    only these cells), as when the writer partitioned its rows by shard."""
+    layout = ShardLayout(tuple(int(k) for k in chunks_per_shard), (1,) * len(chunks_per_shard), ())
+    by_array: dict[str, tuple[list[str], list[bytes]]] = {}
+    for key, data in items:
+        path, _, rest = key.rpartition("/c/")
+        tails, blobs = by_array.setdefault(path, ([], []))
+        tails.append(rest)
+        blobs.append(data)
+    out: list[tuple[str, bytes]] = []
+    for path, (tails, blobs) in by_array.items():
+        cells = np.array([t.split("/") for t in tails], np.int64).reshape(len(tails), -1)
+        shard, inner = layout.locate(cells)
+        groups: dict[tuple[int, ...], dict[int, bytes]] = {}
+        for s, p, d in zip(map(tuple, shard.tolist()), inner.tolist(), blobs):
+            groups.setdefault(s, {})[p] = d
+        out += [(f"{path}/{cell_key(s)}", encode_shard(layout, members)) for s, members in groups.items()]
+    return out
+
+
 class ShardAssembler:
     """Cells of the per-chunk arrays of one level arriving in pieces (:meth:`StoreBuilder.put`),
     gathered into shards. With the occupied ``cells`` given up front, a shard is queued once all
@@ -364,7 +397,8 @@ class ShardAssembler:
 class CellStream:
     """One per-chunk vlen array written in pieces: cells are encoded and queued as they are
     added (each cell at most once); ``close`` adds ``nonempty_chunks`` (in the order added)
-    and ``chunk_grid_origin`` like :meth:`StoreBuilder.cell_array`."""
+    and ``chunk_grid_origin`` like :meth:`StoreBuilder.cell_array`. When the builder shards,
+    the cells of a shard are held until the shard is complete (or the stream closed)."""
 
     def __init__(
         self,
@@ -380,12 +414,37 @@ class CellStream:
         self.compressors = builder.compressors(kind)
         self._pipe = Pipeline.from_codecs([{"name": "vlen-bytes"}, *self.compressors])
         self.nonempty: list[str] = []
+        self._layout: ShardLayout | None = None
+        self._full = 0  # cells of a shard that lies whole inside the grid
+        self._pending: dict[tuple[int, ...], dict[int, bytes]] = {}  # shard -> {inner position: cell}
 
     def add(self, cells: np.ndarray, payloads: Iterable[bytes]) -> None:
-        """Queue the payloads of cells ``cells`` (K, D) (cell indices, not chunk coordinates)."""
-        for cell, payload in zip(np.asarray(cells, np.int64).reshape(-1, self.grid.ndim), payloads):
-            self.builder._chunk(f"{self.path}/{cell_key(cell)}", self._pipe.encode(payload))
-            self.nonempty.append(chunk_key(cell + self.grid.origin))
+        """Queue the payloads of cells ``cells`` (K, D) (cell indices, not chunk coordinates).
+        Sharded: a shard is queued once every cell of it has come, the others at :meth:`close`."""
+        cells = np.asarray(cells, np.int64).reshape(-1, self.grid.ndim)
+        data = [self._pipe.encode(p) for p in payloads]
+        self.nonempty.extend(chunk_key(c) for c in (cells + self.grid.origin).tolist())
+        if self.builder.shards is None:
+            for cell, raw in zip(cells, data):
+                self.builder._chunk(f"{self.path}/{cell_key(cell)}", raw)
+            return
+        if self._layout is None:  # "auto" shards sized on the first cells
+            self.builder.size_shards(self.grid, sum(map(len, data)) / max(len(data), 1))
+            self._layout = self.builder._layout(self.grid, self.compressors)
+            assert self._layout is not None
+            self._full = self._layout.n_inner
+        shard, inner = self._layout.locate(cells)
+        for s, p, raw in zip(map(tuple, shard.tolist()), inner.tolist(), data):
+            members = self._pending.setdefault(s, {})
+            members[p] = raw
+            if len(members) == self._full:
+                self._emit(s)
+
+    def _emit(self, shard: tuple[int, ...]) -> None:
+        assert self._layout is not None
+        self.builder.put_object(
+            f"{self.path}/{cell_key(shard)}", encode_shard(self._layout, self._pending.pop(shard))
+        )
 
     def close(self) -> None:
         attrs = dict(self.attributes)
@@ -393,9 +452,15 @@ class CellStream:
             attrs["chunk_grid_origin"] = [int(o) for o in self.grid.origin]
         attrs["nonempty_chunks"] = self.nonempty
         shape = tuple(int(s) for s in self.grid.shape)
-        self.builder.arrays[self.path] = zarr_json.vlen_array_doc(
-            shape, (1,) * len(shape), self.compressors, attrs, self.array_codecs
-        )
+        doc = zarr_json.vlen_array_doc(shape, (1,) * len(shape), self.compressors, attrs, self.array_codecs)
+        if self.builder.shards is not None:
+            if self._layout is None:  # no cell came: the array is still sharded, like its siblings
+                self._layout = self.builder._layout(self.grid, self.compressors)
+            assert self._layout is not None
+            for shard in list(self._pending):
+                self._emit(shard)
+            doc = sharded_doc(doc, self._layout.chunks_per_shard)
+        self.builder.arrays[self.path] = doc
 
 
 class LevelBuilder:

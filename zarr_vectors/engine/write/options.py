@@ -11,43 +11,27 @@ once) and hand them on as one :class:`StoreOptions`.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zarr.abc.store import Store
-
 from zarr_vectors.errors import InputError
-from zarr_vectors.storage import local_path
 
 __all__ = ["StoreOptions", "check_shards", "default_shards"]
 
-#: URL schemes of object storage, where a store is sharded unless told otherwise.
-OBJECT_STORAGE = frozenset(
-    {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "http", "https", "oss", "r2"}
-)
 
-
-def default_shards(target: Any) -> str | None:
-    """``"auto"`` for object storage (``s3://``, ``gs://``, ``az://``, ``http(s)://``..., or a zarr
-    Store over such a filesystem), None (one object per cell) for local directories, zip files,
-    ``memory://`` and in-memory or transactional (Icechunk) stores."""
-    if isinstance(target, Store):
-        fs = getattr(target, "fs", None)
-        protocol = getattr(fs, "protocol", None) if fs is not None else None
-        names = {protocol} if isinstance(protocol, str) else set(protocol or ())
-        return "auto" if names & OBJECT_STORAGE else None
-    if not isinstance(target, (str, os.PathLike)) or local_path(target) is not None:
-        return None
-    scheme = os.fspath(target).split("://", 1)[0].lower()
-    return "auto" if scheme in OBJECT_STORAGE else None
+def default_shards(target: Any) -> str:
+    """``"auto"`` on every backend (DECISIONS item 10: sharded arrays by default, local disk
+    included); ``target`` is kept for callers that name it."""
+    del target
+    return "auto"
 
 
 def check_shards(shards: Any, ndim: int, target: Any = None) -> str | tuple[int, ...] | None:
-    """The ``shards`` keyword checked: None (one object per cell), ``"auto"`` (shards of about
-    64 MB, sized from the data) or chunks per shard along each of ``ndim`` axes. ``"default"``
-    is :func:`default_shards` of ``target``; ``"none"`` and False are None; an int is every axis."""
+    """The ``shards`` keyword checked: None (one object per cell), ``"auto"`` (shards sized from
+    the grid and the data, see :func:`~zarr_vectors.format.shards.auto_chunks_per_shard`) or
+    chunks per shard along each of ``ndim`` axes. ``"default"`` is :func:`default_shards`
+    (``"auto"``); ``"none"`` and False are None; an int is every axis."""
     if isinstance(shards, str) and shards == "default":
         return default_shards(target)
     if shards is None or shards is False or (isinstance(shards, str) and shards == "none"):

@@ -159,7 +159,7 @@ def reshard(
     dst
         Where to write the copy (as for :func:`zarr_vectors.write_points`).
     shards
-        ``"auto"`` (about 64 MB per shard, from the source's bytes per cell), chunks per shard
+        ``"auto"`` (sized from the grid as writers do, at most 64 MB a shard), chunks per shard
         (one integer, or one per axis), or None / ``"none"``: one object per cell (unshard).
     overwrite
         Replace an existing store at ``dst``.
