@@ -146,9 +146,14 @@ def test_objects_groups_and_their_attributes(tmp_path, rng):
     box = ds.query(bbox=(lo, hi))
     assert np.array_equal(box.object_ids, oid[box.attributes["row"]])
     assert sorted(box.attributes["row"].tolist()) == np.flatnonzero(brute_force_box(pos, lo, hi)).tolist()
-    got_vol = ds.object_attributes("volume")
+    # 13 and 40 .. 44 have attribute rows but no points: without an id table they cannot be
+    # told from gaps of ids kept as given (DECISIONS 8 amended), so they read by id, unlisted.
+    listed = [i for i in range(40) if i != 13]
+    assert ds.object_ids().tolist() == listed
+    assert np.array_equal(ds.object_attributes("volume"), volume[listed])
+    got_vol = ds.object_attributes("volume", list(range(45)))
     assert np.array_equal(got_vol, volume)
-    got_label = ds.object_attributes("label")
+    got_label = ds.object_attributes("label", list(range(45)))
     assert got_label[:30].tolist() == label[:30].tolist()
     assert (got_label[30:] == np.iinfo(np.int32).min).all()  # absent sentinel
     assert [g.tolist() for g in ds.groups()] == groups

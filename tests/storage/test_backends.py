@@ -159,7 +159,12 @@ def test_round_trip_queries_objects_and_groups(target: StoreTarget) -> None:
     assert np.array_equal(result_rows(objs), expected_rows(cloud, np.isin(oid, [7, 0])))
     assert len(ds.objects([5])) == 0
 
-    assert np.array_equal(ds.object_attributes("volume"), cloud["object_attributes"]["volume"])
+    volume = cloud["object_attributes"]["volume"]
+    # Object 5 has a row but no points: without an id table it cannot be told from a gap of ids
+    # kept as given (DECISIONS 8 amended), so it reads by id but is not listed.
+    assert ds.object_ids().tolist() == [i for i in range(N_OBJECTS) if i != 5]
+    assert np.array_equal(ds.object_attributes("volume"), np.delete(volume, 5))
+    assert ds.object_attributes("volume", [5]).tolist() == [volume[5]]
     assert ds.object_attributes("label", [3, 1]).tolist() == [30, 10]
     assert [g.tolist() for g in ds.groups()] == GROUPS
     assert np.array_equal(ds.group_attributes("weight"), cloud["group_attributes"]["weight"])
