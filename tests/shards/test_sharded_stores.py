@@ -146,12 +146,13 @@ def test_a_box_query_fetches_each_index_once_and_one_range_per_shard(points):
     assert {"0/vertices", "0/vertex_attributes/a"} <= arrays
     assert len(indexes) == len(shards) == 2 * len(arrays)  # shards c/0/0/0 and c/1/0/0 of each array
     assert len(waves[1]) == len(shards)  # one coalesced range per shard
-    assert len(waves) == 3 and waves[2] == [("zarr.json", 0, None)]  # then the root check
+    assert len(waves) == 2  # indexes, then the cells' ranges
+    assert counter.gets == [["zarr.json"]]  # then the root check (whole keys, not a range wave)
     counter.clear()
     again = ds.query(bbox=(lo, hi))
     assert len(again) == len(first)
     assert not [r for wave in counter.ranges for r in wave if r[1] < 0]  # indexes cached
-    assert len(counter.ranges) == 2
+    assert len(counter.ranges) == 1 and counter.gets == [["zarr.json"]]  # the cells, the root check
 
 
 def test_damaged_shard_index_is_named(tmp_path, points):

@@ -327,8 +327,24 @@ class Dataset(GroupReads, LevelUpdates):
         return sorted(set(lv.object_attributes) - hidden)
 
     def close(self) -> None:
-        """Close the files the dataset keeps open for reading (the shards of a local store);
-        garbage collection does the same. The dataset stays usable: later reads reopen them."""
+        """Close the files the dataset keeps open for reading (the shards of a local store).
+
+        Garbage collection does the same, and so does leaving a ``with`` block. The dataset
+        stays usable: later reads open the files they need again.
+
+        Examples
+        --------
+        >>> import tempfile, pathlib, zarr_vectors as zv
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = pathlib.Path(folder) / "points.zarr"
+        ...     _ = zv.write_points(path, [[0, 0], [1, 1], [5, 5]], chunk_shape=4)
+        ...     ds = zv.open(path)
+        ...     first = len(ds.query(bbox=([0, 0], [2, 2])))
+        ...     ds.close()
+        ...     again = len(ds.query(bbox=([0, 0], [2, 2])))
+        >>> first, again
+        (2, 2)
+        """
         self._store.backend.close()
 
     def __enter__(self) -> Dataset:

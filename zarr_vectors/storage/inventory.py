@@ -6,10 +6,11 @@ every key: a directory walk on local disk, one size request per key elsewhere (c
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from zarr_vectors.errors import FormatError
+from zarr_vectors.format.zarr_json import load_json
 from zarr_vectors.storage.resolve import open_backend
 
 __all__ = ["ArrayUsage", "inventory"]
@@ -42,8 +43,8 @@ def inventory(target: Any, *, storage_options: dict[str, Any] | None = None) -> 
         if raw is None:
             continue
         try:
-            doc = json.loads(raw)
-        except json.JSONDecodeError:
+            doc = load_json(raw, key)
+        except FormatError:
             continue  # not this module's concern: `zarr-vectors validate` reports bad metadata
         if isinstance(doc, dict) and doc.get("node_type") == "array":
             docs[key[: -len("/zarr.json")]] = doc

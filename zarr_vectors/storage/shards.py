@@ -21,7 +21,6 @@ through and forget the indexes (and shard layouts) of the keys they touch.
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -30,6 +29,7 @@ import numpy as np
 
 from zarr_vectors.errors import CorruptShardError, FormatError
 from zarr_vectors.format.shards import EMPTY, ShardLayout, decode_index, parse_sharding
+from zarr_vectors.format.zarr_json import load_json
 from zarr_vectors.storage.protocol import Backend, ByteRange, cut_range
 from zarr_vectors.storage.scratch import Arena
 from zarr_vectors.storage.wrappers import Wrapping
@@ -76,9 +76,9 @@ class ShardReader(Wrapping):
                 self._forget(f"{path}/c/")
             return
         try:
-            doc = json.loads(raw)
+            doc = load_json(raw, path)
             layout = parse_sharding(path, doc) if isinstance(doc, dict) else None
-        except (ValueError, FormatError):
+        except FormatError:
             layout = None
         if layout is None:
             self.layouts.pop(path, None)

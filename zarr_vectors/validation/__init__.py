@@ -86,7 +86,8 @@ def validate(
     >>> import tempfile, pathlib, zarr_vectors as zv
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     path = pathlib.Path(folder) / "cells.zarr"
-    ...     _ = zv.write_points(path, [[0, 0], [1, 1], [5, 5]], chunk_shape=4)
+    ...     # one file per cell (shards=None), so that cutting a file damages one cell
+    ...     _ = zv.write_points(path, [[0, 0], [1, 1], [5, 5]], chunk_shape=4, shards=None)
     ...     before = zv.validate(path)
     ...     cell = path / "0" / "vertices" / "c" / "1" / "1"
     ...     _ = cell.write_bytes(cell.read_bytes()[:-3])  # cut a cell short

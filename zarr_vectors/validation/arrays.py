@@ -17,13 +17,13 @@ import numpy as np
 from zarr.registry import get_codec_class
 
 from zarr_vectors.engine import DRACO_BYTES, FRAGMENT_BYTES, CellArray, LinkArray
-from zarr_vectors.errors import DecodeError
+from zarr_vectors.errors import DecodeError, FormatError
 from zarr_vectors.format.findings import UNSUPPORTED, Finding, short
 from zarr_vectors.format.grid import bins_per_chunk
 from zarr_vectors.format.groups import parse_link_attribute_family, parse_links_family
 from zarr_vectors.format.links import parse_delta
 from zarr_vectors.format.metadata import MAX_READ_BINS, LevelMeta
-from zarr_vectors.format.shards import inner_codecs
+from zarr_vectors.format.shards import inner_codecs, parse_sharding
 from zarr_vectors.validation._report import Collector
 from zarr_vectors.validation._store import StoreView
 from zarr_vectors.validation.metadata import RootInfo, report
@@ -102,6 +102,11 @@ def _cell_array(
         codecs = codecs + inner  # sharded: the codecs inside sharding_indexed must be known too
     listed = isinstance(codecs, list) and all(isinstance(c, dict) for c in codecs)
     readable = _report_codecs(path, codecs if listed else [], findings, out)
+    try:
+        parse_sharding(path, view.docs[path])
+    except FormatError as exc:  # the reader refuses such a shard layout: no cell of it reads
+        out.error("metadata.codecs", path, str(exc))
+        readable = False
     if arr is None:
         return None
     if not readable:
