@@ -135,7 +135,7 @@ def test_lines_meshes_and_refusals(tmp_path: Path) -> None:
     assert np.array_equal(np.sort(ms.read().attributes["s"]), stamp)
     with pytest.raises(InputError, match="without a unit"):
         zv.write_points(
-            tmp_path / "g.zarr", np.zeros((1, 2)), chunk_shape=1, attributes={"t": np.array(["NaT"], "M8")}
+            tmp_path / "g.zarr", np.zeros((1, 2)), chunk_shape=1, attributes={"t": np.zeros(1, "M8")}
         )
     with pytest.raises(InputError, match="vertex and object attributes only"):
         zv.write_graph(

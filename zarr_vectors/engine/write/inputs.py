@@ -351,17 +351,15 @@ def table_attributes(attributes: Mapping[str, Any] | None, n: int, what: str) ->
     out = []
     check_names(attributes or {}, what)
     for name, values in (attributes or {}).items():
+        dtype = np.asarray(values).dtype
+        unit = np.datetime_data(dtype)[0] if dtype.kind == "M" else None
+        if unit == "generic":
+            raise InputError(f"{what} {name!r} is datetime64 without a unit; give one, e.g. datetime64[s]")
         if isinstance(values, np.ma.MaskedArray):  # masked entries are stored as absent
-            dtype = np.asarray(values).dtype  # dates and times: absent is NaT, int64's sentinel
-            values = values.filled(np.datetime64("NaT") if dtype.kind == "M" else absent_fill(dtype))
+            # dates and times: absent is NaT (int64's sentinel) in the array's own unit
+            values = values.filled(np.datetime64("NaT", unit) if unit else absent_fill(dtype))
         arr = np.asarray(values)
-        unit = None
         if arr.dtype.kind == "M":  # dates and times: int64 counts of their unit
-            unit = np.datetime_data(arr.dtype)[0]
-            if unit == "generic":
-                raise InputError(
-                    f"{what} {name!r} is datetime64 without a unit; give one, e.g. datetime64[s]"
-                )
             arr = arr.view(np.int64)
         elif arr.dtype.kind in "UO" and arr.ndim == 1:  # names, labels: UTF-8 strings
             items = values if isinstance(values, (list, tuple)) or arr.dtype.kind == "O" else ()
