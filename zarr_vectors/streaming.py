@@ -21,6 +21,7 @@ import numpy as np
 
 from zarr_vectors.engine import (
     DEFAULT_MEMORY_LIMIT,
+    LinkedStream,
     PointStream,
     StoreOptions,
     chunk_shape_of,
@@ -31,6 +32,7 @@ from zarr_vectors.engine import (
 from zarr_vectors.errors import InputError, ZarrVectorsError, choice_message
 from zarr_vectors.format.kinds import writer_kinds
 from zarr_vectors.kinds import graphs, lines, meshes, skeletons
+from zarr_vectors.kinds.skeleton_stream import SkeletonStream
 from zarr_vectors.storage import check_target, scratch_folder
 
 __all__ = ["create", "BatchWriter", "PointStream"]
@@ -214,6 +216,37 @@ def _expected_shape(kind: str, bounds: Any, expected: Any, bin_shape: Any) -> An
     return chunk_shape_of(expected_chunk_edge(box, int(expected)), d, bins)
 
 
+#: Per-object and per-group keywords a streaming writer takes at ``create()``.
+_TABLE_KEYWORDS = ("channel_names", "object_attributes", "groups", "group_attributes", "group_names")
+
+
+def _linked(
+    cls: type[LinkedStream],
+    target: Any,
+    chunk_shape: Any,
+    bounds: Any,
+    memory_limit: int | None,
+    workers: int | None,
+    spill_dir: Any,
+    progress: bool | None,
+    options: dict[str, Any],
+) -> LinkedStream:
+    """A streaming writer of a linked kind, the keywords split into store-wide and table ones."""
+    store = {k: options.pop(k) for k in _STORE_KEYWORDS[2:] if k in options}
+    tables = {k: options.pop(k) for k in _TABLE_KEYWORDS if k in options}
+    if options:
+        raise InputError(f"create() of {cls.kind_name} got unknown keywords {sorted(options)}")
+    return cls(
+        target,
+        StoreOptions(chunk_shape, bounds=bounds, **store),
+        memory_limit=memory_limit,
+        workers=workers,
+        spill_dir=spill_dir,
+        progress=progress,
+        **tables,
+    )
+
+
 def create(
     target: Any,
     kind: str,
@@ -226,7 +259,7 @@ def create(
     spill_dir: str | os.PathLike[str] | None = None,
     progress: bool | None = None,
     **options: Any,
-) -> PointStream | BatchWriter:
+) -> PointStream | LinkedStream | BatchWriter:
     """A writer for a new store at ``target`` that takes the data in batches.
 
     Call ``append(...)`` once per batch, then ``close()``, or use it in a ``with`` block
@@ -298,6 +331,10 @@ def create(
             spill_dir=spill_dir,
             progress=progress,
             **tables,
+        )
+    if name == "skeletons":
+        return _linked(
+            SkeletonStream, target, chunk_shape, bounds, memory_limit, workers, spill_dir, progress, options
         )
     options = {"chunk_shape": chunk_shape, "bounds": bounds, **options}
     return BatchWriter(target, name, options, None if spill_dir is None else os.fspath(spill_dir))

@@ -54,6 +54,7 @@ from zarr_vectors.engine.write.level0 import (
     write_level0,
     write_level_arrays,
 )
+from zarr_vectors.engine.write.linkedstream import GroupCells, LinkedStream, SweepContext, cells_of
 from zarr_vectors.engine.write.options import StoreOptions, check_shards
 from zarr_vectors.engine.write.partition import Partition, cell_indices, partition, sort_keys
 from zarr_vectors.engine.write.reshard import reshard
@@ -77,6 +78,10 @@ __all__ = [
     "DenseIds",
     "EncodedCells",
     "FRAGMENT_BYTES",
+    "GroupCells",
+    "LinkedStream",
+    "SweepContext",
+    "cells_of",
     "Layout",
     "Level",
     "LevelArrays",

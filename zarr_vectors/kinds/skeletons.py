@@ -40,7 +40,7 @@ from zarr_vectors.format.links import encode_ragged, parse_offsets, place_links,
 from zarr_vectors.format.manifests import encode_manifests_batch
 from zarr_vectors.kinds.graphs import intra_payloads, vertex_locals
 
-__all__ = ["write_skeleton", "tree_roots", "depth_first_order"]
+__all__ = ["write_skeleton", "tree_roots", "depth_first_order", "check_parents", "continues", "runs_partition"]
 
 
 def tree_roots(parents: np.ndarray) -> np.ndarray:
@@ -78,7 +78,7 @@ def depth_first_order(parents: np.ndarray, roots: np.ndarray) -> np.ndarray:
     return order
 
 
-def _check_parents(parents: Any, n: int) -> np.ndarray:
+def check_parents(parents: Any, n: int) -> np.ndarray:
     arr = np.asarray(parents)
     if arr.shape != (n,) or arr.dtype.kind not in "iu":
         raise InputError(f"parents must be ({n},) integers (-1 for a root), got {arr.shape} {arr.dtype}")
@@ -100,19 +100,32 @@ def skeleton_partition(positions: np.ndarray, parents: np.ndarray, oids: np.ndar
     an object's fragments, taken by their first vertex's input index, concatenate to its
     vertices in input order (see :func:`skeleton_manifests`).
     """
-    n = len(positions)
-    by_object = np.lexsort((np.arange(n), oids))
-    seq = np.empty(n, np.int64)  # position of each vertex in its object's input order
-    seq[by_object] = np.arange(n)
     cell = sort_keys(positions, grid) // grid.n_bins
-    order = np.lexsort((np.arange(n), oids, cell))
+    return runs_partition(cell, oids, np.arange(len(positions)), continues(parents, oids, cell), grid)
+
+
+def continues(parents: np.ndarray, ids: np.ndarray, cell: np.ndarray) -> np.ndarray:
+    """Whether each vertex continues its fragment: its parent is the vertex of the same object
+    just before it in input order, in the same (linear) cell. ``parents`` index the same rows."""
+    n = len(parents)
+    by_object = np.lexsort((np.arange(n), ids))
+    prev = np.full(n, -1, np.int64)
+    same = ids[by_object[1:]] == ids[by_object[:-1]]
+    prev[by_object[1:][same]] = by_object[:-1][same]
+    has = parents >= 0
+    return has & (parents == prev) & (cell[np.maximum(parents, 0)] == cell)
+
+
+def runs_partition(
+    cell: np.ndarray, oids: np.ndarray, vertex: np.ndarray, cont: np.ndarray, grid: Grid
+) -> Partition:
+    """Rows by (linear cell, object, vertex number); a new fragment starts at each new cell
+    or object and at every row that does not continue the one before (``cont`` false)."""
+    n = len(cell)
+    order = np.lexsort((vertex, oids, cell))
     scell, sobj = cell[order], oids[order]
     new_cell = np.r_[True, scell[1:] != scell[:-1]] if n else np.zeros(0, bool)
-    if n:
-        continues = (parents[order[1:]] == order[:-1]) & (seq[order[1:]] == seq[order[:-1]] + 1)
-        new_frag = new_cell | np.r_[True, sobj[1:] != sobj[:-1]] | np.r_[True, ~continues]
-    else:
-        new_frag = new_cell
+    new_frag = new_cell | np.r_[True, sobj[1:] != sobj[:-1]] | ~cont[order] if n else new_cell
     cell_first = np.flatnonzero(new_cell)
     row_offsets = np.append(cell_first, n).astype(np.int64)
     cells = np.stack(np.unravel_index(scell[cell_first], tuple(int(s) for s in grid.shape)), axis=1)
@@ -334,7 +347,7 @@ def write_skeleton(
     """
     pos = _inputs.positions_array(positions, _inputs.call_ndim(chunk_shape, bounds, axes))
     n, d = pos.shape
-    par = _check_parents(parents, n)
+    par = check_parents(parents, n)
     roots = tree_roots(par)
     user_ids = _inputs.object_id_array(object_ids, n)
     if user_ids is None:

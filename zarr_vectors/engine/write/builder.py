@@ -26,6 +26,7 @@ __all__ = [
     "StoreBuilder",
     "CellStream",
     "LevelBuilder",
+    "FLUSH_BYTES",
     "MANIFEST_BUCKET",
     "OBJECT_ATTRIBUTE_CHUNK",
     "shard_items",
@@ -59,8 +60,11 @@ class StoreBuilder:
         *,
         checksums: bool = False,
         shards: str | tuple[int, ...] | None = None,
+        flush_bytes: int = FLUSH_BYTES,
     ) -> None:
         self.backend = backend
+        #: Pending chunk bytes that trigger a write to the backend.
+        self.flush_bytes = flush_bytes
         self.compression = compression
         self.compression_level = level
         self.checksums = checksums
@@ -114,7 +118,7 @@ class StoreBuilder:
     def _chunk(self, key: str, data: bytes) -> None:
         self._pending.append((key, data))
         self._pending_bytes += len(data)
-        if self._pending_bytes >= FLUSH_BYTES or len(self._pending) >= FLUSH_KEYS:
+        if self._pending_bytes >= self.flush_bytes or len(self._pending) >= FLUSH_KEYS:
             self.flush()
 
     def merge_shards(
@@ -238,11 +242,24 @@ class StoreBuilder:
         self, path: str, items: Sequence[bytes], chunk: int, attributes: dict[str, Any]
     ) -> None:
         """A 1-D vlen array of ``len(items)`` elements in chunks of ``chunk``; empty chunks are skipped."""
+        n = len(items)
+        parts = ((c, items[start : start + chunk]) for c, start in enumerate(range(0, n, chunk)))
+        self.vlen_list_chunks(path, n, chunk, parts, attributes)
+
+    def vlen_list_chunks(
+        self,
+        path: str,
+        n: int,
+        chunk: int,
+        parts: Iterable[tuple[int, Sequence[bytes]]],
+        attributes: dict[str, Any],
+    ) -> None:
+        """:meth:`vlen_list_array` given chunk by chunk: ``(c, items of chunk c)`` for any chunks
+        (a chunk not given, or of empty items only, is not written)."""
         compressors = self.compressors("data")
         pipe = Pipeline.from_codecs([{"name": "vlen-bytes"}, *compressors])
-        n = len(items)
-        for c, start in enumerate(range(0, n, chunk)):
-            part = list(items[start : start + chunk])
+        for c, items in parts:
+            part = list(items)
             if not any(part):
                 continue
             part += [b""] * (chunk - len(part))
@@ -439,6 +456,19 @@ class CellStream:
             members[p] = raw
             if len(members) == self._full:
                 self._emit(s)
+
+    def release(self, before: int) -> None:
+        """Queue every pending shard whose cells all lie below linear cell ``before``: a writer
+        adding cells in ascending linear order will add none of them again."""
+        if self._layout is None or not self._pending:
+            return
+        cps = np.asarray(self._layout.chunks_per_shard, np.int64)
+        shape = tuple(int(s) for s in self.grid.shape)
+        shards = np.array(list(self._pending), np.int64).reshape(-1, len(shape))
+        last = np.minimum((shards + 1) * cps, np.asarray(shape, np.int64)) - 1
+        done = np.ravel_multi_index(tuple(last.T), shape) < before
+        for shard in map(tuple, shards[done].tolist()):
+            self._emit(shard)
 
     def _emit(self, shard: tuple[int, ...]) -> None:
         assert self._layout is not None

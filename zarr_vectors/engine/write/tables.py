@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 import numpy as np
 
 from zarr_vectors.engine.ids import OBJECT_ID_ATTRIBUTE
@@ -12,7 +14,7 @@ from zarr_vectors.format.grid import Grid
 from zarr_vectors.format.manifests import encode_manifests_batch
 from zarr_vectors.format.zarr_json import absent_fill
 
-__all__ = ["build_manifests", "manifests_of", "write_object_tables"]
+__all__ = ["build_manifests", "manifests_of", "write_object_index", "write_object_tables"]
 
 
 def build_manifests(part: Partition, grid: Grid, num_objects: int) -> list[bytes]:
@@ -48,6 +50,38 @@ def manifests_of(
     block_offsets = np.append(block_first, len(obj_s))
     return encode_manifests_batch(
         num_objects, obj_s[block_first], chunks[order[block_first]], block_offsets, local_s
+    )
+
+
+def write_object_index(
+    builder: StoreBuilder,
+    level_path: str,
+    sid_ndim: int,
+    num_objects: int,
+    buckets: Iterable[tuple[int, list[bytes]]],
+) -> None:
+    """The object index given bucket by bucket: ``(b, manifests of objects b * MANIFEST_BUCKET
+    onwards)`` for every bucket in ascending order; the same bytes as :func:`write_object_tables`."""
+    present = 0
+
+    def counted() -> Iterator[tuple[int, list[bytes]]]:
+        nonlocal present
+        for b, manifests in buckets:
+            present += sum(1 for m in manifests if len(m) > 4)
+            yield b, manifests
+
+    builder.vlen_list_chunks(
+        f"{level_path}/object_index/manifests", num_objects, MANIFEST_BUCKET, counted(), {}
+    )
+    builder.group(
+        f"{level_path}/object_index",
+        {
+            "zv_array": "object_index",
+            "num_objects": num_objects,
+            "num_present": present,
+            "sid_ndim": sid_ndim,
+            "layout": "vlen_manifests_v1",
+        },
     )
 
 
