@@ -313,7 +313,8 @@ class LinkedStream:
         cell = cell_indices(pos, grid)
         vertex = self._keyed + np.arange(len(pos), dtype=np.int64)
         columns, links = self._columns(batch, cell, vertex)
-        self._vertices.add(cell, {"positions": pos, "vertex": vertex, "ids": batch["ids"], **columns})
+        attrs = {k: v for k, v in batch.items() if k[0] == "a" and k[1:].isdigit()}
+        self._vertices.add(cell, {"positions": pos, "vertex": vertex, "ids": batch["ids"], **attrs, **columns})
         if links is not None:
             self._links.add(*links)
         self._keyed += len(pos)
@@ -488,7 +489,7 @@ class LinkedStream:
                 stream(path, *metas[path]).add(cells, payloads)
             oid, key, cell, local = group.fragments
             self._fragments.add(
-                oid // MANIFEST_BUCKET, {"oid": oid, "key": key, "cell": cell, "local": local}
+                oid, {"oid": oid, "key": key, "cell": cell, "local": local}
             )
             self._links.resolve(lo, hi, group.vertex, group.cell, group.local)
             for s in streams.values():
@@ -514,19 +515,32 @@ class LinkedStream:
         return present + ["object_index"] + write_tables(builder, grid.ndim, tables, None)
 
     def _manifests(self, ctx: SweepContext, max_rows: int) -> Iterator[tuple[int, list[bytes]]]:
-        """The manifests of every bucket of objects, in order, from the waiting fragments."""
-        spill, n = self._fragments, ctx.num_objects
+        """The manifests of every bucket of objects, in order, from the fragments waiting by
+        object id (read a group of whole objects at a time; objects without any are empty)."""
+        spill, n, size = self._fragments, ctx.num_objects, MANIFEST_BUCKET
         spill.finish()
-        buckets = -(-n // MANIFEST_BUCKET)
         used, counts = spill.cells()
-        full = np.zeros(buckets, np.int64)
-        full[used] = counts
-        empty = np.zeros(0, np.int64)
-        for lo, hi in cell_groups(np.arange(buckets), full, max_rows):
-            rows = spill.read(lo, hi) or {"oid": empty, "key": empty, "cell": empty, "local": empty}
-            first, last = lo * MANIFEST_BUCKET, min(hi * MANIFEST_BUCKET, n)
-            oid = rows["oid"] - first
-            manifests = manifests_from(oid, rows["key"], rows["cell"], rows["local"], ctx.grid, last - first)
-            for b in range(lo, hi):
-                at = (b - lo) * MANIFEST_BUCKET
-                yield b, manifests[at : at + MANIFEST_BUCKET]
+        pending: list[bytes] = []
+        bucket, done = 0, 0  # the next bucket to yield; objects whose manifests are made
+
+        def upto(stop: int, rows: dict[str, np.ndarray] | None) -> None:
+            nonlocal done
+            if rows is None:
+                pending.extend(manifests_from(*([np.zeros(0, np.int64)] * 4), ctx.grid, stop - done))
+            else:
+                key, cell, local = rows["key"], rows["cell"], rows["local"]
+                pending.extend(manifests_from(rows["oid"] - done, key, cell, local, ctx.grid, stop - done))
+            done = stop
+
+        for lo, hi in cell_groups(used, counts, max_rows):
+            upto(lo, None)
+            upto(hi, spill.read(lo, hi))
+            while len(pending) >= size:
+                yield bucket, pending[:size]
+                del pending[:size]
+                bucket += 1
+        upto(n, None)
+        while pending:
+            yield bucket, pending[:size]
+            del pending[:size]
+            bucket += 1
