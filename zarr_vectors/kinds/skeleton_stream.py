@@ -82,8 +82,8 @@ class SkeletonStream(LinkedStream):
                 f"in object {int(ids[par[v]])}"
             )
         columns = self._attributes(attributes, n)
-        self._roots += int(np.count_nonzero(par < 0))
         self._queue({"positions": pos, "ids": ids, "parents": par, **columns})
+        self._roots += int(np.count_nonzero(par < 0))
 
     def _columns(
         self, batch: dict[str, np.ndarray], cell: np.ndarray, vertex: np.ndarray

@@ -40,7 +40,14 @@ from zarr_vectors.format.links import encode_ragged, parse_offsets, place_links,
 from zarr_vectors.format.manifests import encode_manifests_batch
 from zarr_vectors.kinds.graphs import intra_payloads, vertex_locals
 
-__all__ = ["write_skeleton", "tree_roots", "depth_first_order", "check_parents", "continues", "runs_partition"]
+__all__ = [
+    "write_skeleton",
+    "tree_roots",
+    "depth_first_order",
+    "check_parents",
+    "continues",
+    "runs_partition",
+]
 
 
 def tree_roots(parents: np.ndarray) -> np.ndarray:

@@ -285,8 +285,12 @@ class LinkedStream:
     def _queue(self, batch: dict[str, np.ndarray]) -> None:
         """Take a checked batch: ``positions``, ``ids`` (user object id per vertex), attributes
         ``a0...`` and the kind's own arrays; keyed now, or set aside until the grid is known."""
-        self._note_ids(batch["ids"])
         pos = batch["positions"]
+        if self.layout is not None:
+            check_inside(pos, self.layout.bounds, "positions")
+        elif self.options.bounds is not None:
+            check_inside(pos, _inputs.resolve_bounds(self.options.bounds, pos[:0]), "positions")
+        self._note_ids(batch["ids"])
         if len(pos):
             lo_hi = _inputs.extent(pos)
             self._extent = (
@@ -309,12 +313,13 @@ class LinkedStream:
         assert self.layout is not None
         pos = batch["positions"]
         grid = self.layout.grid
-        check_inside(pos, self.layout.bounds, "positions")
         cell = cell_indices(pos, grid)
         vertex = self._keyed + np.arange(len(pos), dtype=np.int64)
         columns, links = self._columns(batch, cell, vertex)
         attrs = {k: v for k, v in batch.items() if k[0] == "a" and k[1:].isdigit()}
-        self._vertices.add(cell, {"positions": pos, "vertex": vertex, "ids": batch["ids"], **attrs, **columns})
+        self._vertices.add(
+            cell, {"positions": pos, "vertex": vertex, "ids": batch["ids"], **attrs, **columns}
+        )
         if links is not None:
             self._links.add(*links)
         self._keyed += len(pos)
@@ -488,9 +493,7 @@ class LinkedStream:
             for path, (cells, payloads) in group.arrays.items():
                 stream(path, *metas[path]).add(cells, payloads)
             oid, key, cell, local = group.fragments
-            self._fragments.add(
-                oid, {"oid": oid, "key": key, "cell": cell, "local": local}
-            )
+            self._fragments.add(oid, {"oid": oid, "key": key, "cell": cell, "local": local})
             self._links.resolve(lo, hi, group.vertex, group.cell, group.local)
             for s in streams.values():
                 s.release(hi)
