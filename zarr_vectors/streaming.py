@@ -32,6 +32,7 @@ from zarr_vectors.engine import (
 from zarr_vectors.errors import InputError, ZarrVectorsError, choice_message
 from zarr_vectors.format.kinds import writer_kinds
 from zarr_vectors.kinds import graphs, lines, meshes, skeletons
+from zarr_vectors.kinds.graph_stream import GraphStream
 from zarr_vectors.kinds.skeleton_stream import SkeletonStream
 from zarr_vectors.storage import check_target, scratch_folder
 
@@ -233,7 +234,7 @@ def _linked(
 ) -> LinkedStream:
     """A streaming writer of a linked kind, the keywords split into store-wide and table ones."""
     store = {k: options.pop(k) for k in _STORE_KEYWORDS[2:] if k in options}
-    tables = {k: options.pop(k) for k in _TABLE_KEYWORDS if k in options}
+    tables = {k: options.pop(k) for k in (*_TABLE_KEYWORDS, *cls.create_keywords) if k in options}
     if options:
         raise InputError(f"create() of {cls.kind_name} got unknown keywords {sorted(options)}")
     return cls(
@@ -331,6 +332,10 @@ def create(
             spill_dir=spill_dir,
             progress=progress,
             **tables,
+        )
+    if name == "graphs":
+        return _linked(
+            GraphStream, target, chunk_shape, bounds, memory_limit, workers, spill_dir, progress, options
         )
     if name == "skeletons":
         return _linked(

@@ -129,7 +129,7 @@ class SkeletonStream(LinkedStream):
             out[f"vertex_attributes/{spec.name}"] = (spec.meta(), "data")
         return out
 
-    def _encode(self, rows: dict[str, np.ndarray], ctx: SweepContext) -> GroupCells:
+    def _encode(self, rows: dict[str, np.ndarray], ctx: SweepContext, lo: int, hi: int) -> GroupCells:
         grid = ctx.grid
         pos, vertex = rows["positions"], rows["vertex"]
         oids = ctx.oids(rows["ids"])
@@ -164,7 +164,7 @@ class SkeletonStream(LinkedStream):
         return GroupCells(arrays, fragments, vertex[by_vertex], lin[by_vertex], local[by_vertex])
 
     def _cross(
-        self, record: np.ndarray, cell: np.ndarray, local: np.ndarray, ctx: SweepContext
+        self, record: np.ndarray, cell: np.ndarray, local: np.ndarray, ctx: SweepContext, lo: int, hi: int
     ) -> dict[str, tuple[dict[str, Any], str, np.ndarray, list[bytes]]]:
         grid = ctx.grid
         d = grid.ndim

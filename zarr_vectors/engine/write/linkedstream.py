@@ -167,6 +167,8 @@ class LinkedStream:
     links_convention: ClassVar[str]
     width: ClassVar[int] = 2
     kind_name: ClassVar[str]
+    #: Keywords of the kind's own that ``create()`` hands on (``directed`` for graphs).
+    create_keywords: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
@@ -204,6 +206,8 @@ class LinkedStream:
         self._fragments = CellSpill(None if limit is None else limit // 16, self._folder, self.workers)
         self._links = LinkJoin(self.width, None if limit is None else limit // 16, self._folder, self.workers)
         self.layout: Layout | None = None
+        #: The kind's own spills (closed with the writer).
+        self._spills: list[CellSpill] = []
         if options.bounds is not None and not is_auto(options.chunk_shape):
             self.layout = make_layout(np.zeros((0, self.ndim or 1)), options)
         self._waiting: list[dict[str, Path]] = []  # batches set aside until the grid is known
@@ -220,6 +224,14 @@ class LinkedStream:
     def _require_open(self) -> None:
         if self._closed:
             raise ZarrVectorsError("this writer is closed; create a new one")
+
+    def _spill(self, share: int) -> CellSpill:
+        """A spill of the kind's own, with ``1 / share`` of the memory limit."""
+        spill = CellSpill(
+            None if self.memory_limit is None else self.memory_limit // share, self._folder, self.workers
+        )
+        self._spills.append(spill)
+        return spill
 
     def _spill_folder(self, target: Any, spill_dir: str | os.PathLike[str] | None) -> Path:
         """A locked folder for waiting rows and batches, removed when the writer ends (beside a
@@ -353,15 +365,18 @@ class LinkedStream:
     ) -> tuple[dict[str, np.ndarray], tuple[np.ndarray, ...] | None]:
         raise NotImplementedError
 
-    def _encode(self, rows: dict[str, np.ndarray], ctx: SweepContext) -> GroupCells:
+    def _encode(self, rows: dict[str, np.ndarray], ctx: SweepContext, lo: int, hi: int) -> GroupCells:
+        """Encode the rows of the whole cells ``lo <= cell < hi`` (in arrival order per cell)."""
         raise NotImplementedError
 
     def _metas(self, ctx: SweepContext) -> dict[str, tuple[dict[str, Any], str]]:
         raise NotImplementedError
 
     def _cross(
-        self, record: np.ndarray, cell: np.ndarray, local: np.ndarray, ctx: SweepContext
+        self, record: np.ndarray, cell: np.ndarray, local: np.ndarray, ctx: SweepContext, lo: int, hi: int
     ) -> dict[str, tuple[dict[str, Any], str, np.ndarray, list[bytes]]]:
+        """The cross-chunk link cells of home cells ``lo <= cell < hi``: path -> (metadata, kind,
+        cells, payloads), each path's cells ascending."""
         raise NotImplementedError
 
     def _link_groups(self, builder: StoreBuilder, ctx: SweepContext) -> list[str]:
@@ -383,6 +398,8 @@ class LinkedStream:
         self._release()
 
     def _release(self) -> None:
+        for spill in self._spills:
+            spill.close()
         self._vertices.close()
         self._links.close()
         self._fragments.close()
@@ -433,6 +450,8 @@ class LinkedStream:
         assert self.layout is not None
         spill, grid = self._vertices, self.layout.grid
         spill.finish()
+        for own in self._spills:
+            own.finish()
         linear, counts = spill.cells()
         tables, ids, oid_of = self._tables()
         ctx = SweepContext(
@@ -489,7 +508,7 @@ class LinkedStream:
             stream(path, *metas[path])
         max_rows = self._group_rows(self.rows)
         for lo, hi in self._vertices.groups(max_rows):
-            group = self._encode(self._vertices.read(lo, hi), ctx)
+            group = self._encode(self._vertices.read(lo, hi), ctx, lo, hi)
             for path, (cells, payloads) in group.arrays.items():
                 stream(path, *metas[path]).add(cells, payloads)
             oid, key, cell, local = group.fragments
@@ -500,7 +519,7 @@ class LinkedStream:
         self._vertices.close()
         for lo, hi in self._links.groups(max_rows):
             record, cell, local = self._links.records(lo, hi)
-            for path, (meta, kind, cells, payloads) in self._cross(record, cell, local, ctx).items():
+            for path, (meta, kind, cells, payloads) in self._cross(record, cell, local, ctx, lo, hi).items():
                 stream(path, meta, kind).add(cells, payloads)
             for s in streams.values():
                 s.release(hi)

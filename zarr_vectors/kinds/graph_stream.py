@@ -1,0 +1,264 @@
+"""Graphs written batch by batch in bounded memory: :class:`GraphStream`.
+
+The store is the one :func:`~zarr_vectors.kinds.graphs.write_graph` writes from the
+concatenated batches (each batch's edge indices shifted to that numbering). An edge whose
+two vertices share a chunk waits keyed by that chunk and is written with it; an edge across
+chunks goes through the shared :class:`~zarr_vectors.engine.write.linkjoin.LinkJoin`, its
+edge attributes waiting at its home chunk. Vertices may belong to objects that span
+batches (the default is one object, 0, for every vertex).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from zarr_vectors.engine import (
+    OBJECT_ID_META,
+    AttributeSpec,
+    GroupCells,
+    LinkedStream,
+    StoreBuilder,
+    SweepContext,
+    cells_of,
+    fragment_owner_payloads,
+    fragment_payloads,
+    partition,
+    row_payloads,
+)
+from zarr_vectors.engine import inputs as _inputs
+from zarr_vectors.errors import InputError
+from zarr_vectors.format.links import encode_ragged, parse_offsets, place_links
+from zarr_vectors.kinds.graphs import edge_array, intra_payloads, vertex_locals
+
+__all__ = ["GraphStream"]
+
+
+class GraphStream(LinkedStream):
+    """A graph given in batches: ``append(positions, edges, attributes=, object_ids=,
+    edge_attributes=)`` as for :func:`zarr_vectors.write_graph`, each batch's edges indexing
+    its own rows. ``directed`` is given once, to :func:`zarr_vectors.create`."""
+
+    geometry_type: ClassVar[str] = "graph"
+    links_convention: ClassVar[str] = "explicit"
+    kind_name: ClassVar[str] = "graphs"
+    create_keywords: ClassVar[tuple[str, ...]] = ("directed",)
+
+    def __init__(self, *args: Any, directed: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.directed = bool(directed)
+        self._intra = self._spill(16)  # edges inside one chunk, by that chunk
+        self._cross_values = self._spill(16)  # edge attributes of cross-chunk edges, by home chunk
+        self._edge_specs: list[AttributeSpec] | None = None
+        self._edges = 0  # edges appended
+        self._keyed_edges = 0  # edges keyed by cell
+
+    def append(  # type: ignore[override]
+        self,
+        positions: Any,
+        edges: Any,
+        *,
+        attributes: Mapping[str, Any] | None = None,
+        object_ids: Any = None,
+        edge_attributes: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Add vertices and the edges between them (``edges`` index this batch's rows)."""
+        self._require_open()
+        pos = self._positions(positions)
+        n = len(pos)
+        e = edge_array(edges, n)
+        values = self._edge_values(edge_attributes, len(e))
+        ids = self._given_ids(object_ids, n)
+        columns = self._attributes(attributes, n)
+        if ids is None:
+            ids = np.zeros(n, np.int64)
+        self._queue({"positions": pos, "ids": ids, "edges": e, **columns, **values})
+        self._edges += len(e)
+
+    def _edge_values(self, given: Mapping[str, Any] | None, count: int) -> dict[str, np.ndarray]:
+        """A batch's edge attributes as columns ``e0, e1, ...``; the first batch fixes them."""
+        if self._edge_specs is None:
+            named = _inputs.vertex_attributes(given, count, what="edge attribute")
+            self._edge_specs = [AttributeSpec.of(a) for a in named]
+            return {f"e{i}": a.values for i, a in enumerate(named)}
+        names = [s.name for s in self._edge_specs]
+        if sorted(given or {}) != sorted(names):
+            raise InputError(
+                f"this batch has edge attributes {sorted(given or {})} but the first batch had "
+                f"{sorted(names)}; every batch must give the same edge attributes"
+            )
+        return {f"e{i}": s.conform(dict(given or {})[s.name], count) for i, s in enumerate(self._edge_specs)}
+
+    def _columns(
+        self, batch: dict[str, np.ndarray], cell: np.ndarray, vertex: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], tuple[np.ndarray, ...] | None]:
+        e = batch["edges"]
+        record = self._keyed_edges + np.arange(len(e), dtype=np.int64)
+        self._keyed_edges += len(e)
+        values = {k: v for k, v in batch.items() if k[0] == "e" and k[1:].isdigit()}
+        ends = cell[e]
+        same = ends[:, 0] == ends[:, 1]
+        self._intra.add(
+            ends[same, 0],
+            {"record": record[same], "a": vertex[e[same, 0]], "b": vertex[e[same, 1]]}
+            | {k: v[same] for k, v in values.items()},
+        )
+        cross = ~same
+        home = ends[cross, 0] if self.directed else ends[cross].min(axis=1)
+        if values:
+            self._cross_values.add(home, {"record": record[cross]} | {k: v[cross] for k, v in values.items()})
+        return {}, (record[cross], vertex[e[cross]], ends[cross], home)
+
+    def _metas(self, ctx: SweepContext) -> dict[str, tuple[dict[str, Any], str]]:
+        d = ctx.grid.ndim
+        intra = ".".join(["0"] * d)
+        out: dict[str, tuple[dict[str, Any], str]] = {
+            "vertices": (
+                {"zv_array": "vertices", "dtype": ctx.position_dtype.name, "encoding": "raw"},
+                "data",
+            ),
+            "vertex_fragments": (
+                {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"},
+                "fragments",
+            ),
+            f"links/0/{intra}": (self._links_meta(ctx, intra, False), "links"),
+            "link_fragments": ({"zv_array": "link_fragments", "encoding": "fragment_index_v1"}, "fragments"),
+            "fragment_attributes/object_id": (dict(OBJECT_ID_META), "data"),
+        }
+        for spec in ctx.specs:
+            out[f"vertex_attributes/{spec.name}"] = (spec.meta(), "data")
+        for spec in self._edge_specs or []:
+            out[f"link_attributes/{spec.name}/0/{intra}"] = (self._value_meta(spec, intra, d), "data")
+        return out
+
+    def _links_meta(self, ctx: SweepContext, segment: str, has_perm: bool) -> dict[str, Any]:
+        d = ctx.grid.ndim
+        return {
+            "zv_array": "links",
+            "dtype": ctx.index_dtype.name,
+            "link_width": 2,
+            "level_delta": 0,
+            "offsets": parse_offsets(segment, 2, d).tolist(),
+            "has_perm": has_perm,
+        }
+
+    @staticmethod
+    def _value_meta(spec: AttributeSpec, segment: str, d: int) -> dict[str, Any]:
+        return {
+            "zv_array": "link_attribute",
+            "name": spec.name,
+            "dtype": spec.dtype.name,
+            "row_shape": list(spec.row_shape),
+            "offsets": parse_offsets(segment, 2, d).tolist(),
+            "level_delta": 0,
+        }
+
+    def _encode(self, rows: dict[str, np.ndarray], ctx: SweepContext, lo: int, hi: int) -> GroupCells:
+        grid = ctx.grid
+        by_vertex = np.argsort(rows["vertex"], kind="stable")  # the one-shot writer's input order
+        vertex, pos = rows["vertex"][by_vertex], rows["positions"][by_vertex]
+        part = partition(pos, grid, ctx.oids(rows["ids"][by_vertex]))
+        cells = part.cells
+        arrays: dict[str, tuple[np.ndarray, list[bytes]]] = {
+            "vertices": (cells, list(row_payloads(pos, part))),
+            "vertex_fragments": (cells, fragment_payloads(part)),
+        }
+        for i, spec in enumerate(ctx.specs):
+            values = rows[f"a{i}"][by_vertex]
+            arrays[f"vertex_attributes/{spec.name}"] = (cells, list(row_payloads(values, part)))
+        assert part.frag_object is not None
+        if ctx.num_objects > 1:
+            owners = fragment_owner_payloads(part.frag_cell, part.frag_local, part.frag_object, len(cells))
+            arrays["fragment_attributes/object_id"] = (cells, owners)
+        cell, local, frag = vertex_locals(part)
+        linear = np.ravel_multi_index(tuple(cells.T), tuple(int(s) for s in grid.shape)).astype(np.int64)
+        self._intra_cells(arrays, part, (cell, local, frag), vertex, ctx, lo, hi)
+        zero = np.zeros(len(part.frag_cell), np.int64)
+        fragments = (part.frag_object, zero, linear[part.frag_cell], part.frag_local)
+        return GroupCells(arrays, fragments, vertex, linear[cell], local)
+
+    def _intra_cells(
+        self,
+        arrays: dict[str, tuple[np.ndarray, list[bytes]]],
+        part: Any,
+        where: tuple[np.ndarray, np.ndarray, np.ndarray],
+        vertex: np.ndarray,
+        ctx: SweepContext,
+        lo: int,
+        hi: int,
+    ) -> None:
+        """The flat link cells (and their edge attributes) of the edges inside cells ``lo..hi``."""
+        edges = self._intra.read(lo, hi)
+        if not edges or not len(edges["record"]):
+            return
+        order = np.argsort(edges["record"], kind="stable")
+        ends = np.stack(
+            [np.searchsorted(vertex, edges["a"][order]), np.searchsorted(vertex, edges["b"][order])], 1
+        )
+        at, link_rows, link_frags, records = intra_payloads(part, *where, ends, ctx.index_dtype)
+        intra = ".".join(["0"] * ctx.grid.ndim)
+        arrays[f"links/0/{intra}"] = (part.cells[at], link_rows)
+        arrays["link_fragments"] = (part.cells[at], link_frags)
+        for i, spec in enumerate(self._edge_specs or []):
+            values = edges[f"e{i}"][order]
+            arrays[f"link_attributes/{spec.name}/0/{intra}"] = (
+                part.cells[at],
+                [values[r].tobytes() for r in records],
+            )
+
+    def _cross(
+        self, record: np.ndarray, cell: np.ndarray, local: np.ndarray, ctx: SweepContext, lo: int, hi: int
+    ) -> dict[str, tuple[dict[str, Any], str, np.ndarray, list[bytes]]]:
+        grid = ctx.grid
+        d = grid.ndim
+        chunks = cells_of(cell.reshape(-1), grid).reshape(-1, 2, d) + grid.origin
+        placed = place_links(chunks, local, directed=self.directed, store="canonical")
+        values: dict[str, np.ndarray] = {}
+        if self._edge_specs:
+            waiting = self._cross_values.read(lo, hi)
+            order = np.argsort(waiting["record"], kind="stable")
+            values = {k: v[order] for k, v in waiting.items() if k != "record"}
+        out: dict[str, tuple[dict[str, Any], str, list[np.ndarray], list[bytes]]] = {}
+        for lc in placed.cells():
+            chunk = np.asarray(lc.chunk) - grid.origin
+            meta = self._links_meta(ctx, lc.segment, lc.has_perm)
+            _, _, cells, payloads = out.setdefault(f"links/0/{lc.segment}", (meta, "links", [], []))
+            cells.append(chunk)
+            payloads.append(encode_ragged([lc.rows], ctx.index_dtype))
+            for i, spec in enumerate(self._edge_specs or []):
+                path = f"link_attributes/{spec.name}/0/{lc.segment}"
+                vmeta = self._value_meta(spec, lc.segment, d)
+                _, _, vcells, vpayloads = out.setdefault(path, (vmeta, "data", [], []))
+                vcells.append(chunk)
+                vpayloads.append(values[f"e{i}"][lc.records].tobytes())
+        return {k: (m, kind, np.asarray(c).reshape(-1, d), p) for k, (m, kind, c, p) in out.items()}
+
+    def _link_groups(self, builder: StoreBuilder, ctx: SweepContext) -> list[str]:
+        builder.group("0/links")
+        builder.group(
+            "0/links/0",
+            {
+                "zv_array": "links_family",
+                "level_delta": 0,
+                "link_width": 2,
+                "sid_ndim": ctx.grid.ndim,
+                "directed": self.directed,
+                "store": "canonical",
+                "num_links": self._edges,
+                "num_physical_records": self._edges,
+            },
+        )
+        specs = self._edge_specs or []
+        if specs:
+            builder.group("0/link_attributes")
+        for spec in specs:
+            base = f"0/link_attributes/{spec.name}"
+            builder.group(base)
+            builder.group(
+                f"{base}/0", {"zv_array": "link_attribute_family", "name": spec.name, "level_delta": 0}
+            )
+        if not self._edges:
+            return []
+        return ["links", "link_fragments"] + (["link_attributes"] if specs else [])
