@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +9,8 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
+from tests._streams import peak_of, stored_files
 from zarr_vectors.errors import InputError
-from zarr_vectors.storage import GENERATION_KEY
 
 SPAN = 400.0
 
@@ -53,15 +49,6 @@ def _joined(batches: list[dict[str, Any]], key: str) -> np.ndarray:
 def _joined_parents(batches: list[dict[str, Any]]) -> np.ndarray:
     shift = np.cumsum([0] + [len(b["positions"]) for b in batches])
     return np.concatenate([np.where(b["parents"] >= 0, b["parents"] + s, -1) for b, s in zip(batches, shift)])
-
-
-def _files(path: Path) -> dict[str, bytes]:
-    """Every stored file; the root's write generation (new at every write) left out."""
-    out = {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
-    root = json.loads(out.pop("zarr.json"))
-    del root["attributes"][GENERATION_KEY]
-    out["zarr.json"] = json.dumps(root, sort_keys=True).encode()
-    return out
 
 
 def _with_ids(rng: np.random.Generator, batches: list[dict[str, Any]], spanning: bool) -> None:
@@ -135,7 +122,7 @@ def test_streamed_skeletons_are_the_one_shot_store_byte_for_byte(tmp_path: Path,
     with zv.create(tmp_path / "many", "skeletons", memory_limit=1 << 20, **kw, **tables) as w:
         for b in batches:
             w.append(b["positions"], b["parents"], attributes=b["attributes"], object_ids=b.get("object_ids"))
-    one, many = _files(tmp_path / "one"), _files(tmp_path / "many")
+    one, many = stored_files(tmp_path / "one"), stored_files(tmp_path / "many")
     assert sorted(one) == sorted(many)
     differ = [k for k in one if one[k] != many[k]]
     assert not differ, differ[:5]
@@ -189,39 +176,6 @@ def test_streamed_skeletons_with_auto_shards_answer_like_the_one_shot_writer(tmp
     assert np.array_equal(many.object_ids(), one.object_ids())
 
 
-_MEASURE = textwrap.dedent(
-    """
-    import sys, tempfile, tracemalloc
-    import numpy as np
-    import zarr_vectors as zv
-
-    def batches(count, trees=200, size=200):
-        rng = np.random.default_rng(0)
-        for _ in range(count):
-            par = np.tile(np.arange(-1, size - 1), trees)
-            for t in range(trees):
-                at = np.arange(25, size, 25)
-                par[t * size + at] = rng.integers(0, at)
-            par = np.where(par >= 0, par + np.repeat(np.arange(trees) * size, size), -1)
-            walk = np.cumsum(rng.normal(0, 3, (trees, size, 3)), axis=1) + rng.uniform(100, 900, (trees, 1, 3))
-            pos = np.clip(walk.reshape(-1, 3), 0, 1000).astype(np.float32)
-            yield pos, par, {"radius": rng.random(trees * size).astype(np.float32)}
-
-    count, limit = int(sys.argv[1]), int(sys.argv[2])
-    with tempfile.TemporaryDirectory() as tmp:
-        tracemalloc.start()
-        with zv.create(tmp + "/s", "skeletons", chunk_shape=100, bounds=([0] * 3, [1000] * 3),
-                       memory_limit=limit) as w:
-            for pos, par, attrs in batches(count):
-                w.append(pos, par, attributes=attrs)
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-        ds = zv.open(tmp + "/s")
-        print(peak, ds.vertex_count(), len(ds.object_ids()))
-    """
-)
-
-
 @pytest.mark.slow
 def test_streamed_skeleton_memory_does_not_grow_with_the_data() -> None:
     """Peak traced allocation of a 4 MiB stream (batches of 200 trees of 200 nodes: 0.94 MiB of
@@ -229,14 +183,7 @@ def test_streamed_skeleton_memory_does_not_grow_with_the_data() -> None:
     joined every batch: 33 and 125 MiB)."""
     peaks = {}
     for count in (6, 24):
-        out = subprocess.run(
-            [sys.executable, "-c", _MEASURE, str(count), str(4 << 20)],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=600,
-        )
-        peak, vertices, objects = map(int, out.stdout.split())
+        peak, vertices, objects = peak_of("skeletons", count, 4 << 20)
         assert (vertices, objects) == (count * 40_000, count * 200)
         peaks[count] = peak
     input_bytes = 24 * 40_000 * 24  # float32 positions, int64 parents, float32 radius
