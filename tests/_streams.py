@@ -24,7 +24,8 @@ def stored_files(path: Path) -> dict[str, bytes]:
 
 #: The child: ``count`` batches of 200 neuron-like trees of 200 vertices each (float32
 #: positions, int64 parents or edges, float32 radius: 0.94 MiB a batch for skeletons, 1.25 MiB
-#: for graphs), made one at a time and streamed with ``memory_limit``.
+#: for graphs; for meshes, 200 ribbons of 196 vertices and 338 faces along the same walks,
+#: 2.0 MiB), made one at a time and streamed with ``memory_limit``.
 _CHILD = textwrap.dedent(
     """
     import sys, tempfile, tracemalloc
@@ -51,6 +52,15 @@ _CHILD = textwrap.dedent(
             for k, (pos, par, tree, radius) in enumerate(batches(count)):
                 if kind == "skeletons":
                     w.append(pos, par, attributes={"radius": radius})
+                elif kind == "meshes":  # each tree's walk as a ribbon of 196 vertices and 338 triangles
+                    i, j = np.meshgrid(np.arange(13), np.arange(13), indexing="ij")
+                    quads = (i * 14 + j).ravel()
+                    faces = np.concatenate([np.stack([quads, quads + 14, quads + 1], 1),
+                                            np.stack([quads + 1, quads + 14, quads + 15], 1)])
+                    ribbon = np.repeat(np.arange(14), 14)[:, None]
+                    sheets = [(np.clip(pos[t * 200 : t * 200 + 196] + ribbon, 0, 1000), faces)
+                              for t in range(200)]
+                    w.append(sheets, object_ids=np.arange(200) + 200 * k)
                 else:
                     child = np.flatnonzero(par >= 0)
                     w.append(pos, np.stack([par[child], child], 1), attributes={"radius": radius},
@@ -69,8 +79,8 @@ def peak_of(kind: str, count: int, limit: int) -> tuple[int, int, int]:
         [sys.executable, "-c", _CHILD, kind, str(count), str(limit)],
         capture_output=True,
         text=True,
-        check=True,
         timeout=900,
     )
+    assert out.returncode == 0, out.stderr[-3000:]
     peak, vertices, objects = map(int, out.stdout.split())
     return peak, vertices, objects

@@ -33,6 +33,7 @@ from zarr_vectors.errors import InputError, ZarrVectorsError, choice_message
 from zarr_vectors.format.kinds import writer_kinds
 from zarr_vectors.kinds import graphs, lines, meshes, skeletons
 from zarr_vectors.kinds.graph_stream import GraphStream
+from zarr_vectors.kinds.mesh_stream import MeshStream
 from zarr_vectors.kinds.skeleton_stream import SkeletonStream
 from zarr_vectors.storage import check_target, scratch_folder
 
@@ -62,13 +63,6 @@ def _join(parts: list[Any]) -> Any:
     for p in parts:
         out.extend(p)
     return out
-
-
-def _one_mesh(value: Any) -> bool:
-    """A single mesh (a ``(vertices, faces)`` pair of 2-D arrays, or a mesh object), not a list of them."""
-    if not isinstance(value, (list, tuple)):
-        return True
-    return len(value) == 2 and all(isinstance(v, np.ndarray) and v.ndim == 2 for v in value)
 
 
 class BatchWriter:
@@ -119,7 +113,7 @@ class BatchWriter:
                 "(give store-wide and per-object keywords to create())"
             )
         batch = dict(zip(names, data)) | keywords
-        if self.kind == "meshes" and _one_mesh(batch["meshes"]):
+        if self.kind == "meshes" and meshes.one_mesh(batch["meshes"]):
             batch["meshes"] = [batch["meshes"]]
         path = self._folder / f"batch{len(self._files):06d}.pickle"
         with path.open("wb") as f:
@@ -332,6 +326,12 @@ def create(
             spill_dir=spill_dir,
             progress=progress,
             **tables,
+        )
+    if name == "meshes" and options.get("encoding", "raw") == "raw":
+        for key in ("encoding", "quantization_bits", "compression_level"):  # Draco's, unused by raw meshes
+            options.pop(key, None)
+        return _linked(
+            MeshStream, target, chunk_shape, bounds, memory_limit, workers, spill_dir, progress, options
         )
     if name == "graphs":
         return _linked(

@@ -54,6 +54,7 @@ class GraphStream(LinkedStream):
         self._edge_specs: list[AttributeSpec] | None = None
         self._edges = 0  # edges appended
         self._keyed_edges = 0  # edges keyed by cell
+        self._intra_count = 0  # edges inside one chunk, written
 
     def append(  # type: ignore[override]
         self,
@@ -99,11 +100,10 @@ class GraphStream(LinkedStream):
         self._keyed_edges += len(e)
         values = {k: v for k, v in batch.items() if k[0] == "e" and k[1:].isdigit()}
         ends = cell[e]
-        same = ends[:, 0] == ends[:, 1]
+        same = np.all(ends == ends[:, :1], axis=1)
         self._intra.add(
             ends[same, 0],
-            {"record": record[same], "a": vertex[e[same, 0]], "b": vertex[e[same, 1]]}
-            | {k: v[same] for k, v in values.items()},
+            {"record": record[same], "ends": vertex[e[same]]} | {k: v[same] for k, v in values.items()},
         )
         cross = ~same
         home = ends[cross, 0] if self.directed else ends[cross].min(axis=1)
@@ -113,7 +113,7 @@ class GraphStream(LinkedStream):
 
     def _metas(self, ctx: SweepContext) -> dict[str, tuple[dict[str, Any], str]]:
         d = ctx.grid.ndim
-        intra = ".".join(["0"] * d)
+        intra = self._intra_segment(d)
         out: dict[str, tuple[dict[str, Any], str]] = {
             "vertices": (
                 {"zv_array": "vertices", "dtype": ctx.position_dtype.name, "encoding": "raw"},
@@ -133,25 +133,28 @@ class GraphStream(LinkedStream):
             out[f"link_attributes/{spec.name}/0/{intra}"] = (self._value_meta(spec, intra, d), "data")
         return out
 
+    def _intra_segment(self, d: int) -> str:
+        """The name of the flat array of records inside one chunk (``0.0.0``, ``0.0.0_0.0.0``)."""
+        return "_".join([".".join(["0"] * d)] * (self.width - 1))
+
     def _links_meta(self, ctx: SweepContext, segment: str, has_perm: bool) -> dict[str, Any]:
         d = ctx.grid.ndim
         return {
             "zv_array": "links",
             "dtype": ctx.index_dtype.name,
-            "link_width": 2,
+            "link_width": self.width,
             "level_delta": 0,
-            "offsets": parse_offsets(segment, 2, d).tolist(),
+            "offsets": parse_offsets(segment, self.width, d).tolist(),
             "has_perm": has_perm,
         }
 
-    @staticmethod
-    def _value_meta(spec: AttributeSpec, segment: str, d: int) -> dict[str, Any]:
+    def _value_meta(self, spec: AttributeSpec, segment: str, d: int) -> dict[str, Any]:
         return {
             "zv_array": "link_attribute",
             "name": spec.name,
             "dtype": spec.dtype.name,
             "row_shape": list(spec.row_shape),
-            "offsets": parse_offsets(segment, 2, d).tolist(),
+            "offsets": parse_offsets(segment, self.width, d).tolist(),
             "level_delta": 0,
         }
 
@@ -194,11 +197,10 @@ class GraphStream(LinkedStream):
         if not edges or not len(edges["record"]):
             return
         order = np.argsort(edges["record"], kind="stable")
-        ends = np.stack(
-            [np.searchsorted(vertex, edges["a"][order]), np.searchsorted(vertex, edges["b"][order])], 1
-        )
+        ends = np.searchsorted(vertex, edges["ends"][order])
         at, link_rows, link_frags, records = intra_payloads(part, *where, ends, ctx.index_dtype)
-        intra = ".".join(["0"] * ctx.grid.ndim)
+        self._intra_count += len(ends)
+        intra = self._intra_segment(ctx.grid.ndim)
         arrays[f"links/0/{intra}"] = (part.cells[at], link_rows)
         arrays["link_fragments"] = (part.cells[at], link_frags)
         for i, spec in enumerate(self._edge_specs or []):
@@ -213,7 +215,7 @@ class GraphStream(LinkedStream):
     ) -> dict[str, tuple[dict[str, Any], str, np.ndarray, list[bytes]]]:
         grid = ctx.grid
         d = grid.ndim
-        chunks = cells_of(cell.reshape(-1), grid).reshape(-1, 2, d) + grid.origin
+        chunks = cells_of(cell.reshape(-1), grid).reshape(-1, self.width, d) + grid.origin
         placed = place_links(chunks, local, directed=self.directed, store="canonical")
         values: dict[str, np.ndarray] = {}
         if self._edge_specs:
@@ -242,7 +244,7 @@ class GraphStream(LinkedStream):
             {
                 "zv_array": "links_family",
                 "level_delta": 0,
-                "link_width": 2,
+                "link_width": self.width,
                 "sid_ndim": ctx.grid.ndim,
                 "directed": self.directed,
                 "store": "canonical",
@@ -259,6 +261,10 @@ class GraphStream(LinkedStream):
             builder.group(
                 f"{base}/0", {"zv_array": "link_attribute_family", "name": spec.name, "level_delta": 0}
             )
+        return self._present(bool(specs))
+
+    def _present(self, values: bool) -> list[str]:
+        """The link families of ``arrays_present``, as the one-shot writer lists them."""
         if not self._edges:
             return []
-        return ["links", "link_fragments"] + (["link_attributes"] if specs else [])
+        return ["links", "link_fragments"] + (["link_attributes"] if values else [])

@@ -45,7 +45,7 @@ from zarr_vectors.errors import InputError, choice_message
 from zarr_vectors.format.fragments import FragmentIndex, encode_fragments
 from zarr_vectors.kinds.graphs import vertex_locals, write_edges
 
-__all__ = ["write_mesh", "write_meshes", "face_array", "ENCODINGS"]
+__all__ = ["write_mesh", "write_meshes", "face_array", "mesh_ids_of", "mesh_pairs", "one_mesh", "ENCODINGS"]
 
 ENCODINGS = ("raw", "draco")
 
@@ -356,6 +356,51 @@ def _as_pair(mesh: Any, i: int) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(v), np.asarray(f)
 
 
+def one_mesh(value: Any) -> bool:
+    """A single mesh (a ``(vertices, faces)`` pair of 2-D arrays, or a mesh object), not a list of them."""
+    if not isinstance(value, (list, tuple)):
+        return True
+    return len(value) == 2 and all(isinstance(v, np.ndarray) and v.ndim == 2 for v in value)
+
+
+def mesh_pairs(meshes: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Meshes checked and joined: all vertices, faces indexing them, and each mesh's vertex count."""
+    pairs = [_as_pair(m, i) for i, m in enumerate(meshes)]
+    if not pairs:
+        raise InputError("no meshes given")
+    for i, (v, f) in enumerate(pairs):
+        if v.ndim != 2 or v.shape[1] != 3:
+            flipped = v.ndim == 2 and v.shape[0] == 3
+            raise InputError(
+                f"mesh {i}: vertices must be (N, 3), got {v.shape}"
+                + ("; they look transposed: pass vertices.T" if flipped else "")
+            )
+        try:
+            face_array(f, len(v))
+        except InputError as exc:
+            raise InputError(f"mesh {i}: {exc}") from exc
+    counts = np.array([len(v) for v, _ in pairs], np.int64)
+    starts = np.cumsum(counts) - counts
+    vertices = np.concatenate([v for v, _ in pairs])
+    faces = np.concatenate([np.asarray(f, np.int64).reshape(-1, 3) + s for (_, f), s in zip(pairs, starts)])
+    return vertices, faces, counts
+
+
+def mesh_ids_of(object_ids: Any, count: int) -> np.ndarray:
+    """One distinct id per mesh (int64 or uint64); a repeated id is refused."""
+    per_mesh = as_id_array(object_ids, "object_ids")
+    if per_mesh.shape != (count,):
+        raise InputError(f"object_ids must have one id per mesh ({count}), got shape {per_mesh.shape}")
+    mesh_ids = dense_ids(per_mesh)
+    if mesh_ids.distinct != count:
+        dup = np.flatnonzero(np.bincount(mesh_ids.dense) > 1)[0]
+        raise InputError(
+            f"object_ids name object {int(mesh_ids.id_map().ids()[dup])} for several meshes; "
+            "give each mesh its own id"
+        )
+    return per_mesh
+
+
 def write_meshes(
     target: Any, meshes: Sequence[Any], *, chunk_shape: Any = "auto", object_ids: Any = None, **kwargs: Any
 ) -> None:
@@ -406,39 +451,12 @@ def write_meshes(
     >>> far.positions.tolist(), far.faces.tolist()
     ([[5, 5, 5], [6, 5, 5], [5, 6, 5]], [[0, 1, 2]])
     """
-    pairs = [_as_pair(m, i) for i, m in enumerate(meshes)]
-    if not pairs:
-        raise InputError("no meshes given")
-    for i, (v, f) in enumerate(pairs):
-        if v.ndim != 2 or v.shape[1] != 3:
-            flipped = v.ndim == 2 and v.shape[0] == 3
-            raise InputError(
-                f"mesh {i}: vertices must be (N, 3), got {v.shape}"
-                + ("; they look transposed: pass vertices.T" if flipped else "")
-            )
-        try:
-            face_array(f, len(v))
-        except InputError as exc:
-            raise InputError(f"mesh {i}: {exc}") from exc
-    counts = np.array([len(v) for v, _ in pairs], np.int64)
-    starts = np.cumsum(counts) - counts
-    vertices = np.concatenate([v for v, _ in pairs])
-    faces = np.concatenate([np.asarray(f, np.int64).reshape(-1, 3) + s for (_, f), s in zip(pairs, starts)])
+    vertices, faces, counts = mesh_pairs(meshes)
     if object_ids is None:
-        per_mesh = np.arange(len(pairs))
+        per_mesh = np.arange(len(counts))
     else:
-        per_mesh = as_id_array(object_ids, "object_ids")
-        if per_mesh.shape != (len(pairs),):
-            raise InputError(
-                f"object_ids must have one id per mesh ({len(pairs)}), got shape {per_mesh.shape}"
-            )
+        per_mesh = mesh_ids_of(object_ids, len(counts))
         mesh_ids = dense_ids(per_mesh)
-        if mesh_ids.distinct != len(pairs):
-            dup = np.flatnonzero(np.bincount(mesh_ids.dense) > 1)[0]
-            raise InputError(
-                f"object_ids name object {int(mesh_ids.id_map().ids()[dup])} for several meshes; "
-                "give each mesh its own id"
-            )
         given = kwargs.pop("object_attributes", None) or {}
         kwargs["object_attributes"] = {
             k: table_rows(v, mesh_ids, k, "object attribute", True) for k, v in given.items()

@@ -431,11 +431,16 @@ class LinkedStream:
 
     def _tables(self) -> tuple[Tables, np.ndarray, np.ndarray]:
         """The object tables, the distinct user ids and the OID of each."""
-        oattrs, groups, gattrs, gnames = self._tables_in
+        _, groups, gattrs, gnames = self._tables_in
+        oattrs = self._object_attributes()
         ids = self._ids if self._ids is not None else np.zeros(0, np.int64)
         dense: DenseIds = dense_ids(ids)
         tables = object_tables(dense, oattrs, groups, gattrs, gnames)
         return tables, ids, tables.oids
+
+    def _object_attributes(self) -> Mapping[str, Any] | None:
+        """The object attributes as :func:`object_tables` takes them (a kind may reorder rows)."""
+        return self._tables_in[0]
 
     def _row_bytes(self) -> int:
         dtype = self._dtype or np.dtype(np.float64)

@@ -1,0 +1,89 @@
+"""Raw meshes written batch by batch in bounded memory: :class:`MeshStream`.
+
+The store is the one :func:`~zarr_vectors.kinds.meshes.write_meshes` writes from the
+concatenated batches: a mesh's faces are records of three vertices, kept with the chunk
+of their vertices when all three share one, else joined at their smallest corner's chunk
+through the shared :class:`~zarr_vectors.engine.write.linkjoin.LinkJoin` (the graph
+stream's machinery at ``link_width = 3``). Each mesh arrives whole in one batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from zarr_vectors.engine import as_id_array, check_shards, dense_ids, table_rows
+from zarr_vectors.errors import InputError
+from zarr_vectors.kinds.graph_stream import GraphStream
+from zarr_vectors.kinds.meshes import mesh_ids_of, mesh_pairs, one_mesh
+
+__all__ = ["MeshStream"]
+
+
+class MeshStream(GraphStream):
+    """Meshes given in batches: ``append(meshes, object_ids=)`` as for
+    :func:`zarr_vectors.write_meshes` (a list of ``(vertices, faces)`` pairs or mesh objects,
+    or one mesh), each with its own id (default: its number across batches)."""
+
+    geometry_type: ClassVar[str] = "mesh"
+    links_convention: ClassVar[str] = "explicit"
+    kind_name: ClassVar[str] = "meshes"
+    width: ClassVar[int] = 3
+    create_keywords: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, directed=False, **kwargs)
+        if self.ndim is None:
+            self.ndim = 3
+            self.shards = check_shards(self.options.shards, 3, self.target)
+        self._mesh_order: list[np.ndarray] = []  # each batch's mesh ids, in the order given
+
+    def append(self, meshes: Any, *, object_ids: Any = None) -> None:  # type: ignore[override]
+        """Add whole meshes; ``object_ids`` one distinct id per mesh, new to this writer."""
+        self._require_open()
+        if one_mesh(meshes):
+            meshes = [meshes]
+        vertices, faces, counts = mesh_pairs(meshes)
+        per_mesh = None if object_ids is None else mesh_ids_of(object_ids, len(counts))
+        if per_mesh is not None and self._ids is not None:
+            self._refuse_seen(per_mesh)
+        n = len(vertices)
+        given = None if per_mesh is None else np.repeat(per_mesh, counts)
+        self._given_ids(given, n)
+        if per_mesh is None:
+            per_mesh = self._meshes() + np.arange(len(counts), dtype=np.int64)
+        pos = self._positions(vertices)
+        self._attributes(None, n)
+        self._queue({"positions": pos, "ids": np.repeat(per_mesh, counts), "edges": faces})
+        self._mesh_order.append(per_mesh)
+        self._edges += len(faces)
+
+    def _meshes(self) -> int:
+        return sum(len(m) for m in self._mesh_order)
+
+    def _refuse_seen(self, per_mesh: np.ndarray) -> None:
+        """Refuse ids an earlier batch already gave a mesh."""
+        assert self._ids is not None
+        both = as_id_array(np.concatenate([self._ids.astype(object), per_mesh.astype(object)]), "object_ids")
+        seen = np.isin(both[len(self._ids) :], both[: len(self._ids)])
+        if seen.any():
+            raise InputError(
+                f"object_ids name object {per_mesh[np.flatnonzero(seen)[0]]} for several meshes (an earlier "
+                "batch gave it); give each mesh its own id"
+            )
+
+    def _object_attributes(self) -> Mapping[str, Any] | None:
+        """Object attributes given one row per mesh in the order appended, as ``write_meshes``
+        takes them, turned into rows in ascending id order."""
+        given = self._tables_in[0]
+        if not given or not self._objects:
+            return given
+        mesh_ids = dense_ids(np.concatenate(self._mesh_order))
+        return {k: table_rows(v, mesh_ids, k, "object attribute", True) for k, v in given.items()}
+
+    def _present(self, values: bool) -> list[str]:
+        if not self._edges:
+            return []
+        return ["links"] + (["link_fragments"] if self._intra_count else [])
