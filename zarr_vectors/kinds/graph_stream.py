@@ -64,8 +64,10 @@ class GraphStream(LinkedStream):
         attributes: Mapping[str, Any] | None = None,
         object_ids: Any = None,
         edge_attributes: Mapping[str, Any] | None = None,
+        **unknown: Any,
     ) -> None:
         """Add vertices and the edges between them (``edges`` index this batch's rows)."""
+        self._per_batch(unknown, ("attributes", "object_ids", "edge_attributes"))
         self._require_open()
         pos = self._positions(positions)
         n = len(pos)

@@ -40,8 +40,9 @@ class MeshStream(GraphStream):
             self.shards = check_shards(self.options.shards, 3, self.target)
         self._mesh_order: list[np.ndarray] = []  # each batch's mesh ids, in the order given
 
-    def append(self, meshes: Any, *, object_ids: Any = None) -> None:  # type: ignore[override]
+    def append(self, meshes: Any, *, object_ids: Any = None, **unknown: Any) -> None:  # type: ignore[override]
         """Add whole meshes; ``object_ids`` one distinct id per mesh, new to this writer."""
+        self._per_batch(unknown, ("object_ids",))
         self._require_open()
         if one_mesh(meshes):
             meshes = [meshes]

@@ -64,8 +64,10 @@ class SkeletonStream(LinkedStream):
         *,
         attributes: Mapping[str, Any] | None = None,
         object_ids: Any = None,
+        **unknown: Any,
     ) -> None:
         """Add whole trees: ``parents[i]`` is vertex i's parent row in this batch, -1 for a root."""
+        self._per_batch(unknown, ("attributes", "object_ids"))
         self._require_open()
         pos = self._positions(positions)
         n = len(pos)

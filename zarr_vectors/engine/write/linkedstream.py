@@ -221,6 +221,14 @@ class LinkedStream:
         self._closed = False
 
     # -- batches -------------------------------------------------------------------
+    def _per_batch(self, unknown: Mapping[str, Any], allowed: Sequence[str]) -> None:
+        """Refuse keywords an ``append`` does not take (store-wide ones belong to ``create()``)."""
+        if unknown:
+            raise InputError(
+                f"{sorted(unknown)} cannot change per batch of {self.kind_name}; per batch: {list(allowed)} "
+                "(give store-wide and per-object keywords to create())"
+            )
+
     def _require_open(self) -> None:
         if self._closed:
             raise ZarrVectorsError("this writer is closed; create a new one")
