@@ -48,7 +48,9 @@ _CHILD = textwrap.dedent(
     grid = dict(chunk_shape=100, bounds=([0] * 3, [1000] * 3))
     with tempfile.TemporaryDirectory() as tmp:
         tracemalloc.start()
-        with zv.create(tmp + "/s", kind, memory_limit=limit, **grid) as w:
+        draco = {"encoding": "draco"} if kind == "draco-meshes" else {}
+        kind = "meshes" if draco else kind
+        with zv.create(tmp + "/s", kind, memory_limit=limit, **grid, **draco) as w:
             for k, (pos, par, tree, radius) in enumerate(batches(count)):
                 if kind == "skeletons":
                     w.append(pos, par, attributes={"radius": radius})
@@ -74,7 +76,8 @@ _CHILD = textwrap.dedent(
 
 
 def peak_of(kind: str, count: int, limit: int) -> tuple[int, int, int]:
-    """(peak traced bytes, vertices, objects) of streaming ``count`` batches of ``kind``."""
+    """(peak traced bytes, vertices, objects) of streaming ``count`` batches of ``kind``
+    (``"skeletons"``, ``"graphs"``, ``"meshes"`` or ``"draco-meshes"``)."""
     out = subprocess.run(
         [sys.executable, "-c", _CHILD, kind, str(count), str(limit)],
         capture_output=True,

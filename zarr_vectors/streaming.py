@@ -327,9 +327,7 @@ def create(
             progress=progress,
             **tables,
         )
-    if name == "meshes" and options.get("encoding", "raw") == "raw":
-        for key in ("encoding", "quantization_bits", "compression_level"):  # Draco's, unused by raw meshes
-            options.pop(key, None)
+    if name == "meshes":
         return _linked(
             MeshStream, target, chunk_shape, bounds, memory_limit, workers, spill_dir, progress, options
         )

@@ -1,4 +1,4 @@
-"""Raw meshes streamed by ``create(target, "meshes")``: the one-shot writer's store, in bounded memory."""
+"""Meshes (raw and Draco) streamed by ``create(target, "meshes")``: the one-shot writer's store, in bounded memory."""
 
 from __future__ import annotations
 
@@ -41,6 +41,14 @@ CASES = {
         ids=True,
     ),
     "auto-chunks": dict(kw=dict(shards=None, encoding="raw"), ids=True),
+    # Draco: a chunk's vertices and inner faces one blob; cross-chunk faces name decoded rows
+    "draco-grid-at-close": dict(kw=dict(chunk_shape=40, shards=None, encoding="draco"), ids=False),
+    "draco-sharded-ids": dict(
+        kw=dict(
+            chunk_shape=55, shards=(2, 2, 2), encoding="draco", quantization_bits=14, compression_level=3
+        ),
+        ids=True,
+    ),
 }
 
 
@@ -94,13 +102,15 @@ def test_streamed_meshes_with_auto_shards_answer_like_the_one_shot_writer(tmp_pa
 
 
 @pytest.mark.slow
-def test_streamed_mesh_memory_does_not_grow_with_the_data() -> None:
+@pytest.mark.parametrize("kind", ["meshes", "draco-meshes"])
+def test_streamed_mesh_memory_does_not_grow_with_the_data(kind: str) -> None:
     """Peak traced allocation of a 4 MiB stream at 6 and 24 batches of 200 meshes (196
-    vertices, 338 faces: 2.0 MiB of input a batch): about the same, far below the input (the
-    batch writer joined every batch and ran the one-shot writer: 104 and 404 MiB)."""
+    vertices, 338 faces: 2.0 MiB of input a batch), raw and Draco: about the same, far below
+    the input (the batch writer joined every batch and ran the one-shot writer: raw, 104 and
+    404 MiB)."""
     peaks = {}
     for count in (6, 24):
-        peak, vertices, objects = peak_of("meshes", count, 4 << 20)
+        peak, vertices, objects = peak_of(kind, count, 4 << 20)
         assert (vertices, objects) == (count * 200 * 196, count * 200)
         peaks[count] = peak
     assert peaks[24] < 20 << 20, peaks

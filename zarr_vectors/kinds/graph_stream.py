@@ -250,8 +250,8 @@ class GraphStream(LinkedStream):
                 "sid_ndim": ctx.grid.ndim,
                 "directed": self.directed,
                 "store": "canonical",
-                "num_links": self._edges,
-                "num_physical_records": self._edges,
+                "num_links": self._stored(),
+                "num_physical_records": self._stored(),
             },
         )
         specs = self._edge_specs or []
@@ -264,6 +264,10 @@ class GraphStream(LinkedStream):
                 f"{base}/0", {"zv_array": "link_attribute_family", "name": spec.name, "level_delta": 0}
             )
         return self._present(bool(specs))
+
+    def _stored(self) -> int:
+        """The records the links family holds."""
+        return self._edges
 
     def _present(self, values: bool) -> list[str]:
         """The link families of ``arrays_present``, as the one-shot writer lists them."""

@@ -377,7 +377,8 @@ class LinkedStream:
         """Encode the rows of the whole cells ``lo <= cell < hi`` (in arrival order per cell)."""
         raise NotImplementedError
 
-    def _metas(self, ctx: SweepContext) -> dict[str, tuple[dict[str, Any], str]]:
+    def _metas(self, ctx: SweepContext) -> dict[str, tuple[Any, ...]]:
+        """path -> (array attributes, pipeline kind[, codecs named before vlen-bytes])."""
         raise NotImplementedError
 
     def _cross(
@@ -512,9 +513,9 @@ class LinkedStream:
         metas = self._metas(ctx)
         streams: dict[str, CellStream] = {}
 
-        def stream(path: str, meta: dict[str, Any], kind: str) -> CellStream:
+        def stream(path: str, meta: dict[str, Any], kind: str, codecs: Any = None) -> CellStream:
             if path not in streams:
-                streams[path] = builder.cell_stream(f"0/{path}", grid, meta, kind)
+                streams[path] = builder.cell_stream(f"0/{path}", grid, meta, kind, codecs)
             return streams[path]
 
         for path in ("vertices", "vertex_fragments"):
