@@ -13,7 +13,6 @@ faces of the second sweep name, as in the one-shot writer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -21,13 +20,10 @@ import numpy as np
 from zarr_vectors.engine import (
     GroupCells,
     SweepContext,
-    as_id_array,
     check_shards,
-    dense_ids,
     draco_codec,
     fragment_owner_payloads,
     partition,
-    table_rows,
 )
 from zarr_vectors.errors import InputError, choice_message
 from zarr_vectors.kinds.graph_stream import GraphStream
@@ -68,7 +64,6 @@ class MeshStream(GraphStream):
         if self.ndim is None:
             self.ndim = 3
             self.shards = check_shards(self.options.shards, 3, self.target)
-        self._mesh_order: list[np.ndarray] = []  # each batch's mesh ids, in the order given
 
     def append(self, meshes: Any, *, object_ids: Any = None, **unknown: Any) -> None:  # type: ignore[override]
         """Add whole meshes; ``object_ids`` one distinct id per mesh, new to this writer."""
@@ -78,8 +73,8 @@ class MeshStream(GraphStream):
             meshes = [meshes]
         vertices, faces, counts = mesh_pairs(meshes)
         per_mesh = None if object_ids is None else mesh_ids_of(object_ids, len(counts))
-        if per_mesh is not None and self._ids is not None:
-            self._refuse_seen(per_mesh)
+        if per_mesh is not None:
+            self._new_items(per_mesh, "mesh", "meshes")
         n = len(vertices)
         given = None if per_mesh is None else np.repeat(per_mesh, counts)
         self._given_ids(given, n)
@@ -88,31 +83,11 @@ class MeshStream(GraphStream):
         pos = self._positions(vertices)
         self._attributes(None, n)
         self._queue({"positions": pos, "ids": np.repeat(per_mesh, counts), "edges": faces})
-        self._mesh_order.append(per_mesh)
+        self._items.append(per_mesh)
         self._edges += len(faces)
 
     def _meshes(self) -> int:
-        return sum(len(m) for m in self._mesh_order)
-
-    def _refuse_seen(self, per_mesh: np.ndarray) -> None:
-        """Refuse ids an earlier batch already gave a mesh."""
-        assert self._ids is not None
-        both = as_id_array(np.concatenate([self._ids.astype(object), per_mesh.astype(object)]), "object_ids")
-        seen = np.isin(both[len(self._ids) :], both[: len(self._ids)])
-        if seen.any():
-            raise InputError(
-                f"object_ids name object {per_mesh[np.flatnonzero(seen)[0]]} for several meshes (an earlier "
-                "batch gave it); give each mesh its own id"
-            )
-
-    def _object_attributes(self) -> Mapping[str, Any] | None:
-        """Object attributes given one row per mesh in the order appended, as ``write_meshes``
-        takes them, turned into rows in ascending id order."""
-        given = self._tables_in[0]
-        if not given or not self._objects:
-            return given
-        mesh_ids = dense_ids(np.concatenate(self._mesh_order))
-        return {k: table_rows(v, mesh_ids, k, "object attribute", True) for k, v in given.items()}
+        return sum(len(m) for m in self._items)
 
     def _stored(self) -> int:
         """Draco keeps the faces inside a chunk in its blob: the links hold the others."""

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from zarr_vectors.engine.chunks.pipeline import compressor_json
-from zarr_vectors.engine.ids import DenseIds, as_id_array, dense_ids
+from zarr_vectors.engine.ids import DenseIds, as_id_array, dense_ids, table_rows
 from zarr_vectors.engine.write import inputs as _inputs
 from zarr_vectors.engine.write.autochunk import SAMPLE_ROWS, auto_chunk_shape, is_auto
 from zarr_vectors.engine.write.builder import FLUSH_BYTES, MANIFEST_BUCKET, CellStream, StoreBuilder
@@ -215,6 +215,8 @@ class LinkedStream:
         self.rows = 0  # vertices appended
         self._keyed = 0  # vertices keyed by cell
         self._ids: np.ndarray | None = None
+        #: Kinds whose objects are items (lines, meshes): each batch's item ids, in order.
+        self._items: list[np.ndarray] = []
         self._objects: bool | None = None
         self._specs: list[AttributeSpec] | None = None
         self._dtype: np.dtype | None = None
@@ -448,8 +450,26 @@ class LinkedStream:
         return tables, ids, tables.oids
 
     def _object_attributes(self) -> Mapping[str, Any] | None:
-        """The object attributes as :func:`object_tables` takes them (a kind may reorder rows)."""
-        return self._tables_in[0]
+        """The object attributes as :func:`object_tables` takes them: for kinds whose objects
+        are items (lines, meshes) with ids given, rows come one per item in the order
+        appended, as the one-shot writers take them, and are put in ascending id order."""
+        given = self._tables_in[0]
+        if not given or not self._objects or not self._items:
+            return given
+        item_ids = dense_ids(np.concatenate(self._items))
+        return {k: table_rows(v, item_ids, k, "object attribute", True) for k, v in given.items()}
+
+    def _new_items(self, ids: np.ndarray, one: str, many: str) -> None:
+        """Refuse item ids (one object each) that an earlier batch already gave."""
+        if self._ids is None:
+            return
+        both = as_id_array(np.concatenate([self._ids.astype(object), ids.astype(object)]), "object_ids")
+        seen = np.isin(both[len(self._ids) :], both[: len(self._ids)])
+        if seen.any():
+            raise InputError(
+                f"object_ids name object {ids[np.flatnonzero(seen)[0]]} for several {many} (an earlier "
+                f"batch gave it); give each {one} its own id"
+            )
 
     def _row_bytes(self) -> int:
         dtype = self._dtype or np.dtype(np.float64)
