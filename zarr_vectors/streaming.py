@@ -30,9 +30,10 @@ from zarr_vectors.engine import (
     is_auto,
 )
 from zarr_vectors.errors import InputError, ZarrVectorsError, choice_message
-from zarr_vectors.format.kinds import writer_kinds
+from zarr_vectors.format.kinds import KINDS, writer_kinds
 from zarr_vectors.kinds import graphs, lines, meshes, skeletons
 from zarr_vectors.kinds.graph_stream import GraphStream
+from zarr_vectors.kinds.line_stream import LineStream
 from zarr_vectors.kinds.mesh_stream import MeshStream
 from zarr_vectors.kinds.skeleton_stream import SkeletonStream
 from zarr_vectors.storage import check_target, scratch_folder
@@ -215,6 +216,15 @@ def _expected_shape(kind: str, bounds: Any, expected: Any, bin_shape: Any) -> An
 _TABLE_KEYWORDS = ("channel_names", "object_attributes", "groups", "group_attributes", "group_names")
 
 
+def _line_kind(name: str) -> str:
+    """The geometry kind ``create()``'s kind name asks for: ``"streamlines"`` -> ``"streamline"``,
+    ``"line"`` -> ``"line"``; ``"lines"`` (the family) -> ``"polyline"``, as ``write_lines``."""
+    for row in KINDS.values():
+        if row.streamed == "lines" and name in (row.name, *row.aliases):
+            return row.name
+    return "polyline"
+
+
 def _linked(
     cls: type[LinkedStream],
     target: Any,
@@ -326,6 +336,11 @@ def create(
             spill_dir=spill_dir,
             progress=progress,
             **tables,
+        )
+    if name == "lines":
+        options["kind"] = _line_kind(kind)
+        return _linked(
+            LineStream, target, chunk_shape, bounds, memory_limit, workers, spill_dir, progress, options
         )
     if name == "meshes":
         return _linked(

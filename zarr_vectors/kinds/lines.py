@@ -36,7 +36,7 @@ from zarr_vectors.format.kinds import FAMILY, KINDS
 from zarr_vectors.format.links import encode_ragged, parse_offsets, place_links, smallest_index_dtype
 from zarr_vectors.format.manifests import encode_manifests_batch
 
-__all__ = ["write_lines", "LINE_KINDS"]
+__all__ = ["write_lines", "LINE_KINDS", "as_line_arrays", "flat_attributes", "item_ids"]
 
 #: The kinds ``write_lines`` writes (the kind table's ``lines`` family).
 LINE_KINDS = tuple(name for name, k in KINDS.items() if FAMILY[k.family].line_like)
@@ -265,7 +265,7 @@ def as_line_arrays(
     return positions, offsets
 
 
-def _flat_attributes(attributes: Mapping[str, Any] | None, line_offsets: np.ndarray) -> dict[str, Any] | None:
+def flat_attributes(attributes: Mapping[str, Any] | None, line_offsets: np.ndarray) -> dict[str, Any] | None:
     """Per-vertex attributes given per line (a list of arrays) become flat arrays; lengths must match.
 
     A list with one entry per vertex (e.g. ``[[r, g, b], ...]`` rows) is taken as rows when
@@ -410,7 +410,7 @@ def write_lines(
     pos, line_offsets = as_line_arrays(lines, kind, _inputs.call_ndim(chunk_shape, bounds, axes))
     n, d = pos.shape
     n_lines = len(line_offsets) - 1
-    attributes = _flat_attributes(attributes, line_offsets)
+    attributes = flat_attributes(attributes, line_offsets)
     options = StoreOptions(
         chunk_shape,
         bounds=bounds,

@@ -19,6 +19,7 @@ from zarr_vectors.engine import (
     OBJECT_ID_META,
     GroupCells,
     LinkedStream,
+    Partition,
     StoreBuilder,
     SweepContext,
     cell_indices,
@@ -28,6 +29,7 @@ from zarr_vectors.engine import (
     row_payloads,
 )
 from zarr_vectors.errors import InputError
+from zarr_vectors.format.grid import Grid
 from zarr_vectors.format.links import encode_ragged, parse_offsets, place_links
 from zarr_vectors.kinds.graphs import intra_payloads, vertex_locals
 from zarr_vectors.kinds.skeletons import check_parents, continues, runs_partition, tree_roots
@@ -51,6 +53,8 @@ class SkeletonStream(LinkedStream):
     geometry_type: ClassVar[str] = "skeleton"
     links_convention: ClassVar[str] = "implicit_sequential_with_branches"
     kind_name: ClassVar[str] = "skeletons"
+    #: Endpoint order of a cross-chunk record: (child, parent), or (parent, child) for lines.
+    child_first: ClassVar[bool] = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -100,7 +104,8 @@ class SkeletonStream(LinkedStream):
         ).astype(np.uint8)
         cross = np.flatnonzero(explicit & (pcell != cell))
         parent = np.where(has, vertex[np.maximum(par, 0)], -1)
-        child_parent = np.stack([cross, par[cross]], axis=1)
+        ends = [cross, par[cross]] if self.child_first else [par[cross], cross]
+        child_parent = np.stack(ends, axis=1)
         links = (
             vertex[cross],
             vertex[child_parent],
@@ -131,12 +136,26 @@ class SkeletonStream(LinkedStream):
             out[f"vertex_attributes/{spec.name}"] = (spec.meta(), "data")
         return out
 
+    def _runs(
+        self, lin: np.ndarray, oids: np.ndarray, vertex: np.ndarray, cont: np.ndarray, grid: Grid
+    ) -> Partition:
+        """A group's rows by (cell, object, vertex number), in fragments (:func:`runs_partition`)."""
+        return runs_partition(lin, oids, vertex, cont, grid)
+
+    def _segment_meta(self, ctx: SweepContext, segment: str, has_perm: bool) -> dict[str, Any]:
+        """The metadata of ``links/0/<segment>``."""
+        return {
+            **_links_meta(ctx),
+            "offsets": parse_offsets(segment, 2, ctx.grid.ndim).tolist(),
+            "has_perm": has_perm,
+        }
+
     def _encode(self, rows: dict[str, np.ndarray], ctx: SweepContext, lo: int, hi: int) -> GroupCells:
         grid = ctx.grid
         pos, vertex = rows["positions"], rows["vertex"]
         oids = ctx.oids(rows["ids"])
         lin = cell_indices(pos, grid)
-        part = runs_partition(lin, oids, vertex, (rows["flags"] & _CONT).astype(bool), grid)
+        part = self._runs(lin, oids, vertex, (rows["flags"] & _CONT).astype(bool), grid)
         cells = part.cells
         arrays: dict[str, tuple[np.ndarray, list[bytes]]] = {
             "vertices": (cells, list(row_payloads(pos, part))),
@@ -174,11 +193,7 @@ class SkeletonStream(LinkedStream):
         placed = place_links(chunks, local, directed=False, store="canonical")
         out: dict[str, tuple[dict[str, Any], str, list[np.ndarray], list[bytes]]] = {}
         for lc in placed.cells():
-            meta = {
-                **_links_meta(ctx),
-                "offsets": parse_offsets(lc.segment, 2, d).tolist(),
-                "has_perm": lc.has_perm,
-            }
+            meta = self._segment_meta(ctx, lc.segment, lc.has_perm)
             _, _, cells, payloads = out.setdefault(f"links/0/{lc.segment}", (meta, "links", [], []))
             cells.append(np.asarray(lc.chunk) - grid.origin)
             payloads.append(encode_ragged([lc.rows], ctx.index_dtype))
