@@ -54,6 +54,8 @@ _CHILD = textwrap.dedent(
             for k, (pos, par, tree, radius) in enumerate(batches(count)):
                 if kind == "skeletons":
                     w.append(pos, par, attributes={"radius": radius})
+                elif kind == "streamlines":  # each tree's walk as one line
+                    w.append(list(pos.reshape(200, 200, 3)), attributes={"fa": list(radius.reshape(200, 200))})
                 elif kind == "meshes":  # each tree's walk as a ribbon of 196 vertices and 338 triangles
                     i, j = np.meshgrid(np.arange(13), np.arange(13), indexing="ij")
                     quads = (i * 14 + j).ravel()
@@ -77,7 +79,7 @@ _CHILD = textwrap.dedent(
 
 def peak_of(kind: str, count: int, limit: int) -> tuple[int, int, int]:
     """(peak traced bytes, vertices, objects) of streaming ``count`` batches of ``kind``
-    (``"skeletons"``, ``"graphs"``, ``"meshes"`` or ``"draco-meshes"``)."""
+    (``"skeletons"``, ``"graphs"``, ``"streamlines"``, ``"meshes"`` or ``"draco-meshes"``)."""
     out = subprocess.run(
         [sys.executable, "-c", _CHILD, kind, str(count), str(limit)],
         capture_output=True,

@@ -251,7 +251,7 @@ class LinkedStream:
             path = Path(os.path.realpath(path))
             path.parent.mkdir(parents=True, exist_ok=True)
             return self._folders.enter_context(staging(path.parent, f".{path.name}.zv-tmp-"))
-        return self._folders.enter_context(scratch_folder("zv-spill-", spill_dir))
+        return self._folders.enter_context(scratch_folder("zv-batches-", spill_dir))
 
     def _positions(self, positions: Any) -> np.ndarray:
         """A batch's positions, checked against the store's axes and first dtype."""
