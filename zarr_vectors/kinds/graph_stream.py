@@ -56,7 +56,7 @@ class GraphStream(LinkedStream):
         self._keyed_edges = 0  # edges keyed by cell
         self._intra_count = 0  # edges inside one chunk, written
 
-    def append(  # type: ignore[override]
+    def append(
         self,
         positions: Any,
         edges: Any,
@@ -113,10 +113,10 @@ class GraphStream(LinkedStream):
             self._cross_values.add(home, {"record": record[cross]} | {k: v[cross] for k, v in values.items()})
         return {}, (record[cross], vertex[e[cross]], ends[cross], home)
 
-    def _metas(self, ctx: SweepContext) -> dict[str, tuple[dict[str, Any], str]]:
+    def _metas(self, ctx: SweepContext) -> dict[str, tuple[Any, ...]]:
         d = ctx.grid.ndim
         intra = self._intra_segment(d)
-        out: dict[str, tuple[dict[str, Any], str]] = {
+        out: dict[str, tuple[Any, ...]] = {
             "vertices": (
                 {"zv_array": "vertices", "dtype": ctx.position_dtype.name, "encoding": "raw"},
                 "data",

@@ -61,7 +61,7 @@ class SkeletonStream(LinkedStream):
         self._roots = 0
         self._intra = 0
 
-    def append(  # type: ignore[override]
+    def append(
         self,
         positions: Any,
         parents: Any,
@@ -114,9 +114,9 @@ class SkeletonStream(LinkedStream):
         )
         return {"parent": parent, "flags": flags}, links
 
-    def _metas(self, ctx: SweepContext) -> dict[str, tuple[dict[str, Any], str]]:
+    def _metas(self, ctx: SweepContext) -> dict[str, tuple[Any, ...]]:
         d = ctx.grid.ndim
-        out: dict[str, tuple[dict[str, Any], str]] = {
+        out: dict[str, tuple[Any, ...]] = {
             "vertices": (
                 {"zv_array": "vertices", "dtype": ctx.position_dtype.name, "encoding": "raw"},
                 "data",

@@ -582,7 +582,8 @@ class LinkedStream:
         def upto(stop: int, rows: dict[str, np.ndarray] | None) -> None:
             nonlocal done
             if rows is None:
-                pending.extend(manifests_from(*([np.zeros(0, np.int64)] * 4), ctx.grid, stop - done))
+                none = np.zeros(0, np.int64)
+                pending.extend(manifests_from(none, none, none, none, ctx.grid, stop - done))
             else:
                 key, cell, local = rows["key"], rows["cell"], rows["local"]
                 pending.extend(manifests_from(rows["oid"] - done, key, cell, local, ctx.grid, stop - done))
