@@ -43,7 +43,7 @@ from zarr_vectors.errors import (
     ZarrVectorsWarning,
 )
 from zarr_vectors.result import Result
-from zarr_vectors.streaming import BatchWriter, PointStream, create
+from zarr_vectors.streaming import GraphStream, LineStream, MeshStream, PointStream, SkeletonStream, create
 from zarr_vectors.validation import validate
 
 __version__ = "0.1.0"
@@ -54,7 +54,10 @@ __all__ = [
     "open",
     "create",
     "PointStream",
-    "BatchWriter",
+    "GraphStream",
+    "LineStream",
+    "MeshStream",
+    "SkeletonStream",
     "write_points",
     "write_lines",
     "write_graph",

@@ -1,20 +1,17 @@
-"""``zarr_vectors.create``: a writer that takes the data in batches.
+"""``zarr_vectors.create``: a writer that takes the data in batches, in bounded memory.
 
-Point clouds stream with bounded memory (:class:`~zarr_vectors.engine.write.stream.PointStream`).
-Lines, skeletons, graphs and meshes are taken batch by batch too: each batch is checked
-for shape and set aside in a temporary folder, and ``close`` joins the batches (indices
-of skeleton parents and graph edges shifted to the joined vertex numbering) and writes
-them with the one-shot writer, so their finalisation holds the whole data in memory.
+Point clouds stream through :class:`~zarr_vectors.engine.write.stream.PointStream`; lines,
+skeletons, graphs and meshes through the linked streams
+(:class:`~zarr_vectors.engine.write.linkedstream.LinkedStream`: :class:`LineStream`,
+:class:`SkeletonStream`, :class:`GraphStream`, :class:`MeshStream`), which key each batch
+by chunk as it comes and build cells, cross-chunk links and tables a group of chunks at a
+time at ``close``. Each store equals the one-shot writer's on the concatenated batches.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import pickle
-from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,164 +26,19 @@ from zarr_vectors.engine import (
     inputs,
     is_auto,
 )
-from zarr_vectors.errors import InputError, ZarrVectorsError, choice_message
+from zarr_vectors.errors import InputError, choice_message
 from zarr_vectors.format.kinds import KINDS, writer_kinds
-from zarr_vectors.kinds import graphs, lines, meshes, skeletons
 from zarr_vectors.kinds.graph_stream import GraphStream
 from zarr_vectors.kinds.line_stream import LineStream
 from zarr_vectors.kinds.mesh_stream import MeshStream
 from zarr_vectors.kinds.skeleton_stream import SkeletonStream
-from zarr_vectors.storage import check_target, scratch_folder
 
-__all__ = ["create", "BatchWriter", "PointStream"]
+__all__ = ["create", "GraphStream", "LineStream", "MeshStream", "PointStream", "SkeletonStream"]
 
 #: The store-wide keywords (``chunk_shape`` and ``bounds`` first), as ``StoreOptions`` names them.
 _STORE_KEYWORDS = tuple(f.name for f in dataclasses.fields(StoreOptions))
 #: Every kind name ``create()`` accepts -> the writer kind.
 _KINDS = writer_kinds()
-
-
-def _join(parts: list[Any]) -> Any:
-    """Batches of one argument joined: lists extend, arrays concatenate, mappings per key."""
-    if all(p is None for p in parts):
-        return None
-    if any(p is None for p in parts):
-        raise InputError("every batch must give the same arguments (one batch left one out)")
-    first = parts[0]
-    if isinstance(first, Mapping):
-        keys = list(first)
-        if any(sorted(p) != sorted(keys) for p in parts):
-            raise InputError(f"every batch must give the same names; the first gave {sorted(keys)}")
-        return {k: _join([p[k] for p in parts]) for k in keys}
-    if isinstance(first, np.ndarray):
-        return np.concatenate([np.asarray(p) for p in parts])
-    out: list[Any] = []
-    for p in parts:
-        out.extend(p)
-    return out
-
-
-class BatchWriter:
-    """Lines, skeletons, graphs or meshes given in batches; written at :meth:`close`.
-
-    ``append`` takes a batch in the form of the matching one-shot writer's data arguments
-    (``lines`` for lines; ``positions, parents`` for skeletons; ``positions, edges`` for
-    graphs; ``meshes`` for meshes), with the per-item or per-vertex keywords of that writer.
-    """
-
-    _DATA = {
-        "lines": ("lines",),
-        "skeletons": ("positions", "parents"),
-        "graphs": ("positions", "edges"),
-        "meshes": ("meshes",),
-    }
-    _PER_BATCH = {
-        "lines": ("attributes", "object_ids"),
-        "skeletons": ("attributes", "object_ids"),
-        "graphs": ("attributes", "object_ids", "edge_attributes"),
-        "meshes": ("object_ids",),
-    }
-
-    def __init__(self, target: Any, kind: str, options: dict[str, Any], spill_dir: str | None = None) -> None:
-        self.target, self.kind, self.options = target, kind, options
-        check_target(
-            target, overwrite=bool(options.get("overwrite")), storage_options=options.get("storage_options")
-        )
-        self._scratch = contextlib.ExitStack()
-        self._folder = self._scratch.enter_context(scratch_folder("zv-batches-", spill_dir))
-        self._files: list[Path] = []
-        self._closed = False
-
-    def append(self, *data: Any, **keywords: Any) -> None:
-        """Set one batch aside (in a temporary file, so memory does not grow with batches)."""
-        if self._closed:
-            raise ZarrVectorsError("this writer is closed; create a new one")
-        names = self._DATA[self.kind]
-        if len(data) != len(names):
-            raise InputError(
-                f"a {self.kind} batch is ({', '.join(names)}), got {len(data)} positional arguments"
-            )
-        allowed = self._PER_BATCH[self.kind]
-        unknown = set(keywords) - set(allowed)
-        if unknown:
-            raise InputError(
-                f"{sorted(unknown)} cannot change per batch of {self.kind}; per batch: {list(allowed)} "
-                "(give store-wide and per-object keywords to create())"
-            )
-        batch = dict(zip(names, data)) | keywords
-        if self.kind == "meshes" and meshes.one_mesh(batch["meshes"]):
-            batch["meshes"] = [batch["meshes"]]
-        path = self._folder / f"batch{len(self._files):06d}.pickle"
-        with path.open("wb") as f:
-            pickle.dump(batch, f, protocol=5)
-        self._files.append(path)
-
-    def extend(self, batches: Iterable[Any]) -> None:
-        """:meth:`append` each batch: a tuple of the data arguments, or a mapping of keywords."""
-        for batch in batches:
-            if isinstance(batch, Mapping):
-                names = self._DATA[self.kind]
-                self.append(*(batch[n] for n in names), **{k: v for k, v in batch.items() if k not in names})
-            elif isinstance(batch, tuple):
-                self.append(*batch)
-            else:
-                self.append(batch)
-
-    def _joined(self) -> dict[str, Any]:
-        batches = []
-        for path in self._files:
-            with path.open("rb") as f:
-                batches.append(pickle.load(f))  # noqa: S301 - our own files, written above
-        if not batches:
-            raise InputError(f"no {self.kind} were appended; append at least one batch before close()")
-        keys = set().union(*batches)
-        out = {k: _join([b.get(k) for b in batches]) for k in keys}
-        if self.kind in ("skeletons", "graphs"):
-            index = "parents" if self.kind == "skeletons" else "edges"
-            shift, parts = 0, []
-            for b in batches:
-                idx = np.asarray(b[index], np.int64)
-                parts.append(
-                    np.where(idx >= 0, idx + shift, idx) if self.kind == "skeletons" else idx + shift
-                )
-                shift += len(b["positions"])
-            out[index] = np.concatenate(parts)
-            out["positions"] = np.concatenate([np.asarray(b["positions"]) for b in batches])
-        return out
-
-    def close(self) -> None:
-        """Join the batches and write the store (root ``zarr.json`` last)."""
-        if self._closed:
-            raise ZarrVectorsError("this writer is closed; create a new one")
-        self._closed = True
-        try:
-            data = self._joined()
-            if self.kind == "lines":
-                lines.write_lines(self.target, **data, **self.options)
-            elif self.kind == "skeletons":
-                skeletons.write_skeleton(self.target, **data, **self.options)
-            elif self.kind == "graphs":
-                graphs.write_graph(self.target, **data, **self.options)
-            else:
-                meshes.write_meshes(self.target, **data, **self.options)
-        finally:
-            self._scratch.close()
-
-    def abort(self) -> None:
-        """Drop every batch; nothing is written."""
-        self._closed = True
-        self._scratch.close()
-
-    def __enter__(self) -> BatchWriter:
-        return self
-
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
-        if self._closed:
-            return
-        if kind is None:
-            self.close()
-        else:
-            self.abort()
 
 
 def _expected_shape(kind: str, bounds: Any, expected: Any, bin_shape: Any) -> Any:
@@ -264,7 +116,7 @@ def create(
     spill_dir: str | os.PathLike[str] | None = None,
     progress: bool | None = None,
     **options: Any,
-) -> PointStream | LinkedStream | BatchWriter:
+) -> PointStream | LinkedStream:
     """A writer for a new store at ``target`` that takes the data in batches.
 
     Call ``append(...)`` once per batch, then ``close()``, or use it in a ``with`` block
@@ -276,22 +128,33 @@ def create(
     target
         Where to write, as for :func:`zarr_vectors.write_points`.
     kind
-        ``"points"``, ``"lines"``, ``"skeletons"``, ``"graphs"`` or ``"meshes"``.
+        ``"points"``, ``"lines"`` (polylines; ``"streamlines"`` and ``"line"`` name those
+        kinds), ``"skeletons"``, ``"graphs"`` or ``"meshes"`` (raw or ``encoding="draco"``).
+        Batches: ``append(positions, attributes=, object_ids=)`` for points;
+        ``append(lines, attributes=, object_ids=)``; ``append(positions, parents,
+        attributes=, object_ids=)`` for skeletons; ``append(positions, edges, attributes=,
+        object_ids=, edge_attributes=)`` for graphs; ``append(meshes, object_ids=)``. Each
+        batch's indices (parents, edges, faces) number its own rows; a line, tree or mesh
+        lies whole in one batch.
     chunk_shape, bounds
         The chunk grid. Point clouds need ``bounds`` (the grid is fixed before the first
         batch), and a batch outside them is refused. ``chunk_shape="auto"`` (the default)
         needs ``expected_vertices`` with ``bounds`` for point clouds: cubes that hold about
         16,384 vertices each were the vertices spread evenly over ``bounds`` (the data is not
-        seen before the grid is fixed; see ``docs/writing.md``). Other kinds are written at
-        ``close``, so without them their chunks are sized from the joined data, as by the
-        one-shot writers.
+        seen before the grid is fixed; see ``docs/writing.md``). Other kinds without them
+        set their batches aside on disk and fix the grid at ``close`` from all of them, as
+        the one-shot writers do (bounds from the extent, ``"auto"`` from the same sample),
+        then key them: one more pass over the data on disk.
     expected_vertices
         About how many vertices will be appended, for ``chunk_shape="auto"``.
     memory_limit
-        Points: bytes of memory to stay near, whatever the total size (default 1 GiB);
-        rows beyond a quarter of it wait in sorted runs in ``spill_dir``. ``None``: no limit.
+        Bytes of memory to stay near, whatever the total size (default 1 GiB): rows beyond a
+        quarter of it (and, for the other kinds, waiting links and fragments beyond a
+        sixteenth each) wait in sorted runs in ``spill_dir``; cells are built a group at a
+        time. A batch itself is held while it is checked. ``None``: no limit.
     workers
         Points: threads that encode and compress cells at ``close`` (default: every core).
+        Other kinds: threads that sort large spilled runs; cells are encoded in one thread.
     spill_dir
         Where waiting rows go (default: beside a local target, else the temporary folder).
     progress
@@ -337,22 +200,14 @@ def create(
             progress=progress,
             **tables,
         )
+    streams: dict[str, type[LinkedStream]] = {
+        "lines": LineStream,
+        "skeletons": SkeletonStream,
+        "graphs": GraphStream,
+        "meshes": MeshStream,
+    }
     if name == "lines":
         options["kind"] = _line_kind(kind)
-        return _linked(
-            LineStream, target, chunk_shape, bounds, memory_limit, workers, spill_dir, progress, options
-        )
-    if name == "meshes":
-        return _linked(
-            MeshStream, target, chunk_shape, bounds, memory_limit, workers, spill_dir, progress, options
-        )
-    if name == "graphs":
-        return _linked(
-            GraphStream, target, chunk_shape, bounds, memory_limit, workers, spill_dir, progress, options
-        )
-    if name == "skeletons":
-        return _linked(
-            SkeletonStream, target, chunk_shape, bounds, memory_limit, workers, spill_dir, progress, options
-        )
-    options = {"chunk_shape": chunk_shape, "bounds": bounds, **options}
-    return BatchWriter(target, name, options, None if spill_dir is None else os.fspath(spill_dir))
+    return _linked(
+        streams[name], target, chunk_shape, bounds, memory_limit, workers, spill_dir, progress, options
+    )

@@ -1,4 +1,5 @@
-"""Skeletons streamed by ``create(target, "skeletons")``: the one-shot writer's store, in bounded memory."""
+"""Skeletons streamed by ``create(target, "skeletons")`` (and ``write_skeleton``, its wrapper):
+the store the one-shot writer wrote, in bounded memory."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
+from tests._oneshot import write_skeleton_at_once
 from tests._streams import peak_of, stored_files
 from zarr_vectors.errors import InputError
 
@@ -110,23 +112,25 @@ def test_streamed_skeletons_are_the_one_shot_store_byte_for_byte(tmp_path: Path,
             groups={7: ids[:3].tolist(), 3: ids[3:5].tolist()},
         )
     attributes = {k: np.concatenate([b["attributes"][k] for b in batches]) for k in ("radius", "type", "rgb")}
-    zv.write_skeleton(
-        tmp_path / "one",
-        _joined(batches, "positions"),
-        _joined_parents(batches),
+    whole = dict(
         attributes=attributes,
         object_ids=None if spec["ids"] is None else _joined(batches, "object_ids"),
         **kw,
         **tables,
     )
+    pos, par = _joined(batches, "positions"), _joined_parents(batches)
+    write_skeleton_at_once(tmp_path / "one", pos, par, **whole)
+    zv.write_skeleton(tmp_path / "wrapped", pos, par, **whole)  # the stream given every tree at once
     with zv.create(tmp_path / "many", "skeletons", memory_limit=1 << 20, **kw, **tables) as w:
         for b in batches:
             w.append(b["positions"], b["parents"], attributes=b["attributes"], object_ids=b.get("object_ids"))
-    one, many = stored_files(tmp_path / "one"), stored_files(tmp_path / "many")
-    assert sorted(one) == sorted(many)
-    differ = [k for k in one if one[k] != many[k]]
-    assert not differ, differ[:5]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["many", "one"]  # no spill folder left
+    one = stored_files(tmp_path / "one")
+    for other in ("many", "wrapped"):
+        got = stored_files(tmp_path / other)
+        assert sorted(one) == sorted(got), other
+        differ = [k for k in one if one[k] != got[k]]
+        assert not differ, (other, differ[:5])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["many", "one", "wrapped"]  # no spill folder left
 
 
 def _answers(ds: zv.Dataset, box: Any) -> tuple[np.ndarray, ...]:
@@ -147,9 +151,10 @@ def test_streamed_skeletons_with_auto_shards_answer_like_the_one_shot_writer(tmp
     pos, par = _joined(batches, "positions"), _joined_parents(batches)
     radius = np.concatenate([b["attributes"]["radius"] for b in batches])
     ids = _joined(batches, "object_ids")
-    one = zv.write_skeleton(
+    write_skeleton_at_once(
         tmp_path / "one", pos, par, chunk_shape=45, attributes={"radius": radius}, object_ids=ids
     )
+    one = zv.open(tmp_path / "one")
     with zv.create(tmp_path / "many", "skeletons", chunk_shape=45, memory_limit=1 << 20) as w:
         w.extend((b["positions"], b["parents"]) for b in batches[:0])
         for b in batches:

@@ -54,7 +54,7 @@ from zarr_vectors.engine.write.level0 import (
     write_level0,
     write_level_arrays,
 )
-from zarr_vectors.engine.write.linkedstream import GroupCells, LinkedStream, SweepContext, cells_of
+from zarr_vectors.engine.write.linkedstream import GroupCells, LinkedStream, SweepContext, cells_of, grid_of
 from zarr_vectors.engine.write.options import StoreOptions, check_shards
 from zarr_vectors.engine.write.partition import Partition, cell_indices, partition, sort_keys
 from zarr_vectors.engine.write.reshard import reshard
@@ -82,6 +82,7 @@ __all__ = [
     "LinkedStream",
     "SweepContext",
     "cells_of",
+    "grid_of",
     "Layout",
     "Level",
     "LevelArrays",

@@ -1,4 +1,5 @@
-"""Skeletons written batch by batch in bounded memory: :class:`SkeletonStream`.
+"""Skeletons written batch by batch in bounded memory: :class:`SkeletonStream`, and
+:func:`write_skeleton`, the same writer given every tree at once.
 
 The store is the one :func:`~zarr_vectors.kinds.skeletons.write_skeleton` writes from the
 concatenated batches (each batch's parent indices shifted to that numbering). Whether a
@@ -10,31 +11,35 @@ of whole cells at a time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
 from zarr_vectors.engine import (
+    DEFAULT_MEMORY_LIMIT,
     OBJECT_ID_META,
     GroupCells,
     LinkedStream,
     Partition,
     StoreBuilder,
+    StoreOptions,
     SweepContext,
     cell_indices,
     cells_of,
     fragment_owner_payloads,
     fragment_payloads,
+    grid_of,
     row_payloads,
 )
+from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.grid import Grid
 from zarr_vectors.format.links import encode_ragged, parse_offsets, place_links
 from zarr_vectors.kinds.graphs import intra_payloads, vertex_locals
 from zarr_vectors.kinds.skeletons import check_parents, continues, runs_partition, tree_roots
 
-__all__ = ["SkeletonStream"]
+__all__ = ["SkeletonStream", "write_skeleton"]
 
 _CONT, _INTRA = np.uint8(1), np.uint8(2)  # flags: continues its fragment; explicit parent in its chunk
 
@@ -218,3 +223,140 @@ class SkeletonStream(LinkedStream):
             },
         )
         return ["links", "link_fragments"] if self._intra else ["links"]
+
+
+def write_skeleton(
+    target: Any,
+    positions: Any,
+    parents: Any,
+    *,
+    chunk_shape: Any = "auto",
+    object_ids: Any = None,
+    bounds: Any = None,
+    attributes: Mapping[str, Any] | None = None,
+    channel_names: Mapping[str, Sequence[str]] | None = None,
+    object_attributes: Mapping[str, Any] | None = None,
+    groups: Any = None,
+    group_attributes: Mapping[str, Any] | None = None,
+    group_names: Sequence[str] | None = None,
+    axes: Sequence[Any] | None = None,
+    units: str | None = None,
+    crs: Any = None,
+    compression: str | None = "none",
+    checksums: bool = False,
+    shards: Any = "default",
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> None:
+    """Write one or many trees: ``parents[i]`` is vertex i's parent index, -1 for a root.
+
+    Reads return ``Result.parents`` (row of each row's parent, -1 for a root or a parent
+    outside the result) and ``Result.edges`` as ``(parent, child)`` rows.
+
+    Parameters
+    ----------
+    target
+        Where to write, as in :func:`zarr_vectors.write_points`.
+    positions
+        (N, D) finite vertex coordinates.
+    parents
+        (N,) parent index of every vertex, -1 for a root; no cycles.
+    chunk_shape
+        Edge length of a spatial chunk: one number or one per axis, or ``"auto"`` (the
+        default): cubes sized from the data so that each non-empty chunk holds about 16,384
+        vertices on average (see ``docs/writing.md``).
+    object_ids
+        One object per vertex, int64 or uint64 ids of any value such as segment ids
+        (default: one object per tree, numbered by root order). An object may hold several
+        trees, but a parent must belong to its child's object.
+    bounds
+        Inclusive ``(lo, hi)`` corners; every vertex must lie inside. Default: the data's extent.
+    attributes
+        name -> per-vertex values; typical are ``radius`` and ``type``.
+    channel_names
+        Optional channel names per attribute: name -> one name per channel.
+    object_attributes
+        name -> values that follow the distinct ids in ascending order, or a mapping
+        ``{id: value}``.
+    groups
+        Groups of object ids: a list of lists, or a mapping group id -> ids (group ids of any
+        integer value).
+    group_attributes
+        Per-group values: one per group in ascending group id, or a mapping ``{group id: value}``.
+    group_names
+        Optional names of the groups, one per group (read back by :meth:`Dataset.group_names`).
+    axes
+        Axis names, or ``{"name", "unit"}`` dicts.
+    units
+        A default unit for the axes.
+    crs
+        A coordinate reference system: an EPSG code, WKT2, PROJJSON or ``pyproj.CRS`` (see
+        :func:`zarr_vectors.geo.parse_crs`); a dict of other keys is stored as an opaque record.
+    compression
+        ``"none"`` (the format's default), ``"zstd"``, ``"gzip"``, ``"blosc"``, ``"lz4"``, ``"zlib"``,
+        ``"bz2"``, ``"lzma"`` or ``"numcodecs.<id>"`` (see ``docs/writing.md``).
+    checksums
+        Append Zarr's ``crc32c`` codec to every array, so a changed byte in any cell is a
+        :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
+    shards
+        Group the cells of every per-chunk array into ``sharding_indexed`` shards, one stored
+        object each: ``"auto"`` (the default, on every backend: sized from the grid so that a
+        1 % local append rewrites about 5 % of the store), chunks per shard (one integer, or
+        one per axis), or None / ``"none"`` (one object per cell); see ``docs/writing.md``.
+    overwrite
+        Replace an existing store. Local and zip targets are swapped in only once complete.
+    storage_options
+        Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
+
+    Returns
+    -------
+    Dataset
+        The new store, opened for reading.
+
+    Raises
+    ------
+    InputError
+        Malformed input: parents out of range or forming a cycle, a parent in another
+        object than its child, and the input errors of :func:`zarr_vectors.write_points`.
+    StoreExistsError
+        ``target`` holds data and ``overwrite`` is false.
+
+    Examples
+    --------
+    >>> import zarr_vectors as zv
+    >>> positions = [[0, 0, 0], [1, 0, 0], [2, 0, 0], [1, 1, 0], [5, 5, 5], [6, 5, 5]]
+    >>> parents = [-1, 0, 1, 1, -1, 4]
+    >>> ds = zv.write_skeleton(
+    ...     "memory://doc-skeleton", positions, parents, chunk_shape=2,
+    ...     attributes={"radius": [1.0, 0.5, 0.5, 0.25, 1.0, 1.0]},
+    ... )
+    >>> ds.object_ids().tolist()
+    [0, 1]
+    >>> tree = ds.objects([0])
+    >>> tree.parents.tolist(), tree.edges.tolist()
+    ([-1, 0, 1, 1], [[0, 1], [1, 2], [1, 3]])
+    """
+    pos = _inputs.positions_array(positions, _inputs.call_ndim(chunk_shape, bounds, axes))
+    options = StoreOptions(
+        chunk_shape,
+        bounds=bounds,
+        axes=axes,
+        units=units,
+        crs=crs,
+        compression=compression,
+        checksums=checksums,
+        shards=shards,
+        overwrite=overwrite,
+        storage_options=storage_options,
+    )
+    with SkeletonStream(
+        target,
+        grid_of(pos, options),
+        channel_names=channel_names,
+        object_attributes=object_attributes,
+        groups=groups,
+        group_attributes=group_attributes,
+        group_names=group_names,
+        memory_limit=DEFAULT_MEMORY_LIMIT,
+    ) as stream:
+        stream.append(pos, parents, attributes=attributes, object_ids=object_ids)

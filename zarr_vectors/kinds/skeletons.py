@@ -1,4 +1,5 @@
-"""Skeletons (trees given by parent indices): ``write_skeleton``.
+"""Skeletons (trees given by parent indices): the layout, as the writer
+(:mod:`zarr_vectors.kinds.skeleton_stream`) and the pyramid build it.
 
 Layout (``links_convention = "implicit_sequential_with_branches"``): inside a chunk,
 rows follow each object's input order, and a *fragment* is a run of rows that are
@@ -15,25 +16,15 @@ implementation 0.9.2 writes and reads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from zarr_vectors.engine import (
-    LevelArrays,
     Partition,
     StoreBuilder,
-    StoreOptions,
-    dense_ids,
-    fragment_payloads,
-    make_layout,
-    object_tables,
-    partition_owners,
     sort_keys,
-    write_level0,
 )
-from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.grid import Grid
 from zarr_vectors.format.links import encode_ragged, parse_offsets, place_links, smallest_index_dtype
@@ -41,7 +32,9 @@ from zarr_vectors.format.manifests import encode_manifests_batch
 from zarr_vectors.kinds.graphs import intra_payloads, vertex_locals
 
 __all__ = [
-    "write_skeleton",
+    "skeleton_manifests",
+    "skeleton_partition",
+    "write_parent_links",
     "tree_roots",
     "depth_first_order",
     "check_parents",
@@ -239,164 +232,3 @@ def write_parent_links(builder: StoreBuilder, grid: Grid, part: Partition, paren
         },
     )
     return ["links", "link_fragments"] if same.any() else ["links"]
-
-
-def write_skeleton(
-    target: Any,
-    positions: Any,
-    parents: Any,
-    *,
-    chunk_shape: Any = "auto",
-    object_ids: Any = None,
-    bounds: Any = None,
-    attributes: Mapping[str, Any] | None = None,
-    channel_names: Mapping[str, Sequence[str]] | None = None,
-    object_attributes: Mapping[str, Any] | None = None,
-    groups: Any = None,
-    group_attributes: Mapping[str, Any] | None = None,
-    group_names: Sequence[str] | None = None,
-    axes: Sequence[Any] | None = None,
-    units: str | None = None,
-    crs: Any = None,
-    compression: str | None = "none",
-    checksums: bool = False,
-    shards: Any = "default",
-    overwrite: bool = False,
-    storage_options: dict[str, Any] | None = None,
-) -> None:
-    """Write one or many trees: ``parents[i]`` is vertex i's parent index, -1 for a root.
-
-    Reads return ``Result.parents`` (row of each row's parent, -1 for a root or a parent
-    outside the result) and ``Result.edges`` as ``(parent, child)`` rows.
-
-    Parameters
-    ----------
-    target
-        Where to write, as in :func:`zarr_vectors.write_points`.
-    positions
-        (N, D) finite vertex coordinates.
-    parents
-        (N,) parent index of every vertex, -1 for a root; no cycles.
-    chunk_shape
-        Edge length of a spatial chunk: one number or one per axis, or ``"auto"`` (the
-        default): cubes sized from the data so that each non-empty chunk holds about 16,384
-        vertices on average (see ``docs/writing.md``).
-    object_ids
-        One object per vertex, int64 or uint64 ids of any value such as segment ids
-        (default: one object per tree, numbered by root order). An object may hold several
-        trees, but a parent must belong to its child's object.
-    bounds
-        Inclusive ``(lo, hi)`` corners; every vertex must lie inside. Default: the data's extent.
-    attributes
-        name -> per-vertex values; typical are ``radius`` and ``type``.
-    channel_names
-        Optional channel names per attribute: name -> one name per channel.
-    object_attributes
-        name -> values that follow the distinct ids in ascending order, or a mapping
-        ``{id: value}``.
-    groups
-        Groups of object ids: a list of lists, or a mapping group id -> ids (group ids of any
-        integer value).
-    group_attributes
-        Per-group values: one per group in ascending group id, or a mapping ``{group id: value}``.
-    group_names
-        Optional names of the groups, one per group (read back by :meth:`Dataset.group_names`).
-    axes
-        Axis names, or ``{"name", "unit"}`` dicts.
-    units
-        A default unit for the axes.
-    crs
-        A coordinate reference system: an EPSG code, WKT2, PROJJSON or ``pyproj.CRS`` (see
-        :func:`zarr_vectors.geo.parse_crs`); a dict of other keys is stored as an opaque record.
-    compression
-        ``"none"`` (the format's default), ``"zstd"``, ``"gzip"``, ``"blosc"``, ``"lz4"``, ``"zlib"``,
-        ``"bz2"``, ``"lzma"`` or ``"numcodecs.<id>"`` (see ``docs/writing.md``).
-    checksums
-        Append Zarr's ``crc32c`` codec to every array, so a changed byte in any cell is a
-        :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
-    shards
-        Group the cells of every per-chunk array into ``sharding_indexed`` shards, one stored
-        object each: ``"auto"`` (the default, on every backend: sized from the grid so that a
-        1 % local append rewrites about 5 % of the store), chunks per shard (one integer, or
-        one per axis), or None / ``"none"`` (one object per cell); see ``docs/writing.md``.
-    overwrite
-        Replace an existing store. Local and zip targets are swapped in only once complete.
-    storage_options
-        Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
-
-    Returns
-    -------
-    Dataset
-        The new store, opened for reading.
-
-    Raises
-    ------
-    InputError
-        Malformed input: parents out of range or forming a cycle, a parent in another
-        object than its child, and the input errors of :func:`zarr_vectors.write_points`.
-    StoreExistsError
-        ``target`` holds data and ``overwrite`` is false.
-
-    Examples
-    --------
-    >>> import zarr_vectors as zv
-    >>> positions = [[0, 0, 0], [1, 0, 0], [2, 0, 0], [1, 1, 0], [5, 5, 5], [6, 5, 5]]
-    >>> parents = [-1, 0, 1, 1, -1, 4]
-    >>> ds = zv.write_skeleton(
-    ...     "memory://doc-skeleton", positions, parents, chunk_shape=2,
-    ...     attributes={"radius": [1.0, 0.5, 0.5, 0.25, 1.0, 1.0]},
-    ... )
-    >>> ds.object_ids().tolist()
-    [0, 1]
-    >>> tree = ds.objects([0])
-    >>> tree.parents.tolist(), tree.edges.tolist()
-    ([-1, 0, 1, 1], [[0, 1], [1, 2], [1, 3]])
-    """
-    pos = _inputs.positions_array(positions, _inputs.call_ndim(chunk_shape, bounds, axes))
-    n, d = pos.shape
-    par = check_parents(parents, n)
-    roots = tree_roots(par)
-    user_ids = _inputs.object_id_array(object_ids, n)
-    if user_ids is None:
-        user_ids = np.searchsorted(np.flatnonzero(par < 0), roots)
-    ids = dense_ids(user_ids)
-    oids = ids.dense
-    mixed = np.flatnonzero((par >= 0) & (oids[np.maximum(par, 0)] != oids))
-    if len(mixed):
-        v = int(mixed[0])
-        raise InputError(
-            f"vertex {v} (object {int(user_ids[v])}) has parent {int(par[v])} in object {int(user_ids[par[v]])}"
-        )
-    options = StoreOptions(
-        chunk_shape,
-        bounds=bounds,
-        axes=axes,
-        units=units,
-        crs=crs,
-        compression=compression,
-        checksums=checksums,
-        shards=shards,
-        overwrite=overwrite,
-        storage_options=storage_options,
-    )
-    layout = make_layout(pos, options)
-    vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
-    tables = object_tables(ids, object_attributes, groups, group_attributes, group_names)
-    part = skeleton_partition(pos, par, tables.oids, layout.grid)
-    write_level0(
-        target,
-        options,
-        layout,
-        "skeleton",
-        "implicit_sequential_with_branches",
-        LevelArrays(
-            positions=pos,
-            part=part,
-            fragments=fragment_payloads(part),
-            vertex_attributes=vattrs,
-            tables=tables,
-            fragment_objects=partition_owners(part),
-            manifests=skeleton_manifests(part, layout.grid, tables.num_objects),
-            links=lambda builder: write_parent_links(builder, layout.grid, part, par),
-        ),
-    )

@@ -65,7 +65,7 @@ from zarr_vectors.storage import (
     write_session,
 )
 
-__all__ = ["GroupCells", "LinkedStream", "SweepContext", "cells_of", "manifests_from"]
+__all__ = ["GroupCells", "LinkedStream", "SweepContext", "cells_of", "grid_of", "manifests_from"]
 
 
 def cells_of(linear: np.ndarray, grid: Grid) -> np.ndarray:
@@ -127,6 +127,15 @@ class SweepContext:
     def oids(self, user: np.ndarray) -> np.ndarray:
         """The OID of each user id (every one must be among ``ids``)."""
         return self.oid_of[np.searchsorted(self.ids, user)]
+
+
+def grid_of(positions: np.ndarray, options: StoreOptions) -> StoreOptions:
+    """``options`` with the grid a one-shot writer fixes from all of ``positions`` (bounds
+    from their extent when not given, ``chunk_shape="auto"`` sized from them) made explicit,
+    so that a stream given every vertex at once keys them as they come."""
+    layout = make_layout(positions, options)
+    shape = tuple(float(c) for c in layout.grid.chunk_shape)
+    return replace(options, chunk_shape=shape, bounds=layout.bounds)
 
 
 class _DiskRows:

@@ -1,0 +1,66 @@
+"""The one-shot writers as they were before they became wrappers of the streaming writers:
+every vertex partitioned at once from the library's layout functions, then
+``write_level0``. The streaming writers' tests compare stores against these, byte for byte."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors.engine import (
+    LevelArrays,
+    StoreOptions,
+    dense_ids,
+    fragment_payloads,
+    make_layout,
+    object_tables,
+    partition_owners,
+    write_level0,
+)
+from zarr_vectors.engine import inputs as _inputs
+from zarr_vectors.kinds.skeletons import (
+    check_parents,
+    skeleton_manifests,
+    skeleton_partition,
+    tree_roots,
+    write_parent_links,
+)
+
+_STORE = ("chunk_shape", "bounds", "axes", "units", "crs", "compression", "checksums", "shards", "overwrite")
+_TABLES = ("object_attributes", "groups", "group_attributes", "group_names")
+
+
+def write_skeleton_at_once(
+    target: Any,
+    positions: Any,
+    parents: Any,
+    *,
+    object_ids: Any = None,
+    attributes: Any = None,
+    channel_names: Any = None,
+    **kw: Any,
+) -> None:
+    """Trees written all at once (``write_skeleton``'s keywords)."""
+    options = StoreOptions(**{"chunk_shape": "auto", **{k: v for k, v in kw.items() if k in _STORE}})
+    pos = _inputs.positions_array(
+        positions, _inputs.call_ndim(options.chunk_shape, options.bounds, options.axes)
+    )
+    par = check_parents(parents, len(pos))
+    user_ids = _inputs.object_id_array(object_ids, len(pos))
+    if user_ids is None:
+        user_ids = np.searchsorted(np.flatnonzero(par < 0), tree_roots(par))
+    layout = make_layout(pos, options)
+    tables = object_tables(dense_ids(user_ids), *(kw.get(k) for k in _TABLES))
+    part = skeleton_partition(pos, par, tables.oids, layout.grid)
+    arrays = LevelArrays(
+        positions=pos,
+        part=part,
+        fragments=fragment_payloads(part),
+        vertex_attributes=_inputs.vertex_attributes(attributes, len(pos), channel_names),
+        tables=tables,
+        fragment_objects=partition_owners(part),
+        manifests=skeleton_manifests(part, layout.grid, tables.num_objects),
+        links=lambda builder: write_parent_links(builder, layout.grid, part, par),
+    )
+    write_level0(target, options, layout, "skeleton", "implicit_sequential_with_branches", arrays)
