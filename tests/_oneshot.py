@@ -11,14 +11,17 @@ import numpy as np
 from zarr_vectors.engine import (
     LevelArrays,
     StoreOptions,
+    build_manifests,
     dense_ids,
     fragment_payloads,
     make_layout,
     object_tables,
+    partition,
     partition_owners,
     write_level0,
 )
 from zarr_vectors.engine import inputs as _inputs
+from zarr_vectors.kinds.graphs import edge_array, write_edges
 from zarr_vectors.kinds.skeletons import (
     check_parents,
     skeleton_manifests,
@@ -64,3 +67,46 @@ def write_skeleton_at_once(
         links=lambda builder: write_parent_links(builder, layout.grid, part, par),
     )
     write_level0(target, options, layout, "skeleton", "implicit_sequential_with_branches", arrays)
+
+
+def write_graph_at_once(
+    target: Any,
+    positions: Any,
+    edges: Any,
+    *,
+    directed: bool = False,
+    object_ids: Any = None,
+    attributes: Any = None,
+    channel_names: Any = None,
+    edge_attributes: Any = None,
+    **kw: Any,
+) -> None:
+    """A graph written all at once (``write_graph``'s keywords)."""
+    options = StoreOptions(**{"chunk_shape": "auto", **{k: v for k, v in kw.items() if k in _STORE}})
+    pos = _inputs.positions_array(
+        positions, _inputs.call_ndim(options.chunk_shape, options.bounds, options.axes)
+    )
+    e = edge_array(edges, len(pos))
+    layout = make_layout(pos, options)
+    eattrs = _inputs.vertex_attributes(edge_attributes, len(e), what="edge attribute")
+    user_ids = _inputs.object_id_array(object_ids, len(pos))
+    ids = dense_ids(np.zeros(len(pos), np.int64) if user_ids is None else user_ids)
+    tables = object_tables(ids, *(kw.get(k) for k in _TABLES))
+    part = partition(pos, layout.grid, tables.oids)
+
+    def links(builder: Any) -> list[str]:
+        if not write_edges(builder, layout.grid, part, e, directed, eattrs):
+            return []
+        return ["links", "link_fragments"] + (["link_attributes"] if eattrs else [])
+
+    arrays = LevelArrays(
+        positions=pos,
+        part=part,
+        fragments=fragment_payloads(part),
+        vertex_attributes=_inputs.vertex_attributes(attributes, len(pos), channel_names),
+        tables=tables,
+        fragment_objects=partition_owners(part),
+        manifests=build_manifests(part, layout.grid, tables.num_objects),
+        links=links,
+    )
+    write_level0(target, options, layout, "graph", "explicit", arrays)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zarr_vectors.dataset import Dataset, open
-from zarr_vectors.kinds import graphs, lines, meshes, points, shapes, skeleton_stream
+from zarr_vectors.kinds import graph_stream, lines, meshes, points, shapes, skeleton_stream
 
 __all__ = [
     "open",
@@ -43,7 +43,7 @@ def _opening(writer: Callable[..., None]) -> Callable[..., Dataset]:
 
 write_points = _opening(points.write_points)
 write_lines = _opening(lines.write_lines)
-write_graph = _opening(graphs.write_graph)
+write_graph = _opening(graph_stream.write_graph)
 write_skeleton = _opening(skeleton_stream.write_skeleton)
 write_mesh = _opening(meshes.write_mesh)
 write_meshes = _opening(meshes.write_meshes)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
+from tests._oneshot import write_graph_at_once
 from tests._streams import peak_of, stored_files
 from zarr_vectors.errors import InputError
 
@@ -42,9 +43,12 @@ def _batches(rng: np.random.Generator, sizes: list[int], objects: bool) -> list[
     return out
 
 
-def _one_shot(target: Path, batches: list[dict[str, Any]], **kw: Any) -> None:
+def _one_shot(
+    target: Path, batches: list[dict[str, Any]], writer: Any = write_graph_at_once, **kw: Any
+) -> None:
+    """The batches joined, written by ``writer`` (the former at-once writer, or ``write_graph``)."""
     shift = np.cumsum([0] + [len(b["positions"]) for b in batches])
-    zv.write_graph(
+    writer(
         target,
         np.concatenate([b["positions"] for b in batches]),
         np.concatenate([b["edges"] + s for b, s in zip(batches, shift)]),
@@ -79,15 +83,18 @@ def test_streamed_graphs_are_the_one_shot_store_byte_for_byte(tmp_path: Path, ca
     spec: dict[str, Any] = CASES[case]
     batches = _batches(rng, [400, 1200, 9, 1500], spec["objects"])
     _one_shot(tmp_path / "one", batches, **spec["kw"])
+    _one_shot(tmp_path / "wrapped", batches, zv.write_graph, **spec["kw"])  # the stream, one batch
     with zv.create(tmp_path / "many", "graphs", memory_limit=1 << 20, **spec["kw"]) as w:
         for b in batches:
             w.append(
                 b["positions"], b["edges"], **{k: v for k, v in b.items() if k not in ("positions", "edges")}
             )
-    one, many = stored_files(tmp_path / "one"), stored_files(tmp_path / "many")
-    assert sorted(one) == sorted(many)
-    differ = [k for k in one if one[k] != many[k]]
-    assert not differ, differ[:5]
+    one = stored_files(tmp_path / "one")
+    for other in ("many", "wrapped"):
+        got = stored_files(tmp_path / other)
+        assert sorted(one) == sorted(got), other
+        differ = [k for k in one if one[k] != got[k]]
+        assert not differ, (other, differ[:5])
 
 
 def test_streamed_graphs_with_auto_shards_answer_like_the_one_shot_writer(tmp_path: Path) -> None:

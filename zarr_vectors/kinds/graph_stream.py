@@ -1,4 +1,5 @@
-"""Graphs written batch by batch in bounded memory: :class:`GraphStream`.
+"""Graphs written batch by batch in bounded memory: :class:`GraphStream`, and
+:func:`write_graph`, the same writer given the whole graph at once.
 
 The store is the one :func:`~zarr_vectors.kinds.graphs.write_graph` writes from the
 concatenated batches (each batch's edge indices shifted to that numbering). An edge whose
@@ -10,21 +11,24 @@ batches (the default is one object, 0, for every vertex).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
 from zarr_vectors.engine import (
+    DEFAULT_MEMORY_LIMIT,
     OBJECT_ID_META,
     AttributeSpec,
     GroupCells,
     LinkedStream,
     StoreBuilder,
+    StoreOptions,
     SweepContext,
     cells_of,
     fragment_owner_payloads,
     fragment_payloads,
+    grid_of,
     partition,
     row_payloads,
 )
@@ -33,7 +37,7 @@ from zarr_vectors.errors import InputError
 from zarr_vectors.format.links import encode_ragged, parse_offsets, place_links
 from zarr_vectors.kinds.graphs import edge_array, intra_payloads, vertex_locals
 
-__all__ = ["GraphStream"]
+__all__ = ["GraphStream", "write_graph"]
 
 
 class GraphStream(LinkedStream):
@@ -274,3 +278,148 @@ class GraphStream(LinkedStream):
         if not self._edges:
             return []
         return ["links", "link_fragments"] + (["link_attributes"] if values else [])
+
+
+def write_graph(
+    target: Any,
+    positions: Any,
+    edges: Any,
+    *,
+    chunk_shape: Any = "auto",
+    directed: bool = False,
+    bounds: Any = None,
+    attributes: Mapping[str, Any] | None = None,
+    channel_names: Mapping[str, Sequence[str]] | None = None,
+    edge_attributes: Mapping[str, Any] | None = None,
+    object_ids: Any = None,
+    object_attributes: Mapping[str, Any] | None = None,
+    groups: Any = None,
+    group_attributes: Mapping[str, Any] | None = None,
+    group_names: Sequence[str] | None = None,
+    axes: Sequence[Any] | None = None,
+    units: str | None = None,
+    crs: Any = None,
+    compression: str | None = "none",
+    checksums: bool = False,
+    shards: Any = "default",
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> None:
+    """Write a graph: vertices ``positions`` (N, D) and ``edges`` (E, 2) of vertex indices.
+
+    Queries return the edges whose two vertices are both in the result, as rows of
+    ``Result.edges``, with their ``edge_attributes``.
+
+    Parameters
+    ----------
+    target
+        Where to write, as in :func:`zarr_vectors.write_points`.
+    positions
+        (N, D) finite vertex coordinates.
+    edges
+        (E, 2) integer vertex indices, each in ``[0, N)``.
+    chunk_shape
+        Edge length of a spatial chunk: one number or one per axis, or ``"auto"`` (the
+        default): cubes sized from the data so that each non-empty chunk holds about 16,384
+        vertices on average (see ``docs/writing.md``).
+    directed
+        Keep each edge's direction as given. Undirected edges come back in the order
+        given too (through ``perm_idx``).
+    bounds
+        Inclusive ``(lo, hi)`` corners; every vertex must lie inside. Default: the data's extent.
+    attributes
+        Per-vertex values, name -> (N,) or (N, C) array.
+    channel_names
+        Optional channel names per attribute: name -> one name per channel.
+    edge_attributes
+        name -> one value (or row) per edge, stored in ``link_attributes``.
+    object_ids
+        One object per vertex, int64 or uint64 ids of any value; default every vertex in
+        object 0.
+    object_attributes
+        name -> one row per distinct object id in ascending order, or a mapping ``{id: value}``, as
+        in :func:`zarr_vectors.write_points`.
+    groups
+        Groups of object ids: a list of lists, or a mapping group id -> ids (group ids of any
+        integer value).
+    group_attributes
+        Per-group values: one per group in ascending group id, or a mapping ``{group id: value}``.
+    group_names
+        Optional names of the groups, one per group (read back by :meth:`Dataset.group_names`).
+    axes
+        Axis names, or ``{"name", "unit"}`` dicts.
+    units
+        A default unit for the axes.
+    crs
+        A coordinate reference system: an EPSG code, WKT2, PROJJSON or ``pyproj.CRS`` (see
+        :func:`zarr_vectors.geo.parse_crs`); a dict of other keys is stored as an opaque record.
+    compression
+        ``"none"`` (the format's default), ``"zstd"``, ``"gzip"``, ``"blosc"``, ``"lz4"``, ``"zlib"``,
+        ``"bz2"``, ``"lzma"`` or ``"numcodecs.<id>"`` (see ``docs/writing.md``).
+    checksums
+        Append Zarr's ``crc32c`` codec to every array, so a changed byte in any cell is a
+        :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
+    shards
+        Group the cells of every per-chunk array into ``sharding_indexed`` shards, one stored
+        object each: ``"auto"`` (the default, on every backend: sized from the grid so that a
+        1 % local append rewrites about 5 % of the store), chunks per shard (one integer, or
+        one per axis), or None / ``"none"`` (one object per cell); see ``docs/writing.md``.
+    overwrite
+        Replace an existing store. Local and zip targets are swapped in only once complete.
+    storage_options
+        Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
+
+    Returns
+    -------
+    Dataset
+        The new store, opened for reading.
+
+    Raises
+    ------
+    InputError
+        Malformed input: edges that are not (E, 2) or name a vertex out of range, edge
+        attributes without one row per edge, and the input errors of
+        :func:`zarr_vectors.write_points`.
+    StoreExistsError
+        ``target`` holds data and ``overwrite`` is false.
+
+    Examples
+    --------
+    >>> import zarr_vectors as zv
+    >>> positions = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [5.0, 5.0]]
+    >>> edges = [[0, 1], [1, 2], [2, 3]]
+    >>> ds = zv.write_graph(
+    ...     "memory://doc-graph", positions, edges, chunk_shape=2,
+    ...     edge_attributes={"weight": [0.5, 1.5, 2.5]},
+    ... )
+    >>> res = ds.query(bbox=([0, 0], [1, 1]))
+    >>> res.positions.tolist(), res.edges.tolist(), res.edge_attributes["weight"].tolist()
+    ([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]], [[0, 1], [1, 2]], [0.5, 1.5])
+    """
+    pos = _inputs.positions_array(positions, _inputs.call_ndim(chunk_shape, bounds, axes))
+    options = StoreOptions(
+        chunk_shape,
+        bounds=bounds,
+        axes=axes,
+        units=units,
+        crs=crs,
+        compression=compression,
+        checksums=checksums,
+        shards=shards,
+        overwrite=overwrite,
+        storage_options=storage_options,
+    )
+    with GraphStream(
+        target,
+        grid_of(pos, options),
+        directed=directed,
+        channel_names=channel_names,
+        object_attributes=object_attributes,
+        groups=groups,
+        group_attributes=group_attributes,
+        group_names=group_names,
+        memory_limit=DEFAULT_MEMORY_LIMIT,
+    ) as stream:
+        stream.append(
+            pos, edges, attributes=attributes, object_ids=object_ids, edge_attributes=edge_attributes
+        )

@@ -1,4 +1,5 @@
-"""Graphs with explicit edges: ``write_graph``.
+"""Graphs with explicit edges: the layout, as the writer (:mod:`zarr_vectors.kinds.graph_stream`),
+the meshes and the pyramid build it.
 
 Vertices are stored as for points (one range fragment per object and chunk).
 An edge whose two vertices share a chunk is a flat row of ``links/0/0.0.0`` in
@@ -10,24 +11,13 @@ column that restores the input endpoint order; directed graphs keep input order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from zarr_vectors.engine import (
-    LevelArrays,
     Partition,
     StoreBuilder,
-    StoreOptions,
-    build_manifests,
-    dense_ids,
-    fragment_payloads,
-    make_layout,
-    object_tables,
-    partition,
-    partition_owners,
-    write_level0,
 )
 from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.errors import InputError
@@ -41,7 +31,7 @@ from zarr_vectors.format.links import (
     smallest_index_dtype,
 )
 
-__all__ = ["write_graph", "write_edges", "vertex_locals"]
+__all__ = ["edge_array", "intra_payloads", "write_edges", "vertex_locals"]
 
 
 def edge_array(edges: Any, n: int) -> np.ndarray:
@@ -199,166 +189,3 @@ def write_edges(
                 f"{base}/0/{segment}", grid, cells_a, [attr.values[r].tobytes() for r in recs], amet
             )
     return len(edges)
-
-
-def write_graph(
-    target: Any,
-    positions: Any,
-    edges: Any,
-    *,
-    chunk_shape: Any = "auto",
-    directed: bool = False,
-    bounds: Any = None,
-    attributes: Mapping[str, Any] | None = None,
-    channel_names: Mapping[str, Sequence[str]] | None = None,
-    edge_attributes: Mapping[str, Any] | None = None,
-    object_ids: Any = None,
-    object_attributes: Mapping[str, Any] | None = None,
-    groups: Any = None,
-    group_attributes: Mapping[str, Any] | None = None,
-    group_names: Sequence[str] | None = None,
-    axes: Sequence[Any] | None = None,
-    units: str | None = None,
-    crs: Any = None,
-    compression: str | None = "none",
-    checksums: bool = False,
-    shards: Any = "default",
-    overwrite: bool = False,
-    storage_options: dict[str, Any] | None = None,
-) -> None:
-    """Write a graph: vertices ``positions`` (N, D) and ``edges`` (E, 2) of vertex indices.
-
-    Queries return the edges whose two vertices are both in the result, as rows of
-    ``Result.edges``, with their ``edge_attributes``.
-
-    Parameters
-    ----------
-    target
-        Where to write, as in :func:`zarr_vectors.write_points`.
-    positions
-        (N, D) finite vertex coordinates.
-    edges
-        (E, 2) integer vertex indices, each in ``[0, N)``.
-    chunk_shape
-        Edge length of a spatial chunk: one number or one per axis, or ``"auto"`` (the
-        default): cubes sized from the data so that each non-empty chunk holds about 16,384
-        vertices on average (see ``docs/writing.md``).
-    directed
-        Keep each edge's direction as given. Undirected edges come back in the order
-        given too (through ``perm_idx``).
-    bounds
-        Inclusive ``(lo, hi)`` corners; every vertex must lie inside. Default: the data's extent.
-    attributes
-        Per-vertex values, name -> (N,) or (N, C) array.
-    channel_names
-        Optional channel names per attribute: name -> one name per channel.
-    edge_attributes
-        name -> one value (or row) per edge, stored in ``link_attributes``.
-    object_ids
-        One object per vertex, int64 or uint64 ids of any value; default every vertex in
-        object 0.
-    object_attributes
-        name -> one row per distinct object id in ascending order, or a mapping ``{id: value}``, as
-        in :func:`zarr_vectors.write_points`.
-    groups
-        Groups of object ids: a list of lists, or a mapping group id -> ids (group ids of any
-        integer value).
-    group_attributes
-        Per-group values: one per group in ascending group id, or a mapping ``{group id: value}``.
-    group_names
-        Optional names of the groups, one per group (read back by :meth:`Dataset.group_names`).
-    axes
-        Axis names, or ``{"name", "unit"}`` dicts.
-    units
-        A default unit for the axes.
-    crs
-        A coordinate reference system: an EPSG code, WKT2, PROJJSON or ``pyproj.CRS`` (see
-        :func:`zarr_vectors.geo.parse_crs`); a dict of other keys is stored as an opaque record.
-    compression
-        ``"none"`` (the format's default), ``"zstd"``, ``"gzip"``, ``"blosc"``, ``"lz4"``, ``"zlib"``,
-        ``"bz2"``, ``"lzma"`` or ``"numcodecs.<id>"`` (see ``docs/writing.md``).
-    checksums
-        Append Zarr's ``crc32c`` codec to every array, so a changed byte in any cell is a
-        :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
-    shards
-        Group the cells of every per-chunk array into ``sharding_indexed`` shards, one stored
-        object each: ``"auto"`` (the default, on every backend: sized from the grid so that a
-        1 % local append rewrites about 5 % of the store), chunks per shard (one integer, or
-        one per axis), or None / ``"none"`` (one object per cell); see ``docs/writing.md``.
-    overwrite
-        Replace an existing store. Local and zip targets are swapped in only once complete.
-    storage_options
-        Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
-
-    Returns
-    -------
-    Dataset
-        The new store, opened for reading.
-
-    Raises
-    ------
-    InputError
-        Malformed input: edges that are not (E, 2) or name a vertex out of range, edge
-        attributes without one row per edge, and the input errors of
-        :func:`zarr_vectors.write_points`.
-    StoreExistsError
-        ``target`` holds data and ``overwrite`` is false.
-
-    Examples
-    --------
-    >>> import zarr_vectors as zv
-    >>> positions = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [5.0, 5.0]]
-    >>> edges = [[0, 1], [1, 2], [2, 3]]
-    >>> ds = zv.write_graph(
-    ...     "memory://doc-graph", positions, edges, chunk_shape=2,
-    ...     edge_attributes={"weight": [0.5, 1.5, 2.5]},
-    ... )
-    >>> res = ds.query(bbox=([0, 0], [1, 1]))
-    >>> res.positions.tolist(), res.edges.tolist(), res.edge_attributes["weight"].tolist()
-    ([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]], [[0, 1], [1, 2]], [0.5, 1.5])
-    """
-    pos = _inputs.positions_array(positions, _inputs.call_ndim(chunk_shape, bounds, axes))
-    n = len(pos)
-    e = edge_array(edges, n)
-    options = StoreOptions(
-        chunk_shape,
-        bounds=bounds,
-        axes=axes,
-        units=units,
-        crs=crs,
-        compression=compression,
-        checksums=checksums,
-        shards=shards,
-        overwrite=overwrite,
-        storage_options=storage_options,
-    )
-    layout = make_layout(pos, options)
-    vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
-    eattrs = _inputs.vertex_attributes(edge_attributes, len(e), what="edge attribute")
-    user_ids = _inputs.object_id_array(object_ids, n)
-    ids = dense_ids(np.zeros(n, np.int64) if user_ids is None else user_ids)
-    tables = object_tables(ids, object_attributes, groups, group_attributes, group_names)
-    part = partition(pos, layout.grid, tables.oids)
-
-    def links(builder: StoreBuilder) -> list[str]:
-        if not write_edges(builder, layout.grid, part, e, directed, eattrs):
-            return []
-        return ["links", "link_fragments"] + (["link_attributes"] if eattrs else [])
-
-    write_level0(
-        target,
-        options,
-        layout,
-        "graph",
-        "explicit",
-        LevelArrays(
-            positions=pos,
-            part=part,
-            fragments=fragment_payloads(part),
-            vertex_attributes=vattrs,
-            tables=tables,
-            fragment_objects=partition_owners(part),
-            manifests=build_manifests(part, layout.grid, tables.num_objects),
-            links=links,
-        ),
-    )
