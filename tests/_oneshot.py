@@ -13,15 +13,18 @@ from zarr_vectors.engine import (
     StoreOptions,
     build_manifests,
     dense_ids,
+    draco_codec,
     fragment_payloads,
     make_layout,
     object_tables,
     partition,
     partition_owners,
+    table_rows,
     write_level0,
 )
 from zarr_vectors.engine import inputs as _inputs
-from zarr_vectors.kinds.graphs import edge_array, write_edges
+from zarr_vectors.kinds.graphs import edge_array, vertex_locals, write_edges
+from zarr_vectors.kinds.meshes import draco_cells, face_array, mesh_ids_of, mesh_pairs, mesh_vertices
 from zarr_vectors.kinds.skeletons import (
     check_parents,
     skeleton_manifests,
@@ -110,3 +113,70 @@ def write_graph_at_once(
         links=links,
     )
     write_level0(target, options, layout, "graph", "explicit", arrays)
+
+
+def write_mesh_at_once(
+    target: Any,
+    vertices: Any,
+    faces: Any,
+    *,
+    encoding: str = "raw",
+    quantization_bits: int = 11,
+    compression_level: int = 7,
+    object_ids: Any = None,
+    attributes: Any = None,
+    channel_names: Any = None,
+    **kw: Any,
+) -> None:
+    """A mesh written all at once (``write_mesh``'s keywords)."""
+    options = StoreOptions(**{"chunk_shape": "auto", **{k: v for k, v in kw.items() if k in _STORE}})
+    pos = mesh_vertices(vertices)
+    f = face_array(faces, len(pos))
+    layout = make_layout(pos, options)
+    grid = layout.grid
+    user_ids = _inputs.object_id_array(object_ids, len(pos))
+    ids = dense_ids(np.zeros(len(pos), np.int64) if user_ids is None else user_ids)
+    tables = object_tables(ids, *(kw.get(k) for k in _TABLES))
+    part = partition(pos, grid, tables.oids)
+    manifests = build_manifests(part, grid, tables.num_objects)
+    owners = partition_owners(part)
+    cell, _, _ = vertex_locals(part)
+    intra = np.all(cell[f] == cell[f[:, :1]], axis=1)
+    stored, payloads, codecs = f, None, []
+    frags = fragment_payloads(part)
+    if encoding == "draco":
+        payloads, part, frags = draco_cells(pos, f, part, intra, quantization_bits, compression_level)
+        stored, codecs = f[~intra], [draco_codec(quantization_bits, compression_level)]
+
+    def links(builder: Any) -> list[str]:
+        if not write_edges(builder, grid, part, stored, False, []):
+            return []
+        return ["links"] + (["link_fragments"] if encoding == "raw" and bool(intra.any()) else [])
+
+    arrays = LevelArrays(
+        positions=pos,
+        part=part,
+        fragments=frags,
+        vertex_attributes=_inputs.vertex_attributes(attributes, len(pos), channel_names),
+        tables=tables,
+        manifests=manifests,
+        fragment_objects=owners,
+        links=links,
+        vertex_payloads=payloads,
+        vertex_codecs=codecs,
+        vertex_encoding=encoding,
+    )
+    write_level0(target, options, layout, "mesh", "explicit", arrays)
+
+
+def write_meshes_at_once(target: Any, meshes: Any, *, object_ids: Any = None, **kw: Any) -> None:
+    """Meshes written all at once (``write_meshes``'s keywords)."""
+    vertices, faces, counts = mesh_pairs(meshes)
+    per_mesh = np.arange(len(counts)) if object_ids is None else mesh_ids_of(object_ids, len(counts))
+    if object_ids is not None:
+        given = kw.pop("object_attributes", None) or {}
+        rows = dense_ids(per_mesh)
+        kw["object_attributes"] = {
+            k: table_rows(v, rows, k, "object attribute", True) for k, v in given.items()
+        }
+    write_mesh_at_once(target, vertices, faces, object_ids=np.repeat(per_mesh, counts), **kw)

@@ -10,6 +10,7 @@ import pytest
 
 import zarr_vectors as zv
 from tests._builders import icosphere
+from tests._oneshot import write_meshes_at_once
 from tests._streams import peak_of, stored_files
 from tests.conftest import sorted_rows
 from zarr_vectors.errors import InputError
@@ -65,20 +66,18 @@ def test_streamed_meshes_are_the_one_shot_store_byte_for_byte(tmp_path: Path, ca
         cuts = np.cumsum([len(b) for b in batches])[:-1]
         ids = np.split(pool, cuts)
         tables = dict(object_attributes={"volume": rng.random(len(every)), "label": np.arange(len(every))})
-    zv.write_meshes(
-        tmp_path / "one",
-        every,
-        object_ids=None if not spec["ids"] else np.concatenate(ids),
-        **spec["kw"],
-        **tables,
-    )
+    whole = dict(object_ids=None if not spec["ids"] else np.concatenate(ids), **spec["kw"], **tables)
+    write_meshes_at_once(tmp_path / "one", every, **whole)
+    zv.write_meshes(tmp_path / "wrapped", every, **whole)  # the stream given every mesh at once
     with zv.create(tmp_path / "many", "meshes", memory_limit=1 << 20, **spec["kw"], **tables) as w:
         for b, i in zip(batches, ids):
             w.append(b, object_ids=i)
-    one, many = stored_files(tmp_path / "one"), stored_files(tmp_path / "many")
-    assert sorted(one) == sorted(many)
-    differ = [k for k in one if one[k] != many[k]]
-    assert not differ, differ[:5]
+    one = stored_files(tmp_path / "one")
+    for other in ("many", "wrapped"):
+        got = stored_files(tmp_path / other)
+        assert sorted(one) == sorted(got), other
+        differ = [k for k in one if one[k] != got[k]]
+        assert not differ, (other, differ[:5])
 
 
 def test_streamed_meshes_with_auto_shards_answer_like_the_one_shot_writer(tmp_path: Path) -> None:
@@ -86,7 +85,8 @@ def test_streamed_meshes_with_auto_shards_answer_like_the_one_shot_writer(tmp_pa
     rng = np.random.default_rng(5)
     batches = _meshes(rng, [3, 2])
     every = [m for b in batches for m in b]
-    one = zv.write_meshes(tmp_path / "one", every, chunk_shape=60)
+    write_meshes_at_once(tmp_path / "one", every, chunk_shape=60)
+    one = zv.open(tmp_path / "one")
     with zv.create(tmp_path / "many", "meshes", chunk_shape=60, memory_limit=1 << 20) as w:
         w.extend(batches)
     many = zv.open(tmp_path / "many")

@@ -73,16 +73,33 @@ class GraphStream(LinkedStream):
         """Add vertices and the edges between them (``edges`` index this batch's rows)."""
         self._per_batch(unknown, ("attributes", "object_ids", "edge_attributes"))
         self._require_open()
-        pos = self._positions(positions)
+        self._add(self._positions(positions), edges, attributes, object_ids, edge_attributes)
+
+    def _add(
+        self,
+        pos: np.ndarray,
+        records: Any,
+        attributes: Mapping[str, Any] | None,
+        object_ids: Any,
+        edge_attributes: Mapping[str, Any] | None,
+    ) -> None:
+        """Check and queue a batch of vertices and records (edges, faces) indexing them."""
         n = len(pos)
-        e = edge_array(edges, n)
+        e = self._records(records, n)
         values = self._edge_values(edge_attributes, len(e))
-        ids = self._given_ids(object_ids, n)
+        given = self._given_ids(object_ids, n)
         columns = self._attributes(attributes, n)
-        if ids is None:
-            ids = np.zeros(n, np.int64)
+        ids = np.zeros(n, np.int64) if given is None else given
+        self._check_objects(e, ids)
         self._queue({"positions": pos, "ids": ids, "edges": e, **columns, **values})
         self._edges += len(e)
+
+    def _records(self, records: Any, n: int) -> np.ndarray:
+        """A batch's records checked: (E, 2) edges of vertices in ``[0, n)``."""
+        return edge_array(records, n)
+
+    def _check_objects(self, records: np.ndarray, ids: np.ndarray) -> None:
+        """Refuse records joining objects (an edge may join two objects: nothing to refuse)."""
 
     def _edge_values(self, given: Mapping[str, Any] | None, count: int) -> dict[str, np.ndarray]:
         """A batch's edge attributes as columns ``e0, e1, ...``; the first batch fixes them."""

@@ -1,4 +1,5 @@
-"""Triangle meshes: ``write_mesh`` and ``write_meshes``.
+"""Triangle meshes: the layout, as the writers (:mod:`zarr_vectors.kinds.mesh_stream`) and
+the pyramid build it.
 
 Vertices are partitioned like a graph's (one fragment per object and chunk). A face is
 a ``link_width = 3`` record: faces whose three vertices share a chunk are flat rows of
@@ -17,35 +18,22 @@ the vertex order; attributes, fragments and cross-chunk faces are written in tha
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from zarr_vectors.engine import (
-    Layout,
-    LevelArrays,
     Partition,
-    StoreBuilder,
-    StoreOptions,
     as_id_array,
-    build_manifests,
     dense_ids,
-    draco_codec,
-    fragment_payloads,
-    make_layout,
-    object_tables,
-    partition,
-    partition_owners,
-    table_rows,
-    write_level0,
 )
 from zarr_vectors.engine import inputs as _inputs
-from zarr_vectors.errors import InputError, choice_message
+from zarr_vectors.errors import InputError
 from zarr_vectors.format.fragments import FragmentIndex, encode_fragments
-from zarr_vectors.kinds.graphs import vertex_locals, write_edges
+from zarr_vectors.kinds.graphs import vertex_locals
 
-__all__ = ["write_mesh", "write_meshes", "face_array", "mesh_ids_of", "mesh_pairs", "one_mesh", "ENCODINGS"]
+__all__ = ["draco_cells", "face_array", "mesh_ids_of", "mesh_pairs", "mesh_vertices", "one_mesh", "ENCODINGS"]
 
 ENCODINGS = ("raw", "draco")
 
@@ -81,7 +69,7 @@ def face_array(faces: Any, n: int) -> np.ndarray:
     return arr
 
 
-def _mesh_vertices(vertices: Any) -> np.ndarray:
+def mesh_vertices(vertices: Any) -> np.ndarray:
     pos = _inputs.positions_array(vertices, 3, "vertices")
     if pos.shape[1] != 3:
         raise InputError(f"mesh vertices must be (N, 3), got {pos.shape}")
@@ -123,225 +111,6 @@ def draco_cells(
         lists = [np.sort(row_of[s : s + c]) for s, c in zip(part.frag_start[f0:f1], part.frag_count[f0:f1])]
         frags.append(encode_fragments(FragmentIndex.from_explicit(lists)))
     return blobs, dataclasses.replace(part, order=order), frags
-
-
-def write_mesh(
-    target: Any,
-    vertices: Any,
-    faces: Any,
-    *,
-    chunk_shape: Any = "auto",
-    encoding: str = "raw",
-    quantization_bits: int = 11,
-    compression_level: int = 7,
-    bounds: Any = None,
-    attributes: Mapping[str, Any] | None = None,
-    channel_names: Mapping[str, Sequence[str]] | None = None,
-    object_ids: Any = None,
-    object_attributes: Mapping[str, Any] | None = None,
-    groups: Any = None,
-    group_attributes: Mapping[str, Any] | None = None,
-    group_names: Sequence[str] | None = None,
-    axes: Sequence[Any] | None = None,
-    units: str | None = None,
-    crs: Any = None,
-    compression: str | None = "none",
-    checksums: bool = False,
-    shards: Any = "default",
-    overwrite: bool = False,
-    storage_options: dict[str, Any] | None = None,
-) -> None:
-    """Write a triangle mesh: ``vertices`` (N, 3), ``faces`` (F, 3) vertex indices.
-
-    Reads return ``Result.faces`` as rows of the result; see :meth:`Result.to_trimesh`.
-
-    Parameters
-    ----------
-    target
-        Where to write, as in :func:`zarr_vectors.write_points`.
-    vertices
-        (N, 3) finite coordinates.
-    faces
-        (F, 3) triangles, each naming three distinct vertices in ``[0, N)``.
-    chunk_shape
-        Edge length of a spatial chunk: one number or one per axis, or ``"auto"`` (the
-        default): cubes sized from the data so that each non-empty chunk holds about 16,384
-        vertices on average (see ``docs/writing.md``).
-    encoding
-        ``"raw"`` (exact) or ``"draco"``: each chunk's vertices and intra-chunk faces as a
-        Draco blob quantized to ``quantization_bits`` over the chunk's bounding box (see
-        ``docs/meshes.md`` for the error bound). Draco may reorder a chunk's vertices.
-    quantization_bits
-        Draco position quantization, 1 to 30 bits.
-    compression_level
-        Draco compression effort, 0 to 10.
-    bounds
-        Inclusive ``(lo, hi)`` corners; every vertex must lie inside. Default: the data's extent.
-    attributes
-        Per-vertex values, name -> (N,) or (N, C) array.
-    channel_names
-        Optional channel names per attribute: name -> one name per channel.
-    object_ids
-        One object per vertex (default: one object, id 0); every face must join vertices
-        of one object.
-    object_attributes
-        name -> one row per distinct object id in ascending order, or a mapping ``{id: value}``, as
-        in :func:`zarr_vectors.write_points`.
-    groups
-        Groups of object ids: a list of lists, or a mapping group id -> ids (group ids of any
-        integer value).
-    group_attributes
-        Per-group values: one per group in ascending group id, or a mapping ``{group id: value}``.
-    group_names
-        Optional names of the groups, one per group (read back by :meth:`Dataset.group_names`).
-    axes
-        Axis names, or ``{"name", "unit"}`` dicts.
-    units
-        A default unit for the axes.
-    crs
-        A coordinate reference system: an EPSG code, WKT2, PROJJSON or ``pyproj.CRS`` (see
-        :func:`zarr_vectors.geo.parse_crs`); a dict of other keys is stored as an opaque record.
-    compression
-        ``"none"`` (the format's default), ``"zstd"``, ``"gzip"``, ``"blosc"``, ``"lz4"``, ``"zlib"``,
-        ``"bz2"``, ``"lzma"`` or ``"numcodecs.<id>"`` (see ``docs/writing.md``).
-    checksums
-        Append Zarr's ``crc32c`` codec to every array, so a changed byte in any cell is a
-        :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
-    shards
-        Group the cells of every per-chunk array into ``sharding_indexed`` shards, one stored
-        object each: ``"auto"`` (the default, on every backend: sized from the grid so that a
-        1 % local append rewrites about 5 % of the store), chunks per shard (one integer, or
-        one per axis), or None / ``"none"`` (one object per cell); see ``docs/writing.md``.
-    overwrite
-        Replace an existing store. Local and zip targets are swapped in only once complete.
-    storage_options
-        Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
-
-    Returns
-    -------
-    Dataset
-        The new store, opened for reading.
-
-    Raises
-    ------
-    InputError
-        Malformed input: vertices that are not (N, 3), faces out of range, degenerate or
-        joining two objects, an unknown ``encoding``, Draco settings out of range, and the
-        input errors of :func:`zarr_vectors.write_points`.
-    StoreExistsError
-        ``target`` holds data and ``overwrite`` is false.
-
-    Examples
-    --------
-    >>> import zarr_vectors as zv
-    >>> vertices = [[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0]]
-    >>> ds = zv.write_mesh("memory://doc-mesh", vertices, [[0, 1, 2], [1, 3, 2]], chunk_shape=2)
-    >>> res = ds.read()
-    >>> res.faces.tolist(), float(res.to_trimesh().area)
-    ([[0, 1, 2], [1, 3, 2]], 1.0)
-    """
-    if encoding not in ENCODINGS:
-        raise InputError(choice_message("encoding", encoding, ENCODINGS))
-    if encoding == "draco" and not 1 <= int(quantization_bits) <= 30:
-        raise InputError(f"quantization_bits must be in 1..30, got {quantization_bits}")
-    if encoding == "draco" and not 0 <= int(compression_level) <= 10:
-        raise InputError(f"compression_level must be in 0..10, got {compression_level}")
-    pos = _mesh_vertices(vertices)
-    n = len(pos)
-    f = face_array(faces, n)
-    options = StoreOptions(
-        chunk_shape,
-        bounds=bounds,
-        axes=axes,
-        units=units,
-        crs=crs,
-        compression=compression,
-        checksums=checksums,
-        shards=shards,
-        overwrite=overwrite,
-        storage_options=storage_options,
-    )
-    layout = make_layout(pos, options)
-    vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
-    user_ids = _inputs.object_id_array(object_ids, n)
-    user_ids = np.zeros(n, np.int64) if user_ids is None else user_ids
-    ids = dense_ids(user_ids)
-    oids = ids.dense
-    mixed = np.flatnonzero(np.any(oids[f] != oids[f[:, :1]], axis=1)) if len(f) else np.zeros(0, np.int64)
-    if len(mixed):
-        i = int(mixed[0])
-        raise InputError(
-            f"face {i} {f[i].tolist()} joins vertices of objects {sorted(set(user_ids[f[i]].tolist()))}"
-        )
-    tables = object_tables(ids, object_attributes, groups, group_attributes, group_names)
-    part = partition(pos, layout.grid, tables.oids)
-    _write(
-        target,
-        layout,
-        pos,
-        f,
-        part,
-        vattrs,
-        tables,
-        encoding,
-        int(quantization_bits),
-        int(compression_level),
-        options,
-    )
-
-
-def _write(
-    target: Any,
-    layout: Layout,
-    pos: np.ndarray,
-    faces: np.ndarray,
-    part: Partition,
-    vattrs: list[_inputs.NamedArray],
-    tables: Any,
-    encoding: str,
-    bits: int,
-    level: int,
-    options: StoreOptions,
-) -> None:
-    grid = layout.grid
-    manifests = build_manifests(part, grid, tables.num_objects)
-    owners = partition_owners(part)
-    cell, _, _ = vertex_locals(part)
-    intra = np.all(cell[faces] == cell[faces[:, :1]], axis=1)
-    if encoding == "draco":
-        blobs, part, frags = draco_cells(pos, faces, part, intra, bits, level)
-        stored_faces, vertex_payloads = faces[~intra], blobs
-        codec = draco_codec(bits, level)
-        vertex_codecs = [codec]
-    else:
-        stored_faces, vertex_payloads, frags, vertex_codecs = faces, None, fragment_payloads(part), []
-
-    def links(builder: StoreBuilder) -> list[str]:
-        if not write_edges(builder, grid, part, stored_faces, False, []):
-            return []
-        has_intra = encoding == "raw" and bool(intra.any())
-        return ["links"] + (["link_fragments"] if has_intra else [])
-
-    write_level0(
-        target,
-        options,
-        layout,
-        "mesh",
-        "explicit",
-        LevelArrays(
-            positions=pos,
-            part=part,
-            fragments=frags,
-            vertex_attributes=vattrs,
-            tables=tables,
-            manifests=manifests,
-            fragment_objects=owners,
-            links=links,
-            vertex_payloads=vertex_payloads,
-            vertex_codecs=vertex_codecs,
-            vertex_encoding=encoding,
-        ),
-    )
 
 
 def _as_pair(mesh: Any, i: int) -> tuple[np.ndarray, np.ndarray]:
@@ -399,68 +168,3 @@ def mesh_ids_of(object_ids: Any, count: int) -> np.ndarray:
             "give each mesh its own id"
         )
     return per_mesh
-
-
-def write_meshes(
-    target: Any, meshes: Sequence[Any], *, chunk_shape: Any = "auto", object_ids: Any = None, **kwargs: Any
-) -> None:
-    """Write several meshes: ``(vertices, faces)`` pairs or ``trimesh.Trimesh`` objects.
-
-    Mesh ``i`` is object ``object_ids[i]``; :meth:`Dataset.objects` reads a mesh back whole.
-
-    Parameters
-    ----------
-    target
-        Where to write, as in :func:`zarr_vectors.write_points`.
-    meshes
-        A sequence of ``(vertices, faces)`` pairs ((n_i, 3) and (f_i, 3), faces indexing
-        their own mesh's vertices) or ``trimesh.Trimesh`` objects.
-    chunk_shape
-        As in :func:`zarr_vectors.write_points`.
-    object_ids
-        One distinct int64 or uint64 id per mesh, of any value (segment ids, ...); default ``i``.
-    **kwargs
-        The other keywords of :func:`write_mesh`. ``object_attributes`` hold one row per
-        mesh in the order given (a name, a volume, ...), or a mapping ``{id: value}``.
-
-    Returns
-    -------
-    Dataset
-        The new store, opened for reading.
-
-    Raises
-    ------
-    InputError
-        No meshes, an item that is neither a pair nor a ``trimesh.Trimesh``, vertices that
-        are not (n, 3), and the input errors of :func:`write_mesh`.
-    StoreExistsError
-        ``target`` holds data and ``overwrite`` is false.
-
-    Examples
-    --------
-    >>> import zarr_vectors as zv
-    >>> triangle = ([[0, 0, 0], [1, 0, 0], [0, 1, 0]], [[0, 1, 2]])
-    >>> moved = ([[5, 5, 5], [6, 5, 5], [5, 6, 5]], [[0, 1, 2]])
-    >>> ds = zv.write_meshes(
-    ...     "memory://doc-meshes", [triangle, moved], chunk_shape=4, object_ids=[100, 200],
-    ...     object_attributes={"name": ["near", "far"]},
-    ... )
-    >>> ds.object_ids().tolist()
-    [100, 200]
-    >>> far = ds.objects([200])
-    >>> far.positions.tolist(), far.faces.tolist()
-    ([[5, 5, 5], [6, 5, 5], [5, 6, 5]], [[0, 1, 2]])
-    """
-    vertices, faces, counts = mesh_pairs(meshes)
-    if object_ids is None:
-        per_mesh = np.arange(len(counts))
-    else:
-        per_mesh = mesh_ids_of(object_ids, len(counts))
-        mesh_ids = dense_ids(per_mesh)
-        given = kwargs.pop("object_attributes", None) or {}
-        kwargs["object_attributes"] = {
-            k: table_rows(v, mesh_ids, k, "object attribute", True) for k, v in given.items()
-        }
-    write_mesh(
-        target, vertices, faces, chunk_shape=chunk_shape, object_ids=np.repeat(per_mesh, counts), **kwargs
-    )
