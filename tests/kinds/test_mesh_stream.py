@@ -10,7 +10,7 @@ import pytest
 
 import zarr_vectors as zv
 from tests._builders import icosphere
-from tests._oneshot import write_meshes_at_once
+from tests._oneshot import write_mesh_at_once, write_meshes_at_once
 from tests._streams import peak_of, stored_files
 from tests.conftest import sorted_rows
 from zarr_vectors.errors import InputError
@@ -136,3 +136,33 @@ def test_streamed_mesh_batches_are_checked(tmp_path: Path) -> None:
     assert ds.object_ids().tolist() == [10, 20, 30, 70]
     with pytest.raises(InputError, match="no meshes were appended"):
         zv.create(tmp_path / "n", "meshes", chunk_shape=50).close()
+
+
+@pytest.mark.parametrize("encoding", ["raw", "draco"])
+def test_write_mesh_is_the_at_once_store_with_vertex_ids_and_attributes(
+    tmp_path: Path, encoding: str
+) -> None:
+    """``write_mesh`` (per-vertex object ids and attributes) goes through the stream as one batch."""
+    rng = np.random.default_rng(8)
+    pairs = _meshes(rng, [3])[0]
+    counts = [len(v) for v, _ in pairs]
+    starts = np.cumsum([0] + counts[:-1])
+    vertices = np.concatenate([v for v, _ in pairs])
+    faces = np.concatenate([f + s for (_, f), s in zip(pairs, starts)])
+    kw = dict(
+        chunk_shape=45,
+        shards=None,
+        encoding=encoding,
+        object_ids=np.repeat([9, 4, 2, 7], counts),
+        attributes={
+            "curv": rng.random(len(vertices)).astype(np.float32),
+            "rgb": rng.integers(0, 9, (len(vertices), 3)),
+        },
+    )
+    write_mesh_at_once(tmp_path / "one", vertices, faces, **kw)
+    zv.write_mesh(tmp_path / "wrapped", vertices, faces, **kw)
+    one, got = stored_files(tmp_path / "one"), stored_files(tmp_path / "wrapped")
+    assert sorted(one) == sorted(got)
+    assert not [k for k in one if one[k] != got[k]]
+    with pytest.raises(InputError, match=r"face 0 \[0, 1, 2\] joins vertices of objects \[1, 2\]"):
+        zv.write_mesh(tmp_path / "bad", vertices[:3], [[0, 1, 2]], object_ids=[1, 2, 2])

@@ -64,12 +64,16 @@ def test_both_face_families_keep_winding(tmp_path, monkeypatch, directed):
     a store whose face family is directed (faces in input order, no perm_idx) reads the same."""
     import json
 
-    from zarr_vectors.kinds import meshes
+    from tests import _oneshot
 
-    real = meshes.write_edges
-    monkeypatch.setattr(meshes, "write_edges", lambda b, g, p, e, _d, a: real(b, g, p, e, directed, a))
     v, f = _sphere(3)
-    ds = zv.write_mesh(tmp_path / "m.zarr", v, f, chunk_shape=150)
+    if directed:  # the at-once writer with its face family made directed
+        real = _oneshot.write_edges
+        monkeypatch.setattr(_oneshot, "write_edges", lambda b, g, p, e, _d, a: real(b, g, p, e, True, a))
+        _oneshot.write_mesh_at_once(tmp_path / "m.zarr", v, f, chunk_shape=150)
+    else:
+        zv.write_mesh(tmp_path / "m.zarr", v, f, chunk_shape=150)
+    ds = zv.open(tmp_path / "m.zarr")
     family = json.loads((tmp_path / "m.zarr" / "0" / "links" / "0" / "zarr.json").read_text())["attributes"]
     assert family["directed"] is directed and family["store"] == "canonical"
     arrays = [

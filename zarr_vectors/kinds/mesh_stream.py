@@ -30,6 +30,7 @@ from zarr_vectors.engine import (
     fragment_owner_payloads,
     grid_of,
     partition,
+    row_payloads,
     table_rows,
 )
 from zarr_vectors.errors import InputError, choice_message
@@ -159,6 +160,9 @@ class MeshStream(GraphStream):
             "vertices": (cells, blobs),
             "vertex_fragments": (cells, frags),
         }
+        for i, spec in enumerate(ctx.specs):  # rows in the order the blobs decode to
+            values = rows[f"a{i}"][by_vertex]
+            arrays[f"vertex_attributes/{spec.name}"] = (cells, list(row_payloads(values, part)))
         assert part.frag_object is not None
         if ctx.num_objects > 1:
             owners = fragment_owner_payloads(part.frag_cell, part.frag_local, part.frag_object, len(cells))
