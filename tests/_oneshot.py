@@ -24,6 +24,15 @@ from zarr_vectors.engine import (
 )
 from zarr_vectors.engine import inputs as _inputs
 from zarr_vectors.kinds.graphs import edge_array, vertex_locals, write_edges
+from zarr_vectors.kinds.lines import (
+    as_line_arrays,
+    flat_attributes,
+    item_ids,
+    line_payloads,
+    partition_lines,
+    segment_manifests,
+    write_line_links,
+)
 from zarr_vectors.kinds.meshes import draco_cells, face_array, mesh_ids_of, mesh_pairs, mesh_vertices
 from zarr_vectors.kinds.skeletons import (
     check_parents,
@@ -180,3 +189,40 @@ def write_meshes_at_once(target: Any, meshes: Any, *, object_ids: Any = None, **
             k: table_rows(v, rows, k, "object attribute", True) for k, v in given.items()
         }
     write_mesh_at_once(target, vertices, faces, object_ids=np.repeat(per_mesh, counts), **kw)
+
+
+def write_lines_at_once(
+    target: Any,
+    lines: Any,
+    *,
+    kind: str = "polyline",
+    object_ids: Any = None,
+    attributes: Any = None,
+    channel_names: Any = None,
+    **kw: Any,
+) -> None:
+    """Lines written all at once (``write_lines``' keywords)."""
+    options = StoreOptions(**{"chunk_shape": "auto", **{k: v for k, v in kw.items() if k in _STORE}})
+    ndim = _inputs.call_ndim(options.chunk_shape, options.bounds, options.axes)
+    pos, offsets = as_line_arrays(lines, kind, ndim)
+    layout = make_layout(pos, options)
+    grid = layout.grid
+    ids = item_ids(object_ids, len(offsets) - 1, "line")
+    tables = object_tables(ids, *(kw.get(k) for k in _TABLES), item_order=object_ids is not None)
+    part = partition_lines(pos, offsets, grid)
+    seg_object = ids.dense[part.seg_line]
+    arrays = LevelArrays(
+        positions=pos,
+        part=part,
+        fragments=line_payloads(part),
+        vertex_attributes=_inputs.vertex_attributes(
+            flat_attributes(attributes, offsets), len(pos), channel_names
+        ),
+        tables=tables,
+        manifests=segment_manifests(
+            ids.count, seg_object, part.cells[part.seg_cell] + grid.origin, part.seg_local
+        ),
+        fragment_objects=(part.seg_cell, part.seg_local, seg_object),
+        links=lambda builder: ["links"] if write_line_links(builder, grid, part) else [],
+    )
+    write_level0(target, options, layout, kind, "implicit_sequential", arrays)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zarr_vectors.dataset import Dataset, open
-from zarr_vectors.kinds import graph_stream, lines, mesh_stream, points, shapes, skeleton_stream
+from zarr_vectors.kinds import graph_stream, line_stream, mesh_stream, points, shapes, skeleton_stream
 
 __all__ = [
     "open",
@@ -42,7 +42,7 @@ def _opening(writer: Callable[..., None]) -> Callable[..., Dataset]:
 
 
 write_points = _opening(points.write_points)
-write_lines = _opening(lines.write_lines)
+write_lines = _opening(line_stream.write_lines)
 write_graph = _opening(graph_stream.write_graph)
 write_skeleton = _opening(skeleton_stream.write_skeleton)
 write_mesh = _opening(mesh_stream.write_mesh)

@@ -10,6 +10,7 @@ import pytest
 
 import zarr_vectors as zv
 from tests._builders import random_walks
+from tests._oneshot import write_lines_at_once
 from tests._streams import peak_of, stored_files
 from zarr_vectors.errors import InputError
 
@@ -63,22 +64,24 @@ def test_streamed_lines_are_the_one_shot_store_byte_for_byte(tmp_path: Path, cas
     fa: Any = [a for b in batches for a in b["attributes"]["fa"]]  # per line
     if kind == "line":
         fa = np.concatenate([b["attributes"]["fa"] for b in batches])  # per vertex
-    zv.write_lines(
-        tmp_path / "one",
-        every,
+    whole = dict(
         kind=kind,
         attributes={"fa": fa},
         object_ids=np.concatenate(ids) if spec["ids"] else None,
         **spec["kw"],
         **tables,
     )
+    write_lines_at_once(tmp_path / "one", every, **whole)
+    zv.write_lines(tmp_path / "wrapped", every, **whole)  # the stream given every line at once
     with zv.create(tmp_path / "many", spec["create"], memory_limit=1 << 20, **spec["kw"], **tables) as w:
         for b, i in zip(batches, ids):
             w.append(b["lines"], attributes=b["attributes"], object_ids=i)
-    one, many = stored_files(tmp_path / "one"), stored_files(tmp_path / "many")
-    assert sorted(one) == sorted(many)
-    differ = [k for k in one if one[k] != many[k]]
-    assert not differ, differ[:5]
+    one = stored_files(tmp_path / "one")
+    for other in ("many", "wrapped"):
+        got = stored_files(tmp_path / other)
+        assert sorted(one) == sorted(got), other
+        differ = [k for k in one if one[k] != got[k]]
+        assert not differ, (other, differ[:5])
 
 
 def test_streamed_lines_with_auto_shards_answer_like_the_one_shot_writer(tmp_path: Path) -> None:
@@ -86,7 +89,8 @@ def test_streamed_lines_with_auto_shards_answer_like_the_one_shot_writer(tmp_pat
     rng = np.random.default_rng(9)
     batches = _batches(rng, [40, 25])
     every = [w for b in batches for w in b["lines"]]
-    one = zv.write_lines(tmp_path / "one", every, chunk_shape=110, kind="streamline")
+    write_lines_at_once(tmp_path / "one", every, chunk_shape=110, kind="streamline")
+    one = zv.open(tmp_path / "one")
     with zv.create(tmp_path / "many", "streamlines", chunk_shape=110, memory_limit=1 << 20) as w:
         w.extend(b["lines"] for b in batches)
     many = zv.open(tmp_path / "many")

@@ -1,4 +1,5 @@
-"""Polylines and streamlines: ``write_lines``.
+"""Polylines and streamlines: the layout, as the writer (:mod:`zarr_vectors.kinds.line_stream`)
+and the pyramid build it.
 
 Each line is one object. Inside a chunk, a line's consecutive vertices form one
 *segment*, stored as a range fragment whose rows keep the line's order
@@ -10,7 +11,7 @@ An object's manifest lists its segments in line order, one block per segment.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,25 +19,29 @@ import numpy as np
 
 from zarr_vectors.engine import (
     DenseIds,
-    LevelArrays,
     StoreBuilder,
-    StoreOptions,
     as_id_array,
     dense_ids,
-    make_layout,
-    object_tables,
     sort_keys,
-    write_level0,
 )
 from zarr_vectors.engine import inputs as _inputs
-from zarr_vectors.errors import InputError, choice_message
+from zarr_vectors.errors import InputError
 from zarr_vectors.format.fragments import FragmentIndex, encode_fragments
 from zarr_vectors.format.grid import Grid
 from zarr_vectors.format.kinds import FAMILY, KINDS
 from zarr_vectors.format.links import encode_ragged, parse_offsets, place_links, smallest_index_dtype
 from zarr_vectors.format.manifests import encode_manifests_batch
 
-__all__ = ["write_lines", "LINE_KINDS", "as_line_arrays", "flat_attributes", "item_ids"]
+__all__ = [
+    "LINE_KINDS",
+    "as_line_arrays",
+    "flat_attributes",
+    "item_ids",
+    "line_payloads",
+    "partition_lines",
+    "segment_manifests",
+    "write_line_links",
+]
 
 #: The kinds ``write_lines`` writes (the kind table's ``lines`` family).
 LINE_KINDS = tuple(name for name, k in KINDS.items() if FAMILY[k.family].line_like)
@@ -292,164 +297,3 @@ def flat_attributes(attributes: Mapping[str, Any] | None, line_offsets: np.ndarr
             values = np.concatenate([np.asarray(v) for v in values])
         out[name] = values
     return out
-
-
-def write_lines(
-    target: Any,
-    lines: Any,
-    *,
-    chunk_shape: Any = "auto",
-    kind: str = "polyline",
-    bounds: Any = None,
-    attributes: Mapping[str, Any] | None = None,
-    channel_names: Mapping[str, Sequence[str]] | None = None,
-    object_ids: Any = None,
-    object_attributes: Mapping[str, Any] | None = None,
-    groups: Any = None,
-    group_attributes: Mapping[str, Any] | None = None,
-    group_names: Sequence[str] | None = None,
-    axes: Sequence[Any] | None = None,
-    units: str | None = None,
-    crs: Any = None,
-    compression: str | None = "none",
-    checksums: bool = False,
-    shards: Any = "default",
-    overwrite: bool = False,
-    storage_options: dict[str, Any] | None = None,
-) -> None:
-    """Write polylines, streamlines or straight segments; line ``i`` is object ``object_ids[i]``.
-
-    Reads return lines in order along each line, with ``Result.line_offsets`` and
-    ``Result.edges``; a box query cuts lines into the pieces inside the box.
-
-    Parameters
-    ----------
-    target
-        Where to write, as in :func:`zarr_vectors.write_points`.
-    lines
-        A list of (n_i, D) arrays, or ``(positions, offsets)`` with line i at
-        ``positions[offsets[i]:offsets[i + 1]]``; for ``kind="line"``, an (M, 2, D) array of
-        segments.
-    chunk_shape
-        Edge length of a spatial chunk: one number or one per axis, or ``"auto"`` (the
-        default): cubes sized from the data so that each non-empty chunk holds about 16,384
-        vertices on average (see ``docs/writing.md``).
-    kind
-        ``"polyline"``, ``"streamline"`` or ``"line"`` (two-point segments): the declared
-        geometry type.
-    bounds
-        Inclusive ``(lo, hi)`` corners; every vertex must lie inside. Default: the data's extent.
-    attributes
-        name -> per-vertex values, flat in line order or as one array per line.
-    channel_names
-        Optional channel names per attribute: name -> one name per channel.
-    object_ids
-        One distinct int64 or uint64 id per line, of any value; default ``i``.
-    object_attributes
-        name -> one row per line in the order given, or a mapping ``{id: value}``.
-    groups
-        Groups of object ids: a list of lists, or a mapping group id -> ids (group ids of any
-        integer value).
-    group_attributes
-        Per-group values: one per group in ascending group id, or a mapping ``{group id: value}``.
-    group_names
-        Optional names of the groups, one per group (read back by :meth:`Dataset.group_names`).
-    axes
-        Axis names, or ``{"name", "unit"}`` dicts.
-    units
-        A default unit for the axes.
-    crs
-        A coordinate reference system: an EPSG code, WKT2, PROJJSON or ``pyproj.CRS`` (see
-        :func:`zarr_vectors.geo.parse_crs`); a dict of other keys is stored as an opaque record.
-    compression
-        ``"none"`` (the format's default), ``"zstd"``, ``"gzip"``, ``"blosc"``, ``"lz4"``, ``"zlib"``,
-        ``"bz2"``, ``"lzma"`` or ``"numcodecs.<id>"`` (see ``docs/writing.md``).
-    checksums
-        Append Zarr's ``crc32c`` codec to every array, so a changed byte in any cell is a
-        :class:`~zarr_vectors.errors.CorruptCellError` on read (and a problem in ``validate``).
-    shards
-        Group the cells of every per-chunk array into ``sharding_indexed`` shards, one stored
-        object each: ``"auto"`` (the default, on every backend: sized from the grid so that a
-        1 % local append rewrites about 5 % of the store), chunks per shard (one integer, or
-        one per axis), or None / ``"none"`` (one object per cell); see ``docs/writing.md``.
-    overwrite
-        Replace an existing store. Local and zip targets are swapped in only once complete.
-    storage_options
-        Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
-
-    Returns
-    -------
-    Dataset
-        The new store, opened for reading.
-
-    Raises
-    ------
-    InputError
-        Malformed input: an unknown ``kind``, lines with inconsistent offsets or axes,
-        per-line attributes whose lengths differ from their lines', repeated ``object_ids``,
-        and the input errors of :func:`zarr_vectors.write_points`.
-    StoreExistsError
-        ``target`` holds data and ``overwrite`` is false.
-
-    Examples
-    --------
-    >>> import numpy as np, zarr_vectors as zv
-    >>> lines = [np.array([[0.0, 0.0], [2.0, 1.0], [6.0, 3.0]]), np.array([[7.0, 7.0], [8.0, 8.0]])]
-    >>> ds = zv.write_lines(
-    ...     "memory://doc-lines", lines, chunk_shape=4, kind="streamline", object_ids=[100, 200],
-    ...     attributes={"fa": [np.array([0.1, 0.2, 0.3]), np.array([0.4, 0.5])]},
-    ... )
-    >>> res = ds.objects([100])
-    >>> res.positions.tolist(), res.attributes["fa"].tolist()
-    ([[0.0, 0.0], [2.0, 1.0], [6.0, 3.0]], [0.1, 0.2, 0.3])
-    >>> [piece.tolist() for piece in ds.query(bbox=([0, 0], [3, 3])).lines]
-    [[[0.0, 0.0], [2.0, 1.0]]]
-    """
-    if kind not in LINE_KINDS:
-        raise InputError(choice_message("kind", kind, LINE_KINDS))
-    pos, line_offsets = as_line_arrays(lines, kind, _inputs.call_ndim(chunk_shape, bounds, axes))
-    n, d = pos.shape
-    n_lines = len(line_offsets) - 1
-    attributes = flat_attributes(attributes, line_offsets)
-    options = StoreOptions(
-        chunk_shape,
-        bounds=bounds,
-        axes=axes,
-        units=units,
-        crs=crs,
-        compression=compression,
-        checksums=checksums,
-        shards=shards,
-        overwrite=overwrite,
-        storage_options=storage_options,
-    )
-    layout = make_layout(pos, options)
-    grid = layout.grid
-    vattrs = _inputs.vertex_attributes(attributes, n, channel_names)
-    ids = item_ids(object_ids, n_lines, "line")
-    tables = object_tables(
-        ids, object_attributes, groups, group_attributes, group_names, item_order=object_ids is not None
-    )
-    if tables.num_objects != ids.count:
-        raise InputError(f"object_attributes have {tables.num_objects} rows but there are {n_lines} lines")
-    part = partition_lines(pos, line_offsets, grid)
-    chunks = part.cells[part.seg_cell] + grid.origin
-    seg_object = ids.dense[part.seg_line]
-    manifests = segment_manifests(ids.count, seg_object, chunks, part.seg_local)
-    write_level0(
-        target,
-        options,
-        layout,
-        kind,
-        "implicit_sequential",
-        LevelArrays(
-            positions=pos,
-            part=part,
-            fragments=line_payloads(part),
-            vertex_attributes=vattrs,
-            tables=tables,
-            manifests=manifests,
-            fragment_objects=(part.seg_cell, part.seg_local, seg_object),
-            links=lambda builder: ["links"] if write_line_links(builder, grid, part) else [],
-        ),
-    )
