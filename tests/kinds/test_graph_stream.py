@@ -150,3 +150,20 @@ def test_streamed_graph_batches_are_checked(tmp_path: Path) -> None:
     ds = zv.open(tmp_path / "g")
     assert ds.vertex_count() == 120
     assert len(ds.read().edges) == len(b["edges"])
+
+
+def test_wrappers_write_an_empty_store_as_the_at_once_writers_did(tmp_path: Path) -> None:
+    """No vertices but a grid (bounds and chunk_shape): an empty store, not an error."""
+    from tests._oneshot import write_mesh_at_once, write_skeleton_at_once
+
+    grid = dict(bounds=([0] * 3, [1] * 3), chunk_shape=1, shards=None)
+    none = np.zeros((0, 3))
+    cases = [
+        ("graph", zv.write_graph, write_graph_at_once, (none, np.zeros((0, 2), int))),
+        ("skeleton", zv.write_skeleton, write_skeleton_at_once, (none, np.zeros(0, int))),
+        ("mesh", zv.write_mesh, write_mesh_at_once, (none, np.zeros((0, 3), int))),
+    ]
+    for name, wrapped, at_once, args in cases:
+        at_once(tmp_path / f"{name}-1", *args, **grid)
+        assert wrapped(tmp_path / f"{name}-2", *args, **grid).vertex_count() == 0
+        assert stored_files(tmp_path / f"{name}-1") == stored_files(tmp_path / f"{name}-2"), name

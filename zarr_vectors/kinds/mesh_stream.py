@@ -119,7 +119,7 @@ class MeshStream(GraphStream):
         return face_array(records, n)
 
     def _check_objects(self, records: np.ndarray, ids: np.ndarray) -> None:
-        mixed = np.flatnonzero(np.any(ids[records] != ids[records[:, :1]], axis=1)) if len(records) else []
+        mixed = np.flatnonzero(np.any(ids[records] != ids[records[:, :1]], axis=1))
         if len(mixed):
             i = int(mixed[0])
             joined = sorted(set(ids[records[i]].tolist()))

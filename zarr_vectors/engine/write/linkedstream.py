@@ -27,7 +27,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
@@ -222,6 +222,7 @@ class LinkedStream:
         self._waiting: list[dict[str, Path]] = []  # batches set aside until the grid is known
         self._extent: np.ndarray | None = None
         self.rows = 0  # vertices appended
+        self._batches = 0  # batches appended (an empty one too)
         self._keyed = 0  # vertices keyed by cell
         self._ids: np.ndarray | None = None
         #: Kinds whose objects are items (lines, meshes): each batch's item ids, in order.
@@ -330,6 +331,7 @@ class LinkedStream:
                 else np.stack([np.minimum(self._extent[0], lo_hi[0]), np.maximum(self._extent[1], lo_hi[1])])
             )
         self.rows += len(pos)
+        self._batches += 1
         if self.layout is not None:
             self._key(batch)
             return
@@ -357,11 +359,10 @@ class LinkedStream:
 
     def _fix_grid(self) -> None:
         """The grid of batches set aside, as the one-shot writer fixes it; then key them."""
-        if not self._waiting or self._extent is None:
-            raise InputError(f"no {self.kind_name} were appended; append at least one batch before close()")
         options = self.options
         loaded = [np.load(f["positions"], mmap_mode="r") for f in self._waiting]
-        bounds = _inputs.resolve_bounds(options.bounds, self._extent)
+        extent = self._extent if self._extent is not None else np.zeros((0, self.ndim or 1))
+        bounds = _inputs.resolve_bounds(options.bounds, extent)
         if is_auto(options.chunk_shape):
             rows = _DiskRows(loaded)
             sample: Any = np.asarray(rows) if len(rows) <= SAMPLE_ROWS else rows
@@ -370,7 +371,7 @@ class LinkedStream:
                 bins = _inputs.shape_vector(options.bin_shape, bounds.shape[1], "bin_shape")
             shape = auto_chunk_shape(sample, bounds, bins)
             options = replace(options, chunk_shape=shape)
-        self.layout = make_layout(self._extent, replace(options, bounds=bounds))
+        self.layout = make_layout(extent, replace(options, bounds=bounds))
         del loaded
         for files in self._waiting:
             self._key({name: np.load(path) for name, path in files.items()})
@@ -438,7 +439,7 @@ class LinkedStream:
     def append(self, *data: Any, **keywords: Any) -> None:
         raise NotImplementedError
 
-    def __enter__(self) -> LinkedStream:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
@@ -486,10 +487,10 @@ class LinkedStream:
         return dtype.itemsize * (self.ndim or 1) + attrs
 
     def _finish(self) -> None:
+        if not self._batches:
+            raise InputError(f"no {self.kind_name} were appended; append at least one batch before close()")
         if self.layout is None:
             self._fix_grid()
-        if not self.rows:
-            raise InputError(f"no {self.kind_name} were appended; append at least one batch before close()")
         assert self.layout is not None
         spill, grid = self._vertices, self.layout.grid
         spill.finish()
