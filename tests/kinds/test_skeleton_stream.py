@@ -224,3 +224,17 @@ def test_streamed_skeleton_batches_are_checked(tmp_path: Path) -> None:
     w.append(b["positions"], b["parents"])
     w.abort()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]
+
+
+def test_streamed_skeleton_ids_keep_the_first_batch_dtype(tmp_path: Path) -> None:
+    """uint64 ids after int64 ones are taken when they fit int64 (and refused when not)."""
+    rng = np.random.default_rng(6)
+    a, b = _batches(rng, [[40], [30]])
+    with zv.create(tmp_path / "s", "skeletons", chunk_shape=60, memory_limit=1 << 20) as w:
+        w.append(a["positions"], a["parents"], object_ids=np.full(40, 2**40, np.int64))
+        w.append(b["positions"], b["parents"], object_ids=np.full(30, 5, np.uint64))
+        with pytest.raises(InputError, match="do not fit the first batch's int64"):
+            w.append(b["positions"], b["parents"], object_ids=np.full(30, 2**63, np.uint64))
+    ds = zv.open(tmp_path / "s")
+    assert ds.object_ids().tolist() == [5, 2**40]
+    assert np.array_equal(ds.objects([5]).positions, b["positions"])

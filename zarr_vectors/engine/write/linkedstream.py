@@ -304,6 +304,18 @@ class LinkedStream:
             )
         return ids
 
+    def _same_id_dtype(self, ids: np.ndarray) -> np.ndarray:
+        """A batch's ids in the first batch's id dtype (int64 or uint64), when every one fits."""
+        if self._ids is None or ids.dtype == self._ids.dtype or not len(ids):
+            return ids
+        fits = int(ids.max()) < 2**63 if self._ids.dtype.kind == "i" else int(ids.min()) >= 0
+        if not fits:
+            raise InputError(
+                f"this batch's object_ids ({ids.dtype}) do not fit the first batch's {self._ids.dtype}; "
+                "give every batch's ids in one dtype"
+            )
+        return ids.astype(self._ids.dtype)
+
     def _note_ids(self, ids: np.ndarray) -> None:
         seen = np.unique(ids)
         if self._ids is None:
@@ -322,6 +334,7 @@ class LinkedStream:
             check_inside(pos, self.layout.bounds, "positions")
         elif self.options.bounds is not None:
             check_inside(pos, _inputs.resolve_bounds(self.options.bounds, pos[:0]), "positions")
+        batch["ids"] = self._same_id_dtype(batch["ids"])
         self._note_ids(batch["ids"])
         if len(pos):
             lo_hi = _inputs.extent(pos)
