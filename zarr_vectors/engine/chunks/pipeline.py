@@ -18,6 +18,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
@@ -227,7 +228,7 @@ class Pipeline:
             )
         return view
 
-    @property
+    @cached_property
     def direct(self) -> bool:
         """Whether :meth:`payload_size` and :meth:`decode_to` apply: a vlen-bytes cell, stored
         plain or in one zstd frame."""
