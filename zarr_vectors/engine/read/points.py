@@ -171,12 +171,13 @@ def _box_rows(
     with_ids: bool = False,
     row_filter: RowFilter | None = None,
 ) -> Result:
-    """A box query: one batch of reads; each cell decoded (with the object of each row, when
-    asked) and, when the box covers it partly, tested on the sides of the box that cut it,
-    then on ``row_filter`` (``workers`` cells at a time); then the kept rows copied once,
-    straight into the result, in chunk order. Cells are read and decompressed into a reused
-    arena, which the result never refers to; wholly covered cells, when nothing else is
-    asked of them, are decompressed straight into the result instead."""
+    """A box query: one batch of reads, then, when neither owners nor a filter are asked and
+    every cell decodes straight (plain or zstd vlen cells), :func:`_direct_box`. Otherwise each
+    cell is decoded (with the object of each row, when asked) and, when the box covers it
+    partly, tested on the sides of the box that cut it, then on ``row_filter`` (``workers``
+    cells at a time); then the kept rows are copied once, straight into the result, in chunk
+    order. Cells are read and decompressed into a reused arena, which the result never refers
+    to."""
     extra = [] if row_filter is None else [n for n in row_filter.vertex_names if n not in names]
     arrays = [level.vertices] + [level.vertex_attributes[n] for n in [*names, *extra]]
     n_out = 1 + len(names)  # columns returned: vertices and the asked attributes (then extra)
@@ -229,23 +230,15 @@ def _box_rows(
             if whole is not None:
                 return _box_result(level, names, arrays, whole, with_ids)
         tests = cell_tests(level, chunks, n_full, lo, hi)
-        direct = (
-            [] if with_ids or row_filter is not None else _direct_sizes(arrays, columns, chunks, n_full, d)
-        )
-        n_direct = len(direct)
-        cells = map_cells(lambda i: decode(n_direct + i), k - n_direct, workers)
-        sizes = direct + [_kept(cols[0], keep) for cols, keep in cells]
+        cells = map_cells(decode, k, workers)
+        sizes = [_kept(cols[0], keep) for cols, keep in cells]
         offsets = np.zeros(k + 1, np.int64)
         np.cumsum(sizes, out=offsets[1:])
         out = [np.empty((int(offsets[-1]), w), dt) for w, dt in zip(widths, dtypes)]
 
         def copy(i: int) -> None:
             a, b = int(offsets[i]), int(offsets[i + 1])
-            if i < n_direct:
-                for arr, column, dst in zip(arrays, columns, out):
-                    arr.rows_to(column[i], chunks[i], dst[a:b])  # type: ignore[arg-type]
-                return
-            cols, keep = cells[i - n_direct]
+            cols, keep = cells[i]
             for dst, src in zip(out, cols):
                 if keep is None or b - a == len(src):
                     dst[a:b] = src
@@ -330,33 +323,6 @@ def _direct_box(
     for dst, src in zip(out, staged):
         np.compress(keep, src, axis=0, out=dst[full_rows:])
     return out
-
-
-def _direct_sizes(
-    arrays: list[CellArray],
-    columns: list[list[bytes | memoryview | None]],
-    chunks: np.ndarray,
-    n_full: int,
-    d: int,
-) -> list[int]:
-    """Row counts of the first ``n_full`` cells when every array's cell of each can be
-    decoded straight into the result (:meth:`CellArray.rows_to`), read from their headers;
-    empty when any cannot (``columns[j][i]``: array ``j``'s raw cell of chunk ``i``)."""
-    sizes = []
-    for i in range(n_full):
-        n = arrays[0].direct_rows(columns[0][i], chunks[i], d)
-        if n is None:
-            return []
-        for arr, column in zip(arrays[1:], columns[1:]):
-            m = arr.direct_rows(column[i], chunks[i])
-            if m is None:
-                return []
-            if m != n:
-                raise CorruptCellError(
-                    arr.path, ".".join(map(str, chunks[i])), f"{m} rows but vertices has {n}"
-                )
-        sizes.append(n)
-    return sizes
 
 
 def _kept(rows: np.ndarray, keep: np.ndarray | None) -> int:
