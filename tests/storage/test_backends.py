@@ -697,3 +697,12 @@ def test_a_failed_file_in_a_threaded_batch_is_a_store_error_naming_it(tmp_path):
         b.set_many(items)
     assert info.value.key == "a/x/c/0"
     assert not (tmp_path / "root" / "a" / "x" / "c").exists()
+
+
+def test_a_key_given_twice_in_a_threaded_batch_keeps_its_last_value(tmp_path):
+    b = LocalBackend(tmp_path / "root")
+    # One key between the two runs, so that a key's two values fall to different I/O threads.
+    items = [(f"a/c/{i}", b"old") for i in range(8)] + [("a/x", b"")]
+    items += [(f"a/c/{i}", b"new") for i in range(8)]
+    b.set_many(items)
+    assert b.get_many([f"a/c/{i}" for i in range(8)]) == [b"new"] * 8

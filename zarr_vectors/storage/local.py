@@ -355,8 +355,9 @@ class LocalBackend:
         self.open_files.retire(key for key, _ in items)
         # Data first, on the I/O threads when there are several files (creating a file waits on
         # the filesystem); then the zarr.json documents, in the order given.
-        docs = [item for item in items if item[0].rpartition("/")[2] == "zarr.json"]
-        data = [item for item in items if item[0].rpartition("/")[2] != "zarr.json"]
+        latest = dict(items)  # a key given twice: its last value, as one file after another would leave
+        docs = [item for item in latest.items() if item[0].rpartition("/")[2] == "zarr.json"]
+        data = [item for item in latest.items() if item[0].rpartition("/")[2] != "zarr.json"]
         if len(data) >= PARALLEL_WRITES:
             map_io(lambda i: self._set_one(root, *data[i]), len(data))
         else:

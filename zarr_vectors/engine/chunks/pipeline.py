@@ -30,6 +30,7 @@ from zarr_vectors.engine.chunks.compressors import (
     compression_names,
     compression_of,
     compressor_json,
+    too_big,
     zstd_read_into,
     zstd_size,
 )
@@ -242,6 +243,8 @@ class Pipeline:
             size = zstd_size(chunk)
             if size < 0:
                 return None
+            if size > self.max_size:  # worded as when the frame is decompressed
+                raise too_big("zstd", size, self.max_size)
         else:
             size = len(chunk)
         if size > self.max_size:
