@@ -8,6 +8,7 @@ place, the same boxes for both; its first query, then the best of three more), a
 not the same file (inode, size, mtime) as before, as a share of the store's bytes after.
 
     python benchmarks/bench_append_shards.py --n 1e6,1e7 --chunk 100,70
+    python benchmarks/bench_append_shards.py --n 1e7 --chunk auto    # the default chunk shape
 
 Prints one table row per store; ``--json`` writes the figures.
 """
@@ -41,7 +42,7 @@ def files(root: Path) -> dict[str, tuple[int, int, int]]:
     return out
 
 
-def one(n: int, chunk: float, shards: object, where: np.ndarray, boxes: list, tmp: Path) -> dict:
+def one(n: int, chunk: float | str, shards: object, where: np.ndarray, boxes: list, tmp: Path) -> dict:
     rng = np.random.default_rng(1)
     pos = (rng.random((n, 3), np.float32) * EXTENT).astype(np.float32)
     attr = rng.random(n, np.float32)
@@ -113,12 +114,12 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory(dir=os.environ.get("ZV_BENCH_TMP")) as tmp:
         for n in [int(float(v)) for v in args.n.split(",")]:
-            for chunk in [float(v) for v in args.chunk.split(",")]:
+            for chunk in [v if v == "auto" else float(v) for v in args.chunk.split(",")]:
                 for shards in ("default", None):
                     r = one(n, chunk, shards, where, boxes, Path(tmp))
                     rows.append(r)
                     print(
-                        f"{'':>9} {n:>9} {chunk:>5g} {r['shards']:>8} {r['files']:>6} {r['write_s']:>8.2f} "
+                        f"{'':>9} {n:>9} {chunk!s:>5} {r['shards']:>8} {r['files']:>6} {r['write_s']:>8.2f} "
                         f"{r['box_ms']:>9.1f} {r['cold_box_ms']:>8.1f} {r['append_s']:>8.2f} "
                         f"{100 * r['rewritten']:>6.1f}%",
                         flush=True,

@@ -7,7 +7,8 @@ from ``numpy.random.default_rng(seed)``) go to every system in the same run:
 * ``ours``: ``zv.write_points(chunk_shape=100, bin_shape=25, bounds=[0, 1000]^3)`` (1,000
   non-empty chunks), queried with ``Dataset.query(bbox=...)``; in the default layout (sharded),
   or one file per cell with ``ZV_BENCH_SHARDS=none`` in the environment (the ``floor`` reads
-  either layout, the one ours was written in);
+  either layout, the one ours was written in); with ``ZV_BENCH_CHUNK=auto``, the chunk shape
+  is the writer's default (``chunk_shape="auto"``, no bins) and the floor reads that grid;
 * ``tiledb``: a sparse array, Hilbert cell order, float32 dimensions x, y, z on [0, 1000]
   with tile extent 100, data-tile capacity N / 1,000 (one of our chunks' points), duplicates
   allowed; the compression filter on the coordinates and the attribute; queried with
@@ -121,11 +122,12 @@ def store_path(work: str, system: str, n: int, comp: str) -> str:
 def write_ours(path: str, pos: np.ndarray, attr: np.ndarray, comp: str) -> None:
     import zarr_vectors as zv
 
+    auto = os.environ.get("ZV_BENCH_CHUNK") == "auto"
     zv.write_points(
         path,
         pos,
-        chunk_shape=(CHUNK,) * 3,
-        bin_shape=(BIN,) * 3,
+        chunk_shape="auto" if auto else (CHUNK,) * 3,
+        bin_shape=None if auto else (BIN,) * 3,
         bounds=([0.0] * 3, [EXTENT] * 3),
         attributes={ATTR: attr},
         compression=comp,

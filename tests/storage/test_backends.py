@@ -663,3 +663,46 @@ def test_new_directory_store_has_umask_permissions(tmp_path: Path, umask: int) -
     zv.write_points(tmp_path / "s.zarr", make_cloud()["positions"], chunk_shape=50)
     (tmp_path / "plain").mkdir()
     assert (tmp_path / "s.zarr").stat().st_mode & 0o777 == (tmp_path / "plain").stat().st_mode & 0o777
+
+
+class _Recording(LocalBackend):
+    """A local backend that records the keys it creates, in the order their files are written."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.order: list[str] = []
+
+    def _set(self, root: str, key: str, data: bytes) -> None:
+        super()._set(root, key, data)
+        self.order.append(key)  # list.append is atomic under the interpreter lock
+
+
+def test_a_batch_of_files_is_written_on_threads_documents_last(tmp_path):
+    b = _Recording(tmp_path / "root")
+    items = [(f"a/c/{i}/{j}", bytes([i, j]) * 100) for i in range(6) for j in range(5)]
+    items.insert(7, ("a/zarr.json", b"{}"))
+    items.append(("zarr.json", b'{"zarr_format": 3}'))
+    b.set_many(items)
+    for key, data in items:
+        assert (tmp_path / "root" / key).read_bytes() == data
+    assert b.order[-2:] == ["a/zarr.json", "zarr.json"]  # in the order given, after every cell
+    assert sorted(b.order[:-2]) == sorted(k for k, _ in items if not k.endswith("zarr.json"))
+
+
+def test_a_failed_file_in_a_threaded_batch_is_a_store_error_naming_it(tmp_path):
+    b = LocalBackend(tmp_path / "root")
+    b.set_many([("a/x", b"file, not a folder")])
+    items = [(f"a/c/{i}", b"1") for i in range(8)] + [("a/x/c/0", b"2")]
+    with pytest.raises(zv.errors.StoreError, match="'a/x' exists and is not a directory") as info:
+        b.set_many(items)
+    assert info.value.key == "a/x/c/0"
+    assert not (tmp_path / "root" / "a" / "x" / "c").exists()
+
+
+def test_a_key_given_twice_in_a_threaded_batch_keeps_its_last_value(tmp_path):
+    b = LocalBackend(tmp_path / "root")
+    # One key between the two runs, so that a key's two values fall to different I/O threads.
+    items = [(f"a/c/{i}", b"old") for i in range(8)] + [("a/x", b"")]
+    items += [(f"a/c/{i}", b"new") for i in range(8)]
+    b.set_many(items)
+    assert b.get_many([f"a/c/{i}" for i in range(8)]) == [b"new"] * 8

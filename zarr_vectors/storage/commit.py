@@ -727,25 +727,23 @@ def _link(src: str, dst: str) -> None:
 
 def _link_kept(path: Path, stage: Path, hidden: Callable[[str], bool]) -> None:
     """Give ``stage`` every entry of the store at ``path`` that is neither hidden nor staged
-    (hard links; symbolic links are linked as links, never followed)."""
-    cut = len(str(path)) + 1
-    for folder, dirs, files in os.walk(path):
-        rel = folder[cut:].replace(os.sep, "/")
-        head = f"{rel}/" if rel else ""
-        descend = []
-        for name in dirs:
-            key = head + name
-            if hidden(key):
-                continue
-            if os.path.islink(os.path.join(folder, name)):
-                if not os.path.lexists(stage / key):
-                    _link(os.path.join(folder, name), str(stage / key))
-                continue
-            (stage / key).mkdir(exist_ok=True)
-            descend.append(name)
-        dirs[:] = descend
-        for name in files:
-            key = head + name
-            if hidden(key) or ".zv-part-" in name or os.path.lexists(stage / key):
-                continue
-            _link(os.path.join(folder, name), str(stage / key))
+    (hard links; symbolic links are linked as links, never followed).
+
+    One ``scandir`` per folder and one ``mkdir`` or ``link`` per entry: an entry already
+    staged is found by the ``EEXIST`` of that call, not by a separate look-up."""
+    pending = [(os.fspath(path), os.fspath(stage), "")]
+    while pending:
+        src_dir, dst_dir, head = pending.pop()
+        with os.scandir(src_dir) as entries:
+            for entry in entries:
+                key = head + entry.name
+                if ".zv-part-" in entry.name or hidden(key):
+                    continue
+                dst = f"{dst_dir}/{entry.name}"
+                if entry.is_dir(follow_symlinks=False):
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(dst)
+                    pending.append((entry.path, dst, key + "/"))
+                else:
+                    with contextlib.suppress(FileExistsError):
+                        _link(entry.path, dst)

@@ -35,10 +35,12 @@ import numpy as np
 from zarr_vectors.errors import ReadOnlyError, StoreError, ZarrVectorsError
 from zarr_vectors.storage.openfiles import OpenFiles
 from zarr_vectors.storage.scratch import Arena
-from zarr_vectors.storage.threads import default_workers, map_cells
+from zarr_vectors.storage.threads import default_workers, map_cells, map_io
 
 #: Keys per batch from which reads are spread over threads.
 PARALLEL_READS = 64
+#: Files per batch from which writes are spread over the I/O threads.
+PARALLEL_WRITES = 4
 #: Bytes of a batch's first file from which :meth:`LocalBackend.get_many_into` spreads even a
 #: few keys over threads (copying large files out of the page cache is worth two cores).
 LARGE_FILE = 256 << 10
@@ -351,13 +353,26 @@ class LocalBackend:
             raise ReadOnlyError(f"cannot write keys: {self.description} is opened read-only")
         root = str(self.root)
         self.open_files.retire(key for key, _ in items)
-        for key, data in items:
-            try:
-                self._set(root, key, data)
-            except OSError as exc:
-                if isinstance(exc, ZarrVectorsError):
-                    raise
-                raise StoreError(self.description, key, f"cannot be written: {os_reason(exc)}") from exc
+        # Data first, on the I/O threads when there are several files (creating a file waits on
+        # the filesystem); then the zarr.json documents, in the order given.
+        latest = dict(items)  # a key given twice: its last value, as one file after another would leave
+        docs = [item for item in latest.items() if item[0].rpartition("/")[2] == "zarr.json"]
+        data = [item for item in latest.items() if item[0].rpartition("/")[2] != "zarr.json"]
+        if len(data) >= PARALLEL_WRITES:
+            map_io(lambda i: self._set_one(root, *data[i]), len(data))
+        else:
+            for key, value in data:
+                self._set_one(root, key, value)
+        for key, value in docs:
+            self._set_one(root, key, value)
+
+    def _set_one(self, root: str, key: str, data: bytes) -> None:
+        try:
+            self._set(root, key, data)
+        except OSError as exc:
+            if isinstance(exc, ZarrVectorsError):
+                raise
+            raise StoreError(self.description, key, f"cannot be written: {os_reason(exc)}") from exc
 
     def _set(self, root: str, key: str, data: bytes) -> None:
         parent = key.rpartition("/")[0]

@@ -16,13 +16,19 @@ import numpy as np
 
 from zarr_vectors.errors import InputError
 
-__all__ = ["check_workers", "default_workers", "map_cells"]
+__all__ = ["check_workers", "default_workers", "map_cells", "map_io"]
 
 T = TypeVar("T")
 
 _PREFIX = "zv-cells"
+_IO_PREFIX = "zv-io"
+#: Threads of the I/O pool: file creation waits on the filesystem, not on a core (measured on
+#: ext4 on a virtual disk: creating and writing 60 KB files took 432 us each on one thread,
+#: 235 us on two and 216 us on four).
+IO_THREADS = 4
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
+_io_pool: ThreadPoolExecutor | None = None
 
 
 def default_workers() -> int:
@@ -50,16 +56,37 @@ def _shared_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+def _shared_io_pool() -> ThreadPoolExecutor:
+    global _io_pool
+    with _lock:
+        if _io_pool is None:
+            _io_pool = ThreadPoolExecutor(IO_THREADS, thread_name_prefix=_IO_PREFIX)
+        return _io_pool
+
+
+def map_io(fn: Callable[[int], T], n: int) -> list[T]:
+    """:func:`map_cells` for calls that wait on the filesystem (file creation and writes):
+    ``[fn(0), ..., fn(n - 1)]`` on up to :data:`IO_THREADS` threads of a pool of their own,
+    with the same ordering and error rules."""
+    return _map(fn, n, IO_THREADS, _IO_PREFIX, _shared_io_pool)
+
+
 def map_cells(fn: Callable[[int], T], n: int, workers: int | None = None) -> list[T]:
     """``[fn(0), ..., fn(n - 1)]`` computed by up to ``workers`` threads of the shared pool, each
     taking every ``workers``-th index; results in index order, the first error raised once
     every thread has stopped (after an error the others start no further index), so that no
     call of ``fn`` is still running when this returns or raises. Called from a thread of the
     pool itself, it runs in that thread (so it never waits on itself)."""
-    w = min(check_workers(workers), n)
-    if w <= 1 or threading.current_thread().name.startswith(_PREFIX):  # nested: no waiting on ourselves
+    return _map(fn, n, check_workers(workers), _PREFIX, _shared_pool)
+
+
+def _map(
+    fn: Callable[[int], T], n: int, workers: int, prefix: str, get_pool: Callable[[], ThreadPoolExecutor]
+) -> list[T]:
+    w = min(workers, n)
+    if w <= 1 or threading.current_thread().name.startswith(prefix):  # nested: no waiting on ourselves
         return [fn(i) for i in range(n)]
-    pool = _shared_pool()
+    pool = get_pool()
 
     stop = threading.Event()
 

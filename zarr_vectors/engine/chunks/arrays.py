@@ -41,7 +41,7 @@ from zarr_vectors.engine.chunks.pipeline import (
     UnsupportedPipeline,
     geometry_codec,
 )
-from zarr_vectors.errors import CorruptCellError, FormatError, decoding
+from zarr_vectors.errors import DECODE_FAILURES, CorruptCellError, FormatError, decoding
 from zarr_vectors.format.documents import (
     MAX_CELLS,
     MAX_ROW_WIDTH,
@@ -384,6 +384,49 @@ class CellArray:
                 f"{size} bytes is not a whole number of {stride}-byte rows",
             )
         return size // stride
+
+    def direct_rows_many(
+        self, raws: Sequence[bytes | memoryview | None], chunks: np.ndarray, width: int | None = None
+    ) -> list[int] | None:
+        """:meth:`direct_rows` of each cell (``raws[i]`` of ``chunks[i]``), or None when one
+        cannot be decoded straight. A bad cell raises as there, naming its chunk."""
+        pipe = self.pipeline
+        if pipe is None or not pipe.direct or any(raw is None for raw in raws):
+            return None
+        stride = self.dtype.itemsize * (self.row_width if width is None else width)
+        try:
+            sizes = [pipe.payload_size(raw) for raw in raws]  # type: ignore[arg-type]
+        except DECODE_FAILURES:
+            sizes = [self.direct_rows(raw, chunk, width) for raw, chunk in zip(raws, chunks)]  # raises
+        if any(size is None for size in sizes):
+            return None
+        out = []
+        for i, size in enumerate(sizes):
+            if size % stride:  # type: ignore[operator]
+                self.direct_rows(raws[i], chunks[i], width)  # raises, naming the cell
+            out.append(size // stride)  # type: ignore[operator]
+        return out
+
+    def rows_to_many(
+        self,
+        raws: Sequence[bytes | memoryview | None],
+        chunks: np.ndarray,
+        out: np.ndarray,
+        starts: Sequence[int],
+    ) -> None:
+        """Decode cell ``i`` straight into rows ``starts[i]:starts[i + 1]`` of ``out`` (sizes from
+        :meth:`direct_rows_many`); a bad cell raises as :meth:`rows_to` does."""
+        if not len(raws):
+            return
+        flat = out.reshape(len(out), int(np.prod(out.shape[1:], dtype=np.int64))).view(np.uint8)
+        decode_to = self.decoder.decode_to
+        i = 0
+        try:
+            for i, raw in enumerate(raws):
+                decode_to(raw, flat[starts[i] : starts[i + 1]].reshape(-1).data)  # type: ignore[arg-type]
+        except DECODE_FAILURES:
+            self.rows_to(raws[i], chunks[i], out[starts[i] : starts[i + 1]])  # type: ignore[arg-type]
+            raise
 
     def rows_to(self, raw: bytes | memoryview, chunk: Sequence[int], out: np.ndarray) -> None:
         """Decode a cell straight into ``out`` (C-contiguous, of :meth:`direct_rows` rows)."""

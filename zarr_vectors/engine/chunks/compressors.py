@@ -62,6 +62,7 @@ __all__ = [
     "compression_of",
     "compressor_json",
     "readable_codecs",
+    "too_big",
     "zstd_read_into",
     "zstd_size",
 ]
@@ -116,7 +117,7 @@ class BytesCodec(Protocol):
     def decode(self, data: Any, bound: int) -> Any: ...
 
 
-def _too_big(name: str, size: int, bound: int) -> DecodeError:
+def too_big(name: str, size: int, bound: int) -> DecodeError:
     return DecodeError(
         f"{name} data claims {size} decoded bytes, more than the {bound} this array's metadata allows"
     )
@@ -136,7 +137,7 @@ def _zstd(codec: Any, data: Any, bound: int) -> bytes:
     except zstandard.ZstdError as exc:
         raise DecodeError(f"zstd: the data does not start with a zstd frame header ({exc})") from exc
     if size > bound:
-        raise _too_big("zstd", size, bound)
+        raise too_big("zstd", size, bound)
     dctx = _zstd_context()
     try:
         if size >= 0:
@@ -223,7 +224,7 @@ def _zstd_into(codec: Any, data: Any, bound: int, scratch: Arena) -> memoryview:
     if size < 0:
         return memoryview(_zstd(codec, data, bound))
     if size > bound:
-        raise _too_big("zstd", size, bound)
+        raise too_big("zstd", size, bound)
     _one_frame(data)
     out = scratch.take(size)
     got = 0
@@ -326,7 +327,7 @@ def _blosc(codec: Any, data: Any, bound: int) -> bytes:
             f"blosc header says the buffer is {cbytes} bytes but it holds {len(view)} (truncated or padded)"
         )
     if nbytes > bound:
-        raise _too_big("blosc", nbytes, bound)
+        raise too_big("blosc", nbytes, bound)
     try:
         return numcodecs.blosc.decompress(view)
     except (RuntimeError, ValueError) as exc:
@@ -339,7 +340,7 @@ def _lz4(codec: Any, data: Any, bound: int) -> Any:
         raise DecodeError(f"lz4 buffer is {len(view)} bytes, shorter than its 4-byte size prefix")
     (size,) = _U32.unpack_from(view)
     if size > bound:
-        raise _too_big("lz4", size, bound)
+        raise too_big("lz4", size, bound)
     return _plain(codec, view, bound)
 
 
@@ -350,7 +351,7 @@ def _plain(codec: Any, data: Any, bound: int) -> Any:
     except _CODEC_ERRORS as exc:
         raise DecodeError(f"{codec.codec_id} decompression failed: {exc}") from exc
     if memoryview(out).nbytes > bound:
-        raise _too_big(codec.codec_id, memoryview(out).nbytes, bound)
+        raise too_big(codec.codec_id, memoryview(out).nbytes, bound)
     return out
 
 

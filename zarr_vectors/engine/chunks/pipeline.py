@@ -18,6 +18,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
@@ -29,6 +30,7 @@ from zarr_vectors.engine.chunks.compressors import (
     compression_names,
     compression_of,
     compressor_json,
+    too_big,
     zstd_read_into,
     zstd_size,
 )
@@ -227,7 +229,7 @@ class Pipeline:
             )
         return view
 
-    @property
+    @cached_property
     def direct(self) -> bool:
         """Whether :meth:`payload_size` and :meth:`decode_to` apply: a vlen-bytes cell, stored
         plain or in one zstd frame."""
@@ -241,6 +243,8 @@ class Pipeline:
             size = zstd_size(chunk)
             if size < 0:
                 return None
+            if size > self.max_size:  # worded as when the frame is decompressed
+                raise too_big("zstd", size, self.max_size)
         else:
             size = len(chunk)
         if size > self.max_size:

@@ -5,6 +5,7 @@ the kept rows once into the result; whole objects are read from their fragments
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
@@ -32,7 +33,7 @@ from zarr_vectors.engine.read.plan import (
 from zarr_vectors.engine.read.where import RowFilter, apply_filter
 from zarr_vectors.errors import CorruptCellError
 from zarr_vectors.result import Result
-from zarr_vectors.storage import arena, map_cells
+from zarr_vectors.storage import Arena, arena, check_workers, map_cells
 
 __all__ = ["AUTO_THREADS_BYTES", "box_batches", "build_result", "query_box", "read_objects"]
 
@@ -170,12 +171,13 @@ def _box_rows(
     with_ids: bool = False,
     row_filter: RowFilter | None = None,
 ) -> Result:
-    """A box query: one batch of reads; each cell decoded (with the object of each row, when
-    asked) and, when the box covers it partly, tested on the sides of the box that cut it,
-    then on ``row_filter`` (``workers`` cells at a time); then the kept rows copied once,
-    straight into the result, in chunk order. Cells are read and decompressed into a reused
-    arena, which the result never refers to; wholly covered cells, when nothing else is
-    asked of them, are decompressed straight into the result instead."""
+    """A box query: one batch of reads, then, when neither owners nor a filter are asked and
+    every cell decodes straight (plain or zstd vlen cells), :func:`_direct_box`. Otherwise each
+    cell is decoded (with the object of each row, when asked) and, when the box covers it
+    partly, tested on the sides of the box that cut it, then on ``row_filter`` (``workers``
+    cells at a time); then the kept rows are copied once, straight into the result, in chunk
+    order. Cells are read and decompressed into a reused arena, which the result never refers
+    to."""
     extra = [] if row_filter is None else [n for n in row_filter.vertex_names if n not in names]
     arrays = [level.vertices] + [level.vertex_attributes[n] for n in [*names, *extra]]
     n_out = 1 + len(names)  # columns returned: vertices and the asked attributes (then extra)
@@ -193,7 +195,6 @@ def _box_rows(
     dtypes = [arr.dtype for arr in arrays[:n_out]] + ([np.dtype(np.int64)] if with_ids else [])
     if with_ids:
         widths.append(1)
-    tests = cell_tests(level, chunks, n_full, lo, hi)
     with arena() as scratch:
         raws = level.backend.get_many_into(batch.keys, scratch)
         columns = [batch.take(raws, str(j)) for j in range(len(arrays))]  # columns[array][cell]
@@ -224,23 +225,20 @@ def _box_rows(
 
         if workers is None and sum(len(r) for r in raws if r is not None) < AUTO_THREADS_BYTES:
             workers = 1  # small reads: handing cells to threads costs more than it saves
-        direct = (
-            [] if with_ids or row_filter is not None else _direct_sizes(arrays, columns, chunks, n_full, d)
-        )
-        n_direct = len(direct)
-        cells = map_cells(lambda i: decode(n_direct + i), k - n_direct, workers)
-        sizes = direct + [_kept(cols[0], keep) for cols, keep in cells]
+        if not with_ids and row_filter is None:
+            whole = _direct_box(arrays, columns, chunks, n_full, (lo, hi), widths, dtypes, workers, scratch)
+            if whole is not None:
+                return _box_result(level, names, arrays, whole, with_ids)
+        tests = cell_tests(level, chunks, n_full, lo, hi)
+        cells = map_cells(decode, k, workers)
+        sizes = [_kept(cols[0], keep) for cols, keep in cells]
         offsets = np.zeros(k + 1, np.int64)
         np.cumsum(sizes, out=offsets[1:])
         out = [np.empty((int(offsets[-1]), w), dt) for w, dt in zip(widths, dtypes)]
 
         def copy(i: int) -> None:
             a, b = int(offsets[i]), int(offsets[i + 1])
-            if i < n_direct:
-                for arr, column, dst in zip(arrays, columns, out):
-                    arr.rows_to(column[i], chunks[i], dst[a:b])  # type: ignore[arg-type]
-                return
-            cols, keep = cells[i - n_direct]
+            cols, keep = cells[i]
             for dst, src in zip(out, cols):
                 if keep is None or b - a == len(src):
                     dst[a:b] = src
@@ -250,39 +248,81 @@ def _box_rows(
                     np.take(src, keep, axis=0, out=dst[a:b])
 
         map_cells(copy, k, workers)
+    return _box_result(level, names, arrays, out, with_ids)
+
+
+def _box_result(
+    level: Level, names: list[str], arrays: list[CellArray], out: list[np.ndarray], with_ids: bool
+) -> Result:
+    """The :class:`Result` of a box's columns ``out``: positions, the asked attributes (in the
+    order of ``names``, after ``arrays[0]``), then the owners when ``with_ids``."""
     attrs = {
         n: arr.as_read(col.reshape((-1, *(arr.attrs.get("row_shape") or []))))
-        for n, col, arr in zip(names, out[1:], arrays[1:n_out])
+        for n, col, arr in zip(names, out[1:], arrays[1 : 1 + len(names)])
     }
     axes = tuple(a.name for a in level.root.axes if a.type == "space")
     return Result(out[0], attrs, out[-1].reshape(-1) if with_ids else None, axes)
 
 
-def _direct_sizes(
+def _direct_box(
     arrays: list[CellArray],
     columns: list[list[bytes | memoryview | None]],
     chunks: np.ndarray,
     n_full: int,
-    d: int,
-) -> list[int]:
-    """Row counts of the first ``n_full`` cells when every array's cell of each can be
-    decoded straight into the result (:meth:`CellArray.rows_to`), read from their headers;
-    empty when any cannot (``columns[j][i]``: array ``j``'s raw cell of chunk ``i``)."""
-    sizes = []
-    for i in range(n_full):
-        n = arrays[0].direct_rows(columns[0][i], chunks[i], d)
-        if n is None:
-            return []
-        for arr, column in zip(arrays[1:], columns[1:]):
-            m = arr.direct_rows(column[i], chunks[i])
-            if m is None:
-                return []
-            if m != n:
-                raise CorruptCellError(
-                    arr.path, ".".join(map(str, chunks[i])), f"{m} rows but vertices has {n}"
-                )
-        sizes.append(n)
-    return sizes
+    box: tuple[np.ndarray, np.ndarray],
+    widths: list[int],
+    dtypes: list[np.dtype],
+    workers: int | None,
+    scratch: Arena,
+) -> list[np.ndarray] | None:
+    """The columns of a box query whose every cell decodes straight into an array (None when
+    one does not): the partly covered cells are decoded into ``scratch`` laid end to end and
+    tested together (one vectorised test of every row against the box, however many cells),
+    then the wholly covered cells are decoded straight into the result and the kept rows
+    copied after them. No Python work per row and a handful of numpy calls per query, not
+    per cell."""
+    k = len(chunks)
+    sizes = arrays[0].direct_rows_many(columns[0], chunks, widths[0])
+    if sizes is None:
+        return None
+    for arr, column in zip(arrays[1:], columns[1:]):
+        other = arr.direct_rows_many(column, chunks)
+        if other is None:
+            return None
+        if other != sizes:
+            i = next(i for i, (m, n) in enumerate(zip(other, sizes)) if m != n)
+            raise CorruptCellError(
+                arr.path, ".".join(map(str, chunks[i])), f"{other[i]} rows but vertices has {sizes[i]}"
+            )
+    bounds = [0, *itertools.accumulate(sizes)]
+    full_rows, part_rows = bounds[n_full], bounds[k] - bounds[n_full]
+    staged = [
+        np.frombuffer(scratch.take(part_rows * w * dt.itemsize), dt).reshape(part_rows, w)
+        for w, dt in zip(widths, dtypes)
+    ]
+
+    def decode(into: list[np.ndarray], cells: slice, origin: int) -> None:
+        """Cells ``cells`` decoded into ``into``, whose row 0 is the cells' row ``origin``."""
+        starts = [b - origin for b in bounds[cells.start : cells.stop + 1]]
+        for arr, column, dst in zip(arrays, columns, into):
+            arr.rows_to_many(column[cells], chunks[cells], dst, starts)
+
+    def spread(into: list[np.ndarray], first: int, stop: int) -> None:
+        """Cells ``first .. stop - 1`` decoded in ``workers`` runs of consecutive cells."""
+        if stop <= first:
+            return
+        w = min(check_workers(workers), stop - first)
+        cuts = np.linspace(first, stop, w + 1).astype(int).tolist() if w > 1 else [first, stop]
+        map_cells(lambda j: decode(into, slice(cuts[j], cuts[j + 1]), bounds[first]), len(cuts) - 1, w)
+
+    spread(staged, n_full, k)
+    keep = inside_box(staged[0], *box)
+    kept = int(np.count_nonzero(keep))
+    out = [np.empty((full_rows + kept, w), dt) for w, dt in zip(widths, dtypes)]
+    spread(out, 0, n_full)
+    for dst, src in zip(out, staged):
+        np.compress(keep, src, axis=0, out=dst[full_rows:])
+    return out
 
 
 def _kept(rows: np.ndarray, keep: np.ndarray | None) -> int:

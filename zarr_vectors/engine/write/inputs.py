@@ -357,7 +357,8 @@ def table_attributes(attributes: Mapping[str, Any] | None, n: int, what: str) ->
             raise InputError(f"{what} {name!r} is datetime64 without a unit; give one, e.g. datetime64[s]")
         if isinstance(values, np.ma.MaskedArray):  # masked entries are stored as absent
             # dates and times: absent is NaT (int64's sentinel) in the array's own unit
-            values = values.filled(np.datetime64("NaT", unit) if unit else absent_fill(dtype))
+            fill: Any = np.array("NaT", dtype)[()] if unit else absent_fill(dtype)
+            values = values.filled(fill)
         arr = np.asarray(values)
         if arr.dtype.kind == "M":  # dates and times: int64 counts of their unit
             arr = arr.view(np.int64)
