@@ -5,6 +5,7 @@ the kept rows once into the result; whole objects are read from their fragments
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -227,7 +228,7 @@ def _box_rows(
         if workers is None and sum(len(r) for r in raws if r is not None) < AUTO_THREADS_BYTES:
             workers = 1  # small reads: handing cells to threads costs more than it saves
         if not with_ids and row_filter is None:
-            tests_of = lambda: cell_tests(level, chunks, n_full, lo, hi)  # noqa: E731
+            tests_of = functools.partial(cell_tests, level, chunks, n_full, lo, hi)
             whole = _direct_box(
                 arrays, columns, chunks, n_full, (lo, hi), tests_of, widths, dtypes, workers, scratch
             )
@@ -332,9 +333,10 @@ def _direct_box(
         tests = tests_of()
         keep = np.ones(part_rows, bool)
         for i in range(n_full, k):
-            passing = rows_passing(staged[0][bounds[i] - full_rows : bounds[i + 1] - full_rows], tests[i])
+            rows = slice(bounds[i] - full_rows, bounds[i + 1] - full_rows)
+            passing = rows_passing(staged[0][rows], tests[i])
             if passing is not None:
-                keep[bounds[i] - full_rows : bounds[i + 1] - full_rows] = passing
+                keep[rows] = passing
     else:
         keep = inside_box(staged[0], *box)
     kept = int(np.count_nonzero(keep))
