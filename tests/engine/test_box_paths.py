@@ -58,6 +58,27 @@ def test_box_answers_equal_brute_force_whatever_the_workers(store, box, workers)
     assert res.positions.dtype == np.float32 and res.attributes["rgb"].dtype == np.uint8
 
 
+@pytest.mark.parametrize("box", BOXES)
+def test_partly_covered_cells_tested_together_or_one_by_one_give_the_same_rows(store, box, monkeypatch):
+    """Both tests of the straight-decoding path (every row on every side in one pass, or each
+    large cell on the sides that cut it) keep exactly brute force's rows, in the same order."""
+    from zarr_vectors.engine.read import points
+
+    path, pts, rgb, w = store
+    ds = zv.open(path)
+    answers = []
+    for rows in (0, 1 << 40):  # 0: every cell tested alone; 2**40: all cells in one pass
+        monkeypatch.setattr(points, "CELL_TEST_ROWS", rows)
+        answers.append(ds.query(bbox=box, workers=2))
+    mask = brute_force_box(pts, *box)
+    for res in answers:
+        assert np.array_equal(
+            sorted_rows(res.positions, res.attributes["w"]), sorted_rows(pts[mask], w[mask])
+        )
+    assert np.array_equal(answers[0].positions, answers[1].positions)
+    assert np.array_equal(answers[0].attributes["rgb"], answers[1].attributes["rgb"])
+
+
 def test_rows_come_in_the_same_order_for_any_workers(store):
     path, *_ = store
     ds = zv.open(path)

@@ -400,12 +400,10 @@ class CellArray:
             sizes = [self.direct_rows(raw, chunk, width) for raw, chunk in zip(raws, chunks)]  # raises
         if any(size is None for size in sizes):
             return None
-        out = []
-        for i, size in enumerate(sizes):
-            if size % stride:  # type: ignore[operator]
-                self.direct_rows(raws[i], chunks[i], width)  # raises, naming the cell
-            out.append(size // stride)  # type: ignore[operator]
-        return out
+        ragged = [i for i, size in enumerate(sizes) if size % stride]  # type: ignore[operator]
+        if ragged:
+            self.direct_rows(raws[ragged[0]], chunks[ragged[0]], width)  # raises, naming the cell
+        return [size // stride for size in sizes]  # type: ignore[operator]
 
     def rows_to_many(
         self,

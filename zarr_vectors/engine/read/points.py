@@ -5,8 +5,9 @@ the kept rows once into the result; whole objects are read from their fragments
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -24,6 +25,7 @@ from zarr_vectors.engine.read.fetch import (
 from zarr_vectors.engine.read.keys import KeyBatch
 from zarr_vectors.engine.read.plan import (
     BoxPlan,
+    CellTests,
     attribute_names,
     cell_tests,
     inside_box,
@@ -226,7 +228,10 @@ def _box_rows(
         if workers is None and sum(len(r) for r in raws if r is not None) < AUTO_THREADS_BYTES:
             workers = 1  # small reads: handing cells to threads costs more than it saves
         if not with_ids and row_filter is None:
-            whole = _direct_box(arrays, columns, chunks, n_full, (lo, hi), widths, dtypes, workers, scratch)
+            tests_of = functools.partial(cell_tests, level, chunks, n_full, lo, hi)
+            whole = _direct_box(
+                arrays, columns, chunks, n_full, (lo, hi), tests_of, widths, dtypes, workers, scratch
+            )
             if whole is not None:
                 return _box_result(level, names, arrays, whole, with_ids)
         tests = cell_tests(level, chunks, n_full, lo, hi)
@@ -264,12 +269,18 @@ def _box_result(
     return Result(out[0], attrs, out[-1].reshape(-1) if with_ids else None, axes)
 
 
+#: Rows per partly covered cell (on average) from which :func:`_direct_box` tests each cell on
+#: the sides of the box that cut it rather than every row on every side in one pass.
+CELL_TEST_ROWS = 4096
+
+
 def _direct_box(
     arrays: list[CellArray],
     columns: list[list[bytes | memoryview | None]],
     chunks: np.ndarray,
     n_full: int,
     box: tuple[np.ndarray, np.ndarray],
+    tests_of: Callable[[], list[CellTests]],
     widths: list[int],
     dtypes: list[np.dtype],
     workers: int | None,
@@ -277,10 +288,11 @@ def _direct_box(
 ) -> list[np.ndarray] | None:
     """The columns of a box query whose every cell decodes straight into an array (None when
     one does not): the partly covered cells are decoded into ``scratch`` laid end to end and
-    tested together (one vectorised test of every row against the box, however many cells),
-    then the wholly covered cells are decoded straight into the result and the kept rows
-    copied after them. No Python work per row and a handful of numpy calls per query, not
-    per cell."""
+    tested, then the wholly covered cells are decoded straight into the result and the kept
+    rows copied after them. Small cells are tested together, every row against every side
+    of the box in one vectorised pass (a handful of numpy calls per query, not per cell);
+    cells of :data:`CELL_TEST_ROWS` rows or more on average each on the sides that cut it
+    (``tests_of()``, see :func:`cell_tests`), which for large cells is less work."""
     k = len(chunks)
     sizes = arrays[0].direct_rows_many(columns[0], chunks, widths[0])
     if sizes is None:
@@ -316,7 +328,17 @@ def _direct_box(
         map_cells(lambda j: decode(into, slice(cuts[j], cuts[j + 1]), bounds[first]), len(cuts) - 1, w)
 
     spread(staged, n_full, k)
-    keep = inside_box(staged[0], *box)
+    n_part = k - n_full
+    if n_part and part_rows >= CELL_TEST_ROWS * n_part:
+        tests = tests_of()
+        keep = np.ones(part_rows, bool)
+        for i in range(n_full, k):
+            rows = slice(bounds[i] - full_rows, bounds[i + 1] - full_rows)
+            passing = rows_passing(staged[0][rows], tests[i])
+            if passing is not None:
+                keep[rows] = passing
+    else:
+        keep = inside_box(staged[0], *box)
     kept = int(np.count_nonzero(keep))
     out = [np.empty((full_rows + kept, w), dt) for w, dt in zip(widths, dtypes)]
     spread(out, 0, n_full)
