@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -43,7 +43,7 @@ from zarr_vectors.format.shards import inner_codecs, parse_sharding
 from zarr_vectors.format.zarr_json import absent_fill
 from zarr_vectors.storage import check_workers, placeholder_root, rebuild_session, writing
 
-__all__ = ["STALE_KEY", "append_points"]
+__all__ = ["STALE_KEY", "Level0Edit", "append_points", "new_rows", "rewrite_level0"]
 
 #: Key of ``zarr_vectors_level`` set on levels above 0 once level 0 has changed under them.
 STALE_KEY = "stale"
@@ -181,25 +181,11 @@ def append_points(
             "(write lines, skeletons, graphs and meshes again with zarr_vectors.create)"
         )
     level = store.level(0)
-    shards = _shards_of(store, level)
+    _shards_of(store, level)  # an unusual layout is refused before any work
     grid = level.grid
     workers = check_workers(workers)
-    pos = _inputs.positions_array(positions, grid.ndim)
+    pos, values = new_rows(store, level, positions, attributes, "append")
     n = len(pos)
-    if pos.shape[1] != grid.ndim:
-        raise InputError(f"positions have {pos.shape[1]} columns but the store has {grid.ndim} axes")
-    vdtype = level.vertices.dtype.newbyteorder("<")
-    if pos.dtype != vdtype:
-        pos = AttributeSpec("positions", vdtype, (grid.ndim,)).conform(pos, n)
-    check_inside(pos, np.asarray(root.bounds, np.float64), "positions")
-    specs = _specs(level)
-    given = dict(attributes or {})
-    if sorted(given) != sorted(s.name for s in specs):
-        raise InputError(
-            f"the store's points have attributes {sorted(s.name for s in specs)}; this append gives "
-            f"{sorted(given)}: give exactly the store's attributes"
-        )
-    values = [s.conform(given[s.name], n) for s in specs]
     objects = level.manifests is not None
     user = _inputs.object_id_array(object_ids, n)
     if objects != (user is not None):
@@ -215,16 +201,76 @@ def append_points(
         cols["ids"] = plan.new_oids
     spill.add(sort_keys(pos, grid) // grid.n_bins, cols)
     spill.finish()
-    touched, _ = spill.cells()
+    touched, counts = spill.cells()
+    edit = Level0Edit(touched, counts, np.zeros((0, grid.ndim), np.int64), n)
+    return rewrite_level0(store, level, plan, spill, edit, object_attributes, workers, progress)
+
+
+def new_rows(
+    store: VectorStore, level: Level, positions: Any, attributes: Mapping[str, Any] | None, verb: str
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """New points checked against level 0: positions in its dtype, inside the store's bounds,
+    and exactly the store's vertex attributes (in :func:`_specs` order)."""
+    grid = level.grid
+    pos = _inputs.positions_array(positions, grid.ndim)
+    n = len(pos)
+    if pos.shape[1] != grid.ndim:
+        raise InputError(f"positions have {pos.shape[1]} columns but the store has {grid.ndim} axes")
+    vdtype = level.vertices.dtype.newbyteorder("<")
+    if pos.dtype != vdtype:
+        pos = AttributeSpec("positions", vdtype, (grid.ndim,)).conform(pos, n)
+    check_inside(pos, np.asarray(store.root.bounds, np.float64), "positions")
+    specs = _specs(level)
+    given = dict(attributes or {})
+    if sorted(given) != sorted(s.name for s in specs):
+        raise InputError(
+            f"the store's points have attributes {sorted(s.name for s in specs)}; this {verb} gives "
+            f"{sorted(given)}: give exactly the store's attributes"
+        )
+    return pos, [s.conform(given[s.name], n) for s in specs]
+
+
+@dataclass(frozen=True)
+class Level0Edit:
+    """What an edit of level 0 rewrites: the touched cells (linear, ascending; every cell whose
+    rows change) with their new row counts, the listed cells left empty (relative indices
+    (K, D), none of them given new rows) and the number of new rows."""
+
+    touched: np.ndarray
+    new_counts: np.ndarray
+    emptied: np.ndarray
+    new_rows: int
+
+
+def rewrite_level0(
+    store: VectorStore,
+    level: Level,
+    plan: _IdPlan | None,
+    spill: CellSpill,
+    edit: Level0Edit,
+    object_attributes: Mapping[str, Mapping[Any, Any]] | None,
+    workers: int,
+    progress: bool | None,
+) -> RootMeta:
+    """Re-encode the touched cells (old rows kept by ``plan``, joined with the spilled new rows),
+    drop the emptied ones, rewrite the object tables and commit; return the new root."""
+    grid = level.grid
+    shards = _shards_of(store, level)
+    vdtype = level.vertices.dtype.newbyteorder("<")
+    specs = _specs(level)
+    objects = level.manifests is not None
     num_objects = plan.num_objects if plan is not None else 0
     cells = PointCells(grid, _pipelines(level), specs, objects=objects, owners=num_objects > 1)
-
-    encode = _Joiner(_Cells(level, specs, objects), spill, plan, cells, touched)
-    groups = _groups(spill, level, GROUP_ROWS)
+    arrays = _cell_arrays(level)
+    encode = _Joiner(_Cells(level, specs, objects), spill, plan, cells, edit.touched)
+    groups = _groups(edit.touched, edit.new_counts, level, GROUP_ROWS)
     hidden = _hidden_tables(level, plan)
+    if level.fragment_object_ids is not None and not cells.owners:
+        hidden += ("0/fragment_attributes/",)  # one object left: a one-shot write has no owner table
+    gone = set(_emptied_keys(arrays, edit.emptied, shards))
     with rebuild_session(
         store.backend,
-        hidden=lambda key: key.startswith(hidden),
+        hidden=lambda key: key.startswith(hidden) or key in gone,
         first={"zarr.json": placeholder_root()},
         wait=store.wait,
     ) as overlay:
@@ -234,42 +280,72 @@ def append_points(
         if shards is None:
             encode.target = overlay  # each worker writes the cells it encoded
         else:  # the touched shards are rewritten whole, their other cells kept, at commit
-            arrays = _cell_arrays(level)
             builder.merge_shards(
-                grid, level.backend.get_many, {f"0/{p}": a.nonempty - grid.origin for p, a in arrays.items()}
+                grid,
+                level.backend.get_many,
+                {f"0/{p}": _without(a.nonempty - grid.origin, edit.emptied) for p, a in arrays.items()},
             )
         occupied, fragments = write_cells(
             builder, cells, encode_groups(encode, groups, workers), vdtype, len(groups), progress
         )
         new_cells = np.concatenate(occupied) if occupied else np.zeros((0, grid.ndim), np.int64)
-        _register(builder, level, cells, new_cells, vdtype)
+        _register(builder, level, cells, new_cells, vdtype, edit.emptied)
         present = set(level.meta.arrays_present) - {"links"}
         if plan is not None:
-            present -= {"object_index", "object_attributes", *(["groups"] if plan.renumbered else [])}
-            present |= _finish_objects(builder, level, plan, touched, fragments, object_attributes)
+            present -= {"object_index", "object_attributes", *(["groups"] if plan.regroup else [])}
+            present |= _finish_objects(builder, level, plan, edit.touched, fragments, object_attributes)
         if cells.owners:
             present.add("fragment_attributes")
-        new_root = _finish_levels(builder, store, level, n, present)
+        else:
+            present.discard("fragment_attributes")
+        count = level.meta.vertex_count + edit.new_rows - sum(encode.dropped)
+        new_root = _finish_levels(builder, store, level, count, present)
     store.replace_root(new_root)
     return new_root
 
 
+def _without(cells: np.ndarray, emptied: np.ndarray) -> np.ndarray:
+    """The rows of ``cells`` (K, D) that are not in ``emptied`` (E, D)."""
+    if not len(emptied) or not len(cells):
+        return cells
+    gone = {tuple(c) for c in emptied.tolist()}
+    return cells[np.array([tuple(c) not in gone for c in cells.tolist()], bool)]
+
+
+def _emptied_keys(
+    arrays: Mapping[str, CellArray], emptied: np.ndarray, shards: tuple[int, ...] | None
+) -> list[str]:
+    """Store keys an edit removes: the emptied cells of every cell array, or with ``shards`` the
+    shards of emptied cells (the caller touches every other listed cell of those shards, so a
+    shard that keeps any row is written again)."""
+    if not len(emptied):
+        return []
+    units = emptied if shards is None else np.unique(emptied // np.asarray(shards), axis=0)
+    return [f"0/{p}/{cell_key(u)}" for p in arrays for u in units]
+
+
 class _Joiner:
-    """Encode a group of touched cells: their old rows read back and joined with the new ones
-    (old first, so rows keep the order a one-shot write of everything gives); written to
-    ``target`` once it is set."""
+    """Encode a group of touched cells: their old rows read back (less the rows of objects the
+    plan drops) and joined with the new ones (old first, so rows keep the order a one-shot
+    write of everything gives); written to ``target`` once it is set. ``dropped`` counts the
+    old rows left out, one entry per group."""
 
     def __init__(
         self, old: _Cells, spill: CellSpill, plan: _IdPlan | None, cells: PointCells, touched: np.ndarray
     ) -> None:
         self.old, self.spill, self.plan, self.cells, self.touched = old, spill, plan, cells, touched
         self.target: Any = None
+        self.dropped: list[int] = []
 
     def __call__(self, lo: int, hi: int) -> EncodedCells:
         before = self.old.read(self.touched[(self.touched >= lo) & (self.touched < hi)])
-        after = self.spill.read(lo, hi)
+        after = self.spill.read(lo, hi) or {k: v[:0] for k, v in before.items()}  # no new rows at all
         oids = None
         if self.plan is not None:
+            if self.plan.drop_rows is not None:
+                keep = ~self.plan.drop_rows[before["ids"]]
+                self.dropped.append(len(keep) - int(np.count_nonzero(keep)))
+                before = {k: v[keep] for k, v in before.items()}
             oids = np.concatenate([self.plan.remap(before["ids"]), after["ids"]])
         joined = [
             np.concatenate([before[f"a{i}"], after[f"a{i}"]]) for i in range(len(self.cells.attributes))
@@ -278,10 +354,10 @@ class _Joiner:
         return done if self.target is None else written(self.target, done)
 
 
-def _groups(spill: CellSpill, level: Level, max_rows: int) -> list[tuple[int, int]]:
-    """Ranges of touched cells of about ``max_rows`` old and new rows each (the old rows of a
-    cell estimated as the level's mean per listed cell), so memory holds a few groups."""
-    cells, new = spill.cells()
+def _groups(cells: np.ndarray, new: np.ndarray, level: Level, max_rows: int) -> list[tuple[int, int]]:
+    """Ranges of the touched ``cells`` (linear, ascending; ``new`` rows each) of about ``max_rows``
+    old and new rows each (the old rows of a cell estimated as the level's mean per listed
+    cell), so memory holds a few groups."""
     listed = max(len(level.vertices.nonempty), 1)
     old = level.meta.vertex_count // listed
     out, start, acc = [], 0, 0
@@ -302,7 +378,7 @@ def _hidden_tables(level: Level, plan: _IdPlan | None) -> tuple[str, ...]:
     if plan is None:
         return tuple(out)
     out += ["0/object_index/", "0/object_attributes/"]
-    if plan.renumbered:
+    if plan.regroup:
         out += ["0/groups/"]
     return tuple(out)
 
@@ -345,8 +421,13 @@ class _IdPlan:
         self.renumbered = bool(len(old)) and not np.array_equal(self.old_to_new, np.arange(len(old)))
         self.num_objects = self.dense.count
         self.old_count = len(old)
+        #: Whether group members change (renumbered, or objects dropped: ``old_to_new`` -1).
+        self.regroup = self.renumbered
+        #: Per old OID, whether its rows are dropped (edits; None on append).
+        self.drop_rows: np.ndarray | None = None
 
     def remap(self, oids: np.ndarray) -> np.ndarray:
+        """New OIDs of old ones (-1, no object, stays -1)."""
         out = np.asarray(oids, np.int64).copy()
         ok = out >= 0
         out[ok] = self.old_to_new[out[ok]]
@@ -387,11 +468,17 @@ def _shards_of(store: VectorStore, level: Level) -> tuple[int, ...] | None:
 
 
 def _register(
-    builder: StoreBuilder, level: Level, cells: PointCells, new_cells: np.ndarray, dtype: np.dtype
+    builder: StoreBuilder,
+    level: Level,
+    cells: PointCells,
+    new_cells: np.ndarray,
+    dtype: np.dtype,
+    emptied: np.ndarray,
 ) -> None:
-    """Every cell array's ``zarr.json``: its old document with the joined ``nonempty_chunks``."""
+    """Every cell array's ``zarr.json``: its old document with the joined ``nonempty_chunks``
+    (the ``emptied`` cells left out)."""
     grid = level.grid
-    listed = level.vertices.nonempty - grid.origin
+    listed = _without(level.vertices.nonempty - grid.origin, emptied)
     every = np.unique(np.concatenate([listed.reshape(-1, grid.ndim), new_cells]), axis=0)
     lin = (
         np.ravel_multi_index(tuple(every.T), tuple(int(s) for s in grid.shape))
@@ -449,11 +536,12 @@ def _finish_objects(
     manifests = manifests_of(obj, chunks, local, plan.num_objects)
     oattrs = _object_tables(level, plan, object_attributes)
     groups: list[np.ndarray] = []
-    if level.groups is not None and plan.renumbered:
+    if level.groups is not None and plan.regroup:
         for bucket in range(level.groups.n_chunks):
             raw = level.backend.get_many(level.groups.chunk_keys([bucket]))[0]
             items = level.groups.vlen_items(raw, bucket)
-            groups += [plan.old_to_new[np.frombuffer(it, "<i8")] for it in items]
+            members = [plan.old_to_new[np.frombuffer(it, "<i8")] for it in items]
+            groups += [m[m >= 0] for m in members]  # dropped objects leave their groups
     names = None
     if level.groups is not None:
         names = level.groups.attrs.get("group_names")
@@ -466,7 +554,7 @@ def _finish_objects(
         object_attributes=oattrs,
         groups=groups,
         group_attributes=[],
-        group_names=names if plan.renumbered else None,
+        group_names=names if plan.regroup else None,
     )
     return set(present)
 
@@ -488,7 +576,8 @@ def _object_tables(
             continue
         old = table_values(level, arr)[: plan.old_count]
         values = np.full((plan.num_objects, *old.shape[1:]), absent_fill(old.dtype), old.dtype)
-        values[plan.old_to_new[: len(old)]] = old
+        moved = plan.old_to_new[: len(old)]
+        values[moved[moved >= 0]] = old[moved >= 0]  # rows of dropped objects (-1) go
         rows = given.pop(name, None)
         if rows is not None:
             if not isinstance(rows, Mapping):
@@ -514,12 +603,10 @@ def _object_tables(
 
 
 def _finish_levels(
-    builder: StoreBuilder, store: VectorStore, level: Level, n: int, present: set[str]
+    builder: StoreBuilder, store: VectorStore, level: Level, vertex_count: int, present: set[str]
 ) -> RootMeta:
-    """Level 0's new metadata, coarser levels marked stale, the root last."""
-    meta = replace(
-        level.meta, vertex_count=level.meta.vertex_count + n, arrays_present=tuple(sorted(present, key=_rank))
-    )
+    """Level 0's new metadata (``vertex_count`` rows), coarser levels marked stale, the root last."""
+    meta = replace(level.meta, vertex_count=vertex_count, arrays_present=tuple(sorted(present, key=_rank)))
     raw = store.backend.get_many(["0/zarr.json"])[0]
     assert raw is not None
     doc = json.loads(raw)
