@@ -133,12 +133,18 @@ def _held(level: Level, ids: Any, verb: str) -> np.ndarray:
     """The old OIDs of ``ids`` (distinct, ascending); InputError naming the first id that is
     not an object of the store."""
     given = as_id_array(ids, "ids").reshape(-1)
-    oids, found = level.object_id_map.lookup(given)
+    id_map = level.object_id_map
+    oids, found = id_map.lookup(given)
     found &= level.are_objects(oids)
     if not found.all():
-        bad = int(given[np.argmin(found)])
+        listed = id_map.to_user(level.listed_objects)
+        held = (
+            f"its {len(listed):,} objects have ids {int(listed[0])} .. {int(listed[-1])}"
+            if len(listed)
+            else "it has no objects"
+        )
         raise InputError(
-            f"object id {bad} is not in this store ({level.object_id_map.describe()}); "
+            f"object id {int(given[np.argmin(found)])} is not in this store ({held}); "
             f"{verb} takes ids of the store's objects"
         )
     return np.unique(oids)
@@ -229,7 +235,9 @@ def _touched(store: VectorStore, level: Level, plan: _EditPlan, spill: CellSpill
         unit = np.stack(np.unravel_index(listed, shape), axis=1) // np.asarray(shards)
         gone_units = np.stack(np.unravel_index(emptied, shape), axis=1) // np.asarray(shards)
         width = np.asarray(shape) // np.asarray(shards) + 1
-        same = np.isin(np.ravel_multi_index(tuple(unit.T), width), np.ravel_multi_index(tuple(gone_units.T), width))
+        same = np.isin(
+            np.ravel_multi_index(tuple(unit.T), width), np.ravel_multi_index(tuple(gone_units.T), width)
+        )
         touched = np.union1d(touched, np.setdiff1d(listed[same], emptied))
     counts = np.zeros(len(touched), np.int64)
     counts[np.searchsorted(touched, new_cells)] = new_counts
