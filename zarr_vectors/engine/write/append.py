@@ -283,7 +283,7 @@ def rewrite_level0(
             builder.merge_shards(
                 grid,
                 level.backend.get_many,
-                {f"0/{p}": _without(a.nonempty - grid.origin, edit.emptied) for p, a in arrays.items()},
+                {f"0/{p}": _without(a.nonempty - grid.origin, edit.emptied, grid) for p, a in arrays.items()},
             )
         occupied, fragments = write_cells(
             builder, cells, encode_groups(encode, groups, workers), vdtype, len(groups), progress
@@ -304,12 +304,11 @@ def rewrite_level0(
     return new_root
 
 
-def _without(cells: np.ndarray, emptied: np.ndarray) -> np.ndarray:
-    """The rows of ``cells`` (K, D) that are not in ``emptied`` (E, D)."""
+def _without(cells: np.ndarray, emptied: np.ndarray, grid: Any) -> np.ndarray:
+    """The rows of ``cells`` (K, D, relative indices) that are not in ``emptied`` (E, D)."""
     if not len(emptied) or not len(cells):
         return cells
-    gone = {tuple(c) for c in emptied.tolist()}
-    return cells[np.array([tuple(c) not in gone for c in cells.tolist()], bool)]
+    return cells[~np.isin(_linear(cells, grid), _linear(emptied, grid))]
 
 
 def _emptied_keys(
@@ -478,7 +477,7 @@ def _register(
     """Every cell array's ``zarr.json``: its old document with the joined ``nonempty_chunks``
     (the ``emptied`` cells left out)."""
     grid = level.grid
-    listed = _without(level.vertices.nonempty - grid.origin, emptied)
+    listed = _without(level.vertices.nonempty - grid.origin, emptied, grid)
     every = np.unique(np.concatenate([listed.reshape(-1, grid.ndim), new_cells]), axis=0)
     lin = (
         np.ravel_multi_index(tuple(every.T), tuple(int(s) for s in grid.shape))

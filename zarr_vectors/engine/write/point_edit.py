@@ -94,6 +94,8 @@ def replace_points(
     user = _inputs.object_id_array(object_ids, len(pos))
     if user is None:
         raise InputError("replace needs object_ids: one per point, each one of the ids being replaced")
+    if not len(gone) and not len(pos):
+        return store.root
     oids, found = level.object_id_map.lookup(user)
     inside = found & np.isin(oids, gone)
     if not inside.all():
