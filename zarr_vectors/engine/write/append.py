@@ -536,11 +536,8 @@ def _finish_objects(
     oattrs = _object_tables(level, plan, object_attributes)
     groups: list[np.ndarray] = []
     if level.groups is not None and plan.regroup:
-        for bucket in range(level.groups.n_chunks):
-            raw = level.backend.get_many(level.groups.chunk_keys([bucket]))[0]
-            items = level.groups.vlen_items(raw, bucket)
-            members = [plan.old_to_new[np.frombuffer(it, "<i8")] for it in items]
-            groups += [m[m >= 0] for m in members]  # dropped objects leave their groups
+        members = [plan.old_to_new[m] for m in level.group_members]
+        groups = [m[m >= 0] for m in members]  # dropped objects leave their groups
     names = None
     if level.groups is not None:
         names = level.groups.attrs.get("group_names")
