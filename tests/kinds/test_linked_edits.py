@@ -1,0 +1,185 @@
+"""Object edits (append, replace, delete) of linked stores against one-shot writes of the final objects."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import zarr_vectors as zv
+from zarr_vectors.errors import InputError
+
+B = ([0.0, 0.0, 0.0], [8.0, 8.0, 8.0])
+
+
+def _walk(rng: np.random.Generator, n: int) -> np.ndarray:
+    """A random walk crossing chunk seams (chunk edge 4 in a 0..8 box)."""
+    return np.clip(np.cumsum(rng.normal(0, 1.3, (n, 3)), axis=0) + rng.uniform(2, 6, 3), 0, 8)
+
+
+def _skeleton(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    n = int(rng.integers(3, 12))
+    par = np.r_[-1, [int(rng.integers(0, i)) if rng.random() < 0.25 else i - 1 for i in range(1, n)]]
+    return _walk(rng, n), par
+
+
+def _mesh(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    n = int(rng.integers(4, 10))
+    faces = np.stack([np.arange(n - 2), np.arange(1, n - 1), np.arange(2, n)], axis=1)
+    return _walk(rng, n), faces
+
+
+def _line(rng: np.random.Generator) -> np.ndarray:
+    return _walk(rng, int(rng.integers(2, 10)))
+
+
+def _graph(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    n = int(rng.integers(3, 10))
+    edges = np.stack([np.arange(n - 1), np.arange(1, n)], axis=1)
+    extra = rng.integers(0, n, (2, 2))
+    return _walk(rng, n), np.concatenate([edges, extra[extra[:, 0] != extra[:, 1]]])
+
+
+MAKERS = {"skeleton": _skeleton, "mesh": _mesh, "lines": _line, "graph": _graph}
+
+
+def _write(kind: str, target: Any, objs: dict[int, Any], shards: Any) -> Any:
+    """One-shot write of ``objs`` in ascending id order."""
+    ids = sorted(objs)
+    common = {"chunk_shape": 4, "bounds": B, "shards": shards, "overwrite": True}
+    if kind == "mesh":
+        return zv.write_meshes(target, [objs[i] for i in ids], object_ids=ids, **common)
+    if kind == "lines":
+        return zv.write_lines(target, [objs[i] for i in ids], object_ids=ids, **common)
+    pos = np.concatenate([objs[i][0] for i in ids])
+    offs = np.cumsum([0] + [len(objs[i][0]) for i in ids])
+    oid = np.concatenate([np.full(len(objs[i][0]), i) for i in ids])
+    r = (pos[:, 0] * 7).astype(np.float32)
+    if kind == "skeleton":
+        par = np.concatenate([np.where(objs[i][1] >= 0, objs[i][1] + o, -1) for i, o in zip(ids, offs)])
+        return zv.write_skeleton(target, pos, par, object_ids=oid, attributes={"r": r}, **common)
+    edges = np.concatenate([objs[i][1] + o for i, o in zip(ids, offs)])
+    return zv.write_graph(target, pos, edges, object_ids=oid, attributes={"r": r}, **common)
+
+
+def _args(kind: str, obj: Any, oid: int) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """One object as the writer takes it (for ``Dataset.append`` / ``replace``)."""
+    if kind == "mesh":
+        return ([obj],), {"object_ids": [oid]}
+    if kind == "lines":
+        return ([obj],), {"object_ids": [oid]}
+    r = (obj[0][:, 0] * 7).astype(np.float32)
+    return (obj[0], obj[1]), {"object_ids": np.full(len(obj[0]), oid), "attributes": {"r": r}}
+
+
+def _same(a: Any, b: Any) -> None:
+    for key in ("positions", "object_ids", "parents", "line_offsets", "edges", "faces"):
+        x, y = getattr(a, key), getattr(b, key)
+        assert (x is None) == (y is None), key
+        if x is not None:
+            np.testing.assert_array_equal(x, y, err_msg=key)
+    assert sorted(a.attributes or {}) == sorted(b.attributes or {})
+    for key in a.attributes or {}:
+        np.testing.assert_array_equal(a.attributes[key], b.attributes[key])
+
+
+def _compare(edited: Any, path: Path, kind: str, objs: dict[int, Any], shards: Any, rng: Any) -> None:
+    ref = _write(kind, path / "ref.zarr", objs, shards)
+    ds = zv.open(edited)
+    np.testing.assert_array_equal(ds.object_ids(), ref.object_ids())
+    assert ds.vertex_count() == ref.vertex_count()
+    _same(ds.read(), ref.read())
+    for i in ref.object_ids().tolist():
+        _same(ds.objects([i]), ref.objects([i]))
+    for _ in range(4):
+        lo = rng.uniform(0, 8, 3)
+        box = (lo, lo + rng.uniform(0.5, 5, 3))
+        _same(ds.query(box), ref.query(box))
+
+
+@pytest.mark.parametrize("kind", sorted(MAKERS))
+@pytest.mark.parametrize("shards", [None, (2, 1, 2)])
+def test_random_edits_match_one_shot(tmp_path: Path, kind: str, shards: Any) -> None:
+    rng = np.random.default_rng(len(kind) * 7 + (shards is None))
+    make = MAKERS[kind]
+    objs = {i: make(rng) for i in (1, 3, 4, 7, 9)}
+    target = tmp_path / "edited.zarr"
+    _write(kind, target, objs, shards)
+    nxt = 10
+    for step in range(5):
+        ds = zv.open(target, mode="r+")
+        op = ("delete", "append", "replace")[step % 3]
+        if op == "delete":
+            gone = int(rng.choice(sorted(objs)))
+            ds.delete([gone])
+            del objs[gone]
+        elif op == "append":
+            obj = make(rng)
+            data, kw = _args(kind, obj, nxt)
+            ds.append(*data, **kw)
+            objs[nxt] = obj
+            nxt += 2
+        else:
+            which = int(rng.choice(sorted(objs)))
+            obj = make(rng)
+            data, kw = _args(kind, obj, which)
+            ds.replace([which], *data, **kw)
+            objs[which] = obj
+        _compare(target, tmp_path, kind, objs, shards, rng)
+
+
+def _files(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha1(p.read_bytes()).hexdigest()
+        for p in root.rglob("*")
+        if p.is_file() and "/c/" in str(p.relative_to(root)).replace("\\", "/")
+    }
+
+
+def test_untouched_cells_stay_byte_identical(tmp_path: Path) -> None:
+    far = (np.array([[0.5, 0.5, 0.5], [1.0, 1.0, 1.0], [1.5, 0.5, 1.0]]), np.array([[0, 1, 2]]))
+    near = (np.array([[6.5, 6.5, 6.5], [7.0, 7.0, 7.0], [7.5, 6.5, 7.0]]), np.array([[0, 1, 2]]))
+    seam = (np.array([[3.5, 1.0, 1.0], [4.5, 1.0, 1.0], [4.5, 2.0, 1.0]]), np.array([[0, 1, 2]]))
+    target = tmp_path / "m.zarr"
+    _write("mesh", target, {1: far, 2: near, 3: seam}, None)
+    before = _files(target)
+    ds = zv.open(target, mode="r+")
+    ds.delete([2])
+    after = _files(target)
+    gone = {k for k in before if k not in after}
+    assert gone and all(k.endswith("/c/1/1/1") for k in gone)
+    kept = {k for k in before if "/c/1/1/1" not in k and not k.startswith("0/object_index")}
+    changed = [k for k in kept if before[k] != after.get(k)]
+    assert changed == []
+
+
+def test_errors(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    objs = {1: _skeleton(rng), 2: _skeleton(rng)}
+    target = tmp_path / "s.zarr"
+    _write("skeleton", target, objs, None)
+    ds = zv.open(target, mode="r+")
+    with pytest.raises(InputError, match="object id 5 is not in this store"):
+        ds.delete([5])
+    with pytest.raises(InputError, match="object id 8 is not in this store"):
+        ds.replace([8], *_args("skeleton", objs[1], 8)[0], **_args("skeleton", objs[1], 8)[1])
+    data, kw = _args("skeleton", objs[1], 2)
+    with pytest.raises(InputError, match=r"already in the store \(first: 2\)"):
+        ds.append(*data, **kw)
+    with pytest.raises(InputError, match="append needs object_ids"):
+        ds.append(*data, attributes=kw["attributes"])
+    with pytest.raises(InputError, match=r"vertex 2 has parent 7, outside"):
+        ds.append(np.ones((3, 3)), [-1, 0, 7], object_ids=[30] * 3, attributes={"r": np.ones(3, np.float32)})
+    with pytest.raises(InputError, match="exactly the store's attributes"):
+        ds.append(*data[:2], object_ids=np.full(len(objs[1][0]), 30))
+    assert zv.open(target).object_ids().tolist() == [1, 2]
+
+
+def test_draco_refused(tmp_path: Path) -> None:
+    v = np.array([[1.0, 1, 1], [2, 1, 1], [1, 2, 1]])
+    zv.write_mesh(tmp_path / "d.zarr", v, [[0, 1, 2]], encoding="draco", chunk_shape=4, bounds=B)
+    with pytest.raises(InputError, match="Draco-encoded"):
+        zv.open(tmp_path / "d.zarr", mode="r+").delete([0])
