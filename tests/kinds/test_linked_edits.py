@@ -183,3 +183,88 @@ def test_draco_refused(tmp_path: Path) -> None:
     zv.write_mesh(tmp_path / "d.zarr", v, [[0, 1, 2]], encoding="draco", chunk_shape=4, bounds=B)
     with pytest.raises(InputError, match="Draco-encoded"):
         zv.open(tmp_path / "d.zarr", mode="r+").delete([0])
+
+
+def _tables_write(
+    target: Any, objs: dict[int, Any], names: dict[int, str], groups: dict[int, list[int]]
+) -> Any:
+    ids = sorted(objs)
+    pos = np.concatenate([objs[i][0] for i in ids])
+    offs = np.cumsum([0] + [len(objs[i][0]) for i in ids])
+    par = np.concatenate([np.where(objs[i][1] >= 0, objs[i][1] + o, -1) for i, o in zip(ids, offs)])
+    oid = np.concatenate([np.full(len(objs[i][0]), i, np.uint64) for i in ids])
+    return zv.write_skeleton(
+        target,
+        pos,
+        par,
+        object_ids=oid,
+        object_attributes={"name": {i: names[i] for i in ids}},
+        groups={g: [m for m in members if m in objs] for g, members in groups.items()},
+        chunk_shape=4,
+        bounds=B,
+        shards=None,
+        overwrite=True,
+    )
+
+
+def test_object_tables_groups_and_remapped_ids(tmp_path: Path) -> None:
+    rng = np.random.default_rng(11)
+    big = 2**60
+    objs = {big + k: _skeleton(rng) for k in (5, 1, 9, 3)}
+    names = {i: f"n{i - big}" for i in objs}
+    groups = {0: [big + 1, big + 9], 1: [big + 3, big + 5, big + 9]}
+    target = tmp_path / "t.zarr"
+    _tables_write(target, objs, names, groups)
+    ds = zv.open(target, mode="r+")
+    ds.delete([big + 3])  # renumbers every later object: untouched chunks' owner tables move too
+    del objs[big + 3]
+    new = _skeleton(rng)
+    ds.replace([big + 9], new[0], new[1])  # keeps its name
+    objs[big + 9] = new
+    extra = _skeleton(rng)
+    ds.append(
+        extra[0],
+        extra[1],
+        object_ids=np.full(len(extra[0]), big + 2, np.uint64),
+        object_attributes={"name": {big + 2: "longer name"}},
+    )
+    objs[big + 2] = extra
+    names[big + 2] = "longer name"
+    ref = _tables_write(tmp_path / "ref.zarr", objs, names, groups)
+    got = zv.open(target)
+    np.testing.assert_array_equal(got.object_ids(), ref.object_ids())
+    np.testing.assert_array_equal(got.object_attributes("name"), ref.object_attributes("name"))
+    assert [g.tolist() for g in got.groups()] == [g.tolist() for g in ref.groups()]
+    for gid in ref.group_ids().tolist():
+        _same(got.group(gid), ref.group(gid))
+    _same(got.read(), ref.read())
+    for i in ref.object_ids().tolist():
+        _same(got.objects([i]), ref.objects([i]))
+
+
+def test_delete_everything_then_append(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    objs = {1: _mesh(rng), 2: _mesh(rng)}
+    target = tmp_path / "m.zarr"
+    _write("mesh", target, objs, None)
+    ds = zv.open(target, mode="r+")
+    ds.delete([1, 2])
+    assert ds.vertex_count() == 0 and len(ds.read()) == 0
+    obj = _mesh(rng)
+    ds.append([obj], object_ids=[4])
+    _compare(target, tmp_path, "mesh", {4: obj}, None, rng)
+
+
+def test_pyramid_marked_stale_and_rebuilt(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    objs = {i: _skeleton(rng) for i in (1, 2, 3)}
+    target = tmp_path / "p.zarr"
+    _write("skeleton", target, objs, None)
+    ds = zv.open(target, mode="r+")
+    ds.build_pyramid([2])
+    ds.delete([2])
+    assert ds.stale_levels() == [1]
+    data, kw = _args("skeleton", _skeleton(rng), 7)
+    ds.append(*data, pyramid=True, **kw)
+    assert ds.stale_levels() == []
+    assert sorted(zv.open(target).object_ids(1).tolist()) == [1, 3, 7]

@@ -225,7 +225,8 @@ class LevelUpdates:
 
             replace_objects(self._store, ids, *data, **keywords)
         else:
-            from zarr_vectors.engine.write.point_edit import replace_points  # type: ignore[import-not-found]
+            # point_edit (engine/write/point_edit.py) is exported by the engine's face
+            from zarr_vectors.engine import replace_points  # type: ignore[attr-defined, unused-ignore]
 
             replace_points(self._store, ids, *data, **keywords)
         self._rebuild(factors, keywords.get("progress"))
@@ -257,7 +258,7 @@ class LevelUpdates:
 
             delete_objects(self._store, ids, workers=workers, progress=progress)
         else:
-            from zarr_vectors.engine.write.point_edit import delete_points  # type: ignore[import-not-found]
+            from zarr_vectors.engine import delete_points  # type: ignore[attr-defined, unused-ignore]
 
             delete_points(self._store, ids, workers=workers, progress=progress)
         self._rebuild(factors, progress)

@@ -21,12 +21,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from zarr_vectors.engine.chunks.arrays import CellArray
 from zarr_vectors.engine.level import Level
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.fragments import FragmentIndex, decode_fragments, encode_fragments
 from zarr_vectors.format.links import decode_flat_rows, decode_ragged
 
-__all__ = ["CellData", "CellMerge", "MergedCell", "read_cells", "tile_ranges"]
+__all__ = [
+    "CellData",
+    "CellMerge",
+    "MergedCell",
+    "cross_records",
+    "fragment_payload",
+    "read_cells",
+    "tile_ranges",
+]
 
 
 @dataclass(eq=False)
@@ -121,7 +130,7 @@ def read_cells(
     return out
 
 
-def _width(arr: object) -> int:
+def _width(arr: CellArray) -> int:
     attrs = arr.attrs
     return int(np.prod(attrs.get("row_shape") or [1]))
 
@@ -198,11 +207,11 @@ class CellMerge:
             if part is None or not len(part.intra):
                 continue
             frag = frag_map[s][np.repeat(np.arange(len(part.intra_counts)), part.intra_counts)]
-            keep = frag >= 0
-            rec_frag.append(frag[keep])
-            rec_parts.append(row_map[s][part.intra[keep]])
+            kept = frag >= 0
+            rec_frag.append(frag[kept])
+            rec_parts.append(row_map[s][part.intra[kept]])
             for n in self.value_names:
-                val_parts[n].append(part.intra_values[n][keep])
+                val_parts[n].append(part.intra_values[n][kept])
         rec_order = np.argsort(np.concatenate(rec_frag), kind="stable") if rec_frag else None
         if rec_order is not None:
             cnt = np.bincount(np.concatenate(rec_frag), minlength=len(src)).astype(np.int64)

@@ -295,7 +295,9 @@ class EditWriter:
 
     def _lins(self, cells: np.ndarray) -> np.ndarray:
         cells = np.asarray(cells, np.int64).reshape(-1, self.grid.ndim)
-        return np.ravel_multi_index(tuple(cells.T), self.shape) if len(cells) else np.zeros(0, np.int64)
+        if not len(cells):
+            return np.zeros(0, np.int64)
+        return np.asarray(np.ravel_multi_index(tuple(cells.T), self.shape), np.int64)
 
     def _cells(self, lins: np.ndarray) -> np.ndarray:
         lins = np.asarray(lins, np.int64)

@@ -100,6 +100,15 @@ class _Ids:
     old_to_final: np.ndarray
     new_to_final: np.ndarray
     identity: bool  # the kept objects keep their OIDs
+    #: Replaced objects: their old OIDs and final OIDs (they keep their attribute rows unless given).
+    carried: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+    @property
+    def members(self) -> np.ndarray:
+        """Old OID -> final OID of every object that stays (replaced ones too), else -1."""
+        out = self.old_to_final.copy()
+        out[self.carried[0]] = self.carried[1]
+        return out
 
 
 def _both(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -142,7 +151,9 @@ def _plan_ids(
     if len(nu):
         new_to_final[new_oids] = final_of[np.searchsorted(final, nu)]
     identity = bool(np.array_equal(old_to_final[old_oids[keep]], old_oids[keep]))
-    return _Ids(final, dense.count, dense.user, old_to_final, new_to_final, identity)
+    swapped = np.isin(have, _both(have, replaced)[1]) if len(replaced) else np.zeros(len(have), bool)
+    carried = (old_oids[swapped], final_of[np.searchsorted(final, _both(final, have[swapped])[1])])
+    return _Ids(final, dense.count, dense.user, old_to_final, new_to_final, identity, carried)
 
 
 @writing
@@ -289,7 +300,8 @@ def _commit(
 
 def _groups_lose(level: Level, ids: _Ids) -> bool:
     members = level.group_members
-    return any(bool(np.any(ids.old_to_final[m] < 0)) for m in members if len(m))
+    moved = ids.members
+    return any(bool(np.any(moved[m] < 0)) for m in members if len(m))
 
 
 def _manifests(level: Level, new: Level | None, ids: _Ids, merged: dict[int, MergedCell]) -> list[bytes]:
@@ -340,7 +352,7 @@ def _tables(
     names = None
     if groups_changed:
         for members in level.group_members:
-            moved = ids.old_to_final[members] if len(members) else members
+            moved = ids.members[members] if len(members) else members
             groups.append(np.asarray(moved[moved >= 0] if len(moved) else moved, np.int64))
         names = level.groups.attrs.get("group_names") if level.groups is not None else None
     present = write_object_tables(
@@ -380,6 +392,10 @@ def _object_attributes(level: Level, new: Level | None, ids: _Ids) -> list[_inpu
         values = np.full((ids.count, *old.shape[1:]), absent_fill(old.dtype), old.dtype)
         held = old_oids[old_oids < len(old)]
         values[ids.old_to_final[held]] = old[held]
+        was, now = ids.carried
+        inside = was < len(old)
+        if name not in given:
+            values[now[inside]] = old[was[inside]]
         if name in given and new is not None:
             rows = table_values(new, given[name])
             noids = np.flatnonzero(ids.new_to_final >= 0)

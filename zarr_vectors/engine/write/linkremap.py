@@ -131,7 +131,8 @@ def cross_cells(
         cells: dict[int, CrossCell] = {}
         for h in sorted(set(old) | set(fresh)):
             home = np.asarray(np.unravel_index(h, shape), np.int64)
-            rows_l, perm_l, vals_l, obj_l = [], [], {n: [] for n in out.value_arrays[seg]}, []
+            rows_l, perm_l, obj_l = [], [], []
+            vals_l: dict[str, list[np.ndarray]] = {n: [] for n in out.value_arrays[seg]}
             before = 0
             for src, (recs, vals) in enumerate([(old, old_vals), (fresh, new_vals)]):
                 if h not in recs:
@@ -143,7 +144,8 @@ def cross_cells(
                 rows_l.append(mapped[keep])
                 perm_l.append(None if perm is None else perm[keep])
                 for n in vals_l:
-                    vals_l[n].append(vals[n][h][keep])
+                    if n in vals:
+                        vals_l[n].append(vals[n][h][keep])
                 m = merged.get(h)
                 obj_l.append(
                     m.data.row_owner[mapped[keep, 0]]
