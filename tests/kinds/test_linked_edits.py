@@ -91,6 +91,8 @@ def _compare(edited: Any, path: Path, kind: str, objs: dict[int, Any], shards: A
     ds = zv.open(edited)
     np.testing.assert_array_equal(ds.object_ids(), ref.object_ids())
     assert ds.vertex_count() == ref.vertex_count()
+    report = zv.validate(edited)
+    assert report.ok, str(report)
     _same(ds.read(), ref.read())
     for i in ref.object_ids().tolist():
         _same(ds.objects([i]), ref.objects([i]))
@@ -100,16 +102,16 @@ def _compare(edited: Any, path: Path, kind: str, objs: dict[int, Any], shards: A
         _same(ds.query(box), ref.query(box))
 
 
-@pytest.mark.parametrize("kind", sorted(MAKERS))
-@pytest.mark.parametrize("shards", [None, (2, 1, 2)])
-def test_random_edits_match_one_shot(tmp_path: Path, kind: str, shards: Any) -> None:
-    rng = np.random.default_rng(len(kind) * 7 + (shards is None))
+def _edit_sequence(tmp_path: Path, kind: str, shards: Any, steps: int, every: bool, seed: int) -> None:
+    """``steps`` random edits (delete, append, replace in turn) compared with a one-shot write
+    of the final objects after every step (``every``) or after the last one."""
+    rng = np.random.default_rng(seed)
     make = MAKERS[kind]
     objs = {i: make(rng) for i in (1, 3, 4, 7, 9)}
     target = tmp_path / "edited.zarr"
     _write(kind, target, objs, shards)
     nxt = 10
-    for step in range(5):
+    for step in range(steps):
         ds = zv.open(target, mode="r+")
         op = ("delete", "append", "replace")[step % 3]
         if op == "delete":
@@ -128,7 +130,26 @@ def test_random_edits_match_one_shot(tmp_path: Path, kind: str, shards: Any) -> 
             data, kw = _args(kind, obj, which)
             ds.replace([which], *data, **kw)
             objs[which] = obj
-        _compare(target, tmp_path, kind, objs, shards, rng)
+        if every or step == steps - 1:
+            _compare(target, tmp_path, kind, objs, shards, rng)
+
+
+@pytest.mark.parametrize("kind", sorted(MAKERS))
+def test_edits_match_one_shot(tmp_path: Path, kind: str) -> None:
+    _edit_sequence(tmp_path, kind, None, 3, False, len(kind))
+
+
+@pytest.mark.parametrize("kind", ["mesh", "skeleton"])
+def test_edits_match_one_shot_sharded(tmp_path: Path, kind: str) -> None:
+    _edit_sequence(tmp_path, kind, (2, 1, 2), 3, False, 3 * len(kind))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(MAKERS))
+@pytest.mark.parametrize("shards", [None, (2, 1, 2), "auto"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_random_edit_sequences_match_one_shot(tmp_path: Path, kind: str, shards: Any, seed: int) -> None:
+    _edit_sequence(tmp_path, kind, shards, 6, True, seed)
 
 
 def _files(root: Path) -> dict[str, str]:

@@ -9,14 +9,16 @@ chunks of the store (see ``docs/large-data.md``, "Editing objects").
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import zarr
 
 from zarr_vectors.engine import VectorStore, edit_linked
 from zarr_vectors.errors import InputError
 from zarr_vectors.kinds import graph_stream, line_stream, mesh_stream, skeleton_stream
+from zarr_vectors.storage import scratch_folder
 
 __all__ = ["append_objects", "delete_objects", "replace_objects"]
 
@@ -38,24 +40,27 @@ def _writer(store: VectorStore) -> tuple[Any, dict[str, Any], bool]:
     return line_stream.write_lines, {"kind": kind}, True
 
 
-def _scratch(store: VectorStore, data: tuple[Any, ...], keywords: dict[str, Any]) -> VectorStore:
-    """The new objects written by the kind's writer into memory on the store's grid."""
+@contextlib.contextmanager
+def _scratch(store: VectorStore, data: tuple[Any, ...], keywords: dict[str, Any]) -> Iterator[VectorStore]:
+    """The new objects written by the kind's writer on the store's grid, in a temporary folder
+    (removed afterwards)."""
     unknown = sorted(set(keywords) - set(_PER_OBJECT))
     if unknown:
         raise InputError(f"{unknown} cannot be given to an edit; it takes {list(_PER_OBJECT)}")
     writer, fixed, _ = _writer(store)
     root = store.root
-    target = zarr.storage.MemoryStore()
-    writer(
-        target,
-        *data,
-        chunk_shape=list(root.chunk_shape),
-        bounds=[list(root.bounds[0]), list(root.bounds[1])],
-        shards=None,
-        **fixed,
-        **keywords,
-    )
-    return VectorStore.open(target)
+    with scratch_folder("zv-edit-") as folder:
+        target = folder / "objects.zarr"
+        writer(
+            target,
+            *data,
+            chunk_shape=list(root.chunk_shape),
+            bounds=[list(root.bounds[0]), list(root.bounds[1])],
+            shards=None,
+            **fixed,
+            **keywords,
+        )
+        yield VectorStore.open(target)
 
 
 def append_objects(
@@ -66,8 +71,8 @@ def append_objects(
     store.require_writable()
     if keywords.get("object_ids") is None:
         raise InputError("append needs object_ids for the new objects (ids the store does not hold yet)")
-    scratch = _scratch(store, data, keywords)
-    return edit_linked(store, added=scratch, workers=workers, progress=progress)
+    with _scratch(store, data, keywords) as scratch:
+        return edit_linked(store, added=scratch, workers=workers, progress=progress)
 
 
 def replace_objects(
@@ -91,8 +96,8 @@ def replace_objects(
             keywords["object_ids"] = np.full(len(np.asarray(data[0])), ids[0])
         else:
             raise InputError("replacing several skeletons or graphs needs object_ids (one per vertex)")
-    scratch = _scratch(store, data, keywords)
-    return edit_linked(store, replace=ids, added=scratch, workers=workers, progress=progress)
+    with _scratch(store, data, keywords) as scratch:
+        return edit_linked(store, replace=ids, added=scratch, workers=workers, progress=progress)
 
 
 def delete_objects(
