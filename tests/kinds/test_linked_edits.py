@@ -134,12 +134,12 @@ def _edit_sequence(tmp_path: Path, kind: str, shards: Any, steps: int, every: bo
             _compare(target, tmp_path, kind, objs, shards, rng)
 
 
-@pytest.mark.parametrize("kind", sorted(MAKERS))
+@pytest.mark.parametrize("kind", ["lines", "mesh", "skeleton", pytest.param("graph", marks=pytest.mark.slow)])
 def test_edits_match_one_shot(tmp_path: Path, kind: str) -> None:
     _edit_sequence(tmp_path, kind, None, 3, False, len(kind))
 
 
-@pytest.mark.parametrize("kind", ["mesh", "skeleton"])
+@pytest.mark.parametrize("kind", [pytest.param("mesh", marks=pytest.mark.slow), "skeleton"])
 def test_edits_match_one_shot_sharded(tmp_path: Path, kind: str) -> None:
     _edit_sequence(tmp_path, kind, (2, 1, 2), 3, False, 3 * len(kind))
 
@@ -228,6 +228,7 @@ def _tables_write(
     )
 
 
+@pytest.mark.slow
 def test_object_tables_groups_and_remapped_ids(tmp_path: Path) -> None:
     rng = np.random.default_rng(11)
     big = 2**60
@@ -276,6 +277,7 @@ def test_delete_everything_then_append(tmp_path: Path) -> None:
     _compare(target, tmp_path, "mesh", {4: obj}, None, rng)
 
 
+@pytest.mark.slow
 def test_pyramid_marked_stale_and_rebuilt(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     objs = {i: _skeleton(rng) for i in (1, 2, 3)}
