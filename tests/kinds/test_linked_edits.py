@@ -291,3 +291,25 @@ def test_pyramid_marked_stale_and_rebuilt(tmp_path: Path) -> None:
     ds.append(*data, pyramid=True, **kw)
     assert ds.stale_levels() == []
     assert sorted(zv.open(target).object_ids(1).tolist()) == [1, 3, 7]
+
+
+@pytest.mark.parametrize("kind", ["skeleton", "mesh"])
+def test_append_widens_link_indices(tmp_path: Path, kind: str) -> None:
+    """A chunk grown past 256 rows needs wider link indices: every link cell is re-encoded."""
+    rng = np.random.default_rng(8)
+    objs = {i: MAKERS[kind](rng) for i in (1, 2)}
+    target = tmp_path / "w.zarr"
+    _write(kind, target, objs, None)
+    assert {a.attrs["dtype"] for a in zv.open(target).level(0).links.values()} == {"uint8"}
+    n = 300
+    pos = np.clip(rng.uniform(0.2, 3.8, (n, 3)), 0, 8)
+    pos[-3:] += 4.0  # the last vertices cross into the next chunk
+    if kind == "skeleton":
+        big = (pos, np.r_[-1, [i - 1 if i % 7 else max(i - 5, 0) for i in range(1, n)]])
+    else:
+        big = (pos, np.stack([np.arange(n - 2), np.arange(1, n - 1), np.arange(2, n)], axis=1))
+    data, kw = _args(kind, big, 5)
+    zv.open(target, mode="r+").append(*data, **kw)
+    objs[5] = big
+    _compare(target, tmp_path, kind, objs, None, rng)
+    assert {a.attrs["dtype"] for a in zv.open(target).level(0).links.values()} == {"uint16"}

@@ -26,7 +26,7 @@ from zarr_vectors.engine.write.linkcells import MergedCell, fragment_payload
 from zarr_vectors.engine.write.linkremap import CrossCells
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.grid import cell_key
-from zarr_vectors.format.links import build_rows, encode_flat_rows, encode_ragged
+from zarr_vectors.format.links import build_rows, encode_flat_rows, encode_ragged, smallest_index_dtype
 from zarr_vectors.format.metadata import RootMeta
 from zarr_vectors.format.shards import inner_codecs, parse_sharding
 
@@ -64,17 +64,40 @@ class EditWriter:
         self.payloads: dict[str, dict[int, bytes | None]] = {}
         self.removed_keys: set[str] = set()
         self.link_dtype = _link_dtype(level, new)
+        self.widened = False
         self.vertex_delta = 0
         self.intra_delta = 0
 
     # -- planning (before the commit session) -----------------------------------------
-    def check_link_dtype(self, merged: dict[int, MergedCell]) -> None:
+    def fit_link_dtype(self, merged: dict[int, MergedCell]) -> None:
+        """Widen the link index dtype when a rebuilt chunk holds more rows than it can name (then
+        every other link cell is re-encoded too, see :meth:`plan_widened`)."""
         most = max((len(m.data.positions) for m in merged.values()), default=0)
         if most and most - 1 > np.iinfo(self.link_dtype).max:
-            raise InputError(
-                f"after this edit a chunk holds {most} vertices, more than the store's {self.link_dtype.name} "
-                "link indices can name; write the store again with the final objects"
-            )
+            self.widened = True
+            self.link_dtype = smallest_index_dtype(most)
+
+    def plan_widened(self) -> None:
+        """Every link cell the edit does not rebuild, re-encoded in the widened dtype."""
+        if not self.widened:
+            return
+        level = self.level
+        for seg, arr in level.links.items():
+            path = f"links/0/{seg}"
+            done = self.payloads.get(path, {})
+            lins = self._lins(arr.nonempty - self.grid.origin)
+            lins = lins[~np.isin(lins, list(done))]
+            chunks = self._chunks(lins)
+            raws = level.backend.get_many([arr.key(c) for c in chunks]) if len(chunks) else []
+            for lin, chunk, raw in zip(lins.tolist(), chunks, raws):
+                vertices, perm = arr.records(raw, chunk)
+                rows = build_rows(vertices, perm)
+                payload = (
+                    encode_flat_rows(rows, self.link_dtype)
+                    if arr.intra
+                    else encode_ragged([rows], self.link_dtype)
+                )
+                self._set(path, int(lin), payload)
 
     def level_link_prefixes(self) -> tuple[str, ...]:
         """Level 0's links to other levels (they name rows of rebuilt chunks; the pyramid rebuild
@@ -213,6 +236,8 @@ class EditWriter:
             final = self._final_cells(path)
             if doc is not None:
                 doc = json.loads(json.dumps(doc))
+                if path.startswith("links/"):
+                    doc["attributes"]["dtype"] = self.link_dtype.name
                 doc["attributes"]["nonempty_chunks"] = [
                     ".".join(map(str, c)) for c in self._chunks(final).tolist()
                 ]

@@ -216,11 +216,12 @@ def edit_linked(
     }
     cross = cross_cells(level, new, merged, touched)
     writer = EditWriter(store, level, new, ids.count)
-    writer.check_link_dtype(merged)
+    writer.fit_link_dtype(merged)
     old_rows = sum(len(c.positions) for c in old_cells.values())
     old_intra = sum(len(c.intra) for c in old_cells.values())
     writer.plan_cells(merged, old_rows, old_intra, intra)
     writer.plan_cross(cross)
+    writer.plan_widened()
     writer.plan_owners(ids.old_to_final, ids.identity, touched)
     writer.plan_removals()
     return _commit(store, level, new, ids, merged, cross, writer)
