@@ -313,3 +313,25 @@ def test_append_widens_link_indices(tmp_path: Path, kind: str) -> None:
     objs[5] = big
     _compare(target, tmp_path, kind, objs, None, rng)
     assert {a.attrs["dtype"] for a in zv.open(target).level(0).links.values()} == {"uint16"}
+
+
+@pytest.mark.parametrize("shards", [(1, 1, 1), (2, 2, 2)])
+def test_delete_in_shards(tmp_path: Path, shards: tuple[int, ...]) -> None:
+    """A chunk emptied by a delete: its shard goes when it held nothing else, else it is
+    rewritten with the other chunks it holds."""
+    far = (np.array([[0.5, 0.5, 0.5], [1.0, 1.0, 1.0], [1.5, 0.5, 1.0]]), np.array([[0, 1, 2]]))
+    near = (np.array([[6.5, 6.5, 6.5], [7.0, 7.0, 7.0], [7.5, 6.5, 7.0]]), np.array([[0, 1, 2]]))
+    seam = (np.array([[3.5, 1.0, 1.0], [4.5, 1.0, 1.0], [4.5, 2.0, 1.0]]), np.array([[0, 1, 2]]))
+    objs = {1: far, 2: near, 3: seam}
+    target = tmp_path / "m.zarr"
+    _write("mesh", target, objs, shards)
+    zv.open(target, mode="r+").delete([2])
+    del objs[2]
+    _compare(target, tmp_path, "mesh", objs, shards, np.random.default_rng(0))
+    shard_file = target / "0" / "vertices" / "c" / "1" / "1" / "1"
+    if shards == (1, 1, 1):
+        assert not shard_file.exists()
+    else:  # the shard holding the emptied chunk was rewritten without it
+        backend = zv.open(target).level(0).backend
+        assert backend.get_many(["0/vertices/c/1/1/1"]) == [None]
+        assert backend.get_many(["0/vertices/c/0/0/0"])[0]

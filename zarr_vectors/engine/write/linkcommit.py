@@ -201,12 +201,11 @@ class EditWriter:
             if self.shards is None:
                 self.removed_keys.update(arr.key(c) for c in chunks)
                 continue
-            cps = np.asarray(self.shards, np.int64)
-            final = self._final_cells(path)
-            shard_of_final = {tuple(c) for c in (self._cells(final) // cps).tolist()}
-            for c in (chunks - self.grid.origin) // cps:
-                if tuple(c.tolist()) not in shard_of_final:
-                    self.removed_keys.add(f"{arr.path}/c/{'/'.join(str(int(v)) for v in c)}")
+            kept = self._shard_of(self._final_cells(path))
+            dropped = np.setdiff1d(self._shard_of(np.asarray(gone, np.int64)), kept)
+            counts = -(-np.asarray(self.shape, np.int64) // np.asarray(self.shards, np.int64))
+            for s in np.stack(np.unravel_index(dropped, tuple(int(c) for c in counts)), axis=1):
+                self.removed_keys.add(f"{arr.path}/c/{'/'.join(str(int(v)) for v in s)}")
 
     # -- writing (inside the commit session) ------------------------------------------
     def write(self, builder: StoreBuilder) -> set[str]:
@@ -253,30 +252,33 @@ class EditWriter:
             self._parents(builder, path)
         return present
 
-    def _touch_shards(self, builder: StoreBuilder) -> None:
-        """Make the shards of removed cells pending (rewritten whole) when other cells stay there."""
+    def _shard_of(self, lins: np.ndarray) -> np.ndarray:
+        """Linear shard index of each linear cell."""
         cps = np.asarray(self.shards, np.int64)
+        counts = -(-np.asarray(self.shape, np.int64) // cps)
+        cells = self._cells(lins) // cps
+        if not len(cells):
+            return np.zeros(0, np.int64)
+        return np.asarray(np.ravel_multi_index(tuple(cells.T), tuple(int(c) for c in counts)), np.int64)
+
+    def _touch_shards(self, builder: StoreBuilder) -> None:
+        """Make the shards of removed cells pending (rewritten whole) when other cells stay there
+        and no rebuilt cell of the array falls in them: one kept cell is put back as it is."""
         for path, cells in self.payloads.items():
-            if path not in self.old_arrays or not any(p is None for p in cells.values()):
+            if path not in self.old_arrays:
                 continue
+            lins = np.asarray(list(cells), np.int64)
+            gone = np.asarray([p is None for p in cells.values()], bool)
+            if not gone.any():
+                continue
+            need = np.setdiff1d(self._shard_of(lins[gone]), self._shard_of(lins[~gone]))
             final = self._final_cells(path)
-            written = {
-                tuple((c // cps).tolist())
-                for lin, p in cells.items()
-                if p is not None
-                for c in self._cells(np.asarray([lin]))
-            }
-            for lin in final.tolist():
-                c = self._cells(np.asarray([lin]))[0]
-                s = tuple((c // cps).tolist())
-                gone_here = any(
-                    p is None and tuple((self._cells(np.asarray([g]))[0] // cps).tolist()) == s
-                    for g, p in cells.items()
-                )
-                if gone_here and s not in written:
-                    key = f"0/{path}/{cell_key(c)}"
-                    builder.put(key, self.level.backend.get_many([key])[0] or b"")
-                    written.add(s)
+            shard = self._shard_of(final)
+            at = np.isin(shard, need)
+            _, first = np.unique(shard[at], return_index=True)
+            keys = [f"0/{path}/{cell_key(c)}" for c in self._cells(final[at][first])]
+            for key, raw in zip(keys, self.level.backend.get_many(keys) if keys else []):
+                builder.put(key, raw or b"")
 
     def _new_attributes(self, path: str) -> dict[str, Any]:
         if path == "fragment_attributes/object_id":
