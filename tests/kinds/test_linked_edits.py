@@ -62,7 +62,15 @@ def _write(kind: str, target: Any, objs: dict[int, Any], shards: Any) -> Any:
         par = np.concatenate([np.where(objs[i][1] >= 0, objs[i][1] + o, -1) for i, o in zip(ids, offs)])
         return zv.write_skeleton(target, pos, par, object_ids=oid, attributes={"r": r}, **common)
     edges = np.concatenate([objs[i][1] + o for i, o in zip(ids, offs)])
-    return zv.write_graph(target, pos, edges, object_ids=oid, attributes={"r": r}, **common)
+    w = {"w": _weights(pos, edges)}
+    return zv.write_graph(
+        target, pos, edges, object_ids=oid, attributes={"r": r}, edge_attributes=w, **common
+    )
+
+
+def _weights(pos: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """An edge attribute that follows the edge: its endpoints' summed coordinates."""
+    return (pos[edges[:, 0]].sum(axis=1) * 10 + pos[edges[:, 1]].sum(axis=1)).astype(np.float32)
 
 
 def _args(kind: str, obj: Any, oid: int) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -72,7 +80,10 @@ def _args(kind: str, obj: Any, oid: int) -> tuple[tuple[Any, ...], dict[str, Any
     if kind == "lines":
         return ([obj],), {"object_ids": [oid]}
     r = (obj[0][:, 0] * 7).astype(np.float32)
-    return (obj[0], obj[1]), {"object_ids": np.full(len(obj[0]), oid), "attributes": {"r": r}}
+    kw = {"object_ids": np.full(len(obj[0]), oid), "attributes": {"r": r}}
+    if kind == "graph":
+        kw["edge_attributes"] = {"w": _weights(obj[0], obj[1])}
+    return (obj[0], obj[1]), kw
 
 
 def _same(a: Any, b: Any) -> None:
@@ -82,6 +93,9 @@ def _same(a: Any, b: Any) -> None:
         if x is not None:
             np.testing.assert_array_equal(x, y, err_msg=key)
     assert sorted(a.attributes or {}) == sorted(b.attributes or {})
+    assert sorted(a.edge_attributes or {}) == sorted(b.edge_attributes or {})
+    for key in a.edge_attributes or {}:
+        np.testing.assert_array_equal(a.edge_attributes[key], b.edge_attributes[key])
     for key in a.attributes or {}:
         np.testing.assert_array_equal(a.attributes[key], b.attributes[key])
 

@@ -167,6 +167,9 @@ class LevelUpdates:
         if self._linked_edit():
             from zarr_vectors.kinds.linked_edit import append_objects
 
+            if extend:
+                raise InputError("extend=True adds points to objects of a point cloud; give new object ids")
+
             given = {
                 "attributes": attributes,
                 "object_ids": object_ids,

@@ -137,7 +137,7 @@ class EditWriter:
             self._set("vertex_fragments", t, fragment_payload(d.ranges))
             for name in names:
                 dt = level.vertex_attributes[name].dtype.newbyteorder("<")
-                self._set(f"vertex_attributes/{name}", t, d.attributes[name].astype(dt).tobytes())
+                self._set(f"vertex_attributes/{name}", t, _cast(d.attributes[name], dt, name))
             if self.owners:
                 self._set("fragment_attributes/object_id", t, d.owner.astype("<u8").tobytes())
             if intra is None:
@@ -156,10 +156,17 @@ class EditWriter:
             self._set("link_fragments", t, fragment_payload(np.stack([starts, d.intra_counts], axis=1)))
             for v in values:
                 self._set(
-                    f"link_attributes/{v}/0/{intra}", t, np.ascontiguousarray(d.intra_values[v]).tobytes()
+                    f"link_attributes/{v}/0/{intra}", t, self._values(f"{v}/0/{intra}", d.intra_values[v])
                 )
         self.vertex_delta = rows - old_rows
         self.intra_delta = intra_n - old_intra
+
+    def _values(self, tail: str, values: np.ndarray) -> bytes:
+        """Edge values in the store's dtype for that array (the scratch store's for a new one)."""
+        arr = self.old_arrays.get(f"link_attributes/{tail}")
+        if arr is None:
+            return np.ascontiguousarray(values).tobytes()
+        return _cast(values, arr.dtype.newbyteorder("<"), tail.split("/")[0])
 
     def plan_cross(self, cross: CrossCells) -> None:
         for seg, cells in cross.cells.items():
@@ -172,7 +179,7 @@ class EditWriter:
                 stored = build_rows(cell.rows, cell.perm)
                 self._set(f"links/0/{seg}", h, encode_ragged([stored], self.link_dtype))
                 for n, v in cell.values.items():
-                    self._set(f"link_attributes/{n}/0/{seg}", h, np.ascontiguousarray(v).tobytes())
+                    self._set(f"link_attributes/{n}/0/{seg}", h, self._values(f"{n}/0/{seg}", v))
 
     def plan_owners(self, old_to_final: np.ndarray, identity: bool, touched: np.ndarray) -> None:
         """Owner cells of the chunks the edit leaves, when their OIDs move or the table is new."""
@@ -390,6 +397,15 @@ class EditWriter:
             old = int(attrs.get(key, 0)) if base is None else base
             attrs[key] = old + delta
         builder.groups["0/links/0"] = doc
+
+
+def _cast(values: np.ndarray, dtype: np.dtype, name: str) -> bytes:
+    """``values`` as raw bytes of the store's ``dtype``; a cast across kinds (float to int) is refused."""
+    if values.dtype != dtype and not np.can_cast(values.dtype, dtype, "same_kind"):
+        raise InputError(
+            f"attribute {name!r} is {dtype.name} in this store; the new values are {values.dtype}"
+        )
+    return np.ascontiguousarray(values, dtype=dtype).tobytes()
 
 
 def _cell_arrays(level: Level | None) -> dict[str, CellArray]:
