@@ -349,3 +349,25 @@ def test_delete_in_shards(tmp_path: Path, shards: tuple[int, ...]) -> None:
         backend = zv.open(target).level(0).backend
         assert backend.get_many(["0/vertices/c/1/1/1"]) == [None]
         assert backend.get_many(["0/vertices/c/0/0/0"])[0]
+
+
+@pytest.mark.slow
+def test_several_objects_per_edit_and_new_link_arrays(tmp_path: Path) -> None:
+    """Lines that never cross a chunk (no links in the store), then crossing lines added and
+    replaced several at a time: the link arrays and their family are created by the edit."""
+    rng = np.random.default_rng(4)
+    objs = {i: rng.uniform(0.5, 3.5, (4, 3)) for i in (2, 6, 8)}
+    target = tmp_path / "l.zarr"
+    _write("lines", target, objs, None)
+    assert not zv.open(target).level(0).links
+    new = {3: _line(rng), 11: _line(rng), 12: _line(rng)}
+    ds = zv.open(target, mode="r+")
+    ds.append([new[3], new[11], new[12]], object_ids=[3, 11, 12])
+    objs |= new
+    assert zv.open(target).level(0).links
+    swap = {6: _line(rng), 11: _line(rng)}
+    ds.replace([6, 11], [swap[6], swap[11]])
+    objs |= swap
+    ds.delete([2, 12])
+    del objs[2], objs[12]
+    _compare(target, tmp_path, "lines", objs, None, rng)
