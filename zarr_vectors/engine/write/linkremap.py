@@ -68,9 +68,8 @@ def _read(
     arr = level.links[seg]
     grid = level.grid
     shape = tuple(int(s) for s in grid.shape)
+    homes = homes[np.isin(homes, arr.listed_ids(grid))]
     chunks = np.stack(np.unravel_index(homes, shape), axis=1).reshape(-1, grid.ndim) + grid.origin
-    listed = np.asarray([arr.is_listed(c) for c in chunks], bool) if len(chunks) else np.zeros(0, bool)
-    homes, chunks = homes[listed], chunks[listed]
     vals = {n: fam[seg] for n, fam in level.link_attributes.items() if seg in fam}
     arrays: list[CellArray] = [arr, *vals.values()]
     k = len(chunks)
