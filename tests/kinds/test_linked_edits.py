@@ -371,3 +371,29 @@ def test_several_objects_per_edit_and_new_link_arrays(tmp_path: Path) -> None:
     ds.delete([2, 12])
     del objs[2], objs[12]
     _compare(target, tmp_path, "lines", objs, None, rng)
+
+
+def test_errors_of_items_and_edges(tmp_path: Path) -> None:
+    rng = np.random.default_rng(6)
+    meshes = {1: _mesh(rng), 2: _mesh(rng)}
+    _write("mesh", tmp_path / "m.zarr", meshes, None)
+    ds = zv.open(tmp_path / "m.zarr", mode="r+")
+    with pytest.raises(
+        InputError, match=r"replace names objects \[1\] but the new geometry holds objects \[1, 5\]"
+    ):
+        ds.replace([1], [meshes[1], meshes[2]], object_ids=[1, 5])
+    with pytest.raises(InputError, match=r"\['bounds'\] cannot be given to an edit"):
+        ds.append([meshes[1]], object_ids=[7], bounds=B)
+    with pytest.raises(InputError, match="extend=True adds points to objects of a point cloud"):
+        ds.append([meshes[1]], object_ids=[7], extend=True)
+    graphs = {1: _graph(rng)}
+    _write("graph", tmp_path / "g.zarr", graphs, None)
+    g = zv.open(tmp_path / "g.zarr", mode="r+")
+    data, kw = _args("graph", _graph(rng), 4)
+    del kw["edge_attributes"]
+    with pytest.raises(
+        InputError, match=r"the store's edges have attributes \['w'\]; the new objects give \[\]"
+    ):
+        g.append(*data, **kw)
+    assert zv.open(tmp_path / "g.zarr").object_ids().tolist() == [1]
+    assert zv.open(tmp_path / "m.zarr").object_ids().tolist() == [1, 2]

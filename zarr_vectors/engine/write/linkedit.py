@@ -42,26 +42,6 @@ __all__ = ["LINKED_FAMILIES", "edit_linked", "object_user_ids"]
 
 #: Families whose stores :func:`edit_linked` edits.
 LINKED_FAMILIES = ("lines", "graph", "mesh")
-#: Order of ``arrays_present`` (the one-shot writers' order).
-_ORDER = [
-    "vertices",
-    "vertex_fragments",
-    "vertex_attributes",
-    "fragment_attributes",
-    "links",
-    "link_fragments",
-    "link_attributes",
-    "object_index",
-    "object_attributes",
-    "groups",
-    "group_attributes",
-]
-
-
-def _rank(family: str) -> int:
-    return _ORDER.index(family) if family in _ORDER else len(_ORDER)
-
-
 def object_user_ids(level: Level) -> np.ndarray:
     """The user ids of the level's objects, ascending."""
     return np.asarray(level.object_id_map.to_user(level.listed_objects))
@@ -183,8 +163,11 @@ def edit_linked(
     new_user = object_user_ids(new) if new is not None else np.zeros(0, np.int64)
     if len(replaced):
         a, b = _both(np.unique(replaced), new_user)
-        if not np.array_equal(a, b[np.isin(b, a)]) or len(a) != len(b):
-            raise InputError("replace needs new geometry for exactly the objects it names")
+        if not np.array_equal(a, b):
+            raise InputError(
+                f"replace names objects {a.tolist()[:10]} but the new geometry holds objects "
+                f"{b.tolist()[:10]}: give new geometry for exactly the objects replaced"
+            )
     added_ids = new_user if not len(replaced) else np.zeros(0, new_user.dtype)
     remove = np.concatenate(_both(deleted, replaced)) if len(replaced) else deleted
     if new is not None:
@@ -249,6 +232,11 @@ def _check_scratch(level: Level, new: Level) -> None:
         raise InputError(
             f"the store's vertices have attributes {sorted(level.vertex_attributes)}; the new objects "
             f"give {sorted(new.vertex_attributes)}: give exactly the store's attributes"
+        )
+    if level.links and new.links and sorted(level.link_attributes) != sorted(new.link_attributes):
+        raise InputError(
+            f"the store's edges have attributes {sorted(level.link_attributes)}; the new objects give "
+            f"{sorted(new.link_attributes)}: give exactly the store's edge attributes"
         )
 
 
