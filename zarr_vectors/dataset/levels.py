@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from zarr_vectors.engine import append_points
 from zarr_vectors.errors import InputError
-from zarr_vectors.format.kinds import POINT_CLOUD
+from zarr_vectors.format.kinds import family_of
 from zarr_vectors.pyramid import build_pyramid, existing_factors, level_for
 
 if TYPE_CHECKING:
@@ -211,6 +211,22 @@ class LevelUpdates:
         Only the chunks the old and new geometry touch are rewritten; coarser levels are marked
         stale (``pyramid=True`` rebuilds them).
 
+        Parameters
+        ----------
+        ids
+            The objects to replace (user ids the store holds).
+        data, keywords
+            The new geometry as the kind's writer takes it. Without ``object_ids``, lines and
+            meshes take ``ids`` in order, and a skeleton's or graph's vertices all belong to
+            the one object ``ids`` names.
+        pyramid
+            Rebuild the coarser levels afterwards with the same factors.
+
+        Raises
+        ------
+        InputError
+            An id the store lacks, new geometry for other objects, or data the writer refuses.
+
         Examples
         --------
         >>> import numpy as np, zarr_vectors as zv
@@ -243,6 +259,20 @@ class LevelUpdates:
         they leave the object tables and groups; unknown ids raise InputError. Coarser levels
         are marked stale (``pyramid=True`` rebuilds them).
 
+        Parameters
+        ----------
+        ids
+            The objects to remove (user ids the store holds).
+        pyramid
+            Rebuild the coarser levels afterwards with the same factors.
+        workers, progress
+            As for :meth:`append`.
+
+        Raises
+        ------
+        InputError
+            An id the store lacks.
+
         Examples
         --------
         >>> import numpy as np, zarr_vectors as zv
@@ -267,8 +297,9 @@ class LevelUpdates:
         self._rebuild(factors, progress)
 
     def _linked_edit(self) -> bool:
-        """Whether edits of this store go to the linked kinds' editor (else: a point cloud)."""
-        return tuple(self._store.root.geometry_types) != (POINT_CLOUD,)
+        """Whether edits of this store go to the linked kinds' editor (lines, skeletons, graphs,
+        meshes); else to the point cloud's, which refuses other stores."""
+        return family_of(self._store.root.geometry_types) in ("lines", "graph", "mesh")
 
     def _rebuild(self, factors: Any, progress: Any) -> None:
         if factors:
