@@ -397,3 +397,13 @@ def test_errors_of_items_and_edges(tmp_path: Path) -> None:
         g.append(*data, **kw)
     assert zv.open(tmp_path / "g.zarr").object_ids().tolist() == [1]
     assert zv.open(tmp_path / "m.zarr").object_ids().tolist() == [1, 2]
+
+
+def test_several_bins_per_chunk_refused(tmp_path: Path) -> None:
+    writer = zv.create(tmp_path / "b.zarr", "skeleton", chunk_shape=4, bin_shape=2, bounds=B)
+    writer.append(np.ones((3, 3)), [-1, 0, 1], object_ids=[1, 1, 1])
+    writer.close()
+    with pytest.raises(
+        InputError, match="this store has 8 bins per chunk; object edits need one bin per chunk"
+    ):
+        zv.open(tmp_path / "b.zarr", mode="r+").delete([1])

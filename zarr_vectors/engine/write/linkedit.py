@@ -42,6 +42,8 @@ __all__ = ["LINKED_FAMILIES", "edit_linked", "object_user_ids"]
 
 #: Families whose stores :func:`edit_linked` edits.
 LINKED_FAMILIES = ("lines", "graph", "mesh")
+
+
 def object_user_ids(level: Level) -> np.ndarray:
     """The user ids of the level's objects, ascending."""
     return np.asarray(level.object_id_map.to_user(level.listed_objects))
@@ -63,7 +65,7 @@ def check_editable(store: VectorStore) -> Level:
     if level.grid.n_bins != 1:
         raise InputError(
             f"this store has {level.grid.n_bins} bins per chunk; object edits need one bin per chunk "
-            "(base_bin_shape equal to chunk_shape, as the writers of linked kinds make it)"
+            "(base_bin_shape equal to chunk_shape, the writers' default); write the store again without bin_shape"
         )
     if level.manifests is None or level.fragments is None:
         raise InputError("this store has no object index, so its objects cannot be edited")
