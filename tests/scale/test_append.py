@@ -131,8 +131,9 @@ def test_append_errors(tmp_path: Path) -> None:
         ds.append([[1.0, 1.0, 1.0]], attributes={"w": w}, object_ids=[1], object_attributes={"size": {1: 2}})
     assert zv.open(tmp_path / "s").vertex_count() == 2_000  # nothing was applied
     zv.write_lines(tmp_path / "l", [np.array([[0.0, 0, 0], [5, 5, 5]])], chunk_shape=4)
-    with pytest.raises(zv.InputError, match="append adds points to a point cloud"):
-        zv.open(tmp_path / "l", "r+").append([[1.0, 1.0, 1.0]])
+    # Lines take new objects as write_lines does (see tests/kinds/test_linked_edits.py).
+    with pytest.raises(zv.InputError, match="append needs object_ids for the new objects"):
+        zv.open(tmp_path / "l", "r+").append([np.array([[1.0, 1.0, 1.0], [2, 2, 2]])])
 
 
 def test_coarse_levels_are_stale_until_rebuilt(tmp_path: Path) -> None:

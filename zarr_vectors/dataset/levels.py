@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from zarr_vectors.engine import append_points
+from zarr_vectors.errors import InputError
+from zarr_vectors.format.kinds import family_of
 from zarr_vectors.pyramid import build_pyramid, existing_factors, level_for
 
 if TYPE_CHECKING:
@@ -115,7 +117,7 @@ class LevelUpdates:
     def append(
         self,
         positions: Any,
-        *,
+        *data: Any,
         attributes: dict[str, Any] | None = None,
         object_ids: Any = None,
         object_attributes: dict[str, dict[Any, Any]] | None = None,
@@ -123,6 +125,7 @@ class LevelUpdates:
         pyramid: bool = False,
         workers: int | None = None,
         progress: bool | None = None,
+        **keywords: Any,
     ) -> None:
         """Add points to this point cloud (opened with ``mode="r+"``); see ``docs/large-data.md``.
 
@@ -143,6 +146,14 @@ class LevelUpdates:
             Allow ids that are already in the store (their objects gain the points);
             without it such ids are refused.
 
+        Lines, skeletons, graphs and raw meshes take new objects as their writer does
+        (``ds.append(positions, parents, object_ids=...)`` for skeletons,
+        ``ds.append(lines, object_ids=...)``, ``ds.append(positions, edges, object_ids=...)``,
+        ``ds.append(meshes, object_ids=...)``); ``object_ids`` must be new to the store. Only
+        the chunks the new objects fall in, the link cells pointing into them and the object
+        tables are rewritten; the store then reads as a one-shot write of all its objects in
+        ascending id order.
+
         Examples
         --------
         >>> import numpy as np, zarr_vectors as zv
@@ -153,16 +164,144 @@ class LevelUpdates:
         5
         """
         factors = existing_factors(self._store) if pyramid else None
-        append_points(
-            self._store,
-            positions,
-            attributes=attributes,
-            object_ids=object_ids,
-            object_attributes=object_attributes,
-            extend=extend,
-            workers=workers,
-            progress=progress,
-        )
+        if self._linked_edit():
+            from zarr_vectors.kinds.linked_edit import append_objects
+
+            if extend:
+                raise InputError("extend=True adds points to objects of a point cloud; give new object ids")
+
+            given = {
+                "attributes": attributes,
+                "object_ids": object_ids,
+                "object_attributes": object_attributes,
+            }
+            append_objects(
+                self._store,
+                positions,
+                *data,
+                workers=workers,
+                progress=progress,
+                **{k: v for k, v in given.items() if v is not None},
+                **keywords,
+            )
+        else:
+            if data or keywords:
+                raise InputError(
+                    "a point cloud's append takes positions and the keywords attributes, object_ids, "
+                    "object_attributes, extend, pyramid, workers, progress"
+                )
+            append_points(
+                self._store,
+                positions,
+                attributes=attributes,
+                object_ids=object_ids,
+                object_attributes=object_attributes,
+                extend=extend,
+                workers=workers,
+                progress=progress,
+            )
+        self._rebuild(factors, progress)
+
+    def replace(self, ids: Any, *data: Any, pyramid: bool = False, **keywords: Any) -> None:
+        """Give existing objects new geometry (opened with ``mode="r+"``); see ``docs/large-data.md``.
+
+        ``data`` and ``keywords`` are as for :meth:`append` (point clouds: ``positions`` and
+        ``attributes``, ``object_ids``, ``object_attributes``). The objects keep their object
+        attribute rows unless ``object_attributes`` gives new ones. Unknown ids raise InputError.
+        Only the chunks the old and new geometry touch are rewritten; coarser levels are marked
+        stale (``pyramid=True`` rebuilds them).
+
+        Parameters
+        ----------
+        ids
+            The objects to replace (user ids the store holds).
+        data, keywords
+            The new geometry as the kind's writer takes it. Without ``object_ids``, lines and
+            meshes take ``ids`` in order, and a skeleton's or graph's vertices all belong to
+            the one object ``ids`` names.
+        pyramid
+            Rebuild the coarser levels afterwards with the same factors.
+
+        Raises
+        ------
+        InputError
+            An id the store lacks, new geometry for other objects, or data the writer refuses.
+
+        Examples
+        --------
+        >>> import numpy as np, zarr_vectors as zv
+        >>> pos = np.array([[1.0, 1, 1], [2, 2, 2], [5, 5, 5], [6, 6, 6]])
+        >>> _ = zv.write_skeleton("memory://doc-replace", pos, [-1, 0, -1, 2], object_ids=[1, 1, 2, 2],
+        ...                       chunk_shape=4, bounds=([0, 0, 0], [8, 8, 8]))
+        >>> ds = zv.open("memory://doc-replace", mode="r+")
+        >>> ds.replace([2], [[7.0, 7, 7], [7, 6, 5], [3, 3, 3]], [-1, 0, 1])
+        >>> ds.objects([2]).positions.tolist()[2]
+        [3.0, 3.0, 3.0]
+        """
+        factors = existing_factors(self._store) if pyramid else None
+        if self._linked_edit():
+            from zarr_vectors.kinds.linked_edit import replace_objects
+
+            replace_objects(self._store, ids, *data, **keywords)
+        else:
+            # point_edit (engine/write/point_edit.py) is exported by the engine's face
+            from zarr_vectors.engine import replace_points  # type: ignore[attr-defined, unused-ignore]
+
+            replace_points(self._store, ids, *data, **keywords)
+        self._rebuild(factors, keywords.get("progress"))
+
+    def delete(
+        self, ids: Any, *, pyramid: bool = False, workers: int | None = None, progress: bool | None = None
+    ) -> None:
+        """Remove objects from level 0 (opened with ``mode="r+"``); see ``docs/large-data.md``.
+
+        Their rows leave the chunks that held them (and the link cells pointing there), and
+        they leave the object tables and groups; unknown ids raise InputError. Coarser levels
+        are marked stale (``pyramid=True`` rebuilds them).
+
+        Parameters
+        ----------
+        ids
+            The objects to remove (user ids the store holds).
+        pyramid
+            Rebuild the coarser levels afterwards with the same factors.
+        workers, progress
+            As for :meth:`append`.
+
+        Raises
+        ------
+        InputError
+            An id the store lacks.
+
+        Examples
+        --------
+        >>> import numpy as np, zarr_vectors as zv
+        >>> meshes = [(np.array([[1.0, 1, 1], [2, 1, 1], [1, 2, 1]]), [[0, 1, 2]]),
+        ...           (np.array([[5.0, 5, 5], [6, 5, 5], [5, 6, 5]]), [[0, 1, 2]])]
+        >>> _ = zv.write_meshes("memory://doc-delete", meshes, object_ids=[4, 9], chunk_shape=4,
+        ...                     bounds=([0, 0, 0], [8, 8, 8]))
+        >>> ds = zv.open("memory://doc-delete", mode="r+")
+        >>> ds.delete([4])
+        >>> ds.object_ids().tolist(), ds.vertex_count()
+        ([9], 3)
+        """
+        factors = existing_factors(self._store) if pyramid else None
+        if self._linked_edit():
+            from zarr_vectors.kinds.linked_edit import delete_objects
+
+            delete_objects(self._store, ids, workers=workers, progress=progress)
+        else:
+            from zarr_vectors.engine import delete_points  # type: ignore[attr-defined, unused-ignore]
+
+            delete_points(self._store, ids, workers=workers, progress=progress)
+        self._rebuild(factors, progress)
+
+    def _linked_edit(self) -> bool:
+        """Whether edits of this store go to the linked kinds' editor (lines, skeletons, graphs,
+        meshes); else to the point cloud's, which refuses other stores."""
+        return family_of(self._store.root.geometry_types) in ("lines", "graph", "mesh")
+
+    def _rebuild(self, factors: Any, progress: Any) -> None:
         if factors:
             self.build_pyramid(factors[0], chunk_scale=factors[1], overwrite=True, progress=bool(progress))
 

@@ -54,6 +54,7 @@ from zarr_vectors.engine.write.level0 import (
     write_level0,
     write_level_arrays,
 )
+from zarr_vectors.engine.write.linkedit import edit_linked
 from zarr_vectors.engine.write.linkedstream import GroupCells, LinkedStream, SweepContext, cells_of, grid_of
 from zarr_vectors.engine.write.options import StoreOptions, check_shards
 from zarr_vectors.engine.write.partition import Partition, cell_indices, partition, sort_keys
@@ -63,6 +64,7 @@ from zarr_vectors.engine.write.stream import DEFAULT_MEMORY_LIMIT, PointStream, 
 from zarr_vectors.engine.write.tables import build_manifests, write_object_tables
 
 __all__ = [
+    "edit_linked",
     "AUTO_VERTICES_PER_CHUNK",
     "VERTICES_PER_CHUNK_RANGE",
     "auto_chunk_shape",
