@@ -244,8 +244,7 @@ class LevelUpdates:
 
             replace_objects(self._store, ids, *data, **keywords)
         else:
-            # point_edit (engine/write/point_edit.py) is exported by the engine's face
-            from zarr_vectors.engine import replace_points  # type: ignore[attr-defined, unused-ignore]
+            from zarr_vectors.engine import replace_points
 
             replace_points(self._store, ids, *data, **keywords)
         self._rebuild(factors, keywords.get("progress"))
@@ -291,7 +290,7 @@ class LevelUpdates:
 
             delete_objects(self._store, ids, workers=workers, progress=progress)
         else:
-            from zarr_vectors.engine import delete_points  # type: ignore[attr-defined, unused-ignore]
+            from zarr_vectors.engine import delete_points
 
             delete_points(self._store, ids, workers=workers, progress=progress)
         self._rebuild(factors, progress)

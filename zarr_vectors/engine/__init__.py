@@ -58,13 +58,16 @@ from zarr_vectors.engine.write.linkedit import edit_linked
 from zarr_vectors.engine.write.linkedstream import GroupCells, LinkedStream, SweepContext, cells_of, grid_of
 from zarr_vectors.engine.write.options import StoreOptions, check_shards
 from zarr_vectors.engine.write.partition import Partition, cell_indices, partition, sort_keys
+from zarr_vectors.engine.write.point_edit import delete_points, replace_points
 from zarr_vectors.engine.write.reshard import reshard
 from zarr_vectors.engine.write.spill import cell_groups, stable_order
 from zarr_vectors.engine.write.stream import DEFAULT_MEMORY_LIMIT, PointStream, check_inside, finish_level
 from zarr_vectors.engine.write.tables import build_manifests, write_object_tables
 
 __all__ = [
+    "delete_points",
     "edit_linked",
+    "replace_points",
     "AUTO_VERTICES_PER_CHUNK",
     "VERTICES_PER_CHUNK_RANGE",
     "auto_chunk_shape",

@@ -43,7 +43,17 @@ from zarr_vectors.format.shards import inner_codecs, parse_sharding
 from zarr_vectors.format.zarr_json import absent_fill
 from zarr_vectors.storage import check_workers, placeholder_root, rebuild_session, writing
 
-__all__ = ["STALE_KEY", "Level0Edit", "append_points", "new_rows", "rewrite_level0"]
+__all__ = [
+    "STALE_KEY",
+    "IdPlan",
+    "Level0Edit",
+    "append_points",
+    "linear_cells",
+    "new_rows",
+    "rewrite_level0",
+    "shards_of",
+    "union_ids",
+]
 
 #: Key of ``zarr_vectors_level`` set on levels above 0 once level 0 has changed under them.
 STALE_KEY = "stale"
@@ -96,14 +106,14 @@ def _pipelines(level: Level) -> dict[str, Pipeline]:
     return out
 
 
-def _union_ids(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+def union_ids(old: np.ndarray, new: np.ndarray) -> np.ndarray:
     if old.dtype != new.dtype:
         both = as_id_array(np.concatenate([old.astype(object), new.astype(object)]), "object ids")
         old, new = both[: len(old)], both[len(old) :]
     return np.union1d(old, new)
 
 
-def _linear(cells: np.ndarray, grid: Any) -> np.ndarray:
+def linear_cells(cells: np.ndarray, grid: Any) -> np.ndarray:
     shape = tuple(int(v) for v in grid.shape)
     return np.ravel_multi_index(tuple(cells.T), shape) if len(cells) else np.zeros(0, np.int64)
 
@@ -123,7 +133,7 @@ class _Cells:
     def __init__(self, level: Level, specs: list[AttributeSpec], objects: bool) -> None:
         self.level, self.specs, self.objects = level, specs, objects
         self.owners = level.fragment_owners if objects else None
-        self.listed = _linear(level.vertices.nonempty - level.grid.origin, level.grid)
+        self.listed = linear_cells(level.vertices.nonempty - level.grid.origin, level.grid)
 
     def read(self, lins: np.ndarray) -> dict[str, np.ndarray]:
         """Rows of the cells ``lins`` (linear indices; cells the level does not list have none)."""
@@ -181,7 +191,7 @@ def append_points(
             "(write lines, skeletons, graphs and meshes again with zarr_vectors.create)"
         )
     level = store.level(0)
-    _shards_of(store, level)  # an unusual layout is refused before any work
+    shards_of(store, level)  # an unusual layout is refused before any work
     grid = level.grid
     workers = check_workers(workers)
     pos, values = new_rows(store, level, positions, attributes, "append")
@@ -191,7 +201,7 @@ def append_points(
     if objects != (user is not None):
         need = "has objects: give object_ids" if objects else "has no objects: leave object_ids out"
         raise InputError(f"this store {need} (one per point)")
-    plan = _IdPlan(level, user, extend) if user is not None else None
+    plan = IdPlan(level, user, extend) if user is not None else None
     if object_attributes and plan is None:
         raise InputError("object_attributes need object_ids")
     # New rows by cell; the touched cells are re-encoded with their old rows.
@@ -245,7 +255,7 @@ class Level0Edit:
 def rewrite_level0(
     store: VectorStore,
     level: Level,
-    plan: _IdPlan | None,
+    plan: IdPlan | None,
     spill: CellSpill,
     edit: Level0Edit,
     object_attributes: Mapping[str, Mapping[Any, Any]] | None,
@@ -255,7 +265,7 @@ def rewrite_level0(
     """Re-encode the touched cells (old rows kept by ``plan``, joined with the spilled new rows),
     drop the emptied ones, rewrite the object tables and commit; return the new root."""
     grid = level.grid
-    shards = _shards_of(store, level)
+    shards = shards_of(store, level)
     vdtype = level.vertices.dtype.newbyteorder("<")
     specs = _specs(level)
     objects = level.manifests is not None
@@ -308,7 +318,7 @@ def _without(cells: np.ndarray, emptied: np.ndarray, grid: Any) -> np.ndarray:
     """The rows of ``cells`` (K, D, relative indices) that are not in ``emptied`` (E, D)."""
     if not len(emptied) or not len(cells):
         return cells
-    return cells[~np.isin(_linear(cells, grid), _linear(emptied, grid))]
+    return cells[~np.isin(linear_cells(cells, grid), linear_cells(emptied, grid))]
 
 
 def _emptied_keys(
@@ -330,7 +340,7 @@ class _Joiner:
     old rows left out, one entry per group."""
 
     def __init__(
-        self, old: _Cells, spill: CellSpill, plan: _IdPlan | None, cells: PointCells, touched: np.ndarray
+        self, old: _Cells, spill: CellSpill, plan: IdPlan | None, cells: PointCells, touched: np.ndarray
     ) -> None:
         self.old, self.spill, self.plan, self.cells, self.touched = old, spill, plan, cells, touched
         self.target: Any = None
@@ -370,7 +380,7 @@ def _groups(cells: np.ndarray, new: np.ndarray, level: Level, max_rows: int) -> 
     return out
 
 
-def _hidden_tables(level: Level, plan: _IdPlan | None) -> tuple[str, ...]:
+def _hidden_tables(level: Level, plan: IdPlan | None) -> tuple[str, ...]:
     """Key prefixes an append replaces whole: the object tables, and level 0's links to level 1
     (they name rows of the cells being rewritten; the pyramid rebuild writes them anew)."""
     out = ["0/links/"]
@@ -382,7 +392,7 @@ def _hidden_tables(level: Level, plan: _IdPlan | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-class _IdPlan:
+class IdPlan:
     """Old and new object ids: the OID space after the append, old OIDs -> new OIDs, new rows' OIDs.
 
     The joined ids are kept as given when the store's objects with rows and the new ids pass
@@ -405,7 +415,7 @@ class _IdPlan:
                     f"{int(clash.sum())} of these object ids are already in the store (first: {int(first)}); "
                     "pass extend=True to add points to those objects, or give new ids"
                 )
-        joined = _union_ids(had, new)
+        joined = union_ids(had, new)
         negative = joined.dtype.kind == "i" and len(joined) and int(joined[0]) < 0
         if not negative and len(joined) and kept_as_given(int(joined[-1]), len(joined)):
             count = max(int(joined[-1]) + 1, len(old))
@@ -413,7 +423,7 @@ class _IdPlan:
             self.old_to_new = old.astype(np.int64)
             self.new_oids = user.astype(np.int64)
         else:
-            union = _union_ids(old, new)
+            union = union_ids(old, new)
             self.dense = DenseIds(np.arange(len(union), dtype=np.int64), len(union), union)
             self.old_to_new = np.searchsorted(union, old.astype(union.dtype)).astype(np.int64)
             self.new_oids = np.searchsorted(union, user.astype(union.dtype)).astype(np.int64)
@@ -435,7 +445,7 @@ class _IdPlan:
 
 def _clash(old: np.ndarray, new: np.ndarray) -> np.ndarray:
     """Which of ``new`` are in ``old`` when their dtypes differ (int64 against uint64)."""
-    union = _union_ids(old, new)
+    union = union_ids(old, new)
     return np.isin(
         np.searchsorted(union, new.astype(union.dtype)), np.searchsorted(union, old.astype(union.dtype))
     )
@@ -452,7 +462,7 @@ def _cell_arrays(level: Level) -> dict[str, CellArray]:
     return out
 
 
-def _shards_of(store: VectorStore, level: Level) -> tuple[int, ...] | None:
+def shards_of(store: VectorStore, level: Level) -> tuple[int, ...] | None:
     """Chunks per shard of level 0's cell arrays (None: unsharded); all must agree."""
     layouts = [parse_sharding(a.path, a.doc) for a in _cell_arrays(level).values()]
     cps = {None if lay is None else lay.chunks_per_shard for lay in layouts}
@@ -507,7 +517,7 @@ def _register(
 def _finish_objects(
     builder: StoreBuilder,
     level: Level,
-    plan: _IdPlan,
+    plan: IdPlan,
     touched: np.ndarray,
     fragments: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
     object_attributes: Mapping[str, Mapping[Any, Any]] | None,
@@ -562,7 +572,7 @@ def _owner_pipeline(builder: StoreBuilder, level: Level) -> Pipeline:
 
 
 def _object_tables(
-    level: Level, plan: _IdPlan, given: Mapping[str, Mapping[Any, Any]] | None
+    level: Level, plan: IdPlan, given: Mapping[str, Mapping[Any, Any]] | None
 ) -> list[_inputs.NamedArray]:
     """Old object attribute rows moved to their new OIDs, the new objects' rows absent or given."""
     out = []

@@ -26,13 +26,13 @@ from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.store import VectorStore
 from zarr_vectors.engine.write import inputs as _inputs
 from zarr_vectors.engine.write.append import (
+    IdPlan,
     Level0Edit,
-    _IdPlan,
-    _linear,
-    _shards_of,
-    _union_ids,
+    linear_cells,
     new_rows,
     rewrite_level0,
+    shards_of,
+    union_ids,
 )
 from zarr_vectors.engine.write.partition import sort_keys
 from zarr_vectors.engine.write.spill import CellSpill
@@ -127,7 +127,7 @@ def _object_level(store: VectorStore, verb: str) -> Level:
             f"{verb} names objects by id, and this store's points have no object ids "
             "(write it with object_ids to edit objects)"
         )
-    _shards_of(store, level)  # an unusual shard layout is refused before any work
+    shards_of(store, level)  # an unusual shard layout is refused before any work
     return level
 
 
@@ -167,7 +167,7 @@ def _check_object_attributes(
             raise InputError(f"object_attributes[{name!r}] must be a mapping {{object id: value}}")
         keys = as_id_array(list(rows), f"object_attributes[{name!r}] ids") if rows else user[:0]
         if keys.dtype != user.dtype:
-            both = _union_ids(keys, user)
+            both = union_ids(keys, user)
             keys, have = keys.astype(both.dtype), user.astype(both.dtype)
         else:
             have = user
@@ -179,7 +179,7 @@ def _check_object_attributes(
             )
 
 
-class _EditPlan(_IdPlan):
+class _EditPlan(IdPlan):
     """Old and new object ids around an edit: ``gone`` (old OIDs) lose their rows, ``dropped``
     (a subset) stop being objects, ``user`` are the new rows' ids (None: no new rows).
 
@@ -195,7 +195,7 @@ class _EditPlan(_IdPlan):
         alive[level.listed_objects] = True
         alive[dropped] = False
         new = np.unique(user) if user is not None else old[:0]
-        final = _union_ids(old[alive], new)
+        final = union_ids(old[alive], new)
         user = final[:0] if user is None else user
         negative = final.dtype.kind == "i" and len(final) and int(final[0]) < 0
         if not negative and (not len(final) or kept_as_given(int(final[-1]), len(final))):
@@ -231,9 +231,9 @@ def _touched(store: VectorStore, level: Level, plan: _EditPlan, spill: CellSpill
     hit = np.unique(owners.cell[lose])
     emptied = np.setdiff1d(hit, np.union1d(owners.cell[~lose], new_cells))
     touched = np.union1d(hit, new_cells)
-    shards = _shards_of(store, level)
+    shards = shards_of(store, level)
     if shards is not None and len(emptied):
-        listed = _linear(level.vertices.nonempty - grid.origin, grid)
+        listed = linear_cells(level.vertices.nonempty - grid.origin, grid)
         unit = np.stack(np.unravel_index(listed, shape), axis=1) // np.asarray(shards)
         gone_units = np.stack(np.unravel_index(emptied, shape), axis=1) // np.asarray(shards)
         width = np.asarray(shape) // np.asarray(shards) + 1
