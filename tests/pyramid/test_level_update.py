@@ -247,3 +247,91 @@ def test_levels_without_recorded_settings_are_refused(tmp_path: Path) -> None:
     append_points(store, d.pts[:3], attributes={"w": d.w[:3]}, footprint=fp)
     with pytest.raises(InputError, match="does not record the settings it was built with"):
         update_levels(store, fp[0])
+
+
+def _pyramid(base: str, d: Data, **build: Any) -> zv.Dataset:
+    _write(f"{base}/edited", d, None)
+    ds = zv.open(f"{base}/edited", mode="r+")
+    ds.build_pyramid([2, 2], **build)
+    return ds
+
+
+def _compare_with_one_shot(base: str, ds: zv.Dataset, d: Data, **build: Any) -> None:
+    _write(f"{base}/one", d, None)
+    one = zv.open(f"{base}/one", mode="r+")
+    one.build_pyramid([2, 2], **build)
+    _assert_same_store(_stored(ds), _stored(one))
+
+
+def test_a_link_dtype_the_edit_changes_rebuilds_whole() -> None:
+    """Links sized uint8 (every coarse cell's source rows fit in 256) become uint16 when an
+    append crowds one cell: found during the update, which then rebuilds the levels whole."""
+    rng = np.random.default_rng(8)
+    d = Data(rng.uniform(0, 100, (150, 3)).astype(np.float32), rng.random(150).astype(np.float32), None, {})
+    base = f"memory://level-update-dtype-{os.getpid()}"
+    ds = _pyramid(base, d, point_strategy="subsample")
+    store = ds._store
+    assert (
+        json.loads(store.backend.get_many(["0/links/+1/0.0.0/zarr.json"])[0])["attributes"]["dtype"]
+        == "uint8"
+    )
+    pts = rng.uniform(60, 70, (400, 3)).astype(np.float32)
+    w = rng.random(400).astype(np.float32)
+    fp: list[Footprint] = []
+    append_points(store, pts, attributes={"w": w}, footprint=fp)
+    assert full_rebuild_reason(store, fp[0]) is None  # known only once the rows are counted
+    update_levels(store, fp[0])
+    assert (
+        json.loads(store.backend.get_many(["0/links/+1/0.0.0/zarr.json"])[0])["attributes"]["dtype"]
+        == "uint16"
+    )
+    d = Data(np.concatenate([d.pts, pts]), np.concatenate([d.w, w]), None, {})
+    _compare_with_one_shot(base, ds, d, point_strategy="subsample")
+
+
+def test_renumbered_ids_and_several_edits_at_once() -> None:
+    """Two edits brought up to date by one update (their footprints combined); the second
+    renumbers the objects (large sparse ids, remapped; a new id sorts below them all), so the
+    levels are rebuilt whole."""
+    rng = np.random.default_rng(9)
+    pts, w = _rows(rng, 200)
+    big = np.uint64(2**40)
+    d = Data(pts, w, rng.integers(1, 9, 200).astype(np.uint64) * big, {})
+    base = f"memory://level-update-renumber-{os.getpid()}"
+    ds = _pyramid(base, d)
+    store = ds._store
+    fps: list[Footprint] = []
+    delete_points(store, [8 * big], footprint=fps)  # the largest: no other id moves
+    assert d.ids is not None
+    keep = d.ids != 8 * big
+    d = Data(d.pts[keep], d.w[keep], d.ids[keep], {})
+    more, mw = _rows(rng, 20)
+    low = np.full(20, 5, np.uint64)
+    append_points(store, more, attributes={"w": mw}, object_ids=low, footprint=fps)
+    assert d.ids is not None
+    d = Data(np.concatenate([d.pts, more]), np.concatenate([d.w, mw]), np.concatenate([d.ids, low]), {})
+    assert full_rebuild_reason(store, fps[0]) is None
+    assert "renumbered" in str(full_rebuild_reason(store, fps[1]))
+    update_levels(store, fps)
+    assert not store.is_stale(1) and not store.is_stale(2)
+    _compare_with_one_shot(base, ds, d)
+
+
+def test_an_update_after_edits_it_was_not_told_of_is_refused_a_partial_answer() -> None:
+    """An edit made without a footprint drops level 0's links, so a later update cannot trust
+    them and rebuilds whole (still exact)."""
+    rng = np.random.default_rng(10)
+    pts, w = _rows(rng, 150)
+    d = Data(pts, w, None, {})
+    base = f"memory://level-update-untold-{os.getpid()}"
+    ds = _pyramid(base, d, point_strategy="subsample")
+    store = ds._store
+    a, aw = _rows(rng, 10)
+    append_points(store, a, attributes={"w": aw})
+    b, bw = _rows(rng, 10)
+    fp: list[Footprint] = []
+    append_points(store, b, attributes={"w": bw}, footprint=fp)
+    assert "dropped level 0's cross-level links" in str(full_rebuild_reason(store, fp[0]))
+    update_levels(store, fp[0])
+    d = Data(np.concatenate([d.pts, a, b]), np.concatenate([d.w, aw, bw]), None, {})
+    _compare_with_one_shot(base, ds, d, point_strategy="subsample")

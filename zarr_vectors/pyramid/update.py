@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import warnings
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -37,7 +38,7 @@ import numpy as np
 from zarr_vectors.engine import Level, StoreBuilder, VectorStore
 from zarr_vectors.engine.write.append import STALE_KEY, Footprint
 from zarr_vectors.engine.write.tables import manifests_of, write_object_tables
-from zarr_vectors.errors import StaleLevelWarning
+from zarr_vectors.errors import InputError, StaleLevelWarning
 from zarr_vectors.format.grid import cell_key, chunk_key
 from zarr_vectors.format.kinds import POINT_CLOUD
 from zarr_vectors.format.links import cross_level_anchor
@@ -49,7 +50,7 @@ from zarr_vectors.pyramid.points import coarsen_points, level_ratio
 from zarr_vectors.pyramid.xlevel import CrossLevelWriter, link_dtype
 from zarr_vectors.storage import GENERATION_KEY, Backend, placeholder_root, rebuild_session, writing
 
-__all__ = ["Footprint", "full_rebuild_reason", "update_levels"]
+__all__ = ["Footprint", "combine_footprints", "full_rebuild_reason", "update_levels"]
 
 log = logging.getLogger(__name__)
 
@@ -61,17 +62,35 @@ class _NotRegional(Exception):
     """A condition found while updating that a region-wise update cannot reproduce."""
 
 
+def combine_footprints(footprints: Sequence[Footprint]) -> Footprint:
+    """One footprint standing for several edits made one after another (the union of their
+    cells and objects; renumbered when any of them renumbered)."""
+    if not footprints:
+        raise InputError("combine_footprints needs at least one footprint")
+    cells = np.concatenate([np.asarray(f.cells, np.int64) for f in footprints])
+    return Footprint(
+        np.unique(cells, axis=0) if len(cells) else cells,
+        np.unique(np.concatenate([f.objects for f in footprints])),
+        np.unique(np.concatenate([f.dropped for f in footprints])),
+        any(f.renumbered for f in footprints),
+    )
+
+
 @writing
-def update_levels(store: VectorStore, footprint: Footprint) -> None:
+def update_levels(store: VectorStore, footprint: Footprint | Sequence[Footprint]) -> None:
     """Bring every coarse level of ``store`` (opened ``mode="r+"``) up to date after the level-0
-    edit ``footprint`` describes, recomputing only the coarse cells above the cells it touched
-    (or, when :func:`full_rebuild_reason` names a reason, rebuilding the levels whole with
-    their recorded settings). Afterwards each level is what a full rebuild writes.
+    edit ``footprint`` describes (or the edits, when several footprints are given: every edit
+    since the levels were last brought up to date must be among them), recomputing only the
+    coarse cells above the cells touched (or, when :func:`full_rebuild_reason` names a reason,
+    rebuilding the levels whole with their recorded settings). Afterwards each level is what
+    a full rebuild writes.
 
     Raises InputError when the levels do not record their settings (built before they were
     recorded): rebuild them once with ``build_pyramid(..., overwrite=True)``.
     """
     store.require_writable()
+    if not isinstance(footprint, Footprint):
+        footprint = combine_footprints(list(footprint))
     if len(store.levels) < 2:
         return
     settings = stored_settings(store)
