@@ -335,3 +335,28 @@ def test_an_update_after_edits_it_was_not_told_of_is_refused_a_partial_answer() 
     update_levels(store, fp[0])
     d = Data(np.concatenate([d.pts, a, b]), np.concatenate([d.w, aw, bw]), None, {})
     _compare_with_one_shot(base, ds, d, point_strategy="subsample")
+
+
+@pytest.mark.parametrize("crowded", [1, 2])
+def test_a_delete_that_may_narrow_the_link_dtype(crowded: int) -> None:
+    """Links uint16 (crowded corners); deleting one crowd leaves the region's cells needing only
+    uint8, so every cell's rows are counted: with a second crowd elsewhere the dtype stays
+    (region-wise update), without it the levels are rebuilt whole with uint8 links."""
+    rng = np.random.default_rng(11)
+    spread = rng.uniform(0, 100, (150, 3)).astype(np.float32)
+    crowds = [rng.uniform(60, 70, (300, 3)), rng.uniform(10, 20, (300, 3))][:crowded]
+    pts = np.concatenate([spread, *crowds]).astype(np.float32)
+    ids = np.concatenate([rng.integers(0, 10, 150), *[np.full(300, 20 + i) for i in range(crowded)]])
+    d = Data(pts, rng.random(len(pts)).astype(np.float32), ids, {})
+    base = f"memory://level-update-narrow-{crowded}-{os.getpid()}"
+    ds = _pyramid(base, d)
+    store = ds._store
+    key = "0/links/+1/0.0.0/zarr.json"
+    assert json.loads(store.backend.get_many([key])[0])["attributes"]["dtype"] == "uint16"
+    fp: list[Footprint] = []
+    delete_points(store, [20], footprint=fp)
+    update_levels(store, fp[0])
+    want = "uint16" if crowded == 2 else "uint8"
+    assert json.loads(store.backend.get_many([key])[0])["attributes"]["dtype"] == want
+    keep = ids != 20
+    _compare_with_one_shot(base, ds, Data(d.pts[keep], d.w[keep], ids[keep], {}))

@@ -182,10 +182,10 @@ def _update_level(
     hit = np.stack(np.unravel_index(changed, shape), axis=1).reshape(-1, grid.ndim) + src.grid.origin
     region = np.unique(_lin(cross_level_anchor(hit, level_ratio(src), plan.chunk_scale) - grid.origin, grid))
     only = np.flatnonzero(np.isin(anchor, region))
-    _, rows = rows_per_chunk(src)
+    _, rows = rows_per_chunk(src, chunks=src_chunks[only])
     (name, clevel), checksums = codecs
     builder = StoreBuilder(overlay, name, clevel, checksums=checksums, shards=None)
-    xl = _links_writer(builder, overlay, settings["cross_level"], src, plan, anchor, rows)
+    xl = _links_writer(builder, overlay, settings["cross_level"], src, plan, anchor, only, rows)
     # What the untouched cells contribute, read before the region's old cells are deleted.
     old_cells = old.vertices.nonempty
     inside = np.isin(_lin(old_cells - grid.origin, grid), region)
@@ -200,7 +200,7 @@ def _update_level(
         reductions=settings["reductions"],
         keep=None,
         xlinks=xl,
-        src_rows=rows[only],
+        src_rows=rows,
         strategy=settings["point_strategy"],
         only=only,
         manifests=False,
@@ -251,22 +251,34 @@ def _links_writer(
     src: Level,
     plan: LevelPlan,
     anchor: np.ndarray,
+    only: np.ndarray,
     rows: np.ndarray,
 ) -> CrossLevelWriter | None:
-    """The cross-level writer a full build uses for this level pair (its dtype sized on every
-    source cell's rows); _NotRegional when that dtype is not the stored links' one."""
+    """The cross-level writer a full build uses for this level pair; _NotRegional when the
+    edit changes the links' dtype.
+
+    A build sizes the dtype on every source cell's rows and every coarse cell's sum of them
+    (:func:`_link_bound`). The region's sums (``rows`` of the source cells ``only``) settle it
+    without reading the other cells when they need the stored dtype (the others' sums are at
+    most the old bound, which it holds) or a wider one; when they fit a narrower one, every
+    source cell's rows are read to find out whether the level still needs the stored dtype."""
     if cross_level == "none":
         return None
-    bound = int(np.bincount(anchor, weights=rows).max()) if len(rows) else 1
-    dtype = link_dtype(max(int(rows.max(initial=1)), bound))
     family = f"{src.index}/links/+{plan.index - src.index}"
+    stored: set[np.dtype] = set()
     for seg in overlay.list_dir(family):
         doc = read_doc(overlay, f"{family}/{seg}/zarr.json")
-        stored = None if doc is None else (doc.get("attributes") or {}).get("dtype")
-        if stored is not None and np.dtype(stored) != dtype:
-            raise _NotRegional(
-                f"the edit changes the cross-level link dtype of level {src.index} ({stored} -> {dtype})"
-            )
+        name = None if doc is None else (doc.get("attributes") or {}).get("dtype")
+        if name is not None:
+            stored.add(np.dtype(name))
+    dtype = link_dtype(_link_bound(anchor[only], rows))
+    if len(stored) != 1 or dtype.itemsize < next(iter(stored)).itemsize:
+        dtype = link_dtype(_link_bound(anchor, rows_per_chunk(src)[1]))
+    if stored and stored != {dtype}:
+        raise _NotRegional(
+            f"the edit changes the cross-level link dtype of level {src.index} "
+            f"({', '.join(sorted(map(str, stored)))} -> {dtype})"
+        )
     return CrossLevelWriter(
         builder,
         fine=src.index,
@@ -278,6 +290,13 @@ def _links_writer(
         dtype=dtype,
         explicit=cross_level == "explicit",
     )
+
+
+def _link_bound(anchor: np.ndarray, rows: np.ndarray) -> int:
+    """The rows a build sizes a level pair's link dtype on: the most rows of one source cell or
+    of one coarse cell's source cells together (``anchor``: each source cell's coarse cell)."""
+    bound = int(np.bincount(anchor, weights=rows).max()) if len(rows) else 1
+    return max(int(rows.max(initial=1)), bound)
 
 
 def _kept_fragments(old: Level, region: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
