@@ -19,6 +19,7 @@ from zarr_vectors.engine import append_points
 from zarr_vectors.engine.write.append import Footprint
 from zarr_vectors.engine.write.point_edit import delete_points, replace_points
 from zarr_vectors.errors import InputError
+from zarr_vectors.pyramid.sparsity import Sparsity
 from zarr_vectors.pyramid.update import full_rebuild_reason, update_levels
 from zarr_vectors.storage import GENERATION_KEY
 
@@ -139,7 +140,14 @@ CASES = {
     "objects-explicit-sum": (True, {"cross_level": "explicit", "reductions": {"w": "sum"}}, None, True),
     "objects-no-links": (True, {"cross_level": "none", "chunk_scale": [1, 2]}, None, True),
     "objects-sharded": (True, {}, "auto", False),
-    "objects-sparsity": (True, {"object_sparsity": 0.5}, None, False),
+    "objects-sparsity": (True, {"object_sparsity": 0.5}, None, True),
+    "objects-sparsity-size": (True, {"object_sparsity": Sparsity(0.6, by="size")}, None, True),
+    "objects-sparsity-attribute": (
+        True,
+        {"object_sparsity": [None, Sparsity(0.5, by="attribute", attribute="size")]},
+        None,
+        True,
+    ),
 }
 
 

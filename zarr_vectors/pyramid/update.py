@@ -16,12 +16,14 @@ Invariant: afterwards every level is, file for file, what ``build_pyramid(...,
 overwrite=True)`` with the same settings writes (but for the root's write generation).
 
 Region-wise recomputation is exact for point clouds (metavertex and subsample: a coarse cell's
-rows depend on its own source rows only). Where it cannot be, the levels are rebuilt whole
-with the stored settings instead (:func:`full_rebuild_reason` says why): another geometry,
-sharded levels (``"auto"`` shards are sized on the first cells a build writes), object
-sparsity (the objects kept are chosen over the whole level), renumbered object ids (every
-owner table names them), level-0 links dropped by an edit made without a footprint, or a
-cross-level link dtype that the edit changes (it is sized on the largest cell).
+rows depend on its own source rows only). With object sparsity the objects kept are chosen
+again over the whole level (as a build does), and the cells of every object whose keeping
+changed are recomputed as well. Where region-wise recomputation cannot be exact, the levels
+are rebuilt whole with the stored settings instead (:func:`full_rebuild_reason` says why):
+another geometry, sharded levels (``"auto"`` shards are sized on the first cells a build
+writes), renumbered object ids (every owner table names them), level-0 links dropped by an
+edit made without a footprint, or a cross-level link dtype that the edit changes (it is
+sized on the fullest cell).
 """
 
 from __future__ import annotations
@@ -44,9 +46,10 @@ from zarr_vectors.format.kinds import POINT_CLOUD
 from zarr_vectors.format.links import cross_level_anchor
 from zarr_vectors.format.shards import parse_sharding
 from zarr_vectors.pyramid._store import checksums_of, compression_of, copy_tables, read_doc, rows_per_chunk
-from zarr_vectors.pyramid.build import build_pyramid, stored_settings
+from zarr_vectors.pyramid.build import _keep_points, _object_sizes, build_pyramid, stored_settings
 from zarr_vectors.pyramid.plan import LevelPlan
 from zarr_vectors.pyramid.points import coarsen_points, level_ratio
+from zarr_vectors.pyramid.sparsity import Sparsity
 from zarr_vectors.pyramid.xlevel import CrossLevelWriter, link_dtype
 from zarr_vectors.storage import GENERATION_KEY, Backend, placeholder_root, rebuild_session, writing
 
@@ -117,8 +120,6 @@ def full_rebuild_reason(
         return f"region-wise updates are for point clouds; this store holds {list(store.root.geometry_types)}"
     if parse_sharding(level0.vertices.path, level0.vertices.doc) is not None:
         return "sharded levels: 'auto' shards are sized on the first cells a build writes"
-    if any(s is not None for s in settings["object_sparsity"]):
-        return "object sparsity chooses the objects kept over the whole level"
     if footprint.renumbered:
         return "the edit renumbered object ids, which every coarse owner table names"
     if settings["cross_level"] != "none" and "links" not in level0.meta.arrays_present:
@@ -178,9 +179,17 @@ def _update_level(
     plan = LevelPlan(k, k - 1, np.ones(grid.ndim), grid.bin_shape, level_ratio(old), grid)
     src_chunks = src.vertices.nonempty
     anchor = _lin(cross_level_anchor(src_chunks, level_ratio(src), plan.chunk_scale) - grid.origin, grid)
+    keep, records, ratio, flipped = _sparsity(store, src, old, settings["object_sparsity"][k - 1])
+    if len(flipped):  # the cells of objects kept now and not before, or the other way round
+        changed = np.union1d(
+            changed, src.fragment_owners.cell[np.isin(src.fragment_owners.object_id, flipped)]
+        )
     shape = tuple(int(s) for s in src.grid.shape)
     hit = np.stack(np.unravel_index(changed, shape), axis=1).reshape(-1, grid.ndim) + src.grid.origin
     region = np.unique(_lin(cross_level_anchor(hit, level_ratio(src), plan.chunk_scale) - grid.origin, grid))
+    if len(flipped):
+        owners = old.fragment_owners
+        region = np.union1d(region, owners.cell[np.isin(owners.object_id, flipped)])
     only = np.flatnonzero(np.isin(anchor, region))
     _, rows = rows_per_chunk(src, chunks=src_chunks[only])
     (name, clevel), checksums = codecs
@@ -198,7 +207,7 @@ def _update_level(
         plan,
         builder,
         reductions=settings["reductions"],
-        keep=None,
+        keep=keep,
         xlinks=xl,
         src_rows=rows,
         strategy=settings["point_strategy"],
@@ -208,7 +217,7 @@ def _update_level(
     if xl is not None:
         xl.close()
     _merge_listings(overlay, builder, old_docs, region, src, plan)
-    _link_counts(overlay, builder, k, src.meta.vertex_count)
+    _link_counts(overlay, builder, k, records)
     present = [p for p in old.meta.arrays_present if p not in _TABLES and p != "links"]
     if objects:
         assert coarse.fragments is not None and kept is not None
@@ -231,6 +240,7 @@ def _update_level(
     meta = replace(
         old.meta,
         vertex_count=count,
+        object_sparsity=ratio,
         arrays_present=tuple(present),
         inherited_num_objects=src.num_objects if objects else None,
         extra=extra,
@@ -242,6 +252,21 @@ def _update_level(
     builder.commit(root_attrs)
     store.replace_root(store.root, k - 1, k)
     return region
+
+
+def _sparsity(
+    store: VectorStore, src: Level, old: Level, spec: Sparsity | None
+) -> tuple[np.ndarray | None, int, float, np.ndarray]:
+    """The objects level k keeps now (None: all), its link records per direction (the rows of
+    those objects at level k-1), its ``object_sparsity`` and the objects whose keeping changed
+    (kept now and not before, or before and not now: their cells are recomputed too)."""
+    if spec is None:
+        return None, src.meta.vertex_count, old.meta.object_sparsity, np.zeros(0, np.int64)
+    keep, n_present, n_kept = _keep_points(store, src, spec)
+    assert keep is not None
+    flipped = np.setxor1d(keep, np.unique(old.fragment_owners.object_id))
+    records = int(_object_sizes(src, keep).sum())
+    return keep, records, (n_kept / n_present) if n_present else 1.0, flipped
 
 
 def _links_writer(
