@@ -218,7 +218,6 @@ def _update_level(
         xl.close()
     _merge_listings(overlay, builder, old_docs, region, src, plan)
     _link_counts(overlay, builder, k, records)
-    present = [p for p in old.meta.arrays_present if p not in _TABLES and p != "links"]
     if objects:
         assert coarse.fragments is not None and kept is not None
         obj, chunks, local = (np.concatenate([a, b]) for a, b in zip(kept, coarse.fragments))
@@ -232,26 +231,35 @@ def _update_level(
             groups=[],
             group_attributes=[],
         )
-    present += copy_tables(overlay, src, k)
+    count = old.meta.vertex_count - int(old_rows.sum()) + coarse.vertex_count
+    _level_doc(overlay, builder, src, old, count, ratio)
+    builder.commit(root_attrs)
+    store.replace_root(store.root, k - 1, k)
+    return region
+
+
+def _level_doc(
+    overlay: Backend, builder: StoreBuilder, src: Level, old: Level, count: int, ratio: float
+) -> None:
+    """Level k's group: its object tables copied again from level k-1, and its metadata with
+    the new counts (``count`` vertices, sparsity ``ratio``), no longer stale."""
+    present = [p for p in old.meta.arrays_present if p not in _TABLES and p != "links"]
+    present += copy_tables(overlay, src, old.index)
     if "links" in old.meta.arrays_present:
         present.append("links")
-    count = old.meta.vertex_count - int(old_rows.sum()) + coarse.vertex_count
-    extra = {key: v for key, v in old.meta.extra.items() if key != STALE_KEY}
+    objects = src.manifests is not None
     meta = replace(
         old.meta,
         vertex_count=count,
         object_sparsity=ratio,
         arrays_present=tuple(present),
         inherited_num_objects=src.num_objects if objects else None,
-        extra=extra,
+        extra={key: v for key, v in old.meta.extra.items() if key != STALE_KEY},
     )
-    level_doc = read_doc(overlay, f"{k}/zarr.json")
-    assert level_doc is not None
-    level_doc.setdefault("attributes", {})["zarr_vectors_level"] = meta.to_json()
-    builder.groups[str(k)] = level_doc
-    builder.commit(root_attrs)
-    store.replace_root(store.root, k - 1, k)
-    return region
+    doc = read_doc(overlay, f"{old.index}/zarr.json")
+    assert doc is not None
+    doc.setdefault("attributes", {})["zarr_vectors_level"] = meta.to_json()
+    builder.groups[str(old.index)] = doc
 
 
 def _sparsity(
