@@ -27,7 +27,7 @@ from zarr_vectors.engine.read.points import box_batches
 from zarr_vectors.engine.read.where import parse_where
 from zarr_vectors.engine.store import VectorStore, table_values
 from zarr_vectors.engine.write import inputs
-from zarr_vectors.engine.write.append import append_points
+from zarr_vectors.engine.write.append import STALE_KEY, Footprint, append_points
 from zarr_vectors.engine.write.autochunk import (
     AUTO_VERTICES_PER_CHUNK,
     VERTICES_PER_CHUNK_RANGE,
@@ -62,7 +62,7 @@ from zarr_vectors.engine.write.point_edit import delete_points, replace_points
 from zarr_vectors.engine.write.reshard import reshard
 from zarr_vectors.engine.write.spill import cell_groups, stable_order
 from zarr_vectors.engine.write.stream import DEFAULT_MEMORY_LIMIT, PointStream, check_inside, finish_level
-from zarr_vectors.engine.write.tables import build_manifests, write_object_tables
+from zarr_vectors.engine.write.tables import build_manifests, manifests_of, write_object_tables
 
 __all__ = [
     "delete_points",
@@ -114,6 +114,9 @@ __all__ = [
     "box_batches",
     "box_edges",
     "build_manifests",
+    "manifests_of",
+    "STALE_KEY",
+    "Footprint",
     "cell_groups",
     "cell_indices",
     "check_inside",

@@ -104,6 +104,7 @@ LIBRARY_LEVEL_KEYS = frozenset(
         "object_sparsity_attribute",
         "object_sparsity_largest",
         "stale",  # set on coarser levels once level 0 changed under them (an append)
+        "pyramid_build",  # the settings a level was built with (factor, strategy, reductions, ...)
     }
 )
 #: Keys a level block must not hold: bin shapes live in the root multiscales, bounds in the root.

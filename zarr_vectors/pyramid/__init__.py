@@ -15,16 +15,21 @@ from zarr_vectors.pyramid.estimate import estimate_counts, existing_factors, lev
 from zarr_vectors.pyramid.plan import LevelPlan, plan_levels
 from zarr_vectors.pyramid.reduce import REDUCTIONS
 from zarr_vectors.pyramid.sparsity import STRATEGIES, Sparsity
+from zarr_vectors.pyramid.update import Footprint, combine_footprints, full_rebuild_reason, update_levels
 
 __all__ = [
     "CROSS_LEVEL",
+    "Footprint",
     "REDUCTIONS",
     "STRATEGIES",
     "LevelPlan",
     "Sparsity",
     "build_pyramid",
+    "combine_footprints",
     "estimate_counts",
     "existing_factors",
+    "full_rebuild_reason",
     "level_for",
     "plan_levels",
+    "update_levels",
 ]

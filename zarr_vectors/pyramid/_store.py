@@ -92,13 +92,16 @@ def copy_tables(backend: Backend, src: Level, dst_index: int) -> list[str]:
     return sorted(present, key=("object_attributes", "groups", "group_attributes").index)
 
 
-def rows_per_chunk(level: Level, batch: int = 4096) -> tuple[np.ndarray, np.ndarray]:
-    """Vertex rows of every listed chunk, from the fragment indices alone (no vertex data).
+def rows_per_chunk(
+    level: Level, batch: int = 4096, chunks: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Vertex rows of every listed chunk (or of ``chunks`` (K, D), listed ones), from the
+    fragment indices alone (no vertex data).
 
     Returns ``(chunks (K, D), rows (K,))``. A level without ``vertex_fragments`` gets the
     level's total vertex count for every chunk (an upper bound).
     """
-    chunks = level.vertices.nonempty
+    chunks = level.vertices.nonempty if chunks is None else chunks
     if level.fragments is None:
         return chunks, np.full(len(chunks), max(level.meta.vertex_count, 1), np.int64)
     out = np.zeros(len(chunks), np.int64)

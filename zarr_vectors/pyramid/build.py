@@ -50,9 +50,94 @@ from zarr_vectors.storage import (
     writing,
 )
 
-__all__ = ["CROSS_LEVEL", "build_pyramid"]
+__all__ = [
+    "BUILD_KEY",
+    "CROSS_LEVEL",
+    "build_pyramid",
+    "keep_points",
+    "object_sizes",
+    "settings_records",
+    "stored_settings",
+]
 
 CROSS_LEVEL = ("none", "implicit", "explicit")
+#: ``zarr_vectors_level`` key of a coarse level recording the settings it was built with, so
+#: that an update (or a rebuild) after an edit reproduces the same level.
+BUILD_KEY = "pyramid_build"
+
+
+def settings_records(
+    plans: Sequence[LevelPlan],
+    sparsity: Sequence[Sparsity | None],
+    first_scale: np.ndarray,
+    strategy: str,
+    reductions: Mapping[str, str] | None,
+    cross_level: str,
+    tolerance: float | None,
+    face_fraction: float | None,
+) -> list[dict[str, Any]]:
+    """One JSON record per planned level: its factor and chunk-scale step, and the pyramid's
+    settings (the resolved point strategy, the reductions as given, cross-level links,
+    the level's object sparsity, tolerance and face fraction). Floats round-trip exactly."""
+    out = []
+    previous = np.asarray(first_scale, np.int64)
+    for plan, spec in zip(plans, sparsity):
+        out.append(
+            {
+                "factor": [float(f) for f in plan.factor],
+                "chunk_step": [int(s) for s in plan.chunk_scale // previous],
+                "point_strategy": strategy,
+                "reductions": dict(reductions) if reductions else None,
+                "cross_level": cross_level,
+                "object_sparsity": None
+                if spec is None
+                else {
+                    "keep": float(spec.keep),
+                    "by": spec.by,
+                    "attribute": spec.attribute,
+                    "seed": int(spec.seed),
+                    "largest": bool(spec.largest),
+                },
+                "tolerance": None if tolerance is None else float(tolerance),
+                "face_fraction": None if face_fraction is None else float(face_fraction),
+            }
+        )
+        previous = plan.chunk_scale
+    return out
+
+
+def stored_settings(ds: VectorStore) -> dict[str, Any]:
+    """The :func:`build_pyramid` keyword arguments that rebuild ``ds``'s coarse levels exactly
+    as they were built (``factors`` included), from the records the levels hold.
+
+    Raises InputError when the store has no coarse level or a level lacks its record (a
+    pyramid built before the settings were recorded, or by another writer)."""
+    levels = [k for k in ds.levels if k != 0]
+    if not levels:
+        raise InputError(f"{ds.description} has no coarse levels: there is no pyramid to update")
+    records = []
+    for k in levels:
+        raw = ds.backend.get_many([f"{k}/zarr.json"])[0]
+        block = (json.loads(raw).get("attributes") or {}).get("zarr_vectors_level") if raw else None
+        record = block.get(BUILD_KEY) if isinstance(block, dict) else None
+        if not isinstance(record, dict):
+            raise InputError(
+                f"level {k} of {ds.description} does not record the settings it was built with; "
+                "rebuild the pyramid once with build_pyramid(..., overwrite=True)"
+            )
+        records.append(record)
+    first = records[0]
+    spars = [r.get("object_sparsity") for r in records]
+    return {
+        "factors": [r["factor"] for r in records],
+        "chunk_scale": [r["chunk_step"] for r in records],
+        "reductions": first.get("reductions"),
+        "cross_level": first["cross_level"],
+        "object_sparsity": [None if s is None else Sparsity(**s) for s in spars],
+        "tolerance": first.get("tolerance"),
+        "face_fraction": first.get("face_fraction"),
+        "point_strategy": first["point_strategy"],
+    }
 
 
 def _kind(ds: VectorStore) -> str:
@@ -66,7 +151,7 @@ def _kind(ds: VectorStore) -> str:
     return family
 
 
-def _object_sizes(level: Level, ids: np.ndarray) -> np.ndarray:
+def object_sizes(level: Level, ids: np.ndarray) -> np.ndarray:
     """Vertex count of each object ``ids`` (sorted), from fragment indices and owners only."""
     counts = np.zeros(level.num_objects, np.int64)
     chunks = level.vertices.nonempty
@@ -95,7 +180,7 @@ def _object_sizes(level: Level, ids: np.ndarray) -> np.ndarray:
     return counts[ids]
 
 
-def _keep_points(ds: VectorStore, src: Level, spec: Sparsity | None) -> tuple[np.ndarray | None, int, int]:
+def keep_points(ds: VectorStore, src: Level, spec: Sparsity | None) -> tuple[np.ndarray | None, int, int]:
     """Kept object ids (None: all), and how many objects were present / kept."""
     if spec is None:
         return None, 0, 0
@@ -104,7 +189,7 @@ def _keep_points(ds: VectorStore, src: Level, spec: Sparsity | None) -> tuple[np
     present = np.unique(src.fragment_owners.object_id)
     scores = None
     if spec.by == "size":
-        scores = _object_sizes(src, present)
+        scores = object_sizes(src, present)
     elif spec.by == "attribute":
         scores = attribute_scores(src, spec, present)
     elif spec.by == "length":
@@ -195,6 +280,9 @@ def build_pyramid(
         chunk_scale=chunk_scale,
     )
     sparsity = sparsity_per_level(object_sparsity, len(plans))
+    records = settings_records(
+        plans, sparsity, level_ratio(level0), strategy, reductions, cross_level, tolerance, face_fraction
+    )
     hidden, first = _replaced(ds)  # only once the new plan is known to be valid
     try:
         with rebuild_session(ds.backend, hidden=hidden, first=first, wait=ds.wait) as overlay:
@@ -213,6 +301,7 @@ def build_pyramid(
                     face_fraction,
                     progress,
                     strategy,
+                    records,
                 )
     finally:
         ds.replace_root(ds.root)
@@ -230,11 +319,13 @@ def _build_levels(
     face_fraction: float | None,
     progress: bool,
     strategy: str = "metavertex",
+    records: list[dict[str, Any]] | None = None,
 ) -> None:
-    """Coarsen level by level into ``ds``'s (staging) backend."""
+    """Coarsen level by level into ``ds``'s (staging) backend; ``records`` (one per plan) are
+    the settings each level records (:func:`settings_records`)."""
     compression, clevel = compression_of(ds.level(0))
     src_rows: np.ndarray | None = None
-    for plan, spec in zip(plans, sparsity):
+    for i, (plan, spec) in enumerate(zip(plans, sparsity)):
         src = ds.level(plan.parent)
         if src_rows is None:  # bounds the rows of every streamed batch, links or not
             src_rows = rows_per_chunk(src)[1]
@@ -260,6 +351,8 @@ def _build_levels(
             progress,
             strategy,
         )
+        if records is not None:
+            coarse.extra[BUILD_KEY] = records[i]
         _finalise(ds, builder, src, plan, coarse, xl, kind, cross_level)
         src_rows = coarse.rows
 
@@ -336,7 +429,7 @@ def _coarsen(
 ) -> tuple[CoarseLevel, CrossLevelWriter | None]:
     make = _xlinks_factory(builder, src, plan, cross_level)
     if kind == "points":
-        keep, n_present, n_kept = _keep_points(ds, src, spec)
+        keep, n_present, n_kept = keep_points(ds, src, spec)
         xl = None
         if src_rows is not None:
             anchors = (

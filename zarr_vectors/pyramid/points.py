@@ -65,6 +65,9 @@ class CoarseLevel:
     rows: np.ndarray  # (K,) vertex rows of each
     arrays_present: list[str]
     extra: dict[str, Any] = field(default_factory=dict)
+    #: With objects and ``manifests=False``: every coarse fragment's ``(object, absolute chunk
+    #: (F, D), fragment number in its cell)``, for the caller to build the object index.
+    fragments: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 def level_ratio(level: Level) -> np.ndarray:
@@ -182,8 +185,16 @@ def coarsen_points(
     src_rows: np.ndarray | None,
     progress: Any = None,
     strategy: str = "metavertex",
+    only: np.ndarray | None = None,
+    manifests: bool = True,
 ) -> CoarseLevel:
     """Write coarse level ``plan.index`` of a point cloud from level ``src``.
+
+    ``only`` (indices into ``src.vertices.nonempty``, every source cell of each coarse cell
+    it reaches) limits the build to those source cells, for an update; each coarse cell is
+    written exactly as a whole build writes it, since a coarse cell depends on its own
+    source cells only. ``manifests=False`` leaves the object index to the caller
+    (:attr:`CoarseLevel.fragments`).
 
     ``keep`` (sorted object ids) limits the objects carried over; ``src_rows`` are the
     source chunks' row counts (in ``nonempty_chunks`` order) when known, for batching.
@@ -200,7 +211,7 @@ def coarsen_points(
         raise ZarrVectorsError("the subsample strategy is for point clouds without objects; use metavertex")
     fraction = 1.0 / float(np.prod(plan.grid.bin_shape / src.grid.bin_shape))
     grid = plan.grid
-    src_chunks = src.vertices.nonempty
+    src_chunks = src.vertices.nonempty if only is None else src.vertices.nonempty[only]
     dst_of = cross_level_anchor(src_chunks, level_ratio(src), plan.chunk_scale)
     shape = tuple(int(s) for s in grid.shape)
     dst_lin = (
@@ -270,9 +281,18 @@ def coarsen_points(
             progress.update(len(idx))
     present = streams.close()
     all_chunks = np.concatenate(out_chunks) if out_chunks else np.zeros((0, grid.ndim), np.int64)
-    if objects:
+    fragments = None
+    if objects and manifests:
         present += _write_manifests(
             streams.builder, grid, src.num_objects, all_chunks - grid.origin, frag_tables
+        )
+    elif objects:
+        z = np.zeros(0, np.int64)
+        cell = np.concatenate([t[0] for t in frag_tables]) if frag_tables else z
+        fragments = (
+            np.concatenate([t[2] for t in frag_tables]) if frag_tables else z,
+            all_chunks[cell].reshape(-1, grid.ndim),
+            np.concatenate([t[1] for t in frag_tables]) if frag_tables else z,
         )
     extra: dict[str, Any] = {"attribute_reductions": how} if how else {}
     if subsample:
@@ -283,6 +303,7 @@ def coarsen_points(
         np.concatenate(out_rows) if out_rows else np.zeros(0, np.int64),
         present,
         extra,
+        fragments,
     )
 
 

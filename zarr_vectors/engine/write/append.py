@@ -45,6 +45,7 @@ from zarr_vectors.storage import check_workers, placeholder_root, rebuild_sessio
 
 __all__ = [
     "STALE_KEY",
+    "Footprint",
     "IdPlan",
     "Level0Edit",
     "append_points",
@@ -181,8 +182,13 @@ def append_points(
     extend: bool = False,
     workers: int | None = None,
     progress: bool | None = None,
+    footprint: list[Footprint] | None = None,
 ) -> RootMeta:
-    """Add points to level 0 of a point cloud opened with ``mode="r+"``; return the new root."""
+    """Add points to level 0 of a point cloud opened with ``mode="r+"``; return the new root.
+
+    ``footprint``: a list that receives the edit's :class:`Footprint`, for
+    :func:`zarr_vectors.pyramid.update.update_levels` (then level 0's cross-level links are
+    kept, to be brought up to date with the levels)."""
     store.require_writable()
     root = store.root
     if tuple(root.geometry_types) != (POINT_CLOUD,):
@@ -213,7 +219,7 @@ def append_points(
     spill.finish()
     touched, counts = spill.cells()
     edit = Level0Edit(touched, counts, np.zeros((0, grid.ndim), np.int64), n)
-    return rewrite_level0(store, level, plan, spill, edit, object_attributes, workers, progress)
+    return rewrite_level0(store, level, plan, spill, edit, object_attributes, workers, progress, footprint)
 
 
 def new_rows(
@@ -240,6 +246,19 @@ def new_rows(
     return pos, [s.conform(given[s.name], n) for s in specs]
 
 
+@dataclass(frozen=True, eq=False)
+class Footprint:
+    """What an edit of level 0 touched, for bringing the coarser levels up to date: ``cells``
+    (K, D) the absolute chunks of level 0 rewritten or emptied (ascending linear order),
+    ``objects`` the object OIDs (after the edit) given rows, ``dropped`` the old OIDs that
+    stopped being objects, and whether the surviving objects' OIDs were ``renumbered``."""
+
+    cells: np.ndarray
+    objects: np.ndarray
+    dropped: np.ndarray
+    renumbered: bool
+
+
 @dataclass(frozen=True)
 class Level0Edit:
     """What an edit of level 0 rewrites: the touched cells (linear, ascending; every cell whose
@@ -261,9 +280,14 @@ def rewrite_level0(
     object_attributes: Mapping[str, Mapping[Any, Any]] | None,
     workers: int,
     progress: bool | None,
+    footprint: list[Footprint] | None = None,
 ) -> RootMeta:
     """Re-encode the touched cells (old rows kept by ``plan``, joined with the spilled new rows),
-    drop the emptied ones, rewrite the object tables and commit; return the new root."""
+    drop the emptied ones, rewrite the object tables and commit; return the new root.
+
+    With ``footprint`` (a list), level 0's cross-level links are kept (they go stale with the
+    coarser levels, until :func:`~zarr_vectors.pyramid.update.update_levels` rewrites them) and
+    the edit's :class:`Footprint` is appended to the list once the edit is committed."""
     grid = level.grid
     shards = shards_of(store, level)
     vdtype = level.vertices.dtype.newbyteorder("<")
@@ -274,7 +298,7 @@ def rewrite_level0(
     arrays = _cell_arrays(level)
     encode = _Joiner(_Cells(level, specs, objects), spill, plan, cells, edit.touched)
     groups = _groups(edit.touched, edit.new_counts, level, GROUP_ROWS)
-    hidden = _hidden_tables(level, plan)
+    hidden = _hidden_tables(level, plan, keep_links=footprint is not None)
     if level.fragment_object_ids is not None and not cells.owners:
         hidden += ("0/fragment_attributes/",)  # one object left: a one-shot write has no owner table
     gone = set(_emptied_keys(arrays, edit.emptied, shards))
@@ -300,7 +324,7 @@ def rewrite_level0(
         )
         new_cells = np.concatenate(occupied) if occupied else np.zeros((0, grid.ndim), np.int64)
         _register(builder, level, cells, new_cells, vdtype, edit.emptied)
-        present = set(level.meta.arrays_present) - {"links"}
+        present = set(level.meta.arrays_present) - ({"links"} if footprint is None else set())
         if plan is not None:
             present -= {"object_index", "object_attributes", *(["groups"] if plan.regroup else [])}
             present |= _finish_objects(builder, level, plan, edit.touched, fragments, object_attributes)
@@ -311,7 +335,21 @@ def rewrite_level0(
         count = level.meta.vertex_count + edit.new_rows - sum(encode.dropped)
         new_root = _finish_levels(builder, store, level, count, present)
     store.replace_root(new_root)
+    if footprint is not None:
+        footprint.append(_footprint(level, plan, edit))
     return new_root
+
+
+def _footprint(level: Level, plan: IdPlan | None, edit: Level0Edit) -> Footprint:
+    grid = level.grid
+    shape = tuple(int(v) for v in grid.shape)
+    lin = np.union1d(edit.touched, linear_cells(edit.emptied, grid))
+    cells = np.stack(np.unravel_index(lin, shape), axis=1).reshape(-1, grid.ndim) + grid.origin
+    z = np.zeros(0, np.int64)
+    if plan is None:
+        return Footprint(cells, z, z, False)
+    dropped = np.flatnonzero(plan.old_to_new < 0) if plan.drop_rows is not None else z
+    return Footprint(cells, np.unique(plan.new_oids), dropped, plan.renumbered)
 
 
 def _without(cells: np.ndarray, emptied: np.ndarray, grid: Any) -> np.ndarray:
@@ -380,10 +418,11 @@ def _groups(cells: np.ndarray, new: np.ndarray, level: Level, max_rows: int) -> 
     return out
 
 
-def _hidden_tables(level: Level, plan: IdPlan | None) -> tuple[str, ...]:
+def _hidden_tables(level: Level, plan: IdPlan | None, keep_links: bool = False) -> tuple[str, ...]:
     """Key prefixes an append replaces whole: the object tables, and level 0's links to level 1
-    (they name rows of the cells being rewritten; the pyramid rebuild writes them anew)."""
-    out = ["0/links/"]
+    (they name rows of the cells being rewritten; the pyramid rebuild writes them anew), unless
+    ``keep_links`` (a level update follows and rewrites those of the cells it recomputes)."""
+    out = [] if keep_links else ["0/links/"]
     if plan is None:
         return tuple(out)
     out += ["0/object_index/", "0/object_attributes/"]

@@ -26,6 +26,7 @@ from zarr_vectors.engine.level import Level
 from zarr_vectors.engine.store import VectorStore
 from zarr_vectors.engine.write import inputs as _inputs
 from zarr_vectors.engine.write.append import (
+    Footprint,
     IdPlan,
     Level0Edit,
     linear_cells,
@@ -46,24 +47,38 @@ __all__ = ["delete_points", "replace_points"]
 
 @writing
 def delete_points(
-    store: VectorStore, ids: Any, *, workers: int | None = None, progress: bool | None = None
+    store: VectorStore,
+    ids: Any,
+    *,
+    workers: int | None = None,
+    progress: bool | None = None,
+    footprint: list[Footprint] | None = None,
 ) -> RootMeta:
     """Remove the objects ``ids`` (every point, manifest, object attribute row and group
     membership) from level 0 of a point cloud opened with ``mode="r+"``; return the new root.
 
     Raises InputError for an id the store does not hold (naming the first) or a store
-    without objects; no id at all changes nothing.
+    without objects; no id at all changes nothing (an empty :class:`Footprint` then goes to
+    ``footprint``, as for every edit: see :func:`~.append.append_points`).
     """
     level = _object_level(store, "delete")
     workers = check_workers(workers)
     gone = _held(level, ids, "delete")
     if not len(gone):
-        return store.root
+        return _nothing(store, footprint)
     plan = _EditPlan(level, gone, gone, None)
     spill = CellSpill(None)
     spill.finish()
     edit = _touched(store, level, plan, spill, 0)
-    return rewrite_level0(store, level, plan, spill, edit, None, workers, progress)
+    return rewrite_level0(store, level, plan, spill, edit, None, workers, progress, footprint)
+
+
+def _nothing(store: VectorStore, footprint: list[Footprint] | None) -> RootMeta:
+    """An edit that changes nothing: the root as it is, an empty footprint."""
+    if footprint is not None:
+        z = np.zeros(0, np.int64)
+        footprint.append(Footprint(np.zeros((0, store.level(0).grid.ndim), np.int64), z, z, False))
+    return store.root
 
 
 @writing
@@ -77,6 +92,7 @@ def replace_points(
     object_attributes: Mapping[str, Mapping[Any, Any]] | None = None,
     workers: int | None = None,
     progress: bool | None = None,
+    footprint: list[Footprint] | None = None,
 ) -> RootMeta:
     """Give the objects ``ids`` of a point cloud opened with ``mode="r+"`` new points, in one
     commit; return the new root.
@@ -85,7 +101,8 @@ def replace_points(
     inside its bounds); ``object_ids`` names one of ``ids`` per point. The old points of
     every object in ``ids`` go; an object of ``ids`` given no point is deleted. Object
     attribute rows are kept unless ``object_attributes`` (``{name: {id: value}}``, ids among
-    the replaced objects) gives new ones; group memberships are kept.
+    the replaced objects) gives new ones; group memberships are kept. ``footprint``: as for
+    :func:`~.append.append_points`.
     """
     level = _object_level(store, "replace")
     workers = check_workers(workers)
@@ -95,7 +112,7 @@ def replace_points(
     if user is None:
         raise InputError("replace needs object_ids: one per point, each one of the ids being replaced")
     if not len(gone) and not len(pos):
-        return store.root
+        return _nothing(store, footprint)
     oids, found = level.object_id_map.lookup(user)
     inside = found & np.isin(oids, gone)
     if not inside.all():
@@ -112,7 +129,7 @@ def replace_points(
     spill.add(sort_keys(pos, level.grid) // level.grid.n_bins, columns)
     spill.finish()
     edit = _touched(store, level, plan, spill, len(pos))
-    return rewrite_level0(store, level, plan, spill, edit, object_attributes, workers, progress)
+    return rewrite_level0(store, level, plan, spill, edit, object_attributes, workers, progress, footprint)
 
 
 def _object_level(store: VectorStore, verb: str) -> Level:
