@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from zarr_vectors.engine import append_points
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.kinds import family_of
-from zarr_vectors.pyramid import build_pyramid, existing_factors, level_for
+from zarr_vectors.pyramid import build_pyramid, existing_factors, level_for, stored_settings, update_levels
 
 if TYPE_CHECKING:
     from zarr_vectors.engine import VectorStore
@@ -122,7 +122,7 @@ class LevelUpdates:
         object_ids: Any = None,
         object_attributes: dict[str, dict[Any, Any]] | None = None,
         extend: bool = False,
-        pyramid: bool = False,
+        pyramid: bool | str = False,
         workers: int | None = None,
         progress: bool | None = None,
         **keywords: Any,
@@ -132,8 +132,8 @@ class LevelUpdates:
         Only the cells the new points fall in and the object tables are rewritten. The store's
         bounds must contain the points, and the batch must give the store's vertex attributes
         (and object ids when the store has objects). Coarser levels are marked stale (reads of
-        them warn, :meth:`level_for` skips them) until the pyramid is rebuilt; ``pyramid=True``
-        rebuilds it at once with the same factors. A local store changes in one exchange; an
+        them warn, :meth:`level_for` skips them) unless ``pyramid`` says otherwise. A local
+        store changes in one exchange; an
         interrupted append to another store leaves it readable as incomplete.
 
         Parameters
@@ -145,6 +145,12 @@ class LevelUpdates:
         extend
             Allow ids that are already in the store (their objects gain the points);
             without it such ids are refused.
+        pyramid
+            What becomes of the coarser levels: ``"stale"`` (or False, the default) marks them
+            stale; ``"rebuild"`` (or True) builds them again with the settings they were built
+            with; ``"update"`` recomputes only the coarse cells above the cells the edit
+            touched (point clouds; other kinds, sharded stores and edits that renumber
+            objects get the rebuild), each level then as a rebuild would write it.
 
         Lines, skeletons, graphs and raw meshes take new objects as their writer does
         (``ds.append(positions, parents, object_ids=...)`` for skeletons,
@@ -163,7 +169,7 @@ class LevelUpdates:
         >>> ds.vertex_count()
         5
         """
-        factors = existing_factors(self._store) if pyramid else None
+        mode, footprint = self._pyramid_mode(pyramid)
         if self._linked_edit():
             from zarr_vectors.kinds.linked_edit import append_objects
 
@@ -199,17 +205,18 @@ class LevelUpdates:
                 extend=extend,
                 workers=workers,
                 progress=progress,
+                footprint=footprint,
             )
-        self._rebuild(factors, progress)
+        self._after_edit(mode, footprint, progress)
 
-    def replace(self, ids: Any, *data: Any, pyramid: bool = False, **keywords: Any) -> None:
+    def replace(self, ids: Any, *data: Any, pyramid: bool | str = False, **keywords: Any) -> None:
         """Give existing objects new geometry (opened with ``mode="r+"``); see ``docs/large-data.md``.
 
         ``data`` and ``keywords`` are as for :meth:`append` (point clouds: ``positions`` and
         ``attributes``, ``object_ids``, ``object_attributes``). The objects keep their object
         attribute rows unless ``object_attributes`` gives new ones. Unknown ids raise InputError.
         Only the chunks the old and new geometry touch are rewritten; coarser levels are marked
-        stale (``pyramid=True`` rebuilds them).
+        stale unless ``pyramid`` says otherwise.
 
         Parameters
         ----------
@@ -220,7 +227,7 @@ class LevelUpdates:
             meshes take ``ids`` in order, and a skeleton's or graph's vertices all belong to
             the one object ``ids`` names.
         pyramid
-            Rebuild the coarser levels afterwards with the same factors.
+            ``"stale"``/False, ``"rebuild"``/True or ``"update"``, as for :meth:`append`.
 
         Raises
         ------
@@ -238,7 +245,7 @@ class LevelUpdates:
         >>> ds.objects([2]).positions.tolist()[2]
         [3.0, 3.0, 3.0]
         """
-        factors = existing_factors(self._store) if pyramid else None
+        mode, footprint = self._pyramid_mode(pyramid)
         if self._linked_edit():
             from zarr_vectors.kinds.linked_edit import replace_objects
 
@@ -246,24 +253,29 @@ class LevelUpdates:
         else:
             from zarr_vectors.engine import replace_points
 
-            replace_points(self._store, ids, *data, **keywords)
-        self._rebuild(factors, keywords.get("progress"))
+            replace_points(self._store, ids, *data, footprint=footprint, **keywords)
+        self._after_edit(mode, footprint, keywords.get("progress"))
 
     def delete(
-        self, ids: Any, *, pyramid: bool = False, workers: int | None = None, progress: bool | None = None
+        self,
+        ids: Any,
+        *,
+        pyramid: bool | str = False,
+        workers: int | None = None,
+        progress: bool | None = None,
     ) -> None:
         """Remove objects from level 0 (opened with ``mode="r+"``); see ``docs/large-data.md``.
 
         Their rows leave the chunks that held them (and the link cells pointing there), and
         they leave the object tables and groups; unknown ids raise InputError. Coarser levels
-        are marked stale (``pyramid=True`` rebuilds them).
+        are marked stale unless ``pyramid`` says otherwise.
 
         Parameters
         ----------
         ids
             The objects to remove (user ids the store holds).
         pyramid
-            Rebuild the coarser levels afterwards with the same factors.
+            ``"stale"``/False, ``"rebuild"``/True or ``"update"``, as for :meth:`append`.
         workers, progress
             As for :meth:`append`.
 
@@ -284,7 +296,7 @@ class LevelUpdates:
         >>> ds.object_ids().tolist(), ds.vertex_count()
         ([9], 3)
         """
-        factors = existing_factors(self._store) if pyramid else None
+        mode, footprint = self._pyramid_mode(pyramid)
         if self._linked_edit():
             from zarr_vectors.kinds.linked_edit import delete_objects
 
@@ -292,17 +304,51 @@ class LevelUpdates:
         else:
             from zarr_vectors.engine import delete_points
 
-            delete_points(self._store, ids, workers=workers, progress=progress)
-        self._rebuild(factors, progress)
+            delete_points(self._store, ids, workers=workers, progress=progress, footprint=footprint)
+        self._after_edit(mode, footprint, progress)
 
     def _linked_edit(self) -> bool:
         """Whether edits of this store go to the linked kinds' editor (lines, skeletons, graphs,
         meshes); else to the point cloud's, which refuses other stores."""
         return family_of(self._store.root.geometry_types) in ("lines", "graph", "mesh")
 
-    def _rebuild(self, factors: Any, progress: Any) -> None:
-        if factors:
-            self.build_pyramid(factors[0], chunk_scale=factors[1], overwrite=True, progress=bool(progress))
+    def _pyramid_mode(self, pyramid: bool | str) -> tuple[str, list[Any] | None]:
+        """The edit's ``pyramid=`` as ``"stale"``, ``"rebuild"`` or ``"update"``, and the list a
+        point edit fills with its footprint (only when the levels are to be updated region by
+        region: a point cloud with coarse levels)."""
+        modes = {False: "stale", True: "rebuild", "stale": "stale", "rebuild": "rebuild", "update": "update"}
+        mode = modes.get(pyramid) if isinstance(pyramid, (bool, str)) else None
+        if mode is None:
+            raise InputError(
+                f"pyramid={pyramid!r}: give 'update' (recompute the coarse cells the edit touched), "
+                "'rebuild' or True (rebuild every level), or 'stale' or False (mark the levels stale)"
+            )
+        has_levels = len(self._store.levels) > 1
+        if not has_levels:
+            return "stale", None
+        regional = mode == "update" and not self._linked_edit()
+        return mode, ([] if regional else None)
+
+    def _after_edit(self, mode: str, footprint: list[Any] | None, progress: Any) -> None:
+        """Bring the coarse levels up to date as ``mode`` asks, with the settings they were built
+        with (recorded in each level; levels built before the record get the factors alone)."""
+        if mode == "stale":
+            return
+        if footprint is not None:
+            update_levels(self._store, footprint)
+            return
+        try:
+            settings = stored_settings(self._store)
+        except InputError:
+            factors = existing_factors(self._store)
+            if factors:
+                self.build_pyramid(
+                    factors[0], chunk_scale=factors[1], overwrite=True, progress=bool(progress)
+                )
+            return
+        build_pyramid(
+            self._store, settings.pop("factors"), overwrite=True, progress=bool(progress), **settings
+        )
 
     def stale_levels(self) -> list[int]:
         """Levels above 0 built before points were appended (they lack those points).

@@ -10,7 +10,7 @@ See ``docs/levels.md`` and :meth:`zarr_vectors.Dataset.build_pyramid`.
 
 from __future__ import annotations
 
-from zarr_vectors.pyramid.build import CROSS_LEVEL, build_pyramid
+from zarr_vectors.pyramid.build import CROSS_LEVEL, build_pyramid, stored_settings
 from zarr_vectors.pyramid.estimate import estimate_counts, existing_factors, level_for
 from zarr_vectors.pyramid.plan import LevelPlan, plan_levels
 from zarr_vectors.pyramid.reduce import REDUCTIONS
@@ -31,5 +31,6 @@ __all__ = [
     "full_rebuild_reason",
     "level_for",
     "plan_levels",
+    "stored_settings",
     "update_levels",
 ]
