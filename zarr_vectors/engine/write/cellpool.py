@@ -5,12 +5,15 @@ then every cell through its array's codec pipeline: numpy, the compressors and D
 without the interpreter lock) and hands the finished chunk bytes to
 :class:`EncodedCellStream` in the calling thread, group after group in ascending cell order.
 Each chunk's bytes depend only on its cell, so a store does not depend on the number of
-workers (nor on how the cells were grouped).
+workers (nor on how the cells were grouped). :class:`OverlappedBuilder` writes its batches of
+finished chunks in a thread of its own, so that the files of one batch are written while the
+next is encoded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
@@ -19,7 +22,14 @@ from zarr_vectors.engine.chunks.pipeline import Pipeline
 from zarr_vectors.engine.write.builder import CellStream, StoreBuilder
 from zarr_vectors.format.grid import cell_key, chunk_key
 
-__all__ = ["EncodedCellStream", "KINDS", "cell_pipelines", "encode_payloads", "stream_of"]
+__all__ = [
+    "EncodedCellStream",
+    "KINDS",
+    "OverlappedBuilder",
+    "cell_pipelines",
+    "encode_payloads",
+    "stream_of",
+]
 
 #: The array kinds of :meth:`StoreBuilder.compressors`.
 KINDS = ("data", "links", "fragments")
@@ -75,3 +85,49 @@ def stream_of(
 ) -> EncodedCellStream:
     """An :class:`EncodedCellStream` of ``builder`` at ``path`` (as ``builder.cell_stream``)."""
     return EncodedCellStream(builder, path, grid, attributes, kind, codecs)
+
+
+class OverlappedBuilder(StoreBuilder):
+    """A :class:`StoreBuilder` whose :meth:`flush` hands its batch to a writer thread and
+    returns: at most one batch is being written while the next fills (memory: two batches).
+    A write's error is raised by the next :meth:`flush` or by :meth:`commit`, which writes
+    the last batch and the metadata in the calling thread once every batch is written.
+    :meth:`close` (always, once done) waits for a batch still being written."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._writer: ThreadPoolExecutor | None = None
+        self._writing: Future[None] | None = None
+        self._overlap = True  # False once committing: every write in the calling thread
+
+    def _written(self) -> None:
+        """Wait for the batch being written; raise its error."""
+        if self._writing is not None:
+            writing, self._writing = self._writing, None
+            writing.result()
+
+    def flush(self) -> None:
+        self._written()
+        if not self._overlap:
+            super().flush()
+            return
+        if not self._pending:
+            return
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="zv-flush")
+        batch, self._pending, self._pending_bytes = self._pending, [], 0
+        self._writing = self._writer.submit(self.backend.set_many, batch)
+
+    def commit(self, root_attributes: dict[str, Any]) -> None:
+        self._written()
+        self.close()
+        self._overlap = False
+        super().commit(root_attributes)
+
+    def close(self) -> None:
+        """Wait for a batch still being written (its error is not raised) and end the thread."""
+        if self._writing is not None:
+            wait([self._writing])
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
+            self._writer = None

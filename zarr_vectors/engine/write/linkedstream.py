@@ -41,7 +41,13 @@ from zarr_vectors.engine.ids import DenseIds, as_id_array, dense_ids, table_rows
 from zarr_vectors.engine.write import inputs as _inputs
 from zarr_vectors.engine.write.autochunk import SAMPLE_ROWS, auto_chunk_shape, is_auto
 from zarr_vectors.engine.write.builder import FLUSH_BYTES, MANIFEST_BUCKET, StoreBuilder
-from zarr_vectors.engine.write.cellpool import EncodedCellStream, cell_pipelines, encode_payloads, stream_of
+from zarr_vectors.engine.write.cellpool import (
+    EncodedCellStream,
+    OverlappedBuilder,
+    cell_pipelines,
+    encode_payloads,
+    stream_of,
+)
 from zarr_vectors.engine.write.cells import AttributeSpec
 from zarr_vectors.engine.write.level0 import (
     Layout,
@@ -544,23 +550,26 @@ class LinkedStream:
         with write_session(
             self.target, overwrite=options.overwrite, storage_options=options.storage_options
         ) as backend:
-            builder = StoreBuilder(
+            builder = OverlappedBuilder(
                 backend,
                 options.compression,
                 checksums=options.checksums,
                 shards=self.shards,
                 flush_bytes=min(FLUSH_BYTES, (self.memory_limit or FLUSH_BYTES) // 16),
             )
-            if builder.shards is not None:
-                cell_bytes = self._row_bytes() * self.rows / max(len(linear), 1)
-                builder.size_shards(grid, cell_bytes, contiguous=True)
-            present = self._sweep(builder, ctx, linear, counts, tables)
-            root = root_meta(self.layout, options, self.geometry_type, self.links_convention)
-            level = LevelMeta(
-                level=0, vertex_count=self.rows, arrays_present=tuple(present), fragments_tile=True
-            )
-            builder.group("0", {"zarr_vectors_level": level.to_json()})
-            builder.commit(root.to_attributes())
+            try:
+                if builder.shards is not None:
+                    cell_bytes = self._row_bytes() * self.rows / max(len(linear), 1)
+                    builder.size_shards(grid, cell_bytes, contiguous=True)
+                present = self._sweep(builder, ctx, linear, counts, tables)
+                root = root_meta(self.layout, options, self.geometry_type, self.links_convention)
+                level = LevelMeta(
+                    level=0, vertex_count=self.rows, arrays_present=tuple(present), fragments_tile=True
+                )
+                builder.group("0", {"zarr_vectors_level": level.to_json()})
+                builder.commit(root.to_attributes())
+            finally:
+                builder.close()
 
     def _group_rows(self, total: int) -> int:
         """Rows (or records) per group: ``workers + 1`` groups within half the memory limit, at
