@@ -634,7 +634,7 @@ class LinkedStream:
             for s in streams.values():
                 s.release(hi)
         self._vertices.close()
-        spans = self._links.groups(max_rows)
+        spans = self._links.groups(self._group_rows(self._links.count))  # by records, split too
         for hi, cross in map_ordered(lambda g: (g[1], self._make_cross(ctx, pipes, *g)), spans, self.workers):
             for path, (meta, kind, cells, data) in cross.items():
                 stream(path, meta, kind).add_encoded(cells, data)
