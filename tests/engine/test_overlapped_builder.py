@@ -1,14 +1,17 @@
-"""``OverlappedBuilder``: batches written in a thread of their own, the root last, errors not lost."""
+"""``OverlappedBuilder``: batches written in a thread of their own, the root last, errors not lost;
+``shard_blob``: ``encode_shard``'s bytes."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 
-from zarr_vectors.engine.write.cellpool import OverlappedBuilder
-from zarr_vectors.errors import StoreError
+from zarr_vectors.engine.write.cellpool import OverlappedBuilder, shard_blob
+from zarr_vectors.errors import InputError, StoreError
+from zarr_vectors.format.shards import ShardLayout, encode_shard
 
 
 class _Backend:
@@ -52,3 +55,16 @@ def test_a_failed_background_write_is_raised_by_the_next_flush_or_commit() -> No
     finally:
         builder.close()
     assert [k for _, ks in backend.calls for k in ks] == ["a/c/0"]  # no metadata after the failure
+
+
+@pytest.mark.parametrize("location", ["start", "end"])
+@pytest.mark.parametrize("checksum", [True, False])
+def test_shard_blob_is_encode_shard(location: str, checksum: bool) -> None:
+    rng = np.random.default_rng(len(location) + checksum)
+    layout = ShardLayout((2, 3, 2), (1, 1, 1), (), location, checksum)  # type: ignore[arg-type]
+    for _ in range(30):
+        present = rng.choice(12, int(rng.integers(0, 13)), replace=False).tolist()
+        chunks = {int(p): rng.bytes(int(rng.integers(0, 40))) for p in present}
+        assert shard_blob(layout, chunks) == encode_shard(layout, chunks)
+    with pytest.raises(InputError, match="inner chunk positions must lie in 0..11"):
+        shard_blob(layout, {12: b"x"})

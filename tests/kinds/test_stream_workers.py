@@ -8,6 +8,7 @@ byte for byte.
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 import zarr_vectors as zv
 from tests._builders import icosphere
 from tests._streams import stored_files
+from zarr_vectors.engine.write.cellpool import can_fork
 from zarr_vectors.engine.write.linkedstream import LinkedStream
 
 SPAN = 300.0
@@ -110,11 +112,12 @@ MATRIX = [
 def test_a_store_does_not_depend_on_the_number_of_workers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, layout: str
 ) -> None:
-    made: list[tuple[int, str]] = []  # (workers, thread) of every group made
+    log = tmp_path / "made.txt"  # (workers, process, thread) of every group made, from any process
     make = LinkedStream._make_group
 
     def spy(self: LinkedStream, *args: Any) -> Any:
-        made.append((self.workers, threading.current_thread().name))
+        with log.open("a") as f:
+            f.write(f"{self.workers} {os.getpid()} {threading.current_thread().name}\n")
         return make(self, *args)
 
     monkeypatch.setattr(LinkedStream, "_make_group", spy)
@@ -128,10 +131,14 @@ def test_a_store_does_not_depend_on_the_number_of_workers(
         assert sorted(got) == sorted(one), workers
         differ = [k for k in one if one[k] != got[k]]
         assert not differ, (workers, differ[:5])
-    threads = {w: [t for k, t in made if k == w] for w in (1, 2, 3)}
-    assert len(threads[1]) >= 4 and len(threads[2]) >= 4, "each sweep should make several groups"
-    assert all(t == "MainThread" for t in threads[1])
-    assert all(t.startswith("zv-cells") for t in threads[2] + threads[3])
+    made = [line.split(" ", 2) for line in log.read_text().splitlines()]
+    by = {w: [(int(p), t) for k, p, t in made if int(k) == w] for w in (1, 2, 3)}
+    assert len(by[1]) >= 4 and len(by[2]) >= 4, "each sweep should make several groups"
+    assert all(p == os.getpid() and t == "MainThread" for p, t in by[1])
+    if can_fork():  # groups made in worker processes
+        assert all(p != os.getpid() for p, _ in by[2] + by[3])
+    else:
+        assert all(t.startswith("zv-cells") for _, t in by[2] + by[3])
 
 
 def test_one_shot_writers_take_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

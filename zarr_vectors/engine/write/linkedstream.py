@@ -11,10 +11,10 @@ links in the group are resolved to rows, and every array's cells go out through 
 it). A second sweep over the home cells of cross-chunk links writes those. Last come the
 object tables, the level and the root. Nothing reaches the target before ``close``.
 
-Both sweeps make their groups in ``workers`` threads (the kind's encoding and every cell's
-codec pipeline; see :mod:`~zarr_vectors.engine.write.cellpool`), at most ``workers + 1``
-groups at once, and the calling thread takes them in cell order: the store's bytes do not
-depend on ``workers``.
+Both sweeps make their groups in ``workers`` forked processes (threads where the platform
+does not fork): the kind's encoding and every cell's codec pipeline, at most ``workers + 1``
+groups at once (see :mod:`~zarr_vectors.engine.write.cellpool`); the calling thread takes
+them in cell order, so the store's bytes do not depend on ``workers``.
 
 When the chunk grid is not known before the first batch (no ``bounds``, or
 ``chunk_shape="auto"``), batches wait whole on disk and are keyed at ``close``, once their
@@ -46,6 +46,7 @@ from zarr_vectors.engine.write.cellpool import (
     OverlappedBuilder,
     cell_pipelines,
     encode_payloads,
+    map_groups,
     stream_of,
 )
 from zarr_vectors.engine.write.cells import AttributeSpec
@@ -76,7 +77,6 @@ from zarr_vectors.storage import (
     staging,
     write_session,
 )
-from zarr_vectors.storage.threads import map_ordered
 
 __all__ = ["GroupCells", "LinkedStream", "SweepContext", "cells_of", "grid_of", "manifests_from"]
 
@@ -623,7 +623,7 @@ class LinkedStream:
         max_rows = self._group_rows(self.rows)
         self._links.finish_requests()
         groups = self._vertices.groups(max_rows)
-        for done in map_ordered(lambda g: self._make_group(ctx, pipes, kinds, *g), groups, self.workers):
+        for done in map_groups(lambda g: self._make_group(ctx, pipes, kinds, *g), groups, self.workers):
             for path, (cells, data) in done.arrays.items():
                 stream(path, *metas[path]).add_encoded(cells, data)
             group, hi = done.group, done.span[1]
@@ -635,7 +635,7 @@ class LinkedStream:
                 s.release(hi)
         self._vertices.close()
         spans = self._links.groups(self._group_rows(self._links.count))  # by records, split too
-        for hi, cross in map_ordered(lambda g: (g[1], self._make_cross(ctx, pipes, *g)), spans, self.workers):
+        for hi, cross in map_groups(lambda g: (g[1], self._make_cross(ctx, pipes, *g)), spans, self.workers):
             for path, (meta, kind, cells, data) in cross.items():
                 stream(path, meta, kind).add_encoded(cells, data)
             for s in streams.values():
