@@ -15,6 +15,10 @@ machine; the ratio is of the medians. Each store is then checked against brute f
 sampled boxes (every vertex inside, as a sorted set of rows) and sampled objects (raw:
 vertices and triangles exact; Draco: counts exact, each vertex within the quantization bound).
 
+Figures are only meaningful on a quiet machine: with the kernel's autogroup scheduling
+(``/proc/sys/kernel/sched_autogroup_enabled``), a busy machine splits its cores between
+sessions, so a session's share does not grow with its workers.
+
 Data: meshes are icospheres of 2,562 vertices and 5,120 faces, scaled 20-60 and placed
 uniformly in [0, 1000)^3 (200 of them: 1.02 M faces); skeletons are trees of 2,000 nodes
 (a chain with a branch every 25 nodes, random-walk positions), 500 of them (10^6 nodes).
@@ -99,8 +103,10 @@ def trees(count: int, size: int = 2000, seed: int = 0) -> tuple[np.ndarray, np.n
 
 
 def _usage() -> tuple[float, float]:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime, ru.ru_stime
+    """User and system CPU seconds of this process and of its finished children (the
+    writer's worker processes are reaped when its sweep ends)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + kids.ru_utime, me.ru_stime + kids.ru_stime
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
