@@ -200,10 +200,13 @@ class GraphStream(LinkedStream):
             arrays["fragment_attributes/object_id"] = (cells, owners)
         cell, local, frag = vertex_locals(part)
         linear = np.ravel_multi_index(tuple(cells.T), tuple(int(s) for s in grid.shape)).astype(np.int64)
-        self._intra_cells(arrays, part, (cell, local, frag), vertex, ctx, lo, hi)
+        intra = self._intra_cells(arrays, part, (cell, local, frag), vertex, ctx, lo, hi)
         zero = np.zeros(len(part.frag_cell), np.int64)
         fragments = (part.frag_object, zero, linear[part.frag_cell], part.frag_local)
-        return GroupCells(arrays, fragments, vertex, linear[cell], local)
+        return GroupCells(arrays, fragments, vertex, linear[cell], local, intra)
+
+    def _took(self, group: GroupCells) -> None:
+        self._intra_count += group.intra
 
     def _intra_cells(
         self,
@@ -214,15 +217,15 @@ class GraphStream(LinkedStream):
         ctx: SweepContext,
         lo: int,
         hi: int,
-    ) -> None:
-        """The flat link cells (and their edge attributes) of the edges inside cells ``lo..hi``."""
+    ) -> int:
+        """The flat link cells (and their edge attributes) of the edges inside cells ``lo..hi``;
+        returns how many edges those are."""
         edges = self._intra.read(lo, hi)
         if not edges or not len(edges["record"]):
-            return
+            return 0
         order = np.argsort(edges["record"], kind="stable")
         ends = np.searchsorted(vertex, edges["ends"][order])
         at, link_rows, link_frags, records = intra_payloads(part, *where, ends, ctx.index_dtype)
-        self._intra_count += len(ends)
         intra = self._intra_segment(ctx.grid.ndim)
         arrays[f"links/0/{intra}"] = (part.cells[at], link_rows)
         arrays["link_fragments"] = (part.cells[at], link_frags)
@@ -232,6 +235,7 @@ class GraphStream(LinkedStream):
                 part.cells[at],
                 [values[r].tobytes() for r in records],
             )
+        return len(ends)
 
     def _cross(
         self, record: np.ndarray, cell: np.ndarray, local: np.ndarray, ctx: SweepContext, lo: int, hi: int
@@ -321,6 +325,7 @@ def write_graph(
     shards: Any = "default",
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
+    workers: int | None = None,
 ) -> None:
     """Write a graph: vertices ``positions`` (N, D) and ``edges`` (E, 2) of vertex indices.
 
@@ -385,6 +390,9 @@ def write_graph(
         Replace an existing store. Local and zip targets are swapped in only once complete.
     storage_options
         Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
+    workers
+        Threads that encode and compress the cells (default: every core); the store does
+        not depend on it.
 
     Returns
     -------
@@ -436,6 +444,7 @@ def write_graph(
         group_attributes=group_attributes,
         group_names=group_names,
         memory_limit=DEFAULT_MEMORY_LIMIT,
+        workers=workers,
     ) as stream:
         stream.append(
             pos, edges, attributes=attributes, object_ids=object_ids, edge_attributes=edge_attributes

@@ -143,6 +143,7 @@ def write_lines(
     shards: Any = "default",
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
+    workers: int | None = None,
 ) -> None:
     """Write polylines, streamlines or straight segments; line ``i`` is object ``object_ids[i]``.
 
@@ -203,6 +204,9 @@ def write_lines(
         Replace an existing store. Local and zip targets are swapped in only once complete.
     storage_options
         Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
+    workers
+        Threads that encode and compress the cells (default: every core); the store does
+        not depend on it.
 
     Returns
     -------
@@ -257,5 +261,6 @@ def write_lines(
         group_attributes=group_attributes,
         group_names=group_names,
         memory_limit=DEFAULT_MEMORY_LIMIT,
+        workers=workers,
     ) as stream:
         stream.append_flat(pos, offsets, attributes=attributes, object_ids=object_ids)

@@ -199,6 +199,7 @@ def write_mesh(
     shards: Any = "default",
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
+    workers: int | None = None,
 ) -> None:
     """Write a triangle mesh: ``vertices`` (N, 3), ``faces`` (F, 3) vertex indices.
 
@@ -265,6 +266,9 @@ def write_mesh(
         Replace an existing store. Local and zip targets are swapped in only once complete.
     storage_options
         Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
+    workers
+        Threads that encode and compress the cells (default: every core); the store does
+        not depend on it.
 
     Returns
     -------
@@ -316,6 +320,7 @@ def write_mesh(
         group_attributes=group_attributes,
         group_names=group_names,
         memory_limit=DEFAULT_MEMORY_LIMIT,
+        workers=workers,
     ) as stream:
         stream.append_mesh(pos, faces, attributes=attributes, object_ids=object_ids)
 

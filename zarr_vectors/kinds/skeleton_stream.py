@@ -183,11 +183,13 @@ class SkeletonStream(LinkedStream):
             )
             arrays[f"links/0/{'.'.join(['0'] * grid.ndim)}"] = (cells[at], link_rows)
             arrays["link_fragments"] = (cells[at], link_frags)
-            self._intra += len(child)
         first = part.order[part.row_offsets[part.frag_cell] + part.frag_start]
         linear = lin[part.order[part.row_offsets[:-1]]]
         fragments = (part.frag_object, vertex[first], linear[part.frag_cell], part.frag_local)
-        return GroupCells(arrays, fragments, vertex[by_vertex], lin[by_vertex], local[by_vertex])
+        return GroupCells(arrays, fragments, vertex[by_vertex], lin[by_vertex], local[by_vertex], len(child))
+
+    def _took(self, group: GroupCells) -> None:
+        self._intra += group.intra
 
     def _cross(
         self, record: np.ndarray, cell: np.ndarray, local: np.ndarray, ctx: SweepContext, lo: int, hi: int
@@ -247,6 +249,7 @@ def write_skeleton(
     shards: Any = "default",
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
+    workers: int | None = None,
 ) -> None:
     """Write one or many trees: ``parents[i]`` is vertex i's parent index, -1 for a root.
 
@@ -307,6 +310,9 @@ def write_skeleton(
         Replace an existing store. Local and zip targets are swapped in only once complete.
     storage_options
         Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
+    workers
+        Threads that encode and compress the cells (default: every core); the store does
+        not depend on it.
 
     Returns
     -------
@@ -358,5 +364,6 @@ def write_skeleton(
         group_attributes=group_attributes,
         group_names=group_names,
         memory_limit=DEFAULT_MEMORY_LIMIT,
+        workers=workers,
     ) as stream:
         stream.append(pos, parents, attributes=attributes, object_ids=object_ids)

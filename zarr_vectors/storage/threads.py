@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
 import numpy as np
 
 from zarr_vectors.errors import InputError
 
-__all__ = ["check_workers", "default_workers", "map_cells", "map_io"]
+__all__ = ["check_workers", "default_workers", "map_cells", "map_io", "map_ordered"]
 
 T = TypeVar("T")
+A = TypeVar("A")
 
 _PREFIX = "zv-cells"
 _IO_PREFIX = "zv-io"
@@ -111,3 +113,29 @@ def _map(
     for j, results in enumerate(done):
         out[j::w] = results
     return out
+
+
+def map_ordered(fn: Callable[[A], T], items: Iterable[A], workers: int | None = None) -> Iterator[T]:
+    """``fn(item)`` of each item, yielded in item order, computed by up to ``workers`` threads
+    of the shared pool while the caller consumes the results: at most ``workers + 1`` items
+    are in flight or waiting (``items`` is read in the calling thread, one item ahead of the
+    pool). The first error is raised in item order; whenever the generator ends (exhausted,
+    raised, or closed early) every call not started is cancelled and every running one has
+    returned. With one worker, or called from a thread of the pool, it runs in this thread."""
+    w = check_workers(workers)
+    if w <= 1 or threading.current_thread().name.startswith(_PREFIX):
+        yield from map(fn, items)
+        return
+    pool = _shared_pool()
+    pending: deque[Future[T]] = deque()
+    try:
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) > w:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for future in pending:
+            future.cancel()
+        wait(pending)

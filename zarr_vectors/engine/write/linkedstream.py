@@ -11,6 +11,11 @@ links in the group are resolved to rows, and every array's cells go out through 
 it). A second sweep over the home cells of cross-chunk links writes those. Last come the
 object tables, the level and the root. Nothing reaches the target before ``close``.
 
+Both sweeps make their groups in ``workers`` forked processes (threads where the platform
+does not fork): the kind's encoding and every cell's codec pipeline, at most ``workers + 1``
+groups at once (see :mod:`~zarr_vectors.engine.write.cellpool`); the calling thread takes
+them in cell order, so the store's bytes do not depend on ``workers``.
+
 When the chunk grid is not known before the first batch (no ``bounds``, or
 ``chunk_shape="auto"``), batches wait whole on disk and are keyed at ``close``, once their
 extent (and, for ``"auto"``, a sample of their vertices) has fixed the grid as the one-shot
@@ -35,7 +40,15 @@ from zarr_vectors.engine.chunks.pipeline import compressor_json
 from zarr_vectors.engine.ids import DenseIds, as_id_array, dense_ids, table_rows
 from zarr_vectors.engine.write import inputs as _inputs
 from zarr_vectors.engine.write.autochunk import SAMPLE_ROWS, auto_chunk_shape, is_auto
-from zarr_vectors.engine.write.builder import FLUSH_BYTES, MANIFEST_BUCKET, CellStream, StoreBuilder
+from zarr_vectors.engine.write.builder import FLUSH_BYTES, MANIFEST_BUCKET, StoreBuilder
+from zarr_vectors.engine.write.cellpool import (
+    EncodedCellStream,
+    OverlappedBuilder,
+    cell_pipelines,
+    encode_payloads,
+    map_groups,
+    stream_of,
+)
 from zarr_vectors.engine.write.cells import AttributeSpec
 from zarr_vectors.engine.write.level0 import (
     Layout,
@@ -100,7 +113,8 @@ class GroupCells:
 
     ``arrays``: level-relative path -> (cell indices (K, D) ascending, raw payloads);
     ``fragments``: (object id, order key, linear cell, local index) of every fragment;
-    ``vertex`` (ascending), ``cell``, ``local``: every row's number, linear cell and chunk row.
+    ``vertex`` (ascending), ``cell``, ``local``: every row's number, linear cell and chunk row;
+    ``intra``: the records (edges, faces) inside one chunk written with these cells.
     """
 
     arrays: dict[str, tuple[np.ndarray, list[bytes]]]
@@ -108,6 +122,18 @@ class GroupCells:
     vertex: np.ndarray
     cell: np.ndarray
     local: np.ndarray
+    intra: int = 0
+
+
+@dataclass(eq=False)
+class _Encoded:
+    """A group made in a worker: its cells' chunk bytes per array (path -> (cells, bytes)),
+    the :class:`GroupCells` without payloads, and its resolved link endpoints."""
+
+    span: tuple[int, int]
+    arrays: dict[str, tuple[np.ndarray, list[bytes]]]
+    group: GroupCells
+    resolved: tuple[np.ndarray, dict[str, np.ndarray]] | None
 
 
 @dataclass(eq=False)
@@ -524,29 +550,58 @@ class LinkedStream:
         with write_session(
             self.target, overwrite=options.overwrite, storage_options=options.storage_options
         ) as backend:
-            builder = StoreBuilder(
+            builder = OverlappedBuilder(
                 backend,
                 options.compression,
                 checksums=options.checksums,
                 shards=self.shards,
                 flush_bytes=min(FLUSH_BYTES, (self.memory_limit or FLUSH_BYTES) // 16),
             )
-            if builder.shards is not None:
-                cell_bytes = self._row_bytes() * self.rows / max(len(linear), 1)
-                builder.size_shards(grid, cell_bytes, contiguous=True)
-            present = self._sweep(builder, ctx, linear, counts, tables)
-            root = root_meta(self.layout, options, self.geometry_type, self.links_convention)
-            level = LevelMeta(
-                level=0, vertex_count=self.rows, arrays_present=tuple(present), fragments_tile=True
-            )
-            builder.group("0", {"zarr_vectors_level": level.to_json()})
-            builder.commit(root.to_attributes())
+            try:
+                if builder.shards is not None:
+                    cell_bytes = self._row_bytes() * self.rows / max(len(linear), 1)
+                    builder.size_shards(grid, cell_bytes, contiguous=True)
+                present = self._sweep(builder, ctx, linear, counts, tables)
+                root = root_meta(self.layout, options, self.geometry_type, self.links_convention)
+                level = LevelMeta(
+                    level=0, vertex_count=self.rows, arrays_present=tuple(present), fragments_tile=True
+                )
+                builder.group("0", {"zarr_vectors_level": level.to_json()})
+                builder.commit(root.to_attributes())
+            finally:
+                builder.close()
 
     def _group_rows(self, total: int) -> int:
-        """Rows (or records) per group: a few times the row size within half the memory limit."""
-        budget = (self.memory_limit or (1 << 30)) // 2
+        """Rows (or records) per group: ``workers + 1`` groups within half the memory limit, at
+        least four groups per worker when there are that many rows (to balance the threads)."""
+        budget = (self.memory_limit or (1 << 30)) // (2 * (self.workers + 1))
         row = 4 * (self._row_bytes() + 64) + 64
-        return max(1 << 12, min(budget // row, max(1 << 12, -(-total // 4))))
+        return max(1 << 12, min(budget // row, max(1 << 12, -(-total // (4 * self.workers)))))
+
+    def _took(self, group: GroupCells) -> None:
+        """Note a group the sweep has written (in the calling thread, in cell order)."""
+
+    def _make_group(
+        self, ctx: SweepContext, pipes: dict[str, Any], kinds: dict[str, str], lo: int, hi: int
+    ) -> _Encoded:
+        """Encode the whole cells ``lo <= cell < hi`` (any thread): the kind's cells through their
+        pipelines, and the link endpoints they resolve."""
+        group = self._encode(self._vertices.read(lo, hi), ctx, lo, hi)
+        arrays = {
+            path: (cells, encode_payloads(pipes[kinds[path]], payloads))
+            for path, (cells, payloads) in group.arrays.items()
+        }
+        group.arrays = {}
+        resolved = self._links.resolved_rows(lo, hi, group.vertex, group.cell, group.local)
+        return _Encoded((lo, hi), arrays, group, resolved)
+
+    def _make_cross(
+        self, ctx: SweepContext, pipes: dict[str, Any], lo: int, hi: int
+    ) -> dict[str, tuple[dict[str, Any], str, np.ndarray, list[bytes]]]:
+        """The cross-chunk link cells of home cells ``lo <= cell < hi``, encoded (any thread)."""
+        record, cell, local = self._links.records(lo, hi)
+        out = self._cross(record, cell, local, ctx, lo, hi)
+        return {p: (m, k, c, encode_payloads(pipes[k], data)) for p, (m, k, c, data) in out.items()}
 
     def _sweep(
         self, builder: StoreBuilder, ctx: SweepContext, linear: np.ndarray, counts: np.ndarray, tables: Tables
@@ -554,30 +609,35 @@ class LinkedStream:
         """Both sweeps; returns the level's ``arrays_present``."""
         grid = ctx.grid
         metas = self._metas(ctx)
-        streams: dict[str, CellStream] = {}
+        pipes = cell_pipelines(builder)
+        kinds = {path: meta[1] for path, meta in metas.items()}
+        streams: dict[str, EncodedCellStream] = {}
 
-        def stream(path: str, meta: dict[str, Any], kind: str, codecs: Any = None) -> CellStream:
+        def stream(path: str, meta: dict[str, Any], kind: str, codecs: Any = None) -> EncodedCellStream:
             if path not in streams:
-                streams[path] = builder.cell_stream(f"0/{path}", grid, meta, kind, codecs)
+                streams[path] = stream_of(builder, f"0/{path}", grid, meta, kind, codecs)
             return streams[path]
 
         for path in ("vertices", "vertex_fragments"):
             stream(path, *metas[path])
         max_rows = self._group_rows(self.rows)
-        for lo, hi in self._vertices.groups(max_rows):
-            group = self._encode(self._vertices.read(lo, hi), ctx, lo, hi)
-            for path, (cells, payloads) in group.arrays.items():
-                stream(path, *metas[path]).add(cells, payloads)
+        self._links.finish_requests()
+        groups = self._vertices.groups(max_rows)
+        for done in map_groups(lambda g: self._make_group(ctx, pipes, kinds, *g), groups, self.workers):
+            for path, (cells, data) in done.arrays.items():
+                stream(path, *metas[path]).add_encoded(cells, data)
+            group, hi = done.group, done.span[1]
+            self._took(group)
             oid, key, cell, local = group.fragments
             self._fragments.add(oid, {"oid": oid, "key": key, "cell": cell, "local": local})
-            self._links.resolve(lo, hi, group.vertex, group.cell, group.local)
+            self._links.take(done.resolved)
             for s in streams.values():
                 s.release(hi)
         self._vertices.close()
-        for lo, hi in self._links.groups(max_rows):
-            record, cell, local = self._links.records(lo, hi)
-            for path, (meta, kind, cells, payloads) in self._cross(record, cell, local, ctx, lo, hi).items():
-                stream(path, meta, kind).add(cells, payloads)
+        spans = self._links.groups(self._group_rows(self._links.count))  # by records, split too
+        for hi, cross in map_groups(lambda g: (g[1], self._make_cross(ctx, pipes, *g)), spans, self.workers):
+            for path, (meta, kind, cells, data) in cross.items():
+                stream(path, meta, kind).add_encoded(cells, data)
             for s in streams.values():
                 s.release(hi)
         for path in ("vertex_attributes", "fragment_attributes", "links", "link_attributes"):

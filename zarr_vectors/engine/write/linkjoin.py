@@ -61,20 +61,38 @@ class LinkJoin:
         """Resolve the requests of cells ``lo <= cell < hi``: ``vertex`` (ascending) numbers every
         row of those cells, ``cell`` and ``local`` give each one's linear cell and row there.
         Call after the last :meth:`add` (the first call finishes the requests)."""
+        self.finish_requests()
+        self.take(self.resolved_rows(lo, hi, vertex, cell, local))
+
+    def finish_requests(self) -> None:
+        """End the requests (no :meth:`add` after this); :meth:`resolved_rows` needs it."""
         if not self._finished:
             self.requests.finish()
             self._finished = True
+
+    def resolved_rows(
+        self, lo: int, hi: int, vertex: np.ndarray, cell: np.ndarray, local: np.ndarray
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
+        """:meth:`resolve`'s rows for :meth:`take`, computed without changing this join (so any
+        thread may call it for its own cells once :meth:`finish_requests` ran): the home cell
+        of each resolved endpoint and its columns; None when those cells have no requests."""
+        if not self._finished:
+            raise ZarrVectorsError("finish_requests() must come before resolving endpoints")
         rows = self.requests.read(lo, hi)
         if not rows or not len(rows["vertex"]):
-            return
+            return None
         at = np.searchsorted(vertex, rows["vertex"])
         at = np.minimum(at, max(len(vertex) - 1, 0))
         if not len(vertex) or np.any(vertex[at] != rows["vertex"]):
             raise ZarrVectorsError(f"a link names a vertex that is not in its chunk (cells {lo}..{hi})")
-        self.resolved.add(
-            rows["home"],
-            {"record": rows["record"], "slot": rows["slot"], "local": local[at], "cell": cell[at]},
-        )
+        columns = {"record": rows["record"], "slot": rows["slot"], "local": local[at], "cell": cell[at]}
+        return rows["home"], columns
+
+    def take(self, resolved: tuple[np.ndarray, dict[str, np.ndarray]] | None) -> None:
+        """Queue endpoints from :meth:`resolved_rows` by home cell (one thread at a time; the
+        order of calls does not matter: :meth:`records` orders by record and slot)."""
+        if resolved is not None:
+            self.resolved.add(*resolved)
 
     def groups(self, max_records: int) -> Iterator[tuple[int, int]]:
         """Ranges of home cells holding about ``max_records`` records each (after every resolve)."""
