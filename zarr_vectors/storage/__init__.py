@@ -64,7 +64,7 @@ from zarr_vectors.storage.protocol import (
 from zarr_vectors.storage.resolve import check_not_v2, local_path, open_backend, remote_backend
 from zarr_vectors.storage.scratch import Arena, arena
 from zarr_vectors.storage.shards import ShardReader
-from zarr_vectors.storage.threads import check_workers, default_workers, map_cells
+from zarr_vectors.storage.threads import check_workers, default_workers, map_cells, map_ordered
 from zarr_vectors.storage.wrappers import ConsistentBackend
 from zarr_vectors.storage.writelock import check_wait, writing
 
@@ -89,6 +89,7 @@ __all__ = [
     "inventory",
     "local_path",
     "map_cells",
+    "map_ordered",
     "new_generation",
     "open_backend",
     "placeholder_root",

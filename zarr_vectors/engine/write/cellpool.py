@@ -34,7 +34,7 @@ from zarr_vectors.engine.write.builder import CellStream, StoreBuilder
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.grid import cell_key, chunk_key
 from zarr_vectors.format.shards import EMPTY, ShardLayout
-from zarr_vectors.storage.threads import map_ordered
+from zarr_vectors.storage import map_ordered
 
 T = TypeVar("T")
 
@@ -43,6 +43,7 @@ __all__ = [
     "KINDS",
     "OverlappedBuilder",
     "cell_pipelines",
+    "map_groups",
     "encode_payloads",
     "stream_of",
 ]
