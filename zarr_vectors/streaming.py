@@ -154,7 +154,8 @@ def create(
         time. A batch itself is held while it is checked. ``None``: no limit.
     workers
         Points: threads that encode and compress cells at ``close`` (default: every core).
-        Other kinds: threads that sort large spilled runs; cells are encoded in one thread.
+        Other kinds: worker processes (threads where ``fork`` is unavailable) that build
+        groups of whole cells at ``close``, and threads that sort large spilled runs.
     spill_dir
         Where waiting rows go (default: beside a local target, else the temporary folder).
     progress
