@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from zarr_vectors.engine import append_points
 from zarr_vectors.errors import InputError
-from zarr_vectors.format.kinds import family_of
+from zarr_vectors.format.kinds import EDITED_LINKED_FAMILIES, family_of
 from zarr_vectors.pyramid import build_pyramid, existing_factors, level_for, stored_settings, update_levels
 
 if TYPE_CHECKING:
@@ -310,7 +310,7 @@ class LevelUpdates:
     def _linked_edit(self) -> bool:
         """Whether edits of this store go to the linked kinds' editor (lines, skeletons, graphs,
         meshes); else to the point cloud's, which refuses other stores."""
-        return family_of(self._store.root.geometry_types) in ("lines", "graph", "mesh")
+        return family_of(self._store.root.geometry_types) in EDITED_LINKED_FAMILIES
 
     def _pyramid_mode(self, pyramid: bool | str) -> tuple[str, list[Any] | None]:
         """The edit's ``pyramid=`` as ``"stale"``, ``"rebuild"`` or ``"update"``, and the list a

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
+    "EDITED_LINKED_FAMILIES",
     "PART_ATTRIBUTE",
     "RING_ATTRIBUTE",
     "TYPE_ATTRIBUTE",
@@ -61,6 +62,9 @@ FAMILY: dict[str, Family] = {
 FAMILIES = tuple(FAMILY)
 #: The families whose reads return edges.
 LINKED_FAMILIES = tuple(name for name, f in FAMILY.items() if f.linked)
+#: The families whose objects ``append``/``replace``/``delete`` edit as linked geometry
+#: (2-D shapes are not among them; point clouds have their own editor).
+EDITED_LINKED_FAMILIES = ("lines", "graph", "mesh")
 
 
 @dataclass(frozen=True)

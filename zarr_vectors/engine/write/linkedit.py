@@ -33,15 +33,12 @@ from zarr_vectors.engine.write.linkedstream import manifests_from
 from zarr_vectors.engine.write.linkremap import CrossCells, cross_cells
 from zarr_vectors.engine.write.tables import write_object_tables
 from zarr_vectors.errors import InputError
-from zarr_vectors.format.kinds import family_of
+from zarr_vectors.format.kinds import EDITED_LINKED_FAMILIES, family_of
 from zarr_vectors.format.shards import inner_codecs
 from zarr_vectors.format.zarr_json import absent_fill
 from zarr_vectors.storage import check_workers, placeholder_root, rebuild_session, writing
 
-__all__ = ["LINKED_FAMILIES", "edit_linked", "object_user_ids"]
-
-#: Families whose stores :func:`edit_linked` edits.
-LINKED_FAMILIES = ("lines", "graph", "mesh")
+__all__ = ["edit_linked", "object_user_ids"]
 
 
 def object_user_ids(level: Level) -> np.ndarray:
@@ -52,7 +49,7 @@ def object_user_ids(level: Level) -> np.ndarray:
 def check_editable(store: VectorStore) -> Level:
     """Level 0 of a store whose objects :func:`edit_linked` can edit; InputError otherwise."""
     kinds = tuple(store.root.geometry_types)
-    if len(kinds) != 1 or family_of(kinds) not in LINKED_FAMILIES:
+    if len(kinds) != 1 or family_of(kinds) not in EDITED_LINKED_FAMILIES:
         raise InputError(
             f"object edits work on lines, skeletons, graphs and meshes; this store holds {list(kinds)}"
         )
