@@ -1,0 +1,293 @@
+"""Neuroglancer precomputed skeletons and meshes into a store: :func:`ingest_neuroglancer`.
+
+The source is read with :class:`~zarr_vectors.neuroglancer.precomputed_source.PrecomputedSource`
+(local folders, ``http(s)://``, ``gs://``, ``s3://``; sharded or not) a batch of objects at a
+time, and written through :func:`zarr_vectors.create`'s streaming writers, so memory stays
+near ``memory_limit`` whatever the number of objects. Invariants of the store written:
+
+* object ids are the segment ids, as uint64, exactly (no id is rounded, however large);
+* positions are float32 nanometres (the sources' "model" space: the info's ``transform``
+  applied), the axes ``x, y, z`` in ``nanometer``;
+* a skeleton's ``(source, target)`` edges become parents: when every vertex is the target
+  of at most one edge and the edges make no cycle, ``parent[target] = source`` as given;
+  otherwise each tree is rooted at its lowest vertex and oriented from there. A skeleton
+  with a cycle is refused. Its vertex attributes are vertex attributes (``(n,)`` for one
+  component, ``(n, c)`` for more);
+* a mesh is its fragments' triangles (a multi-resolution mesh's LOD ``lod``, the finest by
+  default), with vertices of equal position merged (``merge_vertices``).
+
+Objects without vertices are left out (the count is returned by the writer's log only).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors.errors import InputError, PrecomputedFormatError
+from zarr_vectors.neuroglancer.precomputed_source import Decoded, PrecomputedSource
+
+__all__ = ["edges_to_parents", "ingest_neuroglancer", "DEFAULT_BATCH"]
+
+#: Objects fetched and decoded together (one batch of requests per step).
+DEFAULT_BATCH = 256
+_MIB = 1 << 20
+
+
+def _as_ids(ids: Iterable[Any] | None) -> np.ndarray | None:
+    """Segment ids as uint64, refused when one is negative, not whole or above 2**64 - 1."""
+    if ids is None:
+        return None
+    values = [ids] if isinstance(ids, (int, np.integer, str)) else list(ids)
+    out = np.empty(len(values), np.uint64)
+    for k, v in enumerate(values):
+        try:
+            value = int(v)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"segment id {v!r} is not an integer") from exc
+        if isinstance(v, (float, np.floating)) and float(v) != value:
+            raise InputError(f"segment id {v!r} is not an integer")
+        if not 0 <= value < 1 << 64:
+            raise InputError(f"segment id {value} is outside uint64 (0 .. 2**64 - 1)")
+        out[k] = value
+    if len(np.unique(out)) != len(out):
+        raise InputError("segment ids repeat; give each once")
+    return out
+
+
+def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per vertex, the lowest vertex of its connected component (edges ``a[i]-b[i]``):
+    min-label hooking (of both ends and of their labels) with pointer jumping, vectorised,
+    until nothing changes. Invariant: ``label[v] <= v`` and lies in ``v``'s component, so
+    the fixed point, equal along every edge, is the component's lowest vertex."""
+    label = np.arange(n, dtype=np.int64)
+    while True:
+        before = label.copy()
+        m = np.minimum(label[a], label[b])
+        for ends in (a, b):
+            np.minimum.at(label, label[ends], m)
+            np.minimum.at(label, ends, m)
+        while True:
+            jumped = label[label]
+            if np.array_equal(jumped, label):
+                break
+            label = jumped
+        if np.array_equal(label, before):
+            return label
+
+
+def edges_to_parents(n: int, edges: np.ndarray, where: str = "skeleton") -> np.ndarray:
+    """Parents (int64, -1 for roots) of a forest of ``n`` vertices given by ``(source,
+    target)`` edges (module docstring for the rule). Duplicate edges count once.
+
+    Raises
+    ------
+    PrecomputedFormatError
+        A self-loop, or a cycle (the edges are no forest).
+    """
+    e = np.asarray(edges, np.int64).reshape(-1, 2)
+    if np.any(e[:, 0] == e[:, 1]):
+        raise PrecomputedFormatError(
+            f"{where}: edge {e[e[:, 0] == e[:, 1]][0].tolist()} joins a vertex to itself"
+        )
+    und = np.unique(np.sort(e, axis=1), axis=0)
+    parents = np.full(n, -1, np.int64)
+    if not len(und):
+        return parents
+    label = _components(n, und[:, 0], und[:, 1])
+    if len(und) != n - len(np.unique(label)):
+        raise PrecomputedFormatError(
+            f"{where}: its {len(und)} edges make a cycle; a skeleton is a forest (ingest it as a graph)"
+        )
+    _, first = np.unique(e, axis=0, return_index=True)
+    given = e[np.sort(first)]
+    if len(np.unique(given[:, 1])) == len(given) and len(given) == len(und):
+        parents[given[:, 1]] = given[:, 0]
+        if _acyclic(parents):
+            return parents
+        parents[:] = -1
+    return _orient(n, und, label)
+
+
+def _acyclic(parents: np.ndarray) -> bool:
+    """Whether following parents from every vertex reaches a root: the ``2**k``-th
+    ancestors by pointer doubling, all absent once ``2**k >= n`` unless there is a cycle."""
+    up = parents.copy()
+    for _ in range(int(len(up)).bit_length() + 1):
+        if np.all(up < 0):
+            return True
+        up = np.where(up >= 0, up[np.maximum(up, 0)], -1)
+    return bool(np.all(up < 0))
+
+
+def _orient(n: int, und: np.ndarray, label: np.ndarray) -> np.ndarray:
+    """Parents by breadth-first search from each component's lowest vertex, one frontier at
+    a time over a CSR adjacency (no Python loop per vertex)."""
+    a = np.concatenate([und[:, 0], und[:, 1]])
+    b = np.concatenate([und[:, 1], und[:, 0]])
+    order = np.argsort(a, kind="stable")
+    a, b = a[order], b[order]
+    starts = np.searchsorted(a, np.arange(n + 1))
+    parents = np.full(n, -1, np.int64)
+    seen = np.zeros(n, bool)
+    frontier = np.flatnonzero(label == np.arange(n))
+    seen[frontier] = True
+    while len(frontier):
+        counts = starts[frontier + 1] - starts[frontier]
+        src = np.repeat(frontier, counts)
+        at = np.repeat(starts[frontier] - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        dst = b[at]
+        new = ~seen[dst]
+        src, dst = src[new], dst[new]
+        parents[dst] = src
+        seen[dst] = True
+        frontier = np.unique(dst)
+    return parents
+
+
+def _merged(pos: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Vertices of equal float32 position joined (first occurrence order kept)."""
+    p32 = np.ascontiguousarray(pos, np.float32)
+    _, first, inverse = np.unique(p32.view("V12").ravel(), return_index=True, return_inverse=True)
+    keep = np.sort(first)
+    renumber = np.empty(len(first), np.int64)
+    renumber[np.argsort(first)] = np.arange(len(first))
+    # inverse numbers the sorted unique values; map each to its rank in first-occurrence order
+    new_index = renumber[inverse.reshape(-1)]
+    return p32[keep], new_index[faces]
+
+
+def _appender(writer: Any, kind: str, merge_vertices: bool) -> Any:
+    """A function that appends one batch of decoded objects (with their ids) to ``writer``."""
+
+    def skeletons(items: list[tuple[int, Decoded]]) -> None:
+        pos, par, ids = [], [], []
+        attrs: dict[str, list[np.ndarray]] = {}
+        n = 0
+        for sid, (p, e, a) in items:
+            parents = edges_to_parents(len(p), e, f"skeleton {sid}")
+            pos.append(p.astype(np.float32))
+            par.append(np.where(parents >= 0, parents + n, -1))
+            ids.append(np.full(len(p), sid, np.uint64))
+            for name, values in a.items():
+                attrs.setdefault(name, []).append(values[:, 0] if values.shape[1] == 1 else values)
+            n += len(p)
+        writer.append(
+            np.concatenate(pos),
+            np.concatenate(par),
+            attributes={k: np.concatenate(v) for k, v in attrs.items()} or None,
+            object_ids=np.concatenate(ids),
+        )
+
+    def meshes(items: list[tuple[int, Decoded]]) -> None:
+        batch = []
+        for _, (p, f, _) in items:
+            batch.append(_merged(p, f) if merge_vertices else (p.astype(np.float32), f))
+        writer.append(batch, object_ids=np.array([sid for sid, _ in items], np.uint64))
+
+    return skeletons if kind == "skeletons" else meshes
+
+
+def ingest_neuroglancer(
+    src: Any,
+    dst: Any,
+    *,
+    ids: Iterable[Any] | None = None,
+    kind: str | None = None,
+    lod: int = 0,
+    memory_limit: int | None = 1 << 30,
+    progress: bool | None = None,
+    source_options: dict[str, Any] | None = None,
+    merge_vertices: bool = True,
+    batch: int = DEFAULT_BATCH,
+    **store_options: Any,
+) -> Any:
+    """Write the skeletons or meshes of a Neuroglancer precomputed source into a new store.
+
+    Parameters
+    ----------
+    src
+        A local folder or URL (``http(s)://``, ``gs://``, ``s3://``): a skeleton or mesh
+        folder (its ``info``), a segmentation volume naming them, or a folder holding
+        ``skeletons/`` or ``mesh/`` (what ``export neuroglancer`` writes per layer).
+    dst
+        The store to write (any target :func:`zarr_vectors.create` takes).
+    ids
+        Segment ids to read (uint64). Default: every segment in the source's index (sharded
+        sources), or in the folder (local unsharded ones); remote unsharded sources need them.
+    kind
+        ``"skeletons"`` or ``"meshes"`` when the source holds both.
+    lod
+        Multi-resolution meshes: the level of detail to read (0, the finest, by default).
+    memory_limit, progress
+        As for :func:`zarr_vectors.create`; ``progress`` also shows a bar over the objects read.
+    source_options
+        Storage options of the source (fsspec options, ``zv_timeout``, ...).
+    merge_vertices
+        Meshes: join vertices of equal position (fragments repeat their shared vertices).
+    batch
+        Objects fetched and decoded together.
+    store_options
+        Keywords of :func:`zarr_vectors.create` for the new store (``chunk_shape``,
+        ``bounds``, ``compression``, ``shards``, ``encoding="draco"`` for meshes,
+        ``overwrite``, ``storage_options``, ...).
+
+    Returns
+    -------
+    Dataset
+        The new store, opened for reading.
+
+    Raises
+    ------
+    InputError
+        No layer at ``src``, a bad id, an id the source does not hold, or a remote unsharded
+        source without ``ids``.
+    PrecomputedFormatError
+        A file of the source does not follow the precomputed specification (it is named).
+    """
+    from zarr_vectors.api import open as open_store
+    from zarr_vectors.streaming import create
+
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise InputError(f"batch must be a positive integer, got {batch!r}")
+    if isinstance(lod, bool) or not isinstance(lod, int) or lod < 0:
+        raise InputError(f"lod must be a non-negative integer, got {lod!r}")
+    source = PrecomputedSource(src, kind, source_options)
+    wanted = _as_ids(ids)
+    segments = source.segment_ids() if wanted is None else wanted
+    if not len(segments):
+        raise InputError(f"{source.url} holds no {source.kind} to ingest")
+    show = progress if progress is not None else sys.stderr.isatty()
+    options = {"units": "nanometer", **store_options}
+    writer = create(dst, source.kind, memory_limit=memory_limit, progress=progress, **options)
+    append = _appender(writer, source.kind, merge_vertices)
+    bar = _bar(len(segments), show, source.kind)
+    with writer:
+        for lo in range(0, len(segments), batch):
+            chunk = segments[lo : lo + batch]
+            decoded = source.read(chunk, lod)
+            missing = [int(i) for i, d in zip(chunk.tolist(), decoded) if d is None]
+            if missing:
+                raise InputError(
+                    f"{source.url} has no {source.kind[:-1]} for segment(s) {missing[:5]}"
+                    + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+                )
+            items = [(int(i), d) for i, d in zip(chunk.tolist(), decoded) if d is not None and len(d[0])]
+            if items:
+                append(items)
+            if bar is not None:
+                bar.update(len(chunk))
+    if bar is not None:
+        bar.close()
+    return open_store(dst, storage_options=store_options.get("storage_options"))
+
+
+def _bar(total: int, show: bool, kind: str) -> Any:
+    if not show:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit=" " + kind[:-1], desc="reading", file=sys.stderr)
