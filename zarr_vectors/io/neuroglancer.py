@@ -34,7 +34,7 @@ __all__ = ["edges_to_parents", "ingest_neuroglancer", "DEFAULT_BATCH"]
 
 #: Objects fetched and decoded together (one batch of requests per step).
 DEFAULT_BATCH = 256
-_MIB = 1 << 20
+_ONE = {"skeletons": "skeleton", "meshes": "mesh"}
 
 
 def _as_ids(ids: Iterable[Any] | None) -> np.ndarray | None:
@@ -256,6 +256,8 @@ def ingest_neuroglancer(
     if isinstance(lod, bool) or not isinstance(lod, int) or lod < 0:
         raise InputError(f"lod must be a non-negative integer, got {lod!r}")
     source = PrecomputedSource(src, kind, source_options)
+    if source.kind == "skeletons" and "encoding" in store_options:
+        raise InputError(f"{source.url} holds skeletons; encoding= (Draco) applies to meshes only")
     wanted = _as_ids(ids)
     segments = source.segment_ids() if wanted is None else wanted
     if not len(segments):
@@ -272,7 +274,7 @@ def ingest_neuroglancer(
             missing = [int(i) for i, d in zip(chunk.tolist(), decoded) if d is None]
             if missing:
                 raise InputError(
-                    f"{source.url} has no {source.kind[:-1]} for segment(s) {missing[:5]}"
+                    f"{source.url} has no {_ONE[source.kind]} for segment(s) {missing[:5]}"
                     + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
                 )
             items = [(int(i), d) for i, d in zip(chunk.tolist(), decoded) if d is not None and len(d[0])]
@@ -290,4 +292,4 @@ def _bar(total: int, show: bool, kind: str) -> Any:
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, unit=" " + kind[:-1], desc="reading", file=sys.stderr)
+    return tqdm(total=total, unit=" " + _ONE[kind], desc="reading", file=sys.stderr)

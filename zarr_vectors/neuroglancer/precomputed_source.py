@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.errors import InputError, PrecomputedFormatError
+from zarr_vectors.errors import InputError, PrecomputedFormatError, StoreNotFoundError
 from zarr_vectors.neuroglancer.precomputed_read import (
     LEGACY_TYPE,
     MULTILOD_TYPE,
@@ -143,7 +143,12 @@ class PrecomputedSource:
         if kind is not None and kind not in KINDS:
             raise InputError(f"kind must be one of {', '.join(map(repr, KINDS))} or None, got {kind!r}")
         self.url = str(url)
-        self.backend = open_backend(url, read_only=True, storage_options=storage_options)
+        try:
+            self.backend = open_backend(url, read_only=True, storage_options=storage_options)
+        except StoreNotFoundError as exc:
+            raise InputError(
+                f"no Neuroglancer precomputed source at {self.url}: the path does not exist"
+            ) from exc
         self.prefix = ""
         self.kind, info = self._find(kind)
         self.skeleton: SkeletonInfo | None = None
