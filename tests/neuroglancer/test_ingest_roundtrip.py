@@ -5,6 +5,7 @@ written by the ``neuroglancer`` package; HTTP sources; refusals; the command as 
 from __future__ import annotations
 
 import functools
+import gzip
 import http.server
 import json
 import subprocess
@@ -159,6 +160,23 @@ def test_multilod_cut_meshes_keep_their_area(tmp_path: Path) -> None:
     area = 0.5 * np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1).sum()
     assert len(res.faces) > len(m.faces)  # cut on the grid
     assert abs(area - m.area * 140**2) / (m.area * 140**2) < 1e-4
+
+
+def test_local_gzipped_files_are_read(skeletons: Path, tmp_path: Path) -> None:
+    """cloud-volume writes unsharded files to local disk gzipped, as ``{id}.gz``."""
+    layer = _export(skeletons, tmp_path / "ng", sharding=False)
+    for sid in IDS:
+        f = layer / "skeletons" / str(sid)
+        f.with_name(f"{sid}.gz").write_bytes(gzip.compress(f.read_bytes()))
+        f.unlink()
+    ds = ingest_neuroglancer(layer, "memory://gz", progress=False)
+    src = zv.open(skeletons)
+    assert ds.object_ids().tolist() == sorted(IDS)
+    for sid in IDS:
+        assert np.array_equal(ds.objects([sid]).positions, src.objects([sid]).positions)
+    (layer / "skeletons" / "7.gz").write_bytes(b"not gzip")
+    with pytest.raises(PrecomputedFormatError, match=r"skeletons/7.gz: not valid gzip"):
+        ingest_neuroglancer(layer, "memory://gz2", progress=False)
 
 
 def test_ids_select_and_missing_ids_are_refused(skeletons: Path, tmp_path: Path) -> None:

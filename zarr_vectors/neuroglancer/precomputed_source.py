@@ -19,7 +19,9 @@ objects in a few batched requests (all keys of a step in flight together) and de
 
 from __future__ import annotations
 
+import gzip
 import re
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -168,12 +170,36 @@ class PrecomputedSource:
         return f"{self.url.rstrip('/')}/{self.prefix}{name}"
 
     def get_many(self, names: Sequence[str]) -> list[bytes | None]:
-        return self.backend.get_many([self.prefix + n for n in names])
+        """Whole files of the layer (None: absent). In a local folder, a file found only as
+        ``{name}.gz`` (what cloud-volume writes to local disk) is read and gunzipped."""
+        out = self.backend.get_many([self.prefix + n for n in names])
+        if self.backend.local_dir is None:
+            return out
+        gone = [k for k, body in enumerate(out) if body is None]
+        zipped = self.backend.get_many([f"{self.prefix}{names[k]}.gz" for k in gone]) if gone else []
+        for k, body in zip(gone, zipped):
+            if body is not None:
+                try:
+                    out[k] = gzip.decompress(body)
+                except (OSError, EOFError, zlib.error) as exc:
+                    raise PrecomputedFormatError(
+                        f"{self.where(names[k])}.gz: not valid gzip ({exc})"
+                    ) from exc
+        return out
 
     def get_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
+        """Byte ranges of files of the layer; a local ``{name}.gz`` is read whole and cut."""
         if not ranges:
             return []
-        return self.backend.get_ranges([(self.prefix + n, s, k) for n, s, k in ranges])
+        out = self.backend.get_ranges([(self.prefix + n, s, k) for n, s, k in ranges])
+        gone = [k for k, body in enumerate(out) if body is None]
+        if gone and self.backend.local_dir is not None:
+            whole = self.get_many([ranges[k][0] for k in gone])
+            for k, body in zip(gone, whole):
+                _, start, length = ranges[k]
+                if body is not None:
+                    out[k] = body[start:] if length is None else body[start : start + length]
+        return out
 
     def _json(self, key: str) -> dict[str, Any] | None:
         (body,) = self.backend.get_many([key])
@@ -226,7 +252,7 @@ class PrecomputedSource:
                 f"{self.url} is an unsharded remote source, which has no index of its segments; give the "
                 "segment ids (ids=, or --ids)"
             )
-        names = self.backend.list_dir(self.prefix.rstrip("/"))
+        names = [n.removesuffix(".gz") for n in self.backend.list_dir(self.prefix.rstrip("/"))]
         if self.kind == "skeletons":
             found = [_u64(n) for n in names]
         elif self.mesh is not None and self.mesh.kind == "multilod":
