@@ -328,3 +328,26 @@ def test_cli_ingest_neuroglancer_as_a_process(skeletons: Path, tmp_path: Path) -
         again.stderr.strip()
         == f"zarr-vectors ingest: error: {out} already exists; add --overwrite to replace it"
     )
+
+
+def test_batches_are_sized_by_the_memory_budget(
+    skeletons: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zarr_vectors.io.neuroglancer import next_batch
+    from zarr_vectors.neuroglancer.precomputed_source import PrecomputedSource
+
+    assert next_batch(0.0, 1 << 20, 256) == 8  # sizes unknown: a small first batch
+    assert next_batch(300_000.0, 1 << 20, 256) == 3
+    assert next_batch(10.0, 1 << 20, 256) == 256
+    assert next_batch(float(5 << 20), 1 << 20, 256) == 1  # one object over the budget: one at a time
+    asked: list[int] = []
+    read = PrecomputedSource.read
+
+    def spy(self: PrecomputedSource, ids: np.ndarray, lod: int = 0, workers: int | None = 1) -> list:
+        asked.append(len(ids))
+        return read(self, ids, lod, workers)
+
+    monkeypatch.setattr(PrecomputedSource, "read", spy)
+    layer = _export(skeletons, tmp_path / "ng", sharding=False)
+    ingest_neuroglancer(layer, "memory://b1", progress=False, batch=3)
+    assert asked == [3, 1]

@@ -16,7 +16,9 @@ near ``memory_limit`` whatever the number of objects. Invariants of the store wr
 * a mesh is its fragments' triangles (a multi-resolution mesh's LOD ``lod``, the finest by
   default), with vertices of equal position merged (``merge_vertices``).
 
-Objects without vertices are left out (the count is returned by the writer's log only).
+Segments whose skeleton or mesh has no vertices are left out of the store. Objects are
+fetched a batch at a time, the batches sized so that decoded objects waiting for the writer
+stay near an eighth of ``memory_limit`` (:func:`next_batch`).
 """
 
 from __future__ import annotations
@@ -29,11 +31,15 @@ import numpy as np
 
 from zarr_vectors.errors import InputError, PrecomputedFormatError
 from zarr_vectors.neuroglancer.precomputed_source import Decoded, PrecomputedSource
+from zarr_vectors.storage import check_workers, map_cells
 
 __all__ = ["edges_to_parents", "ingest_neuroglancer", "DEFAULT_BATCH"]
 
-#: Objects fetched and decoded together (one batch of requests per step).
+#: Objects fetched and decoded together at most (one batch of requests per step); fewer
+#: when they are large (:func:`next_batch`).
 DEFAULT_BATCH = 256
+#: Objects of the first batch, before their size is known.
+FIRST_BATCH = 8
 _ONE = {"skeletons": "skeleton", "meshes": "mesh"}
 
 
@@ -161,34 +167,41 @@ def _merged(pos: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def _appender(writer: Any, kind: str, merge_vertices: bool) -> Any:
-    """A function that appends one batch of decoded objects (with their ids) to ``writer``."""
+    """A function that appends one batch of decoded objects (with their ids) to ``writer``,
+    each object prepared (parents, merged vertices) by up to ``workers`` threads."""
 
-    def skeletons(items: list[tuple[int, Decoded]]) -> None:
-        pos, par, ids = [], [], []
-        attrs: dict[str, list[np.ndarray]] = {}
-        n = 0
-        for sid, (p, e, a) in items:
-            parents = edges_to_parents(len(p), e, f"skeleton {sid}")
-            pos.append(p.astype(np.float32))
-            par.append(np.where(parents >= 0, parents + n, -1))
-            ids.append(np.full(len(p), sid, np.uint64))
-            for name, values in a.items():
-                attrs.setdefault(name, []).append(values[:, 0] if values.shape[1] == 1 else values)
-            n += len(p)
+    def skeletons(items: list[tuple[int, Decoded]], workers: int) -> None:
+        parents = map_cells(
+            lambda k: edges_to_parents(len(items[k][1][0]), items[k][1][1], f"skeleton {items[k][0]}"),
+            len(items),
+            workers,
+        )
+        counts = np.array([len(d[0]) for _, d in items], np.int64)
+        shift = np.repeat(np.cumsum(counts) - counts, counts)
+        par = np.concatenate(parents)
+        names = list(items[0][1][2])
         writer.append(
-            np.concatenate(pos),
-            np.concatenate(par),
-            attributes={k: np.concatenate(v) for k, v in attrs.items()} or None,
-            object_ids=np.concatenate(ids),
+            np.concatenate([d[0] for _, d in items]).astype(np.float32),
+            np.where(par >= 0, par + shift, -1),
+            attributes={n: _column([d[2][n] for _, d in items]) for n in names} or None,
+            object_ids=np.repeat(np.array([sid for sid, _ in items], np.uint64), counts),
         )
 
-    def meshes(items: list[tuple[int, Decoded]]) -> None:
-        batch = []
-        for _, (p, f, _) in items:
-            batch.append(_merged(p, f) if merge_vertices else (p.astype(np.float32), f))
+    def meshes(items: list[tuple[int, Decoded]], workers: int) -> None:
+        def prepare(k: int) -> tuple[np.ndarray, np.ndarray]:
+            p, f, _ = items[k][1]
+            return _merged(p, f) if merge_vertices else (p.astype(np.float32), f)
+
+        batch = map_cells(prepare, len(items), workers)
         writer.append(batch, object_ids=np.array([sid for sid, _ in items], np.uint64))
 
     return skeletons if kind == "skeletons" else meshes
+
+
+def _column(values: list[np.ndarray]) -> np.ndarray:
+    """One vertex attribute of a batch: (n,) for one component, else (n, c)."""
+    out = np.concatenate(values)
+    return out[:, 0] if out.shape[1] == 1 else out
 
 
 def ingest_neuroglancer(
@@ -203,6 +216,7 @@ def ingest_neuroglancer(
     source_options: dict[str, Any] | None = None,
     merge_vertices: bool = True,
     batch: int = DEFAULT_BATCH,
+    workers: int | None = None,
     **store_options: Any,
 ) -> Any:
     """Write the skeletons or meshes of a Neuroglancer precomputed source into a new store.
@@ -229,7 +243,11 @@ def ingest_neuroglancer(
     merge_vertices
         Meshes: join vertices of equal position (fragments repeat their shared vertices).
     batch
-        Objects fetched and decoded together.
+        Objects fetched and decoded together at most; fewer when the objects are large, so
+        that decoded objects waiting for the writer stay near an eighth of ``memory_limit``.
+    workers
+        Threads that decode objects (Draco fragments) and prepare them for the writer
+        (default: every core); the store does not depend on it.
     store_options
         Keywords of :func:`zarr_vectors.create` for the new store (``chunk_shape``,
         ``bounds``, ``compression``, ``shards``, ``encoding="draco"`` for meshes,
@@ -264,13 +282,16 @@ def ingest_neuroglancer(
         raise InputError(f"{source.url} holds no {source.kind} to ingest")
     show = progress if progress is not None else sys.stderr.isatty()
     options = {"units": "nanometer", **store_options}
+    workers = check_workers(workers)
     writer = create(dst, source.kind, memory_limit=memory_limit, progress=progress, **options)
     append = _appender(writer, source.kind, merge_vertices)
     bar = _bar(len(segments), show, source.kind)
+    budget = _budget(memory_limit)
     with writer:
-        for lo in range(0, len(segments), batch):
-            chunk = segments[lo : lo + batch]
-            decoded = source.read(chunk, lod)
+        lo, per_object = 0, 0.0
+        while lo < len(segments):
+            chunk = segments[lo : lo + next_batch(per_object, budget, batch)]
+            decoded = source.read(chunk, lod, workers)
             missing = [int(i) for i, d in zip(chunk.tolist(), decoded) if d is None]
             if missing:
                 raise InputError(
@@ -278,13 +299,30 @@ def ingest_neuroglancer(
                     + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
                 )
             items = [(int(i), d) for i, d in zip(chunk.tolist(), decoded) if d is not None and len(d[0])]
+            size = sum(d[0].nbytes + d[1].nbytes + sum(a.nbytes for a in d[2].values()) for _, d in items)
+            per_object = max(per_object, size / len(chunk))
             if items:
-                append(items)
+                append(items, workers)
+            lo += len(chunk)
             if bar is not None:
                 bar.update(len(chunk))
     if bar is not None:
         bar.close()
     return open_store(dst, storage_options=store_options.get("storage_options"))
+
+
+def _budget(memory_limit: int | None) -> int:
+    """Bytes of decoded objects held at once: an eighth of the limit (the writer keeps the
+    rest), at least 1 MiB; 128 MiB without a limit."""
+    return max(1 << 20, (memory_limit if memory_limit is not None else 1 << 30) // 8)
+
+
+def next_batch(per_object: float, budget: int, batch: int) -> int:
+    """Objects to fetch next: :data:`FIRST_BATCH` before any was seen, then as many as fit
+    ``budget`` at the largest mean object size seen so far (at least 1, at most ``batch``)."""
+    if per_object <= 0:
+        return min(batch, FIRST_BATCH)
+    return int(min(batch, max(1, budget // per_object)))
 
 
 def _bar(total: int, show: bool, kind: str) -> Any:

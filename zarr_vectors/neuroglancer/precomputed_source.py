@@ -52,7 +52,7 @@ from zarr_vectors.neuroglancer.sharded_read import (
     locate_keys,
     shard_names,
 )
-from zarr_vectors.storage import open_backend
+from zarr_vectors.storage import map_cells, open_backend
 
 __all__ = ["KINDS", "PrecomputedSource", "ShardedIndex"]
 
@@ -262,9 +262,10 @@ class PrecomputedSource:
         return np.unique(np.array([i for i in found if i is not None], np.uint64))
 
     # -- objects -------------------------------------------------------------------------
-    def read(self, ids: np.ndarray, lod: int = 0) -> list[Decoded | None]:
+    def read(self, ids: np.ndarray, lod: int = 0, workers: int | None = 1) -> list[Decoded | None]:
         """The objects ``ids`` (None where the source has none); meshes at LOD ``lod``
-        (multi-resolution only; legacy meshes have one)."""
+        (multi-resolution only; legacy meshes have one); Draco fragments decoded by up to
+        ``workers`` threads (None: every core)."""
         ids = np.asarray(ids, np.uint64)
         if self.kind == "skeletons":
             return self._skeletons(ids)
@@ -273,7 +274,7 @@ class PrecomputedSource:
             if lod:
                 raise InputError(f"{self.url} holds legacy meshes, which have one level of detail; lod={lod}")
             return self._legacy(ids)
-        return self._multilod(ids, lod)
+        return self._multilod(ids, lod, workers)
 
     def _entries(self, ids: np.ndarray) -> tuple[list[bytes | None], list[tuple[str, int, int] | None]]:
         """The stored entries of ``ids`` (sharded: decoded per ``data_encoding``; unsharded: the
@@ -329,7 +330,7 @@ class PrecomputedSource:
             out.append(_joined(pos, faces))
         return out
 
-    def _multilod(self, ids: np.ndarray, lod: int) -> list[Decoded | None]:
+    def _multilod(self, ids: np.ndarray, lod: int, workers: int | None) -> list[Decoded | None]:
         assert self.mesh is not None
         bodies, places = self._entries(ids)
         manifests = [
@@ -353,18 +354,22 @@ class PrecomputedSource:
                         f"{self.where(name)}: the fragments of segment {i} would start before the shard's data"
                     )
                 ranges.append((name, first + start, length))
-        datas = iter(self.get_ranges([r for r in ranges if r[2]]))
-        out: list[Decoded | None] = []
-        for (i, man), rng in zip(((i, m) for i, m in zip(ids.tolist(), manifests) if m is not None), ranges):
-            data = next(datas) if rng[2] else b""
+        fetched = iter(self.get_ranges([r for r in ranges if r[2]]))
+        datas = [next(fetched) if rng[2] else b"" for rng in ranges]
+        present = [(i, m) for i, m in zip(ids.tolist(), manifests) if m is not None]
+
+        def decode(k: int) -> Decoded:
+            (i, man), rng, data = present[k], ranges[k], datas[k]
             where = self.where(rng[0])
             if data is None or len(data) != rng[2]:
                 raise PrecomputedFormatError(
                     f"{where}: the fragment data of segment {i} is shorter than its manifest says"
                 )
-            pos, faces = decode_multilod_fragments(man, data, lod, self.mesh, where)
-            out.append((pos, faces, {}))
-        it = iter(out)
+            pos, faces = decode_multilod_fragments(man, data, lod, mesh, where)
+            return pos, faces, {}
+
+        mesh = self.mesh
+        it = iter(map_cells(decode, len(present), workers))
         return [None if man is None else next(it) for man in manifests]
 
 
