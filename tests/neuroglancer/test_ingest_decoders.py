@@ -367,3 +367,36 @@ def test_edges_to_parents_refuses_cycles_and_loops() -> None:
         edges_to_parents(4, np.array([[0, 1], [1, 2], [2, 0]]), "skeleton 9")
     with pytest.raises(PrecomputedFormatError, match=r"^skeleton: edge \[2, 2\] joins a vertex to itself$"):
         edges_to_parents(4, np.array([[0, 1], [2, 2]]))
+
+
+def test_segment_properties_refusals() -> None:
+    from zarr_vectors.neuroglancer.precomputed_read import decode_segment_properties
+
+    def doc(**inline: object) -> dict:
+        return {"@type": "neuroglancer_segment_properties", "inline": {"ids": ["1", "2"], **inline}}
+
+    ids, cols = decode_segment_properties(doc(properties=[]), "p/info")
+    assert ids.tolist() == [1, 2] and cols == {}
+    cases = [
+        (
+            doc(properties=[{"id": "a", "type": "colour", "values": [1, 2]}]),
+            r"needs a unique string id and a type",
+        ),
+        (
+            doc(properties=[{"id": "a", "type": "label", "values": ["x"]}]),
+            r"property 'a': values must be a list of 2",
+        ),
+        (
+            doc(properties=[{"id": "a", "type": "number", "data_type": "int64", "values": [1, 2]}]),
+            r"data_type must be",
+        ),
+        (
+            doc(properties=[{"id": "a", "type": "tags", "tags": ["x"], "values": [[0], [1]]}]),
+            r"indices into its 1 tags",
+        ),
+        ({"@type": "neuroglancer_segment_properties", "inline": {"ids": ["-1"]}}, r"base-10 uint64 strings"),
+        ({"@type": "x"}, r"@type must be 'neuroglancer_segment_properties'"),
+    ]
+    for bad, message in cases:
+        with pytest.raises(PrecomputedFormatError, match=message):
+            decode_segment_properties(bad, "p/info")

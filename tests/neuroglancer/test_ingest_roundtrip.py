@@ -200,8 +200,12 @@ def test_broken_sources_name_the_file(skeletons: Path, tmp_path: Path) -> None:
     (bad / "skeletons" / "info").write_bytes((layer / "skeletons" / "info").read_bytes())
     body = (layer / "skeletons" / "7").read_bytes()
     (bad / "skeletons" / "7").write_bytes(body[:-3])
-    with pytest.raises(PrecomputedFormatError, match=r"bad/skeletons/7: \d+ bytes, but \d+ vertices"):
+    with pytest.raises(
+        PrecomputedFormatError, match=r"bad/skeletons/info: its segment properties .*bad/props do not exist"
+    ):
         ingest_neuroglancer(bad, "memory://bad", progress=False)
+    with pytest.raises(PrecomputedFormatError, match=r"bad/skeletons/7: \d+ bytes, but \d+ vertices"):
+        ingest_neuroglancer(bad, "memory://bad", progress=False, segment_properties=False)
     with pytest.raises(InputError, match=r"no Neuroglancer precomputed skeletons or meshes at .*nothing"):
         (tmp_path / "nothing").mkdir()
         ingest_neuroglancer(tmp_path / "nothing", "memory://bad", progress=False)
@@ -351,3 +355,66 @@ def test_batches_are_sized_by_the_memory_budget(
     layer = _export(skeletons, tmp_path / "ng", sharding=False)
     ingest_neuroglancer(layer, "memory://b1", progress=False, batch=3)
     assert asked == [3, 1]
+
+
+def test_segment_properties_become_object_attributes(tmp_path: Path) -> None:
+    pos = np.random.default_rng(0).uniform(0, 100, (4, 3)).astype("f4")
+    big = 2**64 - 1
+    zv.write_skeleton(
+        tmp_path / "p.zarr",
+        pos,
+        [-1, 0, -1, 2],
+        chunk_shape=50,
+        object_ids=np.array([big, big, 5, 5], np.uint64),
+        object_attributes={"name": {big: "big", 5: "five"}, "n": {big: np.int16(-3), 5: np.int16(4)}},
+    )
+    export_neuroglancer(tmp_path / "p.zarr", tmp_path / "ng", sharding=False)
+    ds = ingest_neuroglancer(
+        tmp_path / "ng" / "p" / "skeletons", "memory://props", progress=False
+    )  # ../props
+    assert ds.object_ids().tolist() == [5, big]
+    assert ds.object_attributes("name").tolist() == ["five", "big"]
+    assert ds.object_attributes("n").tolist() == [4, -3] and ds.object_attributes("n").dtype == np.int16
+    plain = ingest_neuroglancer(
+        tmp_path / "ng" / "p", "memory://noprops", progress=False, segment_properties=False
+    )
+    assert plain.object_attribute_names() == []
+
+
+def test_tags_and_empty_segments(tmp_path: Path) -> None:
+    """Every tag is kept (names joined by spaces); a segment whose skeleton is empty is no
+    object, so its properties are left out too; a segment without properties gets the fill."""
+    folder = tmp_path / "sk"
+    folder.mkdir()
+    info = {"@type": "neuroglancer_skeletons", "segment_properties": "props"}
+    (folder / "info").write_text(json.dumps(info))
+    one = (
+        np.array([2, 1], "<u4").tobytes()
+        + np.arange(6, dtype="<f4").tobytes()
+        + np.array([0, 1], "<u4").tobytes()
+    )
+    (folder / "3").write_bytes(one)
+    (folder / "4").write_bytes(np.zeros(2, "<u4").tobytes())  # no vertices
+    (folder / "9").write_bytes(one)
+    tags = [f"t{k}" for k in range(70)]  # more than 64: none dropped
+    props = {
+        "@type": "neuroglancer_segment_properties",
+        "inline": {
+            "ids": ["3", "4"],
+            "properties": [
+                {"id": "label", "type": "label", "values": ["three", "four"]},
+                {"id": "note", "type": "description", "values": ["a b", ""]},
+                {"id": "tags", "type": "tags", "tags": tags, "values": [[0, 65, 69], [1]]},
+                {"id": "size", "type": "number", "data_type": "uint32", "values": [7, 8]},
+            ],
+        },
+    }
+    (folder / "props").mkdir()
+    (folder / "props" / "info").write_text(json.dumps(props))
+    ds = ingest_neuroglancer(folder, "memory://tags", progress=False)
+    assert ds.object_ids().tolist() == [3, 9]
+    assert ds.object_attributes("label").tolist() == ["three", ""]
+    assert ds.object_attributes("note").tolist() == ["a b", ""]
+    assert ds.object_attributes("tags").tolist() == ["t0 t65 t69", ""]
+    size = ds.object_attributes("size")
+    assert size.dtype == np.uint32 and int(size[0]) == 7

@@ -64,6 +64,11 @@ def build_ingest_parser(parser_class: type[argparse.ArgumentParser]) -> argparse
     p.add_argument(
         "--memory-limit", type=positive_number, default=1024, metavar="MIB", help="memory to stay near (MiB)"
     )
+    p.add_argument(
+        "--no-properties",
+        action="store_true",
+        help="leave out the source's segment properties (object attributes)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing store at DST")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--source-options", metavar="JSON", help="options for SRC's filesystem (JSON object)")
@@ -103,6 +108,7 @@ def ingest_neuroglancer_command(args: argparse.Namespace) -> int:
         memory_limit=int(args.memory_limit * (1 << 20)),
         progress=False if args.no_progress else None,
         source_options=source_options,
+        segment_properties=not args.no_properties,
         compression=args.compression,
         overwrite=args.overwrite,
         storage_options=options,

@@ -217,6 +217,7 @@ def ingest_neuroglancer(
     merge_vertices: bool = True,
     batch: int = DEFAULT_BATCH,
     workers: int | None = None,
+    segment_properties: bool = True,
     **store_options: Any,
 ) -> Any:
     """Write the skeletons or meshes of a Neuroglancer precomputed source into a new store.
@@ -248,6 +249,10 @@ def ingest_neuroglancer(
     workers
         Threads that decode objects (Draco fragments) and prepare them for the writer
         (default: every core); the store does not depend on it.
+    segment_properties
+        Keep the source's segment properties (``label``, ``description``, ``string`` and
+        ``number`` ones, and ``tags`` as the tag names joined by spaces) as object attributes
+        named by the property ids.
     store_options
         Keywords of :func:`zarr_vectors.create` for the new store (``chunk_shape``,
         ``bounds``, ``compression``, ``shards``, ``encoding="draco"`` for meshes,
@@ -283,6 +288,9 @@ def ingest_neuroglancer(
     show = progress if progress is not None else sys.stderr.isatty()
     options = {"units": "nanometer", **store_options}
     workers = check_workers(workers)
+    props = _properties(source, segments) if segment_properties else {}
+    if props:
+        options["object_attributes"] = {**props, **options.get("object_attributes", {})}
     writer = create(dst, source.kind, memory_limit=memory_limit, progress=progress, **options)
     append = _appender(writer, source.kind, merge_vertices)
     bar = _bar(len(segments), show, source.kind)
@@ -299,6 +307,8 @@ def ingest_neuroglancer(
                     + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
                 )
             items = [(int(i), d) for i, d in zip(chunk.tolist(), decoded) if d is not None and len(d[0])]
+            if len(items) < len(chunk):  # empty segments are no objects: no properties either
+                _drop(props, {i for i in chunk.tolist()} - {i for i, _ in items})
             size = sum(d[0].nbytes + d[1].nbytes + sum(a.nbytes for a in d[2].values()) for _, d in items)
             per_object = max(per_object, size / len(chunk))
             if items:
@@ -309,6 +319,25 @@ def ingest_neuroglancer(
     if bar is not None:
         bar.close()
     return open_store(dst, storage_options=store_options.get("storage_options"))
+
+
+def _properties(source: PrecomputedSource, segments: np.ndarray) -> dict[str, dict[int, Any]]:
+    """The source's segment properties of ``segments``, as ``{property: {id: value}}``
+    mappings (the writer reads them at ``close``; segments found empty are dropped from them
+    before then). Segments without a value get the writer's fill (``""``, NaN, the type's
+    minimum)."""
+    ids, columns = source.segment_properties()
+    keep = np.isin(ids, segments)
+    kept = ids[keep].tolist()
+    return {
+        name: dict(zip(kept, values[keep])) for name, values in columns.items()
+    }  # numpy scalars keep the dtype
+
+
+def _drop(props: dict[str, dict[int, Any]], ids: set[int]) -> None:
+    for table in props.values():
+        for i in ids:
+            table.pop(i, None)
 
 
 def _budget(memory_limit: int | None) -> int:

@@ -38,6 +38,7 @@ __all__ = [
     "decode_legacy_manifest",
     "decode_multilod_fragments",
     "decode_multilod_manifest",
+    "decode_segment_properties",
     "decode_skeleton",
     "parse_json",
     "parse_mesh_info",
@@ -348,3 +349,68 @@ def decode_multilod_fragments(
     pos = np.concatenate(pieces) if pieces else np.zeros((0, 3))
     tri = np.concatenate(faces) if faces else np.zeros((0, 3), np.int64)
     return apply_transform(pos, info.transform), tri
+
+
+#: Segment property types, and the numeric types a ``number`` property may have.
+PROPERTY_TYPES = ("label", "description", "string", "tags", "number")
+PROPERTIES_TYPE = "neuroglancer_segment_properties"
+
+
+def decode_segment_properties(doc: dict[str, Any], where: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """``(ids uint64, {property id: values})`` of an inline ``neuroglancer_segment_properties``
+    info: strings (``label``, ``description``, ``string``) as ``str`` arrays, numbers in their
+    ``data_type``, and tags as one string per segment of its tag names joined by spaces (tag
+    names hold no spaces), every tag kept. Without ``inline``: no ids, no properties."""
+    if doc.get("@type") != PROPERTIES_TYPE:
+        raise _fail(where, f"@type must be {PROPERTIES_TYPE!r}, got {doc.get('@type')!r}")
+    inline = doc.get("inline")
+    if inline is None:
+        return np.zeros(0, np.uint64), {}
+    texts = inline.get("ids") if isinstance(inline, dict) else None
+    if not isinstance(texts, list) or not all(isinstance(t, str) and _u64_text(t) for t in texts):
+        raise _fail(where, "inline ids must be a list of base-10 uint64 strings")
+    ids = np.array([int(t) for t in texts], np.uint64)
+    if len(np.unique(ids)) != len(ids):
+        raise _fail(where, "inline ids repeat")
+    columns: dict[str, np.ndarray] = {}
+    for prop in inline.get("properties") or []:
+        name, kind = (prop.get("id"), prop.get("type")) if isinstance(prop, dict) else (None, None)
+        if not isinstance(name, str) or not name or name in columns or kind not in PROPERTY_TYPES:
+            raise _fail(
+                where, f"property {prop!r} needs a unique string id and a type of {list(PROPERTY_TYPES)}"
+            )
+        values = prop.get("values")
+        if not isinstance(values, list) or len(values) != len(ids):
+            raise _fail(where, f"property {name!r}: values must be a list of {len(ids)} (one per id)")
+        columns[name] = _property_values(prop, values, f"{where}: property {name!r}")
+    return ids, columns
+
+
+def _u64_text(text: str) -> bool:
+    return text.isdigit() and text.isascii() and int(text) < 1 << 64
+
+
+def _property_values(prop: dict[str, Any], values: list[Any], where: str) -> np.ndarray:
+    kind = prop["type"]
+    if kind == "number":
+        dtype = NG_TYPES.get(prop.get("data_type"))  # type: ignore[arg-type]
+        if dtype is None:
+            raise PrecomputedFormatError(f"{where}: data_type must be one of {sorted(NG_TYPES)}")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            raise PrecomputedFormatError(f"{where}: every value must be a number")
+        return np.asarray(values, np.float64).astype(np.dtype(dtype).newbyteorder("="))
+    if kind != "tags":
+        if not all(isinstance(v, str) for v in values):
+            raise PrecomputedFormatError(f"{where}: every value must be a string")
+        return np.asarray(values, dtype=str)
+    tags = prop.get("tags")
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise PrecomputedFormatError(f"{where}: tags must be a list of strings")
+    out = []
+    for v in values:
+        if not isinstance(v, list) or not all(isinstance(i, int) and 0 <= i < len(tags) for i in v):
+            raise PrecomputedFormatError(
+                f"{where}: each value must be a list of indices into its {len(tags)} tags"
+            )
+        out.append(" ".join(tags[i] for i in v))
+    return np.asarray(out, dtype=str)

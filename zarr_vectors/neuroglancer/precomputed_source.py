@@ -20,10 +20,12 @@ objects in a few batched requests (all keys of a step in flight together) and de
 from __future__ import annotations
 
 import gzip
+import posixpath
 import re
 import zlib
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urljoin
 
 import numpy as np
 
@@ -38,6 +40,7 @@ from zarr_vectors.neuroglancer.precomputed_read import (
     decode_legacy_manifest,
     decode_multilod_fragments,
     decode_multilod_manifest,
+    decode_segment_properties,
     decode_skeleton,
     parse_json,
     parse_mesh_info,
@@ -58,6 +61,7 @@ __all__ = ["KINDS", "PrecomputedSource", "ShardedIndex"]
 
 #: The kinds of source read: skeletons and meshes.
 KINDS = ("skeletons", "meshes")
+_NO_PROPS = "segment_properties=False, or --no-properties, reads the layer without them"
 _DIGITS = re.compile(r"[0-9]{1,20}")
 #: An object as read: skeletons ``(positions, edges, attributes)``, meshes ``(positions, faces, {})``.
 Decoded = tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]
@@ -152,6 +156,9 @@ class PrecomputedSource:
                 f"no Neuroglancer precomputed source at {self.url}: the path does not exist"
             ) from exc
         self.prefix = ""
+        #: The segment properties folder named by a segmentation volume's info (from the root).
+        self._volume_props: str | None = None
+        self.storage_options = storage_options
         self.kind, info = self._find(kind)
         self.skeleton: SkeletonInfo | None = None
         self.mesh: MeshInfo | None = None
@@ -216,6 +223,8 @@ class PrecomputedSource:
             return found, info
         folders: dict[str, str] = {}
         if info is not None:  # a segmentation volume naming its mesh and skeleton folders
+            props = info.get("segment_properties")
+            self._volume_props = props.strip("/") if isinstance(props, str) and props.strip("/") else None
             for name, key in (("skeletons", "skeletons"), ("meshes", "mesh")):
                 if isinstance(info.get(key), str) and info[key].strip("/"):
                     folders[name] = info[key].strip("/") + "/"
@@ -240,6 +249,41 @@ class PrecomputedSource:
             f"no Neuroglancer precomputed {kind or 'skeletons or meshes'} at {self.url} ({what}); give the "
             "folder holding the skeleton or mesh info, or a segmentation volume naming one"
         )
+
+    # -- segment properties ------------------------------------------------------------
+    def properties_url(self) -> str | None:
+        """Where the layer's segment properties are (its info's ``segment_properties``, else
+        the volume's), resolved against the source: None when it names none."""
+        info = self.skeleton if self.skeleton is not None else self.mesh
+        rel = info.segment_properties if info is not None else None
+        if isinstance(rel, str) and rel.strip("/"):
+            rel = self.prefix + rel.strip("/")
+        else:
+            rel = self._volume_props
+        if rel is None:
+            return None
+        base = self.url.rstrip("/")
+        if "://" in base and not base.startswith("file://"):
+            return urljoin(base + "/", rel)
+        return posixpath.normpath(posixpath.join(base, rel))
+
+    def segment_properties(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """``(ids, {property: values})`` of the layer's inline segment properties (none when
+        it names no properties folder)."""
+        url = self.properties_url()
+        if url is None:
+            return np.zeros(0, np.uint64), {}
+        try:
+            backend = open_backend(url, read_only=True, storage_options=self.storage_options)
+        except StoreNotFoundError as exc:
+            raise PrecomputedFormatError(
+                f"{self.where('info')}: its segment properties {url} do not exist ({_NO_PROPS})"
+            ) from exc
+        (body,) = backend.get_many(["info"])
+        where = f"{url.rstrip('/')}/info"
+        if body is None:
+            raise PrecomputedFormatError(f"{where} is missing (named by {self.where('info')}; {_NO_PROPS})")
+        return decode_segment_properties(parse_json(body, where), where)
 
     # -- which segments ------------------------------------------------------------------
     def segment_ids(self) -> np.ndarray:
