@@ -418,3 +418,41 @@ def test_tags_and_empty_segments(tmp_path: Path) -> None:
     assert ds.object_attributes("tags").tolist() == ["t0 t65 t69", ""]
     size = ds.object_attributes("size")
     assert size.dtype == np.uint32 and int(size[0]) == 7
+
+
+@pytest.mark.slow
+def test_s3_sources(skeletons: Path, meshes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """s3:// through fsspec (a local moto server): a sharded layer lists its own segments,
+    an unsharded one is read by the ids given; the stores equal those read from disk."""
+    s3fs = pytest.importorskip("s3fs")
+    from tests.storage.s3server import DUMMY_AWS_ENV, start_s3_server
+
+    for name, value in DUMMY_AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    server = start_s3_server("zv-ingest-tests")
+    try:
+        options = server.storage_options
+        _export(skeletons, tmp_path / "sharded", sharding=True)
+        _export(meshes, tmp_path / "plain", sharding=False)
+        fs = s3fs.S3FileSystem(**options)
+        fs.put(str(tmp_path / "sharded"), "zv-ingest-tests/sharded", recursive=True)
+        fs.put(str(tmp_path / "plain"), "zv-ingest-tests/plain", recursive=True)
+        sk = ingest_neuroglancer(
+            "s3://zv-ingest-tests/sharded/neuron", "memory://s3sk", source_options=options, progress=False
+        )
+        me = ingest_neuroglancer(
+            "s3://zv-ingest-tests/plain/soma",
+            "memory://s3me",
+            ids=IDS,
+            source_options=options,
+            progress=False,
+        )
+    finally:
+        server.stop()
+    sk_local = ingest_neuroglancer(tmp_path / "sharded" / "neuron", "memory://s3sk-local", progress=False)
+    me_local = ingest_neuroglancer(tmp_path / "plain" / "soma", "memory://s3me-local", progress=False)
+    assert sk.object_ids().tolist() == me.object_ids().tolist() == sorted(IDS)
+    for sid in IDS:
+        assert np.array_equal(sk.objects([sid]).positions, sk_local.objects([sid]).positions)
+        assert np.array_equal(me.objects([sid]).faces, me_local.objects([sid]).faces)
+        assert np.array_equal(me.objects([sid]).positions, me_local.objects([sid]).positions)

@@ -25,7 +25,6 @@ import re
 import zlib
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urljoin
 
 import numpy as np
 
@@ -262,10 +261,8 @@ class PrecomputedSource:
             rel = self._volume_props
         if rel is None:
             return None
-        base = self.url.rstrip("/")
-        if "://" in base and not base.startswith("file://"):
-            return urljoin(base + "/", rel)
-        return posixpath.normpath(posixpath.join(base, rel))
+        scheme, sep, path = self.url.rstrip("/").rpartition("://")
+        return scheme + sep + posixpath.normpath(posixpath.join(path, rel))  # "s3://b/x/../p" -> "s3://b/p"
 
     def segment_properties(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """``(ids, {property: values})`` of the layer's inline segment properties (none when
