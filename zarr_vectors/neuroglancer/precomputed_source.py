@@ -54,9 +54,9 @@ from zarr_vectors.neuroglancer.sharded_read import (
     locate_keys,
     shard_names,
 )
-from zarr_vectors.storage import map_cells, open_backend
+from zarr_vectors.storage import Backend, map_cells, open_backend
 
-__all__ = ["KINDS", "PrecomputedSource", "ShardedIndex"]
+__all__ = ["KINDS", "LayerFiles", "PrecomputedSource", "ShardedIndex"]
 
 #: The kinds of source read: skeletons and meshes.
 KINDS = ("skeletons", "meshes")
@@ -75,12 +75,13 @@ def _u64(text: str) -> int | None:
 
 
 class ShardedIndex:
-    """The minishard indexes of one sharded folder, read on demand and kept."""
+    """The minishard indexes of one sharded folder (``folder`` of the layer), read on demand
+    and kept."""
 
-    def __init__(self, source: PrecomputedSource, spec: ShardingSpec) -> None:
+    def __init__(self, source: LayerFiles, spec: ShardingSpec, folder: str = "") -> None:
         self.source = source
         self.spec = spec
-        self.names = shard_names(spec)
+        self.names = [folder + name for name in shard_names(spec)]
         self._shards: dict[int, np.ndarray | None] = {}
         self._minis: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
@@ -108,9 +109,9 @@ class ShardedIndex:
         for s, m in todo:
             lo, hi = (int(v) for v in self._shards[s][m])  # type: ignore[index]
             ranges.append((self.names[s], lo, hi - lo))
-        for (s, m), body in zip(todo, self.source.get_ranges(ranges)):
+        for (s, m), rng, body in zip(todo, ranges, self.source.get_ranges(ranges)):
             where = self.source.where(f"{self.names[s]} (minishard {m})")
-            if body is None or len(body) != ranges[todo.index((s, m))][2]:
+            if body is None or len(body) != rng[2]:
                 raise PrecomputedFormatError(f"{where}: the minishard index lies past the end of the shard")
             self._minis[(s, m)] = decode_minishard_index(body, self.spec, where)
 
@@ -127,53 +128,51 @@ class ShardedIndex:
         return np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.uint64)
 
     def locate(self, keys: np.ndarray) -> list[tuple[str, int, int] | None]:
-        """Per key, ``(shard file, start, size)`` of its entry, or None when absent."""
+        """Per key, ``(shard file, start, size)`` of its entry, or None when absent: the
+        minishards the keys hash to are read, then all keys looked up at once."""
         keys = np.asarray(keys, np.uint64)
         shard, mini = locate_keys(keys, self.spec)
-        pairs = list(zip(shard.tolist(), mini.tolist()))
+        pairs = sorted(set(zip(shard.tolist(), mini.tolist())))
         self._load_minishards(pairs)
-        out: list[tuple[str, int, int] | None] = []
-        for key, pair in zip(keys.tolist(), pairs):
-            found, starts, sizes = self._minis[pair]
-            hit = np.flatnonzero(found == np.uint64(key))
-            i = int(hit[0]) if len(hit) else -1
-            out.append(None if i < 0 else (self.names[pair[0]], int(starts[i]), int(sizes[i])))
-        return out
+        tables = [self._minis[p] for p in pairs]
+        if not tables or not sum(len(t[0]) for t in tables):
+            return [None] * len(keys)
+        found = np.concatenate([t[0] for t in tables])
+        starts = np.concatenate([t[1] for t in tables])
+        sizes = np.concatenate([t[2] for t in tables])
+        owner = np.repeat(np.array([p[0] for p in pairs], np.int64), [len(t[0]) for t in tables])
+        order = np.argsort(found, kind="stable")
+        hit = order[np.minimum(np.searchsorted(found[order], keys), len(found) - 1)]
+        ok = (found[hit] == keys) & (owner[hit] == shard)
+        return [
+            (self.names[int(owner[h])], int(starts[h]), int(sizes[h])) if good else None
+            for h, good in zip(hit.tolist(), ok.tolist())
+        ]
 
 
-class PrecomputedSource:
-    """One precomputed skeleton or mesh layer (module docstring)."""
+class LayerFiles:
+    """The files of one precomputed layer: a backend, the layer's folder in it (``prefix``),
+    batched reads, and names for messages."""
 
-    def __init__(self, url: Any, kind: str | None = None, storage_options: dict[str, Any] | None = None):
-        if kind is not None and kind not in KINDS:
-            raise InputError(f"kind must be one of {', '.join(map(repr, KINDS))} or None, got {kind!r}")
+    url: str
+    backend: Backend
+    prefix: str
+    storage_options: dict[str, Any] | None
+
+    def where(self, name: str) -> str:
+        """How a file of the layer is named in messages: the source URL and the key."""
+        return f"{self.url.rstrip('/')}/{self.prefix}{name}"
+
+    def _open(self, url: Any, storage_options: dict[str, Any] | None) -> None:
         self.url = str(url)
+        self.prefix = ""
+        self.storage_options = storage_options
         try:
             self.backend = open_backend(url, read_only=True, storage_options=storage_options)
         except StoreNotFoundError as exc:
             raise InputError(
                 f"no Neuroglancer precomputed source at {self.url}: the path does not exist"
             ) from exc
-        self.prefix = ""
-        #: The segment properties folder named by a segmentation volume's info (from the root).
-        self._volume_props: str | None = None
-        self.storage_options = storage_options
-        self.kind, info = self._find(kind)
-        self.skeleton: SkeletonInfo | None = None
-        self.mesh: MeshInfo | None = None
-        if self.kind == "skeletons":
-            assert info is not None
-            self.skeleton = parse_skeleton_info(info, self.where("info"))
-            spec = self.skeleton.sharding
-        else:
-            self.mesh = parse_mesh_info(info, self.where("info"))
-            spec = self.mesh.sharding
-        self.sharded = None if spec is None else ShardedIndex(self, spec)
-
-    # -- keys --------------------------------------------------------------------------
-    def where(self, name: str) -> str:
-        """How a file of the layer is named in messages: the source URL and the key."""
-        return f"{self.url.rstrip('/')}/{self.prefix}{name}"
 
     def get_many(self, names: Sequence[str]) -> list[bytes | None]:
         """Whole files of the layer (None: absent). In a local folder, a file found only as
@@ -210,6 +209,28 @@ class PrecomputedSource:
     def _json(self, key: str) -> dict[str, Any] | None:
         (body,) = self.backend.get_many([key])
         return None if body is None else parse_json(body, f"{self.url.rstrip('/')}/{key}")
+
+
+class PrecomputedSource(LayerFiles):
+    """One precomputed skeleton or mesh layer (module docstring)."""
+
+    def __init__(self, url: Any, kind: str | None = None, storage_options: dict[str, Any] | None = None):
+        if kind is not None and kind not in KINDS:
+            raise InputError(f"kind must be one of {', '.join(map(repr, KINDS))} or None, got {kind!r}")
+        self._open(url, storage_options)
+        #: The segment properties folder named by a segmentation volume's info (from the root).
+        self._volume_props: str | None = None
+        self.kind, info = self._find(kind)
+        self.skeleton: SkeletonInfo | None = None
+        self.mesh: MeshInfo | None = None
+        if self.kind == "skeletons":
+            assert info is not None
+            self.skeleton = parse_skeleton_info(info, self.where("info"))
+            spec = self.skeleton.sharding
+        else:
+            self.mesh = parse_mesh_info(info, self.where("info"))
+            spec = self.mesh.sharding
+        self.sharded = None if spec is None else ShardedIndex(self, spec)
 
     def _find(self, kind: str | None) -> tuple[str, dict[str, Any] | None]:
         """``(kind, info)`` of the layer; sets :attr:`prefix` to its folder."""
