@@ -400,3 +400,86 @@ def test_segment_properties_refusals() -> None:
     for bad, message in cases:
         with pytest.raises(PrecomputedFormatError, match=message):
             decode_segment_properties(bad, "p/info")
+
+
+# ------------------------------------------------------------------ annotations
+
+
+ANN_INFO = {
+    "@type": "neuroglancer_annotations_v1",
+    "dimensions": {"x": [4e-9, "m"], "y": [4e-9, "m"], "z": [4e-8, "m"]},
+    "lower_bound": [0, 0, 0],
+    "upper_bound": [100, 100, 10],
+    "annotation_type": "POINT",
+    "properties": [
+        {"id": "a", "type": "uint8", "enum_values": [0, 1], "enum_labels": ["no", "yes"]},
+        {"id": "b", "type": "float32"},
+        {"id": "c", "type": "rgb"},
+        {"id": "d", "type": "int16"},
+    ],
+    "relationships": [{"id": "pre", "key": "rel_pre"}, {"id": "post", "key": "rel_post"}],
+    "by_id": {"key": "by_id"},
+    "spatial": [],
+}
+
+
+def _annotation(
+    x: float, a: int, b: float, c: tuple[int, int, int], d: int, pre: list[int], post: list[int]
+) -> bytes:
+    """By the spec: geometry, then 4-byte properties (b), 2-byte (d), 1-byte (a, then c), pad to
+    a multiple of 4 (12 + 4 + 2 + 1 + 3 = 22, so 2 bytes), then each relationship's ids."""
+    body = struct.pack("<3f", x, x + 1, x + 2) + struct.pack("<f", b) + struct.pack("<h", d)
+    body += bytes([a, *c]) + b"\0\0"
+    for ids in (pre, post):
+        body += struct.pack("<I", len(ids)) + struct.pack(f"<{len(ids)}Q", *ids)
+    return body
+
+
+def test_annotation_records_by_hand() -> None:
+    from zarr_vectors.io.neuroglancer_annotations import relationship_columns
+    from zarr_vectors.neuroglancer.annotation_read import decode_single_annotations, parse_annotation_info
+
+    info = parse_annotation_info(ANN_INFO, "ann/info")
+    assert info.record_dtype().itemsize == 24 and info.enum_labels == {"a": {0: "no", 1: "yes"}}
+    bodies = [
+        _annotation(1, 1, 0.5, (1, 2, 3), -7, [2**64 - 1], []),
+        _annotation(5, 0, -2.0, (9, 8, 7), 300, [], [4]),
+    ]
+    geometry, props, related = decode_single_annotations(bodies, info, "ann/by_id")
+    assert geometry.tolist() == [[[1, 2, 3]], [[5, 6, 7]]]
+    assert props["a"].ravel().tolist() == [1, 0] and props["b"].ravel().tolist() == [0.5, -2.0]
+    assert props["c"].tolist() == [[1, 2, 3], [9, 8, 7]] and props["d"].ravel().tolist() == [-7, 300]
+    assert [c.tolist() for c, _ in related] == [[1, 0], [0, 1]]
+    assert [v.tolist() for _, v in related] == [[2**64 - 1], [4]]
+    cols = relationship_columns(info, related, np.array([10, 11], np.uint64))
+    assert cols["pre"].tolist() == [2**64 - 1, 0] and cols["post"].tolist() == [0, 4]
+    with pytest.raises(
+        PrecomputedFormatError, match=r"^ann/by_id: annotation 1 of the batch has 3 bytes after"
+    ):
+        decode_single_annotations([bodies[0], bodies[1] + b"xyz"], info, "ann/by_id")
+    with pytest.raises(
+        PrecomputedFormatError, match=r"^ann/by_id: an annotation ends inside the ids of relationship 'pre'"
+    ):
+        decode_single_annotations([bodies[0][:30]], info, "ann/by_id")
+    with pytest.raises(
+        PrecomputedFormatError,
+        match=r"^ann/by_id: annotation 0 of the batch has 20 bytes, a record needs 24$",
+    ):
+        decode_single_annotations([bodies[0][:20]], info, "ann/by_id")
+    two = decode_single_annotations([_annotation(1, 1, 0.5, (1, 2, 3), -7, [3, 4], [])], info, "ann/by_id")[2]
+    from zarr_vectors.errors import InputError
+
+    with pytest.raises(InputError, match=r"annotation 10 lists 2 ids for relationship 'pre'"):
+        relationship_columns(info, two, np.array([10], np.uint64))
+
+
+def test_annotation_info_refusals() -> None:
+    from zarr_vectors.errors import InputError
+    from zarr_vectors.neuroglancer.annotation_read import parse_annotation_info
+
+    with pytest.raises(InputError, match=r"^ann/info: ELLIPSOID annotations cannot be ingested yet"):
+        parse_annotation_info({**ANN_INFO, "annotation_type": "ELLIPSOID"}, "ann/info")
+    with pytest.raises(PrecomputedFormatError, match=r"^ann/info: property 'e': type must be one of"):
+        parse_annotation_info({**ANN_INFO, "properties": [{"id": "e", "type": "uint64"}]}, "ann/info")
+    with pytest.raises(PrecomputedFormatError, match=r"^ann/info: lower_bound must be 3 finite numbers"):
+        parse_annotation_info({**ANN_INFO, "lower_bound": [0, 0]}, "ann/info")

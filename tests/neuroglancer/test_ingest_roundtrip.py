@@ -456,3 +456,108 @@ def test_s3_sources(skeletons: Path, meshes: Path, tmp_path: Path, monkeypatch: 
         assert np.array_equal(sk.objects([sid]).positions, sk_local.objects([sid]).positions)
         assert np.array_equal(me.objects([sid]).faces, me_local.objects([sid]).faces)
         assert np.array_equal(me.objects([sid]).positions, me_local.objects([sid]).positions)
+
+
+# ------------------------------------------------------------------ annotations
+
+
+def _sorted_rows(*columns: np.ndarray) -> np.ndarray:
+    rows = np.column_stack([np.asarray(c, np.float64).reshape(len(c), -1) for c in columns])
+    return rows[np.lexsort(rows.T[::-1])]
+
+
+@pytest.mark.parametrize("sharding", [False, True])
+def test_point_annotations_round_trip_exactly(tmp_path: Path, sharding: bool) -> None:
+    """A point cloud exported as POINT annotations (properties, and the ``object``
+    relationship) comes back as a point cloud: each annotation an object with its annotation
+    id, every position and attribute exact, the object ids as the ``object`` attribute."""
+    rng = np.random.default_rng(8)
+    n = 600
+    pts = rng.uniform(0, 1000, (n, 3)).astype("f4")
+    oids = rng.choice(np.array(IDS, np.uint64), n)
+    zv.write_points(
+        tmp_path / "syn.zarr",
+        pts,
+        chunk_shape=250,
+        attributes={"score": rng.random(n).astype("f4"), "kind": rng.integers(0, 5, n).astype("u1")},
+        object_ids=oids,
+    )
+    export_neuroglancer(tmp_path / "syn.zarr", tmp_path / "ng", sharding=sharding)
+    ds = ingest_neuroglancer(tmp_path / "ng" / "syn", f"memory://ann-{sharding}", progress=False)
+    res, src = ds.read(), zv.open(tmp_path / "syn.zarr").read()
+    assert ds.num_objects() == n and len(np.unique(res.object_ids)) == n  # one object per annotation
+    assert res.attributes["object"].dtype == np.uint64 and res.attributes["kind"].dtype == np.uint8
+    assert np.array_equal(np.sort(res.attributes["object"]), np.sort(src.object_ids))  # ids near 2**64 exact
+    a = _sorted_rows(
+        src.positions, src.attributes["score"], src.attributes["kind"], src.object_ids.astype(np.float64)
+    )
+    b = _sorted_rows(
+        res.positions,
+        res.attributes["score"],
+        res.attributes["kind"],
+        res.attributes["object"].astype(np.float64),
+    )
+    assert np.array_equal(a, b)
+
+
+def test_line_annotations_round_trip(tmp_path: Path) -> None:
+    """Lines exported as LINE annotations (one per edge) come back as straight segments."""
+    rng = np.random.default_rng(9)
+    lines = [np.cumsum(rng.normal(0, 30, (6, 3)), axis=0).astype("f4") + 500 for _ in range(4)]
+    zv.write_lines(tmp_path / "tracts.zarr", lines, chunk_shape=200, object_ids=[3, 4, 5, 2**64 - 1])
+    export_neuroglancer(tmp_path / "tracts.zarr", tmp_path / "ng", sharding=False)
+    ds = ingest_neuroglancer(tmp_path / "ng" / "tracts", "memory://lines", progress=False)
+    assert ds.num_objects() == sum(len(v) - 1 for v in lines)
+    res = ds.read()
+    seg = res.positions[res.edges].reshape(-1, 6) if res.edges is not None else None
+    assert seg is not None
+    want = np.concatenate([np.concatenate([v[:-1], v[1:]], axis=1) for v in lines])
+    owners = np.repeat(np.array([3, 4, 5, 2**64 - 1], np.uint64), [len(v) - 1 for v in lines])
+    got_owner = res.attributes["object"][res.edges[:, 0]]
+    assert np.array_equal(
+        _sorted_rows(seg, got_owner.astype(float)), _sorted_rows(want, owners.astype(float))
+    )
+
+
+def test_neuroglancer_package_annotations(tmp_path: Path) -> None:
+    """POINT annotations written by ``neuroglancer.write_annotations.AnnotationWriter``:
+    properties of every size (and rgb), two relationships, ids near 2**64."""
+    ng = pytest.importorskip("neuroglancer")
+    from neuroglancer.write_annotations import AnnotationWriter
+
+    space = ng.CoordinateSpace(names=["x", "y", "z"], units="nm", scales=[4, 4, 40])
+    props = [
+        ng.AnnotationPropertySpec(id="kind", type="uint8", enum_values=[0, 1], enum_labels=["pre", "post"]),
+        ng.AnnotationPropertySpec(id="score", type="float32"),
+        ng.AnnotationPropertySpec(id="colour", type="rgb"),
+        ng.AnnotationPropertySpec(id="depth", type="int16"),
+    ]
+    writer = AnnotationWriter(space, "point", relationships=["pre", "post"], properties=props)
+    rng = np.random.default_rng(3)
+    truth = []
+    for k in range(40):
+        p = rng.uniform(0, 100, 3).astype(np.float32)
+        aid = 2**64 - 1 - k
+        pre, post = 2**63 + k, k
+        row = {
+            "kind": k % 2,
+            "score": float(np.float32(rng.random())),
+            "colour": (k, 2 * k, 3 * k),
+            "depth": -k,
+        }
+        writer.add_point(p, id=aid, pre=pre, post=[post] if k % 3 else [], **row)
+        truth.append((aid, p, row, pre, post if k % 3 else 0))
+    writer.write(tmp_path / "syn")
+    ds = ingest_neuroglancer(tmp_path / "syn", "memory://ngann", progress=False, chunk_shape=200)
+    assert ds.object_ids().tolist() == sorted(t[0] for t in truth)
+    res = ds.read()
+    at = {int(i): k for k, i in enumerate(res.object_ids.tolist())}
+    for aid, p, row, pre, post in truth:
+        k = at[aid]
+        assert np.array_equal(res.positions[k], (p.astype(np.float64) * [4, 4, 40]).astype(np.float32))  # nm
+        assert res.attributes["kind"][k] == row["kind"] and res.attributes["score"][k] == row["score"]
+        assert (
+            res.attributes["colour"][k].tolist() == list(row["colour"])
+            and res.attributes["depth"][k] == row["depth"]
+        )
+        assert int(res.attributes["pre"][k]) == pre and int(res.attributes["post"][k]) == post

@@ -1,5 +1,5 @@
-"""``zarr-vectors ingest neuroglancer SRC DST``: Neuroglancer precomputed skeletons or meshes
-into a new store (:func:`zarr_vectors.io.neuroglancer.ingest_neuroglancer`).
+"""``zarr-vectors ingest neuroglancer SRC DST``: Neuroglancer precomputed skeletons, meshes or
+point and line annotations into a new store (:func:`zarr_vectors.io.neuroglancer.ingest_neuroglancer`).
 
 The ``ingest`` subcommand reads files named on the command line; this one reads a source
 folder or URL, so it has a parser of its own. ``cli/main.py`` hands it the arguments when
@@ -23,8 +23,8 @@ EXAMPLES = """examples:
   zarr-vectors ingest neuroglancer https://host/seg/skeletons sk.zarr --ids 864691135,864691136
   zarr-vectors ingest neuroglancer gs://bucket/seg meshes.zarr --kind meshes --ids 7 --draco
 
-SRC is a skeleton or mesh folder (holding its info), a segmentation volume naming them, or a
-folder holding skeletons/ or mesh/. Without --ids every segment of the source's index is read
+SRC is a skeleton, mesh or annotation folder (holding its info), a segmentation volume naming
+them, or a folder holding skeletons/, mesh/ or ann/. Without --ids every segment of the source's index is read
 (sharded sources) or of the folder (local unsharded ones); remote unsharded sources need --ids."""
 
 
@@ -43,7 +43,8 @@ def build_ingest_parser(parser_class: type[argparse.ArgumentParser]) -> argparse
     """The parser of ``ingest neuroglancer`` (``parser_class`` gives the error contract)."""
     p = parser_class(
         prog="zarr-vectors ingest neuroglancer",
-        description="Write Neuroglancer precomputed skeletons or meshes (sharded or not) into a new store.",
+        description="Write Neuroglancer precomputed skeletons, meshes or point and line annotations (sharded or "
+        "not) into a new store.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -52,7 +53,9 @@ def build_ingest_parser(parser_class: type[argparse.ArgumentParser]) -> argparse
     p.add_argument(
         "--ids", type=_ids, action="append", metavar="ID[,ID...]", help="segment ids to read (repeatable)"
     )
-    p.add_argument("--kind", choices=["skeletons", "meshes"], help="which layer, when SRC holds both")
+    p.add_argument(
+        "--kind", choices=["skeletons", "meshes", "annotations"], help="which layer, when SRC holds several"
+    )
     p.add_argument("--lod", type=int, default=0, help="multi-resolution meshes: level of detail (0: finest)")
     p.add_argument(
         "--chunk-size",
@@ -114,7 +117,13 @@ def ingest_neuroglancer_command(args: argparse.Namespace) -> int:
         storage_options=options,
         **extra,
     )
-    what = "skeletons" if "skeleton" in ds.geometry_types else "meshes"
+    what = (
+        "skeletons"
+        if "skeleton" in ds.geometry_types
+        else "meshes"
+        if "mesh" in ds.geometry_types
+        else "annotations"
+    )
     print(f"wrote {ds.num_objects()} {what}, {ds.vertex_count()} vertices to {dst}")
     return 0
 

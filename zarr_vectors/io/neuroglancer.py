@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import InputError, PrecomputedFormatError
+from zarr_vectors.io.neuroglancer_annotations import ingest_annotations
+from zarr_vectors.neuroglancer.annotation_source import AnnotationSource, open_layer
 from zarr_vectors.neuroglancer.precomputed_source import Decoded, PrecomputedSource
 from zarr_vectors.storage import check_workers, map_cells
 
@@ -40,7 +42,7 @@ __all__ = ["edges_to_parents", "ingest_neuroglancer", "DEFAULT_BATCH"]
 DEFAULT_BATCH = 256
 #: Objects of the first batch, before their size is known.
 FIRST_BATCH = 8
-_ONE = {"skeletons": "skeleton", "meshes": "mesh"}
+_ONE = {"skeletons": "skeleton", "meshes": "mesh", "annotations": "annotation"}
 
 
 def _as_ids(ids: Iterable[Any] | None) -> np.ndarray | None:
@@ -278,14 +280,31 @@ def ingest_neuroglancer(
         raise InputError(f"batch must be a positive integer, got {batch!r}")
     if isinstance(lod, bool) or not isinstance(lod, int) or lod < 0:
         raise InputError(f"lod must be a non-negative integer, got {lod!r}")
-    source = PrecomputedSource(src, kind, source_options)
-    if source.kind == "skeletons" and "encoding" in store_options:
-        raise InputError(f"{source.url} holds skeletons; encoding= (Draco) applies to meshes only")
+    if kind is not None and kind not in ("skeletons", "meshes", "annotations"):
+        raise InputError(f"kind must be 'skeletons', 'meshes', 'annotations' or None, got {kind!r}")
+    source = open_layer(src, kind, source_options)
+    if source.kind != "meshes" and "encoding" in store_options:
+        raise InputError(f"{source.url} holds {source.kind}; encoding= (Draco) applies to meshes only")
     wanted = _as_ids(ids)
     segments = source.segment_ids() if wanted is None else wanted
     if not len(segments):
         raise InputError(f"{source.url} holds no {source.kind} to ingest")
     show = progress if progress is not None else sys.stderr.isatty()
+    if isinstance(source, AnnotationSource):
+        bar = _bar(len(segments), show, source.kind)
+        ingest_annotations(
+            source,
+            dst,
+            segments,
+            memory_limit=memory_limit,
+            progress=progress,
+            batch=batch,
+            bar=bar,
+            store_options=store_options,
+        )
+        if bar is not None:
+            bar.close()
+        return open_store(dst, storage_options=store_options.get("storage_options"))
     options = {"units": "nanometer", **store_options}
     workers = check_workers(workers)
     props = _properties(source, segments) if segment_properties else {}

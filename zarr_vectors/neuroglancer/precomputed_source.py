@@ -56,7 +56,7 @@ from zarr_vectors.neuroglancer.sharded_read import (
 )
 from zarr_vectors.storage import Backend, map_cells, open_backend
 
-__all__ = ["KINDS", "LayerFiles", "PrecomputedSource", "ShardedIndex"]
+__all__ = ["KINDS", "LayerFiles", "PrecomputedSource", "ShardedIndex", "u64_name"]
 
 #: The kinds of source read: skeletons and meshes.
 KINDS = ("skeletons", "meshes")
@@ -66,7 +66,7 @@ _DIGITS = re.compile(r"[0-9]{1,20}")
 Decoded = tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]
 
 
-def _u64(text: str) -> int | None:
+def u64_name(text: str) -> int | None:
     """The uint64 a base-10 name spells, else None."""
     if not _DIGITS.fullmatch(text):
         return None
@@ -163,7 +163,7 @@ class LayerFiles:
         """How a file of the layer is named in messages: the source URL and the key."""
         return f"{self.url.rstrip('/')}/{self.prefix}{name}"
 
-    def _open(self, url: Any, storage_options: dict[str, Any] | None) -> None:
+    def __init__(self, url: Any, storage_options: dict[str, Any] | None = None) -> None:
         self.url = str(url)
         self.prefix = ""
         self.storage_options = storage_options
@@ -217,7 +217,7 @@ class PrecomputedSource(LayerFiles):
     def __init__(self, url: Any, kind: str | None = None, storage_options: dict[str, Any] | None = None):
         if kind is not None and kind not in KINDS:
             raise InputError(f"kind must be one of {', '.join(map(repr, KINDS))} or None, got {kind!r}")
-        self._open(url, storage_options)
+        super().__init__(url, storage_options)
         #: The segment properties folder named by a segmentation volume's info (from the root).
         self._volume_props: str | None = None
         self.kind, info = self._find(kind)
@@ -316,11 +316,11 @@ class PrecomputedSource(LayerFiles):
             )
         names = [n.removesuffix(".gz") for n in self.backend.list_dir(self.prefix.rstrip("/"))]
         if self.kind == "skeletons":
-            found = [_u64(n) for n in names]
+            found = [u64_name(n) for n in names]
         elif self.mesh is not None and self.mesh.kind == "multilod":
-            found = [_u64(n[:-6]) for n in names if n.endswith(".index")]
+            found = [u64_name(n[:-6]) for n in names if n.endswith(".index")]
         else:
-            found = [_u64(n[:-2]) for n in names if n.endswith(":0")]
+            found = [u64_name(n[:-2]) for n in names if n.endswith(":0")]
         return np.unique(np.array([i for i in found if i is not None], np.uint64))
 
     # -- objects -------------------------------------------------------------------------
