@@ -29,6 +29,7 @@ __all__ = [
     "CorruptShardError",
     "IncompleteStoreError",
     "ZarrV2StoreError",
+    "PrecomputedFormatError",
     "InputError",
     "StoreExistsError",
     "StoreNotFoundError",
@@ -128,6 +129,12 @@ class ZarrV2StoreError(FormatError):
 
 
 # -- the caller's arguments and the store as a whole ------------------------------------
+class PrecomputedFormatError(FormatError):
+    """Neuroglancer precomputed data being read (an ``info`` file, a skeleton, a mesh
+    manifest or fragment, a shard or minishard index) does not follow its specification;
+    the message names the file or key."""
+
+
 class InputError(ZarrVectorsError):
     """Data or an argument handed to a writer, a query or a reader is unusable (shape,
     dtype, values, a name not among the allowed ones)."""

@@ -289,7 +289,8 @@ def _add_ingest_parser(sub: Any, fmt: Any) -> None:
     p.add_argument(
         "format",
         choices=["swc", "trk", "tck", "trx", "mesh", "geojson", "vector", "points"],
-        help="input file format (mesh: PLY, OBJ, STL, GLB/GLTF, OFF through trimesh; vector: "
+        help="input file format (neuroglancer: precomputed skeletons or meshes, see "
+        "'zarr-vectors ingest neuroglancer --help'; mesh: PLY, OBJ, STL, GLB/GLTF, OFF through trimesh; vector: "
         "any file GDAL reads, e.g. GeoPackage, Shapefile, FlatGeobuf, through pyogrio; points: "
         "LAS/LAZ (extra 'las'), PLY point clouds, CSV/XYZ/TXT, several files into one store)",
     )
@@ -512,7 +513,10 @@ def _quiet_stdout() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(_glue_bbox(sys.argv[1:] if argv is None else list(argv)))
+    argv = _glue_bbox(sys.argv[1:] if argv is None else list(argv))
+    from zarr_vectors.cli.ingest_neuroglancer import parse_neuroglancer_ingest
+
+    args = parse_neuroglancer_ingest(argv, _Parser) or build_parser().parse_args(argv)
     try:
         code = int(args.func(args))
         sys.stdout.flush()  # output still buffered fails here, not at exit, when the reader is gone

@@ -1,0 +1,122 @@
+"""Neuroglancer precomputed annotations into a store (called by
+:func:`zarr_vectors.io.neuroglancer.ingest_neuroglancer` for annotation layers).
+
+``POINT`` annotations become a point cloud, ``LINE`` annotations straight segments (kind
+``line``). Invariants of the store written:
+
+* each annotation is one object whose id is the annotation id (uint64, exactly);
+* positions are the geometry times the ``dimensions`` scales, in nanometres when every
+  dimension is in metres (``units="nanometer"``), else the stored coordinates unscaled;
+* each property is a vertex attribute of its type (``rgb`` and ``rgba``: (n, 3) and (n, 4)
+  uint8), enum values as stored (their labels are not kept);
+* each relationship is a uint64 vertex attribute holding the related id (0 when the
+  annotation lists none); an annotation listing several ids for one relationship is refused;
+* the ids come from the ``by_id`` index and are read a batch at a time, in bounded memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors.errors import InputError
+from zarr_vectors.neuroglancer.annotation_read import AnnotationInfo
+from zarr_vectors.neuroglancer.annotation_source import Annotations, AnnotationSource
+
+__all__ = ["ingest_annotations", "relationship_columns"]
+
+
+def _frame(info: AnnotationInfo) -> tuple[np.ndarray, str | None]:
+    """``(factor per axis, unit)``: nanometres when every dimension is in metres."""
+    if all(u == "m" for u in info.units):
+        return info.scales / 1e-9, "nanometer"
+    return np.ones(info.rank), None
+
+
+def relationship_columns(
+    info: AnnotationInfo, related: list[tuple[np.ndarray, np.ndarray]], ids: np.ndarray
+) -> dict[str, np.ndarray]:
+    """One uint64 column per relationship (named by its id, or ``{id}_ids`` when a property
+    has that name): the related id, 0 when none."""
+    out: dict[str, np.ndarray] = {}
+    taken = {name for name, _, _ in info.properties}
+    for rel, (counts, values) in zip(info.relationships, related):
+        several = np.flatnonzero(counts > 1)
+        if len(several):
+            k = int(several[0])
+            raise InputError(
+                f"annotation {int(ids[k])} lists {int(counts[k])} ids for relationship {rel!r}; only one "
+                "related id per annotation can be kept yet"
+            )
+        column = np.zeros(len(counts), np.uint64)
+        column[counts == 1] = values
+        out[rel if rel not in taken else f"{rel}_ids"] = column
+    return out
+
+
+def _columns(info: AnnotationInfo, batch: Annotations, ids: np.ndarray) -> dict[str, np.ndarray]:
+    _, props, related = batch
+    out = {name: (v[:, 0] if v.shape[1] == 1 else v) for name, v in props.items()}
+    out.update(relationship_columns(info, related, ids))
+    return out
+
+
+def ingest_annotations(
+    source: AnnotationSource,
+    dst: Any,
+    segments: np.ndarray,
+    *,
+    memory_limit: int | None,
+    progress: bool | None,
+    batch: int,
+    bar: Any,
+    store_options: dict[str, Any],
+) -> None:
+    """Write the annotations ``segments`` of ``source`` to a new store at ``dst``."""
+    from zarr_vectors.streaming import create
+
+    info = source.info
+    factor, unit = _frame(info)
+    options = dict(store_options)
+    if unit is not None:
+        options.setdefault("units", unit)
+    options.setdefault("axes", list(info.names))
+    if info.kind == "POINT":
+        # float32 like the positions: rounding is monotone, so a point within the info's
+        # bounds stays within them
+        bounds = ((info.lower * factor).astype(np.float32), (info.upper * factor).astype(np.float32))
+        options.setdefault("bounds", bounds)
+        if options.get("chunk_shape", "auto") == "auto":
+            options["expected_vertices"] = len(segments)
+    kind = "points" if info.kind == "POINT" else "line"
+    writer: Any = create(dst, kind, memory_limit=memory_limit, progress=progress, **options)
+    step = max(
+        1, min(batch * 256, (memory_limit or 1 << 30) // 8 // max(64, info.record_dtype().itemsize * 4))
+    )
+    with writer:
+        for lo in range(0, len(segments), step):
+            ids = segments[lo : lo + step]
+            decoded, missing = source.read(ids)
+            if missing:
+                raise InputError(
+                    f"{source.url} has no annotation {missing[:5]}"
+                    + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+                )
+            geometry = decoded[0].astype(np.float64) * factor
+            columns = _columns(info, decoded, ids)
+            if info.kind == "POINT":
+                writer.append(
+                    geometry[:, 0, :].astype(np.float32), attributes=columns or None, object_ids=ids
+                )
+            else:
+                flat = geometry.reshape(-1, info.rank).astype(np.float32)
+                offsets = np.arange(0, len(flat) + 1, 2)
+                writer.append_flat(
+                    flat,
+                    offsets,
+                    attributes={k: np.repeat(v, 2, axis=0) for k, v in columns.items()} or None,
+                    object_ids=ids,
+                )
+            if bar is not None:
+                bar.update(len(ids))
