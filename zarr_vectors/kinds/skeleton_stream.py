@@ -311,8 +311,8 @@ def write_skeleton(
     storage_options
         Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
     workers
-        Threads that encode and compress the cells (default: every core); the store does
-        not depend on it.
+        Worker processes (threads where ``fork`` is unavailable) that build and compress
+        groups of whole cells (default: every core); the store does not depend on it.
 
     Returns
     -------
