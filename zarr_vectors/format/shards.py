@@ -362,8 +362,9 @@ def auto_chunks_per_shard(
 
 def sharded_doc(doc: Mapping[str, Any], chunks_per_shard: Sequence[int]) -> dict[str, Any]:
     """An array document with its codecs moved inside ``sharding_indexed`` and its chunk grid
-    made of shards of ``chunks_per_shard`` chunks (index at the end, with crc32c)."""
-    out = json.loads(json.dumps(doc))
+    made of shards of ``chunks_per_shard`` chunks (index at the end, with crc32c). The
+    attributes are shared with ``doc``, not copied (they can hold every nonempty chunk's key)."""
+    out = {**doc, "chunk_grid": json.loads(json.dumps(doc["chunk_grid"]))}
     conf = out["chunk_grid"]["configuration"]
     inner = [int(c) for c in conf["chunk_shape"]]
     conf["chunk_shape"] = [i * int(k) for i, k in zip(inner, chunks_per_shard)]

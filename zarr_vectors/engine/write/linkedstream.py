@@ -673,12 +673,17 @@ class LinkedStream:
             done = stop
 
         for lo, hi in cell_groups(used, counts, max_rows):
+            rows = spill.read(lo, hi)
+            order = np.argsort(rows["oid"], kind="stable")
+            ends = np.arange((lo // size + 1) * size, hi, size).tolist() + [hi]
+            cuts = np.searchsorted(rows["oid"][order], [lo, *ends])
             upto(lo, None)
-            upto(hi, spill.read(lo, hi))
-            while len(pending) >= size:
-                yield bucket, pending[:size]
-                del pending[:size]
-                bucket += 1
+            for stop, a, b in zip(ends, cuts[:-1], cuts[1:]):  # a bucket at a time: a group's
+                upto(stop, {k: v[order[a:b]] for k, v in rows.items()})  # manifests are not counted
+                while len(pending) >= size:
+                    yield bucket, pending[:size]
+                    del pending[:size]
+                    bucket += 1
         upto(n, None)
         while pending:
             yield bucket, pending[:size]
