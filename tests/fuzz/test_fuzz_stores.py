@@ -26,6 +26,10 @@ from .mutations import MUTATIONS
 from .runner import classify, explain, failures, run, scratch_dir
 from .stores import COMPRESSIONS, KINDS, build
 
+#: One worker runs every case: the session fixture below runs all selected cases at once, and
+#: under pytest-xdist each worker holding a case would run them all again.
+pytestmark = pytest.mark.xdist_group("fuzz-stores")
+
 SEED = 0
 CASES = [f"{k}/{c}/{m}/{SEED}" for k in KINDS for c in COMPRESSIONS for m in MUTATIONS]
 

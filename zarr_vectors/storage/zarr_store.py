@@ -217,10 +217,29 @@ class ZarrStoreBackend:
             self._writable("write keys")
             run_sync(self._set_many(items))
 
+    def _forget_listings(self) -> None:
+        """Drop the filesystem's cached listings of this store: fsspec filesystems (s3fs, gcsfs)
+        cache them per process, so a store rewritten by another process since would be listed as
+        it was. Every listing of a store is therefore asked of the server."""
+        from zarr.storage import FsspecStore
+
+        store = self.store
+        if not isinstance(store, FsspecStore):
+            return
+        fs = store.fs
+        root = fs._strip_protocol(store.path).rstrip("/")
+        cache = getattr(fs, "dircache", None)
+        if cache is not None:
+            for key in [k for k in list(cache) if k == root or k.startswith(root + "/")]:
+                cache.pop(key, None)
+        fs.invalidate_cache(root)  # and the parents' listings
+
     def list_dir(self, prefix: str) -> list[str]:
+        self._forget_listings()
         return sorted(run_sync(self._collect(self.store.list_dir(prefix), prefix)))
 
     def list_keys(self, prefix: str = "") -> list[str]:
+        self._forget_listings()
         head = under(prefix)
         listing = self.store.list_prefix(head) if head else self.store.list()
         return [k for k in run_sync(self._collect(listing, prefix)) if k.startswith(head)]
@@ -239,6 +258,7 @@ class ZarrStoreBackend:
         self.delete_many(self.list_keys(prefix))
 
     def is_empty(self) -> bool:
+        self._forget_listings()
         return run_sync(self._call("listing", "", self.store.is_empty("")))
 
     def refresh(self) -> None:
