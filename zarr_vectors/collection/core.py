@@ -224,7 +224,7 @@ class Collection:
         bbox: Any = None,
         *,
         members: Sequence[str] | None = None,
-        level: int | None = None,
+        level: int = 0,
         **keywords: Any,
     ) -> dict[str, Result]:
         """``Dataset.query(bbox, ...)`` of each member (all by default): one Result per member."""
