@@ -1,0 +1,262 @@
+"""Collections: the RFC-8 layout, members that open alone, related() against numpy brute force
+(uint64 ids near 2**64, several index chunks), edits keeping the index exact, error paths."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zarr_vectors as zv
+from zarr_vectors.collection import index as rel_index
+
+TOP = np.uint64(2**64 - 1)
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Index chunks of 4 entries and shards of 2 chunks: every lookup crosses chunks and shards."""
+    monkeypatch.setattr(rel_index, "CHUNK", 4)
+    monkeypatch.setattr(rel_index, "SHARD_CHUNKS", 2)
+
+
+def _synapses(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    pos = rng.uniform(0, 40, (n, 3)).astype("float32")
+    # Ids packed just below 2**64 and a few small ones: uint64 end to end.
+    post = np.where(
+        rng.random(n) < 0.8,
+        TOP - rng.integers(0, 30, n).astype(np.uint64),
+        rng.integers(0, 5, n).astype(np.uint64),
+    )
+    pre = rng.integers(0, 50, n).astype(np.uint64)
+    assert post.dtype == np.uint64 and int(post.max()) > 2**64 - 31  # exact ids near 2**64
+    return pos, post, pre
+
+
+def _collection(tmp_path: Path, n: int = 600) -> tuple[zv.Collection, np.ndarray, np.ndarray, np.ndarray]:
+    pos, post, pre = _synapses(n)
+    coll = zv.create_collection(tmp_path / "c.zarr", id_spaces={"segments": {"description": "neurons"}})
+    coll.add_member(
+        "synapses",
+        "points",
+        pos,
+        chunk_shape=10,
+        bounds=([0, 0, 0], [40, 40, 40]),
+        attributes={"post_segment": post, "pre_segment": pre},
+        role="synapses",
+        relationships={"post_segment": "segments", "pre_segment": "segments"},
+    )
+    return coll, pos, post, pre
+
+
+def _rows(positions: np.ndarray, values: np.ndarray) -> list[tuple[float, ...]]:
+    return sorted(
+        map(tuple, np.column_stack([positions.astype(np.float64), values.astype(np.float64)]).tolist())
+    )
+
+
+def _check_related(coll: zv.Collection, ids: list[int], attr: str, pos: np.ndarray, vals: np.ndarray) -> None:
+    res = coll.related(ids, attr)
+    got = res.attributes[attr].reshape(-1)
+    # Grouped by id in the order given (first occurrence), each group exactly numpy's rows.
+    order = list(dict.fromkeys(int(i) for i in ids))
+    expected_ids = [i for i in order for _ in range(int((vals == np.uint64(i)).sum()))]
+    assert got.tolist() == expected_ids
+    for i in order:
+        mine = got == np.uint64(i)
+        truth = vals == np.uint64(i)
+        assert _rows(res.positions[mine], got[mine]) == _rows(pos[truth], vals[truth])
+
+
+def test_related_equals_brute_force_near_2_64(tmp_path: Path, small_chunks: None) -> None:
+    coll, pos, post, pre = _collection(tmp_path)
+    ids = [int(TOP), int(TOP) - 7, 3, int(TOP) - 29, 0, int(TOP) - 7, 12345]  # repeats and an absent id
+    _check_related(coll, ids, "post_segment", pos, post)
+    _check_related(coll, [49, 0, 17], "pre_segment", pos, pre)
+    assert len(coll.related([12345, 2**63], "post_segment")) == 0
+    assert len(coll.related([], "post_segment")) == 0
+
+
+def test_related_with_default_chunks_and_every_id(tmp_path: Path) -> None:
+    coll, pos, post, _pre = _collection(tmp_path, n=300)
+    ids = np.unique(post)
+    res = coll.related(ids, "post_segment")
+    assert len(res) == len(post)
+    assert _rows(res.positions, res.attributes["post_segment"]) == _rows(pos, post)
+
+
+def test_layout_is_an_rfc8_collection_and_members_open_alone(tmp_path: Path) -> None:
+    coll, pos, post, _pre = _collection(tmp_path, n=200)
+    doc = json.loads((tmp_path / "c.zarr" / "zarr.json").read_text())
+    assert doc["zarr_format"] == 3 and doc["node_type"] == "group"
+    ome = doc["attributes"]["ome"]
+    assert ome["type"] == "collection" and ome["name"] == "c.zarr"
+    assert ome["attributes"]["zv:idSpaces"] == {"segments": {"description": "neurons"}}
+    (node,) = ome["nodes"]
+    assert node["type"] == "zv:vectors" and node["name"] == node["id"] == "synapses"
+    assert node["path"] == {"type": "zarr", "path": "./synapses"}
+    assert node["attributes"]["zv:role"] == "synapses"
+    assert node["attributes"]["zv:kind"] == "point_cloud"
+    assert node["attributes"]["zv:relationships"] == {"post_segment": "segments", "pre_segment": "segments"}
+    # Every key this project adds to RFC-8 attributes is prefixed.
+    assert all(k.startswith("zv:") for k in [*ome["attributes"], *node["attributes"]])
+
+    opened = zv.open(tmp_path / "c.zarr")
+    assert isinstance(opened, zv.Collection)
+    assert list(opened.members) == ["synapses"]
+    assert opened.members["synapses"].relationships == {"post_segment": "segments", "pre_segment": "segments"}
+    alone = zv.open(tmp_path / "c.zarr" / "synapses")
+    assert isinstance(alone, zv.Dataset) and alone.vertex_count() == len(pos)
+    box = alone.query(([0, 0, 0], [20, 20, 20]))
+    inside = np.all((pos >= 0) & (pos <= 20), axis=1)
+    assert _rows(box.positions, box.attributes["post_segment"]) == _rows(pos[inside], post[inside])
+    report = zv.validate(tmp_path / "c.zarr" / "synapses")
+    assert report.ok, report.problems
+    assert opened.related([int(post[0])], "post_segment").attributes["post_segment"].tolist() == [
+        int(post[0])
+    ] * int((post == post[0]).sum())
+
+
+def test_query_gives_one_result_per_member(tmp_path: Path) -> None:
+    coll, pos, post, _pre = _collection(tmp_path, n=200)
+    rng = np.random.default_rng(1)
+    spos = rng.uniform(0, 40, (30, 3))
+    parents = np.r_[-1, np.arange(29)]
+    coll.add_member(
+        "skeletons", "skeleton", spos, parents, chunk_shape=10, object_ids=[7] * 30, id_space="segments"
+    )
+    out = coll.query(([0, 0, 0], [15, 15, 15]))
+    assert sorted(out) == ["skeletons", "synapses"]
+    inside = np.all(pos <= 15, axis=1)
+    assert _rows(out["synapses"].positions, out["synapses"].attributes["post_segment"]) == _rows(
+        pos[inside], post[inside]
+    )
+    assert len(out["skeletons"]) == int(np.all(spos <= 15, axis=1).sum())
+    only = coll.query(([0, 0, 0], [15, 15, 15]), members=["skeletons"])
+    assert list(only) == ["skeletons"]
+
+
+def test_objects_across_members_equal_each_members_objects(tmp_path: Path) -> None:
+    coll = zv.create_collection(tmp_path / "c.zarr", id_spaces=["segments"])
+    big = 2**64 - 3
+    rng = np.random.default_rng(2)
+    spos = rng.uniform(0, 40, (20, 3))
+    parents = np.r_[-1, np.arange(9), -1, np.arange(10, 19)]
+    ids = np.array([big] * 10 + [5] * 10, np.uint64)
+    coll.add_member(
+        "skeletons", "skeleton", spos, parents, chunk_shape=10, object_ids=ids, id_space="segments"
+    )
+    ppos = rng.uniform(0, 40, (12, 3))
+    coll.add_member(
+        "somas", "points", ppos, chunk_shape=10, object_ids=np.array([5] * 12, np.uint64), id_space="segments"
+    )
+    got = coll.objects([big, 5])
+    assert sorted(got) == ["skeletons", "somas"]
+    direct = coll.member("skeletons").objects([big, 5])
+    assert np.array_equal(got["skeletons"].positions, direct.positions)
+    assert np.array_equal(got["skeletons"].object_ids, direct.object_ids)
+    # The soma member holds no object 2**64 - 3: it is left out, not an error.
+    assert np.array_equal(got["somas"].positions, coll.member("somas").objects([5]).positions)
+
+
+def test_edits_through_the_collection_keep_related_exact(tmp_path: Path, small_chunks: None) -> None:
+    coll, pos, post, pre = _collection(tmp_path, n=150)
+    coll = zv.open(tmp_path / "c.zarr", "r+")
+    more, mpost, mpre = _synapses(40, seed=9)
+    coll.append("synapses", more, attributes={"post_segment": mpost, "pre_segment": mpre})
+    pos, post = np.concatenate([pos, more]), np.concatenate([post, mpost])
+    _check_related(coll, [int(TOP), 2, int(TOP) - 11], "post_segment", pos, post)
+
+
+def test_an_edit_outside_the_collection_is_refused_until_rebuilt(tmp_path: Path) -> None:
+    coll, pos, post, _pre = _collection(tmp_path, n=100)
+    more, mpost, mpre = _synapses(10, seed=4)
+    ds = zv.open(tmp_path / "c.zarr" / "synapses", "r+")
+    ds.append(more, attributes={"post_segment": mpost, "pre_segment": mpre})
+    fresh = zv.open(tmp_path / "c.zarr", "r+")
+    with pytest.raises(zv.StaleIndexError, match="older than the store.*rebuild it"):
+        fresh.related([int(TOP)], "post_segment")
+    fresh.build_index("synapses")
+    _check_related(
+        fresh, [int(TOP), 1], "post_segment", np.concatenate([pos, more]), np.concatenate([post, mpost])
+    )
+
+
+def test_error_paths(tmp_path: Path) -> None:
+    coll, _pos, _post, _pre = _collection(tmp_path, n=50)
+    with pytest.raises(
+        zv.InputError, match="no member 'meshes' in the collection \\(members: \\['synapses'\\]\\)"
+    ):
+        coll.member("meshes")
+    with pytest.raises(zv.InputError, match="no member 'meshes'"):
+        coll.query(None, members=["meshes"])
+    with pytest.raises(zv.InputError, match="no member declares relationship 'cell_type'"):
+        coll.related([1], "cell_type")
+    with pytest.raises(zv.InputError, match="member 'synapses' declares no relationship 'cell_type'"):
+        coll.related([1], "cell_type", member="synapses")
+    with pytest.raises(zv.InputError, match="related ids must be non-negative"):
+        coll.related([-1], "post_segment")
+    with pytest.raises(zv.InputError, match=r"names id space\(s\) \['axons'\] the collection does not list"):
+        coll.add_member("x", "points", [[0, 0, 0]], chunk_shape=1, relationships={"a": "axons"})
+    with pytest.raises(zv.StoreExistsError, match="already has a member 'synapses'"):
+        coll.add_member("synapses", "points", [[0, 0, 0]], chunk_shape=1)
+    with pytest.raises(zv.InputError, match="unknown member kind 'cloud'"):
+        coll.add_member("y", "cloud", [[0, 0, 0]])
+    with pytest.raises(zv.InputError, match="must match"):
+        coll.add_member("../up", "points", [[0, 0, 0]])
+    with pytest.raises(zv.InputError, match="is not a vertex attribute"):
+        coll.add_member("z", "points", [[0, 0, 0]], chunk_shape=1, relationships={"nope": "segments"})
+    reading = zv.open(tmp_path / "c.zarr")
+    with pytest.raises(zv.InputError, match="open it with mode='r\\+'"):
+        reading.add_member("w", "points", [[0, 0, 0]], chunk_shape=1)
+    with pytest.raises(zv.StoreExistsError, match="is not empty"):
+        zv.create_collection(tmp_path / "c.zarr", id_spaces=["segments"])
+    with pytest.raises(zv.InputError, match="must be prefixed"):
+        zv.create_collection(tmp_path / "d.zarr", attributes={"color": "red"})
+
+
+def test_a_store_that_is_no_collection_still_fails_to_open(tmp_path: Path) -> None:
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g" / "zarr.json").write_text(
+        json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {}})
+    )
+    with pytest.raises(zv.FormatError):
+        zv.open(tmp_path / "g")
+
+
+def test_registering_and_moving_in_existing_stores(tmp_path: Path) -> None:
+    coll = zv.create_collection(tmp_path / "c.zarr", id_spaces=["segments"])
+    pos, post, _pre = _synapses(80, seed=3)
+    zv.write_points(tmp_path / "outside", pos, chunk_shape=10, attributes={"post_segment": post})
+    coll.add_member("moved", source=tmp_path / "outside", relationships={"post_segment": "segments"})
+    assert not (tmp_path / "outside").exists()
+    zv.write_points(tmp_path / "c.zarr" / "here", pos, chunk_shape=10, attributes={"post_segment": post})
+    coll.add_member("here", relationships={"post_segment": "segments"})
+    reopened = zv.open(tmp_path / "c.zarr")
+    assert list(reopened.members) == ["moved", "here"]
+    for name in ("moved", "here"):
+        res = reopened.related([int(TOP)], "post_segment", member=name)
+        assert _rows(res.positions, res.attributes["post_segment"]) == _rows(
+            pos[post == TOP], post[post == TOP]
+        )
+    with pytest.raises(zv.InputError, match="choose one with member="):
+        reopened.related([1], "post_segment")
+
+
+def test_memory_collection(small_chunks: None) -> None:
+    coll = zv.create_collection("memory://coll-test-mem", id_spaces=["segments"])
+    pos, post, _pre = _synapses(60, seed=5)
+    coll.add_member(
+        "s",
+        "points",
+        pos,
+        chunk_shape=10,
+        attributes={"post_segment": post},
+        relationships={"post_segment": "segments"},
+    )
+    opened = zv.open("memory://coll-test-mem")
+    assert isinstance(opened, zv.Collection)
+    _check_related(opened, [int(TOP), 4], "post_segment", pos, post)
