@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -260,3 +261,15 @@ def test_memory_collection(small_chunks: None) -> None:
     opened = zv.open("memory://coll-test-mem")
     assert isinstance(opened, zv.Collection)
     _check_related(opened, [int(TOP), 4], "post_segment", pos, post)
+
+
+def test_the_reference_reads_a_raw_member(tmp_path: Path, reference: Any) -> None:
+    """The reference 0.9.2 reads a member (relationship index inside) as any store."""
+    _coll, pos, post, _pre = _collection(tmp_path, n=200)
+    store = tmp_path / "c.zarr" / "synapses"
+    info = reference.info(store)
+    assert info["valid"], info
+    got = reference.read_points(tmp_path, store)
+    assert sorted(map(tuple, got["positions"].tolist())) == sorted(
+        map(tuple, pos.astype(np.float64).tolist())
+    )
