@@ -53,10 +53,10 @@ def _collection(tmp_path: Path, n: int = 600) -> tuple[zv.Collection, np.ndarray
     return coll, pos, post, pre
 
 
-def _rows(positions: np.ndarray, values: np.ndarray) -> list[tuple[float, ...]]:
-    return sorted(
-        map(tuple, np.column_stack([positions.astype(np.float64), values.astype(np.float64)]).tolist())
-    )
+def _rows(positions: np.ndarray, values: np.ndarray) -> list[tuple[tuple[float, ...], int]]:
+    """Sorted (position, id) rows; ids stay exact Python ints (float64 would merge 2**64 - 1 and - 2)."""
+    ids = np.asarray(values).reshape(len(positions)).astype(np.uint64).tolist()
+    return sorted(zip(map(tuple, positions.astype(np.float64).tolist()), ids))
 
 
 def _check_related(coll: zv.Collection, ids: list[int], attr: str, pos: np.ndarray, vals: np.ndarray) -> None:
@@ -273,3 +273,77 @@ def test_the_reference_reads_a_raw_member(tmp_path: Path, reference: Any) -> Non
     assert sorted(map(tuple, got["positions"].tolist())) == sorted(
         map(tuple, pos.astype(np.float64).tolist())
     )
+
+
+def _join_collection(tmp_path: Path) -> tuple[zv.Collection, Any, Any]:
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(11)
+    seg_ids = np.array([2**64 - 1, 2**64 - 2, 7, 9, 2**63 + 5], np.uint64)
+    kinds = np.array(["basket", "pyramidal", "basket", "chandelier", "pyramidal"])
+    size = np.array([1.5, 2.0, 3.0, 0.5, 8.0])
+    soma = rng.uniform(0, 40, (len(seg_ids), 3))
+    n = 400
+    pos = rng.uniform(0, 40, (n, 3)).astype("float32")
+    post = seg_ids[rng.integers(0, len(seg_ids), n)]
+    score = rng.uniform(0, 1, n).astype("float32")
+    coll = zv.create_collection(tmp_path / "j.zarr", id_spaces=["segments"])
+    coll.add_member(
+        "neurons",
+        "points",
+        soma,
+        chunk_shape=20,
+        object_ids=seg_ids,
+        object_attributes={
+            "cell_type": dict(zip(seg_ids.tolist(), kinds.tolist())),
+            "size": dict(zip(seg_ids.tolist(), size.tolist())),
+        },
+        id_space="segments",
+    )
+    coll.add_member(
+        "synapses",
+        "points",
+        pos,
+        chunk_shape=10,
+        attributes={"post_segment": post, "score": score},
+        relationships={"post_segment": "segments"},
+    )
+    syn = pd.DataFrame({"x": pos[:, 0], "y": pos[:, 1], "z": pos[:, 2], "post_segment": post, "score": score})
+    seg = pd.DataFrame({"post_segment": seg_ids, "cell_type": kinds, "size": size})
+    return coll, syn.merge(seg, on="post_segment"), pd
+
+
+@pytest.mark.parametrize(
+    "where, select",
+    [
+        ("post_segment.cell_type == 'basket'", lambda m: m.cell_type == "basket"),
+        (
+            'post_segment.cell_type != "basket" and score > 0.5',
+            lambda m: (m.cell_type != "basket") & (m.score > 0.5),
+        ),
+        (
+            "post_segment.size >= 2 and post_segment.cell_type == 'pyramidal'",
+            lambda m: (m["size"] >= 2) & (m.cell_type == "pyramidal"),
+        ),
+        ("post_segment.cell_type == 'and'", lambda m: m.cell_type == "and"),
+    ],
+)
+def test_where_across_the_relationship_equals_a_pandas_merge(tmp_path: Path, where: str, select: Any) -> None:
+    coll, merged, _pd = _join_collection(tmp_path)
+    lo, hi = [0, 0, 0], [30, 40, 25]
+    got = coll.query((lo, hi), members=["synapses"], where=where)["synapses"]
+    inside = (merged.x <= 30) & (merged.z <= 25)
+    want = merged[select(merged) & inside]
+    assert len(want) > 0 or "'and'" in where
+    assert _rows(got.positions, got.attributes["post_segment"]) == _rows(
+        want[["x", "y", "z"]].to_numpy(np.float32), want.post_segment.to_numpy(np.uint64)
+    )
+
+
+def test_where_across_an_unknown_relationship_or_attribute(tmp_path: Path) -> None:
+    coll, _merged, _pd = _join_collection(tmp_path)
+    with pytest.raises(zv.InputError, match="'pre_segment' in .* is not a relationship of the member"):
+        coll.query(None, members=["synapses"], where="pre_segment.cell_type == 'basket'")
+    with pytest.raises(
+        zv.InputError, match="no member of id space 'segments' has the object attribute 'colour'"
+    ):
+        coll.query(None, members=["synapses"], where="post_segment.colour == 'red'")

@@ -3,6 +3,7 @@ collection, with shared id spaces and relationships (``docs/collections.md``).""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.collection.index import INDEX_GROUP, build_index, drop_index, lookup
+from zarr_vectors.collection.join import JoinClause, passing_ids, split_where
 from zarr_vectors.collection.layout import (
     CollectionDoc,
     Member,
@@ -225,10 +227,56 @@ class Collection:
         *,
         members: Sequence[str] | None = None,
         level: int = 0,
+        where: Any = None,
         **keywords: Any,
     ) -> dict[str, Result]:
-        """``Dataset.query(bbox, ...)`` of each member (all by default): one Result per member."""
-        return {n: self.member(n).query(bbox, level=level, **keywords) for n in self._names(members)}
+        """``Dataset.query(bbox, ...)`` of each member (all by default): one Result per member.
+
+        ``where`` may hold join clauses ``<relationship>.<object attribute> op value`` (a value
+        being a number, a date or a quoted string): a row is kept when the object its
+        relationship names passes, the object attribute read from the first member of the
+        relationship's id space that has it (see :mod:`zarr_vectors.collection.join`).
+        """
+        out = {}
+        for n in self._names(members):
+            relationships = self._doc.members[n].relationships
+            own, joins = split_where(where, relationships)
+            ds = self.member(n)
+            attrs = keywords.get("attributes")
+            if joins and attrs not in (None, True):
+                wanted = [] if attrs is False else list(attrs)
+                keywords = {
+                    **keywords,
+                    "attributes": wanted + [j.relationship for j in joins if j.relationship not in wanted],
+                }
+            res = ds.query(bbox, level=level, where=own, **keywords)
+            if joins:
+                keep = np.ones(len(res), bool)
+                for clause in joins:
+                    ids = self._join_ids(clause, relationships[clause.relationship], level)
+                    keep &= np.isin(res.attributes[clause.relationship].reshape(len(res)), ids)
+                res = res.subset(keep)
+                if attrs not in (None, True):
+                    names = [] if attrs is False else list(attrs)
+                    res = dataclasses.replace(
+                        res, attributes={k: v for k, v in res.attributes.items() if k in names}
+                    )
+            out[n] = res
+        return out
+
+    def _join_ids(self, clause: JoinClause, space: str, level: int) -> np.ndarray:
+        """Ids of ``space`` whose object attribute ``clause.attribute`` passes ``clause``."""
+        for name, member in self._doc.members.items():
+            if member.id_space != space:
+                continue
+            ds = self.member(name)
+            if clause.attribute in ds.object_attribute_names(level):
+                values = ds.object_attributes(clause.attribute, level=level)  # in object_ids' order
+                return passing_ids(ds.object_ids(level), values, clause)
+        raise InputError(
+            f"where: no member of id space {space!r} has the object attribute {clause.attribute!r} "
+            f"(needed by {clause.relationship}.{clause.attribute})"
+        )
 
     def objects(
         self, ids: Sequence[int] | int, *, members: Sequence[str] | None = None, level: int = 0
