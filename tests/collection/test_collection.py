@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +60,10 @@ def _rows(positions: np.ndarray, values: np.ndarray) -> list[tuple[tuple[float, 
     return sorted(zip(map(tuple, positions.astype(np.float64).tolist()), ids))
 
 
-def _check_related(coll: zv.Collection, ids: list[int], attr: str, pos: np.ndarray, vals: np.ndarray) -> None:
-    res = coll.related(ids, attr)
+def _check_related(
+    coll: zv.Collection, ids: list[int], attr: str, pos: np.ndarray, vals: np.ndarray, attributes: Any = None
+) -> None:
+    res = coll.related(ids, attr, attributes=attributes)
     got = res.attributes[attr].reshape(-1)
     # Grouped by id in the order given (first occurrence), each group exactly numpy's rows.
     order = list(dict.fromkeys(int(i) for i in ids))
@@ -77,6 +80,8 @@ def test_related_equals_brute_force_near_2_64(tmp_path: Path, small_chunks: None
     ids = [int(TOP), int(TOP) - 7, 3, int(TOP) - 29, 0, int(TOP) - 7, 12345]  # repeats and an absent id
     _check_related(coll, ids, "post_segment", pos, post)
     _check_related(coll, [49, 0, 17], "pre_segment", pos, pre)
+    _check_related(coll, ids, "post_segment", pos, post, attributes=False)
+    _check_related(coll, ids, "post_segment", pos, post, attributes=["post_segment"])
     assert len(coll.related([12345, 2**63], "post_segment")) == 0
     assert len(coll.related([], "post_segment")) == 0
 
@@ -347,3 +352,15 @@ def test_where_across_an_unknown_relationship_or_attribute(tmp_path: Path) -> No
         zv.InputError, match="no member of id space 'segments' has the object attribute 'colour'"
     ):
         coll.query(None, members=["synapses"], where="post_segment.colour == 'red'")
+
+
+def test_related_from_the_index_alone_reads_no_cell(tmp_path: Path, small_chunks: None) -> None:
+    coll, pos, post, _pre = _collection(tmp_path, n=300)
+    full = coll.related([int(TOP), 1], "post_segment")
+    assert full.object_ids is None and sorted(full.attributes) == ["post_segment", "pre_segment"]
+    # Without the member's vertex cells, only the index can answer.
+    shutil.rmtree(tmp_path / "c.zarr" / "synapses" / "0" / "vertices" / "c")
+    fresh = zv.open(tmp_path / "c.zarr")
+    _check_related(fresh, [int(TOP), 1, int(TOP) - 3], "post_segment", pos, post, attributes=False)
+    with pytest.raises(zv.ZarrVectorsError):
+        fresh.related([int(TOP)], "post_segment")

@@ -298,12 +298,14 @@ class Collection:
         relationship: str,
         *,
         member: str | None = None,
-        attributes: Sequence[str] | None = None,
+        attributes: Sequence[str] | bool | None = None,
     ) -> Result:
         """Level-0 rows whose ``relationship`` attribute is one of ``ids``, grouped by id in the
         order given, read through the member's relationship index (cost follows the answer).
 
-        ``member`` is needed only when several members declare ``relationship``.
+        ``member`` is needed only when several members declare ``relationship``. With
+        ``attributes=False`` the index alone answers (positions and the relationship's ids,
+        no object ids) and no cell of the member is read.
         """
         having = [n for n, m in self._doc.members.items() if relationship in m.relationships]
         if member is not None:
@@ -329,7 +331,14 @@ class Collection:
                 member_target(self.target, name), read_only=True, storage_options=self._options
             )
             reader = self._readers[name] = ShardReader(backend)
-        return lookup(self.member(name), reader, relationship, wanted, attributes)
+        names = (
+            None
+            if attributes is None or attributes is True
+            else []
+            if attributes is False
+            else list(attributes)
+        )
+        return lookup(self.member(name), reader, relationship, wanted, names)
 
     def drop_index(self, name: str, relationship: str) -> None:
         """Delete member ``name``'s index of ``relationship`` (``related`` then refuses it)."""

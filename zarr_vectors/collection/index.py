@@ -25,7 +25,7 @@ __all__ = ["INDEX_GROUP", "StaleIndexError", "build_index", "drop_index", "looku
 
 INDEX_GROUP = "zv_relationships"
 INDEX_KEY = "zv:relationshipIndex"
-ARRAYS = ("ids", "offsets", "refs", "fence")
+ARRAYS = ("ids", "offsets", "refs", "positions", "fence")
 #: Entries per inner chunk of ``ids``, ``offsets``, ``fence`` and rows per chunk of ``refs``.
 CHUNK = 65536
 #: Inner chunks per shard.
@@ -70,8 +70,9 @@ def _array_items(path: str, values: np.ndarray) -> list[tuple[str, bytes]]:
     return items
 
 
-def _collect(ds: Dataset, attribute: str) -> tuple[np.ndarray, np.ndarray]:
-    """Values (uint64) and refs (chunk coordinates, row) of every level-0 row, chunk by chunk."""
+def _collect(ds: Dataset, attribute: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Values (uint64), refs (chunk coordinates, row) and positions of every level-0 row, chunk
+    by chunk."""
     lv = ds.level(0)
     if attribute not in lv.vertex_attributes:
         raise InputError(
@@ -79,7 +80,7 @@ def _collect(ds: Dataset, attribute: str) -> tuple[np.ndarray, np.ndarray]:
             f"(vertex attributes: {sorted(lv.vertex_attributes)})"
         )
     chunks = np.asarray(lv.vertices.nonempty, np.int64).reshape(-1, lv.grid.ndim)
-    values, refs = [], []
+    values, refs, positions = [], [], []
     for start in range(0, len(chunks), BUILD_BATCH):
         part = chunks[start : start + BUILD_BATCH]
         cells, _ = fetch_cells(lv, part, [attribute], np.zeros(0, np.int64))
@@ -95,10 +96,12 @@ def _collect(ds: Dataset, attribute: str) -> tuple[np.ndarray, np.ndarray]:
         rows = np.arange(len(v), dtype=np.int64) - np.repeat(cells.offsets[:-1], counts)
         refs.append(np.column_stack([np.repeat(part, counts, axis=0), rows]))
         values.append(v.astype(np.uint64))
+        positions.append(cells.positions)
     width = lv.grid.ndim + 1
     return (
         np.concatenate(values) if values else np.zeros(0, np.uint64),
         np.concatenate(refs) if refs else np.zeros((0, width), np.int64),
+        np.concatenate(positions) if positions else np.zeros((0, width - 1), lv.vertices.dtype),
     )
 
 
@@ -106,9 +109,9 @@ def build_index(
     ds: Dataset, target: Any, attribute: str, storage_options: dict[str, Any] | None = None
 ) -> None:
     """Write (or replace) the index of ``attribute`` into the member store at ``target``."""
-    values, refs = _collect(ds, attribute)
+    values, refs, positions = _collect(ds, attribute)
     order = np.argsort(values, kind="stable")
-    values, refs = values[order], refs[order]
+    values, refs, positions = values[order], refs[order], positions[order]
     ids, starts = np.unique(values, return_index=True)
     offsets = np.append(starts, len(values)).astype(np.int64)
     backend = open_backend(target, read_only=False, storage_options=storage_options)
@@ -122,12 +125,14 @@ def build_index(
         "rows": len(values),
         "ids": len(ids),
         "generation": _generation(backend),
+        "positions_dtype": positions.dtype.newbyteorder("<").str,
     }
     items = [(f"{INDEX_GROUP}/zarr.json", dump_json(group_doc({})))]
     items.append((f"{path}/zarr.json", dump_json(group_doc({INDEX_KEY: meta}))))
     items += _array_items(f"{path}/ids", ids)
     items += _array_items(f"{path}/offsets", offsets)
     items += _array_items(f"{path}/refs", refs)
+    items += _array_items(f"{path}/positions", positions)
     items += _array_items(f"{path}/fence", ids[::CHUNK])
     backend.set_many(items)
 
@@ -177,12 +182,14 @@ def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return run_starts + np.arange(total, dtype=np.int64)
 
 
-def _refs_of(reader: ShardReader, path: str, meta: dict[str, Any], ids: np.ndarray, ndim: int) -> np.ndarray:
-    """The refs (chunk coordinates, row) of the points whose value is one of ``ids``, grouped by id
-    in the order of ``ids``."""
+def _matches(
+    reader: ShardReader, path: str, meta: dict[str, Any], ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Index rows (into ``refs`` and ``positions``) of the points whose value is one of ``ids``,
+    grouped by id in the order of ``ids``, and each row's id."""
     n_ids = int(meta["ids"])
     if n_ids == 0 or len(ids) == 0:
-        return np.zeros((0, ndim + 1), np.int64)
+        return np.zeros(0, np.int64), np.zeros(0, np.uint64)
     n_fence = -(-n_ids // CHUNK)
     fence = _read_chunks(reader, f"{path}/fence", np.arange(-(-n_fence // CHUNK)), "<u8", 0)[:n_fence]
     block = np.searchsorted(fence, ids, side="right") - 1
@@ -193,10 +200,10 @@ def _refs_of(reader: ShardReader, path: str, meta: dict[str, Any], ids: np.ndarr
     flat[where >= n_ids] = np.iinfo(np.uint64).max  # the last chunk's padding: keep flat sorted
     at = np.minimum(np.searchsorted(flat, ids), len(flat) - 1)
     found = (flat[at] == ids) & (where[at] < n_ids)
-    pos = where[at][found]
+    pos, hits = where[at][found], ids[found]
     bounds = _take(reader, f"{path}/offsets", np.concatenate([pos, pos + 1]), "<i8")
-    rows = _ranges(bounds[: len(pos)], bounds[len(pos) :])
-    return _take(reader, f"{path}/refs", rows, "<i8", ndim + 1)
+    starts, ends = bounds[: len(pos)], bounds[len(pos) :]
+    return _ranges(starts, ends), np.repeat(hits, ends - starts)
 
 
 def lookup(
@@ -217,7 +224,13 @@ def lookup(
             "(it was written since); rebuild it with Collection.build_index"
         )
     lv = ds.level(0)
-    refs = _refs_of(reader, f"{INDEX_GROUP}/{attribute}", meta, ids, lv.grid.ndim)
+    path = f"{INDEX_GROUP}/{attribute}"
+    rows, row_ids = _matches(reader, path, meta, ids)
+    axes = tuple(a.name for a in lv.root.axes if a.type == "space")
+    if attributes is not None and len(attributes) == 0:  # the index alone answers
+        positions = _take(reader, f"{path}/positions", rows, meta["positions_dtype"], lv.grid.ndim)
+        return Result(positions, {attribute: row_ids}, None, axes, origin=Origin(ds, 0, complete=False))
+    refs = _take(reader, f"{path}/refs", rows, "<i8", lv.grid.ndim + 1)
     chunks, inverse = np.unique(refs[:, :-1], axis=0, return_inverse=True)
     names = sorted(lv.vertex_attributes) if attributes is None else list(attributes)
     with_ids = lv.manifests is not None
@@ -226,7 +239,6 @@ def lookup(
     rows = cells.offsets[inverse.reshape(-1)] + refs[:, -1]
     owners = row_owners(lv, cells)[rows] if with_ids else None
     object_ids = None if owners is None else lv.object_id_map.to_user(owners)
-    axes = tuple(a.name for a in lv.root.axes if a.type == "space")
     return Result(
         cells.positions[rows],
         {n: v[rows] for n, v in cells.attributes.items()},
