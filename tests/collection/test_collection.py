@@ -364,3 +364,21 @@ def test_related_from_the_index_alone_reads_no_cell(tmp_path: Path, small_chunks
     _check_related(fresh, [int(TOP), 1, int(TOP) - 3], "post_segment", pos, post, attributes=False)
     with pytest.raises(zv.ZarrVectorsError):
         fresh.related([int(TOP)], "post_segment")
+
+
+def test_ids_below_between_and_above_the_indexed_ones(tmp_path: Path, small_chunks: None) -> None:
+    coll = zv.create_collection(tmp_path / "c.zarr", id_spaces=["segments"])
+    rng = np.random.default_rng(8)
+    pos = rng.uniform(0, 40, (90, 3)).astype("float32")
+    post = (np.arange(90) % 30 * 10 + 100).astype(np.uint64)  # ids 100, 110, ..., 390
+    coll.add_member(
+        "s",
+        "points",
+        pos,
+        chunk_shape=10,
+        attributes={"post_segment": post},
+        relationships={"post_segment": "segments"},
+    )
+    for ids in ([5], [0, 99], [105, 395, 2**64 - 1], [5, 100, 395, 390]):
+        _check_related(coll, ids, "post_segment", pos, post)
+        _check_related(coll, ids, "post_segment", pos, post, attributes=False)

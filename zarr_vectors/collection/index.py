@@ -194,6 +194,8 @@ def _matches(
     fence = _read_chunks(reader, f"{path}/fence", np.arange(-(-n_fence // CHUNK)), "<u8", 0)[:n_fence]
     block = np.searchsorted(fence, ids, side="right") - 1
     ids = ids[block >= 0]
+    if len(ids) == 0:  # every id is below the smallest indexed one
+        return np.zeros(0, np.int64), np.zeros(0, np.uint64)
     need = np.unique(block[block >= 0])
     flat = _read_chunks(reader, f"{path}/ids", need, "<u8", 0).copy()
     where = np.repeat(need * CHUNK, CHUNK) + np.tile(np.arange(CHUNK), len(need))
