@@ -382,3 +382,27 @@ def test_ids_below_between_and_above_the_indexed_ones(tmp_path: Path, small_chun
     for ids in ([5], [0, 99], [105, 395, 2**64 - 1], [5, 100, 395, 390]):
         _check_related(coll, ids, "post_segment", pos, post)
         _check_related(coll, ids, "post_segment", pos, post, attributes=False)
+
+
+def test_delete_through_the_collection_keeps_related_exact(tmp_path: Path, small_chunks: None) -> None:
+    pos, post, _pre = _synapses(120, seed=6)
+    syn_ids = np.arange(120, dtype=np.uint64) + np.uint64(2**63)
+    coll = zv.create_collection(tmp_path / "c.zarr", id_spaces=["segments", "synapses"])
+    coll.add_member(
+        "synapses",
+        "points",
+        pos,
+        chunk_shape=10,
+        object_ids=syn_ids,
+        attributes={"post_segment": post},
+        id_space="synapses",
+        relationships={"post_segment": "segments"},
+    )
+    gone = syn_ids[::3]
+    coll.delete("synapses", gone.tolist())
+    keep = ~np.isin(syn_ids, gone)
+    res = coll.related([int(TOP), 2], "post_segment")
+    _check_related(coll, [int(TOP), 2, int(TOP) - 4], "post_segment", pos[keep], post[keep])
+    # Object ids come back with the rows, the user's uint64 ids.
+    truth = keep & np.isin(post, [TOP, np.uint64(2)])
+    assert sorted(res.object_ids.tolist()) == sorted(syn_ids[truth].tolist())
