@@ -33,20 +33,61 @@ __all__ = [
 ]
 
 
-def open(target: Any, mode: str = "r", **keywords: Any) -> Any:  # noqa: A001
-    """Open a store as a :class:`Dataset` (see :func:`zarr_vectors.dataset.open` for the
-    parameters), or a collection (``docs/collections.md``) as a
-    :class:`~zarr_vectors.collection.Collection`.
+def open(  # noqa: A001
+    target: Any, mode: str = "r", *, storage_options: dict[str, Any] | None = None, wait: float | None = None
+) -> Any:
+    """Open a Zarr Vectors store as a :class:`Dataset`, or a collection of stores
+    (``docs/collections.md``) as a :class:`~zarr_vectors.Collection`.
 
-    A collection is recognised only after the store reader refused the root, so opening a
-    store costs nothing more.
+    Only the root metadata is read here. A collection is recognised only after the store
+    reader refused the root, so opening a store costs nothing more.
+
+    Parameters
+    ----------
+    target
+        A directory path, a ``.zip`` path, a URL (``s3://``, ``memory://``, ``file://``, ...)
+        or a zarr v3 ``Store`` (a collection: a path or URL).
+    mode
+        ``"r"`` (read only) or ``"r+"`` (levels may be added, points appended, objects
+        replaced or deleted; a collection's members may be added and edited).
+    storage_options
+        Options for fsspec and the storage layer (see :meth:`Dataset.open` and ``docs/storage.md``).
+    wait
+        ``mode="r+"``: seconds each write waits for another writer's lock before it raises
+        :class:`~zarr_vectors.errors.StoreConflictError` (see :meth:`Dataset.open`).
+
+    Returns
+    -------
+    Dataset or Collection
+
+    Raises
+    ------
+    ZarrV2StoreError
+        ``target`` is a Zarr v2 store (a ``ValueError``).
+    FormatError
+        ``target`` is a Zarr v3 group that is neither a Zarr Vectors 0.9 store nor a collection.
+    StoreNotFoundError
+        Nothing is stored at a local ``target`` (a ``FileNotFoundError``).
+    InputError
+        ``mode`` is neither ``"r"`` nor ``"r+"``, or ``wait`` is not a number >= 0.
+
+    Examples
+    --------
+    >>> import zarr_vectors as zv
+    >>> _ = zv.write_points("memory://doc-open", [[0, 0, 0], [4, 5, 6]], chunk_shape=2)
+    >>> zv.open("memory://doc-open").vertex_count()
+    2
+    >>> coll = zv.create_collection("memory://doc-open-coll", id_spaces=["segments"])
+    >>> _ = coll.add_member("cells", "points", [[0, 0, 0]], chunk_shape=1)
+    >>> zv.open("memory://doc-open-coll")
+    <zarr_vectors.Collection memory://doc-open-coll members=['cells']>
     """
     try:
-        return open_dataset(target, mode, **keywords)
+        return open_dataset(target, mode, storage_options=storage_options, wait=wait)
     except FormatError:
-        if not _holds_collection(target, keywords.get("storage_options")):
+        if not _holds_collection(target, storage_options):
             raise
-    return Collection.open(target, mode, storage_options=keywords.get("storage_options"))
+    return Collection.open(target, mode, storage_options=storage_options)
 
 
 def _holds_collection(target: Any, storage_options: Any) -> bool:

@@ -355,10 +355,45 @@ def create_collection(
     attributes: dict[str, Any] | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> Collection:
-    """Create an empty collection at ``target`` (absent or empty) and open it with ``mode="r+"``.
+    """Create an empty collection at ``target`` and open it with ``mode="r+"``
+    (``docs/collections.md``; the layout is ``docs/format-collections.md``).
 
-    ``id_spaces`` lists the shared id spaces (names, or names -> a free JSON description);
-    ``attributes`` are extra collection attributes, whose keys must be prefixed (``prefix:name``).
+    Parameters
+    ----------
+    target
+        A directory path or URL, absent or empty; members are written in its sub-paths.
+    name
+        The collection's display name (default: the last part of ``target``).
+    id_spaces
+        The shared id spaces: names, or names -> a free JSON description.
+    attributes
+        Extra collection attributes; keys must be prefixed (``prefix:name``), not ``zv:``.
+    storage_options
+        Options for fsspec and the storage layer, as for :func:`zarr_vectors.open`.
+
+    Returns
+    -------
+    Collection
+        Add members with :meth:`Collection.add_member`.
+
+    Raises
+    ------
+    StoreExistsError
+        ``target`` is not empty.
+    InputError
+        An id space name or an attribute key is not allowed.
+
+    Examples
+    --------
+    >>> import numpy as np, zarr_vectors as zv
+    >>> coll = zv.create_collection("memory://doc-collection", id_spaces=["segments"])
+    >>> post = np.array([7, 2**64 - 1, 7], np.uint64)
+    >>> _ = coll.add_member(
+    ...     "synapses", "points", [[0, 0, 0], [1, 1, 1], [2, 2, 2]], chunk_shape=2,
+    ...     attributes={"post_segment": post}, relationships={"post_segment": "segments"},
+    ... )
+    >>> coll.related([7], "post_segment").positions.tolist()
+    [[0, 0, 0], [2, 2, 2]]
     """
     spaces = dict(id_spaces) if isinstance(id_spaces, dict) else {s: {} for s in id_spaces}
     for s in spaces:
