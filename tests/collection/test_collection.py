@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import zarr_vectors as zv
 from zarr_vectors.collection import index as rel_index
@@ -406,3 +408,51 @@ def test_delete_through_the_collection_keeps_related_exact(tmp_path: Path, small
     # Object ids come back with the rows, the user's uint64 ids.
     truth = keep & np.isin(post, [TOP, np.uint64(2)])
     assert sorted(res.object_ids.tolist()) == sorted(syn_ids[truth].tolist())
+
+
+@pytest.mark.slow
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    n=st.integers(1, 60),
+    pool=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=8, unique=True),
+    asked=st.lists(st.integers(0, 2**64 - 1), max_size=5),
+    seed=st.integers(0, 2**16),
+    cut=st.floats(0, 40),
+)
+def test_related_and_joins_equal_pandas_property(
+    tmp_path_factory: pytest.TempPathFactory, n: int, pool: list[int], asked: list[int], seed: int, cut: float
+) -> None:
+    """related() of any ids and a numeric join equal a pandas merge on the same data."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(seed)
+    seg = np.array(pool, np.uint64)
+    post = seg[rng.integers(0, len(seg), n)]
+    pos = rng.uniform(0, 40, (n, 3)).astype("float32")
+    size = rng.uniform(0, 40, len(seg))
+    folder = tmp_path_factory.mktemp("prop")
+    coll = zv.create_collection(folder / "c.zarr", id_spaces=["segments"])
+    coll.add_member(
+        "neurons",
+        "points",
+        rng.uniform(0, 40, (len(seg), 3)),
+        chunk_shape=20,
+        object_ids=seg,
+        object_attributes={"size": dict(zip(seg.tolist(), size.tolist()))},
+        id_space="segments",
+    )
+    coll.add_member(
+        "synapses",
+        "points",
+        pos,
+        chunk_shape=10,
+        attributes={"post_segment": post},
+        relationships={"post_segment": "segments"},
+    )
+    ids = asked + pool[: len(pool) // 2]
+    _check_related(coll, ids, "post_segment", pos, post)
+    merged = pd.DataFrame({"i": np.arange(n), "post_segment": post}).merge(
+        pd.DataFrame({"post_segment": seg, "size": size}), on="post_segment"
+    )
+    want = np.sort(merged.i[merged["size"] > cut].to_numpy())
+    got = coll.query(None, members=["synapses"], where=f"post_segment.size > {cut!r}")["synapses"]
+    assert _rows(got.positions, got.attributes["post_segment"]) == _rows(pos[want], post[want])
