@@ -14,6 +14,7 @@ from zarr_vectors.api import (
     write_points,
     write_skeleton,
 )
+from zarr_vectors.collection import Collection, StaleIndexError, create_collection
 from zarr_vectors.dataset import Dataset
 from zarr_vectors.engine import reshard
 from zarr_vectors.errors import (
@@ -50,6 +51,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Dataset",
+    "Collection",
+    "create_collection",
+    "StaleIndexError",
     "Result",
     "open",
     "create",
