@@ -31,7 +31,7 @@ from tests.storage.s3server import DUMMY_AWS_ENV, start_s3_server
 from zarr_vectors.errors import IncompleteStoreError
 from zarr_vectors.storage.commit import find_leftovers
 
-pytestmark = pytest.mark.slow  # writers killed in subprocesses
+pytestmark = [pytest.mark.slow, pytest.mark.kill]  # writers killed in subprocesses
 
 ROOT = Path(__file__).resolve().parents[2]
 BOUNDS = ([0.0, 0.0, 0.0], [100.0, 100.0, 100.0])

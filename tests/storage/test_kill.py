@@ -22,7 +22,7 @@ import pytest
 import zarr_vectors as zv
 from zarr_vectors.storage.commit import find_leftovers
 
-pytestmark = pytest.mark.slow  # writers killed in subprocesses
+pytestmark = [pytest.mark.slow, pytest.mark.kill]  # writers killed in subprocesses
 
 _SETUP = r"""
 import os, signal, sys

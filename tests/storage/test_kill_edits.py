@@ -28,7 +28,7 @@ from tests.storage import editkill as ek
 from tests.storage.s3server import DUMMY_AWS_ENV, start_s3_server
 from zarr_vectors.errors import IncompleteStoreError
 
-pytestmark = pytest.mark.slow  # writers killed in subprocesses
+pytestmark = [pytest.mark.slow, pytest.mark.kill]  # writers killed in subprocesses
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = [
