@@ -8,16 +8,18 @@ One :class:`StoreSource` serves one store under these paths (relative to its roo
 * mesh stores: ``mesh/info``, then per object ``mesh/{object id}.index`` (the manifest) and
   ``mesh/{object id}`` (its Draco fragments) as multi-resolution meshes, one LOD per store
   level (:mod:`~zarr_vectors.neuroglancer.multilod`); with ``mesh_format="legacy"``,
-  ``mesh/{object id}:0`` and ``mesh/frag/{object id}`` (level 0, one fragment);
+  ``mesh/{object id}:0`` and ``mesh/{object id}:0:1`` (level 0, one fragment, named without
+  a folder as cloud-volume looks fragments up by their base name);
 * stores with objects: ``props/info`` (segment properties).
 
-Spatial index level ``i`` is store level ``levels[-1 - i]`` (coarsest first); an index cell
-is a block of ``group(k)`` chunks per edge of that level (one chunk for lines and graphs).
-Each annotation is one vertex (lines and graphs: one edge, filed under the chunk of its
-first vertex) of one store level, so it is in exactly one index level and one cell; coarse
-levels hold the pyramid's metavertices, annotations of their own. A cell request fetches the
-listed chunks of its block; an id packs (level, chunk, row in the chunk), so ``by_id``
-reads one chunk.
+Spatial index level ``i`` has the grid of store level ``levels[-1 - i]`` (coarsest first); an
+index cell is a block of ``group(k)`` chunks per edge of that level (one chunk for lines and
+graphs). Every annotation (a real vertex; for lines and graphs an edge of level 0, filed under
+the chunk of its first vertex) is in exactly one index level and one cell, the coarse levels
+holding a sample of them (:mod:`~zarr_vectors.neuroglancer.spatial`: a subsampled pyramid's
+own levels, or a hashed sample of level 0). An id packs (level, chunk, row in the chunk), so
+``by_id`` reads one chunk. Each level's ``limit`` is its largest cell's count, found by one
+pass over the cells (:meth:`StoreSource.limits`).
 """
 
 from __future__ import annotations
@@ -51,6 +53,13 @@ from zarr_vectors.neuroglancer.encode import (
     unpack_ids,
 )
 from zarr_vectors.neuroglancer.multilod import encode_object, multilod_info
+from zarr_vectors.neuroglancer.spatial import (
+    NESTED,
+    coarser_copies,
+    index_mode,
+    sample_levels,
+    thresholds,
+)
 
 __all__ = ["MESH_FORMATS", "StoreSource", "UNIT_METRES", "NotFound"]
 
@@ -107,6 +116,13 @@ class StoreSource:
         self._cell = lru_cache(maxsize=256)(self._cell_uncached)
         self._multilod = lru_cache(maxsize=32)(self._multilod_uncached)
         self._chunks: dict[int, set[tuple[int, ...]]] = {}
+        self._limits: list[int] | None = None
+        self.index_mode = (
+            index_mode(ds, self.levels, self.layout.points == 1, self.has_objects)
+            if self.layout is not None
+            else ""
+        )
+        self._shown = lru_cache(maxsize=256)(self._shown_uncached)
 
     def _nonempty(self, k: int) -> set[tuple[int, ...]]:
         """The listed chunks of level ``k`` (absolute coordinates), as a set, built once."""
@@ -126,6 +142,7 @@ class StoreSource:
         """Forget the decoded chunks kept for ``by_id`` and repeated cell requests."""
         self._cell.cache_clear()
         self._multilod.cache_clear()
+        self._shown.cache_clear()
 
     # -- what the store becomes -------------------------------------------------------
     @property
@@ -185,23 +202,60 @@ class StoreSource:
         return lo, lo + np.ceil((hi - lo) / largest - 1e-9) * largest
 
     def spatial_levels(self) -> list[dict[str, Any]]:
-        """The info's ``spatial`` entries, coarsest first, one per store level."""
+        """The info's ``spatial`` entries, coarsest first, one per store level; ``limit`` is the
+        largest count of any cell of the level (:meth:`limits`)."""
         lower, upper = self._corners()
         out = []
-        for i, k in enumerate(reversed(self.levels)):
-            lv = self._level(k)
-            size = lv.grid.chunk_shape * self.group(k)
-            n_cells = max(1, len(lv.vertices.nonempty))
-            limit = max(1, -(-lv.meta.vertex_count * self.group(k) ** lv.grid.ndim // n_cells))
+        for i, (k, limit) in enumerate(zip(reversed(self.levels), self.limits())):
+            size = self._level(k).grid.chunk_shape * self.group(k)
             out.append(
                 {
                     "key": f"spatial{i}",
                     "grid_shape": [int(v) for v in np.ceil((upper - lower) / size - 1e-9)],
                     "chunk_size": [float(v) for v in size],
-                    "limit": int(min(limit, max(1, lv.meta.vertex_count))),
+                    "limit": int(limit),
                 }
             )
         return out
+
+    def limits(self) -> list[int]:
+        """Per index level (coarsest first) the most annotations any of its cells holds (at
+        least 1): computed once, by a pass over every listed cell unless
+        :meth:`spatial_entries` has made one already."""
+        if self._limits is None:
+            for _ in self.spatial_entries():
+                pass
+        assert self._limits is not None
+        return self._limits
+
+    def spatial_entries(self) -> Iterator[tuple[int, tuple[int, ...], bytes]]:
+        """Every cell of the spatial index that may hold annotations, as ``(index level, cell,
+        body)``; once exhausted, :meth:`limits` knows each level's largest cell."""
+        maxima = [0] * len(self.levels)
+        for i, cell in self.index_cells():
+            body = self.spatial_cell(i, cell)
+            maxima[i] = max(maxima[i], int.from_bytes(body[:8], "little"))
+            yield i, cell, body
+        self._limits = [max(1, m) for m in maxima]
+
+    def index_cells(self) -> Iterator[tuple[int, tuple[int, ...]]]:
+        """``(index level, cell)`` of every cell over a listed chunk of the level it is read
+        from (its store level when nested, else level 0); other cells are empty."""
+        lower, _ = self._corners()
+        for i, k in enumerate(reversed(self.levels)):
+            grid = self._level(k).grid
+            shift = np.rint(lower / grid.chunk_shape).astype(np.int64)
+            if self.index_mode == NESTED:
+                chunks = self._level(k).vertices.nonempty
+            else:  # the level-k chunks over level 0's listed chunks
+                chunks = np.floor_divide(self._level(0).vertices.nonempty, self._ratio(k, 0))
+            for cell in np.unique((chunks - shift) // self.group(k), axis=0):
+                yield i, tuple(int(v) for v in cell)
+
+    def _ratio(self, coarse: int, fine: int) -> np.ndarray:
+        """Chunks of level ``fine`` per chunk of level ``coarse``, per axis (grids nest)."""
+        ratio = self._level(coarse).grid.chunk_shape / self._level(fine).grid.chunk_shape
+        return np.maximum(1, np.rint(ratio)).astype(np.int64)
 
     def annotation_info(self) -> dict[str, Any]:
         assert self.layout is not None
@@ -250,8 +304,8 @@ class StoreSource:
         return int(np.ravel_multi_index(tuple(chunk - grid.origin), tuple(int(s) for s in grid.shape)))
 
     def spatial_cell(self, index_level: int, cell: tuple[int, ...]) -> bytes:
-        """The encoded annotations of one index cell (a block of ``group`` chunks per edge,
-        read in one query), in a fixed shuffled order."""
+        """The encoded annotations of one index cell (a block of ``group`` chunks per edge of
+        its store level), in a fixed shuffled order."""
         assert self.layout is not None
         if not 0 <= index_level < len(self.levels):
             raise NotFound(f"no spatial index level {index_level}")
@@ -265,28 +319,78 @@ class StoreSource:
         if any(not 0 <= int(v) < int(n) for v, n in zip(cell, shape.tolist())):  # Python ints: no overflow
             raise NotFound(f"cell {'_'.join(map(str, cell))} is outside spatial index level {index_level}")
         first = np.asarray(cell, np.int64) * g + np.rint(lower / grid.chunk_shape).astype(np.int64)
-        if g == 1:
-            geom, props, _ = self._cell(k, tuple(int(v) for v in first))
-            lin = self._lin(k, first) if len(geom) else 0  # an empty cell may lie outside the grid
-            ids = pack_ids(k, np.full(len(geom), lin), np.arange(len(geom)))
+        span = np.full(len(first), g, np.int64)
+        if self.index_mode == NESTED:
+            geom, props, ids = self._block(k, first, span)
+            if index_level:  # what the next coarser level shows is not shown again
+                keep = ~coarser_copies(geom, self._coarser_positions(k, geom))
+                geom, props, ids = geom[keep], {p: v[keep] for p, v in props.items()}, ids[keep]
         else:
-            geom, props, ids = self._block(k, first, g)
+            ratio = self._ratio(k, 0)
+            geom, props, ids = self._level0(first * ratio, span * ratio)
+            if len(self.levels) > 1:
+                counts = [self._level(j).meta.vertex_count for j in reversed(self.levels)]
+                keep = sample_levels(geom, thresholds(counts)) == index_level
+                geom, props, ids = geom[keep], {p: v[keep] for p, v in props.items()}, ids[keep]
         order = shuffle_order(len(geom), salt=int(np.sum(first)))
         return encode_annotations(
             self.layout, geom[order], {p: v[order] for p, v in props.items()}, ids[order]
         )
 
-    def _block(
-        self, k: int, first: np.ndarray, g: int
+    def _level0(
+        self, first: np.ndarray, span: np.ndarray
     ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
-        """Points of the listed chunks ``first .. first + g - 1`` (per axis) of level ``k``,
+        """Level 0's annotations in its chunks ``first .. first + span - 1`` (per axis)."""
+        assert self.layout is not None
+        if self.layout.points == 1:
+            return self._block(0, first, span)
+        listed = self._level(0).vertices.nonempty
+        sel = listed[np.all((listed >= first) & (listed < first + span), axis=1)] if len(listed) else listed
+        geoms, props, ids = [np.zeros((0, 2 * self.layout.rank))], [], [np.zeros(0, np.uint64)]
+        for chunk in sel:
+            geom, pr, _ = self._cell(0, tuple(int(v) for v in chunk))
+            geoms.append(geom)
+            props.append(pr)
+            ids.append(pack_ids(0, np.full(len(geom), self._lin(0, chunk)), np.arange(len(geom))))
+        names = [p.id for p in self.layout.properties]
+        return (
+            np.concatenate(geoms),
+            {n: np.concatenate([np.zeros(0)] + [p[n] for p in props]) for n in names},
+            np.concatenate(ids),
+        )
+
+    def _coarser_positions(self, k: int, positions: np.ndarray) -> np.ndarray:
+        """The points of the store level above ``k`` in the chunks holding ``positions``."""
+        above = self._level(self.levels[self.levels.index(k) + 1])
+        chunks = np.unique(np.floor(positions / above.grid.chunk_shape).astype(np.int64), axis=0)
+        chunks = chunks[above.vertices.listed(chunks)]
+        if not len(chunks):
+            return np.zeros((0, positions.shape[1]))
+        cells, _ = fetch_cells(above, chunks, [], np.zeros(0, np.int64))
+        return np.asarray(cells.positions)
+
+    def _shown_uncached(self, k: int, chunk: tuple[int, ...]) -> np.ndarray:
+        """Mask over the rows of chunk ``chunk`` of level ``k`` (as :meth:`_cell` gives them)
+        that are annotations: all of level 0's, or (nested) those no coarser level holds;
+        none of a coarse level's otherwise."""
+        geom = self._cell(k, chunk)[0]
+        if self.index_mode != NESTED:
+            return np.full(len(geom), k == self.levels[0])
+        if k == self.levels[-1] or not len(geom):
+            return np.ones(len(geom), bool)
+        return ~coarser_copies(geom, self._coarser_positions(k, geom))
+
+    def _block(
+        self, k: int, first: np.ndarray, span: np.ndarray
+    ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        """Points of the listed chunks ``first .. first + span - 1`` (per axis) of level ``k``,
         fetched whole in one batch, with the ids :meth:`by_id` resolves (chunk, row in the
         chunk's stored order, as a box query returns them)."""
         assert self.layout is not None
         lv = self._level(k)
         grid = lv.grid
         listed = lv.vertices.nonempty
-        sel = listed[np.all((listed >= first) & (listed <= first + g - 1), axis=1)] if len(listed) else listed
+        sel = listed[np.all((listed >= first) & (listed < first + span), axis=1)] if len(listed) else listed
         if not len(sel):
             empty = {p.id: np.zeros(0) for p in self.layout.properties}
             return np.zeros((0, self.layout.rank)), empty, np.zeros(0, np.uint64)
@@ -306,9 +410,11 @@ class StoreSource:
         grid = self._level(k).grid
         if lin >= grid.n_cells:
             raise NotFound(f"annotation {annotation_id}: no cell {lin} in level {k}")
-        chunk = np.asarray(np.unravel_index(lin, tuple(int(s) for s in grid.shape))) + grid.origin
-        geom, props, oids = self._cell(k, tuple(int(v) for v in chunk))
-        if row >= len(geom):
+        chunk = tuple(
+            int(v) for v in np.asarray(np.unravel_index(lin, tuple(int(s) for s in grid.shape))) + grid.origin
+        )
+        geom, props, oids = self._cell(k, chunk)
+        if row >= len(geom) or not self._shown(k, chunk)[row]:
             raise NotFound(f"annotation {annotation_id} does not exist")
         related = [oids[row : row + 1]] if self.layout.relationships else []
         return encode_one_annotation(self.layout, geom[row], {p: v[row] for p, v in props.items()}, related)
@@ -317,14 +423,17 @@ class StoreSource:
         """Every annotation's ``by_id`` body, a listed chunk at a time: ``(ids, bodies)``, the
         bytes :meth:`by_id` answers for each id, encoded for the whole chunk at once."""
         assert self.layout is not None
-        for k in self.levels:
+        for k in self.levels if self.index_mode == NESTED else self.levels[:1]:
             for chunk in self._level(k).vertices.nonempty:
-                geom, props, oids = self._cell(k, tuple(int(v) for v in chunk))
-                if not len(geom):
+                key = tuple(int(v) for v in chunk)
+                geom, props, oids = self._cell(k, key)
+                rows = np.flatnonzero(self._shown(k, key))
+                if not len(rows):
                     continue
-                ids = pack_ids(k, np.full(len(geom), self._lin(k, chunk)), np.arange(len(geom)))
-                related = oids if self.layout.relationships else None
-                yield ids, encode_single_annotations(self.layout, geom, props, related)
+                ids = pack_ids(k, np.full(len(rows), self._lin(k, chunk)), rows)
+                related = oids[rows] if self.layout.relationships else None
+                values = {p: v[rows] for p, v in props.items()}
+                yield ids, encode_single_annotations(self.layout, geom[rows], values, related)
 
     def related_entries(self) -> Iterator[tuple[int, bytes]]:
         """Every object's ``rel_object`` body (the bytes :meth:`related` answers), from one
@@ -524,9 +633,9 @@ class StoreSource:
             if rest.endswith(":0"):
                 segment = _segment(rest[:-2])
                 self._object(segment, False)  # an unknown object is a 404, not an empty mesh
-                return _json({"fragments": [f"frag/{segment}"]}), JSON
-            if rest.startswith("frag/"):
-                return self.mesh_fragment(_segment(rest[5:])), BINARY
+                return _json({"fragments": [f"{segment}:0:1"]}), JSON
+            if rest.endswith(":0:1"):
+                return self.mesh_fragment(_segment(rest[:-4])), BINARY
         raise NotFound(f"{self.name}: no source path {path!r}")
 
     def _get_annotation(self, rest: str) -> tuple[bytes, str]:
@@ -559,23 +668,16 @@ class StoreSource:
                     yield f"mesh/{_u64(i)}"
                 else:
                     yield f"mesh/{_u64(i)}:0"
-                    yield f"mesh/frag/{_u64(i)}"
+                    yield f"mesh/{_u64(i)}:0:1"
         else:
             yield from self._annotation_paths(ids)
 
     def _annotation_paths(self, ids: bool = True) -> Iterator[str]:
-        lower, _ = self._corners()
         yield "ann/info"
-        for i, k in enumerate(reversed(self.levels)):
-            grid = self._level(k).grid
-            shift = np.rint(lower / grid.chunk_shape).astype(np.int64)
-            chunks = self._level(k).vertices.nonempty
-            for cell in np.unique((chunks - shift) // self.group(k), axis=0):
-                yield f"ann/spatial{i}/" + "_".join(str(int(v)) for v in cell)
-            for chunk in chunks if ids else ():
-                n = len(self._cell(k, tuple(int(v) for v in chunk))[0])
-                lin = np.full(n, self._lin(k, chunk))
-                yield from (f"ann/by_id/{aid}" for aid in pack_ids(k, lin, np.arange(n)).tolist())
+        for i, cell in self.index_cells():
+            yield f"ann/spatial{i}/" + "_".join(map(str, cell))
+        for annotation_ids, _ in self.by_id_entries() if ids else ():
+            yield from (f"ann/by_id/{aid}" for aid in annotation_ids.tolist())
         if self.has_objects and ids:
             yield from (f"ann/rel_object/{_u64(i)}" for i in self.ds.object_ids().tolist())
 
