@@ -222,11 +222,41 @@ class StoreSource:
         """Per index level (coarsest first) the most annotations any of its cells holds (at
         least 1): computed once, by a pass over every listed cell unless
         :meth:`spatial_entries` has made one already."""
-        if self._limits is None:
+        if self._limits is None and self.index_mode == NESTED:
             for _ in self.spatial_entries():
                 pass
+        elif self._limits is None:
+            self._limits = self._sample_limits()
         assert self._limits is not None
         return self._limits
+
+    def _sample_limits(self, batch: int = 256) -> list[int]:
+        """:meth:`limits` of a sampled index in one pass over level 0 (``batch`` chunks at a
+        time), each annotation counted in the cell of the level its hash gives it."""
+        assert self.layout is not None
+        lower, _ = self._corners()
+        levels = list(reversed(self.levels))
+        cuts = thresholds([self._level(k).meta.vertex_count for k in levels])
+        counts: list[dict[tuple[int, ...], int]] = [{} for _ in levels]
+        listed = self._level(0).vertices.nonempty
+        for start in range(0, len(listed), batch):
+            chunks = listed[start : start + batch]
+            if self.layout.points == 1:
+                cells, _ = fetch_cells(self._level(0), chunks, [], np.zeros(0, np.int64))
+                geom = np.asarray(cells.positions)
+                owner = np.repeat(chunks, np.diff(cells.offsets), axis=0)
+            else:
+                parts = [self._cell(0, tuple(int(v) for v in c))[0] for c in chunks]
+                geom = np.concatenate([np.zeros((0, 2 * self.layout.rank)), *parts])
+                owner = np.repeat(chunks, [len(p) for p in parts], axis=0)
+            at = sample_levels(geom, cuts) if len(levels) > 1 else np.zeros(len(geom), np.int64)
+            for i, k in enumerate(levels):
+                shift = np.rint(lower / self._level(k).grid.chunk_shape).astype(np.int64)
+                cell = (np.floor_divide(owner[at == i], self._ratio(k, 0)) - shift) // self.group(k)
+                keys, n = np.unique(cell, axis=0, return_counts=True)
+                for key, c in zip(map(tuple, keys.tolist()), n.tolist()):
+                    counts[i][key] = counts[i].get(key, 0) + c
+        return [max(1, max(c.values(), default=0)) for c in counts]
 
     def spatial_entries(self) -> Iterator[tuple[int, tuple[int, ...], bytes]]:
         """Every cell of the spatial index that may hold annotations, as ``(index level, cell,
