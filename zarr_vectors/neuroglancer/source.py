@@ -56,8 +56,11 @@ from zarr_vectors.neuroglancer.multilod import encode_object, multilod_info
 from zarr_vectors.neuroglancer.spatial import (
     NESTED,
     coarser_copies,
+    crossed_cells,
     index_mode,
+    match_rows,
     sample_levels,
+    segments_meet_box,
     thresholds,
 )
 
@@ -117,6 +120,7 @@ class StoreSource:
         self._multilod = lru_cache(maxsize=32)(self._multilod_uncached)
         self._chunks: dict[int, set[tuple[int, ...]]] = {}
         self._limits: list[int] | None = None
+        self._reach: np.ndarray | None = None
         self.index_mode = (
             index_mode(ds, self.levels, self.layout.points == 1, self.has_objects)
             if self.layout is not None
@@ -222,7 +226,8 @@ class StoreSource:
         """Per index level (coarsest first) the most annotations any of its cells holds (at
         least 1): computed once, by a pass over every listed cell unless
         :meth:`spatial_entries` has made one already."""
-        if self._limits is None and self.index_mode == NESTED:
+        assert self.layout is not None
+        if self._limits is None and (self.index_mode == NESTED or self.layout.points != 1):
             for _ in self.spatial_entries():
                 pass
         elif self._limits is None:
@@ -231,9 +236,9 @@ class StoreSource:
         return self._limits
 
     def _sample_limits(self, batch: int = 256) -> list[int]:
-        """:meth:`limits` of a sampled index in one pass over level 0 (``batch`` chunks at a
-        time), each annotation counted in the cell of the level its hash gives it."""
-        assert self.layout is not None
+        """:meth:`limits` of a sampled point index in one pass over level 0 (``batch`` chunks
+        at a time), each point counted in the cell of the level its hash gives it."""
+        assert self.layout is not None and self.layout.points == 1
         lower, _ = self._corners()
         levels = list(reversed(self.levels))
         cuts = thresholds([self._level(k).meta.vertex_count for k in levels])
@@ -241,14 +246,9 @@ class StoreSource:
         listed = self._level(0).vertices.nonempty
         for start in range(0, len(listed), batch):
             chunks = listed[start : start + batch]
-            if self.layout.points == 1:
-                cells, _ = fetch_cells(self._level(0), chunks, [], np.zeros(0, np.int64))
-                geom = np.asarray(cells.positions)
-                owner = np.repeat(chunks, np.diff(cells.offsets), axis=0)
-            else:
-                parts = [self._cell(0, tuple(int(v) for v in c))[0] for c in chunks]
-                geom = np.concatenate([np.zeros((0, 2 * self.layout.rank)), *parts])
-                owner = np.repeat(chunks, [len(p) for p in parts], axis=0)
+            cells, _ = fetch_cells(self._level(0), chunks, [], np.zeros(0, np.int64))
+            geom = np.asarray(cells.positions)
+            owner = np.repeat(chunks, np.diff(cells.offsets), axis=0)
             at = sample_levels(geom, cuts) if len(levels) > 1 else np.zeros(len(geom), np.int64)
             for i, k in enumerate(levels):
                 shift = np.rint(lower / self._level(k).grid.chunk_shape).astype(np.int64)
@@ -275,12 +275,34 @@ class StoreSource:
         for i, k in enumerate(reversed(self.levels)):
             grid = self._level(k).grid
             shift = np.rint(lower / grid.chunk_shape).astype(np.int64)
+            if self.layout is not None and self.layout.points != 1:  # every cell an edge crosses
+                for cell in self._cells_crossed(k, shift):
+                    yield i, tuple(int(v) for v in cell)
+                continue
             if self.index_mode == NESTED:
                 chunks = self._level(k).vertices.nonempty
             else:  # the level-k chunks over level 0's listed chunks
                 chunks = np.floor_divide(self._level(0).vertices.nonempty, self._ratio(k, 0))
             for cell in np.unique((chunks - shift) // self.group(k), axis=0):
                 yield i, tuple(int(v) for v in cell)
+
+    def _cells_crossed(self, k: int, shift: np.ndarray) -> np.ndarray:
+        """Cells of the index level of store level ``k`` (one level-``k`` chunk each, less
+        ``shift``) that level 0's edges meet, boxes as :meth:`spatial_cell` makes them."""
+        ratio, cs0 = self._ratio(k, 0), self._level(0).grid.chunk_shape
+
+        def box(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            first = (cells + shift) * ratio
+            return first * cs0, (first + ratio) * cs0
+
+        found = [np.zeros((0, len(shift)), np.int64)]
+        for chunk in self._level(0).vertices.nonempty:
+            geom = self._cell(0, tuple(int(v) for v in chunk))[0]
+            found.append(crossed_cells(geom[:, : len(shift)], geom[:, len(shift) :], box))
+        cells = np.unique(np.concatenate(found), axis=0)
+        lower, upper = self._corners()
+        shape = np.ceil((upper - lower) / self._level(k).grid.chunk_shape - 1e-9).astype(np.int64)
+        return cells[np.all((cells >= 0) & (cells < shape), axis=1)]
 
     def _ratio(self, coarse: int, fine: int) -> np.ndarray:
         """Chunks of level ``fine`` per chunk of level ``coarse``, per axis (grids nest)."""
@@ -374,20 +396,46 @@ class StoreSource:
         assert self.layout is not None
         if self.layout.points == 1:
             return self._block(0, first, span)
-        listed = self._level(0).vertices.nonempty
-        sel = listed[np.all((listed >= first) & (listed < first + span), axis=1)] if len(listed) else listed
-        geoms, props, ids = [np.zeros((0, 2 * self.layout.rank))], [], [np.zeros(0, np.uint64)]
-        for chunk in sel:
-            geom, pr, _ = self._cell(0, tuple(int(v) for v in chunk))
-            geoms.append(geom)
-            props.append(pr)
-            ids.append(pack_ids(0, np.full(len(geom), self._lin(0, chunk)), np.arange(len(geom))))
-        names = [p.id for p in self.layout.properties]
-        return (
-            np.concatenate(geoms),
-            {n: np.concatenate([np.zeros(0)] + [p[n] for p in props]) for n in names},
-            np.concatenate(ids),
-        )
+        cs0 = self._level(0).grid.chunk_shape
+        return self._edges_meeting(first * cs0, (first + span) * cs0)
+
+    def _edges_meeting(
+        self, lo: np.ndarray, hi: np.ndarray
+    ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        """Level 0's edges that meet the box ``[lo, hi]``, wherever their first vertex is
+        (the format files an annotation under every cell it crosses), with their ids (the
+        chunk of the first vertex and the row there, as :meth:`by_id` reads them)."""
+        assert self.layout is not None
+        rank = self.layout.rank
+        reach = self._edge_reach()  # an edge that meets the box has its vertices this near it
+        res = self.ds.query(bbox=(lo - reach, hi + reach), level=0, attributes=False, whole_objects=True)
+        edges = res.edges if res.edges is not None else np.zeros((0, 2), np.int64)
+        p0, p1 = res.positions[edges[:, 0]], res.positions[edges[:, 1]]
+        geom = np.concatenate([p0, p1], axis=1)[segments_meet_box(p0, p1, lo, hi)]
+        cs = self._level(0).grid.chunk_shape
+        owner = np.floor(geom[:, :rank] / cs).astype(np.int64)
+        ids = np.zeros(len(geom), np.uint64)
+        found = np.zeros(len(geom), bool)
+        for chunk in np.unique(owner, axis=0):
+            mine = np.flatnonzero(np.all(owner == chunk, axis=1))
+            rows = match_rows(self._cell(0, tuple(int(v) for v in chunk))[0], geom[mine])
+            ok = rows >= 0
+            ids[mine[ok]] = pack_ids(0, np.full(int(ok.sum()), self._lin(0, chunk)), rows[ok])
+            found[mine[ok]] = True
+        return geom[found], {}, ids[found]
+
+    def _edge_reach(self) -> np.ndarray:
+        """Per axis the longest extent of any level-0 edge (one pass over level 0, once)."""
+        if self._reach is None:
+            assert self.layout is not None
+            rank = self.layout.rank
+            reach = np.zeros(rank)
+            for chunk in self._level(0).vertices.nonempty:
+                geom = self._cell(0, tuple(int(v) for v in chunk))[0]
+                if len(geom):
+                    reach = np.maximum(reach, np.abs(geom[:, rank:] - geom[:, :rank]).max(axis=0))
+            self._reach = reach
+        return self._reach
 
     def _coarser_positions(self, k: int, positions: np.ndarray) -> np.ndarray:
         """The points of the store level above ``k`` in the chunks holding ``positions``."""

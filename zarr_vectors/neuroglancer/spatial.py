@@ -24,7 +24,17 @@ import numpy as np
 
 from zarr_vectors.pyramid.points import coordinate_hash
 
-__all__ = ["NESTED", "SAMPLE", "coarser_copies", "index_mode", "sample_levels", "thresholds"]
+__all__ = [
+    "NESTED",
+    "SAMPLE",
+    "coarser_copies",
+    "crossed_cells",
+    "index_mode",
+    "match_rows",
+    "sample_levels",
+    "segments_meet_box",
+    "thresholds",
+]
 
 NESTED = "nested"
 SAMPLE = "sample"
@@ -82,3 +92,64 @@ def coarser_copies(fine: np.ndarray, coarse: np.ndarray) -> np.ndarray:
     rank = np.empty(len(fine), np.int64)
     rank[order] = np.arange(len(fine)) - starts
     return rank < in_coarse[fine_key]
+
+
+def _void_keys(rows: np.ndarray) -> np.ndarray:
+    rows = np.ascontiguousarray(np.asarray(rows, np.float64).reshape(len(rows), -1))
+    return rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+
+
+def match_rows(table: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """For each row of ``queries`` the index of an equal row of ``table`` (exact values), -1
+    when there is none; the j-th of several equal queries gets the j-th equal table row."""
+    if not len(queries):
+        return np.zeros(0, np.int64)
+    if not len(table):
+        return np.full(len(queries), -1, np.int64)
+    tkeys, qkeys = _void_keys(table), _void_keys(queries)
+    order = np.argsort(tkeys, kind="stable")
+    first = np.searchsorted(tkeys[order], qkeys, side="left")
+    last = np.searchsorted(tkeys[order], qkeys, side="right")
+    qorder = np.argsort(qkeys, kind="stable")
+    starts = np.searchsorted(qkeys[qorder], qkeys[qorder], side="left")
+    rank = np.empty(len(queries), np.int64)
+    rank[qorder] = np.arange(len(queries)) - starts
+    at = first + rank
+    return np.where(at < last, order[np.minimum(at, len(order) - 1)], -1)
+
+
+def segments_meet_box(p0: np.ndarray, p1: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Whether each segment ``p0[i]``-``p1[i]`` meets the closed box ``[lo, hi]`` (slab test)."""
+    d = p1 - p0
+    t0 = np.zeros(len(p0))
+    t1 = np.ones(len(p0))
+    flat = d == 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ta = np.where(flat, -np.inf, (lo - p0) / d)
+        tb = np.where(flat, np.inf, (hi - p0) / d)
+    inside = np.all(~flat | ((p0 >= lo) & (p0 <= hi)), axis=1)
+    t0 = np.maximum(t0, np.max(np.minimum(ta, tb), axis=1))
+    t1 = np.minimum(t1, np.min(np.maximum(ta, tb), axis=1))
+    return inside & (t0 <= t1)
+
+
+def crossed_cells(p0: np.ndarray, p1: np.ndarray, box: Any) -> np.ndarray:
+    """The distinct cells (m, d) whose closed box meets a segment ``p0[i]``-``p1[i]``:
+    ``box(cells)`` gives a cell's ``(lo, hi)`` corners; candidates are the cells of each
+    segment's span widened by one, so a segment on a boundary finds both sides."""
+    if not len(p0):
+        return np.zeros((0, p0.shape[1]), np.int64)
+    unit_lo, unit_hi = box(np.zeros((1, p0.shape[1]), np.int64))
+    size = unit_hi[0] - unit_lo[0]
+    a = np.floor((np.minimum(p0, p1) - unit_lo[0]) / size).astype(np.int64) - 1
+    b = np.floor((np.maximum(p0, p1) - unit_lo[0]) / size).astype(np.int64) + 1
+    ext = b - a + 1
+    n = np.prod(ext, axis=1)
+    seg = np.repeat(np.arange(len(p0)), n)
+    local = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+    strides = np.cumprod(np.concatenate([np.ones((len(p0), 1), np.int64), ext[:, :0:-1]], axis=1), axis=1)[
+        :, ::-1
+    ]
+    cells = a[seg] + (local[:, None] // strides[seg]) % ext[seg]
+    lo, hi = box(cells)
+    return np.unique(cells[segments_meet_box(p0[seg], p1[seg], lo, hi)], axis=0)
