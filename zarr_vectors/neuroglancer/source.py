@@ -14,12 +14,13 @@ One :class:`StoreSource` serves one store under these paths (relative to its roo
 
 Spatial index level ``i`` has the grid of store level ``levels[-1 - i]`` (coarsest first); an
 index cell is a block of ``group(k)`` chunks per edge of that level (one chunk for lines and
-graphs). Every annotation (a real vertex; for lines and graphs an edge of level 0, filed under
-the chunk of its first vertex) is in exactly one index level and one cell, the coarse levels
-holding a sample of them (:mod:`~zarr_vectors.neuroglancer.spatial`: a subsampled pyramid's
+graphs). Every annotation (a real vertex; for lines and graphs an edge of level 0) is in
+exactly one index level (points: in one cell; edges: in every cell of that level their
+segment meets, as the format asks), the coarse levels holding a sample of them (:mod:`~zarr_vectors.neuroglancer.spatial`: a subsampled pyramid's
 own levels, or a hashed sample of level 0). An id packs (level, chunk, row in the chunk), so
-``by_id`` reads one chunk. Each level's ``limit`` is its largest cell's count, found by one
-pass over the cells (:meth:`StoreSource.limits`).
+``by_id`` reads one chunk (an edge's chunk is that of its first vertex). Each level's
+``limit`` is its largest cell's count, found by one pass over the store
+(:meth:`StoreSource.limits`).
 """
 
 from __future__ import annotations
