@@ -16,8 +16,9 @@ Spatial index level ``i`` has the grid of store level ``levels[-1 - i]`` (coarse
 index cell is a block of ``group(k)`` chunks per edge of that level (one chunk for lines and
 graphs). Every annotation (a real vertex; for lines and graphs an edge of level 0) is in
 exactly one index level (points: in one cell; edges: in every cell of that level their
-segment meets, as the format asks), the coarse levels holding a sample of them (:mod:`~zarr_vectors.neuroglancer.spatial`: a subsampled pyramid's
-own levels, or a hashed sample of level 0). An id packs (level, chunk, row in the chunk), so
+segment meets, as the format asks), the coarse levels holding a sample of them
+(:mod:`~zarr_vectors.neuroglancer.spatial`: a subsampled pyramid's own levels, or a hashed
+sample of level 0). An id packs (level, chunk, row in the chunk), so
 ``by_id`` reads one chunk (an edge's chunk is that of its first vertex). Each level's
 ``limit`` is its largest cell's count, found by one pass over the store
 (:meth:`StoreSource.limits`).
