@@ -469,3 +469,21 @@ def test_segment_properties_keep_json_valid() -> None:
     props = {p["id"]: p for p in json.loads(text)["inline"]["properties"]}
     assert props["label"]["type"] == "label" and props["size"]["type"] == "string"
     assert props["seen"]["values"] == ["2024-01-02", "2025-03-04"]
+
+
+def test_sampled_coarse_cells_are_the_same_kept_or_read_again(
+    stores: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ds = zv.open(stores["points"])
+    cold = StoreSource(ds, "p")  # cells asked before the info: each read from level 0
+    paths = [p for p in cold.paths(ids=False) if p.startswith("ann/spatial")]
+    bodies = [cold.get(p)[0] for p in paths]
+    warm = StoreSource(ds, "p")
+    warm.limits()  # one pass that keeps the coarse levels
+    assert warm._coarse is not None and [warm.get(p)[0] for p in paths] == bodies
+    import zarr_vectors.neuroglancer.source as source_module
+
+    monkeypatch.setattr(source_module, "COARSE_KEEP", 10)  # too many to keep: read again
+    small = StoreSource(ds, "p")
+    assert small.limits() == warm.limits() and small._coarse is None
+    assert [small.get(p)[0] for p in paths] == bodies

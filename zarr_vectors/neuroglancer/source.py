@@ -92,6 +92,8 @@ UNIT_METRES = {
 
 #: Mean vertices per spatial-index cell that point levels aim at (cells group chunks).
 CELL_TARGET = 2048
+#: Most coarse-level annotations of a sampled point index kept in memory for cell requests.
+COARSE_KEEP = 4_000_000
 JSON = "application/json"
 BINARY = "application/octet-stream"
 
@@ -123,6 +125,9 @@ class StoreSource:
         self._chunks: dict[int, set[tuple[int, ...]]] = {}
         self._limits: list[int] | None = None
         self._reach: np.ndarray | None = None
+        #: a sampled point index's coarse levels, per level ``{cell: (geometry, properties,
+        #: ids)}``, kept by :meth:`_sample_limits`
+        self._coarse: list[dict[tuple[int, ...], Any]] | None = None
         self.index_mode = (
             index_mode(ds, self.levels, self.layout.points == 1, self.has_objects)
             if self.layout is not None
@@ -239,30 +244,52 @@ class StoreSource:
 
     def _sample_limits(self, batch: int = 256) -> list[int]:
         """:meth:`limits` of a sampled point index in one pass over level 0 (``batch`` chunks
-        at a time), each point counted in the cell of the level its hash gives it."""
+        at a time), each point counted in the cell of the level its hash gives it. The coarse
+        levels' annotations met on the way are kept (when at most :data:`COARSE_KEEP`), so
+        their cell requests need not read level 0 again."""
         assert self.layout is not None and self.layout.points == 1
         lower, _ = self._corners()
         levels = list(reversed(self.levels))
         cuts = thresholds([self._level(k).meta.vertex_count for k in levels])
         counts: list[dict[tuple[int, ...], int]] = [{} for _ in levels]
-        listed = self._level(0).vertices.nonempty
+        kept: list[list[Any]] = [[] for _ in levels[:-1]]
+        room = COARSE_KEEP
+        lv0 = self._level(0)
+        names = [p.source for p in self.layout.properties]
+        listed = lv0.vertices.nonempty
         for start in range(0, len(listed), batch):
             chunks = listed[start : start + batch]
-            cells, _ = fetch_cells(self._level(0), chunks, [], np.zeros(0, np.int64))
+            cells, _ = fetch_cells(lv0, chunks, names, np.zeros(0, np.int64))
+            per = np.diff(cells.offsets)
             geom = np.asarray(cells.positions)
-            owner = np.repeat(chunks, np.diff(cells.offsets), axis=0)
+            owner = np.repeat(chunks, per, axis=0)
             at = sample_levels(geom, cuts) if len(levels) > 1 else np.zeros(len(geom), np.int64)
+            lin = np.ravel_multi_index(
+                tuple((chunks - lv0.grid.origin).T), tuple(int(v) for v in lv0.grid.shape)
+            )
+            ids = pack_ids(0, np.repeat(lin, per), np.arange(len(geom)) - np.repeat(cells.offsets[:-1], per))
             for i, k in enumerate(levels):
                 shift = np.rint(lower / self._level(k).grid.chunk_shape).astype(np.int64)
-                cell = (np.floor_divide(owner[at == i], self._ratio(k, 0)) - shift) // self.group(k)
+                mine = at == i
+                cell = (np.floor_divide(owner[mine], self._ratio(k, 0)) - shift) // self.group(k)
                 keys, n = np.unique(cell, axis=0, return_counts=True)
                 for key, c in zip(map(tuple, keys.tolist()), n.tolist()):
                     counts[i][key] = counts[i].get(key, 0) + c
+                if i < len(kept) and room >= 0:
+                    room -= int(mine.sum())
+                    values = {p.id: cells.attributes[p.source][mine] for p in self.layout.properties}
+                    kept[i].append((cell, geom[mine], values, ids[mine]))
+        if room >= 0:
+            self._coarse = [_by_cell(parts, self.layout) for parts in kept]
         return [max(1, max(c.values(), default=0)) for c in counts]
 
     def spatial_entries(self) -> Iterator[tuple[int, tuple[int, ...], bytes]]:
         """Every cell of the spatial index that may hold annotations, as ``(index level, cell,
-        body)``; once exhausted, :meth:`limits` knows each level's largest cell."""
+        body)``; once exhausted, :meth:`limits` knows each level's largest cell. A sampled
+        point index first makes its one pass over level 0 (:meth:`limits`), which keeps the
+        coarse levels' annotations, rather than reading level 0 under every coarse cell."""
+        if self.layout is not None and self.layout.points == 1 and self.index_mode != NESTED:
+            self.limits()
         maxima = [0] * len(self.levels)
         for i, cell in self.index_cells():
             body = self.spatial_cell(i, cell)
@@ -381,7 +408,10 @@ class StoreSource:
                 geom, props, ids = geom[keep], {p: v[keep] for p, v in props.items()}, ids[keep]
         else:
             ratio = self._ratio(k, 0)
-            geom, props, ids = self._level0(first * ratio, span * ratio)
+            if self._coarse is not None and index_level < len(self._coarse):
+                geom, props, ids = self._coarse[index_level].get(tuple(cell), self._no_annotations())
+            else:
+                geom, props, ids = self._level0(first * ratio, span * ratio)
             if len(self.levels) > 1:
                 counts = [self._level(j).meta.vertex_count for j in reversed(self.levels)]
                 keep = sample_levels(geom, thresholds(counts)) == index_level
@@ -390,6 +420,11 @@ class StoreSource:
         return encode_annotations(
             self.layout, geom[order], {p: v[order] for p, v in props.items()}, ids[order]
         )
+
+    def _no_annotations(self) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        assert self.layout is not None
+        empty = {p.id: np.zeros(0) for p in self.layout.properties}
+        return np.zeros((0, self.layout.rank * self.layout.points)), empty, np.zeros(0, np.uint64)
 
     def _level0(
         self, first: np.ndarray, span: np.ndarray
@@ -760,6 +795,27 @@ class StoreSource:
             yield from (f"ann/by_id/{aid}" for aid in annotation_ids.tolist())
         if self.has_objects and ids:
             yield from (f"ann/rel_object/{_u64(i)}" for i in self.ds.object_ids().tolist())
+
+
+def _by_cell(parts: list[Any], layout: AnnotationLayout) -> dict[tuple[int, ...], Any]:
+    """``{cell: (geometry, properties, ids)}`` from pieces ``(cells, geometry, properties,
+    ids)``, rows of a cell in the order met (a stable sort)."""
+    if not parts:
+        return {}
+    cells = np.concatenate([p[0] for p in parts])
+    geom = np.concatenate([p[1] for p in parts])
+    props = {n: np.concatenate([p[2][n] for p in parts]) for n in (q.id for q in layout.properties)}
+    ids = np.concatenate([p[3] for p in parts])
+    if not len(cells):
+        return {}
+    order = np.lexsort(cells.T[::-1])
+    keys, starts = np.unique(cells[order], axis=0, return_index=True)
+    bounds = np.append(starts, len(order))
+    out = {}
+    for key, a, b in zip(map(tuple, keys.tolist()), bounds[:-1], bounds[1:]):
+        rows = order[a:b]
+        out[key] = (geom[rows], {n: v[rows] for n, v in props.items()}, ids[rows])
+    return out
 
 
 def _json(doc: dict[str, Any]) -> bytes:
