@@ -59,6 +59,7 @@ from zarr_vectors.neuroglancer.spatial import (
     NESTED,
     coarser_copies,
     crossed_cells,
+    group_by_cell,
     index_mode,
     match_rows,
     sample_levels,
@@ -280,7 +281,7 @@ class StoreSource:
                     values = {p.id: cells.attributes[p.source][mine] for p in self.layout.properties}
                     kept[i].append((cell, geom[mine], values, ids[mine]))
         if room >= 0:
-            self._coarse = [_by_cell(parts, self.layout) for parts in kept]
+            self._coarse = [group_by_cell(parts, [p.id for p in self.layout.properties]) for parts in kept]
         return [max(1, max(c.values(), default=0)) for c in counts]
 
     def spatial_entries(self) -> Iterator[tuple[int, tuple[int, ...], bytes]]:
@@ -795,27 +796,6 @@ class StoreSource:
             yield from (f"ann/by_id/{aid}" for aid in annotation_ids.tolist())
         if self.has_objects and ids:
             yield from (f"ann/rel_object/{_u64(i)}" for i in self.ds.object_ids().tolist())
-
-
-def _by_cell(parts: list[Any], layout: AnnotationLayout) -> dict[tuple[int, ...], Any]:
-    """``{cell: (geometry, properties, ids)}`` from pieces ``(cells, geometry, properties,
-    ids)``, rows of a cell in the order met (a stable sort)."""
-    if not parts:
-        return {}
-    cells = np.concatenate([p[0] for p in parts])
-    geom = np.concatenate([p[1] for p in parts])
-    props = {n: np.concatenate([p[2][n] for p in parts]) for n in (q.id for q in layout.properties)}
-    ids = np.concatenate([p[3] for p in parts])
-    if not len(cells):
-        return {}
-    order = np.lexsort(cells.T[::-1])
-    keys, starts = np.unique(cells[order], axis=0, return_index=True)
-    bounds = np.append(starts, len(order))
-    out = {}
-    for key, a, b in zip(map(tuple, keys.tolist()), bounds[:-1], bounds[1:]):
-        rows = order[a:b]
-        out[key] = (geom[rows], {n: v[rows] for n, v in props.items()}, ids[rows])
-    return out
 
 
 def _json(doc: dict[str, Any]) -> bytes:

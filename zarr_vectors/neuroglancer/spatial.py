@@ -29,6 +29,7 @@ __all__ = [
     "SAMPLE",
     "coarser_copies",
     "crossed_cells",
+    "group_by_cell",
     "index_mode",
     "match_rows",
     "sample_levels",
@@ -153,3 +154,22 @@ def crossed_cells(p0: np.ndarray, p1: np.ndarray, box: Any) -> np.ndarray:
     cells = a[seg] + (local[:, None] // strides[seg]) % ext[seg]
     lo, hi = box(cells)
     return np.unique(cells[segments_meet_box(p0[seg], p1[seg], lo, hi)], axis=0)
+
+
+def group_by_cell(parts: list[Any], names: list[str]) -> dict[tuple[int, ...], Any]:
+    """``{cell: (geometry, properties, ids)}`` from pieces ``(cells, geometry, properties,
+    ids)`` (properties keyed by ``names``), each cell's rows in the order met (stable)."""
+    if not parts or not sum(len(p[0]) for p in parts):
+        return {}
+    cells = np.concatenate([p[0] for p in parts])
+    geom = np.concatenate([p[1] for p in parts])
+    props = {n: np.concatenate([p[2][n] for p in parts]) for n in names}
+    ids = np.concatenate([p[3] for p in parts])
+    order = np.lexsort(cells.T[::-1])
+    keys, starts = np.unique(cells[order], axis=0, return_index=True)
+    bounds = np.append(starts, len(order))
+    out = {}
+    for key, a, b in zip(map(tuple, keys.tolist()), bounds[:-1], bounds[1:]):
+        rows = order[a:b]
+        out[key] = (geom[rows], {n: v[rows] for n, v in props.items()}, ids[rows])
+    return out
