@@ -235,13 +235,40 @@ class StoreSource:
         least 1): computed once, by a pass over every listed cell unless
         :meth:`spatial_entries` has made one already."""
         assert self.layout is not None
-        if self._limits is None and (self.index_mode == NESTED or self.layout.points != 1):
+        if self._limits is None and self.layout.points != 1:
             for _ in self.spatial_entries():
                 pass
         elif self._limits is None:
-            self._limits = self._sample_limits()
+            self._limits = self._nested_limits() if self.index_mode == NESTED else self._sample_limits()
         assert self._limits is not None
         return self._limits
+
+    def _nested_limits(self, batch: int = 256) -> list[int]:
+        """:meth:`limits` of a nested point index in one pass over every level: a point of
+        store level ``k`` counts +1 in its cell of ``k``'s index level and -1 in its cell of
+        the next finer one (where, as a point of that level too, it is not shown)."""
+        lower, _ = self._corners()
+        levels = list(reversed(self.levels))
+        counts: list[dict[tuple[int, ...], int]] = [{} for _ in levels]
+
+        def add(i: int, chunks: np.ndarray, sign: int) -> None:
+            k = levels[i]
+            shift = np.rint(lower / self._level(k).grid.chunk_shape).astype(np.int64)
+            keys, n = np.unique((chunks - shift) // self.group(k), axis=0, return_counts=True)
+            for key, c in zip(map(tuple, keys.tolist()), n.tolist()):
+                counts[i][key] = counts[i].get(key, 0) + sign * c
+
+        for i, k in enumerate(levels):
+            lv = self._level(k)
+            listed = lv.vertices.nonempty
+            for start in range(0, len(listed), batch):
+                chunks = listed[start : start + batch]
+                cells, _ = fetch_cells(lv, chunks, [], np.zeros(0, np.int64))
+                add(i, np.repeat(chunks, np.diff(cells.offsets), axis=0), 1)
+                if i + 1 < len(levels):  # its chunk one level finer, by the same floor rule
+                    finer = self._level(levels[i + 1]).grid.chunk_shape
+                    add(i + 1, np.floor(np.asarray(cells.positions) / finer).astype(np.int64), -1)
+        return [max(1, max(c.values(), default=0)) for c in counts]
 
     def _sample_limits(self, batch: int = 256) -> list[int]:
         """:meth:`limits` of a sampled point index in one pass over level 0 (``batch`` chunks
