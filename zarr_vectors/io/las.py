@@ -11,7 +11,9 @@ refuses a file where it fails.
 
 The header's scale, offset, point format, version and extra-bytes descriptions are kept in the
 store's root block as ``las_header`` (see :func:`las_header_record`), so :class:`LasWriter`
-writes the same integers back.
+writes the same integers back. Other stores are written as LAS 1.2 (point formats 0-3, which
+every reader takes) whenever their attributes fit, else LAS 1.4 (:func:`plain_format`); object
+ids go into an extra-bytes dimension ``object_id`` (uint64).
 """
 
 from __future__ import annotations
@@ -35,12 +37,44 @@ __all__ = [
     "laspy_module",
     "las_header_record",
     "las_positions",
+    "narrow_fields",
     "open_las",
+    "plain_format",
     "read_las_chunks",
 ]
 
 LAS_SUFFIXES = (".las", ".laz")
 _XYZ = ("X", "Y", "Z")
+#: Bit fields of point formats 0-3 narrower than in formats 6-10: name -> largest value.
+_NARROW = {"classification": 31, "return_number": 7, "number_of_returns": 7}
+#: Standard dimensions only LAS 1.4's point formats (6-10) have.
+_ONLY_14 = frozenset({"overlap", "scanner_channel", "scan_angle", "nir", "classification_flags"})
+#: The extra-bytes dimension holding object ids.
+OBJECT_ID = "object_id"
+
+
+def narrow_fields(names: Any) -> list[str]:
+    """The attributes of ``names`` whose values decide whether LAS 1.2 can hold them."""
+    return [n for n in _NARROW if n in set(names)]
+
+
+def plain_format(
+    names: Any, ranges: Mapping[str, tuple[float, float]] | None = None, count: int = 0
+) -> tuple[int, str]:
+    """``(point format, version)`` for points without a ``las_header`` record: LAS 1.2's
+    format 0-3 (1 with ``gps_time``, 2 with ``red``/``green``/``blue``, 3 with both) unless an
+    attribute needs 1.4: one only formats 6-10 have, a bit field (:func:`narrow_fields`)
+    whose ``ranges`` entry (min, max) is missing or out of its 1.2 width, or over 2**32 - 1
+    points; then format 6 (7 with colour, 8 with colour and ``nir``)."""
+    names = set(names)
+    ranges = ranges or {}
+    rgb = {"red", "green", "blue"} <= names
+    narrow_ok = all(
+        n in ranges and ranges[n][0] >= 0 and ranges[n][1] <= top for n, top in _NARROW.items() if n in names
+    )
+    if not names & _ONLY_14 and narrow_ok and count < 2**32:
+        return int("gps_time" in names) + 2 * int(rgb), "1.2"
+    return (8 if rgb and "nir" in names else 7 if rgb else 6), "1.4"
 
 
 def laspy_module() -> Any:
@@ -350,10 +384,13 @@ class LasWriter:
     """A LAS/LAZ file written piece by piece; the format from the suffix (``.laz``: compressed).
 
     With a store's ``las_header`` record the file gets its scale, offset, point format,
-    version and extra-bytes dimensions back; otherwise point format 6 (7 with ``red``,
-    ``green``, ``blue``), scale 0.001 and offset ``floor(lo)``. Attributes named as a
-    standard dimension of the format fill it; others become extra bytes. Positions off
-    the integer grid are rounded to it (``rounded`` counts them).
+    version and extra-bytes dimensions back; otherwise the format :func:`plain_format` picks
+    from the attribute names, ``ranges`` and ``count``, scale 0.001 and offset ``floor(lo)``.
+    Attributes named as a standard dimension of the format fill it; others become extra
+    bytes; with ``object_ids``, an extra-bytes dimension ``object_id`` (uint64; negative
+    ids wrap to two's complement, as in Neuroglancer exports) holds each point's object id
+    (``object_id_`` when an attribute has the name). Positions off the integer grid are
+    rounded to it (``rounded`` counts them).
     """
 
     def __init__(
@@ -364,6 +401,9 @@ class LasWriter:
         bounds: tuple[np.ndarray, np.ndarray],
         record: Mapping[str, Any] | None = None,
         crs: Any = None,
+        ranges: Mapping[str, tuple[float, float]] | None = None,
+        count: int = 0,
+        object_ids: bool = False,
     ) -> None:
         laspy = _laspy()
         self.path = Path(path)
@@ -379,8 +419,7 @@ class LasWriter:
             scale, offset = np.asarray(record["scale"]), np.asarray(record["offset"])
             extra = [dict(e) for e in record.get("extra_bytes", [])]
         else:
-            rgb = {"red", "green", "blue"} <= set(attributes)
-            fmt, version = (7 if rgb else 6), "1.4"
+            fmt, version = plain_format(attributes, ranges, count)
             scale, offset = _pick_scale(lo, hi)
             extra = []
         header = laspy.LasHeader(point_format=fmt, version=version)
@@ -390,6 +429,11 @@ class LasWriter:
         for name, dtype in attributes.items():
             if name not in standard and name not in known:
                 extra.append({"name": name, "type": np.dtype(dtype).base.str, "elements": 1})
+        self.object_id: str | None = None
+        if object_ids:
+            taken = standard | {e["name"] for e in extra}
+            self.object_id = next(n for n in (OBJECT_ID, OBJECT_ID + "_", OBJECT_ID + "__") if n not in taken)
+            extra.append({"name": self.object_id, "type": "<u8", "elements": 1})
         for e in extra:
             header.add_extra_dim(self._extra_params(laspy, e, attributes.get(e["name"])))
         if crs is not None:
@@ -418,8 +462,11 @@ class LasWriter:
             offsets=None if "offsets" not in e else np.asarray(e["offsets"]),
         )
 
-    def write(self, positions: np.ndarray, attributes: Mapping[str, np.ndarray]) -> None:
-        """Append points: (N, 3) positions and the attributes named at construction."""
+    def write(
+        self, positions: np.ndarray, attributes: Mapping[str, np.ndarray], object_ids: Any = None
+    ) -> None:
+        """Append points: (N, 3) positions, the attributes named at construction and (when
+        made with ``object_ids``) their object ids."""
         laspy = _laspy()
         n = len(positions)
         rec = laspy.ScaleAwarePointRecord.zeros(n, header=self.header)
@@ -441,6 +488,10 @@ class LasWriter:
                 raw[name] = values.reshape(raw[name].shape)
             else:
                 rec[name] = values
+        if self.object_id is not None:
+            if object_ids is None:
+                raise InputError("this LAS file holds object ids; pass them for every point")
+            rec[self.object_id] = np.asarray(object_ids).astype(np.int64, copy=False).view(np.uint64)
         self._writer.write_points(rec)
         self.count += n
 

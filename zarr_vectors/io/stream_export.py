@@ -27,7 +27,7 @@ from numpy.lib.format import dtype_to_descr, write_array, write_array_header_2_0
 from zarr_vectors.errors import CoordinatesRoundedWarning, InputError
 from zarr_vectors.format.kinds import POINT_CLOUD
 from zarr_vectors.io.export import csv_header, ply_column, write_csv_rows, xyz
-from zarr_vectors.io.las import LAS_SUFFIXES, LasWriter
+from zarr_vectors.io.las import LAS_SUFFIXES, LasWriter, narrow_fields
 from zarr_vectors.result import Result
 from zarr_vectors.tables import axis_names, vertex_table
 
@@ -330,10 +330,12 @@ def export_points(
             disable=not progress,
         ) as bar:
             if suffix in LAS_SUFFIXES:
+                ranges = _las_ranges(ds, empty, bbox, level, rows, select)
                 pieces = prefetched(
                     iter_pieces(ds, bbox, level=level, attributes=attributes, rows=rows, select=select)
                 )
-                written = _write_las(ds, part, empty, pieces, bar)
+                count = ds.vertex_count(level) if bbox is None and not select else 0
+                written = _write_las(ds, part, empty, pieces, bar, ranges, count)
             else:
                 pieces = prefetched(
                     iter_pieces(ds, bbox, level=level, attributes=attributes, rows=rows, select=select)
@@ -359,12 +361,32 @@ def _writer(suffix: str, fh: BinaryIO, folder: Path) -> Any:
     return _ObjOut(fh) if suffix == ".obj" else _NpzOut(fh, folder)
 
 
+def _las_ranges(
+    ds: Dataset, empty: Result, bbox: Any, level: int, rows: int, select: dict[str, Any]
+) -> dict[str, tuple[float, float]]:
+    """``(min, max)`` of the attributes deciding whether LAS 1.2 holds a store without a
+    ``las_header`` (:func:`~zarr_vectors.io.las.narrow_fields`): one streamed pass reading
+    only those, made only when the store has them."""
+    names = narrow_fields(empty.attributes) if ds.root.extra.get("las_header") is None else []
+    lo = {n: np.inf for n in names}
+    hi = {n: -np.inf for n in names}
+    pieces = iter_pieces(ds, bbox, level=level, attributes=names, rows=rows, select=select) if names else ()
+    for piece in pieces:
+        for n in names:
+            values = np.asarray(piece.attributes[n])
+            if len(values):
+                lo[n], hi[n] = min(lo[n], float(values.min())), max(hi[n], float(values.max()))
+    return {n: (lo[n], hi[n]) for n in names}
+
+
 def _write_las(
     ds: Dataset,
     part: Path,
     empty: Result,
     pieces: Generator[Result, None, None],
     bar: Any,
+    ranges: dict[str, tuple[float, float]],
+    count: int,
 ) -> int:
     crs = None
     if ds.crs is not None and hasattr(ds.crs, "to_pyproj"):
@@ -374,9 +396,13 @@ def _write_las(
             crs = None
     kinds = {k: v.dtype for k, v in empty.attributes.items()}
     record = ds.root.extra.get("las_header")
-    with LasWriter(part, kinds, bounds=ds.bounds, record=record, crs=crs) as out, contextlib.closing(pieces):
+    objects = empty.object_ids is not None
+    las = LasWriter(
+        part, kinds, bounds=ds.bounds, record=record, crs=crs, ranges=ranges, count=count, object_ids=objects
+    )
+    with las as out, contextlib.closing(pieces):
         for piece in pieces:
-            out.write(piece.positions, piece.attributes)
+            out.write(piece.positions, piece.attributes, piece.object_ids)
             bar.update(len(piece))
     if out.rounded:
         import warnings

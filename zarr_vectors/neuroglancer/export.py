@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from zarr_vectors.errors import InputError, StoreExistsError
+from zarr_vectors.neuroglancer.encode import encode_annotations
 from zarr_vectors.neuroglancer.server import open_sources, state_url, viewer_state
 from zarr_vectors.neuroglancer.sharded import choose_sharding, compressed_morton, encode_shards
 from zarr_vectors.neuroglancer.source import StoreSource
@@ -18,7 +18,6 @@ __all__ = ["SHARD_THRESHOLD", "export_neuroglancer"]
 
 #: With ``sharding="auto"``, annotation layers of more annotation ids than this are sharded.
 SHARD_THRESHOLD = 10_000
-_INDEX = re.compile(r"ann/(by_id|rel_object|spatial\d+)/(.+)")
 
 
 def export_neuroglancer(
@@ -93,7 +92,9 @@ def _write(file: Path, body: bytes, made: set[Path]) -> None:
 def _write_annotations(src: StoreSource, root: Path, sharding: str | bool) -> int:
     """An annotation layer's files under ``root``: its indexes read whole (``{index: (keys,
     bodies)}``; keys are uint64 ids, or cell names ``x_y_z`` for spatial levels), then written
-    one file per key or as shards; returns the files written."""
+    one file per key (every cell of every spatial level, empty ones too) or as shards, and
+    ``ann/info`` last (its ``limit`` entries are counted while the cells are encoded);
+    returns the files written."""
     if sharding is False:
         return _stream_annotations(src, root)
     made: set[Path] = set()
@@ -108,16 +109,12 @@ def _write_annotations(src: StoreSource, root: Path, sharding: str | bool) -> in
     if src.has_objects:
         related = list(src.related_entries())
         indexes["rel_object"] = (np.array([i for i, _ in related], np.uint64), [b for _, b in related])
-    n = 0
-    for rel in src.paths(ids=False):
-        match = _INDEX.fullmatch(rel)
-        if match is None:  # ann/info (rewritten below when sharded), props/info
-            _write(root / rel, src.get(rel)[0], made)
-            n += 1
-        else:
-            names, values = indexes.setdefault(match.group(1), ([], []))
-            names.append(match.group(2))
-            values.append(src.get(rel)[0])
+    for i, cell, body in src.spatial_entries():
+        names, values = indexes.setdefault(f"spatial{i}", ([], []))
+        names.append("_".join(map(str, cell)))
+        values.append(body)
+    n = _write_others(src, root, made)
+    info = json.loads(src.get("ann/info")[0])
     n_ids = len(indexes["by_id"][1]) if "by_id" in indexes else 0
     if sharding == "auto" and n_ids <= SHARD_THRESHOLD:
         for index, (keys, values) in indexes.items():
@@ -125,8 +122,9 @@ def _write_annotations(src: StoreSource, root: Path, sharding: str | bool) -> in
             for key, body in zip(names, values):
                 _write(root / "ann" / index / str(key), body, made)
             n += len(values)
-        return n
-    info = json.loads(src.get("ann/info")[0])
+        n += _write_empty_cells(src, root, info, made)
+        _write(root / "ann" / "info", src.get("ann/info")[0], made)
+        return n + 1
     specs: dict[str, dict[str, Any]] = {}
     for index, (keys, values) in indexes.items():
         if not isinstance(keys, np.ndarray):  # a spatial level: the cells' Morton codes
@@ -141,11 +139,44 @@ def _write_annotations(src: StoreSource, root: Path, sharding: str | bool) -> in
     _write(
         root / "ann" / "info", json.dumps(_sharded_info(info, specs), separators=(",", ":")).encode(), made
     )
+    return n + 1
+
+
+def _write_others(src: StoreSource, root: Path, made: set[Path]) -> int:
+    """The paths of an annotation layer outside its indexes and ``ann/info`` (``props/info``)."""
+    n = 0
+    for rel in src.paths(ids=False):
+        if rel != "ann/info" and not rel.startswith("ann/"):
+            _write(root / rel, src.get(rel)[0], made)
+            n += 1
+    return n
+
+
+def _write_empty_cells(src: StoreSource, root: Path, info: dict[str, Any], made: set[Path]) -> int:
+    """An empty annotation list for every cell of every spatial level without a file yet
+    (readers such as cloud-volume fetch every cell of the grid; Neuroglancer reads a missing
+    cell as empty too); returns the files written."""
+    assert src.layout is not None
+    empty = encode_annotations(
+        src.layout,
+        np.zeros((0, src.layout.rank * src.layout.points)),
+        {p.id: np.zeros(0) for p in src.layout.properties},
+        np.zeros(0, np.uint64),
+    )
+    n = 0
+    for level in info["spatial"]:
+        folder = root / "ann" / level["key"]
+        for cell in np.ndindex(*level["grid_shape"]):
+            file = folder / "_".join(map(str, cell))
+            if not file.exists():
+                _write(file, empty, made)
+                n += 1
     return n
 
 
 def _stream_annotations(src: StoreSource, root: Path) -> int:
-    """An annotation layer unsharded: each file written as soon as it is encoded."""
+    """An annotation layer unsharded: each file written as soon as it is encoded, every
+    empty cell an empty list, ``ann/info`` last."""
     made: set[Path] = set()
     n = 0
     for ids, bodies in src.by_id_entries():
@@ -156,10 +187,14 @@ def _stream_annotations(src: StoreSource, root: Path) -> int:
         for i, body in src.related_entries():
             _write(root / "ann" / "rel_object" / str(i), body, made)
             n += 1
-    for rel in src.paths(ids=False):
-        _write(root / rel, src.get(rel)[0], made)
+    for i, cell, body in src.spatial_entries():
+        _write(root / "ann" / f"spatial{i}" / "_".join(map(str, cell)), body, made)
         n += 1
-    return n
+    n += _write_others(src, root, made)
+    info = src.get("ann/info")[0]
+    n += _write_empty_cells(src, root, json.loads(info), made)
+    _write(root / "ann" / "info", info, made)
+    return n + 1
 
 
 def _write_objects(src: StoreSource, root: Path, sharding: str | bool) -> int:

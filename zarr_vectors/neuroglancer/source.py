@@ -8,16 +8,20 @@ One :class:`StoreSource` serves one store under these paths (relative to its roo
 * mesh stores: ``mesh/info``, then per object ``mesh/{object id}.index`` (the manifest) and
   ``mesh/{object id}`` (its Draco fragments) as multi-resolution meshes, one LOD per store
   level (:mod:`~zarr_vectors.neuroglancer.multilod`); with ``mesh_format="legacy"``,
-  ``mesh/{object id}:0`` and ``mesh/frag/{object id}`` (level 0, one fragment);
+  ``mesh/{object id}:0`` and ``mesh/{object id}:0:1`` (level 0, one fragment, named without
+  a folder as cloud-volume looks fragments up by their base name);
 * stores with objects: ``props/info`` (segment properties).
 
-Spatial index level ``i`` is store level ``levels[-1 - i]`` (coarsest first); an index cell
-is a block of ``group(k)`` chunks per edge of that level (one chunk for lines and graphs).
-Each annotation is one vertex (lines and graphs: one edge, filed under the chunk of its
-first vertex) of one store level, so it is in exactly one index level and one cell; coarse
-levels hold the pyramid's metavertices, annotations of their own. A cell request fetches the
-listed chunks of its block; an id packs (level, chunk, row in the chunk), so ``by_id``
-reads one chunk.
+Spatial index level ``i`` has the grid of store level ``levels[-1 - i]`` (coarsest first); an
+index cell is a block of ``group(k)`` chunks per edge of that level (one chunk for lines and
+graphs). Every annotation (a real vertex; for lines and graphs an edge of level 0) is in
+exactly one index level (points: in one cell; edges: in every cell of that level their
+segment meets, as the format asks), the coarse levels holding a sample of them
+(:mod:`~zarr_vectors.neuroglancer.spatial`: a subsampled pyramid's own levels, or a hashed
+sample of level 0). An id packs (level, chunk, row in the chunk), so
+``by_id`` reads one chunk (an edge's chunk is that of its first vertex). Each level's
+``limit`` is its largest cell's count, found by one pass over the store
+(:meth:`StoreSource.limits`).
 """
 
 from __future__ import annotations
@@ -51,6 +55,17 @@ from zarr_vectors.neuroglancer.encode import (
     unpack_ids,
 )
 from zarr_vectors.neuroglancer.multilod import encode_object, multilod_info
+from zarr_vectors.neuroglancer.spatial import (
+    NESTED,
+    coarser_copies,
+    crossed_cells,
+    group_by_cell,
+    index_mode,
+    match_rows,
+    sample_levels,
+    segments_meet_box,
+    thresholds,
+)
 
 __all__ = ["MESH_FORMATS", "StoreSource", "UNIT_METRES", "NotFound"]
 
@@ -78,6 +93,8 @@ UNIT_METRES = {
 
 #: Mean vertices per spatial-index cell that point levels aim at (cells group chunks).
 CELL_TARGET = 2048
+#: Most coarse-level annotations of a sampled point index kept in memory for cell requests.
+COARSE_KEEP = 4_000_000
 JSON = "application/json"
 BINARY = "application/octet-stream"
 
@@ -107,6 +124,17 @@ class StoreSource:
         self._cell = lru_cache(maxsize=256)(self._cell_uncached)
         self._multilod = lru_cache(maxsize=32)(self._multilod_uncached)
         self._chunks: dict[int, set[tuple[int, ...]]] = {}
+        self._limits: list[int] | None = None
+        self._reach: np.ndarray | None = None
+        #: a sampled point index's coarse levels, per level ``{cell: (geometry, properties,
+        #: ids)}``, kept by :meth:`_sample_limits`
+        self._coarse: list[dict[tuple[int, ...], Any]] | None = None
+        self.index_mode = (
+            index_mode(ds, self.levels, self.layout.points == 1, self.has_objects)
+            if self.layout is not None
+            else ""
+        )
+        self._shown = lru_cache(maxsize=256)(self._shown_uncached)
 
     def _nonempty(self, k: int) -> set[tuple[int, ...]]:
         """The listed chunks of level ``k`` (absolute coordinates), as a set, built once."""
@@ -126,6 +154,7 @@ class StoreSource:
         """Forget the decoded chunks kept for ``by_id`` and repeated cell requests."""
         self._cell.cache_clear()
         self._multilod.cache_clear()
+        self._shown.cache_clear()
 
     # -- what the store becomes -------------------------------------------------------
     @property
@@ -185,23 +214,157 @@ class StoreSource:
         return lo, lo + np.ceil((hi - lo) / largest - 1e-9) * largest
 
     def spatial_levels(self) -> list[dict[str, Any]]:
-        """The info's ``spatial`` entries, coarsest first, one per store level."""
+        """The info's ``spatial`` entries, coarsest first, one per store level; ``limit`` is the
+        largest count of any cell of the level (:meth:`limits`)."""
         lower, upper = self._corners()
         out = []
-        for i, k in enumerate(reversed(self.levels)):
-            lv = self._level(k)
-            size = lv.grid.chunk_shape * self.group(k)
-            n_cells = max(1, len(lv.vertices.nonempty))
-            limit = max(1, -(-lv.meta.vertex_count * self.group(k) ** lv.grid.ndim // n_cells))
+        for i, (k, limit) in enumerate(zip(reversed(self.levels), self.limits())):
+            size = self._level(k).grid.chunk_shape * self.group(k)
             out.append(
                 {
                     "key": f"spatial{i}",
                     "grid_shape": [int(v) for v in np.ceil((upper - lower) / size - 1e-9)],
                     "chunk_size": [float(v) for v in size],
-                    "limit": int(min(limit, max(1, lv.meta.vertex_count))),
+                    "limit": int(limit),
                 }
             )
         return out
+
+    def limits(self) -> list[int]:
+        """Per index level (coarsest first) the most annotations any of its cells holds (at
+        least 1): computed once, by a pass over every listed cell unless
+        :meth:`spatial_entries` has made one already."""
+        assert self.layout is not None
+        if self._limits is None and self.layout.points != 1:
+            for _ in self.spatial_entries():
+                pass
+        elif self._limits is None:
+            self._limits = self._nested_limits() if self.index_mode == NESTED else self._sample_limits()
+        assert self._limits is not None
+        return self._limits
+
+    def _nested_limits(self, batch: int = 256) -> list[int]:
+        """:meth:`limits` of a nested point index in one pass over every level: a point of
+        store level ``k`` counts +1 in its cell of ``k``'s index level and -1 in its cell of
+        the next finer one (where, as a point of that level too, it is not shown)."""
+        lower, _ = self._corners()
+        levels = list(reversed(self.levels))
+        counts: list[dict[tuple[int, ...], int]] = [{} for _ in levels]
+
+        def add(i: int, chunks: np.ndarray, sign: int) -> None:
+            k = levels[i]
+            shift = np.rint(lower / self._level(k).grid.chunk_shape).astype(np.int64)
+            keys, n = np.unique((chunks - shift) // self.group(k), axis=0, return_counts=True)
+            for key, c in zip(map(tuple, keys.tolist()), n.tolist()):
+                counts[i][key] = counts[i].get(key, 0) + sign * c
+
+        for i, k in enumerate(levels):
+            lv = self._level(k)
+            listed = lv.vertices.nonempty
+            for start in range(0, len(listed), batch):
+                chunks = listed[start : start + batch]
+                cells, _ = fetch_cells(lv, chunks, [], np.zeros(0, np.int64))
+                add(i, np.repeat(chunks, np.diff(cells.offsets), axis=0), 1)
+                if i + 1 < len(levels):  # its chunk one level finer, by the same floor rule
+                    finer = self._level(levels[i + 1]).grid.chunk_shape
+                    add(i + 1, np.floor(np.asarray(cells.positions) / finer).astype(np.int64), -1)
+        return [max(1, max(c.values(), default=0)) for c in counts]
+
+    def _sample_limits(self, batch: int = 256) -> list[int]:
+        """:meth:`limits` of a sampled point index in one pass over level 0 (``batch`` chunks
+        at a time), each point counted in the cell of the level its hash gives it. The coarse
+        levels' annotations met on the way are kept (when at most :data:`COARSE_KEEP`), so
+        their cell requests need not read level 0 again."""
+        assert self.layout is not None and self.layout.points == 1
+        lower, _ = self._corners()
+        levels = list(reversed(self.levels))
+        cuts = thresholds([self._level(k).meta.vertex_count for k in levels])
+        counts: list[dict[tuple[int, ...], int]] = [{} for _ in levels]
+        kept: list[list[Any]] = [[] for _ in levels[:-1]]
+        room = COARSE_KEEP
+        lv0 = self._level(0)
+        names = [p.source for p in self.layout.properties]
+        listed = lv0.vertices.nonempty
+        for start in range(0, len(listed), batch):
+            chunks = listed[start : start + batch]
+            cells, _ = fetch_cells(lv0, chunks, names, np.zeros(0, np.int64))
+            per = np.diff(cells.offsets)
+            geom = np.asarray(cells.positions)
+            owner = np.repeat(chunks, per, axis=0)
+            at = sample_levels(geom, cuts) if len(levels) > 1 else np.zeros(len(geom), np.int64)
+            lin = np.ravel_multi_index(
+                tuple((chunks - lv0.grid.origin).T), tuple(int(v) for v in lv0.grid.shape)
+            )
+            ids = pack_ids(0, np.repeat(lin, per), np.arange(len(geom)) - np.repeat(cells.offsets[:-1], per))
+            for i, k in enumerate(levels):
+                shift = np.rint(lower / self._level(k).grid.chunk_shape).astype(np.int64)
+                mine = at == i
+                cell = (np.floor_divide(owner[mine], self._ratio(k, 0)) - shift) // self.group(k)
+                keys, n = np.unique(cell, axis=0, return_counts=True)
+                for key, c in zip(map(tuple, keys.tolist()), n.tolist()):
+                    counts[i][key] = counts[i].get(key, 0) + c
+                if i < len(kept) and room >= 0:
+                    room -= int(mine.sum())
+                    values = {p.id: cells.attributes[p.source][mine] for p in self.layout.properties}
+                    kept[i].append((cell, geom[mine], values, ids[mine]))
+        if room >= 0:
+            self._coarse = [group_by_cell(parts, [p.id for p in self.layout.properties]) for parts in kept]
+        return [max(1, max(c.values(), default=0)) for c in counts]
+
+    def spatial_entries(self) -> Iterator[tuple[int, tuple[int, ...], bytes]]:
+        """Every cell of the spatial index that may hold annotations, as ``(index level, cell,
+        body)``; once exhausted, :meth:`limits` knows each level's largest cell. A sampled
+        point index first makes its one pass over level 0 (:meth:`limits`), which keeps the
+        coarse levels' annotations, rather than reading level 0 under every coarse cell."""
+        if self.layout is not None and self.layout.points == 1 and self.index_mode != NESTED:
+            self.limits()
+        maxima = [0] * len(self.levels)
+        for i, cell in self.index_cells():
+            body = self.spatial_cell(i, cell)
+            maxima[i] = max(maxima[i], int.from_bytes(body[:8], "little"))
+            yield i, cell, body
+        self._limits = [max(1, m) for m in maxima]
+
+    def index_cells(self) -> Iterator[tuple[int, tuple[int, ...]]]:
+        """``(index level, cell)`` of every cell over a listed chunk of the level it is read
+        from (its store level when nested, else level 0); other cells are empty."""
+        lower, _ = self._corners()
+        for i, k in enumerate(reversed(self.levels)):
+            grid = self._level(k).grid
+            shift = np.rint(lower / grid.chunk_shape).astype(np.int64)
+            if self.layout is not None and self.layout.points != 1:  # every cell an edge crosses
+                for cell in self._cells_crossed(k, shift):
+                    yield i, tuple(int(v) for v in cell)
+                continue
+            if self.index_mode == NESTED:
+                chunks = self._level(k).vertices.nonempty
+            else:  # the level-k chunks over level 0's listed chunks
+                chunks = np.floor_divide(self._level(0).vertices.nonempty, self._ratio(k, 0))
+            for cell in np.unique((chunks - shift) // self.group(k), axis=0):
+                yield i, tuple(int(v) for v in cell)
+
+    def _cells_crossed(self, k: int, shift: np.ndarray) -> np.ndarray:
+        """Cells of the index level of store level ``k`` (one level-``k`` chunk each, less
+        ``shift``) that level 0's edges meet, boxes as :meth:`spatial_cell` makes them."""
+        ratio, cs0 = self._ratio(k, 0), self._level(0).grid.chunk_shape
+
+        def box(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            first = (cells + shift) * ratio
+            return first * cs0, (first + ratio) * cs0
+
+        found = [np.zeros((0, len(shift)), np.int64)]
+        for chunk in self._level(0).vertices.nonempty:
+            geom = self._cell(0, tuple(int(v) for v in chunk))[0]
+            found.append(crossed_cells(geom[:, : len(shift)], geom[:, len(shift) :], box))
+        cells = np.unique(np.concatenate(found), axis=0)
+        lower, upper = self._corners()
+        shape = np.ceil((upper - lower) / self._level(k).grid.chunk_shape - 1e-9).astype(np.int64)
+        return cells[np.all((cells >= 0) & (cells < shape), axis=1)]
+
+    def _ratio(self, coarse: int, fine: int) -> np.ndarray:
+        """Chunks of level ``fine`` per chunk of level ``coarse``, per axis (grids nest)."""
+        ratio = self._level(coarse).grid.chunk_shape / self._level(fine).grid.chunk_shape
+        return np.maximum(1, np.rint(ratio)).astype(np.int64)
 
     def annotation_info(self) -> dict[str, Any]:
         assert self.layout is not None
@@ -250,8 +413,8 @@ class StoreSource:
         return int(np.ravel_multi_index(tuple(chunk - grid.origin), tuple(int(s) for s in grid.shape)))
 
     def spatial_cell(self, index_level: int, cell: tuple[int, ...]) -> bytes:
-        """The encoded annotations of one index cell (a block of ``group`` chunks per edge,
-        read in one query), in a fixed shuffled order."""
+        """The encoded annotations of one index cell (a block of ``group`` chunks per edge of
+        its store level), in a fixed shuffled order."""
         assert self.layout is not None
         if not 0 <= index_level < len(self.levels):
             raise NotFound(f"no spatial index level {index_level}")
@@ -265,28 +428,112 @@ class StoreSource:
         if any(not 0 <= int(v) < int(n) for v, n in zip(cell, shape.tolist())):  # Python ints: no overflow
             raise NotFound(f"cell {'_'.join(map(str, cell))} is outside spatial index level {index_level}")
         first = np.asarray(cell, np.int64) * g + np.rint(lower / grid.chunk_shape).astype(np.int64)
-        if g == 1:
-            geom, props, _ = self._cell(k, tuple(int(v) for v in first))
-            lin = self._lin(k, first) if len(geom) else 0  # an empty cell may lie outside the grid
-            ids = pack_ids(k, np.full(len(geom), lin), np.arange(len(geom)))
+        span = np.full(len(first), g, np.int64)
+        if self.index_mode == NESTED:
+            geom, props, ids = self._block(k, first, span)
+            if index_level:  # what the next coarser level shows is not shown again
+                keep = ~coarser_copies(geom, self._coarser_positions(k, geom))
+                geom, props, ids = geom[keep], {p: v[keep] for p, v in props.items()}, ids[keep]
         else:
-            geom, props, ids = self._block(k, first, g)
+            ratio = self._ratio(k, 0)
+            if self._coarse is not None and index_level < len(self._coarse):
+                geom, props, ids = self._coarse[index_level].get(tuple(cell), self._no_annotations())
+            else:
+                geom, props, ids = self._level0(first * ratio, span * ratio)
+            if len(self.levels) > 1:
+                counts = [self._level(j).meta.vertex_count for j in reversed(self.levels)]
+                keep = sample_levels(geom, thresholds(counts)) == index_level
+                geom, props, ids = geom[keep], {p: v[keep] for p, v in props.items()}, ids[keep]
         order = shuffle_order(len(geom), salt=int(np.sum(first)))
         return encode_annotations(
             self.layout, geom[order], {p: v[order] for p, v in props.items()}, ids[order]
         )
 
-    def _block(
-        self, k: int, first: np.ndarray, g: int
+    def _no_annotations(self) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        assert self.layout is not None
+        empty = {p.id: np.zeros(0) for p in self.layout.properties}
+        return np.zeros((0, self.layout.rank * self.layout.points)), empty, np.zeros(0, np.uint64)
+
+    def _level0(
+        self, first: np.ndarray, span: np.ndarray
     ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
-        """Points of the listed chunks ``first .. first + g - 1`` (per axis) of level ``k``,
+        """Level 0's annotations in its chunks ``first .. first + span - 1`` (per axis)."""
+        assert self.layout is not None
+        if self.layout.points == 1:
+            return self._block(0, first, span)
+        cs0 = self._level(0).grid.chunk_shape
+        return self._edges_meeting(first * cs0, (first + span) * cs0)
+
+    def _edges_meeting(
+        self, lo: np.ndarray, hi: np.ndarray
+    ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        """Level 0's edges that meet the box ``[lo, hi]``, wherever their first vertex is
+        (the format files an annotation under every cell it crosses), with their ids (the
+        chunk of the first vertex and the row there, as :meth:`by_id` reads them)."""
+        assert self.layout is not None
+        rank = self.layout.rank
+        reach = self._edge_reach()  # an edge that meets the box has its vertices this near it
+        res = self.ds.query(bbox=(lo - reach, hi + reach), level=0, attributes=False, whole_objects=True)
+        edges = res.edges if res.edges is not None else np.zeros((0, 2), np.int64)
+        p0, p1 = res.positions[edges[:, 0]], res.positions[edges[:, 1]]
+        geom = np.concatenate([p0, p1], axis=1)[segments_meet_box(p0, p1, lo, hi)]
+        cs = self._level(0).grid.chunk_shape
+        owner = np.floor(geom[:, :rank] / cs).astype(np.int64)
+        ids = np.zeros(len(geom), np.uint64)
+        found = np.zeros(len(geom), bool)
+        for chunk in np.unique(owner, axis=0):
+            mine = np.flatnonzero(np.all(owner == chunk, axis=1))
+            rows = match_rows(self._cell(0, tuple(int(v) for v in chunk))[0], geom[mine])
+            ok = rows >= 0
+            ids[mine[ok]] = pack_ids(0, np.full(int(ok.sum()), self._lin(0, chunk)), rows[ok])
+            found[mine[ok]] = True
+        return geom[found], {}, ids[found]
+
+    def _edge_reach(self) -> np.ndarray:
+        """Per axis the longest extent of any level-0 edge (one pass over level 0, once)."""
+        if self._reach is None:
+            assert self.layout is not None
+            rank = self.layout.rank
+            reach = np.zeros(rank)
+            for chunk in self._level(0).vertices.nonempty:
+                geom = self._cell(0, tuple(int(v) for v in chunk))[0]
+                if len(geom):
+                    reach = np.maximum(reach, np.abs(geom[:, rank:] - geom[:, :rank]).max(axis=0))
+            self._reach = reach
+        return self._reach
+
+    def _coarser_positions(self, k: int, positions: np.ndarray) -> np.ndarray:
+        """The points of the store level above ``k`` in the chunks holding ``positions``."""
+        above = self._level(self.levels[self.levels.index(k) + 1])
+        chunks = np.unique(np.floor(positions / above.grid.chunk_shape).astype(np.int64), axis=0)
+        chunks = chunks[above.vertices.listed(chunks)]
+        if not len(chunks):
+            return np.zeros((0, positions.shape[1]))
+        cells, _ = fetch_cells(above, chunks, [], np.zeros(0, np.int64))
+        return np.asarray(cells.positions)
+
+    def _shown_uncached(self, k: int, chunk: tuple[int, ...]) -> np.ndarray:
+        """Mask over the rows of chunk ``chunk`` of level ``k`` (as :meth:`_cell` gives them)
+        that are annotations: all of level 0's, or (nested) those no coarser level holds;
+        none of a coarse level's otherwise."""
+        geom = self._cell(k, chunk)[0]
+        if self.index_mode != NESTED:
+            return np.full(len(geom), k == self.levels[0])
+        if k == self.levels[-1] or not len(geom):
+            return np.ones(len(geom), bool)
+        return ~coarser_copies(geom, self._coarser_positions(k, geom))
+
+    def _block(
+        self, k: int, first: np.ndarray, span: np.ndarray
+    ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        """Points of the listed chunks ``first .. first + span - 1`` (per axis) of level ``k``,
         fetched whole in one batch, with the ids :meth:`by_id` resolves (chunk, row in the
         chunk's stored order, as a box query returns them)."""
         assert self.layout is not None
         lv = self._level(k)
         grid = lv.grid
         listed = lv.vertices.nonempty
-        sel = listed[np.all((listed >= first) & (listed <= first + g - 1), axis=1)] if len(listed) else listed
+        sel = listed[np.all((listed >= first) & (listed < first + span), axis=1)] if len(listed) else listed
         if not len(sel):
             empty = {p.id: np.zeros(0) for p in self.layout.properties}
             return np.zeros((0, self.layout.rank)), empty, np.zeros(0, np.uint64)
@@ -306,9 +553,11 @@ class StoreSource:
         grid = self._level(k).grid
         if lin >= grid.n_cells:
             raise NotFound(f"annotation {annotation_id}: no cell {lin} in level {k}")
-        chunk = np.asarray(np.unravel_index(lin, tuple(int(s) for s in grid.shape))) + grid.origin
-        geom, props, oids = self._cell(k, tuple(int(v) for v in chunk))
-        if row >= len(geom):
+        chunk = tuple(
+            int(v) for v in np.asarray(np.unravel_index(lin, tuple(int(s) for s in grid.shape))) + grid.origin
+        )
+        geom, props, oids = self._cell(k, chunk)
+        if row >= len(geom) or not self._shown(k, chunk)[row]:
             raise NotFound(f"annotation {annotation_id} does not exist")
         related = [oids[row : row + 1]] if self.layout.relationships else []
         return encode_one_annotation(self.layout, geom[row], {p: v[row] for p, v in props.items()}, related)
@@ -317,14 +566,17 @@ class StoreSource:
         """Every annotation's ``by_id`` body, a listed chunk at a time: ``(ids, bodies)``, the
         bytes :meth:`by_id` answers for each id, encoded for the whole chunk at once."""
         assert self.layout is not None
-        for k in self.levels:
+        for k in self.levels if self.index_mode == NESTED else self.levels[:1]:
             for chunk in self._level(k).vertices.nonempty:
-                geom, props, oids = self._cell(k, tuple(int(v) for v in chunk))
-                if not len(geom):
+                key = tuple(int(v) for v in chunk)
+                geom, props, oids = self._cell(k, key)
+                rows = np.flatnonzero(self._shown(k, key))
+                if not len(rows):
                     continue
-                ids = pack_ids(k, np.full(len(geom), self._lin(k, chunk)), np.arange(len(geom)))
-                related = oids if self.layout.relationships else None
-                yield ids, encode_single_annotations(self.layout, geom, props, related)
+                ids = pack_ids(k, np.full(len(rows), self._lin(k, chunk)), rows)
+                related = oids[rows] if self.layout.relationships else None
+                values = {p: v[rows] for p, v in props.items()}
+                yield ids, encode_single_annotations(self.layout, geom[rows], values, related)
 
     def related_entries(self) -> Iterator[tuple[int, bytes]]:
         """Every object's ``rel_object`` body (the bytes :meth:`related` answers), from one
@@ -524,9 +776,9 @@ class StoreSource:
             if rest.endswith(":0"):
                 segment = _segment(rest[:-2])
                 self._object(segment, False)  # an unknown object is a 404, not an empty mesh
-                return _json({"fragments": [f"frag/{segment}"]}), JSON
-            if rest.startswith("frag/"):
-                return self.mesh_fragment(_segment(rest[5:])), BINARY
+                return _json({"fragments": [f"{segment}:0:1"]}), JSON
+            if rest.endswith(":0:1"):
+                return self.mesh_fragment(_segment(rest[:-4])), BINARY
         raise NotFound(f"{self.name}: no source path {path!r}")
 
     def _get_annotation(self, rest: str) -> tuple[bytes, str]:
@@ -559,23 +811,16 @@ class StoreSource:
                     yield f"mesh/{_u64(i)}"
                 else:
                     yield f"mesh/{_u64(i)}:0"
-                    yield f"mesh/frag/{_u64(i)}"
+                    yield f"mesh/{_u64(i)}:0:1"
         else:
             yield from self._annotation_paths(ids)
 
     def _annotation_paths(self, ids: bool = True) -> Iterator[str]:
-        lower, _ = self._corners()
         yield "ann/info"
-        for i, k in enumerate(reversed(self.levels)):
-            grid = self._level(k).grid
-            shift = np.rint(lower / grid.chunk_shape).astype(np.int64)
-            chunks = self._level(k).vertices.nonempty
-            for cell in np.unique((chunks - shift) // self.group(k), axis=0):
-                yield f"ann/spatial{i}/" + "_".join(str(int(v)) for v in cell)
-            for chunk in chunks if ids else ():
-                n = len(self._cell(k, tuple(int(v) for v in chunk))[0])
-                lin = np.full(n, self._lin(k, chunk))
-                yield from (f"ann/by_id/{aid}" for aid in pack_ids(k, lin, np.arange(n)).tolist())
+        for i, cell in self.index_cells():
+            yield f"ann/spatial{i}/" + "_".join(map(str, cell))
+        for annotation_ids, _ in self.by_id_entries() if ids else ():
+            yield from (f"ann/by_id/{aid}" for aid in annotation_ids.tolist())
         if self.has_objects and ids:
             yield from (f"ann/rel_object/{_u64(i)}" for i in self.ds.object_ids().tolist())
 
