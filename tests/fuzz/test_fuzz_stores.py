@@ -15,9 +15,10 @@ so a case that starts passing fails the suite until it is taken off the list.
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import shutil
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,10 +27,6 @@ from .child import parse_case
 from .mutations import MUTATIONS
 from .runner import classify, explain, failures, run, scratch_dir
 from .stores import COMPRESSIONS, KINDS, build
-
-#: One worker runs every case: the session fixture below runs all selected cases at once, and
-#: under pytest-xdist each worker holding a case would run them all again.
-pytestmark = pytest.mark.xdist_group("fuzz-stores")
 
 SEED = 0
 #: Every kind meets every mutation once, under a compression that rotates with both, so each
@@ -55,18 +52,38 @@ def _selected(session: pytest.Session) -> list[str]:
     return [c for c in ids if c in CASES] or CASES[:1]
 
 
-@pytest.fixture(scope="session")
-def fuzz_results(request: pytest.FixtureRequest) -> Iterator[dict[str, dict[str, Any]]]:
-    cases = _selected(request.session)
+def _run_cases(cases: list[str]) -> dict[str, dict[str, Any]]:
     work = scratch_dir()
     try:
         used = sorted({parse_case(c)[:2] for c in cases})
         bases: dict[str, str] = {}
         for kind, comp in used:
             bases.update(build(work / "bases", [kind], [comp]))
-        yield run(cases, bases, work / "run", workers=2, timeout=20.0).results
+        return run(cases, bases, work / "run", workers=2, timeout=20.0).results
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def fuzz_results(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, dict[str, Any]]:
+    """The outcome of every selected case, run once per test run: under pytest-xdist the first
+    worker to need them runs the cases and leaves the outcomes in the run's shared temporary
+    folder; the others wait on its lock and read them."""
+    cases = _selected(request.session)
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run_id is None:
+        return _run_cases(cases)
+    shared = tmp_path_factory.getbasetemp().parent / f"fuzz-stores-{run_id}.json"
+    with open(shared.with_suffix(".lock"), "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if not shared.exists():
+            staged = shared.with_suffix(".part")
+            staged.write_text(json.dumps(_run_cases(cases)))
+            staged.rename(shared)
+    results: dict[str, dict[str, Any]] = json.loads(shared.read_text())
+    return results
 
 
 def test_pristine_stores_read_and_validate(fuzz_results):
