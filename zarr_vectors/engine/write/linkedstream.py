@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -597,11 +597,21 @@ class LinkedStream:
 
     def _make_cross(
         self, ctx: SweepContext, pipes: dict[str, Any], lo: int, hi: int
-    ) -> dict[str, tuple[dict[str, Any], str, np.ndarray, list[bytes]]]:
-        """The cross-chunk link cells of home cells ``lo <= cell < hi``, encoded (any thread)."""
+    ) -> tuple[int, dict[str, tuple[dict[str, Any], str, np.ndarray, list[bytes]]]]:
+        """``hi`` and the cross-chunk link cells of home cells ``lo <= cell < hi``, encoded (any thread)."""
         record, cell, local = self._links.records(lo, hi)
         out = self._cross(record, cell, local, ctx, lo, hi)
-        return {p: (m, k, c, encode_payloads(pipes[k], data)) for p, (m, k, c, data) in out.items()}
+        return hi, {p: (m, k, c, encode_payloads(pipes[k], data)) for p, (m, k, c, data) in out.items()}
+
+    def _map_spans(
+        self, method: str, args: tuple[Any, ...], spans: Iterable[tuple[int, int]]
+    ) -> Iterator[Any]:
+        """``getattr(self, method)(*args, lo, hi)`` of each span, in span order, in ``workers``
+        processes (:func:`map_groups`). The seam where :mod:`zarr_vectors.dask` runs the groups
+        as Dask tasks: the method only reads the writer's finished spills and returns picklable
+        values."""
+        fn = getattr(self, method)
+        return map_groups(lambda g: fn(*args, *g), spans, self.workers)
 
     def _sweep(
         self, builder: StoreBuilder, ctx: SweepContext, linear: np.ndarray, counts: np.ndarray, tables: Tables
@@ -623,7 +633,7 @@ class LinkedStream:
         max_rows = self._group_rows(self.rows)
         self._links.finish_requests()
         groups = self._vertices.groups(max_rows)
-        for done in map_groups(lambda g: self._make_group(ctx, pipes, kinds, *g), groups, self.workers):
+        for done in self._map_spans("_make_group", (ctx, pipes, kinds), groups):
             for path, (cells, data) in done.arrays.items():
                 stream(path, *metas[path]).add_encoded(cells, data)
             group, hi = done.group, done.span[1]
@@ -635,7 +645,7 @@ class LinkedStream:
                 s.release(hi)
         self._vertices.close()
         spans = self._links.groups(self._group_rows(self._links.count))  # by records, split too
-        for hi, cross in map_groups(lambda g: (g[1], self._make_cross(ctx, pipes, *g)), spans, self.workers):
+        for hi, cross in self._map_spans("_make_cross", (ctx, pipes), spans):
             for path, (meta, kind, cells, data) in cross.items():
                 stream(path, meta, kind).add_encoded(cells, data)
             for s in streams.values():

@@ -1,0 +1,306 @@
+"""Lines, skeletons, graphs and meshes written from Dask collections, their cells built by Dask tasks.
+
+The writers take a Dask bag or a list of delayed objects, each element one whole object in
+the form the matching in-memory writer takes. The client computes the elements a window of
+partitions at a time and appends each partition to the kind's streaming writer
+(:class:`~zarr_vectors.engine.write.linkedstream.LinkedStream`), whose vertex rows, link
+requests and the kind's own rows go straight to sorted runs on disk in the writer's spill
+folder. At ``close`` both sweeps of the streaming writer (the groups of whole cells, then the
+home cells of cross-chunk links) run as Dask tasks, one task per group of whole chunks: each
+task reads its cells' rows from the spill folder, builds and compresses their chunks and
+sends them back; the client assembles shards in cell order, writes them and the tables,
+object index and metadata, the root ``zarr.json`` last.
+
+The spill folder must be readable by every worker: local disk is right for a
+``LocalCluster`` (the default folder is beside a local target, else the temporary folder);
+on a cluster of several machines give ``spill_dir`` on a shared file system. The store does
+not depend on the number of partitions, workers or tasks: it is the store the in-memory
+writer makes of the same objects in the same order.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import pickle
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors._extras import needs
+
+try:
+    import dask
+except ImportError as exc:  # pragma: no cover - the extra is installed in the tests
+    raise ImportError(needs("zarr_vectors.dask", "dask[dataframe]", "dask")) from exc
+
+from zarr_vectors import api
+from zarr_vectors.dataset import Dataset
+from zarr_vectors.engine.write.linkedstream import LinkedStream
+from zarr_vectors.engine.write.spill import CellSpill, DiskColumn
+from zarr_vectors.errors import InputError
+from zarr_vectors.kinds.graph_stream import GraphStream
+from zarr_vectors.kinds.line_stream import LineStream
+from zarr_vectors.kinds.mesh_stream import MeshStream
+from zarr_vectors.kinds.skeleton_stream import SkeletonStream
+from zarr_vectors.streaming import DEFAULT_MEMORY_LIMIT, _linked
+
+__all__ = ["write_graphs", "write_lines", "write_meshes", "write_skeletons"]
+
+
+def _column(column: DiskColumn) -> tuple[type[DiskColumn], tuple[Any, ...]]:
+    """A spilled column crosses processes by its path: an open descriptor means nothing elsewhere."""
+    return DiskColumn, (column.path, column.dtype, column.row_shape)
+
+
+copyreg.pickle(DiskColumn, _column)
+
+
+def _spills(stream: LinkedStream) -> list[CellSpill]:
+    """The spills a task reads (rows, link requests and endpoints, the kind's own)."""
+    return [stream._vertices, stream._links.requests, stream._links.resolved, *stream._spills]
+
+
+class _OnDask(LinkedStream):
+    """A streaming writer whose sweeps run as Dask tasks (mixed in before the kind's class).
+
+    Every spill but the endpoints resolved in the first sweep writes each batch as a run on
+    disk (limit 0), so a task reads its rows from the spill folder rather than from the
+    pickled writer; the resolved endpoints stay within a sixteenth of ``memory_limit``.
+    """
+
+    #: Groups in flight at once (set by the writers from the cluster's threads).
+    window: int = 4
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for spill in (self._vertices, self._links.requests, *self._spills):
+            spill.limit = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a task needs: no target, exit stack, fragments, waiting batches or tables."""
+        state = dict(self.__dict__)
+        for name in ("target", "_folders", "_fragments", "_waiting", "_items", "_tables_in"):
+            state[name] = None
+        return state
+
+    def _map_spans(
+        self, method: str, args: tuple[Any, ...], spans: Iterable[tuple[int, int]]
+    ) -> Iterator[Any]:
+        spans = list(spans)  # finishes the spills the spans come from before the writer is pickled
+        return _ordered(pickle.dumps((self, method, args), protocol=5), spans, self.window)
+
+
+def _run_span(blob: bytes, lo: int, hi: int) -> Any:
+    """One task: the writer's ``method(*args, lo, hi)`` on its own copy of the writer."""
+    stream, method, args = pickle.loads(blob)
+    try:
+        return getattr(stream, method)(*args, lo, hi)
+    finally:
+        for spill in _spills(stream):
+            for run in spill.runs:
+                for column in run.columns.values():
+                    if isinstance(column, DiskColumn):
+                        column.close()
+
+
+def _client() -> Any:
+    """The current ``distributed`` client, or None (then the current Dask scheduler runs windows)."""
+    try:
+        from distributed import get_client
+    except ImportError:
+        return None
+    try:
+        return get_client()
+    except ValueError:
+        return None
+
+
+def _threads() -> int:
+    """Threads of the cluster (1 without a ``distributed`` client)."""
+    client = _client()
+    if client is None:
+        return 1
+    workers = client.scheduler_info().get("workers", {})
+    return max(sum(int(w.get("nthreads", 1)) for w in workers.values()), 1)
+
+
+def _ordered(blob: bytes, spans: list[tuple[int, int]], window: int) -> Iterator[Any]:
+    """:func:`_run_span` of every span as a task, results in span order, ``window`` in flight."""
+    client = _client()
+    if client is None:
+        for a in range(0, len(spans), window):
+            part = spans[a : a + window]
+            yield from dask.compute(*[dask.delayed(_run_span)(blob, lo, hi) for lo, hi in part])
+        return
+    shared = client.scatter(blob, broadcast=True, hash=False)
+    pending: deque[Any] = deque()
+    try:
+        for lo, hi in spans:
+            pending.append(client.submit(_run_span, shared, lo, hi, pure=False))
+            if len(pending) >= window:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        if pending:
+            client.cancel(list(pending))
+        client.cancel([shared])
+
+
+class _DaskLines(_OnDask, LineStream):
+    pass
+
+
+class _DaskSkeletons(_OnDask, SkeletonStream):
+    pass
+
+
+class _DaskGraphs(_OnDask, GraphStream):
+    pass
+
+
+class _DaskMeshes(_OnDask, MeshStream):
+    pass
+
+
+def _batches(items: Any, window: int) -> Iterator[list[Any]]:
+    """The elements of a bag (a partition at a time) or a list of delayed objects (``window``
+    at a time), computed ``window`` partitions at a time, in order."""
+    import dask.bag as db
+
+    if isinstance(items, db.Bag):
+        parts = items.to_delayed()
+        for a in range(0, len(parts), window):
+            for part in dask.compute(*parts[a : a + window]):
+                yield list(part)
+        return
+    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+        raise InputError(f"expected a Dask bag or a list of delayed objects, got {type(items).__name__}")
+    listed = list(items)
+    for a in range(0, len(listed), window):
+        yield list(dask.compute(*listed[a : a + window]))
+
+
+def _write(
+    cls: type[_OnDask],
+    target: Any,
+    items: Any,
+    object_ids: Any,
+    append: Any,
+    keywords: dict[str, Any],
+) -> Dataset:
+    """Stream the computed elements through ``cls`` (``append(writer, batch, ids)`` per batch)
+    and close it, its sweeps as Dask tasks."""
+    chunk_shape = keywords.pop("chunk_shape", "auto")
+    bounds = keywords.pop("bounds", None)
+    memory_limit = keywords.pop("memory_limit", DEFAULT_MEMORY_LIMIT)
+    spill_dir = keywords.pop("spill_dir", None)
+    if "attributes" in keywords:
+        raise InputError(
+            "the Dask writers take no per-vertex attributes yet; write them with zarr_vectors.create(...)"
+        )
+    ids = None if object_ids is None else np.asarray(object_ids)
+    threads = _threads()
+    writer = _linked(cls, target, chunk_shape, bounds, memory_limit, 1, spill_dir, None, keywords)
+    assert isinstance(writer, _OnDask)
+    writer.window = max(2, 2 * threads)
+    seen = 0
+    with writer:
+        for batch in _batches(items, max(2, threads)):
+            if not batch:
+                continue
+            given = None
+            if ids is not None:
+                given = ids[seen : seen + len(batch)]
+                if len(given) != len(batch):
+                    raise InputError(f"object_ids has {len(ids)} ids but there are more objects than that")
+            append(writer, batch, given)
+            seen += len(batch)
+        if ids is not None and seen != len(ids):
+            raise InputError(f"object_ids has {len(ids)} ids for {seen} objects; give one id per object")
+        if not seen:
+            raise InputError(f"no {cls.kind_name} to write: the collection is empty")
+    return api.open(target, storage_options=keywords.get("storage_options"))
+
+
+def write_lines(
+    target: Any, lines: Any, *, object_ids: Sequence[Any] | None = None, **kwargs: Any
+) -> Dataset:
+    """Write polylines held in a Dask bag or a list of delayed (n, D) arrays, one line each.
+
+    Line ``i`` (in bag order) is object ``object_ids[i]`` (default ``i``). The other keywords
+    are :func:`zarr_vectors.write_lines`' store-wide ones (``chunk_shape``, ``bounds``,
+    ``kind``, ``compression``, ``shards``, ``object_attributes``, ...), plus ``memory_limit``
+    and ``spill_dir`` as for :func:`zarr_vectors.create`. The cells are built by Dask tasks
+    (see the module docstring); the store is the one :func:`zarr_vectors.write_lines` writes.
+    """
+
+    def append(writer: Any, batch: list[Any], ids: Any) -> None:
+        writer.append([np.asarray(line) for line in batch], object_ids=ids)
+
+    return _write(_DaskLines, target, lines, object_ids, append, kwargs)
+
+
+def write_meshes(
+    target: Any, meshes: Any, *, object_ids: Sequence[Any] | None = None, **kwargs: Any
+) -> Dataset:
+    """Write meshes held in a Dask bag or a list of delayed ``(vertices, faces)`` pairs (or
+    ``trimesh.Trimesh`` objects), raw or ``encoding="draco"``; mesh ``i`` is object
+    ``object_ids[i]`` (default ``i``). Keywords and guarantees as :func:`write_lines` here,
+    the store that of :func:`zarr_vectors.write_meshes`."""
+
+    def append(writer: Any, batch: list[Any], ids: Any) -> None:
+        writer.append(batch, object_ids=ids)
+
+    return _write(_DaskMeshes, target, meshes, object_ids, append, kwargs)
+
+
+def _forest(batch: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Trees ``(positions, parents)`` (parents indexing their own tree) as one batch: positions,
+    parents indexing the batch, and each vertex's tree number."""
+    positions = [np.asarray(p) for p, _ in batch]
+    sizes = np.array([len(p) for p in positions], np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    parents = np.concatenate([np.asarray(q, np.int64).reshape(-1) for _, q in batch])
+    parents = np.where(parents < 0, -1, parents + np.repeat(starts, sizes))
+    return np.concatenate(positions), parents, np.repeat(np.arange(len(batch)), sizes)
+
+
+def write_skeletons(
+    target: Any, skeletons: Any, *, object_ids: Sequence[Any] | None = None, **kwargs: Any
+) -> Dataset:
+    """Write skeletons held in a Dask bag or a list of delayed ``(positions, parents)`` trees
+    (``parents[i]`` the row of vertex i's parent in its own tree, -1 for a root). Tree ``i``
+    is object ``object_ids[i]``; without ids each root starts an object, numbered in order,
+    as :func:`zarr_vectors.write_skeleton` numbers them. Keywords and guarantees as
+    :func:`write_lines` here."""
+
+    def append(writer: Any, batch: list[Any], ids: Any) -> None:
+        pos, parents, tree = _forest(batch)
+        writer.append(pos, parents, object_ids=None if ids is None else ids[tree])
+
+    return _write(_DaskSkeletons, target, skeletons, object_ids, append, kwargs)
+
+
+def write_graphs(
+    target: Any, graphs: Any, *, object_ids: Sequence[Any] | None = None, **kwargs: Any
+) -> Dataset:
+    """Write graphs held in a Dask bag or a list of delayed ``(positions, edges)`` pairs (edges
+    (E, 2) indexing their own graph's rows), graph ``i`` object ``object_ids[i]`` (default
+    ``i``), as one graph store (``directed=`` once for all). Keywords and guarantees as
+    :func:`write_lines` here; the store is :func:`zarr_vectors.write_graph`'s of the graphs
+    concatenated, each graph's vertices carrying its id."""
+    start = [0]
+
+    def append(writer: Any, batch: list[Any], ids: Any) -> None:
+        positions = [np.asarray(p) for p, _ in batch]
+        sizes = np.array([len(p) for p in positions], np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        edges = [np.asarray(e, np.int64).reshape(-1, 2) + s for (_, e), s in zip(batch, starts)]
+        own = start[0] + np.arange(len(batch)) if ids is None else ids
+        start[0] += len(batch)
+        writer.append(np.concatenate(positions), np.concatenate(edges), object_ids=np.repeat(own, sizes))
+
+    return _write(_DaskGraphs, target, graphs, object_ids, append, kwargs)
