@@ -24,6 +24,7 @@ import copyreg
 import pickle
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,13 +38,19 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in the t
 
 from zarr_vectors import api
 from zarr_vectors.dataset import Dataset
-from zarr_vectors.engine.write.linkedstream import LinkedStream
+from zarr_vectors.engine.write.builder import StoreBuilder
+from zarr_vectors.engine.write.cellpool import KINDS, shard_blob
+from zarr_vectors.engine.write.level0 import Tables
+from zarr_vectors.engine.write.linkedstream import LinkedStream, SweepContext
 from zarr_vectors.engine.write.spill import CellSpill, DiskColumn
 from zarr_vectors.errors import InputError
+from zarr_vectors.format.grid import Grid, cell_key
+from zarr_vectors.format.shards import ShardLayout
 from zarr_vectors.kinds.graph_stream import GraphStream
 from zarr_vectors.kinds.line_stream import LineStream
 from zarr_vectors.kinds.mesh_stream import MeshStream
 from zarr_vectors.kinds.skeleton_stream import SkeletonStream
+from zarr_vectors.storage import LocalBackend
 from zarr_vectors.streaming import DEFAULT_MEMORY_LIMIT, _linked
 
 __all__ = ["write_graphs", "write_lines", "write_meshes", "write_skeletons"]
@@ -62,6 +69,16 @@ def _spills(stream: LinkedStream) -> list[CellSpill]:
     return [stream._vertices, stream._links.requests, stream._links.resolved, *stream._spills]
 
 
+@dataclass(frozen=True)
+class _Dest:
+    """Where tasks store their cells: the staging folder of a local target, the chunks per
+    shard (None: one file per cell) and the compressors of each array kind."""
+
+    folder: str
+    shards: tuple[int, ...] | None
+    compressors: dict[str, list[dict[str, Any]]]
+
+
 class _OnDask(LinkedStream):
     """A streaming writer whose sweeps run as Dask tasks (mixed in before the kind's class).
 
@@ -72,6 +89,8 @@ class _OnDask(LinkedStream):
 
     #: Groups in flight at once (set by the writers from the cluster's threads).
     window: int = 4
+    #: Where the tasks store their cells (None: they send them to the client).
+    dest: _Dest | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -85,6 +104,16 @@ class _OnDask(LinkedStream):
             state[name] = None
         return state
 
+    def _sweep(
+        self, builder: StoreBuilder, ctx: SweepContext, linear: np.ndarray, counts: np.ndarray, tables: Tables
+    ) -> list[str]:
+        """The sweeps, the tasks storing their cells straight into a local target's staging folder."""
+        folder = builder.backend.local_dir
+        if folder is not None:
+            codecs = {k: builder.compressors(k) for k in KINDS}
+            self.dest = _Dest(str(folder), builder.chunks_per_shard(ctx.grid), codecs)
+        return super()._sweep(builder, ctx, linear, counts, tables)
+
     def _map_spans(
         self, method: str, args: tuple[Any, ...], spans: Iterable[tuple[int, int]]
     ) -> Iterator[Any]:
@@ -92,11 +121,57 @@ class _OnDask(LinkedStream):
         return _ordered(pickle.dumps((self, method, args), protocol=5), spans, self.window)
 
 
+def _store_cells(
+    dest: _Dest, grid: Grid, path: str, kind: str, cells: np.ndarray, data: list[bytes], lo: int, hi: int
+) -> list[bytes | None]:
+    """Store the cells of ``path`` a task built for linear cells ``lo <= c < hi``: unsharded
+    every one; sharded the shards that lie whole in that range (no other task has cells of
+    them). Returns ``data`` with None for each stored cell; the rest go to the client."""
+    cells = np.asarray(cells, np.int64).reshape(-1, grid.ndim)
+    key = f"0/{path}"
+    if dest.shards is None:
+        LocalBackend(dest.folder).set_many([(f"{key}/{cell_key(c)}", d) for c, d in zip(cells, data)])
+        return [None] * len(data)
+    layout = ShardLayout(dest.shards, (1,) * grid.ndim, tuple(dest.compressors[kind]))
+    shard, inner = layout.locate(cells)
+    shape = tuple(int(n) for n in grid.shape)
+    per = np.asarray(dest.shards, np.int64)
+    first = np.ravel_multi_index(tuple((shard * per).T), shape)
+    last = np.ravel_multi_index(tuple((np.minimum((shard + 1) * per, shape) - 1).T), shape)
+    whole = (first >= lo) & (last < hi)
+    out: list[bytes | None] = list(data)
+    members: dict[tuple[int, ...], dict[int, bytes]] = {}
+    for i in np.flatnonzero(whole).tolist():
+        members.setdefault(tuple(shard[i].tolist()), {})[int(inner[i])] = data[i]
+        out[i] = None
+    LocalBackend(dest.folder).set_many(
+        [(f"{key}/{cell_key(s)}", shard_blob(layout, chunks)) for s, chunks in members.items()]
+    )
+    return out
+
+
+def _stored(stream: _OnDask, method: str, args: tuple[Any, ...], result: Any, lo: int, hi: int) -> Any:
+    """``result`` of a sweep's group with its cells stored by this task (see :func:`_store_cells`)."""
+    dest, grid = stream.dest, args[0].grid
+    if dest is None:
+        return result
+    if method == "_make_group":
+        kinds = args[2]
+        for path, (cells, data) in result.arrays.items():
+            result.arrays[path] = (cells, _store_cells(dest, grid, path, kinds[path], cells, data, lo, hi))
+        return result
+    top, cross = result
+    for path, (meta, kind, cells, data) in cross.items():
+        cross[path] = (meta, kind, cells, _store_cells(dest, grid, path, kind, cells, data, lo, hi))
+    return top, cross
+
+
 def _run_span(blob: bytes, lo: int, hi: int) -> Any:
-    """One task: the writer's ``method(*args, lo, hi)`` on its own copy of the writer."""
+    """One task: the writer's ``method(*args, lo, hi)`` on its own copy of the writer, its
+    cells stored here when the target is a local folder."""
     stream, method, args = pickle.loads(blob)
     try:
-        return getattr(stream, method)(*args, lo, hi)
+        return _stored(stream, method, args, getattr(stream, method)(*args, lo, hi), lo, hi)
     finally:
         for spill in _spills(stream):
             for run in spill.runs:

@@ -167,3 +167,44 @@ def test_refusals(client, tmp_path):
     with pytest.raises(InputError, match="a Dask bag or a list"):
         zd.write_lines(tmp_path / "d", 5, **GRID)
     assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
+
+
+def test_tasks_store_the_cells_and_send_back_none(client, tmp_path, monkeypatch):
+    """In-process tasks (no cluster client): every cell of an unsharded local target is stored
+    by its task; sharded, only cells of shards that straddle two groups go back."""
+    from zarr_vectors import dask_linked
+
+    lines = walks(60, 8)
+    sent: list[int] = []
+    stored: list[int] = []
+    run = dask_linked._run_span
+
+    def spy(blob: bytes, lo: int, hi: int) -> Any:
+        out = run(blob, lo, hi)
+        arrays = out.arrays.values() if hasattr(out, "arrays") else [(c, d) for _, _, c, d in out[1].values()]
+        for _, data in arrays:
+            sent.extend(len(d) for d in data if d is not None)
+            stored.extend(1 for d in data if d is None)
+        return out
+
+    monkeypatch.setattr(dask_linked, "_client", lambda: None)
+    monkeypatch.setattr(dask_linked, "_run_span", spy)
+    monkeypatch.setitem(dask.config.config, "scheduler", "sync")
+    zv.write_lines(tmp_path / "ref", lines, **GRID, shards=None)
+    zd.write_lines(tmp_path / "got", lines, **GRID, shards=None)
+    assert_same_files(tmp_path / "got", tmp_path / "ref")
+    assert stored and not sent
+    sent.clear()
+    stored.clear()
+    zv.write_lines(tmp_path / "ref2", lines, **GRID, shards=2)
+    zd.write_lines(tmp_path / "got2", lines, **GRID, shards=2)
+    assert_same_files(tmp_path / "got2", tmp_path / "ref2")
+    assert stored
+
+
+def test_the_groups_run_as_tasks_on_the_workers(client, tmp_path):
+    lines = walks(30, 9)
+    with distributed.get_task_stream(client) as ts:
+        zd.write_lines(tmp_path / "l", db.from_sequence(lines, npartitions=3), **GRID)
+    runs = [t for t in ts.data if str(t["key"]).startswith("_run_span")]
+    assert len(runs) >= 2
