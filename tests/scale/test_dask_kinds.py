@@ -208,3 +208,18 @@ def test_the_groups_run_as_tasks_on_the_workers(client, tmp_path):
         zd.write_lines(tmp_path / "l", db.from_sequence(lines, npartitions=3), **GRID)
     runs = [t for t in ts.data if str(t["key"]).startswith("_run_span")]
     assert len(runs) >= 2
+
+
+def test_zip_and_memory_targets_are_written_by_the_client_alike(client, tmp_path):
+    meshes = ribbons(20, 10)
+    kw = dict(GRID, shards=2)
+    zv.write_meshes(tmp_path / "ref", meshes, **kw)
+    ref = zv.open(tmp_path / "ref")
+    for target in (tmp_path / "got.zip", f"memory://dask-kinds-{tmp_path.name}"):
+        got = zd.write_meshes(target, db.from_sequence(meshes, npartitions=3), **kw)
+        for i in (0, 7, 19):
+            a, b = got.objects([i]), ref.objects([i])
+            np.testing.assert_array_equal(a.positions, b.positions)
+            np.testing.assert_array_equal(a.faces, b.faces)
+        box = ([20, 20, 20], [60, 60, 60])
+        np.testing.assert_array_equal(got.query(bbox=box).positions, ref.query(bbox=box).positions)
