@@ -82,9 +82,9 @@ class _Dest:
 class _OnDask(LinkedStream):
     """A streaming writer whose sweeps run as Dask tasks (mixed in before the kind's class).
 
-    Every spill but the endpoints resolved in the first sweep writes each batch as a run on
-    disk (limit 0), so a task reads its rows from the spill folder rather than from the
-    pickled writer; the resolved endpoints stay within a sixteenth of ``memory_limit``.
+    Every spill a task reads writes each batch as a run on disk (limit 0; the endpoints
+    resolved in the first sweep once that sweep ends), so a task reads its rows from the
+    spill folder, and the pickled writer it gets holds only the runs' cell lists.
     """
 
     #: Groups in flight at once (set by the writers from the cluster's threads).
@@ -117,6 +117,8 @@ class _OnDask(LinkedStream):
     def _map_spans(
         self, method: str, args: tuple[Any, ...], spans: Iterable[tuple[int, int]]
     ) -> Iterator[Any]:
+        if method == "_make_cross":  # the endpoints resolved in the first sweep: to disk, not in the pickle
+            self._links.resolved.spill()
         spans = list(spans)  # finishes the spills the spans come from before the writer is pickled
         return _ordered(pickle.dumps((self, method, args), protocol=5), spans, self.window)
 
