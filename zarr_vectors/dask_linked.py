@@ -1,17 +1,24 @@
 """Lines, skeletons, graphs and meshes written from Dask collections, their cells built by Dask tasks.
 
 The writers take a Dask bag or a list of delayed objects, each element one whole object in
-the form the matching in-memory writer takes. The client computes the elements a window of
-partitions at a time and appends each partition to the kind's streaming writer
-(:class:`~zarr_vectors.engine.write.linkedstream.LinkedStream`), whose vertex rows, link
-requests and the kind's own rows go straight to sorted runs on disk in the writer's spill
-folder. At ``close`` both sweeps of the streaming writer (the groups of whole cells, then the
-home cells of cross-chunk links) run as Dask tasks, one task per group of whole chunks: each
-task reads its cells' rows from the spill folder, builds and compresses their chunks and
-sends them back; the client assembles shards in cell order, writes them and the tables,
-object index and metadata, the root ``zarr.json`` last.
+the form the matching in-memory writer takes, and run the kind's streaming writer
+(:class:`~zarr_vectors.engine.write.linkedstream.LinkedStream`) on the cluster:
 
-The spill folder must be readable by every worker: local disk is right for a
+1. When the grid is known before the data (``bounds`` and a ``chunk_shape``), each partition
+   is a task, twice: first it counts its vertices, records and objects; then, numbered after
+   the partitions before it, it checks its objects, keys their rows, link requests and the
+   kind's own records by cell and spills them as sorted runs into the writer's spill folder,
+   returning only the runs' cell lists and file names, its ids and counters. Otherwise the
+   client appends the partitions a window at a time (the grid is fixed from all of them).
+2. At ``close`` both sweeps of the streaming writer (the groups of whole cells, then the home
+   cells of cross-chunk links) run as tasks, one per group of whole chunks: a task reads its
+   rows from the spill folder, builds and compresses its cells, and for a local target stores
+   them (and the shards lying whole inside its group) in the store's staging folder. The
+   client gets the cell lists, fragment records, resolved link endpoints and the cells of
+   shards that straddle two groups, and writes those shards, the object index, tables and
+   metadata, the root ``zarr.json`` last.
+
+The spill folder must be readable and writable by every worker: local disk is right for a
 ``LocalCluster`` (the default folder is beside a local target, else the temporary folder);
 on a cluster of several machines give ``spill_dir`` on a shared file system. The store does
 not depend on the number of partitions, workers or tasks: it is the store the in-memory
@@ -23,7 +30,7 @@ from __future__ import annotations
 import copyreg
 import pickle
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -260,16 +267,147 @@ def _batches(items: Any, window: int) -> Iterator[list[Any]]:
         yield list(dask.compute(*listed[a : a + window]))
 
 
+#: The writer's counters that number vertices, records, roots and batches (summed over partitions).
+COUNTERS = ("rows", "_batches", "_keyed", "_roots", "_edges", "_keyed_edges")
+#: What the first batch fixes (dtypes, attribute specs, axes).
+FIRST = ("ndim", "shards", "_dtype", "_specs", "_edge_specs")
+_Append = Callable[[Any, list[Any], Any, int], None]
+
+
+def _counters(stream: Any) -> dict[str, int]:
+    return {k: int(getattr(stream, k)) for k in COUNTERS if type(getattr(stream, k, None)) is int}
+
+
+def _loaded(blob: bytes) -> Any:
+    """A writer from :func:`_template`'s bytes."""
+    cls, state, links = pickle.loads(blob)
+    stream = cls.__new__(cls)
+    stream.__dict__.update(state)
+    stream._links.count = links
+    return stream
+
+
+def _template(
+    writer: _OnDask, counts: dict[str, int], links: int, items: int, first: dict[str, Any]
+) -> bytes:
+    """The empty writer as a partition's task starts it: counters at the partitions before it."""
+    state = writer.__getstate__()
+    state.update(counts, _items=[np.zeros(items, np.int64)], **first)
+    return pickle.dumps((type(writer), state, links), protocol=5)
+
+
+def _count_part(blob: bytes, part: Any, append: _Append) -> dict[str, Any]:
+    """Pass one of a partition (nothing kept): its counters, objects, links and first-batch state."""
+    stream = _loaded(blob)
+    for spill in _spills(stream):
+        spill.limit = None
+    before, part = _counters(stream), list(part)
+    if part:
+        append(stream, part, None, 0)
+    after = _counters(stream)
+    return {
+        "counts": {k: after[k] - before[k] for k in after},
+        "links": stream._links.count,
+        "objects": len(part),
+        "first": {k: getattr(stream, k) for k in FIRST if hasattr(stream, k)} if part else None,
+    }
+
+
+def _spill_part(blob: bytes, part: Any, append: _Append, ids: Any, first: int) -> dict[str, Any]:
+    """Pass two: the partition appended to its writer, every row spilled to disk; returns the
+    runs (their files stay in the shared spill folder) and what the client's writer must note."""
+    stream, part = _loaded(blob), list(part)
+    links = stream._links.count
+    before = _counters(stream)
+    if part:
+        append(stream, part, ids, first)
+    spills = _spills(stream)
+    for spill in spills:
+        spill.spill()
+    after = _counters(stream)
+    return {
+        "counts": {k: after[k] - before[k] for k in after},
+        "links": stream._links.count - links,
+        "items": stream._items[1:],
+        "ids": stream._ids,
+        "extent": stream._extent,
+        "runs": [(spill.runs, spill.rows) for spill in spills],
+    }
+
+
+def _partitions(items: Any, threads: int) -> list[Any]:
+    """Delayed partitions (each a list of elements) of a bag or a list of delayed objects."""
+    import dask.bag as db
+
+    if isinstance(items, db.Bag):
+        return list(items.to_delayed())
+    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+        raise InputError(f"expected a Dask bag or a list of delayed objects, got {type(items).__name__}")
+    listed = list(items)
+    size = max(1, -(-len(listed) // (4 * threads)))
+    return [dask.delayed(list)(listed[a : a + size]) for a in range(0, len(listed), size)]
+
+
+def _ingest(writer: _OnDask, items: Any, ids: np.ndarray | None, append: _Append, threads: int) -> int:
+    """Every partition checked, keyed and spilled by its own task (two passes: counts, then
+    rows numbered after the partitions before); the client's writer takes their runs in order.
+    Returns the number of objects."""
+    parts = _partitions(items, threads)
+    blank = _template(writer, {}, 0, 0, {})
+    counted = dask.compute(*[dask.delayed(_count_part)(blank, p, append) for p in parts])
+    objects = sum(c["objects"] for c in counted)
+    if ids is not None and objects != len(ids):
+        raise InputError(f"object_ids has {len(ids)} ids for {objects} objects; give one id per object")
+    first = next((c["first"] for c in counted if c["first"] is not None), None)
+    if first is None:
+        return 0
+    tasks, counts, links, seen = [], dict.fromkeys(counted[0]["counts"], 0), 0, 0
+    for part, c in zip(parts, counted):
+        blob = _template(writer, counts, links, seen, {**first, "_ids": None, "_objects": ids is not None})
+        given = None if ids is None else ids[seen : seen + c["objects"]]
+        tasks.append(dask.delayed(_spill_part)(blob, part, append, given, seen))
+        counts = {k: v + c["counts"][k] for k, v in counts.items()}
+        links, seen = links + c["links"], seen + c["objects"]
+    writer._objects = ids is not None
+    for done in dask.compute(*tasks):
+        _take(writer, done, first)
+    return objects
+
+
+def _take(writer: _OnDask, done: dict[str, Any], first: dict[str, Any]) -> None:
+    """Note a partition's spilled runs and counters in the client's writer (in partition order)."""
+    for name, delta in done["counts"].items():
+        setattr(writer, name, getattr(writer, name) + delta)
+    writer._links.count += done["links"]
+    for name, value in first.items():
+        setattr(writer, name, value)
+    if done["ids"] is not None:
+        if done["items"] and isinstance(writer, (LineStream, MeshStream)):
+            writer._new_items(np.concatenate(done["items"]), "object", "objects")
+        writer._note_ids(done["ids"])
+    writer._items.extend(done["items"])
+    ext = done["extent"]
+    if ext is not None:
+        old = writer._extent
+        writer._extent = (
+            ext if old is None else np.stack([np.minimum(old[0], ext[0]), np.maximum(old[1], ext[1])])
+        )
+    for spill, (runs, rows) in zip(_spills(writer), done["runs"]):
+        spill.runs.extend(runs)
+        spill.rows += rows
+
+
 def _write(
     cls: type[_OnDask],
     target: Any,
     items: Any,
     object_ids: Any,
-    append: Any,
+    append: _Append,
     keywords: dict[str, Any],
 ) -> Dataset:
-    """Stream the computed elements through ``cls`` (``append(writer, batch, ids)`` per batch)
-    and close it, its sweeps as Dask tasks."""
+    """Write the elements through ``cls``: keyed and spilled by Dask tasks when the grid is
+    known before the data (``bounds`` and a ``chunk_shape``), else appended by the client a
+    window of partitions at a time; then closed, its sweeps as Dask tasks."""
     chunk_shape = keywords.pop("chunk_shape", "auto")
     bounds = keywords.pop("bounds", None)
     memory_limit = keywords.pop("memory_limit", DEFAULT_MEMORY_LIMIT)
@@ -283,23 +421,54 @@ def _write(
     writer = _linked(cls, target, chunk_shape, bounds, memory_limit, 1, spill_dir, None, keywords)
     assert isinstance(writer, _OnDask)
     writer.window = max(2, 2 * threads)
-    seen = 0
     with writer:
-        for batch in _batches(items, max(2, threads)):
-            if not batch:
-                continue
-            given = None
-            if ids is not None:
-                given = ids[seen : seen + len(batch)]
-                if len(given) != len(batch):
-                    raise InputError(f"object_ids has {len(ids)} ids but there are more objects than that")
-            append(writer, batch, given)
-            seen += len(batch)
-        if ids is not None and seen != len(ids):
-            raise InputError(f"object_ids has {len(ids)} ids for {seen} objects; give one id per object")
+        if writer.layout is not None:
+            seen = _ingest(writer, items, ids, append, threads)
+        else:
+            seen = _append_all(writer, items, ids, append, threads)
         if not seen:
             raise InputError(f"no {cls.kind_name} to write: the collection is empty")
     return api.open(target, storage_options=keywords.get("storage_options"))
+
+
+def _append_all(writer: _OnDask, items: Any, ids: np.ndarray | None, append: _Append, threads: int) -> int:
+    """Every element appended by the client, a window of partitions at a time; the objects."""
+    seen = 0
+    for batch in _batches(items, max(2, threads)):
+        if not batch:
+            continue
+        given = None
+        if ids is not None:
+            given = ids[seen : seen + len(batch)]
+            if len(given) != len(batch):
+                raise InputError(f"object_ids has {len(ids)} ids but there are more objects than that")
+        append(writer, batch, given, seen)
+        seen += len(batch)
+    if ids is not None and seen != len(ids):
+        raise InputError(f"object_ids has {len(ids)} ids for {seen} objects; give one id per object")
+    return seen
+
+
+def _append_lines(writer: Any, batch: list[Any], ids: Any, first: int) -> None:
+    writer.append([np.asarray(line) for line in batch], object_ids=ids)
+
+
+def _append_meshes(writer: Any, batch: list[Any], ids: Any, first: int) -> None:
+    writer.append(batch, object_ids=ids)
+
+
+def _append_trees(writer: Any, batch: list[Any], ids: Any, first: int) -> None:
+    pos, parents, tree = _forest(batch)
+    writer.append(pos, parents, object_ids=None if ids is None else ids[tree])
+
+
+def _append_graphs(writer: Any, batch: list[Any], ids: Any, first: int) -> None:
+    positions = [np.asarray(p) for p, _ in batch]
+    sizes = np.array([len(p) for p in positions], np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    edges = [np.asarray(e, np.int64).reshape(-1, 2) + s for (_, e), s in zip(batch, starts)]
+    own = first + np.arange(len(batch)) if ids is None else ids
+    writer.append(np.concatenate(positions), np.concatenate(edges), object_ids=np.repeat(own, sizes))
 
 
 def write_lines(
@@ -314,10 +483,7 @@ def write_lines(
     (see the module docstring); the store is the one :func:`zarr_vectors.write_lines` writes.
     """
 
-    def append(writer: Any, batch: list[Any], ids: Any) -> None:
-        writer.append([np.asarray(line) for line in batch], object_ids=ids)
-
-    return _write(_DaskLines, target, lines, object_ids, append, kwargs)
+    return _write(_DaskLines, target, lines, object_ids, _append_lines, kwargs)
 
 
 def write_meshes(
@@ -328,10 +494,7 @@ def write_meshes(
     ``object_ids[i]`` (default ``i``). Keywords and guarantees as :func:`write_lines` here,
     the store that of :func:`zarr_vectors.write_meshes`."""
 
-    def append(writer: Any, batch: list[Any], ids: Any) -> None:
-        writer.append(batch, object_ids=ids)
-
-    return _write(_DaskMeshes, target, meshes, object_ids, append, kwargs)
+    return _write(_DaskMeshes, target, meshes, object_ids, _append_meshes, kwargs)
 
 
 def _forest(batch: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -354,11 +517,7 @@ def write_skeletons(
     as :func:`zarr_vectors.write_skeleton` numbers them. Keywords and guarantees as
     :func:`write_lines` here."""
 
-    def append(writer: Any, batch: list[Any], ids: Any) -> None:
-        pos, parents, tree = _forest(batch)
-        writer.append(pos, parents, object_ids=None if ids is None else ids[tree])
-
-    return _write(_DaskSkeletons, target, skeletons, object_ids, append, kwargs)
+    return _write(_DaskSkeletons, target, skeletons, object_ids, _append_trees, kwargs)
 
 
 def write_graphs(
@@ -369,15 +528,4 @@ def write_graphs(
     ``i``), as one graph store (``directed=`` once for all). Keywords and guarantees as
     :func:`write_lines` here; the store is :func:`zarr_vectors.write_graph`'s of the graphs
     concatenated, each graph's vertices carrying its id."""
-    start = [0]
-
-    def append(writer: Any, batch: list[Any], ids: Any) -> None:
-        positions = [np.asarray(p) for p, _ in batch]
-        sizes = np.array([len(p) for p in positions], np.int64)
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        edges = [np.asarray(e, np.int64).reshape(-1, 2) + s for (_, e), s in zip(batch, starts)]
-        own = start[0] + np.arange(len(batch)) if ids is None else ids
-        start[0] += len(batch)
-        writer.append(np.concatenate(positions), np.concatenate(edges), object_ids=np.repeat(own, sizes))
-
-    return _write(_DaskGraphs, target, graphs, object_ids, append, kwargs)
+    return _write(_DaskGraphs, target, graphs, object_ids, _append_graphs, kwargs)

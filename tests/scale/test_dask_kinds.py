@@ -166,7 +166,17 @@ def test_refusals(client, tmp_path):
         zd.write_lines(tmp_path / "c", db.from_sequence([], npartitions=1), **GRID)
     with pytest.raises(InputError, match="a Dask bag or a list"):
         zd.write_lines(tmp_path / "d", 5, **GRID)
-    assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
+    bad = (np.zeros((3, 3)) + [1, 2, 3], np.array([[0, 1, 5]]))
+    with pytest.raises(InputError, match="face"):
+        zd.write_meshes(tmp_path / "e", db.from_sequence([*ribbons(4, 7), bad], npartitions=2), **GRID)
+
+    def broken() -> np.ndarray:
+        raise RuntimeError("partition failed")
+
+    with pytest.raises(RuntimeError, match="partition failed"):
+        zd.write_lines(tmp_path / "f", [*lines, dask.delayed(broken)()], **GRID)
+    assert not any((tmp_path / n).exists() for n in "acef")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no spill folder left behind
 
 
 def test_tasks_store_the_cells_and_send_back_none(client, tmp_path, monkeypatch):
@@ -202,12 +212,30 @@ def test_tasks_store_the_cells_and_send_back_none(client, tmp_path, monkeypatch)
     assert stored
 
 
-def test_the_groups_run_as_tasks_on_the_workers(client, tmp_path):
+def test_partitions_and_groups_run_as_tasks_on_the_workers(client, tmp_path):
+    """With the grid known, each partition is checked and spilled by its own tasks (counted,
+    then spilled), and the cells are built by tasks; without it, only the cells."""
     lines = walks(30, 9)
-    with distributed.get_task_stream(client) as ts:
-        zd.write_lines(tmp_path / "l", db.from_sequence(lines, npartitions=3), **GRID)
-    runs = [t for t in ts.data if str(t["key"]).startswith("_run_span")]
-    assert len(runs) >= 2
+
+    def tasks(**kw: Any) -> dict[str, int]:
+        with distributed.get_task_stream(client) as ts:
+            zd.write_lines(tmp_path / f"l{len(kw)}", db.from_sequence(lines, npartitions=3), **kw)
+        names = [str(t["key"]).split("-")[0].strip("('") for t in ts.data]
+        return {n: names.count(n) for n in ("_count_part", "_spill_part", "_run_span")}
+
+    known = tasks(**GRID)
+    assert known["_count_part"] == known["_spill_part"] == 3 and known["_run_span"] >= 2
+    auto = tasks()
+    assert auto["_count_part"] == auto["_spill_part"] == 0 and auto["_run_span"] >= 1
+
+
+def test_an_id_given_in_two_partitions_is_refused(client, tmp_path):
+    lines = walks(6, 11)
+    with pytest.raises(InputError, match="object_ids name object 4 for several objects"):
+        zd.write_lines(
+            tmp_path / "a", db.from_sequence(lines, npartitions=2), object_ids=[1, 2, 4, 3, 4, 5], **GRID
+        )
+    assert not (tmp_path / "a").exists()
 
 
 def test_zip_and_memory_targets_are_written_by_the_client_alike(client, tmp_path):
