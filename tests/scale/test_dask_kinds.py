@@ -119,7 +119,8 @@ def test_skeletons_equal_the_in_memory_writer_file_for_file(client, tmp_path, sh
 @pytest.mark.parametrize("shards", SHARDS)
 def test_raw_meshes_equal_the_in_memory_writer_file_for_file(client, tmp_path, shards):
     meshes = ribbons(50, 3)
-    kw = dict(GRID, shards=shards, object_ids=np.arange(50) + 1000)
+    ids = np.random.default_rng(0).permutation(50) + 1000
+    kw = dict(GRID, shards=shards, object_ids=ids, object_attributes={"volume": np.arange(50.0)})
     zv.write_meshes(tmp_path / "ref", meshes, **kw)
     zd.write_meshes(tmp_path / "got", db.from_sequence(meshes, npartitions=6), **kw)
     assert_same_files(tmp_path / "got", tmp_path / "ref")
