@@ -57,7 +57,7 @@ from zarr_vectors.kinds.graph_stream import GraphStream
 from zarr_vectors.kinds.line_stream import LineStream
 from zarr_vectors.kinds.mesh_stream import MeshStream
 from zarr_vectors.kinds.skeleton_stream import SkeletonStream
-from zarr_vectors.storage import LocalBackend
+from zarr_vectors.storage import LocalBackend, local_path
 from zarr_vectors.streaming import DEFAULT_MEMORY_LIMIT, _linked
 
 __all__ = ["write_graphs", "write_lines", "write_meshes", "write_skeletons"]
@@ -114,9 +114,12 @@ class _OnDask(LinkedStream):
     def _sweep(
         self, builder: StoreBuilder, ctx: SweepContext, linear: np.ndarray, counts: np.ndarray, tables: Tables
     ) -> list[str]:
-        """The sweeps, the tasks storing their cells straight into a local target's staging folder."""
+        """The sweeps, the tasks storing their cells straight into a local target's staging
+        folder (beside the target, so on the file system the workers share). Remote targets
+        are staged in the client's temporary folder, which other machines do not see: there
+        the tasks send their cells to the client."""
         folder = builder.backend.local_dir
-        if folder is not None:
+        if folder is not None and local_path(self.target) is not None:
             codecs = {k: builder.compressors(k) for k in KINDS}
             self.dest = _Dest(str(folder), builder.chunks_per_shard(ctx.grid), codecs)
         return super()._sweep(builder, ctx, linear, counts, tables)
@@ -418,6 +421,7 @@ def _write(
         )
     ids = None if object_ids is None else np.asarray(object_ids)
     threads = _threads()
+    storage_options = keywords.get("storage_options")  # _linked takes the store-wide keywords out
     writer = _linked(cls, target, chunk_shape, bounds, memory_limit, 1, spill_dir, None, keywords)
     assert isinstance(writer, _OnDask)
     writer.window = max(2, 2 * threads)
@@ -428,7 +432,7 @@ def _write(
             seen = _append_all(writer, items, ids, append, threads)
         if not seen:
             raise InputError(f"no {cls.kind_name} to write: the collection is empty")
-    return api.open(target, storage_options=keywords.get("storage_options"))
+    return api.open(target, storage_options=storage_options)
 
 
 def _append_all(writer: _OnDask, items: Any, ids: np.ndarray | None, append: _Append, threads: int) -> int:

@@ -252,3 +252,30 @@ def test_zip_and_memory_targets_are_written_by_the_client_alike(client, tmp_path
             np.testing.assert_array_equal(a.faces, b.faces)
         box = ([20, 20, 20], [60, 60, 60])
         np.testing.assert_array_equal(got.query(bbox=box).positions, ref.query(bbox=box).positions)
+
+
+@pytest.mark.s3
+def test_an_s3_target_holds_the_in_memory_writers_files(client, tmp_path, monkeypatch):
+    """Remote targets: the tasks send their cells back and the client writes them (the workers
+    never talk to the object store); every stored object equals the local store's file."""
+    import uuid
+
+    from tests.storage.s3server import DUMMY_AWS_ENV, start_s3_server
+
+    for name, value in DUMMY_AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    server = start_s3_server("zv-dask-kinds")
+    try:
+        meshes = ribbons(30, 12)
+        kw = dict(GRID, shards=2, compression="zstd")
+        zv.write_meshes(tmp_path / "ref", meshes, **kw)
+        target = f"{server.url_prefix}/{uuid.uuid4().hex}.zarr"
+        opts = server.storage_options
+        zd.write_meshes(target, db.from_sequence(meshes, npartitions=4), storage_options=opts, **kw)
+        backend = zv.open(target, storage_options=opts)._backend
+        keys = sorted(k for k in backend.list_keys() if k != "zarr.json")
+        ref = stored_files(tmp_path / "ref")
+        assert keys == sorted(k for k in ref if k != "zarr.json")
+        assert [bytes(b) for b in backend.get_many(keys)] == [ref[k] for k in keys]
+    finally:
+        server.stop()
