@@ -27,7 +27,7 @@ writer makes of the same objects in the same order.
 
 from __future__ import annotations
 
-import copyreg
+import dataclasses
 import pickle
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -45,35 +45,29 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in the t
 
 from zarr_vectors import api
 from zarr_vectors.dataset import Dataset
-from zarr_vectors.engine.write.builder import StoreBuilder
-from zarr_vectors.engine.write.cellpool import KINDS, shard_blob
-from zarr_vectors.engine.write.level0 import Tables
-from zarr_vectors.engine.write.linkedstream import LinkedStream, SweepContext
-from zarr_vectors.engine.write.spill import CellSpill, DiskColumn
+from zarr_vectors.engine import (
+    DEFAULT_MEMORY_LIMIT,
+    LinkedStream,
+    StoreBuilder,
+    StoreOptions,
+    SweepContext,
+    Tables,
+)
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.grid import Grid, cell_key
-from zarr_vectors.format.shards import ShardLayout
+from zarr_vectors.format.shards import ShardLayout, encode_shard
 from zarr_vectors.kinds.graph_stream import GraphStream
 from zarr_vectors.kinds.line_stream import LineStream
 from zarr_vectors.kinds.mesh_stream import MeshStream
 from zarr_vectors.kinds.skeleton_stream import SkeletonStream
 from zarr_vectors.storage import LocalBackend, local_path
-from zarr_vectors.streaming import DEFAULT_MEMORY_LIMIT, _linked
 
 __all__ = ["write_graphs", "write_lines", "write_meshes", "write_skeletons"]
 
-
-def _column(column: DiskColumn) -> tuple[type[DiskColumn], tuple[Any, ...]]:
-    """A spilled column crosses processes by its path: an open descriptor means nothing elsewhere."""
-    return DiskColumn, (column.path, column.dtype, column.row_shape)
-
-
-copyreg.pickle(DiskColumn, _column)
-
-
-def _spills(stream: LinkedStream) -> list[CellSpill]:
-    """The spills a task reads (rows, link requests and endpoints, the kind's own)."""
-    return [stream._vertices, stream._links.requests, stream._links.resolved, *stream._spills]
+#: The array kinds of ``StoreBuilder.compressors``.
+ARRAY_KINDS = ("data", "links", "fragments")
+#: Keywords of the one-shot writers that are not the store's options (see ``zarr_vectors.create``).
+TABLE_KEYWORDS = ("channel_names", "object_attributes", "groups", "group_attributes", "group_names")
 
 
 @dataclass(frozen=True)
@@ -120,7 +114,7 @@ class _OnDask(LinkedStream):
         the tasks send their cells to the client."""
         folder = builder.backend.local_dir
         if folder is not None and local_path(self.target) is not None:
-            codecs = {k: builder.compressors(k) for k in KINDS}
+            codecs = {k: builder.compressors(k) for k in ARRAY_KINDS}
             self.dest = _Dest(str(folder), builder.chunks_per_shard(ctx.grid), codecs)
         return super()._sweep(builder, ctx, linear, counts, tables)
 
@@ -157,7 +151,7 @@ def _store_cells(
         members.setdefault(tuple(shard[i].tolist()), {})[int(inner[i])] = data[i]
         out[i] = None
     LocalBackend(dest.folder).set_many(
-        [(f"{key}/{cell_key(s)}", shard_blob(layout, chunks)) for s, chunks in members.items()]
+        [(f"{key}/{cell_key(s)}", encode_shard(layout, chunks)) for s, chunks in members.items()]
     )
     return out
 
@@ -185,11 +179,7 @@ def _run_span(blob: bytes, lo: int, hi: int) -> Any:
     try:
         return _stored(stream, method, args, getattr(stream, method)(*args, lo, hi), lo, hi)
     finally:
-        for spill in _spills(stream):
-            for run in spill.runs:
-                for column in run.columns.values():
-                    if isinstance(column, DiskColumn):
-                        column.close()
+        stream.close_files()
 
 
 def _client() -> Any:
@@ -302,7 +292,7 @@ def _template(
 def _count_part(blob: bytes, part: Any, append: _Append) -> dict[str, Any]:
     """Pass one of a partition (nothing kept): its counters, objects, links and first-batch state."""
     stream = _loaded(blob)
-    for spill in _spills(stream):
+    for spill in stream.task_spills():
         spill.limit = None
     before, part = _counters(stream), list(part)
     if part:
@@ -324,7 +314,7 @@ def _spill_part(blob: bytes, part: Any, append: _Append, ids: Any, first: int) -
     before = _counters(stream)
     if part:
         append(stream, part, ids, first)
-    spills = _spills(stream)
+    spills = stream.task_spills()
     for spill in spills:
         spill.spill()
     after = _counters(stream)
@@ -395,9 +385,30 @@ def _take(writer: _OnDask, done: dict[str, Any], first: dict[str, Any]) -> None:
         writer._extent = (
             ext if old is None else np.stack([np.minimum(old[0], ext[0]), np.maximum(old[1], ext[1])])
         )
-    for spill, (runs, rows) in zip(_spills(writer), done["runs"]):
+    for spill, (runs, rows) in zip(writer.task_spills(), done["runs"]):
         spill.runs.extend(runs)
         spill.rows += rows
+
+
+def _writer(
+    cls: type[_OnDask],
+    target: Any,
+    chunk_shape: Any,
+    bounds: Any,
+    memory_limit: int | None,
+    spill_dir: Any,
+    keywords: dict[str, Any],
+) -> _OnDask:
+    """The streaming writer, the keywords split into the store's options, tables and the
+    kind's own (``kind``, ``encoding``, ``directed``, ...) as ``zarr_vectors.create`` splits them."""
+    names = [f.name for f in dataclasses.fields(StoreOptions)][2:]  # after chunk_shape, bounds
+    store = {k: keywords[k] for k in names if k in keywords}
+    own = {k: keywords[k] for k in (*TABLE_KEYWORDS, *cls.create_keywords) if k in keywords}
+    unknown = sorted(set(keywords) - set(store) - set(own))
+    if unknown:
+        raise InputError(f"the Dask writer of {cls.kind_name} got unknown keywords {unknown}")
+    options = StoreOptions(chunk_shape, bounds=bounds, **store)
+    return cls(target, options, memory_limit=memory_limit, workers=1, spill_dir=spill_dir, **own)
 
 
 def _write(
@@ -421,9 +432,8 @@ def _write(
         )
     ids = None if object_ids is None else np.asarray(object_ids)
     threads = _threads()
-    storage_options = keywords.get("storage_options")  # _linked takes the store-wide keywords out
-    writer = _linked(cls, target, chunk_shape, bounds, memory_limit, 1, spill_dir, None, keywords)
-    assert isinstance(writer, _OnDask)
+    storage_options = keywords.get("storage_options")
+    writer = _writer(cls, target, chunk_shape, bounds, memory_limit, spill_dir, keywords)
     writer.window = max(2, 2 * threads)
     with writer:
         if writer.layout is not None:

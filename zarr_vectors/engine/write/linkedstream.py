@@ -28,6 +28,7 @@ one-shot writer would see them, and every order the kinds derive follows those n
 from __future__ import annotations
 
 import contextlib
+import copyreg
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -61,7 +62,7 @@ from zarr_vectors.engine.write.level0 import (
 from zarr_vectors.engine.write.linkjoin import LinkJoin
 from zarr_vectors.engine.write.options import StoreOptions, check_shards
 from zarr_vectors.engine.write.partition import cell_indices
-from zarr_vectors.engine.write.spill import CellSpill, cell_groups
+from zarr_vectors.engine.write.spill import CellSpill, DiskColumn, cell_groups
 from zarr_vectors.engine.write.stream import check_inside
 from zarr_vectors.engine.write.tables import write_object_index
 from zarr_vectors.errors import InputError, ZarrVectorsError
@@ -79,6 +80,14 @@ from zarr_vectors.storage import (
 )
 
 __all__ = ["GroupCells", "LinkedStream", "SweepContext", "cells_of", "grid_of", "manifests_from"]
+
+
+def _column_by_path(column: DiskColumn) -> tuple[type[DiskColumn], tuple[Any, ...]]:
+    """A spilled column crosses processes by its path (an open descriptor means nothing there)."""
+    return DiskColumn, (column.path, column.dtype, column.row_shape)
+
+
+copyreg.pickle(DiskColumn, _column_by_path)
 
 
 def cells_of(linear: np.ndarray, grid: Grid) -> np.ndarray:
@@ -602,6 +611,20 @@ class LinkedStream:
         record, cell, local = self._links.records(lo, hi)
         out = self._cross(record, cell, local, ctx, lo, hi)
         return hi, {p: (m, k, c, encode_payloads(pipes[k], data)) for p, (m, k, c, data) in out.items()}
+
+    def task_spills(self) -> list[CellSpill]:
+        """The spills a group's encoding reads (rows, link requests and resolved endpoints, the
+        kind's own), for writers that run the groups in other processes."""
+        return [self._vertices, self._links.requests, self._links.resolved, *self._spills]
+
+    def close_files(self) -> None:
+        """Close the descriptors of :meth:`task_spills`' files (nothing is removed): a copy of
+        the writer in another process calls it once done reading."""
+        for spill in self.task_spills():
+            for run in spill.runs:
+                for column in run.columns.values():
+                    if isinstance(column, DiskColumn):
+                        column.close()
 
     def _map_spans(
         self, method: str, args: tuple[Any, ...], spans: Iterable[tuple[int, int]]
