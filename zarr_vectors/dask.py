@@ -10,9 +10,9 @@ write the same key, and the client never holds the rows.
 :func:`to_dask` reads a level (or the part inside a box) as a Dask DataFrame with one
 partition per occupied chunk, each read lazily by its own task.
 
-Lines, meshes and skeletons (:func:`write_lines`, :func:`write_meshes`,
-:func:`write_skeletons`) are computed on the cluster and written by the one-shot writers
-on the client: their items pass through the client's memory.
+Lines, skeletons, graphs and meshes (:func:`write_lines`, :func:`write_skeletons`,
+:func:`write_graphs`, :func:`write_meshes`, from :mod:`zarr_vectors.dask_linked`) take a bag
+or delayed objects; their cells are built by Dask tasks, a group of whole chunks each.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ except ImportError as exc:  # pragma: no cover - the extra is installed in the t
 from zarr.abc.store import Store
 
 from zarr_vectors import api
+from zarr_vectors.dask_linked import write_graphs, write_lines, write_meshes, write_skeletons
 from zarr_vectors.dataset import Dataset
 from zarr_vectors.engine import (
     AttributeSpec,
@@ -73,7 +74,7 @@ from zarr_vectors.storage import (
     write_session,
 )
 
-__all__ = ["to_dask", "write_lines", "write_meshes", "write_points", "write_skeletons"]
+__all__ = ["to_dask", "write_graphs", "write_lines", "write_meshes", "write_points", "write_skeletons"]
 
 #: The column holding each row's linear cell index (sharded: its shard's) while the rows are shuffled.
 CELL_COLUMN = "__zv_cell__"
@@ -410,48 +411,6 @@ def write_points(
         summary = ([all_cells[order]], fragments)
         finish_level(builder, layout, options, job.cells(), summary, tables, rows, cols.dtype)
     return api.open(target, storage_options=storage_options)
-
-
-# -- other kinds: computed on the cluster, written on the client ------------------------
-def _computed(items: Any) -> list[Any]:
-    """A Dask bag, a list of delayed objects (or plain items), computed into a list."""
-    import dask.bag as db
-
-    if isinstance(items, db.Bag):
-        return list(items.compute())
-    return list(dask.compute(*items))
-
-
-def write_lines(target: Any, lines: Any, **kwargs: Any) -> Dataset:
-    """:func:`zarr_vectors.write_lines` of lines computed on the cluster (a Dask bag or a
-    list of delayed (n, D) arrays). The lines are gathered on the client and written there
-    by the one-shot writer: they must fit the client's memory."""
-    return api.write_lines(target, _computed(lines), **kwargs)
-
-
-def write_meshes(target: Any, meshes: Any, **kwargs: Any) -> Dataset:
-    """:func:`zarr_vectors.write_meshes` of meshes computed on the cluster (a Dask bag or a
-    list of delayed ``(vertices, faces)``), gathered and written on the client (they must
-    fit its memory)."""
-    return api.write_meshes(target, _computed(meshes), **kwargs)
-
-
-def write_skeletons(target: Any, skeletons: Any, **kwargs: Any) -> Dataset:
-    """:func:`zarr_vectors.write_skeleton` of trees computed on the cluster (a Dask bag or a
-    list of delayed ``(positions, parents)`` pairs), gathered and written on the client (they
-    must fit its memory). Tree ``i`` is object ``i`` unless ``object_ids`` (one per vertex of
-    the concatenated trees) says otherwise."""
-    trees = _computed(skeletons)
-    if not trees:
-        raise InputError("write_skeletons needs at least one (positions, parents) tree")
-    positions = [np.asarray(p) for p, _ in trees]
-    sizes = np.array([len(p) for p in positions], np.int64)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    parents = np.concatenate([np.asarray(q, np.int64) for _, q in trees])
-    shift = np.repeat(starts, sizes)
-    parents = np.where(parents < 0, parents, parents + shift)
-    kwargs.setdefault("object_ids", np.repeat(np.arange(len(trees), dtype=np.int64), sizes))
-    return api.write_skeleton(target, np.concatenate(positions), parents, **kwargs)
 
 
 # -- reading ----------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from __future__ import annotations
 import multiprocessing
 import struct
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
@@ -70,22 +70,28 @@ class EncodedCellStream(CellStream):
     def add(self, cells: np.ndarray, payloads: Iterable[bytes]) -> None:
         self.add_encoded(cells, encode_payloads(self._pipe, payloads))
 
-    def add_encoded(self, cells: np.ndarray, data: list[bytes]) -> None:
+    def add_encoded(self, cells: np.ndarray, data: Sequence[bytes | None]) -> None:
         """Queue the chunk bytes ``data`` of cells ``cells`` (K, D) (cell indices); as
-        :meth:`CellStream.add` without the encoding."""
+        :meth:`CellStream.add` without the encoding. A None stands for a cell already stored
+        by someone else (a Dask task): listed as nonempty, not written; sharded, its whole
+        shard was stored with it."""
         cells = np.asarray(cells, np.int64).reshape(-1, self.grid.ndim)
         self.nonempty.extend(chunk_key(c) for c in (cells + self.grid.origin).tolist())
         if self.builder.shards is None:
             for cell, raw in zip(cells, data):
-                self.builder._chunk(f"{self.path}/{cell_key(cell)}", raw)
+                if raw is not None:
+                    self.builder._chunk(f"{self.path}/{cell_key(cell)}", raw)
             return
         if self._layout is None:  # "auto" shards sized on the first cells
-            self.builder.size_shards(self.grid, sum(map(len, data)) / max(len(data), 1))
+            sizes = [len(d) for d in data if d is not None]
+            self.builder.size_shards(self.grid, sum(sizes) / max(len(sizes), 1))
             self._layout = self.builder._layout(self.grid, self.compressors)
             assert self._layout is not None
             self._full = self._layout.n_inner
         shard, inner = self._layout.locate(cells)
         for s, p, raw in zip(map(tuple, shard.tolist()), inner.tolist(), data):
+            if raw is None:
+                continue
             members = self._pending.setdefault(s, {})
             members[p] = raw
             if len(members) == self._full:

@@ -28,8 +28,9 @@ one-shot writer would see them, and every order the kinds derive follows those n
 from __future__ import annotations
 
 import contextlib
+import copyreg
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -61,7 +62,7 @@ from zarr_vectors.engine.write.level0 import (
 from zarr_vectors.engine.write.linkjoin import LinkJoin
 from zarr_vectors.engine.write.options import StoreOptions, check_shards
 from zarr_vectors.engine.write.partition import cell_indices
-from zarr_vectors.engine.write.spill import CellSpill, cell_groups
+from zarr_vectors.engine.write.spill import CellSpill, DiskColumn, cell_groups
 from zarr_vectors.engine.write.stream import check_inside
 from zarr_vectors.engine.write.tables import write_object_index
 from zarr_vectors.errors import InputError, ZarrVectorsError
@@ -79,6 +80,14 @@ from zarr_vectors.storage import (
 )
 
 __all__ = ["GroupCells", "LinkedStream", "SweepContext", "cells_of", "grid_of", "manifests_from"]
+
+
+def _column_by_path(column: DiskColumn) -> tuple[type[DiskColumn], tuple[Any, ...]]:
+    """A spilled column crosses processes by its path (an open descriptor means nothing there)."""
+    return DiskColumn, (column.path, column.dtype, column.row_shape)
+
+
+copyreg.pickle(DiskColumn, _column_by_path)
 
 
 def cells_of(linear: np.ndarray, grid: Grid) -> np.ndarray:
@@ -597,11 +606,35 @@ class LinkedStream:
 
     def _make_cross(
         self, ctx: SweepContext, pipes: dict[str, Any], lo: int, hi: int
-    ) -> dict[str, tuple[dict[str, Any], str, np.ndarray, list[bytes]]]:
-        """The cross-chunk link cells of home cells ``lo <= cell < hi``, encoded (any thread)."""
+    ) -> tuple[int, dict[str, tuple[dict[str, Any], str, np.ndarray, list[bytes]]]]:
+        """``hi`` and the cross-chunk link cells of home cells ``lo <= cell < hi``, encoded (any thread)."""
         record, cell, local = self._links.records(lo, hi)
         out = self._cross(record, cell, local, ctx, lo, hi)
-        return {p: (m, k, c, encode_payloads(pipes[k], data)) for p, (m, k, c, data) in out.items()}
+        return hi, {p: (m, k, c, encode_payloads(pipes[k], data)) for p, (m, k, c, data) in out.items()}
+
+    def task_spills(self) -> list[CellSpill]:
+        """The spills a group's encoding reads (rows, link requests and resolved endpoints, the
+        kind's own), for writers that run the groups in other processes."""
+        return [self._vertices, self._links.requests, self._links.resolved, *self._spills]
+
+    def close_files(self) -> None:
+        """Close the descriptors of :meth:`task_spills`' files (nothing is removed): a copy of
+        the writer in another process calls it once done reading."""
+        for spill in self.task_spills():
+            for run in spill.runs:
+                for column in run.columns.values():
+                    if isinstance(column, DiskColumn):
+                        column.close()
+
+    def _map_spans(
+        self, method: str, args: tuple[Any, ...], spans: Iterable[tuple[int, int]]
+    ) -> Iterator[Any]:
+        """``getattr(self, method)(*args, lo, hi)`` of each span, in span order, in ``workers``
+        processes (:func:`map_groups`). The seam where :mod:`zarr_vectors.dask` runs the groups
+        as Dask tasks: the method only reads the writer's finished spills and returns picklable
+        values."""
+        fn = getattr(self, method)
+        return map_groups(lambda g: fn(*args, *g), spans, self.workers)
 
     def _sweep(
         self, builder: StoreBuilder, ctx: SweepContext, linear: np.ndarray, counts: np.ndarray, tables: Tables
@@ -623,7 +656,7 @@ class LinkedStream:
         max_rows = self._group_rows(self.rows)
         self._links.finish_requests()
         groups = self._vertices.groups(max_rows)
-        for done in map_groups(lambda g: self._make_group(ctx, pipes, kinds, *g), groups, self.workers):
+        for done in self._map_spans("_make_group", (ctx, pipes, kinds), groups):
             for path, (cells, data) in done.arrays.items():
                 stream(path, *metas[path]).add_encoded(cells, data)
             group, hi = done.group, done.span[1]
@@ -635,7 +668,7 @@ class LinkedStream:
                 s.release(hi)
         self._vertices.close()
         spans = self._links.groups(self._group_rows(self._links.count))  # by records, split too
-        for hi, cross in map_groups(lambda g: (g[1], self._make_cross(ctx, pipes, *g)), spans, self.workers):
+        for hi, cross in self._map_spans("_make_cross", (ctx, pipes), spans):
             for path, (meta, kind, cells, data) in cross.items():
                 stream(path, meta, kind).add_encoded(cells, data)
             for s in streams.values():
