@@ -6,6 +6,7 @@ the update leaves the files of cells outside the edit's footprint untouched."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,7 +140,9 @@ CASES = {
     "objects": (True, {}, None, True),
     "objects-explicit-sum": (True, {"cross_level": "explicit", "reductions": {"w": "sum"}}, None, True),
     "objects-no-links": (True, {"cross_level": "none", "chunk_scale": [1, 2]}, None, True),
-    "objects-sharded": (True, {}, "auto", False),
+    "objects-sharded": (True, {}, "auto", True),
+    "objects-sharded-explicit": (True, {"cross_level": "explicit"}, "auto", True),
+    "subsample-sharded": (False, {"point_strategy": "subsample"}, "auto", True),
     "objects-sparsity": (True, {"object_sparsity": 0.5}, None, True),
     "objects-sparsity-size": (True, {"object_sparsity": Sparsity(0.6, by="size")}, None, True),
     "objects-sparsity-attribute": (
@@ -159,7 +162,9 @@ _SLOW = pytest.mark.slow  # a local store is rebuilt in a sibling folder: about 
     [(c, "memory") for c in sorted(CASES)]
     + [pytest.param(c, "local", marks=_SLOW) for c in ("objects", "subsample", "objects-sharded")],
 )
-def test_updates_match_full_rebuilds(tmp_path: Path, case: str, where: str) -> None:
+def test_updates_match_full_rebuilds(
+    tmp_path: Path, case: str, where: str, caplog: pytest.LogCaptureFixture
+) -> None:
     objects, build, shards, regional = CASES[case]
     base: Path | str = tmp_path if where == "local" else f"memory://level-update-{case}-{os.getpid()}"
     rng = np.random.default_rng(sorted(CASES).index(case) + 7)
@@ -172,19 +177,25 @@ def test_updates_match_full_rebuilds(tmp_path: Path, case: str, where: str) -> N
     ds = zv.open(f"{base}/edited", mode="r+")
     ds.build_pyramid([2, 2], **build)
     store = ds._store
-    region_wise = []
+    region_wise, fallbacks = [], []
     for step in range(3):
         d, fp = _edit(store, d, rng, step)
         assert store.is_stale(1) and store.is_stale(2)
         region_wise.append(full_rebuild_reason(store, fp) is None)
-        update_levels(store, fp)
+        with caplog.at_level(logging.INFO, logger="zarr_vectors.pyramid.update"):
+            caplog.clear()
+            update_levels(store, fp)
+        fallbacks += [r.getMessage() for r in caplog.records if "rebuilt whole" in r.getMessage()]
         assert not [k for k in store.levels if store.is_stale(k)]
     _write(f"{base}/one", d, shards)
     one = zv.open(f"{base}/one", mode="r+")
     one.build_pyramid([2, 2], **build)
     _assert_same_store(_stored(ds), _stored(one))
-    if regional:
+    if regional:  # found during an update only: a link dtype the edit changes (a documented fallback)
         assert all(region_wise)
+        assert len(fallbacks) < 3 and all("cross-level link dtype" in m for m in fallbacks), fallbacks
+        if shards is not None:
+            assert not fallbacks
     else:
         assert not any(region_wise)
     for k in (1, 2):
