@@ -379,3 +379,48 @@ def test_a_delete_that_may_narrow_the_link_dtype(crowded: int) -> None:
     assert json.loads(store.backend.get_many([key])[0])["attributes"]["dtype"] == want
     keep = ids != 20
     _compare_with_one_shot(base, ds, Data(d.pts[keep], d.w[keep], ids[keep], {}))
+
+
+@_SLOW  # a local store committed through a sibling folder: about a second (3 s on a loaded machine)
+def test_a_sharded_update_rewrites_only_the_shards_above_the_edit(tmp_path: Path) -> None:
+    """A local sharded store (``"auto"`` shards, many per level): after an append in one corner,
+    the only level-1/2 shard files rewritten are the ones holding the corner's coarse cells;
+    every other shard is the same file (same inode)."""
+    rng = np.random.default_rng(13)
+    n = 600
+    pts = rng.uniform(0, 200, (n, 3)).astype(np.float32)
+    zv.write_points(
+        tmp_path / "s",
+        pts,
+        chunk_shape=25,
+        bounds=([0.0] * 3, [200.0] * 3),
+        attributes={"w": rng.random(n).astype(np.float32)},
+        object_ids=rng.integers(0, 10, n),
+        compression="zstd",
+        shards="auto",
+    )
+    ds = zv.open(tmp_path / "s", mode="r+")
+    ds.build_pyramid([2, 2], cross_level="explicit")
+    root = tmp_path / "s"
+    coarse = ("1/vertices/c/", "2/vertices/c/", "1/links/-1/", "0/links/+1/")
+    before = {p: (root / p).stat().st_ino for p in _files(root) if p.startswith(coarse)}
+    fp: list[Footprint] = []
+    corner = rng.uniform(0, 10, (5, 3)).astype(np.float32)
+    store = ds._store
+    append_points(
+        store,
+        corner,
+        attributes={"w": np.ones(5, np.float32)},
+        object_ids=np.full(5, 3),
+        extend=True,
+        footprint=fp,
+    )
+    assert full_rebuild_reason(store, fp[0]) is None
+    update_levels(store, fp[0])
+    after = {p: (root / p).stat().st_ino for p in _files(root) if p.startswith(coarse)}
+    assert sorted(after) == sorted(before)
+    rewritten = {p for p in after if after[p] != before[p] and p.startswith(("1/vertices", "2/vertices"))}
+    assert rewritten == {"1/vertices/c/0/0/0", "2/vertices/c/0/0/0"}
+    assert len([p for p in before if p.startswith("1/vertices/c/")]) > 8
+    got = zv.open(root).query(([0.0] * 3, [200.0] * 3), level=1)
+    assert len(got.positions) == ds.vertex_count(1) and not ds.stale_levels()
