@@ -6,6 +6,7 @@ the update leaves the files of cells outside the edit's footprint untouched."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,7 +140,9 @@ CASES = {
     "objects": (True, {}, None, True),
     "objects-explicit-sum": (True, {"cross_level": "explicit", "reductions": {"w": "sum"}}, None, True),
     "objects-no-links": (True, {"cross_level": "none", "chunk_scale": [1, 2]}, None, True),
-    "objects-sharded": (True, {}, "auto", False),
+    "objects-sharded": (True, {}, "auto", True),
+    "objects-sharded-explicit": (True, {"cross_level": "explicit"}, "auto", True),
+    "subsample-sharded": (False, {"point_strategy": "subsample"}, "auto", True),
     "objects-sparsity": (True, {"object_sparsity": 0.5}, None, True),
     "objects-sparsity-size": (True, {"object_sparsity": Sparsity(0.6, by="size")}, None, True),
     "objects-sparsity-attribute": (
@@ -159,7 +162,9 @@ _SLOW = pytest.mark.slow  # a local store is rebuilt in a sibling folder: about 
     [(c, "memory") for c in sorted(CASES)]
     + [pytest.param(c, "local", marks=_SLOW) for c in ("objects", "subsample", "objects-sharded")],
 )
-def test_updates_match_full_rebuilds(tmp_path: Path, case: str, where: str) -> None:
+def test_updates_match_full_rebuilds(
+    tmp_path: Path, case: str, where: str, caplog: pytest.LogCaptureFixture
+) -> None:
     objects, build, shards, regional = CASES[case]
     base: Path | str = tmp_path if where == "local" else f"memory://level-update-{case}-{os.getpid()}"
     rng = np.random.default_rng(sorted(CASES).index(case) + 7)
@@ -172,19 +177,25 @@ def test_updates_match_full_rebuilds(tmp_path: Path, case: str, where: str) -> N
     ds = zv.open(f"{base}/edited", mode="r+")
     ds.build_pyramid([2, 2], **build)
     store = ds._store
-    region_wise = []
+    region_wise, fallbacks = [], []
     for step in range(3):
         d, fp = _edit(store, d, rng, step)
         assert store.is_stale(1) and store.is_stale(2)
         region_wise.append(full_rebuild_reason(store, fp) is None)
-        update_levels(store, fp)
+        with caplog.at_level(logging.INFO, logger="zarr_vectors.pyramid.update"):
+            caplog.clear()
+            update_levels(store, fp)
+        fallbacks += [r.getMessage() for r in caplog.records if "rebuilt whole" in r.getMessage()]
         assert not [k for k in store.levels if store.is_stale(k)]
     _write(f"{base}/one", d, shards)
     one = zv.open(f"{base}/one", mode="r+")
     one.build_pyramid([2, 2], **build)
     _assert_same_store(_stored(ds), _stored(one))
-    if regional:
+    if regional:  # found during an update only: a link dtype the edit changes (a documented fallback)
         assert all(region_wise)
+        assert len(fallbacks) < 3 and all("cross-level link dtype" in m for m in fallbacks), fallbacks
+        if shards is not None:
+            assert not fallbacks
     else:
         assert not any(region_wise)
     for k in (1, 2):
@@ -368,3 +379,48 @@ def test_a_delete_that_may_narrow_the_link_dtype(crowded: int) -> None:
     assert json.loads(store.backend.get_many([key])[0])["attributes"]["dtype"] == want
     keep = ids != 20
     _compare_with_one_shot(base, ds, Data(d.pts[keep], d.w[keep], ids[keep], {}))
+
+
+@_SLOW  # a local store committed through a sibling folder: about a second (3 s on a loaded machine)
+def test_a_sharded_update_rewrites_only_the_shards_above_the_edit(tmp_path: Path) -> None:
+    """A local sharded store (``"auto"`` shards, many per level): after an append in one corner,
+    the only level-1/2 shard files rewritten are the ones holding the corner's coarse cells;
+    every other shard is the same file (same inode)."""
+    rng = np.random.default_rng(13)
+    n = 600
+    pts = rng.uniform(0, 200, (n, 3)).astype(np.float32)
+    zv.write_points(
+        tmp_path / "s",
+        pts,
+        chunk_shape=25,
+        bounds=([0.0] * 3, [200.0] * 3),
+        attributes={"w": rng.random(n).astype(np.float32)},
+        object_ids=rng.integers(0, 10, n),
+        compression="zstd",
+        shards="auto",
+    )
+    ds = zv.open(tmp_path / "s", mode="r+")
+    ds.build_pyramid([2, 2], cross_level="explicit")
+    root = tmp_path / "s"
+    coarse = ("1/vertices/c/", "2/vertices/c/", "1/links/-1/", "0/links/+1/")
+    before = {p: (root / p).stat().st_ino for p in _files(root) if p.startswith(coarse)}
+    fp: list[Footprint] = []
+    corner = rng.uniform(0, 10, (5, 3)).astype(np.float32)
+    store = ds._store
+    append_points(
+        store,
+        corner,
+        attributes={"w": np.ones(5, np.float32)},
+        object_ids=np.full(5, 3),
+        extend=True,
+        footprint=fp,
+    )
+    assert full_rebuild_reason(store, fp[0]) is None
+    update_levels(store, fp[0])
+    after = {p: (root / p).stat().st_ino for p in _files(root) if p.startswith(coarse)}
+    assert sorted(after) == sorted(before)
+    rewritten = {p for p in after if after[p] != before[p] and p.startswith(("1/vertices", "2/vertices"))}
+    assert rewritten == {"1/vertices/c/0/0/0", "2/vertices/c/0/0/0"}
+    assert len([p for p in before if p.startswith("1/vertices/c/")]) > 8
+    got = zv.open(root).query(([0.0] * 3, [200.0] * 3), level=1)
+    assert len(got.positions) == ds.vertex_count(1) and not ds.stale_levels()

@@ -122,7 +122,7 @@ class LevelUpdates:
         object_ids: Any = None,
         object_attributes: dict[str, dict[Any, Any]] | None = None,
         extend: bool = False,
-        pyramid: bool | str = False,
+        pyramid: bool | str = "update",
         workers: int | None = None,
         progress: bool | None = None,
         **keywords: Any,
@@ -131,8 +131,8 @@ class LevelUpdates:
 
         Only the cells the new points fall in and the object tables are rewritten. The store's
         bounds must contain the points, and the batch must give the store's vertex attributes
-        (and object ids when the store has objects). Coarser levels are marked stale (reads of
-        them warn, :meth:`level_for` skips them) unless ``pyramid`` says otherwise. A local
+        (and object ids when the store has objects). Coarser levels are brought up to date
+        (``pyramid="update"``, the default) unless ``pyramid`` says otherwise. A local
         store changes in one exchange; an
         interrupted append to another store leaves it readable as incomplete.
 
@@ -146,11 +146,14 @@ class LevelUpdates:
             Allow ids that are already in the store (their objects gain the points);
             without it such ids are refused.
         pyramid
-            What becomes of the coarser levels: ``"stale"`` (or False, the default) marks them
-            stale; ``"rebuild"`` (or True) builds them again with the settings they were built
-            with; ``"update"`` recomputes only the coarse cells above the cells the edit
-            touched (point clouds; other kinds, sharded stores and edits that renumber
-            objects get the rebuild), each level then as a rebuild would write it.
+            What becomes of the coarser levels (when the store has any): ``"update"`` (the
+            default) recomputes only the coarse cells above the cells the edit touched
+            (point clouds, sharded or not: only the shards holding those cells are
+            rewritten; lines, skeletons, graphs and meshes, and edits that renumber
+            objects, get the rebuild), each level then as a rebuild with the recorded
+            settings writes it; ``"rebuild"`` (or True) builds them again with those
+            settings; ``"stale"`` (or False) leaves them as they were, marked stale (reads
+            of them warn, :meth:`level_for` skips them) until a rebuild.
 
         Lines, skeletons, graphs and raw meshes take new objects as their writer does
         (``ds.append(positions, parents, object_ids=...)`` for skeletons,
@@ -209,14 +212,14 @@ class LevelUpdates:
             )
         self._after_edit(mode, footprint, progress)
 
-    def replace(self, ids: Any, *data: Any, pyramid: bool | str = False, **keywords: Any) -> None:
+    def replace(self, ids: Any, *data: Any, pyramid: bool | str = "update", **keywords: Any) -> None:
         """Give existing objects new geometry (opened with ``mode="r+"``); see ``docs/large-data.md``.
 
         ``data`` and ``keywords`` are as for :meth:`append` (point clouds: ``positions`` and
         ``attributes``, ``object_ids``, ``object_attributes``). The objects keep their object
         attribute rows unless ``object_attributes`` gives new ones. Unknown ids raise InputError.
-        Only the chunks the old and new geometry touch are rewritten; coarser levels are marked
-        stale unless ``pyramid`` says otherwise.
+        Only the chunks the old and new geometry touch are rewritten; coarser levels are
+        brought up to date as ``pyramid`` says (default ``"update"``).
 
         Parameters
         ----------
@@ -260,7 +263,7 @@ class LevelUpdates:
         self,
         ids: Any,
         *,
-        pyramid: bool | str = False,
+        pyramid: bool | str = "update",
         workers: int | None = None,
         progress: bool | None = None,
     ) -> None:
@@ -268,7 +271,7 @@ class LevelUpdates:
 
         Their rows leave the chunks that held them (and the link cells pointing there), and
         they leave the object tables and groups; unknown ids raise InputError. Coarser levels
-        are marked stale unless ``pyramid`` says otherwise.
+        are brought up to date as ``pyramid`` says (default ``"update"``).
 
         Parameters
         ----------
@@ -334,17 +337,17 @@ class LevelUpdates:
         with (recorded in each level; levels built before the record get the factors alone)."""
         if mode == "stale":
             return
-        if footprint is not None:
-            update_levels(self._store, footprint)
-            return
         try:
             settings = stored_settings(self._store)
-        except InputError:
+        except InputError:  # levels built before their settings were recorded: the factors alone
             factors = existing_factors(self._store)
             if factors:
                 self.build_pyramid(
                     factors[0], chunk_scale=factors[1], overwrite=True, progress=bool(progress)
                 )
+            return
+        if footprint is not None:
+            update_levels(self._store, footprint)
             return
         build_pyramid(
             self._store, settings.pop("factors"), overwrite=True, progress=bool(progress), **settings
@@ -361,7 +364,7 @@ class LevelUpdates:
         >>> ds = zv.open("memory://doc-stale", mode="r+")
         >>> ds.build_pyramid([2])
         [1]
-        >>> ds.append([[1.0, 1.0]])
+        >>> ds.append([[1.0, 1.0]], pyramid="stale")
         >>> ds.stale_levels(), ds.level_for(max_vertices=10)
         ([1], 0)
         >>> ds.append([[2.0, 2.0]], pyramid=True)

@@ -15,13 +15,18 @@ stale marks are cleared. Everything is one commit (:func:`~zarr_vectors.storage.
 Invariant: afterwards every level is, file for file, what ``build_pyramid(...,
 overwrite=True)`` with the same settings writes (but for the root's write generation).
 
+Sharded levels are updated through :class:`~zarr_vectors.pyramid.update_shards.ShardWriteBack`:
+only the shards holding a recomputed cell (or a rewritten ``+1``/``-1`` link cell) are
+written again, each with its other cells kept, in the layout the level has (a rebuild sizes
+``"auto"`` shards on the first cells it writes, so after an edit that changes those a rebuild
+may pick another layout: the levels then answer every query alike but differ in shard files).
+
 Region-wise recomputation is exact for point clouds (metavertex and subsample: a coarse cell's
 rows depend on its own source rows only). With object sparsity the objects kept are chosen
 again over the whole level (as a build does), and the cells of every object whose keeping
 changed are recomputed as well. Where region-wise recomputation cannot be exact, the levels
 are rebuilt whole with the stored settings instead (:func:`full_rebuild_reason` says why):
-another geometry, sharded levels (``"auto"`` shards are sized on the first cells a build
-writes), renumbered object ids (every owner table names them), level-0 links dropped by an
+another geometry, renumbered object ids (every owner table names them), level-0 links dropped by an
 edit made without a footprint, or a cross-level link dtype that the edit changes (it is
 sized on the fullest cell).
 """
@@ -56,6 +61,7 @@ from zarr_vectors.pyramid.build import build_pyramid, keep_points, object_sizes,
 from zarr_vectors.pyramid.plan import LevelPlan
 from zarr_vectors.pyramid.points import coarsen_points, level_ratio
 from zarr_vectors.pyramid.sparsity import Sparsity
+from zarr_vectors.pyramid.update_shards import ShardWriteBack
 from zarr_vectors.pyramid.xlevel import CrossLevelWriter, link_dtype
 from zarr_vectors.storage import GENERATION_KEY, Backend, placeholder_root, rebuild_session, writing
 
@@ -124,8 +130,6 @@ def full_rebuild_reason(
     level0 = store.level(0)
     if tuple(store.root.geometry_types) != (POINT_CLOUD,):
         return f"region-wise updates are for point clouds; this store holds {list(store.root.geometry_types)}"
-    if parse_sharding(level0.vertices.path, level0.vertices.doc) is not None:
-        return "sharded levels: 'auto' shards are sized on the first cells a build writes"
     if footprint.renumbered:
         return "the edit renumbered object ids, which every coarse owner table names"
     if settings["cross_level"] != "none" and "links" not in level0.meta.arrays_present:
@@ -143,11 +147,11 @@ def _update_regions(store: VectorStore, footprint: Footprint, settings: dict[str
         np.asarray(footprint.cells, np.int64).reshape(-1, level0.grid.ndim) - level0.grid.origin, level0
     )
     codecs = compression_of(level0), checksums_of(level0)
+    sharded = parse_sharding(level0.vertices.path, level0.vertices.doc) is not None
     try:
         first = {"zarr.json": placeholder_root()}
-        with rebuild_session(
-            store.backend, hidden=lambda key: False, first=first, wait=store.wait
-        ) as overlay:
+        with rebuild_session(store.backend, hidden=lambda key: False, first=first, wait=store.wait) as raw:
+            overlay: Backend = ShardWriteBack(raw) if sharded else raw
             with store.staged(overlay, root), warnings.catch_warnings():
                 warnings.simplefilter("ignore", StaleLevelWarning)
                 for k in store.levels[1:]:
@@ -240,6 +244,8 @@ def _update_level(
     count = old.meta.vertex_count - int(old_rows.sum()) + coarse.vertex_count
     _level_doc(overlay, builder, src, old, count, ratio)
     builder.commit(root_attrs)
+    if isinstance(overlay, ShardWriteBack):
+        overlay.flush()
     store.replace_root(store.root, k - 1, k)
     return region
 
@@ -408,6 +414,8 @@ def _merge_listings(
         new = builder.arrays.get(path)
         base = old_docs.get(path, new)
         assert base is not None
+        if path not in old_docs and isinstance(overlay, ShardWriteBack):
+            raise _NotRegional(f"the edit gives level {plan.index} a new sharded cell array {path}")
         attrs = base.get("attributes") or {}
         old_chunks = _chunks(list(attrs.get("nonempty_chunks") or []), ndim)
         old_chunks = old_chunks[~np.isin(_region_of(path, old_chunks, src, plan), region)]
