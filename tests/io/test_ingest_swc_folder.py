@@ -3,6 +3,8 @@ one-shot write on the same grid; an interrupted run resumed equals an uninterrup
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -70,3 +72,22 @@ def test_refusals(folder: list[Path], tmp_path: Path) -> None:
         swc_folder.ingest_swc_files(tmp_path / "a.zarr", folder, workers=0, **GRID)
     with pytest.raises(InputError, match="needs bounds= and a numeric chunk_shape="):
         swc_folder.ingest_swc_files(tmp_path / "b.zarr", folder, checkpoint=2, chunk_shape=50.0)
+
+
+def test_cli_workers_checkpoints_and_resume(folder: list[Path], tmp_path: Path) -> None:
+    """As a process: two workers, checkpoints of 4 files; --resume of the complete store
+    reads nothing again and leaves it as it was; without --resume the output is refused."""
+    out = tmp_path / "cli.zarr"
+    cmd = [sys.executable, "-m", "zarr_vectors", "ingest", "swc", str(folder[0].parent), "-o", str(out)]
+    cmd += ["--chunk-size", "50", "--bounds", "0,0,0,200,200,200", "--no-progress", "--checkpoint", "4"]
+    proc = subprocess.run([*cmd, "--workers", "2"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    ds = zv.open(out)
+    _same(ingest_swc(tmp_path / "one.zarr", folder, progress=False, **GRID), ds)
+    assert proc.stdout.strip() == f"wrote {len(IDS)} skeletons, {ds.vertex_count()} samples to {out}"
+    before = sorted((p, p.stat().st_mtime_ns) for p in out.rglob("*"))
+    again = subprocess.run([*cmd, "--resume"], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert sorted((p, p.stat().st_mtime_ns) for p in out.rglob("*")) == before
+    refused = subprocess.run(cmd, capture_output=True, text=True)
+    assert refused.returncode == 2 and "already exists; add --overwrite" in refused.stderr

@@ -70,10 +70,35 @@ def run_ingest(args: argparse.Namespace, inputs: Any, options: dict[str, Any] | 
         ds = ingest_tractogram(args.output, inputs, **common)
         print(f"wrote {ds.num_objects()} streamlines, {ds.vertex_count()} points to {args.output}")
         return 0
+    if args.workers != 1 or args.checkpoint is not None or args.resume:
+        return _ingest_swc_files(args, inputs, common)
     from zarr_vectors.io.swc import ingest_swc
 
     ds = ingest_swc(
         args.output, inputs, progress=not args.no_progress, ids_from_names=not args.sequential_ids, **common
+    )
+    print(f"wrote {ds.num_objects()} skeletons, {ds.vertex_count()} samples to {args.output}")
+    return 0
+
+
+def _ingest_swc_files(args: argparse.Namespace, inputs: Any, common: dict[str, Any]) -> int:
+    """``ingest swc`` with ``--workers``, ``--checkpoint`` or ``--resume``: parsed in parallel,
+    committed in checkpoints (:func:`zarr_vectors.io.swc_folder.ingest_swc_files`)."""
+    from zarr_vectors.cli.arguments import bbox_arg
+    from zarr_vectors.io.ingest_checkpoint import DEFAULT_CHECKPOINT
+    from zarr_vectors.io.swc_folder import ingest_swc_files
+
+    bounds = None if args.bounds is None else bbox_arg(args.bounds)
+    ds = ingest_swc_files(
+        args.output,
+        inputs,
+        workers=args.workers,
+        checkpoint=DEFAULT_CHECKPOINT if args.checkpoint is None else args.checkpoint,
+        resume=args.resume,
+        bounds=bounds,
+        progress=not args.no_progress,
+        ids_from_names=not args.sequential_ids,
+        **common,
     )
     print(f"wrote {ds.num_objects()} skeletons, {ds.vertex_count()} samples to {args.output}")
     return 0
