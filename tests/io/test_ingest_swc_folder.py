@@ -64,6 +64,10 @@ def test_interrupted_then_resumed(
         swc_folder.ingest_swc_files(dst, folder, checkpoint=2, **GRID)
     assert zv.open(dst).object_ids().tolist() == IDS[:2]
     monkeypatch.setattr(swc_folder, "_append", real)
+    with pytest.raises(
+        InputError, match="holds 2 of the 3 ids of checkpoint 0; resume with the checkpoint size"
+    ):
+        swc_folder.ingest_swc_files(dst, folder, checkpoint=3, resume=True, **GRID)
     _same(whole, swc_folder.ingest_swc_files(dst, folder, checkpoint=2, resume=True, **GRID))
 
 

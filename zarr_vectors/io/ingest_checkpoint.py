@@ -54,7 +54,7 @@ def held_ids(dst: Any, storage_options: dict[str, Any] | None = None) -> np.ndar
 
 
 def plan_checkpoints(
-    segments: np.ndarray, checkpoint: int, held: np.ndarray | None
+    segments: np.ndarray, checkpoint: int, held: np.ndarray | None, every_id_an_object: bool = False
 ) -> Iterator[tuple[int, np.ndarray, bool]]:
     """``(index, ids, done)`` per checkpoint of ``checkpoint`` consecutive ``segments``;
     ``done`` when the store (``held``) holds one of its ids (appends are atomic, so then it
@@ -63,7 +63,9 @@ def plan_checkpoints(
     Raises
     ------
     InputError
-        The store holds ids that are not among ``segments`` (it is not this ingest's).
+        The store holds ids that are not among ``segments`` (it is not this ingest's), or,
+        when ``every_id_an_object`` (files: each is an object), only part of a checkpoint's
+        ids (the first run used another ``checkpoint``).
     """
     if isinstance(checkpoint, bool) or not isinstance(checkpoint, int) or checkpoint < 1:
         raise InputError(f"checkpoint must be a positive integer, got {checkpoint!r}")
@@ -76,7 +78,13 @@ def plan_checkpoints(
         )
     for k, lo in enumerate(range(0, len(segments), checkpoint)):
         part = segments[lo : lo + checkpoint]
-        yield k, part, bool(len(have)) and bool(np.isin(part, have).any())
+        inside = np.isin(part, have)
+        if every_id_an_object and inside.any() and not inside.all():
+            raise InputError(
+                f"the store to resume holds {int(inside.sum())} of the {len(part)} ids of checkpoint {k}; "
+                "resume with the checkpoint size of the first run"
+            )
+        yield k, part, bool(inside.any())
 
 
 def check_grid(n_checkpoints: int, options: dict[str, Any]) -> None:

@@ -81,7 +81,7 @@ def ingest_swc_files(
     paths, ids = [paths[i] for i in order], np.asarray(ids[order], np.uint64)
     storage_options = options.get("storage_options")
     held = ckpt.held_ids(target, storage_options) if resume else None
-    plan = list(ckpt.plan_checkpoints(ids, checkpoint, held))
+    plan = list(ckpt.plan_checkpoints(ids, checkpoint, held, every_id_an_object=True))
     create_options = {"chunk_shape": chunk_shape, "bounds": bounds, "memory_limit": memory_limit, **options}
     ckpt.check_grid(len(plan), create_options)
     create_options["overwrite"] = overwrite
