@@ -304,6 +304,8 @@ def ingest_neuroglancer(
     if not len(segments):
         raise InputError(f"{source.url} holds no {source.kind} to ingest")
     show = progress if progress is not None else sys.stderr.isatty()
+    if isinstance(source, AnnotationSource) and (checkpoint is not None or resume):
+        raise InputError("checkpoint= and resume= apply to skeletons and meshes, not annotations")
     if isinstance(source, AnnotationSource):
         bar = _bar(len(segments), show, source.kind)
         ingest_annotations(
