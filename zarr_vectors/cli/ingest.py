@@ -44,6 +44,8 @@ def one_input(args: argparse.Namespace) -> str:
 def run_ingest(args: argparse.Namespace, inputs: Any, options: dict[str, Any] | None) -> int:
     """Write the store of ``ingest FORMAT`` (not points) from the checked ``inputs``; print a summary."""
     common = {"chunk_shape": args.chunk_size, "overwrite": args.overwrite, "storage_options": options}
+    if args.format == "mesh" and (args.workers != 1 or args.checkpoint is not None or args.resume):
+        return _ingest_files(args, inputs, common)
     if args.format == "mesh":
         from zarr_vectors.io.meshes import ingest_meshes
 
@@ -70,11 +72,48 @@ def run_ingest(args: argparse.Namespace, inputs: Any, options: dict[str, Any] | 
         ds = ingest_tractogram(args.output, inputs, **common)
         print(f"wrote {ds.num_objects()} streamlines, {ds.vertex_count()} points to {args.output}")
         return 0
+    if args.workers != 1 or args.checkpoint is not None or args.resume:
+        return _ingest_files(args, inputs, common)
     from zarr_vectors.io.swc import ingest_swc
 
     ds = ingest_swc(
         args.output, inputs, progress=not args.no_progress, ids_from_names=not args.sequential_ids, **common
     )
+    print(f"wrote {ds.num_objects()} skeletons, {ds.vertex_count()} samples to {args.output}")
+    return 0
+
+
+def _ingest_files(args: argparse.Namespace, inputs: Any, common: dict[str, Any]) -> int:
+    """``ingest swc`` or ``ingest mesh`` with ``--workers``, ``--checkpoint`` or ``--resume``:
+    read in parallel, committed in checkpoints (:mod:`zarr_vectors.io.swc_folder`,
+    :mod:`zarr_vectors.io.mesh_folder`)."""
+    from zarr_vectors.cli.arguments import bbox_arg
+    from zarr_vectors.io.ingest_checkpoint import DEFAULT_CHECKPOINT
+
+    if args.format == "mesh" and args.draco:
+        raise ZarrVectorsError(
+            "--draco cannot go with --workers, --checkpoint or --resume (appends need raw meshes)"
+        )
+    keywords: dict[str, Any] = {
+        "workers": args.workers,
+        "checkpoint": DEFAULT_CHECKPOINT if args.checkpoint is None else args.checkpoint,
+        "resume": args.resume,
+        "bounds": None if args.bounds is None else bbox_arg(args.bounds),
+        "progress": not args.no_progress,
+        "ids_from_names": not args.sequential_ids,
+        **common,
+    }
+    if args.format == "mesh":
+        from zarr_vectors.io.mesh_folder import ingest_mesh_files
+
+        ds = ingest_mesh_files(
+            args.output, inputs, merge_vertices=not args.keep_duplicate_vertices, **keywords
+        )
+        print(f"wrote {ds.num_objects()} meshes, {ds.vertex_count()} vertices to {args.output}")
+        return 0
+    from zarr_vectors.io.swc_folder import ingest_swc_files
+
+    ds = ingest_swc_files(args.output, inputs, **keywords)
     print(f"wrote {ds.num_objects()} skeletons, {ds.vertex_count()} samples to {args.output}")
     return 0
 

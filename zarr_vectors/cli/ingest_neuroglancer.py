@@ -39,6 +39,17 @@ def _ids(text: str) -> list[int]:
     return out
 
 
+def _bounds(text: str) -> tuple[list[float], list[float]]:
+    """``--bounds`` values: six comma-separated numbers, lower corner then upper corner."""
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not six comma-separated numbers") from exc
+    if len(values) != 6:
+        raise argparse.ArgumentTypeError(f"{text!r} is not six comma-separated numbers")
+    return values[:3], values[3:]
+
+
 def build_ingest_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """The parser of ``ingest neuroglancer`` (``parser_class`` gives the error contract)."""
     p = parser_class(
@@ -73,6 +84,23 @@ def build_ingest_parser(parser_class: type[argparse.ArgumentParser]) -> argparse
         help="leave out the source's segment properties (object attributes)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing store at DST")
+    p.add_argument(
+        "--checkpoint",
+        type=int,
+        metavar="N",
+        help="commit every N source ids (first a write, then appends); a killed run keeps whole checkpoints",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted checkpointed ingest into DST (same SRC, --ids, --checkpoint, grid)",
+    )
+    p.add_argument(
+        "--bounds",
+        type=_bounds,
+        metavar="X0,Y0,Z0,X1,Y1,Z1",
+        help="store bounds in nanometres (needed with several checkpoints, with --chunk-size)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--source-options", metavar="JSON", help="options for SRC's filesystem (JSON object)")
     add_storage_options(p)
@@ -96,12 +124,24 @@ def ingest_neuroglancer_command(args: argparse.Namespace) -> int:
     options = storage_options_arg(args.storage_options)
     source_options = _options(args.source_options, "--source-options")
     dst = str(args.dst)
-    if not args.overwrite and "://" not in dst and Path(dst).exists() and any(Path(dst).iterdir()):
+    if args.resume and args.overwrite:
+        raise ZarrVectorsError("--resume continues the store at DST; it cannot be combined with --overwrite")
+    if args.checkpoint is not None and args.checkpoint < 1:
+        raise ZarrVectorsError(f"--checkpoint must be a positive integer, got {args.checkpoint}")
+    if (
+        not args.overwrite
+        and not args.resume
+        and "://" not in dst
+        and Path(dst).exists()
+        and any(Path(dst).iterdir())
+    ):
         raise ZarrVectorsError(f"{dst} already exists; add --overwrite to replace it")
     ids = None if args.ids is None else [i for group in args.ids for i in group]
     extra: dict[str, Any] = {"encoding": "draco"} if args.draco else {}
     if args.chunk_size is not None:
         extra["chunk_shape"] = args.chunk_size
+    if args.bounds is not None:
+        extra["bounds"] = args.bounds
     ds = ingest_neuroglancer(
         args.src,
         dst,
@@ -112,6 +152,8 @@ def ingest_neuroglancer_command(args: argparse.Namespace) -> int:
         progress=False if args.no_progress else None,
         source_options=source_options,
         segment_properties=not args.no_properties,
+        checkpoint=args.checkpoint,
+        resume=args.resume,
         compression=args.compression,
         overwrite=args.overwrite,
         storage_options=options,

@@ -86,7 +86,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         from zarr_vectors.geo import parse_crs
 
         parse_crs(args.crs)
-    if not args.overwrite:
+    if (args.resume or args.checkpoint is not None or args.workers != 1) and args.format not in (
+        "swc",
+        "mesh",
+    ):
+        raise ZarrVectorsError("--workers, --checkpoint and --resume go with ingest swc and ingest mesh")
+    if args.resume and args.overwrite:
+        raise ZarrVectorsError("--resume continues the output; it cannot be combined with --overwrite")
+    if not args.overwrite and not args.resume:
         _refuse_existing(args.output, options)
     if args.format == "mesh":
         from zarr_vectors.io.meshes import MESH_SUFFIXES
@@ -327,6 +334,18 @@ def _add_ingest_parser(sub: Any, fmt: Any) -> None:
         "save segments), those integers are the object ids",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--workers", type=int, default=1, help="swc/mesh: processes reading the files (default 1)")
+    p.add_argument(
+        "--checkpoint",
+        type=int,
+        metavar="N",
+        help="swc/mesh: commit every N files (first a write, then appends; needs --bounds when several)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="swc/mesh: continue an interrupted checkpointed ingest into the existing output (same files and options)",
+    )
     add_storage_options(p)
     from zarr_vectors.cli.points import add_ingest_options
 

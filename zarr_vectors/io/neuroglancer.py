@@ -24,7 +24,7 @@ stay near an eighth of ``memory_limit`` (:func:`next_batch`).
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -220,6 +220,8 @@ def ingest_neuroglancer(
     batch: int = DEFAULT_BATCH,
     workers: int | None = None,
     segment_properties: bool = True,
+    checkpoint: int | None = None,
+    resume: bool = False,
     **store_options: Any,
 ) -> Any:
     """Write the skeletons or meshes of a Neuroglancer precomputed source into a new store.
@@ -255,6 +257,18 @@ def ingest_neuroglancer(
         Keep the source's segment properties (``label``, ``description``, ``string`` and
         ``number`` ones, and ``tags`` as the tag names joined by spaces) as object attributes
         named by the property ids.
+    checkpoint
+        Write in commits of this many source ids (skeletons, raw meshes): the first creates
+        the store, each later one is a ``Dataset.append`` (atomic), so a killed ingest leaves
+        the objects of whole checkpoints. Needs ``bounds`` and a numeric ``chunk_shape``
+        when there is more than one checkpoint. Default: one write (no checkpoints), or
+        :data:`~zarr_vectors.io.ingest_checkpoint.DEFAULT_CHECKPOINT` with ``resume``.
+        A checkpoint after the first is held decoded in memory until it is appended.
+    resume
+        Continue an interrupted checkpointed ingest into the existing ``dst``: checkpoints of
+        which the store holds an id are skipped, the rest appended at the same boundaries
+        (pass the same ``checkpoint``, ``ids`` and store options). Without a store at
+        ``dst`` it starts from the beginning.
     store_options
         Keywords of :func:`zarr_vectors.create` for the new store (``chunk_shape``,
         ``bounds``, ``compression``, ``shards``, ``encoding="draco"`` for meshes,
@@ -290,6 +304,8 @@ def ingest_neuroglancer(
     if not len(segments):
         raise InputError(f"{source.url} holds no {source.kind} to ingest")
     show = progress if progress is not None else sys.stderr.isatty()
+    if isinstance(source, AnnotationSource) and (checkpoint is not None or resume):
+        raise InputError("checkpoint= and resume= apply to skeletons and meshes, not annotations")
     if isinstance(source, AnnotationSource):
         bar = _bar(len(segments), show, source.kind)
         ingest_annotations(
@@ -308,36 +324,119 @@ def ingest_neuroglancer(
     options = {"units": "nanometer", **store_options}
     workers = check_workers(workers)
     props = _properties(source, segments) if segment_properties else {}
-    if props:
+    if props and checkpoint is None and not resume:
         options["object_attributes"] = {**props, **options.get("object_attributes", {})}
-    writer = create(dst, source.kind, memory_limit=memory_limit, progress=progress, **options)
-    append = _appender(writer, source.kind, merge_vertices)
     bar = _bar(len(segments), show, source.kind)
     budget = _budget(memory_limit)
-    with writer:
-        lo, per_object = 0, 0.0
-        while lo < len(segments):
-            chunk = segments[lo : lo + next_batch(per_object, budget, batch)]
-            decoded = source.read(chunk, lod, workers)
-            missing = [int(i) for i, d in zip(chunk.tolist(), decoded) if d is None]
-            if missing:
-                raise InputError(
-                    f"{source.url} has no {_ONE[source.kind]} for segment(s) {missing[:5]}"
-                    + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-                )
-            items = [(int(i), d) for i, d in zip(chunk.tolist(), decoded) if d is not None and len(d[0])]
-            if len(items) < len(chunk):  # empty segments are no objects: no properties either
-                _drop(props, {i for i in chunk.tolist()} - {i for i, _ in items})
-            size = sum(d[0].nbytes + d[1].nbytes + sum(a.nbytes for a in d[2].values()) for _, d in items)
-            per_object = max(per_object, size / len(chunk))
-            if items:
-                append(items, workers)
-            lo += len(chunk)
-            if bar is not None:
-                bar.update(len(chunk))
+    if checkpoint is None and not resume:
+        writer = create(dst, source.kind, memory_limit=memory_limit, progress=progress, **options)
+        append = _appender(writer, source.kind, merge_vertices)
+        with writer:
+            for _, items in _decoded(source, segments, lod, workers, budget, batch, props, bar):
+                if items:
+                    append(items, workers)
+    else:
+        _checkpointed(
+            source,
+            dst,
+            segments,
+            lod,
+            workers,
+            budget,
+            batch,
+            props,
+            bar,
+            checkpoint,
+            resume,
+            merge_vertices,
+            {"memory_limit": memory_limit, "progress": progress, **options},
+        )
     if bar is not None:
         bar.close()
     return open_store(dst, storage_options=store_options.get("storage_options"))
+
+
+def _decoded(
+    source: PrecomputedSource,
+    segments: np.ndarray,
+    lod: int,
+    workers: int,
+    budget: int,
+    batch: int,
+    props: dict[str, dict[int, Any]],
+    bar: Any,
+) -> Iterator[tuple[np.ndarray, list[tuple[int, Decoded]]]]:
+    """``(ids, items)`` per batch read: the non-empty decoded objects with their ids (empty
+    segments are no objects, their properties dropped); batches sized by :func:`next_batch`.
+
+    Raises
+    ------
+    InputError
+        The source has no object for a segment asked for.
+    """
+    lo, per_object = 0, 0.0
+    while lo < len(segments):
+        chunk = segments[lo : lo + next_batch(per_object, budget, batch)]
+        decoded = source.read(chunk, lod, workers)
+        missing = [int(i) for i, d in zip(chunk.tolist(), decoded) if d is None]
+        if missing:
+            raise InputError(
+                f"{source.url} has no {_ONE[source.kind]} for segment(s) {missing[:5]}"
+                + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            )
+        items = [(int(i), d) for i, d in zip(chunk.tolist(), decoded) if d is not None and len(d[0])]
+        if len(items) < len(chunk):  # empty segments are no objects: no properties either
+            _drop(props, {i for i in chunk.tolist()} - {i for i, _ in items})
+        size = sum(d[0].nbytes + d[1].nbytes + sum(a.nbytes for a in d[2].values()) for _, d in items)
+        per_object = max(per_object, size / len(chunk))
+        yield chunk, items
+        lo += len(chunk)
+        if bar is not None:
+            bar.update(len(chunk))
+
+
+def _checkpointed(
+    source: PrecomputedSource,
+    dst: Any,
+    segments: np.ndarray,
+    lod: int,
+    workers: int,
+    budget: int,
+    batch: int,
+    props: dict[str, dict[int, Any]],
+    bar: Any,
+    checkpoint: int | None,
+    resume: bool,
+    merge_vertices: bool,
+    options: dict[str, Any],
+) -> None:
+    """The ingest as committed appends (:mod:`zarr_vectors.io.ingest_checkpoint`)."""
+    from zarr_vectors.io import ingest_checkpoint as ckpt
+
+    size = ckpt.DEFAULT_CHECKPOINT if checkpoint is None else checkpoint
+    if options.get("encoding") == "draco":
+        raise InputError("checkpoint/resume appends to the store, which Draco mesh stores refuse; write raw")
+    held = ckpt.held_ids(dst, options.get("storage_options")) if resume else None
+    plan = list(ckpt.plan_checkpoints(segments, size, held))
+    ckpt.check_grid(len(plan), options)
+
+    def parts() -> Iterator[tuple[np.ndarray, list[tuple[int, Decoded]]]]:
+        for _, ids, done in plan:
+            if done:
+                if bar is not None:
+                    bar.update(len(ids))
+                continue
+            items = [
+                it for _, got in _decoded(source, ids, lod, workers, budget, batch, props, bar) for it in got
+            ]
+            yield ids, items
+
+    def append(target: Any, items: list[tuple[int, Decoded]]) -> None:
+        _appender(target, source.kind, merge_vertices)(items, workers)
+
+    ckpt.write_checkpoints(
+        dst, source.kind, parts(), append, props=props, create_options=options, exists=held is not None
+    )
 
 
 def _properties(source: PrecomputedSource, segments: np.ndarray) -> dict[str, dict[int, Any]]:

@@ -1,0 +1,131 @@
+"""Folders of SWC files into a skeleton store in parallel and in checkpoints:
+:func:`ingest_swc_files`.
+
+Files are parsed by a process pool (``workers``), a checkpoint of ``checkpoint`` files at a
+time, and each checkpoint is one commit (:mod:`zarr_vectors.io.ingest_checkpoint`): the
+first creates the store, later ones are ``Dataset.append``. Memory is bounded by one
+checkpoint's parsed files. Invariants: objects are the files in ascending id order (ids
+from integer file stems, as :func:`zarr_vectors.io.swc.ingest_swc`), each with ``radius``
+and ``type`` per vertex and ``n_samples`` and ``name`` per object, so the store answers
+queries as :func:`~zarr_vectors.io.swc.ingest_swc`'s one-shot write on the same grid does.
+``resume=True`` skips the checkpoints whose ids the store already holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors.errors import InputError
+from zarr_vectors.io import ingest_checkpoint as ckpt
+from zarr_vectors.io.swc import Swc, read_swc
+
+__all__ = ["ingest_swc_files"]
+
+
+def _append(target: Any, items: list[tuple[int, Swc]]) -> None:
+    """One batch of parsed files (ascending ids) appended to a writer or an ``r+`` dataset."""
+    sizes = np.array([len(s.positions) for _, s in items], np.int64)
+    base = np.cumsum(sizes) - sizes
+    target.append(
+        np.concatenate([s.positions for _, s in items]),
+        np.concatenate([np.where(s.parents >= 0, s.parents + b, -1) for (_, s), b in zip(items, base)]),
+        attributes={
+            "radius": np.concatenate([s.radius for _, s in items]),
+            "type": np.concatenate([s.type for _, s in items]),
+        },
+        object_ids=np.repeat(np.array([i for i, _ in items], np.uint64), sizes),
+    )
+
+
+def ingest_swc_files(
+    target: Any,
+    files: Sequence[str | Path],
+    *,
+    chunk_shape: Any,
+    bounds: Any = None,
+    workers: int = 1,
+    checkpoint: int = ckpt.DEFAULT_CHECKPOINT,
+    resume: bool = False,
+    ids_from_names: bool = True,
+    progress: bool = False,
+    overwrite: bool = False,
+    memory_limit: int | None = 1 << 30,
+    **options: Any,
+) -> Any:
+    """Write SWC files into a skeleton store, parsed by ``workers`` processes, committed every
+    ``checkpoint`` files (``bounds`` and a numeric ``chunk_shape`` needed when there are
+    several checkpoints). ``resume`` continues an interrupted run into ``target`` (same
+    files, ids and ``checkpoint``); returns the store opened for reading.
+
+    Raises
+    ------
+    InputError
+        No files, a malformed file, ``workers`` not positive, several checkpoints without a
+        fixed grid, or a store to resume holding ids the files do not give.
+    """
+    from zarr_vectors.api import open as open_store
+    from zarr_vectors.engine import file_ids
+
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InputError(f"workers must be a positive integer, got {workers!r}")
+    paths = [Path(f) for f in files]
+    if not paths:
+        raise InputError("no SWC files given")
+    ids = file_ids(paths, None, ids_from_names, "ids_from_names=False (CLI: --sequential-ids)")
+    order = np.argsort(ids, kind="stable")
+    paths, ids = [paths[i] for i in order], np.asarray(ids[order], np.uint64)
+    storage_options = options.get("storage_options")
+    held = ckpt.held_ids(target, storage_options) if resume else None
+    plan = list(ckpt.plan_checkpoints(ids, checkpoint, held, every_id_an_object=True))
+    create_options = {"chunk_shape": chunk_shape, "bounds": bounds, "memory_limit": memory_limit, **options}
+    ckpt.check_grid(len(plan), create_options)
+    create_options["overwrite"] = overwrite
+    names = dict(zip(ids.tolist(), (p.name for p in paths)))
+    where = {int(i): k for k, i in enumerate(ids.tolist())}
+    props: dict[str, dict[int, Any]] = {"n_samples": {}, "name": {}}
+    from tqdm.auto import tqdm
+
+    with (
+        ProcessPoolExecutor(workers) if workers > 1 else _Serial() as pool,
+        tqdm(total=len(paths), desc="reading SWC", unit="file", disable=not progress) as bar,
+    ):
+
+        def parts() -> Iterator[tuple[np.ndarray, list[tuple[int, Swc]]]]:
+            for _, part, done in plan:
+                if not done:
+                    chosen = [paths[where[int(i)]] for i in part]
+                    parsed = list(pool.map(read_swc, chosen, chunksize=max(1, len(chosen) // (4 * workers))))
+                    for i, sw in zip(part.tolist(), parsed):  # rows read by write_checkpoints
+                        props["n_samples"][i] = np.int64(len(sw.positions))
+                        props["name"][i] = names[i]
+                    yield part, list(zip(part.tolist(), parsed))
+                bar.update(len(part))
+
+        ckpt.write_checkpoints(
+            target,
+            "skeletons",
+            parts(),
+            _append,
+            props=props,
+            create_options=create_options,
+            exists=held is not None,
+        )
+    return open_store(target, storage_options=storage_options)
+
+
+class _Serial:
+    """The pool of one worker: ``map`` in this process."""
+
+    def __enter__(self) -> _Serial:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def map(self, fn: Any, items: Sequence[Any], chunksize: int = 1) -> Iterator[Any]:
+        return map(fn, items)
