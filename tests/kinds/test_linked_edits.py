@@ -299,7 +299,7 @@ def test_pyramid_marked_stale_and_rebuilt(tmp_path: Path) -> None:
     _write("skeleton", target, objs, None)
     ds = zv.open(target, mode="r+")
     ds.build_pyramid([2])
-    ds.delete([2])
+    ds.delete([2], pyramid="stale")
     assert ds.stale_levels() == [1]
     data, kw = _args("skeleton", _skeleton(rng), 7)
     ds.append(*data, pyramid=True, **kw)

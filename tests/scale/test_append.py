@@ -144,7 +144,7 @@ def test_coarse_levels_are_stale_until_rebuilt(tmp_path: Path) -> None:
     assert ds.stale_levels() == []
     budget = zv.open(tmp_path / "s").vertex_count(2) + 1
     assert ds.level_for(max_vertices=budget) == 2
-    ds.append(d["pts"][:100] * 0.5, attributes={"w": d["w"][:100]})
+    ds.append(d["pts"][:100] * 0.5, attributes={"w": d["w"][:100]}, pyramid="stale")
     assert ds.stale_levels() == [1, 2]
     assert ds.level_for(max_vertices=budget) == 0  # stale levels are never chosen
     with pytest.warns(zv.StaleLevelWarning, match="level 1 .* is stale: points were appended"):
