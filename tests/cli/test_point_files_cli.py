@@ -41,8 +41,10 @@ def test_ingest_points_then_export_and_query(tmp_path):
     assert out.stdout.strip() == "wrote 3,000 points to all.las"
     _, a = las_table(tmp_path / "a.laz")
     _, b = las_table(tmp_path / "b.laz")
-    both = np.vstack([a, b])
-    assert np.array_equal(both[np.lexsort(both.T[::-1])], las_table(tmp_path / "all.las")[1])
+    names, got = las_table(tmp_path / "all.las")
+    assert names[-1] == "object_id"  # the store's object ids (one per input file), as extra bytes
+    both = np.vstack([np.column_stack([a, np.zeros(len(a))]), np.column_stack([b, np.ones(len(b))])])
+    assert np.array_equal(both[np.lexsort(both.T[::-1])], got)
     box = "400050,5000050,-10,400200,5000150,50"
     out = _run("query", "s.zarr", "--bbox", box, "-o", "box.csv", cwd=tmp_path)
     assert out.returncode == 0, out.stderr

@@ -83,15 +83,15 @@ def test_pyramid_stale_marks_the_levels_and_nothing_else_is_accepted() -> None:
     assert 2 in ds.object_ids()
 
 
-def test_the_default_is_update() -> None:
-    """Without ``pyramid=``, an edit of a store with levels leaves them current: the store is
+def test_update_after_every_edit_is_a_one_shot_write_with_a_full_build() -> None:
+    """With ``pyramid="update"``, edits of a store with levels leave them current: the store is
     then what a one-shot write of the final data plus a full build writes."""
     pts, w, ids = _data(3, 1000, 0)
     ds = _one_shot("memory://modes-default", pts, w, ids)
     new_pts, new_w, new_ids = _data(4, 50, 100)
-    ds.append(new_pts, attributes={"w": new_w}, object_ids=new_ids)
-    ds.replace([5], new_pts[:7], attributes={"w": new_w[:7]}, object_ids=[5] * 7)
-    ds.delete([9])
+    ds.append(new_pts, attributes={"w": new_w}, object_ids=new_ids, pyramid="update")
+    ds.replace([5], new_pts[:7], attributes={"w": new_w[:7]}, object_ids=[5] * 7, pyramid="update")
+    ds.delete([9], pyramid="update")
     assert ds.stale_levels() == []
     keep = ~np.isin(ids, [5, 9])
     final = (
@@ -121,13 +121,13 @@ def _chain(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     return pos, np.arange(n) - 1
 
 
-def test_the_default_keeps_the_levels_of_a_skeleton_store_current() -> None:
+def test_update_keeps_the_levels_of_a_skeleton_store_current() -> None:
     rng = np.random.default_rng(12)
     objs = {i: _chain(rng, 40) for i in (1, 2, 3, 4)}
     ds = _skeletons("memory://modes-default-skel", objs)
-    ds.delete([2])
+    ds.delete([2], pyramid="update")
     new = _chain(rng, 30)
-    ds.replace([3], new[0], new[1])
+    ds.replace([3], new[0], new[1], pyramid="update")
     assert ds.stale_levels() == []
     del objs[2]
     objs[3] = new
@@ -143,7 +143,7 @@ def test_the_default_keeps_the_levels_of_a_skeleton_store_current() -> None:
     assert ds.vertex_count(1) < ds.vertex_count(0)
 
 
-def test_the_default_rebuilds_levels_that_do_not_record_their_settings() -> None:
+def test_update_rebuilds_levels_that_do_not_record_their_settings() -> None:
     pts, w, ids = _data(5, 400, 0)
     ds = _one_shot("memory://modes-unrecorded", pts, w, ids)
     backend = ds._store.backend
@@ -152,6 +152,17 @@ def test_the_default_rebuilds_levels_that_do_not_record_their_settings() -> None
         del doc["attributes"]["zarr_vectors_level"]["pyramid_build"]
         backend.set_many([(f"{k}/zarr.json", json.dumps(doc).encode())])
     ds = zv.open("memory://modes-unrecorded", mode="r+")
-    ds.delete([4])
+    ds.delete([4], pyramid="update")
     assert ds.stale_levels() == []
     assert 4 not in zv.open("memory://modes-unrecorded").object_ids(1)
+
+
+def test_the_default_marks_the_levels_stale() -> None:
+    """Without ``pyramid=``, an edit leaves the coarse levels as they were, marked stale (the
+    update would be a second commit after the edit's)."""
+    pts, w, ids = _data(6, 400, 0)
+    ds = _one_shot("memory://modes-default-stale", pts, w, ids)
+    before = ds.vertex_count(1)
+    ds.delete([3])
+    assert ds.stale_levels() == [1, 2]
+    assert ds.vertex_count(1) == before

@@ -122,7 +122,7 @@ class LevelUpdates:
         object_ids: Any = None,
         object_attributes: dict[str, dict[Any, Any]] | None = None,
         extend: bool = False,
-        pyramid: bool | str = "update",
+        pyramid: bool | str = False,
         workers: int | None = None,
         progress: bool | None = None,
         **keywords: Any,
@@ -131,8 +131,8 @@ class LevelUpdates:
 
         Only the cells the new points fall in and the object tables are rewritten. The store's
         bounds must contain the points, and the batch must give the store's vertex attributes
-        (and object ids when the store has objects). Coarser levels are brought up to date
-        (``pyramid="update"``, the default) unless ``pyramid`` says otherwise. A local
+        (and object ids when the store has objects). Coarser levels are marked stale (reads of
+        them warn, :meth:`level_for` skips them) unless ``pyramid`` says otherwise. A local
         store changes in one exchange; an
         interrupted append to another store leaves it readable as incomplete.
 
@@ -146,14 +146,16 @@ class LevelUpdates:
             Allow ids that are already in the store (their objects gain the points);
             without it such ids are refused.
         pyramid
-            What becomes of the coarser levels (when the store has any): ``"update"`` (the
-            default) recomputes only the coarse cells above the cells the edit touched
-            (point clouds, sharded or not: only the shards holding those cells are
-            rewritten; lines, skeletons, graphs and meshes, and edits that renumber
-            objects, get the rebuild), each level then as a rebuild with the recorded
-            settings writes it; ``"rebuild"`` (or True) builds them again with those
-            settings; ``"stale"`` (or False) leaves them as they were, marked stale (reads
-            of them warn, :meth:`level_for` skips them) until a rebuild.
+            What becomes of the coarser levels (when the store has any): ``"stale"`` (or
+            False, the default) leaves them as they were, marked stale (reads of them warn,
+            :meth:`level_for` skips them) until a rebuild; ``"update"`` recomputes only the
+            coarse cells above the cells the edit touched (point clouds, sharded or not:
+            only the shards holding those cells are rewritten; lines, skeletons, graphs and
+            meshes, and edits that renumber objects, get the rebuild), each level then as a
+            rebuild with the recorded settings writes it; ``"rebuild"`` (or True) builds
+            them again with those settings. The update or rebuild is a second commit after
+            the edit's (one Icechunk commit with :mod:`zarr_vectors.icechunk`): a writer that
+            gets in between makes it fail with the edit applied and the levels stale.
 
         Lines, skeletons, graphs and raw meshes take new objects as their writer does
         (``ds.append(positions, parents, object_ids=...)`` for skeletons,
@@ -212,14 +214,14 @@ class LevelUpdates:
             )
         self._after_edit(mode, footprint, progress)
 
-    def replace(self, ids: Any, *data: Any, pyramid: bool | str = "update", **keywords: Any) -> None:
+    def replace(self, ids: Any, *data: Any, pyramid: bool | str = False, **keywords: Any) -> None:
         """Give existing objects new geometry (opened with ``mode="r+"``); see ``docs/large-data.md``.
 
         ``data`` and ``keywords`` are as for :meth:`append` (point clouds: ``positions`` and
         ``attributes``, ``object_ids``, ``object_attributes``). The objects keep their object
         attribute rows unless ``object_attributes`` gives new ones. Unknown ids raise InputError.
-        Only the chunks the old and new geometry touch are rewritten; coarser levels are
-        brought up to date as ``pyramid`` says (default ``"update"``).
+        Only the chunks the old and new geometry touch are rewritten; coarser levels are marked
+        stale unless ``pyramid`` says otherwise.
 
         Parameters
         ----------
@@ -263,7 +265,7 @@ class LevelUpdates:
         self,
         ids: Any,
         *,
-        pyramid: bool | str = "update",
+        pyramid: bool | str = False,
         workers: int | None = None,
         progress: bool | None = None,
     ) -> None:
@@ -271,7 +273,7 @@ class LevelUpdates:
 
         Their rows leave the chunks that held them (and the link cells pointing there), and
         they leave the object tables and groups; unknown ids raise InputError. Coarser levels
-        are brought up to date as ``pyramid`` says (default ``"update"``).
+        are marked stale unless ``pyramid`` says otherwise.
 
         Parameters
         ----------
