@@ -116,7 +116,7 @@ def test_coarse_objects_do_not_depend_on_the_other_objects(kind: str) -> None:
 
 @pytest.mark.slow  # four edits, each followed by a rebuild of two levels: 1-4 s
 @pytest.mark.parametrize("kind", sorted(MAKERS))
-def test_random_edits_with_the_default_update_match_a_full_build(kind: str) -> None:
+def test_random_edits_with_update_match_a_full_build(kind: str) -> None:
     rng = np.random.default_rng(sorted(MAKERS).index(kind) + 30)
     make = MAKERS[kind]
     objs = {int(i): make(rng) for i in rng.choice(np.arange(1, 40), 5, replace=False)}
@@ -128,17 +128,22 @@ def test_random_edits_with_the_default_update_match_a_full_build(kind: str) -> N
             new_id = int(max(objs) + 1 + rng.integers(0, 3))
             obj = make(rng)
             data, kw = _args(kind, obj)
-            ds.append(*data, object_ids=[new_id] if kind != "skeleton" else np.full(len(obj), new_id), **kw)
+            ds.append(
+                *data,
+                object_ids=[new_id] if kind != "skeleton" else np.full(len(obj), new_id),
+                pyramid="update",
+                **kw,
+            )
             objs[new_id] = obj
         elif what == "replace":
             old = int(rng.choice(sorted(objs)))
             obj = make(rng)
             data, kw = _args(kind, obj)
-            ds.replace([old], *data, **kw)
+            ds.replace([old], *data, pyramid="update", **kw)
             objs[old] = obj
         else:
             old = int(rng.choice(sorted(objs)))
-            ds.delete([old])
+            ds.delete([old], pyramid="update")
             del objs[old]
         assert ds.stale_levels() == []
     want = _write(kind, f"{base}/one", objs)

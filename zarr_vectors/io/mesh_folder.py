@@ -22,7 +22,7 @@ import numpy as np
 from zarr_vectors.errors import InputError
 from zarr_vectors.io import ingest_checkpoint as ckpt
 from zarr_vectors.io.meshes import load_mesh
-from zarr_vectors.io.swc_folder import _Serial
+from zarr_vectors.io.swc_folder import SerialPool
 
 __all__ = ["ingest_mesh_files"]
 
@@ -86,7 +86,7 @@ def ingest_mesh_files(
     from tqdm.auto import tqdm
 
     with (
-        ProcessPoolExecutor(workers) if workers > 1 else _Serial() as pool,
+        ProcessPoolExecutor(workers) if workers > 1 else SerialPool() as pool,
         tqdm(total=len(paths), desc="reading meshes", unit="file", disable=not progress) as bar,
     ):
 

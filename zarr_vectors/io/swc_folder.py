@@ -24,7 +24,7 @@ from zarr_vectors.errors import InputError
 from zarr_vectors.io import ingest_checkpoint as ckpt
 from zarr_vectors.io.swc import Swc, read_swc
 
-__all__ = ["ingest_swc_files"]
+__all__ = ["SerialPool", "ingest_swc_files"]
 
 
 def _append(target: Any, items: list[tuple[int, Swc]]) -> None:
@@ -91,7 +91,7 @@ def ingest_swc_files(
     from tqdm.auto import tqdm
 
     with (
-        ProcessPoolExecutor(workers) if workers > 1 else _Serial() as pool,
+        ProcessPoolExecutor(workers) if workers > 1 else SerialPool() as pool,
         tqdm(total=len(paths), desc="reading SWC", unit="file", disable=not progress) as bar,
     ):
 
@@ -118,10 +118,10 @@ def ingest_swc_files(
     return open_store(target, storage_options=storage_options)
 
 
-class _Serial:
+class SerialPool:
     """The pool of one worker: ``map`` in this process."""
 
-    def __enter__(self) -> _Serial:
+    def __enter__(self) -> SerialPool:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -20,10 +20,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.format.shards import ShardLayout, encode_shard
-from zarr_vectors.storage import Backend
-from zarr_vectors.storage.scratch import Arena
-from zarr_vectors.storage.shards import ShardReader
-from zarr_vectors.storage.wrappers import Wrapping
+from zarr_vectors.storage import Arena, Backend, ShardReader, Wrapping
 
 __all__ = ["ShardWriteBack"]
 

@@ -65,7 +65,7 @@ from zarr_vectors.storage.resolve import check_not_v2, local_path, open_backend,
 from zarr_vectors.storage.scratch import Arena, arena
 from zarr_vectors.storage.shards import ShardReader
 from zarr_vectors.storage.threads import check_workers, default_workers, map_cells, map_ordered
-from zarr_vectors.storage.wrappers import ConsistentBackend
+from zarr_vectors.storage.wrappers import ConsistentBackend, Wrapping
 from zarr_vectors.storage.writelock import check_wait, writing
 
 __all__ = [
@@ -76,6 +76,7 @@ __all__ = [
     "LocalBackend",
     "ShardReader",
     "StorageOptions",
+    "Wrapping",
     "arena",
     "check_complete",
     "check_in_place_target",
