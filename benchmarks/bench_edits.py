@@ -41,6 +41,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _harness  # noqa: E402
+from bench_kinds_scale import icosphere  # noqa: E402
 
 import zarr_vectors as zv  # noqa: E402
 
@@ -49,31 +50,7 @@ GRID = dict(chunk_shape=CHUNK, bounds=([0] * 3, [EXTENT] * 3), compression="zstd
 log = _harness.make_log("edits")
 
 
-def _subdivided(times: int) -> tuple[np.ndarray, np.ndarray]:
-    """A unit icosphere subdivided ``times`` times (3: 642 vertices, 1,280 faces)."""
-    t = (1 + 5**0.5) / 2
-    v = np.array(
-        [[-1, t, 0], [1, t, 0], [-1, -t, 0], [1, -t, 0], [0, -1, t], [0, 1, t], [0, -1, -t], [0, 1, -t]]
-        + [[t, 0, -1], [t, 0, 1], [-t, 0, -1], [-t, 0, 1]],
-        float,
-    )
-    f = np.array(
-        [[0, 11, 5], [0, 5, 1], [0, 1, 7], [0, 7, 10], [0, 10, 11], [1, 5, 9], [5, 11, 4], [11, 10, 2]]
-        + [[10, 7, 6], [7, 1, 8], [3, 9, 4], [3, 4, 2], [3, 2, 6], [3, 6, 8], [3, 8, 9], [4, 9, 5]]
-        + [[2, 4, 11], [6, 2, 10], [8, 6, 7], [9, 8, 1]]
-    )
-    for _ in range(times):
-        edges = np.sort(np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]]), axis=1)
-        uniq, inv = np.unique(edges, axis=0, return_inverse=True)
-        mid = len(v) + inv.reshape(3, -1).T
-        v = np.concatenate([v, (v[uniq[:, 0]] + v[uniq[:, 1]]) / 2])
-        a, b, c = f.T
-        ab, bc, ca = mid.T
-        f = np.concatenate([np.stack(x, 1) for x in ([a, ab, ca], [b, bc, ab], [c, ca, bc], [ab, bc, ca])])
-    return v / np.linalg.norm(v, axis=1, keepdims=True), f
-
-
-SPHERE = _subdivided(3)
+SPHERE = icosphere(3)
 
 
 def meshes(count: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -55,6 +55,11 @@ log = _harness.make_log("bench_kinds_scale")
 
 def icosphere4() -> tuple[np.ndarray, np.ndarray]:
     """A unit icosphere of 2,562 vertices and 5,120 faces (4 subdivisions), vectorised."""
+    return icosphere(4)
+
+
+def icosphere(times: int) -> tuple[np.ndarray, np.ndarray]:
+    """A unit icosahedron subdivided ``times`` times (3: 642 vertices and 1,280 faces)."""
     t = (1 + 5**0.5) / 2
     v = np.array(
         [[-1, t, 0], [1, t, 0], [-1, -t, 0], [1, -t, 0], [0, -1, t], [0, 1, t], [0, -1, -t], [0, 1, -t]]
@@ -66,7 +71,7 @@ def icosphere4() -> tuple[np.ndarray, np.ndarray]:
         + [[10, 7, 6], [7, 1, 8], [3, 9, 4], [3, 4, 2], [3, 2, 6], [3, 6, 8], [3, 8, 9], [4, 9, 5]]
         + [[2, 4, 11], [6, 2, 10], [8, 6, 7], [9, 8, 1]]
     )
-    for _ in range(4):
+    for _ in range(times):
         edges = np.sort(np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]]), axis=1)
         uniq, inv = np.unique(edges, axis=0, return_inverse=True)
         mid = len(v) + inv.reshape(3, -1).T  # midpoints of (01, 12, 20) per face

@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ import pytest
 
 import zarr_vectors as zv
 from tests.storage import editkill as ek
-from tests.storage.s3server import DUMMY_AWS_ENV, start_s3_server
+from tests.storage.s3server import DUMMY_AWS_ENV
 from zarr_vectors.errors import IncompleteStoreError
 
 pytestmark = [pytest.mark.slow, pytest.mark.kill]  # writers killed in subprocesses
@@ -113,19 +112,6 @@ def test_local_killed_leaves_before_or_after(
     _kill(str(target), kind, op, die_after, None, tmp)
     outcome = _check(str(target), None, before, after, in_place=False)
     assert outcome == ("after" if die_after >= commit else "before"), (die_after, commit, labels)
-
-
-@pytest.fixture(scope="module")
-def s3_server() -> Iterator[tuple[str, dict[str, Any]]]:
-    """A moto S3 server on 127.0.0.1 with one bucket: ``(url_prefix, storage_options)``."""
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in DUMMY_AWS_ENV.items():
-            mp.setenv(name, value)
-        server = start_s3_server("zv-kill-edits")
-        try:
-            yield server.url_prefix, server.storage_options
-        finally:
-            server.stop()
 
 
 #: In place, every kind and operation commits through the same code (``commit_in_place``); at
