@@ -415,6 +415,39 @@ class Collection:
         )
         return lookup(self.member(name), reader, relationship, wanted, names)
 
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready description: name, id spaces, and per member its kind, role, id space,
+        level-0 vertex count and, per relationship, its id space and index state
+        (``current`` or ``stale``, rows, buckets; None without an index)."""
+        members = []
+        for name, m in self._doc.members.items():
+            backend = open_backend(
+                member_target(self.target, name), read_only=True, storage_options=self._options
+            )
+            generation = member_generation(backend)
+            relationships = {}
+            for attribute, space in m.relationships.items():
+                meta = index_attributes(backend, attribute)
+                state = None
+                if meta is not None:
+                    state = {
+                        "state": "current" if meta.get("generation") == generation else "stale",
+                        "rows": int(meta["rows"]),
+                        "buckets": 1 << int(meta["bucket_bits"]),
+                    }
+                relationships[attribute] = {"id_space": space, "index": state}
+            members.append(
+                {
+                    "name": name,
+                    "kind": m.kind,
+                    "role": m.role,
+                    "id_space": m.id_space,
+                    "vertices": int(self.member(name).vertex_count(0)),
+                    "relationships": relationships,
+                }
+            )
+        return {"name": self.name, "id_spaces": sorted(self._doc.id_spaces), "members": members}
+
     def drop_index(self, name: str, relationship: str) -> None:
         """Delete member ``name``'s index of ``relationship`` (``related`` then refuses it)."""
         self._writable()
