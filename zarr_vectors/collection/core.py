@@ -15,6 +15,7 @@ import numpy as np
 from zarr_vectors.collection.buckets import Column, Rows
 from zarr_vectors.collection.index import (
     INDEX_GROUP,
+    StaleIndexError,
     build_index,
     drop_index,
     index_attributes,
@@ -427,7 +428,10 @@ class Collection:
             generation = member_generation(backend)
             relationships = {}
             for attribute, space in m.relationships.items():
-                meta = index_attributes(backend, attribute)
+                try:
+                    meta = index_attributes(backend, attribute)
+                except StaleIndexError:  # an index of another version
+                    meta = {"generation": None, "rows": 0, "bucket_bits": 0}
                 state = None
                 if meta is not None:
                     state = {

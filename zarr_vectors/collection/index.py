@@ -71,24 +71,32 @@ def member_generation(backend: Backend) -> Any:
     return json.loads(raw).get("attributes", {}).get(GENERATION_KEY)
 
 
-def index_attributes(backend: Backend, attribute: str) -> dict[str, Any] | None:
-    """The index group's ``zv:relationshipIndex`` record (None when the member has no index)."""
+def _raw_meta(backend: Backend, attribute: str) -> dict[str, Any] | None:
     raw = backend.get_many([f"{INDEX_GROUP}/{attribute}/zarr.json"])[0]
-    if raw is None:
-        return None
-    meta = json.loads(raw)["attributes"][INDEX_KEY]
-    if meta.get("version") != VERSION:
+    return None if raw is None else dict(json.loads(raw)["attributes"][INDEX_KEY])
+
+
+def index_attributes(backend: Backend, attribute: str) -> dict[str, Any] | None:
+    """The index group's ``zv:relationshipIndex`` record (None when the member has no index);
+    an index of another version is refused with StaleIndexError."""
+    meta = _raw_meta(backend, attribute)
+    if meta is not None and meta.get("version") != VERSION:
         raise StaleIndexError(
             f"the relationship index of {attribute!r} in {backend.description} has version "
             f"{meta.get('version')}, this library reads {VERSION}; rebuild it with Collection.build_index"
         )
-    return dict(meta)
+    return meta
 
 
 def index_generation_ok(backend: Backend, attribute: str) -> bool:
-    """Whether the index of ``attribute`` exists and matches the member's current generation."""
-    meta = index_attributes(backend, attribute)
-    return meta is not None and meta.get("generation") == member_generation(backend)
+    """Whether the index of ``attribute`` exists, has this version and matches the member's
+    current generation."""
+    meta = _raw_meta(backend, attribute)
+    return (
+        meta is not None
+        and meta.get("version") == VERSION
+        and meta.get("generation") == member_generation(backend)
+    )
 
 
 def drop_index(backend: Backend, attribute: str) -> None:
