@@ -308,3 +308,35 @@ def test_an_index_of_another_version_is_stale_and_rebuilt_by_the_next_edit(tmp_p
     coll.delete("syn", gone.tolist())
     truth.drop(gone)
     truth.check(coll, [int(v) for v in truth.post[:4]])
+
+
+def test_canonical_order_is_a_function_of_the_set_even_when_hashes_collide(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from zarr_vectors.collection import buckets
+
+    rng = np.random.default_rng(0)
+    n = 200
+    cols = {
+        "values": rng.integers(0, 4, n).astype(np.uint64),
+        "positions": rng.integers(0, 3, (n, 3)).astype("<f4"),  # many identical rows
+        "attr.w": rng.integers(0, 2, n).astype("<i2"),
+    }
+    rows = buckets.Rows(cols)
+
+    def sorted_bytes(perm: np.ndarray) -> list[bytes]:
+        shuffled = rows.take(perm)
+        b = buckets.bucket_of(shuffled.columns["values"], 1)
+        done = shuffled.take(buckets.canonical_order(shuffled, b))
+        return [v.tobytes() for v in done.columns.values()]
+
+    first = sorted_bytes(rng.permutation(n))
+    assert sorted_bytes(rng.permutation(n)) == first
+    with monkeypatch.context() as m:  # every row hash collides: the full sort decides
+        m.setattr(buckets, "mix", lambda z: np.zeros(len(z), np.uint64))
+        b = np.zeros(n, np.int64)
+        a = rows.take(rng.permutation(n))
+        c = rows.take(rng.permutation(n))
+        ordered = [x.take(buckets.canonical_order(x, b)) for x in (a, c)]
+        assert all(np.array_equal(ordered[0].columns[k], ordered[1].columns[k]) for k in cols)
+        assert np.all(np.diff(ordered[0].columns["values"].astype(np.int64)) >= 0)

@@ -21,7 +21,16 @@ from zarr_vectors.errors import FormatError
 from zarr_vectors.format.zarr_json import dense_array_doc, group_doc
 from zarr_vectors.storage import Backend, dump_json
 
-__all__ = ["Column", "Rows", "bucket_of", "bucket_items", "canonical_order", "read_buckets", "columns_of"]
+__all__ = [
+    "Column",
+    "Rows",
+    "bucket_of",
+    "bucket_items",
+    "canonical_order",
+    "chunk_key",
+    "read_buckets",
+    "columns_of",
+]
 
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
@@ -101,14 +110,37 @@ def _key_views(column: np.ndarray) -> list[np.ndarray]:
     return [as_uint[:, i] for i in range(as_uint.shape[1])]
 
 
-def canonical_order(rows: Rows, buckets: np.ndarray) -> np.ndarray:
-    """Order of ``rows`` by bucket, value, object id, then the bytes of every other column:
-    rows equal in every key are byte-identical, so the sorted columns depend only on the set."""
+def _full_order(rows: Rows, buckets: np.ndarray) -> np.ndarray:
     keys: list[np.ndarray] = []
     for column in reversed(list(rows.columns.values())):
         keys += list(reversed(_key_views(column)))
     keys.append(buckets)
     return np.lexsort(keys)
+
+
+def canonical_order(rows: Rows, buckets: np.ndarray) -> np.ndarray:
+    """Order of ``rows`` by bucket, value, then a 64-bit hash of each row's bytes: canonical,
+    the sorted columns depend only on the set of rows (rows tying on all three are
+    byte-identical; when two neighbours tie yet differ, a hash collision, or a column holds
+    text, the rows are sorted on every column's bytes instead)."""
+    views = [v for column in rows.columns.values() for v in _key_views(column)]
+    if any(v.dtype.kind not in "ub" for v in views):  # text columns: the full sort
+        return _full_order(rows, buckets)
+    h = np.zeros(len(rows), np.uint64)
+    for v in views:
+        h = mix(h ^ v.astype(np.uint64))
+    values = rows.columns["values"]
+    order = np.lexsort((h, values, buckets))
+    sv, sh = values[order], h[order]
+    tie = np.flatnonzero((sv[1:] == sv[:-1]) & (sh[1:] == sh[:-1]))
+    if len(tie) and any(np.any(v[order[tie]] != v[order[tie + 1]]) for v in views):
+        return _full_order(rows, buckets)
+    return order
+
+
+def chunk_key(array: str, ndim: int) -> str:
+    """The key of the one chunk of a bucket column (``v2`` chunk keys: no ``c/`` folder)."""
+    return f"{array}/{'.'.join(['0'] * ndim)}"
 
 
 def bucket_items(path: str, rows: Rows) -> list[tuple[str, bytes]]:
@@ -118,9 +150,11 @@ def bucket_items(path: str, rows: Rows) -> list[tuple[str, bytes]]:
     for name, values in rows.columns.items():
         dtype = values.dtype.newbyteorder("<")
         doc = dense_array_doc(values.shape, values.shape, dtype, 0, [], {})
-        suffix = "/0" * values.ndim
+        doc["chunk_key_encoding"] = {"name": "v2", "configuration": {"separator": "."}}
         items.append((f"{path}/{name}/zarr.json", dump_json(doc)))
-        items.append((f"{path}/{name}/c{suffix}", np.ascontiguousarray(values, dtype).tobytes()))
+        items.append(
+            (chunk_key(f"{path}/{name}", values.ndim), np.ascontiguousarray(values, dtype).tobytes())
+        )
     return items
 
 
@@ -128,7 +162,7 @@ def bucket_keys(path: str, columns: Sequence[Column]) -> list[str]:
     """Every key of a bucket group (to delete an emptied bucket)."""
     keys = [f"{path}/zarr.json"]
     for c in columns:
-        keys += [f"{path}/{c.name}/zarr.json", f"{path}/{c.name}/c{'/0' * (1 + len(c.row_shape))}"]
+        keys += [f"{path}/{c.name}/zarr.json", chunk_key(f"{path}/{c.name}", 1 + len(c.row_shape))]
     return keys
 
 
@@ -141,7 +175,7 @@ def read_buckets(
 ) -> list[Rows | None]:
     """Columns ``columns`` of buckets ``buckets`` (None for an absent, i.e. empty, bucket);
     with ``counts`` a bucket absent but counted, or of another length, is a FormatError."""
-    keys = [f"{root}/{int(b)}/{c.name}/c{'/0' * (1 + len(c.row_shape))}" for b in buckets for c in columns]
+    keys = [chunk_key(f"{root}/{int(b)}/{c.name}", 1 + len(c.row_shape)) for b in buckets for c in columns]
     raws = backend.get_many(keys) if keys else []
     out: list[Rows | None] = []
     for i, b in enumerate(buckets):

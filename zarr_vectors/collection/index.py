@@ -54,7 +54,7 @@ INDEX_KEY = "zv:relationshipIndex"
 VERSION = 2
 HASH = "splitmix64-top-bits"
 #: Mean rows per bucket the build aims at (buckets = the next power of two of rows / this).
-BUCKET_ROWS = 16384
+BUCKET_ROWS = 65536
 #: Member chunks fetched per batch while building.
 BUILD_BATCH = 256
 

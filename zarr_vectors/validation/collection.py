@@ -138,7 +138,7 @@ def _check_bucket(
     backend: Backend, where: str, path: str, b: int, bits: int, columns: list[dict[str, Any]], count: int,
     error: Callable[[str, str, str], None],
 ) -> None:  # fmt: skip
-    keys = [f"{path}/{b}/{c['name']}/c{'/0' * (1 + len(c.get('row_shape', [])))}" for c in columns]
+    keys = [f"{path}/{b}/{c['name']}/{'.'.join(['0'] * (1 + len(c.get('row_shape', []))))}" for c in columns]
     raws = backend.get_many(keys)
     if any(r is None for r in raws) or count == 0:
         error("collection.index", f"{where}/{b}", f"bucket {b} is counted {count} rows but its columns are "
