@@ -87,3 +87,29 @@ def test_node_and_member_problems_carry_the_member_name(coll_path: Path) -> None
     rules = {(p.rule, p.path.split("/")[0]) for p in report.problems}
     assert ("collection.node", "cells") in rules
     assert ("cells.decode", "syn") in rules, str(report)
+
+
+def test_a_missing_member_and_a_missing_index(coll_path: Path) -> None:
+    """A member path with no store is an error; a relationship without its index a warning."""
+    import shutil
+
+    shutil.rmtree(coll_path / "syn" / "zv_relationships")
+    report = zv.validate(coll_path)
+    assert [(w.rule, w.path) for w in report.warnings] == [("collection.index-missing", "syn")], str(report)
+    assert report.ok
+    shutil.rmtree(coll_path / "cells")
+    report = zv.validate(coll_path)
+    assert ("collection.member", "cells") in {(p.rule, p.path) for p in report.problems}, str(report)
+    assert "no store at ./cells" in str(report)
+    assert not report.ok
+
+
+def test_every_collection_rule_is_exercised_here() -> None:
+    """The rules of a collection are broken in this file (tests/validate/test_broken_stores.py
+    covers the rules of a store)."""
+    import inspect
+    import sys
+
+    source = inspect.getsource(sys.modules[__name__])
+    rules = {r for r in zv.validation.RULES if r.startswith("collection.")}
+    assert rules and all(f'"{r}"' in source for r in rules)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from zarr_vectors.errors import StoreNotFoundError
 from zarr_vectors.storage import Backend, open_backend
 from zarr_vectors.validation._report import Collector, Report
 
@@ -179,8 +180,11 @@ def validate_collection(
     base = str(target).rstrip("/")
     for name, relationships in members:
         member_path = f"{base}/{name}"
-        member = open_backend(member_path, read_only=True, storage_options=storage_options)
-        if _read(member, "zarr.json") is None:
+        try:
+            member = open_backend(member_path, read_only=True, storage_options=storage_options)
+        except StoreNotFoundError:
+            member = None
+        if member is None or _read(member, "zarr.json") is None:
             out.error("collection.member", name, f"no store at ./{name}")
             continue
         report = validate_member(member_path, level)
