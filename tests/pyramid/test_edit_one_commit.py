@@ -3,11 +3,15 @@
 A failure between the edit and the update leaves the store as before the edit (files and
 answers); a reader during the update sees the store before the edit; another writer that
 commits meanwhile makes the edit raise StoreConflictError with nothing of it applied; and
-``pyramid="update"`` is the default when the store has levels."""
+``pyramid="update"`` is the default when the store has levels; a writer killed between the
+edit and the update leaves the store as before."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +170,34 @@ def test_an_icechunk_edit_with_its_update_is_one_snapshot(kind: str, tmp_path: P
     for k in want.levels:
         a, b = got.read(level=k).positions, want.read(level=k).positions
         assert np.array_equal(a[np.lexsort(a.T)], b[np.lexsort(b.T)]), k
+
+
+_KILLED_BETWEEN = """
+import os, signal, sys
+import zarr_vectors as zv
+import zarr_vectors.dataset.levels as dataset_levels
+
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+dataset_levels.update_levels = dataset_levels.build_pyramid = die
+zv.open(sys.argv[1], mode="r+").delete([1])
+"""
+
+
+@pytest.mark.slow  # a subprocess importing the library: a few seconds
+@pytest.mark.parametrize("kind", sorted(STORES))
+def test_killed_between_the_edit_and_the_update_leaves_the_old_store(kind: str, tmp_path: Path) -> None:
+    path = tmp_path / "s.zarr"
+    ds = STORES[kind](path)
+    before, count = _files(path), ds.vertex_count()
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "codecs")])}
+    proc = subprocess.run([sys.executable, "-c", _KILLED_BETWEEN, str(path)], env=env, capture_output=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    assert _files(path) == before
+    again = zv.open(path)
+    assert again.vertex_count() == count and again.stale_levels() == [] and 1 in again.object_ids().tolist()
+    again = zv.open(path, mode="r+")
+    again.delete([1])  # the killed writer's leftovers do not stand in the way
+    assert 1 not in again.object_ids(1).tolist() and find_leftovers(path) == []
