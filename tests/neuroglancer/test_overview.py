@@ -118,7 +118,8 @@ def test_overview_is_one_request_of_every_object_where_per_object_meshes_take_tw
     with serve(mesh_store, client=False, overview=True) as server:
         state = json.loads(urllib.parse.unquote(server.viewer_url.split("#!", 1)[1]))
         layers = {layer["name"]: layer for layer in state["layers"]}
-        assert list(layers) == ["cells", "cells overview"]
+        assert list(layers) == ["cells", "cells overview", "cells overview objects"]
+        assert layers["cells overview objects"]["linkedSegmentationLayer"] == {"object": "cells"}
         assert layers["cells"]["segments"] == []
         assert layers["cells overview"]["segments"] == [str(OVERVIEW_SEGMENT)]
         assert layers["cells overview"]["source"].endswith("/zv/cells/overview")
@@ -150,16 +151,44 @@ def test_overview_is_off_by_default_for_few_objects_and_refused_without_levels(
         MeshOverview(src.ds, [1], src.metres).get("7")
 
 
+def test_anchors_name_every_object_once_on_its_coarsest_surface(mesh_store: Path) -> None:
+    """The mesh overview's anchors: one point per object, a vertex of that object's coarsest
+    overview level, whose ``object`` relationship is the object's id."""
+    ds = zv.open(mesh_store)
+    ov = overview_of(StoreSource(ds, "cells"), True)
+    assert isinstance(ov, MeshOverview)
+    info = parse_annotation_info(json.loads(ov.get("anchors/ann/info")[0]), "info")
+    assert info.kind.upper() == "POINT" and info.relationships == ("object",)
+    ids = []
+    for _, _, body in ov.anchors().spatial_entries():
+        n = int.from_bytes(body[:8], "little")
+        ids.extend(np.frombuffer(body, "<u8", n, 8 + 12 * n).tolist())
+    assert len(ids) == len(set(ids)) == N_MESHES
+    coarse = ds.read(level=2, attributes=False)
+    for aid in ids:
+        geom, _, related = decode_single_annotations([ov.get(f"anchors/ann/by_id/{aid}")[0]], info, "by_id")
+        (owner,) = related[0][1].tolist()
+        mine = coarse.positions[coarse.object_ids == owner]
+        assert np.min(np.abs(mine - geom.reshape(1, 3)).max(axis=1)) == 0  # one of its vertices
+
+
 def test_export_writes_the_overview_and_its_layer(mesh_store: Path, tmp_path: Path) -> None:
     counts = export_neuroglancer(mesh_store, tmp_path / "out", overview=True)
-    assert counts["cells overview"] == 3
     folder = tmp_path / "out" / "cells" / "overview"
+    assert counts["cells overview"] == sum(1 for p in folder.rglob("*") if p.is_file())
     ov = overview_of(StoreSource(zv.open(mesh_store), "cells"), True)
     assert ov is not None
     for rel in ("info", "1.index", "1"):
         assert (folder / rel).read_bytes() == ov.get(rel)[0]
     state = json.loads((tmp_path / "out" / "state.json").read_text())
-    assert [layer["name"] for layer in state["layers"]] == ["cells", "cells overview"]
+    assert [layer["name"] for layer in state["layers"]] == [
+        "cells",
+        "cells overview",
+        "cells overview objects",
+    ]
+    anchors = ov.anchors()
+    for rel in anchors.paths():
+        assert (folder / "anchors" / rel).read_bytes() == anchors.get(rel)[0]
     assert state["layers"][1]["source"] == "precomputed://http://127.0.0.1:8000/cells/overview"
 
 

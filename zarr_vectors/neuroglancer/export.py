@@ -51,8 +51,8 @@ def export_neuroglancer(
     ``overview`` as in :func:`~zarr_vectors.neuroglancer.serve`: mesh and skeleton stores
     also get an overview of all their objects (:mod:`~zarr_vectors.neuroglancer.overview`)
     under ``outdir/<layer>/overview/`` (meshes: one unsharded multi-resolution mesh, segment
-    1; skeletons: a line annotation layer, sharded by the rule above), and its layer in
-    ``state.json``; ``"auto"`` when the store has coarse levels and more than 500 objects.
+    1, and the objects' anchors under ``anchors/``; skeletons: a line annotation layer;
+    annotations sharded by the rule above), and its layers in ``state.json``; ``"auto"`` when the store has coarse levels and more than 500 objects.
 
     Returns ``{layer: files written}`` (an overview as ``"<layer> overview"``).
 
@@ -93,7 +93,7 @@ def export_neuroglancer(
             continue
         for rel in ov.paths():
             _write(root / rel, ov.get(rel)[0], made)
-        counts[f"{name} overview"] = 3
+        counts[f"{name} overview"] = 3 + _write_annotations(ov.anchors(), root / "anchors", sharding)
     base = (base_url or "http://127.0.0.1:8000").rstrip("/")
     state = viewer_state(sources, base, overviews=overviews)
     (out / "state.json").write_text(json.dumps(state, indent=1))

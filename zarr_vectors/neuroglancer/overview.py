@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from zarr_vectors.api import write_points as zv_write_points
 from zarr_vectors.dataset import Dataset
 from zarr_vectors.errors import InputError
 from zarr_vectors.neuroglancer.multilod import (
@@ -47,7 +48,7 @@ __all__ = [
     "OVERVIEW_SEGMENT",
     "LineOverview",
     "MeshOverview",
-    "overview_layer",
+    "overview_layers",
     "overview_of",
 ]
 
@@ -89,6 +90,7 @@ class MeshOverview:
         #: the octree's lower corner: the lowest of the levels' grid corners
         self.grid_origin = np.min([g.origin * g.chunk_shape for g in grids], axis=0).astype(np.float64)
         self._encoded: tuple[bytes, bytes] | None = None
+        self._anchors: StoreSource | None = None
         self._lock = threading.Lock()
 
     def info(self) -> dict[str, Any]:
@@ -141,10 +143,39 @@ class MeshOverview:
         edge = total / (3 * len(faces))
         return np.concatenate(cells).astype(np.int64), np.concatenate(pieces), oct_all, edge
 
+    def anchors(self) -> StoreSource:
+        """The objects' anchors as a ``POINT`` annotation source (built once): per object
+        the vertex of its coarsest overview level nearest its mean there (a point on the
+        drawn surface), its ``object`` relationship the object's id. Selecting one in
+        Neuroglancer lists the object, linked to the per-object mesh layer."""
+        with self._lock:
+            if self._anchors is None:
+                res = self.ds.read(level=self.levels[-1], attributes=False)
+                pos = np.asarray(res.positions, np.float64)
+                ids, owner = np.unique(np.asarray(res.object_ids), return_inverse=True)
+                mean = (
+                    np.stack([np.bincount(owner, pos[:, a], len(ids)) for a in range(3)], axis=1)
+                    / np.bincount(owner, minlength=len(ids))[:, None]
+                )
+                order = np.lexsort((np.linalg.norm(pos - mean[owner], axis=1), owner))
+                first = order[np.r_[True, owner[order][1:] != owner[order][:-1]]]
+                grid = self.ds.level(0).grid
+                points = zv_write_points(
+                    f"memory://zv-overview-anchors-{id(self)}",
+                    pos[first],
+                    chunk_shape=grid.chunk_shape,
+                    object_ids=ids,
+                    axes=[{"name": a.name, "unit": a.unit} for a in self.ds.root.axes if a.type == "space"],
+                )
+                self._anchors = StoreSource(points, "anchors")
+            return self._anchors
+
     def get(self, path: str) -> tuple[bytes, str]:
-        """``(body, content type)`` of ``info``, ``1.index`` or ``1``; :class:`NotFound` (the
-        server's 404) for any other path."""
+        """``(body, content type)`` of ``info``, ``1.index``, ``1`` or ``anchors/...``
+        (:meth:`anchors`); :class:`NotFound` (the server's 404) for any other path."""
         rest = path.strip("/")
+        if rest.startswith("anchors/"):
+            return self.anchors().get(rest[8:])
         if rest == "info":
             return _json(self.info()), JSON
         if rest == f"{OVERVIEW_SEGMENT}.index":
@@ -154,7 +185,7 @@ class MeshOverview:
         raise NotFound(f"overview: no path {path[:100]!r} (its one segment is {OVERVIEW_SEGMENT})")
 
     def paths(self) -> Iterator[str]:
-        """Every path of a static copy."""
+        """The mesh's paths (the anchors' are ``anchors/`` + :meth:`anchors` ``.paths()``)."""
         yield from ("info", f"{OVERVIEW_SEGMENT}.index", str(OVERVIEW_SEGMENT))
 
 
@@ -197,23 +228,26 @@ def overview_of(src: StoreSource, overview: str | bool = "auto") -> MeshOverview
     return LineOverview(src.ds, src.name)
 
 
-def overview_layer(name: str, source: MeshOverview | LineOverview, url: str, colour: str) -> dict[str, Any]:
-    """The viewer-state layer ``"{name} overview"`` of an overview served at ``url``: a
-    segmentation layer showing :data:`OVERVIEW_SEGMENT`, or an annotation layer whose
-    ``object`` relationship is linked to the per-object layer ``name`` (selecting a line
-    lists its skeleton there)."""
+def overview_layers(
+    name: str, source: MeshOverview | LineOverview, url: str, colour: str
+) -> list[dict[str, Any]]:
+    """The viewer-state layers of an overview served at ``url``: for meshes
+    ``"{name} overview"`` (a segmentation layer showing :data:`OVERVIEW_SEGMENT`) and
+    ``"{name} overview objects"`` (the anchors); for skeletons ``"{name} overview"``, the
+    line annotations. The annotation layers' ``object`` relationship is linked to the
+    per-object layer ``name``: selecting an annotation lists its object, which shows that
+    object's own geometry there."""
+    linked = {"annotationColor": colour, "linkedSegmentationLayer": {"object": name}}
     if isinstance(source, MeshOverview):
-        return {
+        mesh = {
             "type": "segmentation",
             "source": f"precomputed://{url}",
             "segments": [str(OVERVIEW_SEGMENT)],
             "segmentDefaultColor": colour,
             "name": f"{name} overview",
         }
-    return {
-        "type": "annotation",
-        "source": f"precomputed://{url}/ann",
-        "annotationColor": colour,
-        "linkedSegmentationLayer": {"object": name},
-        "name": f"{name} overview",
-    }
+        anchors = {"type": "annotation", "source": f"precomputed://{url}/anchors/ann", **linked}
+        return [mesh, dict(anchors, name=f"{name} overview objects")]
+    return [
+        {"type": "annotation", "source": f"precomputed://{url}/ann", **linked, "name": f"{name} overview"}
+    ]

@@ -45,7 +45,7 @@ from zarr_vectors.neuroglancer._http import (
     check_origins,
     cors_headers,
 )
-from zarr_vectors.neuroglancer.overview import OVERVIEW_MODES, overview_layer, overview_of
+from zarr_vectors.neuroglancer.overview import OVERVIEW_MODES, overview_layers, overview_of
 from zarr_vectors.neuroglancer.source import NotFound, StoreSource
 
 __all__ = ["Server", "serve", "client_dir", "viewer_state", "open_sources", "overviews_of"]
@@ -130,8 +130,8 @@ def viewer_state(
     ``base`` is the URL the sources live under (``{base}/{layer}/...``). Global dimensions are
     the first store's axes and units; positions are in those units. A store with an overview
     (``overviews``: layer name -> source, :func:`~zarr_vectors.neuroglancer.overview.overview_of`)
-    gets a visible ``"{layer} overview"`` layer right after its per-object layer, which then
-    starts with no segment shown (selecting an object shows its own meshes or skeleton).
+    gets its overview layers right after its per-object layer, which then starts with no
+    segment shown (:func:`~zarr_vectors.neuroglancer.overview.overview_layers`).
     """
     overviews = overviews or {}
     first = sources[0]
@@ -152,8 +152,8 @@ def viewer_state(
             layer["segmentDefaultColor"] = colour
         layers.append(layer)
         if src.name in overviews:
-            layers.append(
-                overview_layer(src.name, overviews[src.name], f"{base}/{src.name}/overview", colour)
+            layers.extend(
+                overview_layers(src.name, overviews[src.name], f"{base}/{src.name}/overview", colour)
             )
         if layer["type"] == "annotation" and src.has_objects:
             objects = {"type": "segmentation", "source": f"precomputed://{base}/{src.name}/props"}
