@@ -259,3 +259,25 @@ def _cell(body: bytes, info: Any) -> tuple[np.ndarray, np.ndarray]:
     geom = np.frombuffer(body, "<f4", 6 * n, 8).reshape(n, 6)
     ids = np.frombuffer(body, "<u8", n, 8 + 24 * n)
     return geom, ids
+
+
+def test_cli_export_overview_flags(
+    mesh_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from zarr_vectors.cli.main import main
+    from zarr_vectors.cli.neuroglancer import add_overview_option
+
+    assert main(["export", "neuroglancer", str(mesh_store), str(tmp_path / "on"), "--overview"]) == 0
+    assert (tmp_path / "on" / "cells" / "overview" / "1.index").is_file()
+    assert f"layer cells overview to {tmp_path / 'on' / 'cells' / 'overview'}" in capsys.readouterr().out
+    assert main(["export", "neuroglancer", str(mesh_store), str(tmp_path / "off"), "--no-overview"]) == 0
+    assert not (tmp_path / "off" / "cells" / "overview").exists()
+    p = argparse.ArgumentParser()
+    add_overview_option(p)
+    assert [p.parse_args(a).overview for a in ([], ["--overview"], ["--no-overview"])] == [
+        "auto",
+        True,
+        False,
+    ]
