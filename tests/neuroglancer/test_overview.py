@@ -122,6 +122,7 @@ def test_overview_is_one_request_of_every_object_where_per_object_meshes_take_tw
         assert layers["cells overview objects"]["linkedSegmentationLayer"] == {"object": "cells"}
         assert layers["cells"]["segments"] == []
         assert layers["cells overview"]["segments"] == [str(OVERVIEW_SEGMENT)]
+        assert layers["cells overview"]["meshRenderScale"] == 100
         assert layers["cells overview"]["source"].endswith("/zv/cells/overview")
         ov = server.overviews["cells"]
         base = f"{server.url}/zv/cells/overview/"

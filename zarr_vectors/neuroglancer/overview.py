@@ -45,6 +45,7 @@ from zarr_vectors.neuroglancer.source import NotFound, StoreSource
 __all__ = [
     "AUTO_OBJECTS",
     "OVERVIEW_MODES",
+    "OVERVIEW_RENDER_SCALE",
     "OVERVIEW_SEGMENT",
     "LineOverview",
     "MeshOverview",
@@ -56,6 +57,11 @@ __all__ = [
 OVERVIEW_SEGMENT = 1
 #: Triangles cut and quantised at a time while an overview is encoded (bounds memory).
 BATCH_FACES = 200_000
+#: The mesh overview layer's ``meshRenderScale`` (Neuroglancer's "Resolution (mesh)"): how
+#: much coarser than a pixel a drawn LOD may be. 100 keeps the coarsest LOD while the whole
+#: store is in view (the first view: one fragment per coarse node) and refines as one zooms
+#: in; the viewer's default (10) draws level 1 over the whole store at once.
+OVERVIEW_RENDER_SCALE = 100
 #: ``overview`` choices of serve and export: ``"auto"`` (coarse levels and more than
 #: :data:`AUTO_OBJECTS` objects), always, never.
 OVERVIEW_MODES = ("auto", True, False)
@@ -244,6 +250,7 @@ def overview_layers(
             "source": f"precomputed://{url}",
             "segments": [str(OVERVIEW_SEGMENT)],
             "segmentDefaultColor": colour,
+            "meshRenderScale": OVERVIEW_RENDER_SCALE,
             "name": f"{name} overview",
         }
         anchors = {"type": "annotation", "source": f"precomputed://{url}/anchors/ann", **linked}
