@@ -151,6 +151,7 @@ def main() -> int:
     result["load_before"] = os.getloadavg()
     result["overview"] = overview(path)
     result["load_between"] = os.getloadavg()
+    print(json.dumps(result, indent=1), file=sys.stderr, flush=True)  # the overview part, early
     result["baseline_sharded_per_object"] = baseline(path, args.workdir, args.baseline_timeout)
     result["load_after"] = os.getloadavg()
     o, b = result["overview"], result["baseline_sharded_per_object"]

@@ -142,8 +142,13 @@ def test_overview_is_off_by_default_for_few_objects_and_refused_without_levels(
     src = StoreSource(zv.open(mesh_store), "cells")
     assert overview_of(src) is None  # 40 objects: the per-object layer lists them all
     assert overview_of(src, False) is None
-    with pytest.raises(InputError, match="overview must be 'auto', True or False"):
-        overview_of(src, "yes")
+    for call in (
+        lambda: overview_of(src, "yes"),
+        lambda: serve(mesh_store, client=False, overview="yes"),
+        lambda: export_neuroglancer(mesh_store, tmp_path / "x", overview="yes"),
+    ):
+        with pytest.raises(InputError, match="overview must be 'auto', True or False, not 'yes'"):
+            call()
     v, f = _icosphere(1)
     flat = zv.write_meshes(tmp_path / "flat.zarr", [(v * 5 + 20, f)], chunk_shape=50)
     with pytest.raises(InputError, match="needs coarse levels; run build_pyramid"):

@@ -3,7 +3,8 @@
 The server listens on 127.0.0.1 only. ``/v/zv/`` serves the Neuroglancer client shipped in the
 optional ``neuroglancer`` package (the build for Python servers: it also opens ``/events/zv``,
 kept open and silent here, and posts state to ``/state/zv``, acknowledged and ignored); ``/zv/<layer>/<path>`` serves :class:`StoreSource` paths,
-each read on request (only the cells a request needs).
+each read on request (only the cells a request needs), and ``/zv/<layer>/overview/<path>``
+the layer's overview (:mod:`~zarr_vectors.neuroglancer.overview`) when it has one.
 
 Safe by default (:mod:`~zarr_vectors.neuroglancer._http`): no CORS header unless ``cors``
 names the origins that may read (another Neuroglancer), a ``Host`` other than the listening
