@@ -198,6 +198,7 @@ def test_export_writes_the_overview_and_its_layer(mesh_store: Path, tmp_path: Pa
     assert state["layers"][1]["source"] == "precomputed://http://127.0.0.1:8000/cells/overview"
 
 
+@pytest.mark.slow
 def test_cloud_volume_reads_the_exported_overview(mesh_store: Path, tmp_path: Path) -> None:
     """cloud-volume, a reader this project did not write, reads segment 1 of the exported
     overview: its finest LOD is store level 1 (vertices within the quantisation bound)."""
@@ -267,6 +268,7 @@ def _cell(body: bytes, info: Any) -> tuple[np.ndarray, np.ndarray]:
     return geom, ids
 
 
+@pytest.mark.slow
 def test_cli_export_overview_flags(
     mesh_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
