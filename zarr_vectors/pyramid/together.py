@@ -22,11 +22,11 @@ writer committing meanwhile makes the block raise
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 from zarr_vectors.engine import VectorStore
 from zarr_vectors.errors import StoreError
-from zarr_vectors.storage import Arena, Backend, Wrapping, placeholder_root, rebuild_session
+from zarr_vectors.storage import placeholder_root, rebuild_session
 
 __all__ = ["one_commit"]
 
@@ -46,7 +46,7 @@ def one_commit(store: VectorStore) -> Iterator[None]:
     # The placeholder is what a store committed in place shows while the commit runs; the
     # overlay itself starts from the store's root, which the block's writes replace.
     with rebuild_session(
-        _DocumentsDeletedLast(backend),
+        backend,
         hidden=lambda key: False,
         first={"zarr.json": placeholder_root()},
         wait=store.wait,
@@ -55,38 +55,3 @@ def one_commit(store: VectorStore) -> Iterator[None]:
         with store.staged(overlay, store.root):
             yield
     store.replace_root(store.root)
-
-
-class _DocumentsDeletedLast(Wrapping):
-    """``inner`` with each batch of deletes ordered chunk keys first, then ``zarr.json``
-    documents, deepest first. The writes of one block can drop a whole array (an edit that
-    empties a coarse level's cross-chunk links); Icechunk removes an array node with its
-    document, after which a delete of one of its chunks fails."""
-
-    def __init__(self, inner: Backend) -> None:
-        self.inner = inner
-        self.description = inner.description
-
-    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        return self.inner.get_many(keys)
-
-    def get_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
-        return self.inner.get_ranges(ranges)
-
-    def get_many_into(self, keys: Sequence[str], scratch: Arena) -> list[bytes | memoryview | None]:
-        return self.inner.get_many_into(keys, scratch)
-
-    def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
-        self.inner.set_many(items)
-
-    def delete_many(self, keys: Sequence[str]) -> None:
-        docs = sorted((k for k in keys if k.rsplit("/", 1)[-1] == "zarr.json"), key=lambda k: -k.count("/"))
-        self.inner.delete_many([k for k in keys if k.rsplit("/", 1)[-1] != "zarr.json"])
-        if docs:
-            self.inner.delete_many(docs)
-
-    def delete_prefix(self, prefix: str) -> None:
-        self.inner.delete_prefix(prefix)
-
-    def refresh(self) -> None:
-        self.inner.refresh()
