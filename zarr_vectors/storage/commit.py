@@ -530,8 +530,8 @@ def commit_in_place(
         # once its array's zarr.json is there: stale keys out, then metadata, parents first.
         if backend.supports_deletes:
             stale = [k for k in backend.list_keys() if k not in staged and not keep(k)]
-            for batch in deletion_batches(stale):
-                backend.delete_many(batch)
+            for keys in deletion_batches(stale):
+                backend.delete_many(keys)
         docs = [k for k in staged if k.endswith("zarr.json")]
         for depth in sorted({k.count("/") for k in docs}):
             _upload(backend, stage, [k for k in docs if k.count("/") == depth])
