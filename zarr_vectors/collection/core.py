@@ -379,6 +379,8 @@ class Collection:
     ) -> Result:
         """Level-0 rows whose ``relationship`` attribute is one of ``ids``, grouped by id in the
         order given, read through the member's relationship index (cost follows the answer).
+        Within one id the rows come in the index's order (by a hash of each row: the same for
+        the same rows, whatever the order they were written in), not the member's row order.
 
         ``member`` is needed only when several members declare ``relationship``. With
         ``attributes=False`` the index alone answers (positions and the relationship's ids,
@@ -504,7 +506,7 @@ def create_collection(
     ...     "synapses", "points", [[0, 0, 0], [1, 1, 1], [2, 2, 2]], chunk_shape=2,
     ...     attributes={"post_segment": post}, relationships={"post_segment": "segments"},
     ... )
-    >>> coll.related([7], "post_segment").positions.tolist()
+    >>> sorted(coll.related([7], "post_segment").positions.tolist())
     [[0, 0, 0], [2, 2, 2]]
     """
     spaces = dict(id_spaces) if isinstance(id_spaces, dict) else {s: {} for s in id_spaces}
