@@ -67,6 +67,15 @@ def coll_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
         object_ids=np.repeat(SEGMENTS[[0, 3]], 20),
         id_space="segments",
     )
+    coll.add_member(  # one soma point per segment: its segment properties join the segments layer
+        "somas",
+        "points",
+        np.array([[200.0, 200, 200], [500, 500, 500], [800, 800, 800], [100, 400, 500]]),
+        chunk_shape=250,
+        object_ids=SEGMENTS,
+        object_attributes={"soma_um": np.array([4.0, 5.0, 6.0, 7.0], "f4")},
+        id_space="segments",
+    )
     return path
 
 
@@ -90,7 +99,7 @@ def _synapses(coll_path: Path) -> Any:
 def exported(coll_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("ngc-out") / "ng"
     counts = export_neuroglancer(coll_path, out)
-    assert set(counts) == {"synapses", "meshes", "skeletons"}
+    assert set(counts) == {"synapses", "meshes", "skeletons", "somas"}
     return out
 
 
@@ -149,6 +158,24 @@ def test_by_relationship_lists_exactly_the_synapses_naming_the_segment(
         assert np.allclose(geom.reshape(len(ids), 3), rows.positions[expected.astype(np.int64)], rtol=1e-6)
 
 
+def test_a_point_member_in_the_id_space_relates_by_its_object_ids(coll_path: Path, exported: Path) -> None:
+    root = exported / "somas" / "ann"
+    info_doc = json.loads((root / "info").read_text())
+    assert [r["id"] for r in info_doc["relationships"]] == ["object"]
+    info = parse_annotation_info(info_doc, "info")
+    rows = zv.open(coll_path).member("somas").query(None)
+    _, _, ((counts, ids),) = decode_single_annotations(
+        [(root / "by_id" / str(i)).read_bytes() for i in range(4)], info, "by_id"
+    )
+    assert (counts == 1).all() and np.array_equal(ids, rows.object_ids.astype(np.uint64))
+    for row, segment in enumerate(ids.tolist()):
+        assert dec.annotation_list(info_doc, (root / "rel_object" / str(segment)).read_bytes())[
+            2
+        ].tolist() == [row]
+    props = json.loads((exported / "somas" / "props" / "info").read_text())
+    assert props["inline"]["ids"] == [str(s) for s in sorted(SEGMENTS.tolist())]
+
+
 def test_meshes_and_skeletons_share_segment_ids(exported: Path) -> None:
     info = parse_skeleton_info(
         json.loads((exported / "skeletons" / "skeletons" / "info").read_text()), "info"
@@ -167,23 +194,25 @@ def test_meshes_and_skeletons_share_segment_ids(exported: Path) -> None:
 def test_state_has_one_segmentation_layer_with_both_sources(exported: Path) -> None:
     state = json.loads((exported / "state.json").read_text())
     by_name = {layer["name"]: layer for layer in state["layers"]}
-    assert [layer["type"] for layer in state["layers"]] == ["segmentation", "annotation"]
+    assert [layer["type"] for layer in state["layers"]] == ["segmentation", "annotation", "annotation"]
     seg = by_name["segments"]
     assert seg["source"] == [
         "precomputed://http://127.0.0.1:8000/meshes/mesh",
         "precomputed://http://127.0.0.1:8000/skeletons/skeletons",
+        "precomputed://http://127.0.0.1:8000/somas/props",
     ]
     assert seg["segments"] == [str(s) for s in sorted(SEGMENTS.tolist())]
     ann = by_name["synapses"]
     assert ann["source"] == "precomputed://http://127.0.0.1:8000/synapses/ann"
     assert ann["linkedSegmentationLayer"] == {"pre_segment": "segments", "post_segment": "segments"}
     assert ann["filterBySegmentation"] == ["post_segment", "pre_segment"]
+    assert by_name["somas"]["linkedSegmentationLayer"] == {"object": "segments"}
 
 
 def test_serve_gives_the_exported_bytes_and_state(coll_path: Path, exported: Path) -> None:
     with zv.serve(zv.open(coll_path), client=False) as server:
         state = _state(server.viewer_url)
-        assert [layer["name"] for layer in state["layers"]] == ["segments", "synapses"]
+        assert [layer["name"] for layer in state["layers"]] == ["segments", "synapses", "somas"]
         assert state["layers"][0]["source"][0] == f"precomputed://{server.url}/zv/meshes/mesh"
         files = sorted(p for p in exported.rglob("*") if p.is_file() and p.parent != exported)
         assert len(files) > 300
@@ -235,7 +264,7 @@ def test_cli_serve_and_export_a_collection(coll_path: Path, exported: Path, tmp_
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
         base = url.split("/v/", 1)[0]
-        assert [layer["name"] for layer in _state(url)["layers"]] == ["segments", "synapses"]
+        assert [layer["name"] for layer in _state(url)["layers"]] == ["segments", "synapses", "somas"]
         rel = "synapses/ann/rel_post_segment/18446744073709551615"
         assert _fetch(f"{base}/zv/{rel}") == (200, (exported / rel).read_bytes())
     finally:
@@ -313,9 +342,9 @@ def test_served_collection_loads_in_chromium(coll_path: Path) -> None:
     finally:
         browser.close()
         server.close()
-    assert [layer["name"] for layer in out["status"]] == ["segments", "synapses"], out["status"]
+    assert [layer["name"] for layer in out["status"]] == ["segments", "synapses", "somas"], out["status"]
     assert all(s == "ok" for layer in out["status"] for s in layer["sources"]), out["status"]
-    assert [len(layer["sources"]) for layer in out["status"]] == [2, 1]
+    assert [len(layer["sources"]) for layer in out["status"]] == [3, 1, 1]
     assert not out["errors"], out["errors"]
     paths = [(r.path, r.status) for r in server.requests if "/zv/" in r.path]
     # a segment a member does not hold is a 404 there (the viewer shows nothing, logs no error)
@@ -329,7 +358,7 @@ def test_served_collection_loads_in_chromium(coll_path: Path) -> None:
         f"/zv/skeletons/skeletons/{SEGMENTS[0]}",
         f"/zv/skeletons/skeletons/{SEGMENTS[3]}",
     }
-    asked = {p.split("/ann/", 1)[1] for p, status in paths if "/ann/rel_" in p and status == 200}
+    asked = {p.split("/ann/", 1)[1] for p, status in paths if "/synapses/ann/rel_" in p and status == 200}
     # selected segments' synapses come from the by_relationship indexes, both relationships
     assert asked == {f"rel_{r}/{s}" for r in ("pre_segment", "post_segment") for s in SEGMENTS.tolist()}
     img = np.asarray(Image.open(io.BytesIO(out["png"])).convert("RGB")).astype(int)

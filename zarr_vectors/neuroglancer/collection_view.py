@@ -2,7 +2,8 @@
 
 * Per id space, ONE segmentation layer whose sources are the meshes and skeletons of every
   member in that space (``{base}/{member}/mesh``, ``{base}/{member}/skeletons``, each served
-  by a :class:`~zarr_vectors.neuroglancer.source.StoreSource` with its segment properties):
+  by a :class:`~zarr_vectors.neuroglancer.source.StoreSource` with its segment properties)
+  and the segment properties of its point members with objects (``{base}/{member}/props``):
   the members' object ids are the layer's segment ids.
 * Per point member, an annotation layer (:class:`RelatedAnnotations`) whose relationships are
   the member's ``zv:relationships`` attributes (the related ids are that vertex attribute's
@@ -50,6 +51,9 @@ CELL_TARGET = 2048
 MAX_SEGMENTS = 500
 _COLOURS = ("#ff6e4a", "#4ac0ff", "#ffd24a", "#8cff4a", "#e04aff", "#4affc8")
 _JSON = "application/json"
+#: The source folder a member of an id space adds to the space's layer, by kind (point
+#: members: their segment properties).
+_FOLDERS = {"mesh": "mesh", "skeletons": "skeletons", "annotations": "props"}
 _BINARY = "application/octet-stream"
 LOG = logging.getLogger("zarr_vectors.neuroglancer")
 
@@ -181,6 +185,8 @@ class RelatedAnnotations(StoreSource):
 
     def get(self, path: str) -> tuple[bytes, str]:
         head, _, rest = path.strip("/").partition("/")
+        if head == "props":
+            return super().get(path)
         if head != "ann":
             raise NotFound(f"{self.name}: no source path {path!r}")
         if rest == "info":
@@ -202,6 +208,8 @@ class RelatedAnnotations(StoreSource):
     def entries(self) -> Iterator[tuple[str, bytes]]:
         """Every ``(path, body)`` of a static copy (every cell of the grid, every row's
         ``by_id``, every related segment's list), bodies encoded in bulk; ``ann/info`` last."""
+        if self.has_objects:
+            yield "props/info", self.get("props/info")[0]
         for cell in np.ndindex(*self.cells.tolist()):
             yield "ann/spatial0/" + "_".join(map(str, cell)), self._encode(self.cell_rows(cell))
         rows = np.arange(len(self.geometry))
@@ -226,6 +234,8 @@ class CollectionView:
     collection: Collection
     sources: list[StoreSource]
     spaces: dict[str, tuple[str, list[StoreSource]]] = field(default_factory=dict)
+    #: member name -> the id space of its object ids
+    id_spaces: dict[str, str] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
 
 
@@ -247,7 +257,9 @@ def collection_view(coll: Collection, mesh_format: str = "multilod") -> Collecti
         else:
             src = plain
         view.sources.append(src)
-        if kind != "annotations" and member.id_space is not None:
+        if member.id_space is not None:
+            view.id_spaces[name] = member.id_space
+        if member.id_space is not None and (kind != "annotations" or src.has_objects):
             view.spaces.setdefault(member.id_space, (member.id_space, []))[1].append(src)
     taken = {s.name for s in view.sources}
     for space, (layer, members) in list(view.spaces.items()):
@@ -272,12 +284,9 @@ def collection_state(view: CollectionView, base: str, layout: str = "4panel") ->
     hi = np.max([s.ds.bounds[1] for s in same], axis=0)
     extent = float(np.max(hi - lo)) or 1.0
     layers: list[dict[str, Any]] = []
-    in_space = {id(s) for _, members in view.spaces.values() for s in members}
+    in_space = {id(s) for _, members in view.spaces.values() for s in members if s.kind != "annotations"}
     for i, (space_layer, members) in enumerate(view.spaces.values()):
-        urls = [
-            f"precomputed://{base}/{s.name}/{'skeletons' if s.kind == 'skeletons' else 'mesh'}"
-            for s in members
-        ]
+        urls = [f"precomputed://{base}/{s.name}/{_FOLDERS[s.kind]}" for s in members]
         layers.append(
             {
                 "type": "segmentation",
@@ -302,9 +311,13 @@ def collection_state(view: CollectionView, base: str, layout: str = "4panel") ->
         layer["annotationColor"] = colour
         if isinstance(src, RelatedAnnotations):
             links = {r: view.spaces[s][0] for r, (s, _) in src.relations.items() if s in view.spaces}
-            if links:
-                layer["linkedSegmentationLayer"] = links
-                layer["filterBySegmentation"] = sorted(links)
+        elif src.has_objects and view.id_spaces.get(src.name) in view.spaces:  # lines, graphs
+            links = {"object": view.spaces[view.id_spaces[src.name]][0]}
+        else:
+            links = {}
+        if links:
+            layer["linkedSegmentationLayer"] = links
+            layer["filterBySegmentation"] = sorted(links)
         layers.append(layer)
     return {
         "dimensions": first.dimensions,
