@@ -21,7 +21,12 @@ import zarr_vectors as zv
 from tests import _ng_decode as dec
 from zarr_vectors.neuroglancer import export_neuroglancer
 from zarr_vectors.neuroglancer.annotation_read import decode_single_annotations, parse_annotation_info
-from zarr_vectors.neuroglancer.collection_view import RelatedAnnotations, collection_of
+from zarr_vectors.neuroglancer.collection_view import (
+    RelatedAnnotations,
+    collection_of,
+    single_annotation_bodies,
+)
+from zarr_vectors.neuroglancer.encode import AnnotationLayout, Property, encode_one_annotation
 from zarr_vectors.neuroglancer.precomputed_read import decode_skeleton, parse_skeleton_info
 
 TOP = np.uint64(2**64 - 1)
@@ -225,6 +230,21 @@ def test_serve_gives_the_exported_bytes_and_state(coll_path: Path, exported: Pat
         assert _fetch(f"{server.url}/zv/synapses/ann/spatial0/9_9_9")[0] == 404
         empty = _fetch(f"{server.url}/zv/synapses/ann/rel_post_segment/42")
         assert empty == (200, np.zeros(1, "<u8").tobytes())
+
+
+def test_bulk_by_id_bodies_equal_one_annotation_encoded_at_a_time() -> None:
+    rng = np.random.default_rng(1)
+    layout = AnnotationLayout(3, 1, (Property("w", "float32", "w"), Property("k", "uint8", "k")), ("a", "b"))
+    geom = rng.uniform(0, 9, (5, 3))
+    props = {"w": rng.random(5).astype("f4"), "k": rng.integers(0, 9, 5).astype("u1")}
+    related = [SEGMENTS[rng.integers(0, 4, 5)], SEGMENTS[rng.integers(0, 4, 5)]]
+    bodies = single_annotation_bodies(layout, geom, props, related)
+    for i, body in enumerate(bodies):
+        one = encode_one_annotation(
+            layout, geom[i], {k: v[i] for k, v in props.items()}, [r[i] for r in related]
+        )
+        assert body == one, i
+    assert single_annotation_bodies(layout, geom[:0], {k: v[:0] for k, v in props.items()}, []) == []
 
 
 def test_a_relationship_that_is_not_an_integer_attribute_is_refused(coll_path: Path) -> None:
