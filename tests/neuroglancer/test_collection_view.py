@@ -21,13 +21,16 @@ import zarr_vectors as zv
 from tests import _ng_decode as dec
 from zarr_vectors.neuroglancer import export_neuroglancer
 from zarr_vectors.neuroglancer.annotation_read import decode_single_annotations, parse_annotation_info
+from zarr_vectors.neuroglancer.annotation_source import AnnotationSource
 from zarr_vectors.neuroglancer.collection_view import (
     RelatedAnnotations,
     collection_of,
     single_annotation_bodies,
 )
 from zarr_vectors.neuroglancer.encode import AnnotationLayout, Property, encode_one_annotation
-from zarr_vectors.neuroglancer.precomputed_read import decode_skeleton, parse_skeleton_info
+from zarr_vectors.neuroglancer.precomputed_read import decode_skeleton, parse_sharding, parse_skeleton_info
+from zarr_vectors.neuroglancer.precomputed_source import ShardedIndex
+from zarr_vectors.neuroglancer.sharded_read import decode_data
 
 TOP = np.uint64(2**64 - 1)
 SEGMENTS = np.array([2**64 - 1, 2**64 - 2, 2**63 + 5, 42], np.uint64)
@@ -179,6 +182,40 @@ def test_a_point_member_in_the_id_space_relates_by_its_object_ids(coll_path: Pat
         ].tolist() == [row]
     props = json.loads((exported / "somas" / "props" / "info").read_text())
     assert props["inline"]["ids"] == [str(s) for s in sorted(SEGMENTS.tolist())]
+
+
+def _sharded_entries(layer: AnnotationSource, key: str, spec: Any, keys: np.ndarray) -> list[bytes | None]:
+    index = ShardedIndex(layer, parse_sharding(spec, key), f"{key}/")
+    places = index.locate(keys)
+    found = iter(layer.get_ranges([p for p in places if p is not None]))
+    return [None if p is None else decode_data(next(found) or b"", index.spec, key) for p in places]
+
+
+def test_sharded_export_holds_the_same_annotations(coll_path: Path, exported: Path, tmp_path: Path) -> None:
+    export_neuroglancer(coll_path, tmp_path / "ng", sharding=True)
+    rows = _synapses(coll_path)
+    layer = AnnotationSource(tmp_path / "ng" / "synapses")
+    assert layer.sharded is not None
+    assert np.array_equal(layer.segment_ids(), np.arange(len(rows), dtype=np.uint64))
+    (_, props, related), missing = layer.read(np.arange(len(rows), dtype=np.uint64))
+    assert not missing and np.array_equal(props["weight"][:, 0], rows.attributes["weight"])
+    for (counts, values), name in zip(related, ["pre_segment", "post_segment"]):
+        assert (counts == 1).all() and np.array_equal(values, rows.attributes[name].astype(np.uint64))
+    info_doc = json.loads((tmp_path / "ng" / "synapses" / "ann" / "info").read_text())
+    for rel in info_doc["relationships"]:
+        flat = exported / "synapses" / "ann" / rel["key"]
+        bodies = _sharded_entries(layer, rel["key"], rel["sharding"], SEGMENTS)
+        for segment, body in zip(SEGMENTS.tolist(), bodies):
+            file = flat / str(segment)
+            assert body == (file.read_bytes() if file.exists() else None), (rel["key"], segment)
+    (level,) = info_doc["spatial"]
+    index = ShardedIndex(layer, parse_sharding(level["sharding"], "spatial0"), "spatial0/")
+    keys = index.all_keys()
+    ids = [
+        dec.annotation_list(info_doc, b or b"")[2]
+        for b in _sharded_entries(layer, "spatial0", level["sharding"], keys)
+    ]
+    assert np.array_equal(np.sort(np.concatenate(ids)), np.arange(len(rows), dtype=np.uint64))
 
 
 def test_meshes_and_skeletons_share_segment_ids(exported: Path) -> None:

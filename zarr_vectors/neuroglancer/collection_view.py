@@ -33,6 +33,7 @@ from zarr_vectors.collection import Collection
 from zarr_vectors.dataset import Dataset
 from zarr_vectors.errors import FormatError, InputError
 from zarr_vectors.neuroglancer.encode import AnnotationLayout, annotation_info, encode_annotations
+from zarr_vectors.neuroglancer.sharded import choose_sharding, compressed_morton, encode_shards
 from zarr_vectors.neuroglancer.source import NotFound, StoreSource
 
 __all__ = [
@@ -205,6 +206,14 @@ class RelatedAnnotations(StoreSource):
             return self._encode(self.related_rows(kind[4:], int(key))), _BINARY
         raise NotFound(f"{self.name}: no annotation path {rest!r}")
 
+    def related_lists(self, relationship: str) -> tuple[np.ndarray, list[bytes]]:
+        """Every segment ``relationship`` names (sorted uint64) and its ``rel_`` body."""
+        values = self.relations[relationship][1]
+        order = self._orders[relationship]
+        segments, starts = np.unique(values[order], return_index=True)
+        bounds = np.append(starts, len(order))
+        return segments, [self._encode(order[bounds[k] : bounds[k + 1]]) for k in range(len(segments))]
+
     def entries(self) -> Iterator[tuple[str, bytes]]:
         """Every ``(path, body)`` of a static copy (every cell of the grid, every row's
         ``by_id``, every related segment's list), bodies encoded in bulk; ``ann/info`` last."""
@@ -214,13 +223,38 @@ class RelatedAnnotations(StoreSource):
             yield "ann/spatial0/" + "_".join(map(str, cell)), self._encode(self.cell_rows(cell))
         rows = np.arange(len(self.geometry))
         yield from ((f"ann/by_id/{i}", body) for i, body in zip(rows.tolist(), self.by_ids(rows)))
-        for rel, (_, values) in self.relations.items():
-            order = self._orders[rel]
-            segments, starts = np.unique(values[order], return_index=True)
-            bounds = np.append(starts, len(order))
-            for k, segment in enumerate(segments.tolist()):
-                yield f"ann/rel_{rel}/{segment}", self._encode(order[bounds[k] : bounds[k + 1]])
+        for rel in self.relations:
+            segments, bodies = self.related_lists(rel)
+            yield from ((f"ann/rel_{rel}/{s}", b) for s, b in zip(segments.tolist(), bodies))
         yield "ann/info", self.get("ann/info")[0]
+
+    def sharded_entries(self) -> Iterator[tuple[str, bytes]]:
+        """A static copy with every index (``spatial0``, ``by_id``, each ``rel_``) as
+        ``neuroglancer_uint64_sharded_v1`` shard files, and their ``sharding`` in ``ann/info``
+        (last); spatial cells keyed by compressed Morton code, empty cells left out."""
+        if self.has_objects:
+            yield "props/info", self.get("props/info")[0]
+        indexes: dict[str, tuple[np.ndarray, list[bytes]]] = {}
+        full = np.flatnonzero(np.diff(self._cell_starts))
+        cells = np.stack(np.unravel_index(full, tuple(self.cells.tolist())), axis=1)
+        bodies = [self._encode(self.cell_rows(c)) for c in cells.tolist()]
+        indexes["spatial0"] = (compressed_morton(cells.reshape(len(full), -1), self.cells.tolist()), bodies)
+        rows = np.arange(len(self.geometry))
+        indexes["by_id"] = (rows.astype(np.uint64), self.by_ids(rows))
+        for rel in self.relations:
+            indexes[f"rel_{rel}"] = self.related_lists(rel)
+        specs = {}
+        for key, (keys, values) in indexes.items():
+            spec = choose_sharding(len(values), sum(len(v) for v in values))
+            specs[key] = spec.to_json()
+            for name, shard in encode_shards(keys, values, spec).items():
+                yield f"ann/{key}/{name}", shard
+        info = self.annotation_info()
+        info["by_id"]["sharding"] = specs["by_id"]
+        for rel in info["relationships"]:
+            rel["sharding"] = specs[rel["key"]]
+        info["spatial"][0]["sharding"] = specs["spatial0"]
+        yield "ann/info", json.dumps(info, separators=(",", ":")).encode()
 
     def paths(self, ids: bool = True) -> Iterator[str]:
         yield from (p for p, _ in self.entries())

@@ -61,8 +61,9 @@ def export_neuroglancer(
     annotations sharded by the rule above), and its layers in ``state.json``; ``"auto"`` when the store has coarse levels and more than 500 objects.
 
     A collection (a :class:`~zarr_vectors.Collection`, or one path of one) is written as one
-    view (:mod:`~zarr_vectors.neuroglancer.collection_view`): a folder per member, its point
-    members' annotation layers unsharded, no overviews.
+    view (:mod:`~zarr_vectors.neuroglancer.collection_view`): a folder per member (point
+    members' annotation layers sharded by the rule above, with their ``rel_<name>``
+    indexes), no overviews.
 
     Returns ``{layer: files written}`` (an overview as ``"<layer> overview"``).
 
@@ -86,9 +87,10 @@ def export_neuroglancer(
     counts: dict[str, int] = {}
     made: set[Path] = set()
     for src in sources:
-        if isinstance(src, RelatedAnnotations):  # a collection's point member: unsharded
+        if isinstance(src, RelatedAnnotations):  # a collection's point member
             counts[src.name] = 0
-            for rel, body in src.entries():
+            flat = sharding is False or (sharding == "auto" and len(src.geometry) <= SHARD_THRESHOLD)
+            for rel, body in src.entries() if flat else src.sharded_entries():
                 _write(out / src.name / rel, body, made)
                 counts[src.name] += 1
             continue
