@@ -288,6 +288,8 @@ def test_a_relationship_that_is_not_an_integer_attribute_is_refused(coll_path: P
     ds = zv.open(coll_path).member("synapses")
     with pytest.raises(zv.InputError, match="'weight' is not a one-id-per-row integer"):
         RelatedAnnotations(ds, "synapses", {"weight": "segments"})
+    with pytest.raises(zv.InputError, match="'gone' is not a vertex attribute of the member"):
+        RelatedAnnotations(ds, "synapses", {"gone": "segments"})
 
 
 def _env() -> dict[str, str]:

@@ -116,17 +116,22 @@ class RelatedAnnotations(StoreSource):
             raise InputError(f"{name}: only point members become annotation layers with relationships")
         if object_space is not None and "object" in relationships:
             raise InputError(f"{name}: a relationship attribute named 'object' clashes with the object ids")
-        res = ds.query(None, object_ids=self.has_objects)
+        known = set(ds.level(0).vertex_attributes)
+        for attr in relationships:
+            if attr not in known:
+                raise InputError(f"{name}: relationship {attr!r} is not a vertex attribute of the member")
+        props = tuple(p for p in self.layout.properties if p.source not in relationships)
+        wanted = [p.source for p in props] + list(relationships)
+        res = ds.query(None, attributes=wanted, object_ids=self.has_objects)
         #: relationship name -> (id space, uint64 value per row)
         self.relations: dict[str, tuple[str, np.ndarray]] = {}
         for attr, space in relationships.items():
-            values = np.asarray(res.attributes.get(attr, np.zeros(0)))
-            if attr not in res.attributes or values.ndim != 1 or values.dtype.kind not in "iu":
+            values = np.asarray(res.attributes[attr])
+            if values.ndim != 1 or values.dtype.kind not in "iu":
                 raise InputError(f"{name}: relationship {attr!r} is not a one-id-per-row integer attribute")
             self.relations[attr] = (space, values.astype(np.uint64))
         if object_space is not None and res.object_ids is not None:
             self.relations["object"] = (object_space, np.asarray(res.object_ids).astype(np.uint64))
-        props = tuple(p for p in self.layout.properties if p.source not in relationships)
         self.layout = AnnotationLayout(self.layout.rank, 1, props, tuple(self.relations))
         self.geometry = np.asarray(res.positions, np.float64)
         self.values = {p.id: np.asarray(res.attributes[p.source]) for p in props}
