@@ -304,8 +304,6 @@ def ingest_neuroglancer(
     if not len(segments):
         raise InputError(f"{source.url} holds no {source.kind} to ingest")
     show = progress if progress is not None else sys.stderr.isatty()
-    if isinstance(source, AnnotationSource) and (checkpoint is not None or resume):
-        raise InputError("checkpoint= and resume= apply to skeletons and meshes, not annotations")
     if isinstance(source, AnnotationSource):
         bar = _bar(len(segments), show, source.kind)
         ingest_annotations(
@@ -317,6 +315,8 @@ def ingest_neuroglancer(
             batch=batch,
             bar=bar,
             store_options=store_options,
+            checkpoint=checkpoint,
+            resume=resume,
         )
         if bar is not None:
             bar.close()
@@ -415,7 +415,11 @@ def _checkpointed(
 
     size = ckpt.DEFAULT_CHECKPOINT if checkpoint is None else checkpoint
     if options.get("encoding") == "draco":
-        raise InputError("checkpoint/resume appends to the store, which Draco mesh stores refuse; write raw")
+        raise InputError(
+            "checkpoint/resume commits each checkpoint as a Dataset.append, and a Draco-encoded mesh "
+            "store cannot be appended to (an append merges raw vertex cells; nothing re-encodes Draco "
+            "cells). Resume into a raw mesh store (leave encoding= out; a Draco source is fine)"
+        )
     held = ckpt.held_ids(dst, options.get("storage_options")) if resume else None
     plan = list(ckpt.plan_checkpoints(segments, size, held))
     ckpt.check_grid(len(plan), options)
