@@ -27,7 +27,8 @@ EXTENT = 40000.0
 
 
 def _load() -> str:
-    return "load %.1f %.1f %.1f" % os.getloadavg()
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.1f} {five:.1f} {fifteen:.1f}"
 
 
 def _child(mode: str, layer: str, dst: str, ids_file: str) -> None:
