@@ -148,3 +148,53 @@ def _canonical(tri: np.ndarray) -> np.ndarray:
     first = np.argmin(keys, axis=1)
     rolled = t[np.arange(len(t))[:, None], (first[:, None] + np.arange(3)) % 3].reshape(len(t), 9)
     return rolled[np.lexsort(rolled.T[::-1])]
+
+
+def test_cloudvolume_sharded_multilod_draco_meshes(tmp_path: Path) -> None:
+    """A sharded multi-resolution Draco layer assembled the way igneous does with
+    cloud-volume's pieces: its manifest class, its shard writer (``synthesize_shard_files``
+    with ``data_offset``, the manifest's length, pointing each index entry at the manifest
+    that follows the fragments). One fragment per mesh, 10-bit positions; the ingest equals the source's own
+    quantised positions (float32) and triangles."""
+    import DracoPy
+    import trimesh
+    from cloudvolume.datasource.precomputed.mesh.multilod import MultiLevelPrecomputedMeshManifest
+    from cloudvolume.datasource.precomputed.sharding import ShardingSpecification, synthesize_shard_files
+
+    bits, top = 10, 1023
+    sphere = trimesh.creation.icosphere(subdivisions=1)
+    rng = np.random.default_rng(8)
+    data, offsets, truth = {}, {}, {}
+    for sid in IDS:
+        v = sphere.vertices * rng.uniform(20, 60) + rng.uniform(100, 800, 3)
+        lo, size = v.min(axis=0), np.ptp(v, axis=0)
+        q = np.rint((v - lo) / size * top)
+        blob = bytes(
+            DracoPy.encode(q, sphere.faces.astype(np.uint32), quantization_bits=bits, quantization_range=float(top),
+                           quantization_origin=[0.0, 0.0, 0.0])
+        )  # fmt: skip
+        manifest = MultiLevelPrecomputedMeshManifest(
+            segment_id=sid, chunk_shape=size, grid_origin=lo, num_lods=1, lod_scales=[1.0],
+            vertex_offsets=[[0.0, 0.0, 0.0]], num_fragments_per_lod=[1], fragment_positions=[[[0], [0], [0]]],
+            fragment_offsets=[len(blob)],
+        )  # fmt: skip
+        data[sid], offsets[sid] = blob + manifest.to_binary(), len(manifest.to_binary())
+        # the decoder's position: grid_origin + chunk * q / top in the manifest's float32 values
+        want = lo.astype(np.float32).astype(np.float64) + size.astype(np.float32).astype(np.float64) * q / top
+        truth[sid] = (want.astype(np.float32), sphere.faces)
+    folder = tmp_path / "seg" / "mesh"
+    folder.mkdir(parents=True)
+    sharding = {**SHARDING, "data_encoding": "raw"}  # fragments are found by raw offsets
+    spec = ShardingSpecification.from_dict(sharding)
+    for name, body in synthesize_shard_files(spec, data, data_offset=offsets).items():
+        (folder / name).write_bytes(body)
+    info = {"@type": "neuroglancer_multilod_draco", "vertex_quantization_bits": bits, "lod_scale_multiplier": 1.0,
+            "transform": [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0], "sharding": sharding}  # fmt: skip
+    (folder / "info").write_text(json.dumps(info))
+    assert len(list(folder.glob("*.shard"))) == 2
+    ds = ingest_neuroglancer(folder, tmp_path / "m.zarr", progress=False, chunk_shape=300.0)
+    assert ds.object_ids().dtype == np.uint64 and ds.object_ids().tolist() == IDS
+    for sid, (v, f) in truth.items():
+        got = ds.objects([sid])
+        assert len(got.positions) == len(v) and len(got.faces) == len(f)
+        assert np.allclose(_canonical(got.positions[got.faces]), _canonical(v[f]), rtol=0, atol=1e-4)
