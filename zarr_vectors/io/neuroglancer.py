@@ -1,4 +1,4 @@
-"""Neuroglancer precomputed skeletons and meshes into a store: :func:`ingest_neuroglancer`.
+"""Neuroglancer precomputed skeletons, meshes and annotations into a store: :func:`ingest_neuroglancer`.
 
 The source is read with :class:`~zarr_vectors.neuroglancer.precomputed_source.PrecomputedSource`
 (local folders, ``http(s)://``, ``gs://``, ``s3://``; sharded or not) a batch of objects at a
@@ -258,10 +258,11 @@ def ingest_neuroglancer(
         ``number`` ones, and ``tags`` as the tag names joined by spaces) as object attributes
         named by the property ids.
     checkpoint
-        Write in commits of this many source ids (skeletons, raw meshes): the first creates
-        the store, each later one is a ``Dataset.append`` (atomic), so a killed ingest leaves
-        the objects of whole checkpoints. Needs ``bounds`` and a numeric ``chunk_shape``
-        when there is more than one checkpoint. Default: one write (no checkpoints), or
+        Write in commits of this many source ids (every source kind; the store written must
+        be raw, not ``encoding="draco"``): the first creates the store, each later one is a
+        ``Dataset.append`` (atomic), so a killed ingest leaves the objects of whole
+        checkpoints. Needs ``bounds`` (annotations: the info's by default) and a numeric
+        ``chunk_shape`` when there is more than one checkpoint. Default: one write (no checkpoints), or
         :data:`~zarr_vectors.io.ingest_checkpoint.DEFAULT_CHECKPOINT` with ``resume``.
         A checkpoint after the first is held decoded in memory until it is appended.
     resume
