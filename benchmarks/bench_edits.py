@@ -14,8 +14,8 @@ copy of the base store (copies not timed):
 - ``write``: the streamed write of the base store (level 0 only);
 - ``pyramid``: ``build_pyramid([2, 2])`` on it (the full build an update is compared with);
 - ``replace10``, ``delete10``, ``append1pct``: the edit with ``pyramid="stale"`` (level 0 only);
-- ``..._update``: the same edit with ``pyramid="update"``; the level update's cost is the
-  difference from the stale edit.
+- ``..._update``: the same edit with ``pyramid="update"`` (the default), the edit and its
+  level update in one commit; the level update's cost is the difference from the stale edit.
 
 Targets of issue 31: replace 10 <= 2 % of the write, delete 10 <= 1 %, append 1 % <= 5 %, and
 a level update <= 10 % of a full pyramid build. After each edit the store is checked against

@@ -31,9 +31,7 @@ import zarr_vectors as zv
 
 def id_sets(k: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(1)
-    segment = np.uint64(720575940621039145) + np.sort(
-        rng.choice(np.arange(10**9, dtype=np.uint64), k, replace=False)
-    )
+    segment = np.uint64(720575940621039145) + np.sort(rng.choice(10**9, k, replace=False).astype(np.uint64))
     return {
         "dense": np.arange(k, dtype=np.int64),
         "segment": rng.permutation(segment),

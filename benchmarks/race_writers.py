@@ -156,8 +156,8 @@ class Model:
         rows = batch(op, trial, slot)
         if op == "append":
             assert rows is not None
-            stale = "stale" if self.pyramid != "none" else "none"
-            return Model(np.concatenate([self.pos, rows[0]]), np.concatenate([self.v, rows[1]]), stale)
+            # an append brings the levels up to date in its own commit (pyramid="update", the default)
+            return Model(np.concatenate([self.pos, rows[0]]), np.concatenate([self.v, rows[1]]), self.pyramid)
         if op == "build_pyramid":
             return Model(self.pos, self.v, "fresh")
         if op == "overwrite":

@@ -21,9 +21,10 @@ TOP = np.uint64(2**64 - 1)
 
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Index chunks of 4 entries and shards of 2 chunks: every lookup crosses chunks and shards."""
-    monkeypatch.setattr(rel_index, "CHUNK", 4)
-    monkeypatch.setattr(rel_index, "SHARD_CHUNKS", 2)
+    """Index buckets of about 4 rows and build batches of 3 member chunks: lookups and edits
+    cross many buckets."""
+    monkeypatch.setattr(rel_index, "BUCKET_ROWS", 4)
+    monkeypatch.setattr(rel_index, "BUILD_BATCH", 3)
 
 
 def _synapses(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -357,15 +358,24 @@ def test_where_across_an_unknown_relationship_or_attribute(tmp_path: Path) -> No
 
 
 def test_related_from_the_index_alone_reads_no_cell(tmp_path: Path, small_chunks: None) -> None:
-    coll, pos, post, _pre = _collection(tmp_path, n=300)
+    coll, pos, post, pre = _collection(tmp_path, n=300)
     full = coll.related([int(TOP), 1], "post_segment")
     assert full.object_ids is None and sorted(full.attributes) == ["post_segment", "pre_segment"]
-    # Without the member's vertex cells, only the index can answer.
+    # Without the member's vertex cells, only the index can answer: rows with attributes too.
     shutil.rmtree(tmp_path / "c.zarr" / "synapses" / "0" / "vertices" / "c")
+    for name in ("post_segment", "pre_segment"):
+        shutil.rmtree(tmp_path / "c.zarr" / "synapses" / "0" / "vertex_attributes" / name / "c")
     fresh = zv.open(tmp_path / "c.zarr")
-    _check_related(fresh, [int(TOP), 1, int(TOP) - 3], "post_segment", pos, post, attributes=False)
-    with pytest.raises(zv.ZarrVectorsError):
-        fresh.related([int(TOP)], "post_segment")
+    ids = [int(TOP), 1, int(TOP) - 3]
+    _check_related(fresh, ids, "post_segment", pos, post, attributes=False)
+    _check_related(fresh, ids, "post_segment", pos, post)
+    res = fresh.related(ids, "post_segment", attributes=["pre_segment"])
+    assert sorted(res.attributes) == ["pre_segment"]
+    truth = np.isin(post, np.array(ids, np.uint64))
+    got = sorted(zip(map(tuple, res.positions.tolist()), res.attributes["pre_segment"].tolist()))
+    assert got == sorted(zip(map(tuple, pos[truth].astype(np.float64).tolist()), pre[truth].tolist()))
+    with pytest.raises(zv.InputError, match="\\['colour'\\] are not vertex attributes"):
+        fresh.related(ids, "post_segment", attributes=["colour"])
 
 
 def test_ids_below_between_and_above_the_indexed_ones(tmp_path: Path, small_chunks: None) -> None:

@@ -24,7 +24,7 @@ SEG = np.uint64(720575940621039145)  # a connectomics segment id
 
 def _segment_ids(rng: np.random.Generator, k: int) -> np.ndarray:
     """k distinct uint64 ids near 7.2e17, in no particular order."""
-    ids = SEG + rng.choice(np.arange(10**9, dtype=np.uint64), k, replace=False)
+    ids = SEG + rng.choice(10**9, k, replace=False).astype(np.uint64)
     ids[0] = np.uint64(2**64 - 2)  # and one near the top of the range
     return ids
 

@@ -25,8 +25,8 @@ def test_reference_reads_our_checksummed_points(tmp_path, rng, reference, compre
     zv.write_points(
         store,
         pos,
-        chunk_shape=100.0,
-        bin_shape=25.0,
+        chunk_shape=200.0,
+        bin_shape=50.0,
         bounds=([0] * 3, [1000] * 3),
         attributes={"intensity": value},
         object_ids=oids,

@@ -27,8 +27,8 @@ def test_reference_reads_our_compressed_points(tmp_path, rng, reference, compres
     zv.write_points(
         store,
         pos,
-        chunk_shape=100.0,
-        bin_shape=25.0,
+        chunk_shape=200.0,
+        bin_shape=50.0,
         bounds=([0] * 3, [1000] * 3),
         attributes={"intensity": value},
         object_ids=oids,

@@ -19,7 +19,7 @@ SEG = np.uint64(720575940621039145)
 
 
 def _ids(rng: np.random.Generator, k: int) -> np.ndarray:
-    return SEG + rng.choice(np.arange(10**9, dtype=np.uint64), k, replace=False)
+    return SEG + rng.choice(10**9, k, replace=False).astype(np.uint64)
 
 
 def _check_objects(

@@ -37,8 +37,8 @@ def _boxes(rng, d, lo, hi, k=6):
 @pytest.mark.parametrize(
     "case",
     [
-        dict(d=3, lo=0.0, hi=1000.0, objects=True, chunk=100.0, bins=25.0),
-        dict(d=3, lo=-500.0, hi=499.0, objects=False, chunk=100.0, bins=50.0),
+        dict(d=3, lo=0.0, hi=1000.0, objects=True, chunk=200.0, bins=50.0),
+        dict(d=3, lo=-500.0, hi=499.0, objects=False, chunk=200.0, bins=50.0),
         dict(d=2, lo=0.0, hi=512.0, objects=True, chunk=128.0, bins=32.0),
     ],
     ids=["3d-objects", "3d-negative", "2d-objects"],

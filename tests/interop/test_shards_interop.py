@@ -36,7 +36,7 @@ def test_reference_reads_our_sharded_points(tmp_path, rng, reference):
     attrs = {"intensity": rng.random(4000).astype(np.float32)}
     ids = rng.integers(0, 30, 4000)
     kw = dict(
-        chunk_shape=100.0, bin_shape=50.0, bounds=([0.0] * 3, [1000.0] * 3), attributes=attrs, object_ids=ids
+        chunk_shape=200.0, bin_shape=50.0, bounds=([0.0] * 3, [1000.0] * 3), attributes=attrs, object_ids=ids
     )
     plain, sharded = tmp_path / "plain.zarr", tmp_path / "sharded.zarr"
     zv.write_points(plain, pos, shards=None, **kw)
@@ -88,13 +88,13 @@ def _raw_kinds(rng) -> dict:
     edges = edges[edges[:, 0] != edges[:, 1]]
     tpos, parents = random_tree(rng, 300, span=1000.0)
     v, f = icosphere(3, 499.0, 500.0, np.float32)
-    box = {"chunk_shape": 100.0, "bounds": ([0.0] * 3, [1000.0] * 3)}
+    box = {"chunk_shape": 200.0, "bounds": ([0.0] * 3, [1000.0] * 3)}
     return {
         "points": (lambda p, **k: zv.write_points(p, pos, attributes=attrs, **box, **k), "read_points"),
         "lines": (lambda p, **k: zv.write_lines(p, walks, **box, **k), "read_lines"),
         "graph": (lambda p, **k: zv.write_graph(p, gpos, edges, **box, **k), "read_graph"),
         "skeleton": (
-            lambda p, **k: zv.write_skeleton(p, tpos, parents, chunk_shape=100.0, **k),
+            lambda p, **k: zv.write_skeleton(p, tpos, parents, chunk_shape=200.0, **k),
             "read_graph",
         ),
         "mesh": (lambda p, **k: zv.write_mesh(p, v, f, chunk_shape=250.0, **k), "read_mesh"),

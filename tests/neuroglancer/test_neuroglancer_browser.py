@@ -307,3 +307,65 @@ def test_sharded_export_loads_from_a_static_host_in_chromium(tmp_path: Path) -> 
     ranges = [path for method, path, status in static.log if status == 206 and "/ann/spatial" in path]
     assert ranges and all(path.endswith(".shard") for path in ranges), static.log
     assert not [p for _, p, _ in static.log if "/ann/spatial" in p and not p.endswith(".shard")]
+
+
+@pytest.mark.skipif(_cdp.chromium() is None, reason="needs Debian's chromium (.ci/run installs it)")
+def test_overview_of_2000_meshes_draws_the_first_frame_in_chromium(tmp_path: Path) -> None:
+    """2,000 small meshes served (the overview on by default: coarse levels, over 500
+    objects): the first view reads the overview only (its info, manifest and fragment
+    ranges, no object's own meshes), the 3-D panel shows geometry, and every request of the
+    first view is counted with its bytes (measured in the browser, the client's workers too)."""
+    pytest.importorskip("aiohttp")
+    pytest.importorskip("fast_simplification")
+    import trimesh
+
+    from tests.neuroglancer._first_view import drawn_fraction, first_view, plain_url
+
+    sphere = trimesh.creation.icosphere(subdivisions=2)
+    v, f = np.asarray(sphere.vertices), np.asarray(sphere.faces)
+    rng = np.random.default_rng(8)
+    store = tmp_path / "cells.zarr"
+    meshes = [((v * 8 + rng.uniform(10, 990, 3)).astype("f4"), f) for _ in range(2000)]
+    zv.write_meshes(store, meshes, chunk_shape=125)
+    zv.open(store, mode="r+").build_pyramid([2, 2])
+    server = zv.serve(store, layout="3d")
+    assert list(server.overviews) == ["cells"]
+    browser = _cdp.Browser(WIDTH, HEIGHT)
+    out: dict[str, Any] = {}
+
+    async def drive() -> None:
+        session, ws, page = await _cdp.open_page(browser.ws_url)
+        try:
+            out.update(await first_view(page, plain_url(server.viewer_url), server.url + "/zv/", timeout=40))
+            out["errors"] = page.console_errors()
+        finally:
+            page.reader.cancel()
+            await ws.close()
+            await session.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(drive(), 60))
+    finally:
+        browser.close()
+        server.close()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "neuroglancer-overview.png").write_bytes(out["png"])
+    served = [r for r in server.requests if r.path.startswith("/zv/")]
+    figures = {
+        "seconds_to_drawn": out["seconds_to_drawn"],
+        "source_requests": out["requests"],
+        "browser_MB": out["bytes"] / 1e6,
+        "served_MB": sum(r.size for r in served) / 1e6,
+        "load": os.getloadavg(),
+    }
+    (ARTIFACTS / "neuroglancer-overview.json").write_text(json.dumps(figures))
+    print(f"overview first view of 2,000 meshes: {figures}")
+    assert not out["errors"], out["errors"]
+    assert out["seconds_to_drawn"] is not None and drawn_fraction(out["png"]) > 0.01
+    assert not [r for r in served if r.status >= 400 and r.status != 499], served
+    paths = {r.path for r in served}
+    assert "/zv/cells/overview/1.index" in paths and "/zv/cells/overview/1" in paths
+    assert not [p for p in paths if p.startswith("/zv/cells/mesh/") and p != "/zv/cells/mesh/info"]
+    manifest, data = zv.neuroglancer.server.overviews_of(server.sources)["cells"].encoded()
+    assert out["requests"] == len(served) and out["bytes"] >= sum(r.size for r in served)
+    assert sum(r.size for r in served if "/overview/1" in r.path) <= len(manifest) + len(data)

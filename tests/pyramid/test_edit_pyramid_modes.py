@@ -157,13 +157,14 @@ def test_update_rebuilds_levels_that_do_not_record_their_settings() -> None:
     assert 4 not in zv.open("memory://modes-unrecorded").object_ids(1)
 
 
-def test_the_default_marks_the_levels_stale() -> None:
-    """Without ``pyramid=``, an edit leaves the coarse levels as they were, marked stale (the
-    update would be a second commit after the edit's)."""
+def test_the_default_updates_the_levels() -> None:
+    """Without ``pyramid=``, an edit of a store with levels brings them up to date in the
+    edit's own commit: the store is what ``pyramid="update"`` writes."""
     pts, w, ids = _data(6, 400, 0)
-    ds = _one_shot("memory://modes-default-stale", pts, w, ids)
-    before = ds.vertex_count(1)
+    ds = _one_shot("memory://modes-default-update", pts, w, ids)
+    explicit = _one_shot("memory://modes-default-explicit", pts, w, ids)
     ds.delete([3])
-    assert ds.stale_levels() == [1, 2]
-    with pytest.warns(zv.StaleLevelWarning, match="level 1 .* is stale"):
-        assert ds.vertex_count(1) == before
+    explicit.delete([3], pyramid="update")
+    assert ds.stale_levels() == []
+    assert 3 not in ds.object_ids(1).tolist()
+    _assert_same_store(_stored(ds), _stored(explicit))

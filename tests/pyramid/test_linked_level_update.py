@@ -2,8 +2,8 @@
 
 1. The premise of a region-wise update for linked kinds: a coarse level is built object by
    object, so an object's coarse geometry does not depend on the other objects of the store.
-2. After a seeded random sequence of appends, replaces and deletes with the default
-   ``pyramid="update"`` (today a rebuild with the recorded settings for these kinds), every
+2. After a seeded random sequence of appends, replaces and deletes with ``pyramid="update"``
+   (the default; today a rebuild with the recorded settings for these kinds), every
    level answers object reads and box queries exactly as a one-shot write of the final data
    with a full pyramid does."""
 
@@ -54,12 +54,27 @@ def _chain(rng: np.random.Generator) -> np.ndarray:
     return np.clip(start + np.cumsum(rng.normal(0, 3, (n, 3)), axis=0), 0, 99).astype(np.float32)
 
 
+def _graph(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A chain with two extra edges (cycles and branches)."""
+    pos = _chain(rng)
+    n = len(pos)
+    chain = np.stack([np.arange(n - 1), np.arange(1, n)], axis=1)
+    extra = rng.integers(0, n, (2, 2))
+    return pos, np.concatenate([chain, extra[extra[:, 0] != extra[:, 1]]])
+
+
 def _write(kind: str, url: str, objs: dict[int, Obj]) -> zv.Dataset:
     ids = sorted(objs)
     if kind == "mesh":
         zv.write_meshes(url, [objs[i] for i in ids], object_ids=ids, **GRID)
     elif kind == "lines":
         zv.write_lines(url, [objs[i] for i in ids], object_ids=ids, **GRID)
+    elif kind == "graph":
+        pos = np.concatenate([objs[i][0] for i in ids])
+        offsets = np.cumsum([0] + [len(objs[i][0]) for i in ids])
+        edges = np.concatenate([objs[i][1] + o for i, o in zip(ids, offsets)])
+        oids = np.concatenate([np.full(len(objs[i][0]), i) for i in ids])
+        zv.write_graph(url, pos, edges, object_ids=oids, **GRID)
     else:
         pos = np.concatenate([objs[i] for i in ids])
         offsets = np.cumsum([0] + [len(objs[i]) for i in ids])
@@ -75,6 +90,8 @@ def _args(kind: str, obj: Obj) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """``(data, keywords)`` giving one new object to append/replace (its id added by the caller)."""
     if kind in ("mesh", "lines"):
         return ([obj],), {}
+    if kind == "graph":
+        return (obj[0], obj[1]), {}
     return (obj, np.r_[-1, np.arange(len(obj) - 1)]), {}
 
 
@@ -82,6 +99,7 @@ MAKERS: dict[str, Callable[[np.random.Generator], Obj]] = {
     "mesh": _sphere,
     "lines": _chain,
     "skeleton": _chain,
+    "graph": _graph,
 }
 
 
@@ -91,10 +109,10 @@ def _assert_same_levels(ds: zv.Dataset, want: zv.Dataset, ids: list[int]) -> Non
         assert ds.object_ids(k).tolist() == want.object_ids(k).tolist() == ids, k
         assert ds.vertex_count(k) == want.vertex_count(k), k
         for i in ids:
-            assert np.array_equal(ds.objects([i], level=k).positions, want.objects([i], level=k).positions), (
-                k,
-                i,
-            )
+            got, exp = ds.objects([i], level=k), want.objects([i], level=k)
+            for key in ("positions", "parents", "line_offsets", "edges", "faces"):
+                a, b = getattr(got, key), getattr(exp, key)
+                assert (a is None) == (b is None) and (a is None or np.array_equal(a, b)), (k, i, key)
         for box in BOXES:
             got, exp = ds.query(box, level=k).positions, want.query(box, level=k).positions
             assert np.array_equal(got[np.lexsort(got.T)], exp[np.lexsort(exp.T)]), (k, box)
@@ -128,10 +146,10 @@ def test_random_edits_with_update_match_a_full_build(kind: str) -> None:
             new_id = int(max(objs) + 1 + rng.integers(0, 3))
             obj = make(rng)
             data, kw = _args(kind, obj)
-            ds.append(
+            n = len(obj[0]) if kind == "graph" else len(obj)
+            ds.append(  # the default: the levels brought up to date in the edit's commit
                 *data,
-                object_ids=[new_id] if kind != "skeleton" else np.full(len(obj), new_id),
-                pyramid="update",
+                object_ids=[new_id] if kind in ("mesh", "lines") else np.full(n, new_id),
                 **kw,
             )
             objs[new_id] = obj

@@ -236,3 +236,26 @@ def test_point_edit_is_one_commit_and_races_lose_cleanly(tmp_path, edit: str) ->
     ds = _read(repo)
     assert np.array_equal(_box(ds), _expected(want_pts[keep], want_ids[keep]))
     assert 7 in ds.object_ids().tolist() and 8 not in ds.object_ids().tolist()
+
+
+def test_a_rebuilt_pyramid_that_drops_arrays_is_one_commit(tmp_path) -> None:
+    """Rebuilding levels without explicit cross-level links deletes whole arrays (their chunks,
+    then their documents, which Icechunk needs in that order) in one snapshot."""
+    repo = _skeleton_repo(tmp_path, [1, 2, 3])
+    zvi.commit(repo, lambda s: zv.open(s, "r+").build_pyramid([2, 2], cross_level="explicit"), message="p1")
+    before = _snapshots(repo)
+    zvi.commit(
+        repo,
+        lambda s: zv.open(s, "r+").build_pyramid([2], cross_level="implicit", overwrite=True),
+        message="p2",
+    )
+    assert _snapshots(repo) == before + 1
+    got = _read(repo)
+    want = _one_shot(tmp_path / "want.zarr", [1, 2, 3])
+    zv.open(str(tmp_path / "want.zarr"), "r+").build_pyramid([2], cross_level="implicit")
+    want = zv.open(str(tmp_path / "want.zarr"))
+    assert got.levels == want.levels == [0, 1]
+    for level in (0, 1):
+        a, b = got.query(bbox=BOX, level=level), want.query(bbox=BOX, level=level)
+        assert np.array_equal(sorted_rows(a.positions), sorted_rows(b.positions))
+    assert zv.validate(repo.readonly_session(branch="main").store).ok

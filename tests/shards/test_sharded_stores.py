@@ -187,7 +187,7 @@ def test_auto_shards_keep_a_local_append_small():
     # average, 3.1 % of the cells unsharded; budget max(3.5 %, 1.5 x 3.1 %) = 4.7 %. Two cells
     # along one axis give 4.15 * 3.15^2 / 1000 = 4.1 %; any third cell passes 4.7 %.
     assert auto_chunks_per_shard((10, 10, 10), 120e3) == (2, 1, 1)
-    assert auto_chunks_per_shard((10, 10, 10), 120e3, contiguous=True) == (1, 1, 2)
+    assert auto_chunks_per_shard((10, 10, 10), 120e3, contiguous=True) == (1, 2, 1)
     assert auto_chunks_per_shard((10, 10, 10), 1e9) == (1, 1, 1)  # a cell over the 64 MB target
     assert auto_chunks_per_shard((50, 50, 50), 1e6) == (4, 4, 4)  # (0.215 + 0.08)^3 = 2.6 %
     assert auto_chunks_per_shard((50, 50, 50), 1e6, contiguous=True) == (1, 8, 8)

@@ -292,8 +292,12 @@ WARNING_RULES = {
 }  # leftovers: tests/storage/test_overwrite_rules.py
 
 
+#: The rules of a collection node are broken in tests/collection/test_collection_validate.py.
+COLLECTION_RULES = {rule for rule in RULES if rule.startswith("collection.")}
+
+
 def test_every_rule_has_a_broken_store() -> None:
-    assert set(RULES) - WARNING_RULES == set(CASES)
+    assert set(RULES) - WARNING_RULES - COLLECTION_RULES == set(CASES)
 
 
 @pytest.mark.parametrize("rule", sorted(CASES))

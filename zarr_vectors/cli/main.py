@@ -32,6 +32,7 @@ from zarr_vectors.cli.arguments import (
     positive_number,
     storage_options_arg,
 )
+from zarr_vectors.cli.collection import add_collection_parser
 from zarr_vectors.cli.examples import EXAMPLES
 from zarr_vectors.cli.ingest import input_files, one_input, run_ingest
 from zarr_vectors.cli.query import add_query_parser, add_render_parser
@@ -475,6 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pyramid_parser(sub, fmt)
     _add_demo_parser(sub, fmt)
     _add_serve_parser(sub, fmt)
+    add_collection_parser(sub, fmt)
     return parser
 
 

@@ -14,6 +14,7 @@ from zarr_vectors.errors import ZarrVectorsError
 
 __all__ = [
     "add_mesh_format_option",
+    "add_overview_option",
     "add_serve_options",
     "add_sharding_option",
     "export_command",
@@ -38,9 +39,12 @@ def export_command(args: argparse.Namespace, storage_options: dict[str, Any] | N
         storage_options=storage_options,
         mesh_format=args.mesh_format,
         sharding=getattr(args, "sharding", "auto"),
+        overview=getattr(args, "overview", "auto"),
     )
     for name, n in counts.items():
-        print(f"wrote {n} files of layer {name} to {Path(outdir) / name}")
+        folder = Path(outdir) / name.removesuffix(" overview")
+        folder = folder / "overview" if name.endswith(" overview") else folder
+        print(f"wrote {n} files of layer {name} to {folder}")
     print(f"viewer state: {Path(outdir) / 'state.json'}")
     return 0
 
@@ -67,6 +71,7 @@ def serve_command(args: argparse.Namespace, storage_options: dict[str, Any] | No
             storage_options=storage_options,
             mesh_format=args.mesh_format,
             cors=cors,
+            overview=getattr(args, "overview", "auto"),
         )
     print(server.viewer_url, flush=True)
     print(f"serving {', '.join(s.name for s in server.sources)} at {server.url} (Ctrl-C stops)", flush=True)
@@ -101,7 +106,29 @@ def add_serve_options(sub: Any, fmt: Any) -> argparse.ArgumentParser:
         "viewer needs none)",
     )
     add_mesh_format_option(p)
+    add_overview_option(p)
     return p
+
+
+def add_overview_option(p: argparse.ArgumentParser) -> None:
+    """``--overview`` / ``--no-overview``: the overview layer of mesh and skeleton stores."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--overview",
+        dest="overview",
+        action="store_const",
+        const=True,
+        default="auto",
+        help="neuroglancer: an overview layer of all objects of mesh and skeleton stores, from their "
+        "coarse levels (default: when a store has coarse levels and over 500 objects)",
+    )
+    group.add_argument(
+        "--no-overview",
+        dest="overview",
+        action="store_const",
+        const=False,
+        help="neuroglancer: no overview layer",
+    )
 
 
 def add_mesh_format_option(p: argparse.ArgumentParser, prefix: str = "") -> None:
@@ -116,7 +143,9 @@ def add_mesh_format_option(p: argparse.ArgumentParser, prefix: str = "") -> None
 
 
 def add_sharding_option(p: argparse.ArgumentParser) -> None:
-    """``--sharded`` / ``--unsharded``: how ``export neuroglancer`` writes annotation layers."""
+    """``--sharded`` / ``--unsharded``: how ``export neuroglancer`` writes annotation layers;
+    and ``--overview`` / ``--no-overview`` (:func:`add_overview_option`), export's other
+    Neuroglancer-only choice (``cli/main.py`` calls this one function for both)."""
     group = p.add_mutually_exclusive_group()
     group.add_argument(
         "--sharded",
@@ -134,3 +163,4 @@ def add_sharding_option(p: argparse.ArgumentParser) -> None:
         const=False,
         help="neuroglancer: one file per annotation, object, spatial cell, skeleton and mesh",
     )
+    add_overview_option(p)

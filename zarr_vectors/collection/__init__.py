@@ -5,6 +5,14 @@ The face of the room: modules outside ``collection`` import these names from her
 
 from zarr_vectors.collection.core import WRITERS, Collection, create_collection
 from zarr_vectors.collection.index import StaleIndexError
-from zarr_vectors.collection.layout import Member, is_collection_doc
+from zarr_vectors.collection.layout import Member, is_collection_doc, member_target
 
-__all__ = ["WRITERS", "Collection", "Member", "StaleIndexError", "create_collection", "is_collection_doc"]
+__all__ = [
+    "WRITERS",
+    "Collection",
+    "Member",
+    "StaleIndexError",
+    "create_collection",
+    "is_collection_doc",
+    "member_target",
+]

@@ -12,7 +12,19 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.collection.index import INDEX_GROUP, build_index, drop_index, lookup
+from zarr_vectors.collection.buckets import Column, Rows
+from zarr_vectors.collection.index import (
+    INDEX_GROUP,
+    StaleIndexError,
+    build_index,
+    drop_index,
+    index_attributes,
+    index_generation_ok,
+    lookup,
+    member_generation,
+    rows_of,
+    update_index,
+)
 from zarr_vectors.collection.join import JoinClause, passing_ids, split_where
 from zarr_vectors.collection.layout import (
     CollectionDoc,
@@ -23,11 +35,11 @@ from zarr_vectors.collection.layout import (
     parse_collection,
 )
 from zarr_vectors.dataset import Dataset
-from zarr_vectors.engine import as_id_array
+from zarr_vectors.engine import DEFAULT_MEMORY_LIMIT, as_id_array
 from zarr_vectors.errors import InputError, StoreExistsError
 from zarr_vectors.kinds import graph_stream, line_stream, mesh_stream, points, shapes, skeleton_stream
 from zarr_vectors.result import Result
-from zarr_vectors.storage import Backend, ShardReader, dump_json, local_path, open_backend
+from zarr_vectors.storage import Backend, dump_json, local_path, open_backend
 
 __all__ = ["Collection", "create_collection", "WRITERS"]
 
@@ -50,6 +62,11 @@ def _backend(target: Any, storage_options: dict[str, Any] | None, create: bool) 
     return open_backend(target, read_only=not create, storage_options=storage_options)
 
 
+def _ids(ids: Any) -> np.ndarray:
+    """Distinct user object ids as uint64."""
+    return np.unique(as_id_array(ids, "object ids").astype(np.uint64))
+
+
 class Collection:
     """An opened collection: ``members`` by name, each an ordinary store in ``<target>/<name>``.
 
@@ -66,7 +83,7 @@ class Collection:
         self.mode = mode
         self._options = storage_options
         self._datasets: dict[str, Dataset] = {}
-        self._readers: dict[str, ShardReader] = {}
+        self._readers: dict[str, Backend] = {}
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -177,18 +194,20 @@ class Collection:
             raise StoreExistsError(f"{dst} already exists")
         shutil.move(os.fspath(src), os.fspath(dst))
 
-    def _index(self, name: str, ds: Dataset, member: Member) -> None:
+    def _index(
+        self, name: str, ds: Dataset, member: Member, memory_limit: int | None = DEFAULT_MEMORY_LIMIT
+    ) -> None:
         target = member_target(self.target, name)
         for attribute in member.relationships:
-            build_index(ds, target, attribute, self._options)
+            build_index(ds, target, attribute, self._options, memory_limit=memory_limit)
         self._readers.pop(name, None)
 
-    def build_index(self, name: str) -> None:
+    def build_index(self, name: str, *, memory_limit: int | None = DEFAULT_MEMORY_LIMIT) -> None:
         """Rebuild every relationship index of member ``name`` (after edits made outside the
-        collection)."""
+        collection), holding at most about ``memory_limit`` bytes of rows (None: all in memory)."""
         self._writable()
         ds = self._reopen(name)
-        self._index(name, ds, self._doc.members[name])
+        self._index(name, ds, self._doc.members[name], memory_limit)
 
     def _reopen(self, name: str) -> Dataset:
         self.member(name)
@@ -196,22 +215,80 @@ class Collection:
         self._datasets[name] = ds
         return ds
 
-    def _edit(self, name: str, method: str, *args: Any, **keywords: Any) -> None:
+    def _edit(
+        self, name: str, method: str, removed: np.ndarray, added: np.ndarray, *args: Any, **keywords: Any
+    ) -> None:
+        """Run the edit ``method`` on member ``name``, then bring its indexes up to it.
+
+        The rows of objects ``removed`` (user ids) are read before the edit, those of
+        ``added`` after it, and only the index buckets of their values are rewritten. Without object ids (an append to a member without them) the new rows
+        come from the edit's input. An index that was stale before the edit is rebuilt."""
         self._writable()
-        getattr(self.member(name), method)(*args, **keywords)
-        self.build_index(name)
+        ds = self.member(name)
+        relationships = list(self._doc.members[name].relationships)
+        backend = _backend(member_target(self.target, name), self._options, create=True)
+        fresh = all(index_generation_ok(backend, a) for a in relationships)
+        with_ids = ds.level(0).manifests is not None
+        before = None
+        if fresh and relationships and with_ids and len(removed):
+            before = ds.objects(removed.tolist(), attributes=relationships)
+        getattr(ds, method)(*args, **keywords)
+        ds = self._reopen(name)
+        self._readers.pop(name, None)
+        if not relationships:
+            return
+        if not fresh or (not with_ids and method != "append"):
+            self._index(name, ds, self._doc.members[name])
+            return
+        generation = member_generation(backend)
+        for attribute in relationships:
+            meta = index_attributes(backend, attribute)
+            assert meta is not None  # fresh
+            columns = [Column.parse(c) for c in meta["columns"]]
+            new = self._new_rows(ds, columns, attribute, added, args, keywords)
+            old = np.zeros(0, np.uint64) if before is None else before.attributes[attribute].reshape(-1)
+            update_index(backend, attribute, removed if with_ids else None, old, new, generation)
+
+    @staticmethod
+    def _new_rows(
+        ds: Dataset,
+        columns: list[Column],
+        attribute: str,
+        added: np.ndarray,
+        args: tuple[Any, ...],
+        keywords: dict[str, Any],
+    ) -> Rows:
+        """Index rows the edit added: the edited objects read back, or (a member without
+        object ids) the appended input cast to the index's columns."""
+        if ds.level(0).manifests is not None:
+            if len(added) == 0:
+                return Rows.concat([], columns)
+            res = ds.objects(added.tolist())
+            return rows_of(columns, attribute, res.positions, res.attributes, res.object_ids)
+        attrs = keywords.get("attributes") or {}
+        if attribute not in attrs:
+            raise InputError(f"the append gives no {attribute!r}, a relationship of the member")
+        return rows_of(columns, attribute, args[0], attrs, None)
 
     def append(self, name: str, *data: Any, **keywords: Any) -> None:
-        """``Dataset.append`` on member ``name``, then its relationship indexes rebuilt."""
-        self._edit(name, "append", *data, **keywords)
+        """``Dataset.append`` on member ``name``; its relationship indexes are updated in the
+        buckets of the new rows' values only."""
+        ids = keywords.get("object_ids")
+        added = _ids(ids) if ids is not None else np.zeros(0, np.uint64)
+        removed = np.zeros(0, np.uint64)
+        if keywords.get("extend") and len(added):  # existing objects gain points: re-read them
+            removed = added[np.isin(added, self.member(name).object_ids())]
+        self._edit(name, "append", removed, added, *data, **keywords)
 
     def replace(self, name: str, ids: Any, *data: Any, **keywords: Any) -> None:
-        """``Dataset.replace`` on member ``name``, then its relationship indexes rebuilt."""
-        self._edit(name, "replace", ids, *data, **keywords)
+        """``Dataset.replace`` on member ``name``; its relationship indexes are updated in the
+        buckets of the replaced and new rows' values only."""
+        self._edit(name, "replace", _ids(ids), _ids(ids), ids, *data, **keywords)
 
     def delete(self, name: str, ids: Any, **keywords: Any) -> None:
-        """``Dataset.delete`` on member ``name``, then its relationship indexes rebuilt."""
-        self._edit(name, "delete", ids, **keywords)
+        """``Dataset.delete`` on member ``name``; its relationship indexes are updated in the
+        buckets of the deleted rows' values only."""
+        self._edit(name, "delete", _ids(ids), np.zeros(0, np.uint64), ids, **keywords)
 
     # -- reading -----------------------------------------------------------------------
     def _names(self, members: Sequence[str] | None) -> list[str]:
@@ -327,10 +404,9 @@ class Collection:
         wanted = wanted[np.sort(first)]
         reader = self._readers.get(name)
         if reader is None:
-            backend = open_backend(
+            reader = self._readers[name] = open_backend(
                 member_target(self.target, name), read_only=True, storage_options=self._options
             )
-            reader = self._readers[name] = ShardReader(backend)
         names = (
             None
             if attributes is None or attributes is True
@@ -339,6 +415,42 @@ class Collection:
             else list(attributes)
         )
         return lookup(self.member(name), reader, relationship, wanted, names)
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready description: name, id spaces, and per member its kind, role, id space,
+        level-0 vertex count and, per relationship, its id space and index state
+        (``current`` or ``stale``, rows, buckets; None without an index)."""
+        members = []
+        for name, m in self._doc.members.items():
+            backend = open_backend(
+                member_target(self.target, name), read_only=True, storage_options=self._options
+            )
+            generation = member_generation(backend)
+            relationships = {}
+            for attribute, space in m.relationships.items():
+                try:
+                    meta = index_attributes(backend, attribute)
+                except StaleIndexError:  # an index of another version
+                    meta = {"generation": None, "rows": 0, "bucket_bits": 0}
+                state = None
+                if meta is not None:
+                    state = {
+                        "state": "current" if meta.get("generation") == generation else "stale",
+                        "rows": int(meta["rows"]),
+                        "buckets": 1 << int(meta["bucket_bits"]),
+                    }
+                relationships[attribute] = {"id_space": space, "index": state}
+            members.append(
+                {
+                    "name": name,
+                    "kind": m.kind,
+                    "role": m.role,
+                    "id_space": m.id_space,
+                    "vertices": int(self.member(name).vertex_count(0)),
+                    "relationships": relationships,
+                }
+            )
+        return {"name": self.name, "id_spaces": sorted(self._doc.id_spaces), "members": members}
 
     def drop_index(self, name: str, relationship: str) -> None:
         """Delete member ``name``'s index of ``relationship`` (``related`` then refuses it)."""

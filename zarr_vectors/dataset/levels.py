@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from zarr_vectors.engine import append_points
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.kinds import EDITED_LINKED_FAMILIES, family_of
-from zarr_vectors.pyramid import build_pyramid, existing_factors, level_for, stored_settings, update_levels
+from zarr_vectors.pyramid import (
+    build_pyramid,
+    existing_factors,
+    level_for,
+    one_commit,
+    stored_settings,
+    update_levels,
+)
 
 if TYPE_CHECKING:
     from zarr_vectors.engine import VectorStore
@@ -122,7 +130,7 @@ class LevelUpdates:
         object_ids: Any = None,
         object_attributes: dict[str, dict[Any, Any]] | None = None,
         extend: bool = False,
-        pyramid: bool | str = False,
+        pyramid: bool | str = "update",
         workers: int | None = None,
         progress: bool | None = None,
         **keywords: Any,
@@ -131,9 +139,8 @@ class LevelUpdates:
 
         Only the cells the new points fall in and the object tables are rewritten. The store's
         bounds must contain the points, and the batch must give the store's vertex attributes
-        (and object ids when the store has objects). Coarser levels are marked stale (reads of
-        them warn, :meth:`level_for` skips them) unless ``pyramid`` says otherwise. A local
-        store changes in one exchange; an
+        (and object ids when the store has objects). Coarser levels are brought up to date in the
+        same commit unless ``pyramid`` says otherwise. A local store changes in one exchange; an
         interrupted append to another store leaves it readable as incomplete.
 
         Parameters
@@ -146,16 +153,17 @@ class LevelUpdates:
             Allow ids that are already in the store (their objects gain the points);
             without it such ids are refused.
         pyramid
-            What becomes of the coarser levels (when the store has any): ``"stale"`` (or
-            False, the default) leaves them as they were, marked stale (reads of them warn,
-            :meth:`level_for` skips them) until a rebuild; ``"update"`` recomputes only the
-            coarse cells above the cells the edit touched (point clouds, sharded or not:
-            only the shards holding those cells are rewritten; lines, skeletons, graphs and
-            meshes, and edits that renumber objects, get the rebuild), each level then as a
-            rebuild with the recorded settings writes it; ``"rebuild"`` (or True) builds
-            them again with those settings. The update or rebuild is a second commit after
-            the edit's (one Icechunk commit with :mod:`zarr_vectors.icechunk`): a writer that
-            gets in between makes it fail with the edit applied and the levels stale.
+            What becomes of the coarser levels (when the store has any): ``"update"`` (the
+            default) recomputes only the coarse cells above the cells the edit touched (point
+            clouds, sharded or not: only the shards holding those cells are rewritten; lines,
+            skeletons, graphs and meshes, and edits that renumber objects, get the rebuild),
+            each level then as a rebuild with the recorded settings writes it; ``"rebuild"``
+            (or True) builds them again with those settings; ``"stale"`` (or False) leaves
+            them as they were, marked stale (reads of them warn, :meth:`level_for` skips
+            them) until a rebuild. The edit and its update or rebuild are one commit
+            (:func:`zarr_vectors.pyramid.one_commit`): a reader or a crash sees the store
+            before the edit or after both, and a writer that gets in between makes the edit
+            fail with nothing applied.
 
         Lines, skeletons, graphs and raw meshes take new objects as their writer does
         (``ds.append(positions, parents, object_ids=...)`` for skeletons,
@@ -175,53 +183,56 @@ class LevelUpdates:
         5
         """
         mode, footprint = self._pyramid_mode(pyramid)
-        if self._linked_edit():
-            from zarr_vectors.kinds.linked_edit import append_objects
+        with self._edit_commit(mode):
+            if self._linked_edit():
+                from zarr_vectors.kinds.linked_edit import append_objects
 
-            if extend:
-                raise InputError("extend=True adds points to objects of a point cloud; give new object ids")
+                if extend:
+                    raise InputError(
+                        "extend=True adds points to objects of a point cloud; give new object ids"
+                    )
 
-            given = {
-                "attributes": attributes,
-                "object_ids": object_ids,
-                "object_attributes": object_attributes,
-            }
-            append_objects(
-                self._store,
-                positions,
-                *data,
-                workers=workers,
-                progress=progress,
-                **{k: v for k, v in given.items() if v is not None},
-                **keywords,
-            )
-        else:
-            if data or keywords:
-                raise InputError(
-                    "a point cloud's append takes positions and the keywords attributes, object_ids, "
-                    "object_attributes, extend, pyramid, workers, progress"
+                given = {
+                    "attributes": attributes,
+                    "object_ids": object_ids,
+                    "object_attributes": object_attributes,
+                }
+                append_objects(
+                    self._store,
+                    positions,
+                    *data,
+                    workers=workers,
+                    progress=progress,
+                    **{k: v for k, v in given.items() if v is not None},
+                    **keywords,
                 )
-            append_points(
-                self._store,
-                positions,
-                attributes=attributes,
-                object_ids=object_ids,
-                object_attributes=object_attributes,
-                extend=extend,
-                workers=workers,
-                progress=progress,
-                footprint=footprint,
-            )
-        self._after_edit(mode, footprint, progress)
+            else:
+                if data or keywords:
+                    raise InputError(
+                        "a point cloud's append takes positions and the keywords attributes, object_ids, "
+                        "object_attributes, extend, pyramid, workers, progress"
+                    )
+                append_points(
+                    self._store,
+                    positions,
+                    attributes=attributes,
+                    object_ids=object_ids,
+                    object_attributes=object_attributes,
+                    extend=extend,
+                    workers=workers,
+                    progress=progress,
+                    footprint=footprint,
+                )
+            self._after_edit(mode, footprint, progress)
 
-    def replace(self, ids: Any, *data: Any, pyramid: bool | str = False, **keywords: Any) -> None:
+    def replace(self, ids: Any, *data: Any, pyramid: bool | str = "update", **keywords: Any) -> None:
         """Give existing objects new geometry (opened with ``mode="r+"``); see ``docs/large-data.md``.
 
         ``data`` and ``keywords`` are as for :meth:`append` (point clouds: ``positions`` and
         ``attributes``, ``object_ids``, ``object_attributes``). The objects keep their object
         attribute rows unless ``object_attributes`` gives new ones. Unknown ids raise InputError.
-        Only the chunks the old and new geometry touch are rewritten; coarser levels are marked
-        stale unless ``pyramid`` says otherwise.
+        Only the chunks the old and new geometry touch are rewritten; coarser levels are brought
+        up to date in the same commit unless ``pyramid`` says otherwise.
 
         Parameters
         ----------
@@ -232,7 +243,7 @@ class LevelUpdates:
             meshes take ``ids`` in order, and a skeleton's or graph's vertices all belong to
             the one object ``ids`` names.
         pyramid
-            ``"stale"``/False, ``"rebuild"``/True or ``"update"``, as for :meth:`append`.
+            ``"update"`` (default), ``"rebuild"``/True or ``"stale"``/False, as for :meth:`append`.
 
         Raises
         ------
@@ -251,21 +262,22 @@ class LevelUpdates:
         [3.0, 3.0, 3.0]
         """
         mode, footprint = self._pyramid_mode(pyramid)
-        if self._linked_edit():
-            from zarr_vectors.kinds.linked_edit import replace_objects
+        with self._edit_commit(mode):
+            if self._linked_edit():
+                from zarr_vectors.kinds.linked_edit import replace_objects
 
-            replace_objects(self._store, ids, *data, **keywords)
-        else:
-            from zarr_vectors.engine import replace_points
+                replace_objects(self._store, ids, *data, **keywords)
+            else:
+                from zarr_vectors.engine import replace_points
 
-            replace_points(self._store, ids, *data, footprint=footprint, **keywords)
-        self._after_edit(mode, footprint, keywords.get("progress"))
+                replace_points(self._store, ids, *data, footprint=footprint, **keywords)
+            self._after_edit(mode, footprint, keywords.get("progress"))
 
     def delete(
         self,
         ids: Any,
         *,
-        pyramid: bool | str = False,
+        pyramid: bool | str = "update",
         workers: int | None = None,
         progress: bool | None = None,
     ) -> None:
@@ -273,14 +285,14 @@ class LevelUpdates:
 
         Their rows leave the chunks that held them (and the link cells pointing there), and
         they leave the object tables and groups; unknown ids raise InputError. Coarser levels
-        are marked stale unless ``pyramid`` says otherwise.
+        are brought up to date in the same commit unless ``pyramid`` says otherwise.
 
         Parameters
         ----------
         ids
             The objects to remove (user ids the store holds).
         pyramid
-            ``"stale"``/False, ``"rebuild"``/True or ``"update"``, as for :meth:`append`.
+            ``"update"`` (default), ``"rebuild"``/True or ``"stale"``/False, as for :meth:`append`.
         workers, progress
             As for :meth:`append`.
 
@@ -302,15 +314,16 @@ class LevelUpdates:
         ([9], 3)
         """
         mode, footprint = self._pyramid_mode(pyramid)
-        if self._linked_edit():
-            from zarr_vectors.kinds.linked_edit import delete_objects
+        with self._edit_commit(mode):
+            if self._linked_edit():
+                from zarr_vectors.kinds.linked_edit import delete_objects
 
-            delete_objects(self._store, ids, workers=workers, progress=progress)
-        else:
-            from zarr_vectors.engine import delete_points
+                delete_objects(self._store, ids, workers=workers, progress=progress)
+            else:
+                from zarr_vectors.engine import delete_points
 
-            delete_points(self._store, ids, workers=workers, progress=progress, footprint=footprint)
-        self._after_edit(mode, footprint, progress)
+                delete_points(self._store, ids, workers=workers, progress=progress, footprint=footprint)
+            self._after_edit(mode, footprint, progress)
 
     def _linked_edit(self) -> bool:
         """Whether edits of this store go to the linked kinds' editor (lines, skeletons, graphs,
@@ -333,6 +346,11 @@ class LevelUpdates:
             return "stale", None
         regional = mode == "update" and not self._linked_edit()
         return mode, ([] if regional else None)
+
+    def _edit_commit(self, mode: str) -> contextlib.AbstractContextManager[Any]:
+        """The block an edit and its level update run in: one commit for both (nothing to join
+        when the levels are only marked stale)."""
+        return contextlib.nullcontext() if mode == "stale" else one_commit(self._store)
 
     def _after_edit(self, mode: str, footprint: list[Any] | None, progress: Any) -> None:
         """Bring the coarse levels up to date as ``mode`` asks, with the settings they were built

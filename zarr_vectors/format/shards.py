@@ -331,7 +331,8 @@ def append_rewrite(grid_shape: Sequence[int], cps: Sequence[int], volume: float 
 def auto_chunks_per_shard(
     grid_shape: Sequence[int], cell_bytes: float, target: int = TARGET_SHARD_BYTES, contiguous: bool = False
 ) -> tuple[int, ...]:
-    """Chunks per shard along each axis: grown one chunk at a time on the shortest axis while a
+    """Chunks per shard along each axis: grown one chunk at a time on the shortest axis (the
+    earliest of equals) while a
     shard holds at most about ``target`` bytes (an occupied cell taking ``cell_bytes``) and a
     1 % box touches shards of at most :data:`APPEND_BUDGET` of the cells (:func:`append_rewrite`;
     on grids too small for that, at most 1.5 times the share of the cells it touches itself). Never more
@@ -348,7 +349,9 @@ def auto_chunks_per_shard(
     cells = max(1, int(target // max(float(cell_bytes), 1.0)))
     budget = max(APPEND_BUDGET, 1.5 * append_rewrite(shape, [1] * len(shape)))
     cps = [1] * len(shape)
-    order = list(range(len(shape) - 1, -1, -1)) if contiguous else list(range(len(shape)))
+    # Ties go to the earlier axis: a store's folders are one per shard of every axis but the
+    # last (``c/i/j/k``), so growing the leading axes first means fewer folders to create.
+    order = list(range(len(shape)))
     while True:
         grow = []
         for ax in order:

@@ -10,7 +10,8 @@ import numpy as np
 
 from zarr_vectors.errors import InputError, StoreExistsError
 from zarr_vectors.neuroglancer.encode import encode_annotations
-from zarr_vectors.neuroglancer.server import open_sources, state_url, viewer_state
+from zarr_vectors.neuroglancer.overview import OVERVIEW_MODES, LineOverview
+from zarr_vectors.neuroglancer.server import open_sources, overviews_of, state_url, viewer_state
 from zarr_vectors.neuroglancer.sharded import choose_sharding, compressed_morton, encode_shards
 from zarr_vectors.neuroglancer.source import StoreSource
 
@@ -29,6 +30,7 @@ def export_neuroglancer(
     storage_options: dict[str, Any] | None = None,
     mesh_format: str = "multilod",
     sharding: str | bool = "auto",
+    overview: str | bool = "auto",
 ) -> dict[str, int]:
     """Write every source path of ``stores`` under ``outdir/<layer>/`` (unsharded precomputed
     files, hostable by any static web server), plus ``state.json``: a viewer state whose
@@ -46,17 +48,25 @@ def export_neuroglancer(
     multi-resolution mesh layers follow the same rule (shards keyed by object id, ``auto``
     counting objects); legacy meshes, which have no sharded form, are always unsharded.
 
-    Returns ``{layer: files written}``.
+    ``overview`` as in :func:`~zarr_vectors.neuroglancer.serve`: mesh and skeleton stores
+    also get an overview of all their objects (:mod:`~zarr_vectors.neuroglancer.overview`)
+    under ``outdir/<layer>/overview/`` (meshes: one unsharded multi-resolution mesh, segment
+    1, and the objects' anchors under ``anchors/``; skeletons: a line annotation layer;
+    annotations sharded by the rule above), and its layers in ``state.json``; ``"auto"`` when the store has coarse levels and more than 500 objects.
+
+    Returns ``{layer: files written}`` (an overview as ``"<layer> overview"``).
 
     Raises
     ------
     StoreExistsError
         ``outdir`` exists and is not empty, without ``overwrite``.
     InputError
-        ``sharding`` is not ``"auto"``, ``True`` or ``False``.
+        ``sharding`` or ``overview`` is not ``"auto"``, ``True`` or ``False``.
     """
     if sharding not in ("auto", True, False):
         raise InputError(f"sharding must be 'auto', True or False, not {sharding!r}")
+    if overview not in OVERVIEW_MODES:
+        raise InputError(f"overview must be 'auto', True or False, not {overview!r}")
     out = Path(outdir)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise StoreExistsError(f"{out} exists and is not empty; choose another folder or pass overwrite=True")
@@ -75,8 +85,17 @@ def export_neuroglancer(
             _write(out / src.name / rel, src.get(rel)[0], made)
             n += 1
         counts[src.name] = n
+    overviews = overviews_of(sources, overview)
+    for name, ov in overviews.items():
+        root = out / name / "overview"
+        if isinstance(ov, LineOverview):
+            counts[f"{name} overview"] = _write_annotations(ov, root, sharding)
+            continue
+        for rel in ov.paths():
+            _write(root / rel, ov.get(rel)[0], made)
+        counts[f"{name} overview"] = 3 + _write_annotations(ov.anchors(), root / "anchors", sharding)
     base = (base_url or "http://127.0.0.1:8000").rstrip("/")
-    state = viewer_state(sources, base)
+    state = viewer_state(sources, base, overviews=overviews)
     (out / "state.json").write_text(json.dumps(state, indent=1))
     (out / "viewer_url.txt").write_text(state_url("https://neuroglancer-demo.appspot.com/", state) + "\n")
     return counts

@@ -32,7 +32,16 @@ import numpy as np
 
 from zarr_vectors.errors import FormatError, InputError
 
-__all__ = ["QUANTIZATION_BITS", "clip_to_grid", "encode_object", "morton", "multilod_info"]
+__all__ = [
+    "QUANTIZATION_BITS",
+    "assemble",
+    "clip_to_grid",
+    "encode_object",
+    "lod_pieces",
+    "morton",
+    "multilod_info",
+    "node_fragments",
+]
 
 #: Bits per quantised vertex coordinate (the format allows 10 or 16).
 QUANTIZATION_BITS = 16
@@ -158,31 +167,53 @@ def _quantise(unit: np.ndarray, bits: int, split: bool) -> np.ndarray:
     return q.astype(np.int64)
 
 
-def _lod_fragments(
-    tri: np.ndarray, origin: np.ndarray, chunk: np.ndarray, lod: int, bits: int
-) -> tuple[np.ndarray, list[bytes], np.ndarray]:
-    """``(node positions (n, 3) in Z-curve order, their Draco fragments, octants)`` of one
-    LOD's triangles (T, 3, 3) in stored model units; empty fragments are left out. The
-    octants are the LOD ``lod - 1`` positions of the node eighths holding triangles."""
+def lod_pieces(
+    tri: np.ndarray, origin: np.ndarray, chunk: np.ndarray, lod: int, bits: int = QUANTIZATION_BITS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(node positions (m, 3), quantised triangles (m, 3, 3), octants)`` of one LOD's
+    triangles (T, 3, 3) in stored model units: the triangles cut on the LOD's grid (module
+    docstring), each piece with the node it lies in (unsorted). The octants are the LOD
+    ``lod - 1`` positions of the node eighths holding pieces (none at LOD 0)."""
     node = chunk * 2.0**lod
     tri = clip_to_grid(tri, origin, node if lod == 0 else node / 2)
     none = np.zeros((0, 3), np.int64)
     if not len(tri):
-        return none, [], none
+        return none, np.zeros((0, 3, 3), np.int64), none
     centroid = tri.mean(axis=1) - origin
     octants = np.unique(np.floor(centroid / (node / 2)).astype(np.int64), axis=0) if lod else none
     cells = np.floor(centroid / node).astype(np.int64)
     if cells.min() < 0:
         raise InputError("a mesh vertex lies below the octree's grid origin")
+    q = _quantise((tri - (origin + cells * node)[:, None, :]) / node, bits, lod > 0)
+    return cells, q, octants
+
+
+def node_fragments(
+    cells: np.ndarray, q: np.ndarray, bits: int = QUANTIZATION_BITS
+) -> tuple[np.ndarray, list[bytes]]:
+    """``(node positions in Z-curve order, their Draco fragments)`` of quantised pieces
+    (:func:`lod_pieces`, possibly of several batches concatenated); nodes whose pieces all
+    quantise to points or lines are left out."""
+    if not len(cells):
+        return np.zeros((0, 3), np.int64), []
     codes = morton(cells)
     order = np.argsort(codes, kind="stable")
-    codes, cells, tri = codes[order], cells[order], tri[order]
-    q = _quantise((tri - (origin + cells * node)[:, None, :]) / node, bits, lod > 0)
+    codes, cells, q = codes[order], cells[order], q[order]
     starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
     ends = np.r_[starts[1:], len(codes)]
-    blobs = [_draco(q[s:e], bits) for s, e in zip(starts, ends)]
+    blobs = [_draco(q[s:e].astype(np.int64), bits) for s, e in zip(starts, ends)]
     keep = np.array([len(b) > 0 for b in blobs], bool)
-    return cells[starts][keep], [b for b, k in zip(blobs, keep) if k], octants
+    return cells[starts][keep], [b for b, k in zip(blobs, keep) if k]
+
+
+def _lod_fragments(
+    tri: np.ndarray, origin: np.ndarray, chunk: np.ndarray, lod: int, bits: int
+) -> tuple[np.ndarray, list[bytes], np.ndarray]:
+    """``(node positions (n, 3) in Z-curve order, their Draco fragments, octants)`` of one
+    LOD's triangles (T, 3, 3) in stored model units; empty fragments are left out."""
+    cells, q, octants = lod_pieces(tri, origin, chunk, lod, bits)
+    nodes, blobs = node_fragments(cells, q, bits)
+    return nodes, blobs, octants
 
 
 def encode_object(
@@ -202,6 +233,20 @@ def encode_object(
     for k, (positions, faces) in enumerate(lods):
         pos = np.asarray(positions, np.float64).reshape(-1, 3)
         frags.append(_lod_fragments(pos[np.asarray(faces, np.int64).reshape(-1, 3)], origin, chunk, k, bits))
+    return assemble(frags, chunk, origin, lod_scales)
+
+
+def assemble(
+    frags: Sequence[tuple[np.ndarray, list[bytes], np.ndarray]],
+    chunk: np.ndarray,
+    origin: np.ndarray,
+    lod_scales: Sequence[float],
+) -> tuple[bytes, bytes]:
+    """``(manifest, fragment data)`` from each LOD's ``(nodes, fragments, octants)`` (finest
+    first; :func:`node_fragments` and :func:`lod_pieces`): every LOD lists the parents of the
+    nodes below and the empty eighths of the nodes above (module docstring)."""
+    if len(frags) != len(lod_scales) or not len(frags):
+        raise InputError("give one LOD scale per level of detail, and at least one level")
     per_lod: list[tuple[np.ndarray, list[int]]] = []
     data: list[bytes] = []
     below = np.zeros((0, 3), np.int64)
@@ -217,10 +262,10 @@ def encode_object(
         per_lod.append((allnodes, [len(b) for b in ordered]))
         data.extend(ordered)
         below = allnodes
-    n = len(lods)
+    n = len(frags)
     head = [
-        chunk.astype("<f4").tobytes(),
-        origin.astype("<f4").tobytes(),
+        np.asarray(chunk, np.float64).astype("<f4").tobytes(),
+        np.asarray(origin, np.float64).astype("<f4").tobytes(),
         np.array([n], "<u4").tobytes(),
         np.asarray(lod_scales, "<f4").tobytes(),
         np.zeros((n, 3), "<f4").tobytes(),

@@ -3,7 +3,8 @@
 The server listens on 127.0.0.1 only. ``/v/zv/`` serves the Neuroglancer client shipped in the
 optional ``neuroglancer`` package (the build for Python servers: it also opens ``/events/zv``,
 kept open and silent here, and posts state to ``/state/zv``, acknowledged and ignored); ``/zv/<layer>/<path>`` serves :class:`StoreSource` paths,
-each read on request (only the cells a request needs).
+each read on request (only the cells a request needs), and ``/zv/<layer>/overview/<path>``
+the layer's overview (:mod:`~zarr_vectors.neuroglancer.overview`) when it has one.
 
 Safe by default (:mod:`~zarr_vectors.neuroglancer._http`): no CORS header unless ``cors``
 names the origins that may read (another Neuroglancer), a ``Host`` other than the listening
@@ -45,9 +46,10 @@ from zarr_vectors.neuroglancer._http import (
     check_origins,
     cors_headers,
 )
+from zarr_vectors.neuroglancer.overview import OVERVIEW_MODES, overview_layers, overview_of
 from zarr_vectors.neuroglancer.source import NotFound, StoreSource
 
-__all__ = ["Server", "serve", "client_dir", "viewer_state", "open_sources"]
+__all__ = ["Server", "serve", "client_dir", "viewer_state", "open_sources", "overviews_of"]
 
 COLOURS = ("#ff6e4a", "#4ac0ff", "#ffd24a", "#8cff4a", "#e04aff", "#4affc8")
 MAX_POST = 1 << 20  # bytes of a client notification read at most
@@ -95,6 +97,19 @@ def open_sources(
     return out
 
 
+def overviews_of(sources: Sequence[StoreSource], overview: str | bool = "auto") -> dict[str, Any]:
+    """``{layer name: overview source}`` of the sources that get one (``overview`` as in
+    :func:`serve`; ``True`` skips stores of other kinds rather than failing)."""
+    out = {}
+    for src in sources:
+        if overview is True and (src.kind == "annotations" or (src.kind == "mesh" and src.levels == [0])):
+            continue
+        found = overview_of(src, overview)
+        if found is not None:
+            out[src.name] = found
+    return out
+
+
 def _sources_of(src: StoreSource, base: str) -> tuple[dict[str, Any], list[str]]:
     """The layer's type and source URLs, and its segments (for segmentation layers)."""
     url = f"precomputed://{base}/{src.name}"
@@ -105,12 +120,21 @@ def _sources_of(src: StoreSource, base: str) -> tuple[dict[str, Any], list[str]]
     return {"type": "segmentation", "source": sources}, ids
 
 
-def viewer_state(sources: Sequence[StoreSource], base: str, layout: str = "4panel") -> dict[str, Any]:
+def viewer_state(
+    sources: Sequence[StoreSource],
+    base: str,
+    layout: str = "4panel",
+    overviews: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """A Neuroglancer state showing every source, centred on the union of their bounds.
 
     ``base`` is the URL the sources live under (``{base}/{layer}/...``). Global dimensions are
-    the first store's axes and units; positions are in those units.
+    the first store's axes and units; positions are in those units. A store with an overview
+    (``overviews``: layer name -> source, :func:`~zarr_vectors.neuroglancer.overview.overview_of`)
+    gets its overview layers right after its per-object layer, which then starts with no
+    segment shown (:func:`~zarr_vectors.neuroglancer.overview.overview_layers`).
     """
+    overviews = overviews or {}
     first = sources[0]
     lo = np.min([s.ds.bounds[0] for s in sources if s.ds.ndim == first.ds.ndim], axis=0)
     hi = np.max([s.ds.bounds[1] for s in sources if s.ds.ndim == first.ds.ndim], axis=0)
@@ -125,9 +149,13 @@ def viewer_state(sources: Sequence[StoreSource], base: str, layout: str = "4pane
             if src.has_objects:  # the objects' properties, searchable; selecting filters the points
                 layer["linkedSegmentationLayer"] = {"object": f"{src.name} objects"}
         else:
-            layer["segments"] = segments
+            layer["segments"] = [] if src.name in overviews else segments
             layer["segmentDefaultColor"] = colour
         layers.append(layer)
+        if src.name in overviews:
+            layers.extend(
+                overview_layers(src.name, overviews[src.name], f"{base}/{src.name}/overview", colour)
+            )
         if layer["type"] == "annotation" and src.has_objects:
             objects = {"type": "segmentation", "source": f"precomputed://{base}/{src.name}/props"}
             layers.append(dict(objects, name=f"{src.name} objects", segments=[]))
@@ -166,6 +194,8 @@ class Server:
     url: str
     viewer_url: str
     sources: list[StoreSource]
+    #: layer name -> overview source (served under ``/zv/<layer>/overview/``)
+    overviews: dict[str, Any] = field(default_factory=dict)
     requests: deque[RequestRecord] = field(default_factory=lambda: deque(maxlen=100_000))
     _httpd: Any = None
     _thread: threading.Thread | None = None
@@ -398,6 +428,8 @@ def _handler(server: Server, client: Path | None, cors: Sequence[str], hosts: fr
                 name, _, rest = path[4:].partition("/")
                 if name not in by_name:
                     raise NotFound(f"no layer {name[:100]!r}")
+                if rest.startswith("overview/") and name in server.overviews:
+                    return server.overviews[name].get(rest[9:])
                 return by_name[name].get(rest)
             match = re.fullmatch(r"/v/[^/]+/(.*)", path)
             if match and client is not None:
@@ -477,6 +509,7 @@ def serve(
     storage_options: dict[str, Any] | None = None,
     mesh_format: str = "multilod",
     cors: Sequence[str] = (),
+    overview: str | bool = "auto",
     max_connections: int = MAX_CONNECTIONS,
     idle_timeout: float = IDLE_TIMEOUT,
 ) -> Server:
@@ -490,6 +523,12 @@ def serve(
     multi-resolution Draco meshes (``mesh_format="multilod"``, one level of detail per store
     level) or legacy single-resolution meshes (``"legacy"``).
 
+    ``overview``: mesh and skeleton stores also get an overview layer of all their objects
+    from the coarse levels (:mod:`~zarr_vectors.neuroglancer.overview`): ``"auto"`` (the
+    default) when the store has coarse levels and more than
+    :data:`~zarr_vectors.neuroglancer.overview.AUTO_OBJECTS` objects, ``True`` for every mesh
+    store with coarse levels and every skeleton store, ``False`` never.
+
     The bundled viewer is served from the same origin and needs no CORS. ``cors`` lists the
     origins (``"https://host[:port]"``) of other viewers that may read the sources: only they
     get an ``Access-Control-Allow-Origin`` header; ``["*"]`` lets every web page read them
@@ -501,13 +540,15 @@ def serve(
     ------
     InputError
         No store, a store kind without a Neuroglancer form, an unknown ``mesh_format``, a
-        ``cors`` entry that is not an origin, or no ``neuroglancer`` package when ``client``
-        is true.
+        ``cors`` entry that is not an origin, no ``neuroglancer`` package when ``client``
+        is true, or an ``overview`` a store cannot have.
     """
     trusted = check_origins(cors)
+    if overview not in OVERVIEW_MODES:
+        raise InputError(f"overview must be 'auto', True or False, not {overview!r}")
     sources = open_sources(stores, storage_options, mesh_format)
     static = client_dir() if client else None
-    handle = Server("", "", sources)
+    handle = Server("", "", sources, overviews=overviews_of(sources, overview))
     httpd = GuardedServer(
         ("127.0.0.1", int(port)),
         BaseHTTPRequestHandler,
@@ -517,7 +558,8 @@ def serve(
     bound = int(httpd.server_address[1])
     httpd.RequestHandlerClass = _handler(handle, static, trusted, allowed_hosts("127.0.0.1", bound))
     handle.url = f"http://127.0.0.1:{bound}"
-    handle.viewer_url = state_url(f"{handle.url}/v/zv/", viewer_state(sources, f"{handle.url}/zv", layout))
+    state = viewer_state(sources, f"{handle.url}/zv", layout, handle.overviews)
+    handle.viewer_url = state_url(f"{handle.url}/v/zv/", state)
     handle._httpd = httpd
     handle._thread = threading.Thread(target=httpd.serve_forever, name="zarr-vectors-serve", daemon=True)
     handle._thread.start()

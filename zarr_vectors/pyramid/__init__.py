@@ -15,6 +15,7 @@ from zarr_vectors.pyramid.estimate import estimate_counts, existing_factors, lev
 from zarr_vectors.pyramid.plan import LevelPlan, plan_levels
 from zarr_vectors.pyramid.reduce import REDUCTIONS
 from zarr_vectors.pyramid.sparsity import STRATEGIES, Sparsity
+from zarr_vectors.pyramid.together import one_commit
 from zarr_vectors.pyramid.update import Footprint, combine_footprints, full_rebuild_reason, update_levels
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "existing_factors",
     "full_rebuild_reason",
     "level_for",
+    "one_commit",
     "plan_levels",
     "stored_settings",
     "update_levels",

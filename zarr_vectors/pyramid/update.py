@@ -10,7 +10,9 @@ level k are the changed cells of level k+1's step), with the builder's own coars
 and the settings the levels recorded when they were built (``zarr_vectors_level.pyramid_build``).
 Every other cell file is kept as it is; each level's ``nonempty_chunks``, object index,
 copied object tables, cross-level link families and metadata are written again, and the
-stale marks are cleared. Everything is one commit (:func:`~zarr_vectors.storage.rebuild_session`).
+stale marks are cleared. Everything is one commit (:func:`~zarr_vectors.storage.rebuild_session`);
+``Dataset.append/replace/delete`` run the edit and this update inside
+:func:`~zarr_vectors.pyramid.together.one_commit`, so the two are one commit.
 
 Invariant: afterwards every level is, file for file, what ``build_pyramid(...,
 overwrite=True)`` with the same settings writes (but for the root's write generation).

@@ -529,7 +529,9 @@ def commit_in_place(
         # Nothing is visible before the session's commit, and Icechunk takes a chunk only
         # once its array's zarr.json is there: stale keys out, then metadata, parents first.
         if backend.supports_deletes:
-            backend.delete_many([k for k in backend.list_keys() if k not in staged and not keep(k)])
+            stale = [k for k in backend.list_keys() if k not in staged and not keep(k)]
+            for keys in deletion_batches(stale):
+                backend.delete_many(keys)
         docs = [k for k in staged if k.endswith("zarr.json")]
         for depth in sorted({k.count("/") for k in docs}):
             _upload(backend, stage, [k for k in docs if k.count("/") == depth])
@@ -550,6 +552,21 @@ def commit_in_place(
             batch, size = [], 0
     _upload(backend, stage, batch)
     backend.set_many([("zarr.json", root)])
+
+
+def deletion_batches(keys: Sequence[str]) -> list[list[str]]:
+    """``keys`` in batches Icechunk can delete one after the other (each batch's keys may be
+    deleted concurrently): the chunk keys, then the ``zarr.json`` documents one depth at a time,
+    deepest first. Icechunk drops a whole node with its document and then refuses a delete of
+    anything under it."""
+    docs: dict[int, list[str]] = {}
+    chunks = []
+    for key in keys:
+        if key.rsplit("/", 1)[-1] == "zarr.json":
+            docs.setdefault(key.count("/"), []).append(key)
+        else:
+            chunks.append(key)
+    return [b for b in [chunks, *(docs[d] for d in sorted(docs, reverse=True))] if b]
 
 
 def _upload(backend: Backend, stage: Backend, keys: Sequence[str]) -> None:

@@ -14,6 +14,7 @@ Levels are cumulative (see :data:`RULES` for every rule and its level):
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from zarr_vectors.errors import InputError
@@ -22,6 +23,7 @@ from zarr_vectors.validation._report import Collector, Problem, Report
 from zarr_vectors.validation._store import StoreView
 from zarr_vectors.validation.arrays import check_cell_arrays
 from zarr_vectors.validation.cells import check_vertex_cells
+from zarr_vectors.validation.collection import is_collection_root, validate_collection
 from zarr_vectors.validation.geometry import check_geometry
 from zarr_vectors.validation.links import LinkContext, check_link_cells
 from zarr_vectors.validation.metadata import check_level_block, check_root
@@ -101,6 +103,15 @@ def validate(
         raise InputError(f"level must be an integer from 1 to {MAX_LEVEL}, got {level!r}")
     backend = ShardReader(open_backend(target, read_only=True, storage_options=storage_options), lenient=True)
     check_not_v2(backend)
+    root = backend.get_many(["zarr.json"])[0]
+    doc = _json_or_none(root)
+    if is_collection_root(doc):
+        assert doc is not None  # a collection root
+
+        def member(path: Any, depth: int) -> Report:
+            return validate(path, depth, storage_options=storage_options, progress=progress)
+
+        return validate_collection(target, backend, doc, level, member, storage_options)
     view = StoreView.load(backend)
     out = Collector()
     cells = _run(view, level, out, progress)
@@ -112,6 +123,17 @@ def validate(
         warnings=[p for p in out.warnings if p.level <= level],
         cells_checked=cells,
     )
+
+
+def _json_or_none(raw: Any) -> dict[str, Any] | None:
+    """The root document when it is a JSON object, else None (the store checks report it)."""
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(bytes(raw))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _run(view: StoreView, level: int, out: Collector, progress: bool) -> int:

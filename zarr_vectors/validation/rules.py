@@ -93,4 +93,13 @@ RULES: dict[str, tuple[int, str]] = {
     "pyramid.vertex-count": (5, "coarser levels hold no more vertices than finer ones"),
     "pyramid.object-ids": (5, "levels that preserve object ids say how many they inherit"),
     "pyramid.cross-level": (5, "cross-level link families match cross_level_storage and the tokens"),
+    # collections (docs/format-collections.md): the collection node, then each member as a store
+    "collection.node": (
+        2,
+        "the RFC-8 collection node lists zv:vectors members at ./name and known id spaces",
+    ),
+    "collection.member": (1, "every member's path holds a store (its own findings carry its name)"),
+    "collection.index-missing": (2, "every relationship has an index (warning only)"),
+    "collection.index": (3, "a relationship index's buckets hold the counted, sorted, correctly hashed rows"),
+    "collection.index-stale": (3, "a relationship index matches its member's generation (warning only)"),
 }
