@@ -1,12 +1,20 @@
-"""SWC folder ingest, one worker against two (issue 32): ``ingest_swc_files`` on ``N`` files
-(default 2000; the issue's target is 10,000), one checkpoint, so the parse is what differs.
+"""Ingest targets of issue 32, each figure with the load average (the machine is shared):
 
-Run: ``python benchmarks/bench_ingest.py [N]``; prints wall seconds per worker count and the
-ratio. The machine's other load changes the figures: run it on an idle machine.
+* ``meshes``: ``N`` multi-resolution Draco meshes in a sharded precomputed layer on local
+  disk (written by our ``export_neuroglancer``), ingested by ``ingest_neuroglancer`` at
+  ``memory_limit=1 GiB`` against cloud-volume's own download of the same meshes
+  (``cv.mesh.get``, LOD 0) followed by ``write_meshes`` on the same grid; each side runs in
+  its own child process, back to back, and its peak RSS is the child's ``ru_maxrss``.
+* ``swc``: ``N`` SWC files, ``ingest_swc_files`` with one worker then two, one checkpoint.
+
+Run: ``python benchmarks/bench_ingest.py {meshes,swc,all} [N]`` (default 2000; the issue's
+targets are 10,000, and the times here scale linearly with N).
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -14,11 +22,98 @@ from pathlib import Path
 
 import numpy as np
 
-from zarr_vectors.io.swc import write_swc
-from zarr_vectors.io.swc_folder import ingest_swc_files
+CHUNK = 2000.0
+EXTENT = 40000.0
 
 
-def main(n: int) -> None:
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.1f} {five:.1f} {fifteen:.1f}"
+
+
+def _child(mode: str, layer: str, dst: str, ids_file: str) -> None:
+    """One side of the mesh comparison (run as a child process)."""
+    import zarr_vectors as zv
+    from zarr_vectors.io.neuroglancer import ingest_neuroglancer
+
+    grid = {"chunk_shape": CHUNK, "bounds": ([0.0] * 3, [EXTENT] * 3)}
+    start = time.perf_counter()
+    if mode == "ours":
+        ingest_neuroglancer(layer, dst, progress=False, memory_limit=1 << 30, **grid)
+    else:
+        from cloudvolume import CloudVolume
+
+        ids = np.load(ids_file)
+        scale = {"key": "1", "resolution": [1, 1, 1], "voxel_offset": [0, 0, 0], "size": [40000] * 3,
+                 "chunk_sizes": [[64] * 3], "encoding": "raw"}  # fmt: skip
+        info = {
+            "type": "segmentation",
+            "data_type": "uint64",
+            "num_channels": 1,
+            "mesh": "mesh",
+            "scales": [scale],
+        }
+        cv = CloudVolume(f"precomputed://file://{layer}", info=info, progress=False)
+        got = cv.mesh.get(ids.tolist(), lod=0)
+        meshes = [(got[int(i)].vertices, got[int(i)].faces) for i in ids.tolist()]
+        zv.write_meshes(dst, meshes, object_ids=ids, **grid)
+    print(f"{time.perf_counter() - start:.3f}")
+
+
+def _run_child(mode: str, layer: Path, dst: Path, ids_file: Path) -> tuple[float, float]:
+    """``(seconds, peak RSS MiB)`` of one child."""
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "child", mode, str(layer), str(dst), str(ids_file)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    out = proc.stdout.read() if proc.stdout else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise RuntimeError(f"{mode} child failed ({proc.returncode})")
+    return float(out.strip().splitlines()[-1]), usage.ru_maxrss / 1024
+
+
+def meshes(n: int) -> None:
+    import trimesh
+
+    import zarr_vectors as zv
+    from zarr_vectors.neuroglancer import export_neuroglancer
+
+    rng = np.random.default_rng(0)
+    sphere = trimesh.creation.icosphere(subdivisions=3)
+    ids = np.sort(rng.choice(2**62, n, replace=False).astype(np.uint64) + np.uint64(2**63))
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        items = [
+            ((sphere.vertices * rng.uniform(200, 600) + rng.uniform(1000, EXTENT - 1000, 3)).astype(np.float32),
+             sphere.faces)
+            for _ in range(n)
+        ]  # fmt: skip
+        start = time.perf_counter()
+        zv.write_meshes(root / "cells.zarr", items, object_ids=ids, chunk_shape=CHUNK)
+        export_neuroglancer(root / "cells.zarr", root / "ng", mesh_format="multilod", sharding=True)
+        print(
+            f"setup: {n} meshes of {len(sphere.faces)} triangles exported in {time.perf_counter() - start:.1f} s"
+        )
+        np.save(root / "ids.npy", ids)
+        layer = root / "ng" / "cells"
+        for mode in ("ours", "cloudvolume"):
+            before = _load()
+            secs, rss = _run_child(mode, layer, root / f"{mode}.zarr", root / "ids.npy")
+            print(
+                f"{n} multilod Draco meshes, {mode}: {secs:.2f} s, peak RSS {rss:.0f} MiB ({before}; after: {_load()})"
+            )
+            if mode == "ours":
+                ours = secs
+        print(f"ours vs cloud-volume download + write_meshes: {secs / ours:.2f}x faster")
+
+
+def swc(n: int) -> None:
+    from zarr_vectors.io.swc import write_swc
+    from zarr_vectors.io.swc_folder import ingest_swc_files
+
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "swc"
@@ -30,6 +125,7 @@ def main(n: int) -> None:
         files = sorted(folder.glob("*.swc"))
         times = {}
         for workers in (1, 2):
+            before = _load()
             start = time.perf_counter()
             ingest_swc_files(
                 Path(tmp) / f"w{workers}.zarr",
@@ -40,9 +136,17 @@ def main(n: int) -> None:
                 bounds=([0.0] * 3, [2000.0] * 3),
             )
             times[workers] = time.perf_counter() - start
-            print(f"{n} SWC files, workers={workers}: {times[workers]:.2f} s")
+            print(f"{n} SWC files, workers={workers}: {times[workers]:.2f} s ({before}; after: {_load()})")
         print(f"speed-up 2 vs 1 worker: {times[1] / times[2]:.2f}x")
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2000)
+    if sys.argv[1:2] == ["child"]:
+        _child(*sys.argv[2:6])
+    else:
+        what = sys.argv[1] if len(sys.argv) > 1 else "all"
+        count = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+        if what in ("meshes", "all"):
+            meshes(count)
+        if what in ("swc", "all"):
+            swc(count)

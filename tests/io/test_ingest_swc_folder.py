@@ -55,7 +55,7 @@ def test_interrupted_then_resumed(
 
     def failing(target: object, items: list) -> None:  # type: ignore[type-arg]
         calls.append(1)
-        if len(calls) == 2:
+        if isinstance(target, swc_folder._WithRows):  # the second checkpoint's append
             raise KeyboardInterrupt
         real(target, items)
 

@@ -164,3 +164,20 @@ def test_cli_killed_and_resumed(layer: Path, tmp_path: Path) -> None:
     _same(whole, zv.open(dst))
     refused = subprocess.run(cmd, capture_output=True, text=True)
     assert refused.returncode == 2 and "already exists; add --overwrite" in refused.stderr
+
+
+@pytest.mark.parametrize("ids", [IDS[:7], IDS[:3] + IDS[4:5]])
+def test_appended_id_table_keeps_uint64(layer: Path, tmp_path: Path, ids: list[int]) -> None:
+    """The ``object_id`` table of a checkpointed ingest (a first write whose ids were kept
+    as given, then appends) is uint64 like a one-shot write's, with the same values."""
+    import zarr
+
+    ingest_neuroglancer(layer, tmp_path / "one.zarr", ids=ids, progress=False, **GRID)
+    many = ingest_neuroglancer(layer, tmp_path / "many.zarr", ids=ids, progress=False, checkpoint=3, **GRID)
+    tables = [
+        zarr.open_array(tmp_path / f"{n}.zarr/0/object_attributes/object_id", mode="r")
+        for n in ("one", "many")
+    ]
+    assert tables[0].dtype == tables[1].dtype == np.uint64
+    assert tables[0][:].tolist() == tables[1][:].tolist() == ids
+    assert many.object_ids().dtype == np.uint64 and many.object_ids().tolist() == ids

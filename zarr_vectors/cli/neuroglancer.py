@@ -90,10 +90,15 @@ def add_serve_options(sub: Any, fmt: Any) -> argparse.ArgumentParser:
         "serve",
         help="view stores in a local Neuroglancer",
         epilog="examples:\n  zarr-vectors serve cells.zarr\n  zarr-vectors serve synapses.zarr neurons.zarr "
-        "--port 8080 --open",
+        "--port 8080 --open\n  zarr-vectors serve connectome.zarr   # a collection",
         formatter_class=fmt,
     )
-    p.add_argument("stores", nargs="+", help="stores to show (paths or URLs), one layer each")
+    p.add_argument(
+        "stores",
+        nargs="+",
+        help="stores to show (paths or URLs), one layer each; or one collection, shown as one view "
+        "(a segmentation layer per id space, annotation layers linked to it)",
+    )
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: any free port)")
     p.add_argument("--open", action="store_true", help="open the viewer URL in the web browser")
     p.add_argument("--layout", default="4panel", help="Neuroglancer layout: 4panel, 3d, xy, ...")

@@ -1,4 +1,4 @@
-"""Neuroglancer precomputed skeletons and meshes into a store: :func:`ingest_neuroglancer`.
+"""Neuroglancer precomputed skeletons, meshes and annotations into a store: :func:`ingest_neuroglancer`.
 
 The source is read with :class:`~zarr_vectors.neuroglancer.precomputed_source.PrecomputedSource`
 (local folders, ``http(s)://``, ``gs://``, ``s3://``; sharded or not) a batch of objects at a
@@ -258,10 +258,11 @@ def ingest_neuroglancer(
         ``number`` ones, and ``tags`` as the tag names joined by spaces) as object attributes
         named by the property ids.
     checkpoint
-        Write in commits of this many source ids (skeletons, raw meshes): the first creates
-        the store, each later one is a ``Dataset.append`` (atomic), so a killed ingest leaves
-        the objects of whole checkpoints. Needs ``bounds`` and a numeric ``chunk_shape``
-        when there is more than one checkpoint. Default: one write (no checkpoints), or
+        Write in commits of this many source ids (every source kind; the store written must
+        be raw, not ``encoding="draco"``): the first creates the store, each later one is a
+        ``Dataset.append`` (atomic), so a killed ingest leaves the objects of whole
+        checkpoints. Needs ``bounds`` (annotations: the info's by default) and a numeric
+        ``chunk_shape`` when there is more than one checkpoint. Default: one write (no checkpoints), or
         :data:`~zarr_vectors.io.ingest_checkpoint.DEFAULT_CHECKPOINT` with ``resume``.
         A checkpoint after the first is held decoded in memory until it is appended.
     resume
@@ -304,8 +305,6 @@ def ingest_neuroglancer(
     if not len(segments):
         raise InputError(f"{source.url} holds no {source.kind} to ingest")
     show = progress if progress is not None else sys.stderr.isatty()
-    if isinstance(source, AnnotationSource) and (checkpoint is not None or resume):
-        raise InputError("checkpoint= and resume= apply to skeletons and meshes, not annotations")
     if isinstance(source, AnnotationSource):
         bar = _bar(len(segments), show, source.kind)
         ingest_annotations(
@@ -317,6 +316,8 @@ def ingest_neuroglancer(
             batch=batch,
             bar=bar,
             store_options=store_options,
+            checkpoint=checkpoint,
+            resume=resume,
         )
         if bar is not None:
             bar.close()
@@ -415,7 +416,11 @@ def _checkpointed(
 
     size = ckpt.DEFAULT_CHECKPOINT if checkpoint is None else checkpoint
     if options.get("encoding") == "draco":
-        raise InputError("checkpoint/resume appends to the store, which Draco mesh stores refuse; write raw")
+        raise InputError(
+            "checkpoint/resume commits each checkpoint as a Dataset.append, and a Draco-encoded mesh "
+            "store cannot be appended to (an append merges raw vertex cells; nothing re-encodes Draco "
+            "cells). Resume into a raw mesh store (leave encoding= out; a Draco source is fine)"
+        )
     held = ckpt.held_ids(dst, options.get("storage_options")) if resume else None
     plan = list(ckpt.plan_checkpoints(segments, size, held))
     ckpt.check_grid(len(plan), options)

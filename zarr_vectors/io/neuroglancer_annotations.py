@@ -11,11 +11,15 @@
   uint8), enum values as stored (their labels are not kept);
 * each relationship is a uint64 vertex attribute holding the related id (0 when the
   annotation lists none); an annotation listing several ids for one relationship is refused;
-* the ids come from the ``by_id`` index and are read a batch at a time, in bounded memory.
+* the ids come from the ``by_id`` index and are read a batch at a time, in bounded memory;
+* with ``checkpoint``/``resume`` the store is written as committed checkpoints (a first write,
+  then ``Dataset.append``s) on a grid fixed by the info's bounds (unless ``bounds`` is given)
+  and a numeric ``chunk_shape``; a resumed store answers as an uninterrupted one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -72,8 +76,12 @@ def ingest_annotations(
     batch: int,
     bar: Any,
     store_options: dict[str, Any],
+    checkpoint: int | None = None,
+    resume: bool = False,
 ) -> None:
-    """Write the annotations ``segments`` of ``source`` to a new store at ``dst``."""
+    """Write the annotations ``segments`` of ``source`` to a new store at ``dst``: in one
+    write, or (``checkpoint``/``resume``) as committed checkpoints of ``checkpoint``
+    annotation ids, as :mod:`zarr_vectors.io.ingest_checkpoint` describes."""
     from zarr_vectors.streaming import create
 
     info = source.info
@@ -82,41 +90,98 @@ def ingest_annotations(
     if unit is not None:
         options.setdefault("units", unit)
     options.setdefault("axes", list(info.names))
-    if info.kind == "POINT":
-        # float32 like the positions: rounding is monotone, so a point within the info's
+    checkpointed = checkpoint is not None or resume
+    if info.kind == "POINT" or checkpointed:
+        # float32 like the positions: rounding is monotone, so geometry within the info's
         # bounds stays within them
         bounds = ((info.lower * factor).astype(np.float32), (info.upper * factor).astype(np.float32))
         options.setdefault("bounds", bounds)
-        if options.get("chunk_shape", "auto") == "auto":
-            options["expected_vertices"] = len(segments)
+    if info.kind == "POINT" and not checkpointed and options.get("chunk_shape", "auto") == "auto":
+        options["expected_vertices"] = len(segments)
     kind = "points" if info.kind == "POINT" else "line"
-    writer: Any = create(dst, kind, memory_limit=memory_limit, progress=progress, **options)
     step = max(
         1, min(batch * 256, (memory_limit or 1 << 30) // 8 // max(64, info.record_dtype().itemsize * 4))
     )
+    if checkpointed:
+        create_options = {"memory_limit": memory_limit, "progress": progress, **options}
+        _checkpointed(source, dst, segments, kind, step, bar, checkpoint, resume, factor, create_options)
+        return
+    writer: Any = create(dst, kind, memory_limit=memory_limit, progress=progress, **options)
     with writer:
-        for lo in range(0, len(segments), step):
-            ids = segments[lo : lo + step]
-            decoded, missing = source.read(ids)
-            if missing:
-                raise InputError(
-                    f"{source.url} has no annotation {missing[:5]}"
-                    + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-                )
-            geometry = decoded[0].astype(np.float64) * factor
-            columns = _columns(info, decoded, ids)
-            if info.kind == "POINT":
-                writer.append(
-                    geometry[:, 0, :].astype(np.float32), attributes=columns or None, object_ids=ids
-                )
-            else:
-                flat = geometry.reshape(-1, info.rank).astype(np.float32)
-                offsets = np.arange(0, len(flat) + 1, 2)
-                writer.append_flat(
-                    flat,
-                    offsets,
-                    attributes={k: np.repeat(v, 2, axis=0) for k, v in columns.items()} or None,
-                    object_ids=ids,
-                )
-            if bar is not None:
-                bar.update(len(ids))
+        for ids, geometry, columns in _batches(source, segments, step, factor, bar):
+            _append(writer, kind, ids, geometry, columns)
+
+
+def _batches(
+    source: AnnotationSource, segments: np.ndarray, step: int, factor: np.ndarray, bar: Any
+) -> Iterator[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]]:
+    """``(ids, geometry (n, k, rank) float64 in the store's units, columns)`` per ``step`` ids.
+
+    Raises
+    ------
+    InputError
+        The source has no annotation for an id asked for.
+    """
+    for lo in range(0, len(segments), step):
+        ids = segments[lo : lo + step]
+        decoded, missing = source.read(ids)
+        if missing:
+            raise InputError(
+                f"{source.url} has no annotation {missing[:5]}"
+                + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            )
+        yield ids, decoded[0].astype(np.float64) * factor, _columns(source.info, decoded, ids)
+        if bar is not None:
+            bar.update(len(ids))
+
+
+def _append(
+    target: Any, kind: str, ids: np.ndarray, geometry: np.ndarray, columns: dict[str, np.ndarray]
+) -> None:
+    """One batch to a streaming writer or (an append) a dataset: points, or segments whose
+    two vertices both carry the annotation's columns."""
+    if kind == "points":
+        target.append(geometry[:, 0, :].astype(np.float32), attributes=columns or None, object_ids=ids)
+    else:
+        repeated = {k: np.repeat(v, 2, axis=0) for k, v in columns.items()}
+        target.append(geometry.astype(np.float32), attributes=repeated or None, object_ids=ids)
+
+
+def _checkpointed(
+    source: AnnotationSource,
+    dst: Any,
+    segments: np.ndarray,
+    kind: str,
+    step: int,
+    bar: Any,
+    checkpoint: int | None,
+    resume: bool,
+    factor: np.ndarray,
+    options: dict[str, Any],
+) -> None:
+    """The ingest as committed appends; a checkpoint's annotations are read (a ``step`` at a
+    time) and held until appended as one commit."""
+    from zarr_vectors.io import ingest_checkpoint as ckpt
+
+    size = ckpt.DEFAULT_CHECKPOINT if checkpoint is None else checkpoint
+    held = ckpt.held_ids(dst, options.get("storage_options")) if resume else None
+    plan = list(ckpt.plan_checkpoints(segments, size, held, every_id_an_object=True))
+    ckpt.check_grid(len(plan), options)
+
+    def parts() -> Iterator[tuple[np.ndarray, list[tuple[int, Any]]]]:
+        for _, ids, done in plan:
+            if done:
+                if bar is not None:
+                    bar.update(len(ids))
+                continue
+            got = list(_batches(source, ids, step, factor, bar))
+            columns = {name: np.concatenate([c[name] for _, _, c in got]) for name in got[0][2]}
+            yield ids, [(int(ids[0]), (ids, np.concatenate([g for _, g, _ in got]), columns))]
+
+    def append(target: Any, items: list[tuple[int, Any]]) -> None:
+        for _, (ids, geometry, columns) in items:
+            _append(target, kind, ids, geometry, columns)
+
+    ckpt.write_checkpoints(
+        dst, kind, parts(), append, props={}, create_options=options, exists=held is not None
+    )

@@ -9,6 +9,12 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import InputError, StoreExistsError
+from zarr_vectors.neuroglancer.collection_view import (
+    RelatedAnnotations,
+    collection_of,
+    collection_state,
+    collection_view,
+)
 from zarr_vectors.neuroglancer.encode import encode_annotations
 from zarr_vectors.neuroglancer.overview import OVERVIEW_MODES, LineOverview
 from zarr_vectors.neuroglancer.server import open_sources, overviews_of, state_url, viewer_state
@@ -54,6 +60,11 @@ def export_neuroglancer(
     1, and the objects' anchors under ``anchors/``; skeletons: a line annotation layer;
     annotations sharded by the rule above), and its layers in ``state.json``; ``"auto"`` when the store has coarse levels and more than 500 objects.
 
+    A collection (a :class:`~zarr_vectors.Collection`, or one path of one) is written as one
+    view (:mod:`~zarr_vectors.neuroglancer.collection_view`): a folder per member (point
+    members' annotation layers sharded by the rule above, with their ``rel_<name>``
+    indexes), no overviews.
+
     Returns ``{layer: files written}`` (an overview as ``"<layer> overview"``).
 
     Raises
@@ -70,10 +81,19 @@ def export_neuroglancer(
     out = Path(outdir)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise StoreExistsError(f"{out} exists and is not empty; choose another folder or pass overwrite=True")
-    sources = open_sources(stores, storage_options, mesh_format)
+    coll = collection_of(stores, storage_options)
+    view = None if coll is None else collection_view(coll, mesh_format)
+    sources = view.sources if view is not None else open_sources(stores, storage_options, mesh_format)
     counts: dict[str, int] = {}
     made: set[Path] = set()
     for src in sources:
+        if isinstance(src, RelatedAnnotations):  # a collection's point member
+            counts[src.name] = 0
+            flat = sharding is False or (sharding == "auto" and len(src.geometry) <= SHARD_THRESHOLD)
+            for rel, body in src.entries() if flat else src.sharded_entries():
+                _write(out / src.name / rel, body, made)
+                counts[src.name] += 1
+            continue
         if src.kind == "annotations":
             counts[src.name] = _write_annotations(src, out / src.name, sharding)
             continue
@@ -85,7 +105,7 @@ def export_neuroglancer(
             _write(out / src.name / rel, src.get(rel)[0], made)
             n += 1
         counts[src.name] = n
-    overviews = overviews_of(sources, overview)
+    overviews = {} if view is not None else overviews_of(sources, overview)
     for name, ov in overviews.items():
         root = out / name / "overview"
         if isinstance(ov, LineOverview):
@@ -95,7 +115,10 @@ def export_neuroglancer(
             _write(root / rel, ov.get(rel)[0], made)
         counts[f"{name} overview"] = 3 + _write_annotations(ov.anchors(), root / "anchors", sharding)
     base = (base_url or "http://127.0.0.1:8000").rstrip("/")
-    state = viewer_state(sources, base, overviews=overviews)
+    if view is not None:
+        state = collection_state(view, base)
+    else:
+        state = viewer_state(sources, base, overviews=overviews)
     (out / "state.json").write_text(json.dumps(state, indent=1))
     (out / "viewer_url.txt").write_text(state_url("https://neuroglancer-demo.appspot.com/", state) + "\n")
     return counts

@@ -56,7 +56,16 @@ from zarr_vectors.neuroglancer.sharded_read import (
 )
 from zarr_vectors.storage import Backend, map_cells, open_backend
 
-__all__ = ["KINDS", "LayerFiles", "PrecomputedSource", "ShardedIndex", "u64_name"]
+__all__ = [
+    "COALESCE_GAP",
+    "COALESCE_MAX",
+    "KINDS",
+    "LayerFiles",
+    "PrecomputedSource",
+    "ShardedIndex",
+    "coalesce",
+    "u64_name",
+]
 
 #: The kinds of source read: skeletons and meshes.
 KINDS = ("skeletons", "meshes")
@@ -150,6 +159,48 @@ class ShardedIndex:
         ]
 
 
+#: Ranges of one file at most this many bytes apart are read as one request (reading the gap
+#: costs less than another round trip to a remote store).
+COALESCE_GAP = 256 << 10
+#: A coalesced request reads at most this many bytes (unless one range alone is longer).
+COALESCE_MAX = 32 << 20
+
+
+def coalesce(
+    ranges: Sequence[tuple[str, int, int | None]],
+) -> tuple[list[tuple[str, int, int | None]], list[tuple[int, int, int | None]]]:
+    """``(requests, pieces)``: ranges of one file sorted by start and joined while the gap to
+    the next is at most :data:`COALESCE_GAP` and the request stays within
+    :data:`COALESCE_MAX`; ``pieces[k] = (request, start, end)`` cuts range ``k`` out of its
+    request's body (``end`` None: to the end). Open-ended ranges are requested alone."""
+    requests: list[tuple[str, int, int | None]] = []
+    pieces: list[tuple[int, int, int | None]] = [(0, 0, None)] * len(ranges)
+    order = sorted(range(len(ranges)), key=lambda k: (ranges[k][0], ranges[k][1]))
+    open_end = -1  # end of the request being grown (-1: none)
+    for k in order:
+        name, start, length = ranges[k]
+        if length is None:
+            requests.append((name, start, None))
+            pieces[k], open_end = (len(requests) - 1, 0, None), -1
+            continue
+        last = requests[-1] if requests else None
+        if (
+            open_end >= 0
+            and last is not None
+            and last[0] == name
+            and start - open_end <= COALESCE_GAP
+            and max(open_end, start + length) - last[1] <= COALESCE_MAX
+        ):
+            open_end = max(open_end, start + length)
+            requests[-1] = (name, last[1], open_end - last[1])
+        else:
+            requests.append((name, start, length))
+            open_end = start + length
+        base = requests[-1][1]
+        pieces[k] = (len(requests) - 1, start - base, start - base + length)
+    return requests, pieces
+
+
 class LayerFiles:
     """The files of one precomputed layer: a backend, the layer's folder in it (``prefix``),
     batched reads, and names for messages."""
@@ -193,10 +244,18 @@ class LayerFiles:
         return out
 
     def get_ranges(self, ranges: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
-        """Byte ranges of files of the layer; a local ``{name}.gz`` is read whole and cut."""
+        """Byte ranges of files of the layer; a local ``{name}.gz`` is read whole and cut.
+        Ranges of one file that lie near each other are read as one request
+        (:func:`coalesce`): the entries of a minishard are contiguous, so a batch of objects
+        costs a request per minishard touched, not per object."""
         if not ranges:
             return []
-        out = self.backend.get_ranges([(self.prefix + n, s, k) for n, s, k in ranges])
+        merged, pieces = coalesce(ranges)
+        bodies = self.backend.get_ranges([(self.prefix + n, s, k) for n, s, k in merged])
+        out = [
+            None if bodies[m] is None else (bodies[m][lo:] if hi is None else bodies[m][lo:hi])  # type: ignore[index]
+            for m, lo, hi in pieces
+        ]
         gone = [k for k, body in enumerate(out) if body is None]
         if gone and self.backend.local_dir is not None:
             whole = self.get_many([ranges[k][0] for k in gone])

@@ -46,6 +46,7 @@ from zarr_vectors.neuroglancer._http import (
     check_origins,
     cors_headers,
 )
+from zarr_vectors.neuroglancer.collection_view import collection_of, collection_state, collection_view
 from zarr_vectors.neuroglancer.overview import OVERVIEW_MODES, overview_layers, overview_of
 from zarr_vectors.neuroglancer.source import NotFound, StoreSource
 
@@ -514,7 +515,9 @@ def serve(
     idle_timeout: float = IDLE_TIMEOUT,
 ) -> Server:
     """Serve ``stores`` (a path, URL, :class:`Dataset` or a list of them) to Neuroglancer on
-    127.0.0.1, in a background thread; ``port=0`` takes any free port.
+    127.0.0.1, in a background thread; ``port=0`` takes any free port. A collection (a
+    :class:`~zarr_vectors.Collection`, or one path of one) is served as one view
+    (:mod:`~zarr_vectors.neuroglancer.collection_view`; no overview layers).
 
     Returns a :class:`Server` whose ``viewer_url`` opens every store in the bundled client
     (``client=False``: no client is needed; the sources are served for another viewer).
@@ -546,9 +549,11 @@ def serve(
     trusted = check_origins(cors)
     if overview not in OVERVIEW_MODES:
         raise InputError(f"overview must be 'auto', True or False, not {overview!r}")
-    sources = open_sources(stores, storage_options, mesh_format)
+    coll = collection_of(stores, storage_options)
+    view = None if coll is None else collection_view(coll, mesh_format)
+    sources = view.sources if view is not None else open_sources(stores, storage_options, mesh_format)
     static = client_dir() if client else None
-    handle = Server("", "", sources, overviews=overviews_of(sources, overview))
+    handle = Server("", "", sources, overviews={} if view is not None else overviews_of(sources, overview))
     httpd = GuardedServer(
         ("127.0.0.1", int(port)),
         BaseHTTPRequestHandler,
@@ -558,7 +563,10 @@ def serve(
     bound = int(httpd.server_address[1])
     httpd.RequestHandlerClass = _handler(handle, static, trusted, allowed_hosts("127.0.0.1", bound))
     handle.url = f"http://127.0.0.1:{bound}"
-    state = viewer_state(sources, f"{handle.url}/zv", layout, handle.overviews)
+    if view is not None:
+        state = collection_state(view, f"{handle.url}/zv", layout)
+    else:
+        state = viewer_state(sources, f"{handle.url}/zv", layout, handle.overviews)
     handle.viewer_url = state_url(f"{handle.url}/v/zv/", state)
     handle._httpd = httpd
     handle._thread = threading.Thread(target=httpd.serve_forever, name="zarr-vectors-serve", daemon=True)

@@ -446,6 +446,10 @@ class IdPlan:
         new = np.unique(user)
         # Kept ids have empty OIDs between them: only those with rows are objects.
         had = old if id_map.user is not None else np.unique(level.fragment_owners.object_id)
+        if id_map.user is None and new.dtype == np.uint64:
+            # kept ids (no table) carry no dtype and are non-negative: they take the given
+            # ids' uint64, so the table an append writes has a one-shot write's dtype
+            old, had = old.astype(np.uint64), had.astype(np.uint64)
         if len(had) and not extend:
             clash = np.isin(new, had.astype(new.dtype)) if had.dtype == new.dtype else _clash(had, new)
             if clash.any():

@@ -94,6 +94,8 @@ def _both(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Two id arrays in one dtype (int64 or uint64, refused when both cannot be held)."""
     if a.dtype == b.dtype:
         return a, b
+    if not len(a) or not len(b):  # no ids: no dtype of their own
+        return (a.astype(b.dtype), b) if not len(a) else (a, b.astype(a.dtype))
     both = as_id_array(np.concatenate([a.astype(object), b.astype(object)]), "object ids")
     return both[: len(a)], both[len(a) :]
 
@@ -106,6 +108,8 @@ def _plan_ids(
     old_user = object_user_ids(old)
     new_oids = new.listed_objects if new is not None else np.zeros(0, np.int64)
     new_user = object_user_ids(new) if new is not None else np.zeros(0, np.int64)
+    if old.object_id_map.user is None and new_user.dtype == np.uint64:
+        old_user = old_user.astype(np.uint64)  # kept ids (no table) take the given ids' dtype
     have, gone = _both(old_user, remove)
     missing = ~np.isin(gone, have)
     if missing.any():
