@@ -23,8 +23,11 @@ Sources here answer ``get(path) -> (body, content type)`` like
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+import uuid
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -166,8 +169,10 @@ class MeshOverview:
                 order = np.lexsort((np.linalg.norm(pos - mean[owner], axis=1), owner))
                 first = order[np.r_[True, owner[order][1:] != owner[order][:-1]]]
                 grid = self.ds.level(0).grid
+                where = f"memory://zv-overview-anchors-{uuid.uuid4().hex}"
+                weakref.finalize(self, _forget_memory_store, where)
                 points = zv_write_points(
-                    f"memory://zv-overview-anchors-{id(self)}",
+                    where,
                     pos[first],
                     chunk_shape=grid.chunk_shape,
                     object_ids=ids,
@@ -258,3 +263,11 @@ def overview_layers(
     return [
         {"type": "annotation", "source": f"precomputed://{url}/ann", **linked, "name": f"{name} overview"}
     ]
+
+
+def _forget_memory_store(url: str) -> None:
+    """Drop the in-memory store at ``url`` (fsspec's memory filesystem keeps it for the process)."""
+    import fsspec
+
+    with contextlib.suppress(FileNotFoundError):
+        fsspec.filesystem("memory").rm(url.removeprefix("memory://"), recursive=True)
