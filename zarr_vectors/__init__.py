@@ -107,7 +107,9 @@ def serve(stores: Any, port: int = 0, open: bool = False, **kwargs: Any) -> Any:
     Parameters
     ----------
     stores
-        A store (path, URL or :class:`Dataset`) or a list of them: one layer each.
+        A store (path, URL or :class:`Dataset`) or a list of them: one layer each; or a
+        collection (its path or a :class:`Collection`): one segmentation layer per id space and
+        one annotation layer per point member, linked through its relationships.
     port
         The port; 0 takes any free one.
     open
