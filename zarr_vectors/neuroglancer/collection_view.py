@@ -43,6 +43,7 @@ __all__ = [
     "collection_of",
     "collection_state",
     "collection_view",
+    "framed_state",
     "single_annotation_bodies",
 ]
 
@@ -317,11 +318,6 @@ def _segments(sources: Sequence[StoreSource]) -> list[str]:
 def collection_state(view: CollectionView, base: str, layout: str = "4panel") -> dict[str, Any]:
     """A Neuroglancer state of the view: the id-space segmentation layers first, then the
     other members' layers in collection order; centred on the union of the members' bounds."""
-    first = view.sources[0]
-    same = [s for s in view.sources if s.ds.ndim == first.ds.ndim]
-    lo = np.min([s.ds.bounds[0] for s in same], axis=0)
-    hi = np.max([s.ds.bounds[1] for s in same], axis=0)
-    extent = float(np.max(hi - lo)) or 1.0
     layers: list[dict[str, Any]] = []
     in_space = {id(s) for _, members in view.spaces.values() for s in members if s.kind != "annotations"}
     for i, (space_layer, members) in enumerate(view.spaces.values()):
@@ -358,6 +354,17 @@ def collection_state(view: CollectionView, base: str, layout: str = "4panel") ->
             layer["linkedSegmentationLayer"] = links
             layer["filterBySegmentation"] = sorted(links)
         layers.append(layer)
+    return framed_state(view.sources, layers, layout)
+
+
+def framed_state(sources: Sequence[StoreSource], layers: list[dict[str, Any]], layout: str) -> dict[str, Any]:
+    """A viewer state of ``layers`` in the first source's dimensions, centred on the union of the
+    bounds of the sources of its dimensionality and zoomed to show all of it."""
+    first = sources[0]
+    same = [s for s in sources if s.ds.ndim == first.ds.ndim]
+    lo = np.min([s.ds.bounds[0] for s in same], axis=0)
+    hi = np.max([s.ds.bounds[1] for s in same], axis=0)
+    extent = float(np.max(hi - lo)) or 1.0
     return {
         "dimensions": first.dimensions,
         "position": [float(v) for v in (lo + hi) / 2],

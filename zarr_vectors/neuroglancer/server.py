@@ -31,8 +31,6 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from zarr_vectors._extras import needs
 from zarr_vectors.dataset import Dataset
 from zarr_vectors.dataset import open as open_store
@@ -46,7 +44,12 @@ from zarr_vectors.neuroglancer._http import (
     check_origins,
     cors_headers,
 )
-from zarr_vectors.neuroglancer.collection_view import collection_of, collection_state, collection_view
+from zarr_vectors.neuroglancer.collection_view import (
+    collection_of,
+    collection_state,
+    collection_view,
+    framed_state,
+)
 from zarr_vectors.neuroglancer.overview import OVERVIEW_MODES, overview_layers, overview_of
 from zarr_vectors.neuroglancer.source import NotFound, StoreSource
 
@@ -136,10 +139,6 @@ def viewer_state(
     segment shown (:func:`~zarr_vectors.neuroglancer.overview.overview_layers`).
     """
     overviews = overviews or {}
-    first = sources[0]
-    lo = np.min([s.ds.bounds[0] for s in sources if s.ds.ndim == first.ds.ndim], axis=0)
-    hi = np.max([s.ds.bounds[1] for s in sources if s.ds.ndim == first.ds.ndim], axis=0)
-    extent = float(np.max(hi - lo)) or 1.0
     layers = []
     for i, src in enumerate(sources):
         layer, segments = _sources_of(src, base)
@@ -160,14 +159,7 @@ def viewer_state(
         if layer["type"] == "annotation" and src.has_objects:
             objects = {"type": "segmentation", "source": f"precomputed://{base}/{src.name}/props"}
             layers.append(dict(objects, name=f"{src.name} objects", segments=[]))
-    return {
-        "dimensions": first.dimensions,
-        "position": [float(v) for v in (lo + hi) / 2],
-        "crossSectionScale": extent / 500,
-        "projectionScale": extent * 1.6,
-        "layers": layers,
-        "layout": layout,
-    }
+    return framed_state(sources, layers, layout)
 
 
 def state_url(viewer: str, state: dict[str, Any]) -> str:
