@@ -23,15 +23,13 @@ Sources here answer ``get(path) -> (body, content type)`` like
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
-import uuid
-import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+from zarr.storage import MemoryStore
 
 from zarr_vectors.api import write_points as zv_write_points
 from zarr_vectors.dataset import Dataset
@@ -169,10 +167,10 @@ class MeshOverview:
                 order = np.lexsort((np.linalg.norm(pos - mean[owner], axis=1), owner))
                 first = order[np.r_[True, owner[order][1:] != owner[order][:-1]]]
                 grid = self.ds.level(0).grid
-                where = f"memory://zv-overview-anchors-{uuid.uuid4().hex}"
-                weakref.finalize(self, _forget_memory_store, where)
+                # A store of its own (not fsspec's process-wide memory filesystem, whose
+                # one dict every instance iterates): freed with this overview.
                 points = zv_write_points(
-                    where,
+                    MemoryStore(),
                     pos[first],
                     chunk_shape=grid.chunk_shape,
                     object_ids=ids,
@@ -264,10 +262,3 @@ def overview_layers(
         {"type": "annotation", "source": f"precomputed://{url}/ann", **linked, "name": f"{name} overview"}
     ]
 
-
-def _forget_memory_store(url: str) -> None:
-    """Drop the in-memory store at ``url`` (fsspec's memory filesystem keeps it for the process)."""
-    import fsspec
-
-    with contextlib.suppress(FileNotFoundError):
-        fsspec.filesystem("memory").rm(url.removeprefix("memory://"), recursive=True)
