@@ -15,7 +15,13 @@ from typing import Any
 from zarr_vectors.cli.arguments import add_storage_options, object_id, storage_options_arg
 from zarr_vectors.errors import ZarrVectorsError
 
-__all__ = ["COLLECTION_EXAMPLES", "add_collection_parser", "collection_command"]
+__all__ = [
+    "COLLECTION_EXAMPLES",
+    "add_collection_parser",
+    "collection_at",
+    "collection_command",
+    "collection_info",
+]
 
 COLLECTION_EXAMPLES = (
     "examples:\n"
@@ -39,6 +45,22 @@ def _open(args: argparse.Namespace, mode: str = "r") -> Any:
             f"{args.collection} is a store, not a collection (zarr-vectors info describes it)"
         )
     return opened
+
+
+def collection_at(target: str, storage_options: dict[str, Any] | None) -> Any:
+    """The :class:`~zarr_vectors.Collection` at ``target`` when its root document is a
+    collection node, else None (a store, or nothing readable: the store commands report it)."""
+    from zarr_vectors.collection import Collection, is_collection_doc
+    from zarr_vectors.storage import open_backend
+
+    try:
+        raw = open_backend(target, read_only=True, storage_options=storage_options).get_many(["zarr.json"])[0]
+        doc = json.loads(raw) if raw is not None else None
+    except (ZarrVectorsError, OSError, ValueError):  # the store commands give their own error
+        return None
+    if not is_collection_doc(doc):
+        return None
+    return Collection.open(target, storage_options=storage_options)
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -92,15 +114,22 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    info = _open(args).describe()
-    if args.json:
+    return collection_info(_open(args), args.collection, args.json)
+
+
+def collection_info(coll: Any, target: str, as_json: bool) -> int:
+    """Print :meth:`Collection.describe` of ``coll`` as text or JSON (``info`` and
+    ``collection info``)."""
+    info = coll.describe()
+    if as_json:
         print(json.dumps(info, indent=2))
         return 0
-    print(f"{args.collection}: collection {info['name']!r}, id spaces {', '.join(info['id_spaces']) or '-'}")
+    print(f"{target}: collection {info['name']!r}, id spaces {', '.join(info['id_spaces']) or '-'}")
     for m in info["members"]:
         space = m["id_space"] or "-"
         print(
-            f"  {m['name']}: {m['kind']}, role {m['role'] or '-'}, object ids in {space}, {m['vertices']:,} vertices"
+            f"  {m['name']}: {m['kind']}, role {m['role'] or '-'}, object ids in {space}, "
+            f"{m['vertices']:,} vertices, {m['objects']:,} objects"
         )
         for attribute, index in m["relationships"].items():
             state = (

@@ -193,6 +193,11 @@ def _size(n: int) -> str:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    from zarr_vectors.cli.collection import collection_at, collection_info
+
+    coll = collection_at(args.store, storage_options_arg(args.storage_options))
+    if coll is not None:  # members, id spaces, relationships, index states
+        return collection_info(coll, args.store, args.json)
     info = info_dict(args.store, storage_options_arg(args.storage_options))
     if args.json:
         print(json.dumps(info, indent=2))
@@ -393,8 +398,10 @@ def _add_export_parser(sub: Any, fmt: Any) -> None:
 
 
 def _add_info_parser(sub: Any, fmt: Any) -> None:
-    p = sub.add_parser("info", help="describe a store", epilog=EXAMPLES["info"], formatter_class=fmt)
-    p.add_argument("store")
+    p = sub.add_parser(
+        "info", help="describe a store or a collection", epilog=EXAMPLES["info"], formatter_class=fmt
+    )
+    p.add_argument("store", help="store or collection (path or URL)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_storage_options(p)
     p.set_defaults(func=cmd_info)

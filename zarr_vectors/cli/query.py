@@ -4,6 +4,7 @@ counts or an image."""
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,16 @@ from zarr_vectors.cli.arguments import (
 from zarr_vectors.cli.examples import EXAMPLES
 from zarr_vectors.errors import ZarrVectorsError
 
-__all__ = ["RENDER_MAX_VERTICES", "add_query_parser", "add_render_parser", "cmd_query", "cmd_render"]
+__all__ = [
+    "RENDER_MAX_VERTICES",
+    "add_query_parser",
+    "add_render_parser",
+    "cmd_query",
+    "cmd_render",
+    "collection_query",
+    "counts_text",
+    "member_output",
+]
 
 
 #: Vertices ``render`` draws at most by default: it picks the pyramid level that fits.
@@ -57,7 +67,8 @@ def _select(args: argparse.Namespace, max_vertices: int | None = None) -> Any:
     )
 
 
-def _counts(res: Any) -> str:
+def counts_text(res: Any) -> str:
+    """``1,234 vertices, 5 objects[, 6 edges][, 7 faces]`` of a Result."""
     parts = [f"{len(res):,} vertices"]
     if res.object_ids is not None:
         parts.append(f"{len(np.unique(res.object_ids)):,} objects")
@@ -68,6 +79,13 @@ def _counts(res: Any) -> str:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
+    from zarr_vectors.cli.collection import collection_at
+
+    coll = collection_at(args.store, storage_options_arg(args.storage_options))
+    if coll is not None:  # one Result per member
+        return collection_query(coll, args)
+    if args.member:
+        raise ZarrVectorsError(f"--member goes with a collection; {args.store} is not one")
     if (args.output is None) == (not args.count):
         raise ZarrVectorsError("give -o OUTPUT (a .csv, .ply, .obj, .npz, .swc or .geojson file) or --count")
     if args.output is not None:  # piece by piece or object batch by batch when it can (cli/objects.py)
@@ -82,12 +100,63 @@ def cmd_query(args: argparse.Namespace) -> int:
         note_whole(args, ds)
     res = _select(args)
     if args.count:
-        print(_counts(res))
+        print(counts_text(res))
         return 0
     from zarr_vectors.io.export import export_result
 
     export_result(res, args.output)
-    print(f"wrote {_counts(res)} to {args.output}")
+    print(f"wrote {counts_text(res)} to {args.output}")
+    return 0
+
+
+def member_output(output: str, member: str) -> str:
+    """The file of ``member`` for ``query COLLECTION -o output``: ``{member}`` in ``output``
+    replaced by the name, else the name put before the extension (``syn.csv`` ->
+    ``syn.synapses.csv``)."""
+    if "{member}" in output:
+        return output.replace("{member}", member)
+    root, ext = os.path.splitext(output)
+    return f"{root}.{member}{ext}"
+
+
+def collection_query(coll: Any, args: argparse.Namespace) -> int:
+    """``zarr-vectors query COLLECTION``: :meth:`Collection.query` (or ``objects`` with
+    ``--objects``) of the ``--member`` members, one count line or one file per member."""
+    if (args.output is None) == (not args.count):
+        raise ZarrVectorsError("give -o OUTPUT (one file per member: see --help) or --count")
+    if args.polygon is not None:
+        raise ZarrVectorsError("--polygon reads a store, not a collection: query the member's store")
+    if args.output is not None and "{member}" not in args.output and not os.path.splitext(args.output)[1]:
+        raise ZarrVectorsError(f"-o {args.output}: give a file name with an extension (.csv, .npz, ...)")
+    attributes = False if args.no_attributes else (args.attributes.split(",") if args.attributes else None)
+    members = args.member or None
+    if args.objects is not None:
+        if args.whole_objects or args.where:
+            raise ZarrVectorsError(
+                "--whole-objects and --where go with --bbox; --objects reads whole objects"
+            )
+        results = coll.objects(args.objects, members=members, level=args.level, attributes=attributes)
+    else:
+        results = coll.query(
+            None if args.bbox is None else bbox_arg(args.bbox),
+            members=members,
+            level=args.level,
+            where=None if not args.where else " and ".join(args.where),
+            attributes=attributes,
+            whole_objects=args.whole_objects,
+        )
+    from zarr_vectors.io.export import export_result
+
+    for name, res in results.items():
+        if args.count:
+            print(f"{name}: {counts_text(res)}")
+            continue
+        path = member_output(args.output, name)
+        try:
+            export_result(res, path)
+        except ZarrVectorsError as exc:
+            raise ZarrVectorsError(f"member {name}: {exc}") from exc
+        print(f"wrote {name}: {counts_text(res)} to {path}")
     return 0
 
 
@@ -118,7 +187,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         title=args.title,
     )
     level = "" if res.origin is None or res.origin.level == 0 else f" (level {res.origin.level})"
-    print(f"drew {_counts(res)}{level} to {args.output}")
+    print(f"drew {counts_text(res)}{level} to {args.output}")
     return 0
 
 
@@ -179,6 +248,15 @@ def add_query_parser(sub: Any, fmt: Any) -> None:
     p.add_argument("-o", "--output", help="file to write; its extension picks the format")
     p.add_argument("--count", action="store_true", help="print the counts instead of writing a file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (shown on a terminal)")
+    p.add_argument(
+        "--member",
+        action="append",
+        metavar="NAME",
+        help="on a collection: a member to read (repeat for several; default every member). A "
+        "collection query writes one file per member (-o out.csv -> out.NAME.csv, or put {member} in "
+        "the name) or prints one count line per member; --where may filter across a relationship "
+        "(\"post_segment.cell_type == 'basket'\")",
+    )
     p.set_defaults(func=cmd_query)
 
 

@@ -67,6 +67,14 @@ def _ids(ids: Any) -> np.ndarray:
     return np.unique(as_id_array(ids, "object ids").astype(np.uint64))
 
 
+def _object_count(ds: Dataset) -> int:
+    """Level-0 objects of ``ds``: every remapped id, or the kept ids that have rows."""
+    lv = ds.level(0)
+    if lv.manifests is None:
+        return 0
+    return int(lv.num_objects) if lv.object_id_map.user is not None else len(lv.objects_with_rows)
+
+
 class Collection:
     """An opened collection: ``members`` by name, each an ordinary store in ``<target>/<name>``.
 
@@ -316,30 +324,39 @@ class Collection:
         """
         out = {}
         for n in self._names(members):
-            relationships = self._doc.members[n].relationships
-            own, joins = split_where(where, relationships)
-            ds = self.member(n)
-            attrs = keywords.get("attributes")
-            if joins and attrs not in (None, True):
-                wanted = [] if attrs is False else list(attrs)
-                keywords = {
-                    **keywords,
-                    "attributes": wanted + [j.relationship for j in joins if j.relationship not in wanted],
-                }
-            res = ds.query(bbox, level=level, where=own, **keywords)
-            if joins:
-                keep = np.ones(len(res), bool)
-                for clause in joins:
-                    ids = self._join_ids(clause, relationships[clause.relationship], level)
-                    keep &= np.isin(res.attributes[clause.relationship].reshape(len(res)), ids)
-                res = res.subset(keep)
-                if attrs not in (None, True):
-                    names = [] if attrs is False else list(attrs)
-                    res = dataclasses.replace(
-                        res, attributes={k: v for k, v in res.attributes.items() if k in names}
-                    )
-            out[n] = res
+            try:
+                out[n] = self._query_member(n, bbox, level, where, keywords)
+            except InputError as exc:
+                if type(exc) is not InputError:  # a subclass keeps its type and message
+                    raise
+                raise InputError(f"member {n!r}: {exc}") from exc
         return out
+
+    def _query_member(self, n: str, bbox: Any, level: int, where: Any, keywords: dict[str, Any]) -> Result:
+        """:meth:`query` of member ``n``."""
+        relationships = self._doc.members[n].relationships
+        own, joins = split_where(where, relationships)
+        ds = self.member(n)
+        attrs = keywords.get("attributes")
+        if joins and attrs not in (None, True):
+            wanted = [] if attrs is False else list(attrs)
+            keywords = {
+                **keywords,
+                "attributes": wanted + [j.relationship for j in joins if j.relationship not in wanted],
+            }
+        res = ds.query(bbox, level=level, where=own, **keywords)
+        if joins:
+            keep = np.ones(len(res), bool)
+            for clause in joins:
+                ids = self._join_ids(clause, relationships[clause.relationship], level)
+                keep &= np.isin(res.attributes[clause.relationship].reshape(len(res)), ids)
+            res = res.subset(keep)
+            if attrs not in (None, True):
+                names = [] if attrs is False else list(attrs)
+                res = dataclasses.replace(
+                    res, attributes={k: v for k, v in res.attributes.items() if k in names}
+                )
+        return res
 
     def _join_ids(self, clause: JoinClause, space: str, level: int) -> np.ndarray:
         """Ids of ``space`` whose object attribute ``clause.attribute`` passes ``clause``."""
@@ -356,17 +373,23 @@ class Collection:
         )
 
     def objects(
-        self, ids: Sequence[int] | int, *, members: Sequence[str] | None = None, level: int = 0
+        self,
+        ids: Sequence[int] | int,
+        *,
+        members: Sequence[str] | None = None,
+        level: int = 0,
+        attributes: Sequence[str] | bool | None = None,
     ) -> dict[str, Result]:
         """The geometry of objects ``ids`` in each member whose objects belong to an id space
-        (by default every such member); ids a member does not hold are left out of its Result."""
+        (by default every such member); ids a member does not hold are left out of its Result.
+        ``attributes`` is passed to each member's ``Dataset.objects``."""
         wanted = as_id_array(ids, "object ids")
         names = [n for n in self._names(members) if members is not None or self._doc.members[n].id_space]
         out = {}
         for n in names:
             ds = self.member(n)
             held = wanted[np.isin(wanted, ds.object_ids(level))]
-            out[n] = ds.objects(held.tolist(), level=level)
+            out[n] = ds.objects(held.tolist(), level=level, attributes=attributes)
         return out
 
     def related(
@@ -420,8 +443,9 @@ class Collection:
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready description: name, id spaces, and per member its kind, role, id space,
-        level-0 vertex count and, per relationship, its id space and index state
-        (``current`` or ``stale``, rows, buckets; None without an index)."""
+        level-0 vertex and object counts and, per relationship, its id space and index state
+        (``current`` or ``stale``, rows, buckets; None without an index). ``objects``
+        counts the level-0 objects (ids kept as given: those with rows)."""
         members = []
         for name, m in self._doc.members.items():
             backend = open_backend(
@@ -449,6 +473,7 @@ class Collection:
                     "role": m.role,
                     "id_space": m.id_space,
                     "vertices": int(self.member(name).vertex_count(0)),
+                    "objects": _object_count(self.member(name)),
                     "relationships": relationships,
                 }
             )
