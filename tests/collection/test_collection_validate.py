@@ -18,16 +18,19 @@ def coll_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(rel_index, "BUCKET_ROWS", 8)
     rng = np.random.default_rng(1)
     coll = zv.create_collection(tmp_path / "c.zarr", id_spaces=["segments"])
+    positions = rng.uniform(0, 20, (60, 3))
+    post = rng.integers(0, 40, 60).astype(np.uint64)
     coll.add_member(
         "syn",
         "points",
-        rng.uniform(0, 20, (60, 3)),
+        positions,
         chunk_shape=10,
         shards=None,
-        attributes={"post": rng.integers(0, 40, 60).astype(np.uint64)},
+        attributes={"post": post},
         relationships={"post": "segments"},
     )
-    coll.add_member("cells", "points", rng.uniform(0, 20, (5, 3)), chunk_shape=10, object_ids=[1, 2, 3, 4, 5],
+    held = np.unique(post)  # every post value is a cell: no dangling ids
+    coll.add_member("cells", "points", rng.uniform(0, 20, (len(held), 3)), chunk_shape=10, object_ids=held,
                     id_space="segments")  # fmt: skip
     return tmp_path / "c.zarr"
 
@@ -102,6 +105,51 @@ def test_a_missing_member_and_a_missing_index(coll_path: Path) -> None:
     assert ("collection.member", "cells") in {(p.rule, p.path) for p in report.problems}, str(report)
     assert "no store at ./cells" in str(report)
     assert not report.ok
+
+
+def test_dangling_relationship_ids_are_reported(coll_path: Path) -> None:
+    """Values no member of the id space holds: counted (rows, distinct ids) with the smallest
+    few as examples, by bucket, against a brute-force count; a warning only."""
+    coll = zv.open(coll_path, "r+")
+    post = coll.member("syn").query(None).attributes["post"]
+    cells = coll.member("cells").object_ids()
+    gone = cells[[0, 3, 7]]
+    coll.delete("cells", gone.tolist())
+    report = zv.validate(coll_path)
+    assert report.ok and report.problems == [], str(report)
+    (w,) = report.warnings
+    missing = post[np.isin(post, gone)]
+    assert (w.rule, w.path) == ("collection.dangling", "syn/zv_relationships/post")
+    assert w.message == (
+        f"{len(missing)} rows name 3 ids that no member of id space 'segments' holds as an object id "
+        f"(e.g. {', '.join(map(str, np.sort(gone).tolist()))})"
+    )
+    assert zv.validate(coll_path, level=2).warnings == []  # read with the index, at level 3
+    # a second member of the space holding them clears the warning
+    coll.add_member("more", "points", np.zeros((3, 3)), chunk_shape=10, object_ids=gone, id_space="segments")
+    assert zv.validate(coll_path).warnings == []
+
+
+def test_dangling_examples_are_the_smallest_few(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many dangling ids over many buckets: the example list is the 5 smallest, the counts
+    exact; ids of another space do not count."""
+    monkeypatch.setattr(rel_index, "BUCKET_ROWS", 8)
+    coll = zv.create_collection(tmp_path / "d.zarr", id_spaces=["segments", "other"])
+    post = np.arange(200, dtype=np.uint64) * np.uint64(2**55)  # large ids, spread over the hash
+    coll.add_member("syn", "points", np.random.default_rng(2).uniform(0, 9, (200, 3)), chunk_shape=5,
+                    attributes={"post": post}, relationships={"post": "segments"})  # fmt: skip
+    coll.add_member("cells", "points", np.zeros((100, 3)), chunk_shape=5, object_ids=post[::2],
+                    id_space="segments")  # fmt: skip
+    coll.add_member("others", "points", np.zeros((100, 3)), chunk_shape=5, object_ids=post[1::2],
+                    id_space="other")  # fmt: skip
+    assert coll.describe()["members"][0]["relationships"]["post"]["index"]["buckets"] == 32
+    (w,) = zv.validate(tmp_path / "d.zarr").warnings
+    assert w.rule == "collection.dangling"
+    odd = np.sort(post[1::2])
+    assert (
+        w.message.startswith("100 rows name 100 ids")
+        and f"(e.g. {', '.join(map(str, odd[:5].tolist()))})" in w.message
+    )
 
 
 def test_every_collection_rule_is_exercised_here() -> None:

@@ -102,4 +102,8 @@ RULES: dict[str, tuple[int, str]] = {
     "collection.index-missing": (2, "every relationship has an index (warning only)"),
     "collection.index": (3, "a relationship index's buckets hold the counted, sorted, correctly hashed rows"),
     "collection.index-stale": (3, "a relationship index matches its member's generation (warning only)"),
+    "collection.dangling": (
+        3,
+        "every relationship value is an object id of a member of its id space (warning only)",
+    ),
 }
