@@ -120,10 +120,10 @@ def main() -> int:
         both, own, bad = [], [], 0
         for k, i in enumerate(ids):
 
-            def ours() -> dict[str, zv.Result]:
+            def ours(i: int = i) -> dict[str, zv.Result]:
                 return coll.objects([i])
 
-            def theirs() -> dict[str, zv.Result]:
+            def theirs(i: int = i) -> dict[str, zv.Result]:
                 return {n: ds.objects([i]) for n, ds in members.items()}
 
             runs = [ours, theirs] if k % 2 == 0 else [theirs, ours]
