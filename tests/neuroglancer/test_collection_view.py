@@ -120,29 +120,43 @@ def test_collection_of_tells_collections_from_stores(coll_path: Path, tmp_path: 
     assert collection_of(coll) is coll
 
 
+def _layer(root: Path) -> tuple[dict[str, Any], np.ndarray, np.ndarray, dict[str, Any], list[Any]]:
+    """An exported annotation layer read as the viewer reads it: ``(info, ids of every spatial
+    cell sorted, by_id geometry (n, 3), by_id properties, by_id relationships)``, the last
+    three in the order of the ids."""
+    info_doc = json.loads((root / "info").read_text())
+    seen = [np.zeros(0, np.uint64)]
+    for level in info_doc["spatial"]:
+        for cell in np.ndindex(*level["grid_shape"]):
+            file = root / level["key"] / "_".join(map(str, cell))
+            seen.append(dec.annotation_list(info_doc, file.read_bytes())[2])
+    ids = np.sort(np.concatenate(seen))
+    info = parse_annotation_info(info_doc, "info")
+    bodies = [(root / "by_id" / str(i)).read_bytes() for i in ids.tolist()]
+    geom, props, related = decode_single_annotations(bodies, info, "by_id")
+    return info_doc, ids, geom[:, 0, :], props, related
+
+
+def _by_position(rows: Any, geom: np.ndarray) -> np.ndarray:
+    """For each annotation, the row of ``rows`` at its position (positions are distinct)."""
+    order = np.argsort(rows.positions[:, 0])
+    at = order[np.searchsorted(rows.positions[order, 0].astype("f4"), geom[:, 0].astype("f4"))]
+    assert np.allclose(rows.positions[at], geom, rtol=1e-6)
+    return at
+
+
 def test_each_synapse_once_with_its_stored_relationship_ids(coll_path: Path, exported: Path) -> None:
     rows = _synapses(coll_path)
-    root = exported / "synapses" / "ann"
-    info_doc = json.loads((root / "info").read_text())
+    info_doc, ids, geom, props, related = _layer(exported / "synapses" / "ann")
     assert [r["id"] for r in info_doc["relationships"]] == ["pre_segment", "post_segment"]
     assert [p["id"] for p in info_doc["properties"]] == ["weight"]
-    (level,) = info_doc["spatial"]
-    seen = []
-    for cell in np.ndindex(*level["grid_shape"]):
-        geom, _, ids = dec.annotation_list(
-            info_doc, (root / "spatial0" / "_".join(map(str, cell))).read_bytes()
-        )
-        seen.append(ids)
-    ids = np.concatenate(seen)
-    assert np.array_equal(np.sort(ids), np.arange(len(rows), dtype=np.uint64))  # each once
-    info = parse_annotation_info(info_doc, "info")
-    bodies = [(root / "by_id" / str(i)).read_bytes() for i in range(len(rows))]
-    geom, props, related = decode_single_annotations(bodies, info, "by_id")
-    assert np.allclose(geom[:, 0, :], rows.positions, rtol=1e-6)
-    assert np.array_equal(props["weight"][:, 0], rows.attributes["weight"])
+    assert len(ids) == len(rows) and len(np.unique(ids)) == len(ids)  # each synapse once
+    at = _by_position(rows, geom)
+    assert np.array_equal(np.sort(at), np.arange(len(rows)))
+    assert np.array_equal(props["weight"][:, 0], rows.attributes["weight"][at])
     for (counts, values), name in zip(related, ["pre_segment", "post_segment"]):
         assert (counts == 1).all()
-        assert np.array_equal(values, rows.attributes[name].astype(np.uint64))  # exact, near 2**64
+        assert np.array_equal(values, rows.attributes[name][at].astype(np.uint64))  # exact, near 2**64
     assert (related[0][1] == TOP).any()
 
 
@@ -152,34 +166,34 @@ def test_by_relationship_lists_exactly_the_synapses_naming_the_segment(
 ) -> None:
     rows = _synapses(coll_path)
     values = rows.attributes[rel].astype(np.uint64)
-    info_doc = json.loads((exported / "synapses" / "ann" / "info").read_text())
+    info_doc, ids, geom, _, related = _layer(exported / "synapses" / "ann")
+    named = related[["pre_segment", "post_segment"].index(rel)][1]  # each annotation's id, by_id
     folder = exported / "synapses" / "ann" / f"rel_{rel}"
     assert sorted(int(f.name) for f in folder.iterdir()) == sorted(np.unique(values).tolist())
     for segment in SEGMENTS.tolist():
         file = folder / str(segment)
-        expected = np.flatnonzero(values == np.uint64(segment)).astype(np.uint64)
-        if not len(expected):
+        want = int((values == np.uint64(segment)).sum())
+        if not want:
             assert not file.exists()
             continue
-        geom, _, ids = dec.annotation_list(info_doc, file.read_bytes())
-        assert np.array_equal(ids, expected), segment
-        assert np.allclose(geom.reshape(len(ids), 3), rows.positions[expected.astype(np.int64)], rtol=1e-6)
+        got_geom, _, got = dec.annotation_list(info_doc, file.read_bytes())
+        assert np.array_equal(got, ids[named == np.uint64(segment)]) and len(got) == want, segment
+        assert np.allclose(got_geom.reshape(len(got), 3), geom[named == np.uint64(segment)], rtol=1e-6)
+        assert (values[_by_position(rows, got_geom.reshape(len(got), 3))] == np.uint64(segment)).all()
 
 
 def test_a_point_member_in_the_id_space_relates_by_its_object_ids(coll_path: Path, exported: Path) -> None:
     root = exported / "somas" / "ann"
-    info_doc = json.loads((root / "info").read_text())
+    info_doc, ids, geom, _, ((counts, related),) = _layer(root)
     assert [r["id"] for r in info_doc["relationships"]] == ["object"]
-    info = parse_annotation_info(info_doc, "info")
     rows = zv.open(coll_path).member("somas").query(None)
-    _, _, ((counts, ids),) = decode_single_annotations(
-        [(root / "by_id" / str(i)).read_bytes() for i in range(4)], info, "by_id"
-    )
-    assert (counts == 1).all() and np.array_equal(ids, rows.object_ids.astype(np.uint64))
-    for row, segment in enumerate(ids.tolist()):
+    at = _by_position(rows, geom)
+    assert len(ids) == 4 and (counts == 1).all()
+    assert np.array_equal(related, rows.object_ids[at].astype(np.uint64))
+    for annotation, segment in zip(ids.tolist(), related.tolist()):
         assert dec.annotation_list(info_doc, (root / "rel_object" / str(segment)).read_bytes())[
             2
-        ].tolist() == [row]
+        ].tolist() == [annotation]
     props = json.loads((exported / "somas" / "props" / "info").read_text())
     assert props["inline"]["ids"] == [str(s) for s in sorted(SEGMENTS.tolist())]
 
@@ -193,14 +207,14 @@ def _sharded_entries(layer: AnnotationSource, key: str, spec: Any, keys: np.ndar
 
 def test_sharded_export_holds_the_same_annotations(coll_path: Path, exported: Path, tmp_path: Path) -> None:
     export_neuroglancer(coll_path, tmp_path / "ng", sharding=True)
-    rows = _synapses(coll_path)
+    _, ids, _, flat_props, flat_related = _layer(exported / "synapses" / "ann")
     layer = AnnotationSource(tmp_path / "ng" / "synapses")
     assert layer.sharded is not None
-    assert np.array_equal(layer.segment_ids(), np.arange(len(rows), dtype=np.uint64))
-    (_, props, related), missing = layer.read(np.arange(len(rows), dtype=np.uint64))
-    assert not missing and np.array_equal(props["weight"][:, 0], rows.attributes["weight"])
-    for (counts, values), name in zip(related, ["pre_segment", "post_segment"]):
-        assert (counts == 1).all() and np.array_equal(values, rows.attributes[name].astype(np.uint64))
+    assert np.array_equal(layer.segment_ids(), ids)
+    (_, props, related), missing = layer.read(ids)
+    assert not missing and np.array_equal(props["weight"], flat_props["weight"])
+    for (counts, values), (flat_counts, flat_values) in zip(related, flat_related):
+        assert np.array_equal(counts, flat_counts) and np.array_equal(values, flat_values)
     info_doc = json.loads((tmp_path / "ng" / "synapses" / "ann" / "info").read_text())
     for rel in info_doc["relationships"]:
         flat = exported / "synapses" / "ann" / rel["key"]
@@ -208,14 +222,15 @@ def test_sharded_export_holds_the_same_annotations(coll_path: Path, exported: Pa
         for segment, body in zip(SEGMENTS.tolist(), bodies):
             file = flat / str(segment)
             assert body == (file.read_bytes() if file.exists() else None), (rel["key"], segment)
-    (level,) = info_doc["spatial"]
-    index = ShardedIndex(layer, parse_sharding(level["sharding"], "spatial0"), "spatial0/")
-    keys = index.all_keys()
-    ids = [
-        dec.annotation_list(info_doc, b or b"")[2]
-        for b in _sharded_entries(layer, "spatial0", level["sharding"], keys)
-    ]
-    assert np.array_equal(np.sort(np.concatenate(ids)), np.arange(len(rows), dtype=np.uint64))
+    found = []
+    for level in info_doc["spatial"]:
+        index = ShardedIndex(layer, parse_sharding(level["sharding"], level["key"]), f"{level['key']}/")
+        keys = index.all_keys()
+        found += [
+            dec.annotation_list(info_doc, b or b"")[2]
+            for b in _sharded_entries(layer, level["key"], level["sharding"], keys)
+        ]
+    assert np.array_equal(np.sort(np.concatenate(found)), ids)
 
 
 def test_meshes_and_skeletons_share_segment_ids(exported: Path) -> None:
@@ -262,7 +277,7 @@ def test_serve_gives_the_exported_bytes_and_state(coll_path: Path, exported: Pat
             rel = file.relative_to(exported).as_posix()
             status, body = _fetch(f"{server.url}/zv/{rel}")
             assert status == 200 and body == file.read_bytes(), rel
-        assert _fetch(f"{server.url}/zv/synapses/ann/by_id/300")[0] == 404
+        assert _fetch(f"{server.url}/zv/synapses/ann/by_id/{2**40}")[0] == 404
         assert _fetch(f"{server.url}/zv/synapses/ann/rel_weight/1")[0] == 404
         assert _fetch(f"{server.url}/zv/synapses/ann/spatial0/9_9_9")[0] == 404
         empty = _fetch(f"{server.url}/zv/synapses/ann/rel_post_segment/42")
@@ -423,3 +438,60 @@ def test_served_collection_loads_in_chromium(coll_path: Path) -> None:
     img = np.asarray(Image.open(io.BytesIO(out["png"])).convert("RGB")).astype(int)
     background = np.median(img.reshape(-1, 3), axis=0)
     assert float(np.mean(np.abs(img - background).sum(axis=2) > 40)) > 0.005  # a frame was drawn
+
+
+def test_a_relationship_request_reads_only_the_chunks_of_its_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``rel_post_segment/{segment}`` goes through the relationship index: the vertex chunks
+    read are exactly those holding the segment's synapses (not every chunk of the member), and
+    the body equals the one a scan of every chunk gives."""
+    from zarr_vectors.neuroglancer.collection_view import collection_view
+    from zarr_vectors.storage.local import LocalBackend
+
+    rng = np.random.default_rng(5)
+    n = 2000
+    pos = rng.uniform(0, 1000, (n, 3))
+    post = SEGMENTS[rng.integers(1, 4, n)]
+    corner = np.all(pos < 200, axis=1)
+    post[corner] = SEGMENTS[0]  # segment 0: the synapses of one corner only
+    coll = zv.create_collection(tmp_path / "c.zarr", id_spaces=["segments"])
+    coll.add_member("synapses", "points", pos, chunk_shape=125, shards=None,
+                    attributes={"post_segment": post}, relationships={"post_segment": "segments"})  # fmt: skip
+    read: list[str] = []
+    for method in ("get_many", "get_many_into"):
+        original = getattr(LocalBackend, method)
+
+        def counting(self: Any, keys: Any, *args: Any, _original: Any = original) -> Any:
+            read.extend(str(k) for k in keys)
+            return _original(self, keys, *args)
+
+        monkeypatch.setattr(LocalBackend, method, counting)
+    original_ranges = LocalBackend.get_ranges
+
+    def ranges(self: Any, asked: Any) -> Any:
+        read.extend(str(k) for k, _, _ in asked)
+        return original_ranges(self, asked)
+
+    monkeypatch.setattr(LocalBackend, "get_ranges", ranges)
+    coll = zv.open(tmp_path / "c.zarr")
+    (src,) = collection_view(coll).sources
+    assert isinstance(src, RelatedAnnotations)
+    assert not [k for k in read if "/c/" in k]  # opening the view reads no chunk of the member
+    body, _ = src.get(f"ann/rel_post_segment/{SEGMENTS[0]}")
+    chunks_read = {k for k in read if k.startswith("0/vertices/c/")}
+    holding = {
+        "0/vertices/c/" + "/".join(map(str, c))
+        for c in np.unique(pos[corner] // 125, axis=0).astype(int).tolist()
+    }
+    listed = len(coll.member("synapses").level(0).vertices.nonempty)
+    assert chunks_read == holding and 0 < len(holding) < listed // 20, (len(chunks_read), listed)
+    info_doc = json.loads(src.get("ann/info")[0])
+    geom, _, ids = dec.annotation_list(info_doc, body)
+    assert len(ids) == int(corner.sum()) and np.array_equal(ids, np.sort(ids))
+    want = np.sort(pos[corner].astype("f4").view([("", "f4")] * 3).reshape(-1))
+    assert np.array_equal(np.sort(geom.astype("f4").view([("", "f4")] * 3).reshape(-1)), want)
+    scan = RelatedAnnotations(coll.member("synapses"), "synapses", {"post_segment": "segments"})
+    assert scan.get(f"ann/rel_post_segment/{SEGMENTS[0]}")[0] == body  # every chunk scanned: same bytes
+    for segment in SEGMENTS[1:2].tolist():
+        assert scan.get(f"ann/rel_post_segment/{segment}")[0] == src.get(f"ann/rel_post_segment/{segment}")[0]

@@ -13,8 +13,11 @@
 * Mesh and skeleton members in no id space get a segmentation layer each; line and graph
   members a plain annotation layer; members with no Neuroglancer form are skipped.
 
-:class:`RelatedAnnotations` reads its member's level 0 once, whole (the rows are held in
-memory), and serves a one-level spatial index. Annotation ids are row numbers of that read.
+:class:`RelatedAnnotations` serves its member as a plain point store is served (the spatial
+index read cell by cell, annotation ids packing level, chunk and row), with the relationship
+lists read through the collection's relationship index: memory and the first view do not grow
+with the member beyond what a plain store's annotation layer costs. A static copy
+(:meth:`RelatedAnnotations.entries`) reads every chunk.
 """
 
 from __future__ import annotations
@@ -24,20 +27,27 @@ import logging
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from zarr_vectors.collection import Collection
+from zarr_vectors.collection import Collection, StaleIndexError
 from zarr_vectors.dataset import Dataset
 from zarr_vectors.errors import FormatError, InputError
-from zarr_vectors.neuroglancer.encode import AnnotationLayout, annotation_info, encode_annotations
+from zarr_vectors.neuroglancer.encode import (
+    AnnotationLayout,
+    encode_annotations,
+    encode_one_annotation,
+    pack_ids,
+    unpack_ids,
+)
 from zarr_vectors.neuroglancer.sharded import choose_sharding, compressed_morton, encode_shards
 from zarr_vectors.neuroglancer.source import NotFound, StoreSource
+from zarr_vectors.neuroglancer.spatial import NESTED
 
 __all__ = [
-    "CELL_TARGET",
     "CollectionView",
     "RelatedAnnotations",
     "collection_of",
@@ -47,8 +57,6 @@ __all__ = [
     "single_annotation_bodies",
 ]
 
-#: Mean annotations per spatial-index cell that a point member's one index level aims at.
-CELL_TARGET = 2048
 #: Segments listed as visible in the first view, per id space.
 MAX_SEGMENTS = 500
 _COLOURS = ("#ff6e4a", "#4ac0ff", "#ffd24a", "#8cff4a", "#e04aff", "#4affc8")
@@ -104,151 +112,258 @@ class RelatedAnnotations(StoreSource):
 
     ``relationships`` maps a vertex attribute to its id space (``zv:relationships``);
     ``object_space`` (the member's ``zv:idSpace``) adds the relationship ``object`` (the
-    rows' object ids). Paths: ``ann/info``, ``ann/spatial0/{x}_{y}_{z}`` (every point in
-    exactly one cell), ``ann/by_id/{row}``, ``ann/rel_{name}/{segment}`` (the rows whose
-    relationship value is ``segment``, in row order).
+    rows' object ids). Served as a plain point store is (:class:`StoreSource`: the same lazily
+    read spatial index and packed annotation ids), with by ``by_id`` bodies carrying every
+    relationship's id, and ``ann/rel_{name}/{segment}`` (the rows whose relationship value is
+    ``segment``, ids ascending) found through ``collection``'s relationship index: only the
+    chunks holding the answer are read (without a usable index, every chunk is scanned).
     """
 
     def __init__(
-        self, ds: Dataset, name: str, relationships: dict[str, str], object_space: str | None = None
+        self,
+        ds: Dataset,
+        name: str,
+        relationships: dict[str, str],
+        object_space: str | None = None,
+        collection: Collection | None = None,
     ) -> None:
         super().__init__(ds, name)
         if self.kind != "annotations" or self.layout is None or self.layout.points != 1:
             raise InputError(f"{name}: only point members become annotation layers with relationships")
         if object_space is not None and "object" in relationships:
             raise InputError(f"{name}: a relationship attribute named 'object' clashes with the object ids")
-        known = set(ds.level(0).vertex_attributes)
+        known = self._level(0).vertex_attributes
         for attr in relationships:
             if attr not in known:
                 raise InputError(f"{name}: relationship {attr!r} is not a vertex attribute of the member")
-        props = tuple(p for p in self.layout.properties if p.source not in relationships)
-        wanted = [p.source for p in props] + list(relationships)
-        res = ds.query(None, attributes=wanted, object_ids=self.has_objects)
-        #: relationship name -> (id space, uint64 value per row)
-        self.relations: dict[str, tuple[str, np.ndarray]] = {}
-        for attr, space in relationships.items():
-            values = np.asarray(res.attributes[attr])
-            if values.ndim != 1 or values.dtype.kind not in "iu":
+            arr = known[attr]
+            if np.dtype(arr.dtype).kind not in "iu" or arr.attrs.get("row_shape") not in (None, [], [1]):
                 raise InputError(f"{name}: relationship {attr!r} is not a one-id-per-row integer attribute")
-            self.relations[attr] = (space, values.astype(np.uint64))
-        if object_space is not None and res.object_ids is not None:
-            self.relations["object"] = (object_space, np.asarray(res.object_ids).astype(np.uint64))
+        props = tuple(p for p in self.layout.properties if p.source not in relationships)
+        #: relationship name -> its id space (``object``: the rows' own object ids)
+        self.relations: dict[str, str] = dict(relationships)
+        if object_space is not None and self.has_objects:
+            self.relations["object"] = object_space
         self.layout = AnnotationLayout(self.layout.rank, 1, props, tuple(self.relations))
-        self.geometry = np.asarray(res.positions, np.float64)
-        self.values = {p.id: np.asarray(res.attributes[p.source]) for p in props}
-        self._grid()
-        self._orders = {r: np.argsort(v, kind="stable") for r, (_, v) in self.relations.items()}
+        self.collection = collection
+        self._values = lru_cache(maxsize=256)(self._values_uncached)
 
-    def _grid(self) -> None:
-        """One index level: ``cells`` per axis of equal size over the store's bounds."""
-        n, rank = self.geometry.shape
-        self.lower = np.asarray(self.ds.bounds[0], np.float64)
-        self.upper = np.maximum(np.asarray(self.ds.bounds[1], np.float64), self.lower + 1e-9)
-        self.cells = np.full(rank, max(1, int(np.ceil((n / CELL_TARGET) ** (1 / rank)))), np.int64)
-        self.size = (self.upper - self.lower) / self.cells
-        at = np.clip(np.floor((self.geometry - self.lower) / self.size).astype(np.int64), 0, self.cells - 1)
-        lin = np.ravel_multi_index(tuple(at.T), tuple(self.cells.tolist())) if n else np.zeros(0, np.int64)
-        self._by_cell = np.argsort(lin, kind="stable")
-        self._cell_starts = np.searchsorted(lin[self._by_cell], np.arange(int(np.prod(self.cells)) + 1))
+    @property
+    def geometry(self) -> np.ndarray:
+        """A ``(level-0 rows, 0)`` array holding nothing: the row count, for the exporter's
+        choice between flat and sharded files."""
+        return np.empty((self.ds.vertex_count(0), 0))
 
-    def annotation_info(self) -> dict[str, Any]:
+    def _values_uncached(self, k: int, chunk: tuple[int, ...]) -> dict[str, np.ndarray]:
+        """Each relationship's uint64 ids of the rows of chunk ``chunk`` of level ``k``, in the
+        order :meth:`_cell` gives them (the same box query, the same floor rule)."""
+        attrs = [r for r in self.relations if r != "object"]
+        geom, _, oids = self._cell(k, chunk)
+        out: dict[str, np.ndarray] = {}
+        if attrs and len(geom):
+            cs = self._level(k).grid.chunk_shape
+            c = np.asarray(chunk, np.int64)
+            res = self.ds.query(bbox=(c * cs, np.nextafter((c + 1) * cs, -np.inf)), level=k, attributes=attrs)
+            keep = np.all(np.floor(res.positions / cs) == c, axis=1)
+            out = {a: np.asarray(res.attributes[a])[keep].reshape(-1).astype(np.uint64) for a in attrs}
+        else:
+            out = {a: np.zeros(0, np.uint64) for a in attrs}
+        if "object" in self.relations:
+            out["object"] = np.asarray(oids, np.uint64)
+        return out
+
+    def _chunk_of(self, annotation_id: int) -> tuple[int, tuple[int, ...], int]:
+        """``(level, absolute chunk, row)`` of an annotation id; :class:`NotFound` when the id
+        names no shown annotation."""
+        k, lin, row = unpack_ids(annotation_id)
+        if k not in self.levels:
+            raise NotFound(f"annotation {annotation_id}: no level {k}")
+        grid = self._level(k).grid
+        if lin >= grid.n_cells:
+            raise NotFound(f"annotation {annotation_id}: no cell {lin} in level {k}")
+        at = np.asarray(np.unravel_index(lin, tuple(int(s) for s in grid.shape))) + grid.origin
+        chunk = tuple(int(v) for v in at)
+        if row >= len(self._cell(k, chunk)[0]) or not self._shown(k, chunk)[row]:
+            raise NotFound(f"annotation {annotation_id} does not exist")
+        return k, chunk, row
+
+    def by_id(self, annotation_id: int) -> bytes:
+        """One annotation with its id in every relationship."""
         assert self.layout is not None
-        level = {
-            "key": "spatial0",
-            "grid_shape": [int(v) for v in self.cells],
-            "chunk_size": [float(v) for v in self.size],
-            "limit": max(1, int(np.diff(self._cell_starts).max(initial=0))),
-        }
-        return annotation_info(self.layout, self.dimensions, self.lower, self.upper, [level])
+        k, chunk, row = self._chunk_of(annotation_id)
+        geom, props, _ = self._cell(k, chunk)
+        values = self._values(k, chunk)
+        related = [values[r][row : row + 1] for r in self.relations]
+        return encode_one_annotation(self.layout, geom[row], {p: v[row] for p, v in props.items()}, related)
 
-    def _encode(self, rows: np.ndarray) -> bytes:
+    def by_id_entries(self) -> Iterator[tuple[np.ndarray, list[bytes]]]:
+        """Every annotation's ``by_id`` body, a listed chunk at a time (as :meth:`by_id`)."""
         assert self.layout is not None
-        values = {p: v[rows] for p, v in self.values.items()}
-        return encode_annotations(self.layout, self.geometry[rows], values, rows.astype(np.uint64))
+        for k in self.levels if self.index_mode == NESTED else self.levels[:1]:
+            for chunk in self._level(k).vertices.nonempty:
+                key = tuple(int(v) for v in chunk)
+                geom, props, _ = self._cell(k, key)
+                rows = np.flatnonzero(self._shown(k, key))
+                if not len(rows):
+                    continue
+                values = self._values(k, key)
+                ids = pack_ids(k, np.full(len(rows), self._lin(k, chunk)), rows)
+                related = [values[r][rows] for r in self.relations]
+                bodies = single_annotation_bodies(
+                    self.layout, geom[rows], {p: v[rows] for p, v in props.items()}, related
+                )
+                yield ids, bodies
 
-    def cell_rows(self, cell: Sequence[int]) -> np.ndarray:
-        """The rows in one index cell (ascending); :class:`NotFound` outside the grid."""
-        if len(cell) != len(self.cells) or any(not 0 <= c < s for c, s in zip(cell, self.cells.tolist())):
-            raise NotFound(f"{self.name}: no index cell {'_'.join(map(str, cell))}")
-        lin = int(np.ravel_multi_index(tuple(cell), tuple(self.cells.tolist())))
-        return np.sort(self._by_cell[self._cell_starts[lin] : self._cell_starts[lin + 1]])
+    def _answer_chunks(self, relationship: str, segment: int) -> np.ndarray:
+        """Level-0 chunks holding rows whose ``relationship`` is ``segment``, lexicographic:
+        from the relationship index's positions when the collection has a current one, else
+        every listed chunk."""
+        listed = np.asarray(self._level(0).vertices.nonempty, np.int64).reshape(-1, self.layout.rank)  # type: ignore[union-attr]
+        if self.collection is not None and relationship != "object":
+            try:
+                hits = self.collection.related([segment], relationship, member=self.name, attributes=False)
+            except (StaleIndexError, InputError) as exc:
+                LOG.warning("%s: rel_%s read without its index: %s", self.name, relationship, exc)
+            else:
+                cs = self._level(0).grid.chunk_shape
+                chunks = np.floor(np.asarray(hits.positions, np.float64) / cs).astype(np.int64)
+                return np.unique(chunks.reshape(-1, len(cs)), axis=0)
+        return listed[np.lexsort(listed.T[::-1])] if len(listed) else listed
 
-    def related_rows(self, relationship: str, segment: int) -> np.ndarray:
-        """The rows whose ``relationship`` value is ``segment``, ascending."""
-        values = self.relations[relationship][1]
-        order = self._orders[relationship]
-        lo, hi = (
-            np.searchsorted(values[order], np.uint64(segment), side="left"),
-            np.searchsorted(values[order], np.uint64(segment), side="right"),
-        )
-        return order[lo:hi]
-
-    def by_ids(self, rows: np.ndarray) -> list[bytes]:
-        """The ``by_id`` bodies of ``rows``."""
+    def related_to(self, relationship: str, segment: int) -> bytes:
+        """The ``rel_{relationship}/{segment}`` body: level-0 annotations whose relationship
+        value is ``segment``, ids ascending (``object``: the plain store's ``rel_object``)."""
         assert self.layout is not None
-        values = {p: v[rows] for p, v in self.values.items()}
-        related = [v[rows] for _, v in self.relations.values()]
-        return single_annotation_bodies(self.layout, self.geometry[rows], values, related)
+        if relationship == "object":
+            return self.related(segment)
+        geoms, props, ids = [], [], []
+        for chunk in self._answer_chunks(relationship, segment).tolist():
+            key = tuple(int(v) for v in chunk)
+            if key not in self._nonempty(0):
+                continue
+            rows = np.flatnonzero(self._values(0, key)[relationship] == np.uint64(segment))
+            geom, pr, _ = self._cell(0, key)
+            geoms.append(geom[rows])
+            props.append({p: v[rows] for p, v in pr.items()})
+            ids.append(pack_ids(0, np.full(len(rows), self._lin(0, np.asarray(chunk))), rows))
+        return self._encode_parts(geoms, props, ids)
+
+    def _encode_parts(
+        self, geoms: list[np.ndarray], props: list[dict[str, np.ndarray]], ids: list[np.ndarray]
+    ) -> bytes:
+        assert self.layout is not None
+        names = [p.id for p in self.layout.properties]
+        if not geoms:
+            geoms, props, ids = (
+                [np.zeros((0, self.layout.rank))],
+                [{n: np.zeros(0) for n in names}],
+                [np.zeros(0, np.uint64)],
+            )
+        all_ids = np.concatenate(ids)
+        order = np.argsort(all_ids, kind="stable")
+        values = {n: np.concatenate([p[n] for p in props])[order] for n in names}
+        return encode_annotations(self.layout, np.concatenate(geoms)[order], values, all_ids[order])
 
     def get(self, path: str) -> tuple[bytes, str]:
         head, _, rest = path.strip("/").partition("/")
-        if head == "props":
-            return super().get(path)
-        if head != "ann":
-            raise NotFound(f"{self.name}: no source path {path!r}")
-        if rest == "info":
-            return json.dumps(self.annotation_info(), separators=(",", ":")).encode(), _JSON
-        match = re.fullmatch(r"spatial0/([0-9]{1,19}(?:_[0-9]{1,19})*)", rest)
-        if match:
-            return self._encode(self.cell_rows([int(v) for v in match.group(1).split("_")])), _BINARY
         kind, _, key = rest.partition("/")
-        if not re.fullmatch(r"[0-9]{1,20}", key) or int(key) >= 1 << 64:
+        if head == "ann" and kind.startswith("rel_") and kind[4:] in self.relations:
+            if not re.fullmatch(r"[0-9]{1,20}", key) or int(key) >= 1 << 64:
+                raise NotFound(f"{self.name}: no annotation path {rest!r}")
+            return self.related_to(kind[4:], int(key)), _BINARY
+        if head == "ann" and kind.startswith("rel_"):
             raise NotFound(f"{self.name}: no annotation path {rest!r}")
-        if kind == "by_id":
-            if int(key) >= len(self.geometry):
-                raise NotFound(f"{self.name}: annotation {key} does not exist")
-            return self.by_ids(np.array([int(key)]))[0], _BINARY
-        if kind.startswith("rel_") and kind[4:] in self.relations:
-            return self._encode(self.related_rows(kind[4:], int(key))), _BINARY
-        raise NotFound(f"{self.name}: no annotation path {rest!r}")
+        return super().get(path)
 
-    def related_lists(self, relationship: str) -> tuple[np.ndarray, list[bytes]]:
-        """Every segment ``relationship`` names (sorted uint64) and its ``rel_`` body."""
-        values = self.relations[relationship][1]
-        order = self._orders[relationship]
-        segments, starts = np.unique(values[order], return_index=True)
-        bounds = np.append(starts, len(order))
-        return segments, [self._encode(order[bounds[k] : bounds[k + 1]]) for k in range(len(segments))]
+    def related_lists(self, relationship: str) -> Iterator[tuple[int, bytes]]:
+        """Every segment ``relationship`` names (ascending) and its ``rel_`` body, from one
+        pass over level 0 (held whole: a static copy reads everything anyway)."""
+        assert self.layout is not None
+        listed = np.asarray(self._level(0).vertices.nonempty, np.int64).reshape(-1, self.layout.rank)
+        geoms, props, ids, values = [], [], [], []
+        for chunk in listed[np.lexsort(listed.T[::-1])].tolist() if len(listed) else []:
+            key = tuple(int(v) for v in chunk)
+            geom, pr, _ = self._cell(0, key)
+            geoms.append(geom)
+            props.append(pr)
+            ids.append(pack_ids(0, np.full(len(geom), self._lin(0, np.asarray(chunk))), np.arange(len(geom))))
+            values.append(self._values(0, key)[relationship])
+        if not geoms:
+            return
+        value = np.concatenate(values)
+        order = np.lexsort((np.concatenate(ids), value))
+        geom_all = np.concatenate(geoms)[order]
+        names = [p.id for p in self.layout.properties]
+        props_all = {n: np.concatenate([p[n] for p in props])[order] for n in names}
+        ids_all, value = np.concatenate(ids)[order], value[order]
+        starts = np.flatnonzero(np.r_[True, value[1:] != value[:-1]])
+        for a, b in zip(starts.tolist(), np.r_[starts[1:], len(value)].tolist(), strict=True):
+            body = encode_annotations(
+                self.layout, geom_all[a:b], {n: v[a:b] for n, v in props_all.items()}, ids_all[a:b]
+            )
+            yield int(value[a]), body
+
+    def _spatial(self) -> Iterator[tuple[int, tuple[int, ...], bytes]]:
+        """Every cell of every spatial index level, empty ones included (a static copy has a
+        file for each)."""
+        assert self.layout is not None
+        seen: set[tuple[int, tuple[int, ...]]] = set()
+        for i, cell, body in self.spatial_entries():
+            seen.add((i, cell))
+            yield i, cell, body
+        empty = encode_annotations(
+            self.layout,
+            np.zeros((0, self.layout.rank)),
+            {p.id: np.zeros(0) for p in self.layout.properties},
+            np.zeros(0, np.uint64),
+        )
+        for i, level in enumerate(self.spatial_levels()):
+            for cell in np.ndindex(*level["grid_shape"]):
+                if (i, cell) not in seen:
+                    yield i, tuple(int(v) for v in cell), empty
 
     def entries(self) -> Iterator[tuple[str, bytes]]:
-        """Every ``(path, body)`` of a static copy (every cell of the grid, every row's
-        ``by_id``, every related segment's list), bodies encoded in bulk; ``ann/info`` last."""
+        """Every ``(path, body)`` of a static copy, the bytes :meth:`get` serves: segment
+        properties, every annotation's ``by_id``, every related segment's list, every cell of
+        the spatial index; ``ann/info`` last."""
         if self.has_objects:
             yield "props/info", self.get("props/info")[0]
-        for cell in np.ndindex(*self.cells.tolist()):
-            yield "ann/spatial0/" + "_".join(map(str, cell)), self._encode(self.cell_rows(cell))
-        rows = np.arange(len(self.geometry))
-        yield from ((f"ann/by_id/{i}", body) for i, body in zip(rows.tolist(), self.by_ids(rows)))
+        for ids, bodies in self.by_id_entries():
+            yield from ((f"ann/by_id/{i}", body) for i, body in zip(ids.tolist(), bodies))
         for rel in self.relations:
-            segments, bodies = self.related_lists(rel)
-            yield from ((f"ann/rel_{rel}/{s}", b) for s, b in zip(segments.tolist(), bodies))
+            lists = self.related_entries() if rel == "object" else self.related_lists(rel)
+            yield from ((f"ann/rel_{rel}/{s}", b) for s, b in lists)
+        for i, cell, body in self._spatial():
+            yield f"ann/spatial{i}/" + "_".join(map(str, cell)), body
         yield "ann/info", self.get("ann/info")[0]
 
     def sharded_entries(self) -> Iterator[tuple[str, bytes]]:
-        """A static copy with every index (``spatial0``, ``by_id``, each ``rel_``) as
+        """A static copy with every index (each ``spatial`` level, ``by_id``, each ``rel_``) as
         ``neuroglancer_uint64_sharded_v1`` shard files, and their ``sharding`` in ``ann/info``
         (last); spatial cells keyed by compressed Morton code, empty cells left out."""
         if self.has_objects:
             yield "props/info", self.get("props/info")[0]
         indexes: dict[str, tuple[np.ndarray, list[bytes]]] = {}
-        full = np.flatnonzero(np.diff(self._cell_starts))
-        cells = np.stack(np.unravel_index(full, tuple(self.cells.tolist())), axis=1)
-        bodies = [self._encode(self.cell_rows(c)) for c in cells.tolist()]
-        indexes["spatial0"] = (compressed_morton(cells.reshape(len(full), -1), self.cells.tolist()), bodies)
-        rows = np.arange(len(self.geometry))
-        indexes["by_id"] = (rows.astype(np.uint64), self.by_ids(rows))
+        by_id = list(self.by_id_entries())
+        indexes["by_id"] = (
+            np.concatenate([i for i, _ in by_id]) if by_id else np.zeros(0, np.uint64),
+            [b for _, bodies in by_id for b in bodies],
+        )
         for rel in self.relations:
-            indexes[f"rel_{rel}"] = self.related_lists(rel)
+            lists = list(self.related_entries() if rel == "object" else self.related_lists(rel))
+            indexes[f"rel_{rel}"] = (np.array([s for s, _ in lists], np.uint64), [b for _, b in lists])
+        cells: dict[int, tuple[list[tuple[int, ...]], list[bytes]]] = {}
+        for i, cell, body in self.spatial_entries():
+            if int.from_bytes(body[:8], "little"):
+                cells.setdefault(i, ([], []))[0].append(cell)
+                cells[i][1].append(body)
+        levels = self.spatial_levels()
+        for i, (names, bodies) in cells.items():
+            grid = levels[i]["grid_shape"]
+            indexes[f"spatial{i}"] = (
+                compressed_morton(np.asarray(names).reshape(len(names), -1), grid),
+                bodies,
+            )
         specs = {}
         for key, (keys, values) in indexes.items():
             spec = choose_sharding(len(values), sum(len(v) for v in values))
@@ -256,10 +371,12 @@ class RelatedAnnotations(StoreSource):
             for name, shard in encode_shards(keys, values, spec).items():
                 yield f"ann/{key}/{name}", shard
         info = self.annotation_info()
+        empty = choose_sharding(0, 0).to_json()
         info["by_id"]["sharding"] = specs["by_id"]
         for rel in info["relationships"]:
             rel["sharding"] = specs[rel["key"]]
-        info["spatial"][0]["sharding"] = specs["spatial0"]
+        for level in info["spatial"]:
+            level["sharding"] = specs.get(level["key"], empty)
         yield "ann/info", json.dumps(info, separators=(",", ":")).encode()
 
     def paths(self, ids: bool = True) -> Iterator[str]:
@@ -293,7 +410,7 @@ def collection_view(coll: Collection, mesh_format: str = "multilod") -> Collecti
             view.skipped.append(name)
             continue
         if kind == "annotations" and plain.layout is not None and plain.layout.points == 1:
-            src: StoreSource = RelatedAnnotations(ds, name, member.relationships, member.id_space)
+            src: StoreSource = RelatedAnnotations(ds, name, member.relationships, member.id_space, coll)
         else:
             src = plain
         view.sources.append(src)
@@ -345,7 +462,7 @@ def collection_state(view: CollectionView, base: str, layout: str = "4panel") ->
         layer: dict[str, Any] = {"type": "annotation", "name": src.name, "source": f"{url}/ann"}
         layer["annotationColor"] = colour
         if isinstance(src, RelatedAnnotations):
-            links = {r: view.spaces[s][0] for r, (s, _) in src.relations.items() if s in view.spaces}
+            links = {r: view.spaces[s][0] for r, s in src.relations.items() if s in view.spaces}
         elif src.has_objects and view.id_spaces.get(src.name) in view.spaces:  # lines, graphs
             links = {"object": view.spaces[view.id_spaces[src.name]][0]}
         else:
