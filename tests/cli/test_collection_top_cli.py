@@ -117,6 +117,8 @@ def test_query_errors_name_the_problem(folder: Path) -> None:
     )
     other = _run("query", "c.zarr", "--where", "post.cell_type == 'basket'", "--count", cwd=folder)
     assert other.returncode == 2 and "member 'cells': where: 'post'" in other.stderr
+    polygon = _run("query", "c.zarr", "--polygon", "POLYGON ((0 0, 5 0, 5 5, 0 0))", "--count", cwd=folder)
+    assert polygon.returncode == 2 and "--polygon and --predicate read a store" in polygon.stderr
     store = _run("query", "p.zarr", "--member", "syn", "--count", cwd=folder)
     assert store.returncode == 2
     assert "--member goes with a collection; p.zarr is not one" in store.stderr

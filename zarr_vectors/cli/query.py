@@ -124,8 +124,10 @@ def collection_query(coll: Any, args: argparse.Namespace) -> int:
     ``--objects``) of the ``--member`` members, one count line or one file per member."""
     if (args.output is None) == (not args.count):
         raise ZarrVectorsError("give -o OUTPUT (one file per member: see --help) or --count")
-    if args.polygon is not None:
-        raise ZarrVectorsError("--polygon reads a store, not a collection: query the member's store")
+    if args.polygon is not None or args.predicate != "contains":
+        raise ZarrVectorsError(
+            "--polygon and --predicate read a store, not a collection: query the member's store"
+        )
     if args.output is not None and "{member}" not in args.output and not os.path.splitext(args.output)[1]:
         raise ZarrVectorsError(f"-o {args.output}: give a file name with an extension (.csv, .npz, ...)")
     attributes = False if args.no_attributes else (args.attributes.split(",") if args.attributes else None)

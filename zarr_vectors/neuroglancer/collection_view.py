@@ -113,7 +113,7 @@ class RelatedAnnotations(StoreSource):
     ``relationships`` maps a vertex attribute to its id space (``zv:relationships``);
     ``object_space`` (the member's ``zv:idSpace``) adds the relationship ``object`` (the
     rows' object ids). Served as a plain point store is (:class:`StoreSource`: the same lazily
-    read spatial index and packed annotation ids), with by ``by_id`` bodies carrying every
+    read spatial index and packed annotation ids), with ``by_id`` bodies carrying every
     relationship's id, and ``ann/rel_{name}/{segment}`` (the rows whose relationship value is
     ``segment``, ids ascending) found through ``collection``'s relationship index: only the
     chunks holding the answer are read (without a usable index, every chunk is scanned).
