@@ -447,6 +447,7 @@ def test_a_relationship_request_reads_only_the_chunks_of_its_answer(
     read are exactly those holding the segment's synapses (not every chunk of the member), and
     the body equals the one a scan of every chunk gives."""
     from zarr_vectors.neuroglancer.collection_view import collection_view
+    from zarr_vectors.neuroglancer.source import StoreSource
     from zarr_vectors.storage.local import LocalBackend
 
     rng = np.random.default_rng(5)
@@ -491,6 +492,11 @@ def test_a_relationship_request_reads_only_the_chunks_of_its_answer(
     assert len(ids) == int(corner.sum()) and np.array_equal(ids, np.sort(ids))
     want = np.sort(pos[corner].astype("f4").view([("", "f4")] * 3).reshape(-1))
     assert np.array_equal(np.sort(geom.astype("f4").view([("", "f4")] * 3).reshape(-1)), want)
+    fresh = collection_view(coll).sources[0]
+    read.clear()
+    limits = fresh.limits()  # counted chunk by chunk, reading no attribute
+    assert read and not [k for k in read if k.startswith("0/vertex_attributes/")]
+    assert limits == StoreSource(coll.member("synapses"), "synapses").limits() and limits[0] > 1
     scan = RelatedAnnotations(coll.member("synapses"), "synapses", {"post_segment": "segments"})
     assert scan.get(f"ann/rel_post_segment/{SEGMENTS[0]}")[0] == body  # every chunk scanned: same bytes
     for segment in SEGMENTS[1:2].tolist():

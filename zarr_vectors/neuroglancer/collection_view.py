@@ -157,6 +157,25 @@ class RelatedAnnotations(StoreSource):
         choice between flat and sharded files."""
         return np.empty((self.ds.vertex_count(0), 0))
 
+    def limits(self) -> list[int]:
+        """As :meth:`StoreSource.limits`; a member of one level is counted chunk by chunk (the
+        row count of each listed chunk summed into its index cell), reading no attribute."""
+        if self._limits is None and len(self.levels) == 1:
+            lv = self._level(0)
+            lower, _ = self._corners()
+            shift = np.rint(lower / lv.grid.chunk_shape).astype(np.int64)
+            listed = np.asarray(lv.vertices.nonempty, np.int64).reshape(-1, lv.grid.ndim)
+            cells, per = [np.zeros((0, lv.grid.ndim), np.int64)], [np.zeros(0, np.int64)]
+            for start in range(0, len(listed), BATCH):
+                part = listed[start : start + BATCH]
+                found, _ = fetch_cells(lv, part, [], np.zeros(0, np.int64))
+                cells.append((part - shift) // self.group(0))
+                per.append(np.diff(found.offsets))
+            _, owner = np.unique(np.concatenate(cells), axis=0, return_inverse=True)
+            sums = np.bincount(owner.reshape(-1), weights=np.concatenate(per))
+            self._limits = [max(1, int(sums.max(initial=0)))]
+        return super().limits()
+
     def _values_uncached(self, k: int, chunk: tuple[int, ...]) -> dict[str, np.ndarray]:
         """Each relationship's uint64 ids of the rows of chunk ``chunk`` of level ``k``, in the
         order :meth:`_cell` gives them (the same box query, the same floor rule)."""
