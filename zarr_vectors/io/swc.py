@@ -57,15 +57,17 @@ def read_swc(path: str | Path) -> Swc:
     -------
     Swc
         ``positions`` float64 (N, 3), ``parents`` int64 row indices (-1 for roots),
-        ``radius`` float32, ``type`` int16 and the file's sample ``ids`` int64.
+        ``radius`` float32, ``type`` int16 and the file's sample ``ids`` int64. The file is
+        parsed with numpy as a whole; one the fast path does not take (a malformed line,
+        ``2.0`` as an integer, non-ASCII bytes) is parsed a line at a time, with the same result.
 
     Raises
     ------
     InputError
         Anything malformed, naming the file and line: a sample without 7 fields, text
-        where a number belongs, a NaN or infinite coordinate or radius, a repeated id, a
-        parent that is not in the file or a sample that is its own parent; or a file with
-        no samples.
+        where a number belongs, a type outside int16, a NaN or infinite coordinate or
+        radius, a repeated id, a parent that is not in the file or a sample that is its own
+        parent; or a file with no samples.
 
     Examples
     --------
@@ -79,6 +81,29 @@ def read_swc(path: str | Path) -> Swc:
     ([1, 7, 9], [-1, 0, 1], [2.0, 0.5, 0.5])
     """
     path = Path(path)
+    raw = path.read_bytes()
+    fast = _fast_fields(raw)
+    if fast is None:  # anything the fast path does not take: the per-line parse and its errors
+        table, linenos = _parse_lines(path)
+        if not len(table):
+            raise InputError(f"{path}: no SWC samples found")
+        ids, kind, numbers, parent_ids = (
+            table[:, 0].astype(np.int64),
+            table[:, 1].astype(np.int64),
+            table[:, 2:6].astype(np.float64),
+            table[:, 6].astype(np.int64),
+        )
+    else:
+        ids, kind, numbers, parent_ids = fast
+        linenos = None
+        if not len(ids):
+            raise InputError(f"{path}: no SWC samples found")
+    return _checked(path, ids, kind, numbers, parent_ids, linenos)
+
+
+def _parse_lines(path: Path) -> tuple[np.ndarray, list[int]]:
+    """The reference parse, a line at a time: ``(table (N, 7) of Python numbers, line
+    numbers)``; raises the per-line errors of :func:`read_swc`."""
     rows = []
     linenos = []
     with open(path, encoding="utf-8", errors="replace") as fh:
@@ -97,20 +122,95 @@ def read_swc(path: str | Path) -> Swc:
                 raise InputError(f"{path}:{lineno}: cannot parse {text[:200]!r} ({exc})") from exc
             if not all(-(2**63) <= v < 2**63 for v in (rows[-1][0], rows[-1][6])):
                 raise InputError(f"{path}:{lineno}: the sample id or parent id does not fit int64")
+            if not -(2**15) <= rows[-1][1] < 2**15:
+                raise InputError(_TYPE_RANGE.format(where=f"{path}:{lineno}", value=rows[-1][1]))
             linenos.append(lineno)
-    if not rows:
-        raise InputError(f"{path}: no SWC samples found")
-    table = np.array(rows, dtype=object)
-    numbers = table[:, 2:6].astype(np.float64)
+    return np.array(rows, dtype=object).reshape(-1, 7), linenos
+
+
+#: Bytes the fast path splits fields on (ASCII whitespace that is no line break for Python's
+#: text files); a file with a lone carriage return or bytes that Python's ``str.split`` also
+#: takes for whitespace (``\x1c``-``\x1f``, non-ASCII) goes to the per-line parse.
+_BLANKS = np.zeros(256, bool)
+_BLANKS[[ord(c) for c in " \t\r\n\x0b\x0c"]] = True
+_ODD = np.zeros(256, bool)
+_ODD[0x1C:0x20] = True
+_ODD[0x80:] = True
+_ODD[0] = True  # a NUL is no whitespace, but would end a numpy bytes field
+_TYPE_RANGE = "{where}: the sample type {value} does not fit int16 (SWC types are small integers)"
+
+
+def _fast_fields(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(ids, types, x y z radius (N, 4), parent ids)`` of the samples of a whole file, parsed
+    with numpy (no Python loop per line), or None when the file needs the per-line parse:
+    a line with 1 to 6 fields, a field numpy does not cast (``2.0`` as an id, text), an id
+    outside int64, or bytes the fast path does not split on as Python does (see
+    :data:`_BLANKS`). Comments (``#`` to the end of the line) and blank lines are skipped;
+    fields after the seventh ignored, as in the per-line parse."""
+    b = np.frombuffer(raw, np.uint8)
+    if not len(b):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 4)), np.zeros(0, np.int64)
+    if _ODD[b].any():
+        return None
+    cr = np.flatnonzero(b == 13)
+    if len(cr) and np.any(b[np.minimum(cr + 1, len(b) - 1)] != 10) | (cr[-1] == len(b) - 1):
+        return None  # a lone carriage return ends a line for Python's text files
+    newline = b == 10
+    line = np.cumsum(newline) - newline  # line number (from 0) of every byte
+    hashes = np.cumsum(b == 35)
+    at_line_start = np.concatenate([[0], hashes[np.flatnonzero(newline)]])
+    comment = hashes > at_line_start[line]  # at or after the line's first '#'
+    solid = ~_BLANKS[b] & ~comment
+    edge = np.diff(np.concatenate([[False], solid, [False]]).view(np.int8))
+    starts, ends = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
+    tok_line = line[starts]
+    counts = np.bincount(tok_line, minlength=int(line[-1]) + 1)
+    if np.any((counts > 0) & (counts < 7)):
+        return None
+    first = np.cumsum(counts) - counts
+    rank = np.arange(len(starts)) - first[tok_line]
+    keep = rank < 7
+    starts, ends = starts[keep], ends[keep]
+    width = int((ends - starts).max()) if len(starts) else 1
+    at = starts[:, None] + np.arange(width)
+    cells = np.where(at < ends[:, None], b[np.minimum(at, len(b) - 1)], 0).astype(np.uint8)
+    fields = np.ascontiguousarray(cells).view(f"S{width}").reshape(-1, 7)
+    try:
+        ids = fields[:, 0].astype(np.int64)
+        kind = fields[:, 1].astype(np.int64)
+        parents = fields[:, 6].astype(np.int64)
+        numbers = fields[:, 2:6].astype(np.float64)
+    except (ValueError, OverflowError):
+        return None
+    return ids, kind, numbers, parents
+
+
+def _checked(
+    path: Path,
+    ids: np.ndarray,
+    kind: np.ndarray,
+    numbers: np.ndarray,
+    parent_ids: np.ndarray,
+    linenos: list[int] | None,
+) -> Swc:
+    """The :class:`Swc` of parsed fields, once checked (finite numbers, distinct ids, parents
+    in the file and not the sample itself); ``linenos`` (None: found again by the per-line
+    parse when a message needs them) name the line of each sample in errors."""
+
+    def line(i: int) -> int:
+        return (linenos if linenos is not None else _parse_lines(path)[1])[i]
+
+    odd = np.flatnonzero((kind < -(2**15)) | (kind >= 2**15))
+    if len(odd):
+        i = int(odd[0])
+        raise InputError(_TYPE_RANGE.format(where=f"{path}:{line(i)}", value=int(kind[i])))
     bad = np.flatnonzero(~np.isfinite(numbers).all(axis=1))
     if len(bad):
         i = int(bad[0])
         raise InputError(
-            f"{path}:{linenos[i]}: sample {int(table[i, 0])} has a NaN or infinite coordinate or "
+            f"{path}:{line(i)}: sample {int(ids[i])} has a NaN or infinite coordinate or "
             f"radius ({numbers[i].tolist()}); {len(bad)} such samples in this file: fix them"
         )
-    ids = table[:, 0].astype(np.int64)
-    parent_ids = table[:, 6].astype(np.int64)
     order = np.argsort(ids)
     if np.any(np.diff(ids[order]) == 0):
         dup = ids[order][np.flatnonzero(np.diff(ids[order]) == 0)[0]]
@@ -122,19 +222,19 @@ def read_swc(path: str | Path) -> Swc:
     if len(missing):
         i = int(missing[0])
         raise InputError(
-            f"{path}:{linenos[i]}: sample {int(ids[i])} names parent {int(parent_ids[i])}, "
+            f"{path}:{line(i)}: sample {int(ids[i])} names parent {int(parent_ids[i])}, "
             "which is not in the file"
         )
     own = np.flatnonzero(parent_ids == ids)
     if len(own):
         i = int(own[0])
-        raise InputError(f"{path}:{linenos[i]}: sample {int(ids[i])} is its own parent; a root has parent -1")
+        raise InputError(f"{path}:{line(i)}: sample {int(ids[i])} is its own parent; a root has parent -1")
     parents = np.where(parent_ids < 0, -1, order[where])
     return Swc(
-        positions=table[:, 2:5].astype(np.float64),
+        positions=numbers[:, :3].copy(),
         parents=parents.astype(np.int64),
-        radius=table[:, 5].astype(np.float32),
-        type=table[:, 1].astype(np.int16),
+        radius=numbers[:, 3].astype(np.float32),
+        type=kind.astype(np.int16),
         ids=ids,
     )
 
