@@ -6,6 +6,8 @@ starts a comment. Ids need not be contiguous or sorted; parents are resolved by 
 
 from __future__ import annotations
 
+import io
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +60,7 @@ def read_swc(path: str | Path) -> Swc:
     Swc
         ``positions`` float64 (N, 3), ``parents`` int64 row indices (-1 for roots),
         ``radius`` float32, ``type`` int16 and the file's sample ``ids`` int64. The file is
-        parsed with numpy as a whole; one the fast path does not take (a malformed line,
+        parsed as a whole by numpy's C text reader; one it does not take (a malformed line,
         ``2.0`` as an integer, non-ASCII bytes) is parsed a line at a time, with the same result.
 
     Raises
@@ -128,61 +130,38 @@ def _parse_lines(path: Path) -> tuple[np.ndarray, list[int]]:
     return np.array(rows, dtype=object).reshape(-1, 7), linenos
 
 
-#: Bytes the fast path splits fields on (ASCII whitespace that is no line break for Python's
-#: text files); a file with a lone carriage return or bytes that Python's ``str.split`` also
-#: takes for whitespace (``\x1c``-``\x1f``, non-ASCII) goes to the per-line parse.
-_BLANKS = np.zeros(256, bool)
-_BLANKS[[ord(c) for c in " \t\r\n\x0b\x0c"]] = True
+#: Bytes after which the per-line parse takes the file: a NUL, ``\x1c``-``\x1f`` (whitespace
+#: to Python's ``str.split``) and non-ASCII (decoded as UTF-8 there).
 _ODD = np.zeros(256, bool)
 _ODD[0x1C:0x20] = True
 _ODD[0x80:] = True
-_ODD[0] = True  # a NUL is no whitespace, but would end a numpy bytes field
+_ODD[0] = True
 _TYPE_RANGE = "{where}: the sample type {value} does not fit int16 (SWC types are small integers)"
+_FIELDS = np.dtype(
+    [("id", "i8"), ("type", "i8"), ("x", "f8"), ("y", "f8"), ("z", "f8"), ("radius", "f8"), ("parent", "i8")]
+)
 
 
 def _fast_fields(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """``(ids, types, x y z radius (N, 4), parent ids)`` of the samples of a whole file, parsed
-    with numpy (no Python loop per line), or None when the file needs the per-line parse:
-    a line with 1 to 6 fields, a field numpy does not cast (``2.0`` as an id, text), an id
-    outside int64, or bytes the fast path does not split on as Python does (see
-    :data:`_BLANKS`). Comments (``#`` to the end of the line) and blank lines are skipped;
-    fields after the seventh ignored, as in the per-line parse."""
-    b = np.frombuffer(raw, np.uint8)
-    if not len(b):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 4)), np.zeros(0, np.int64)
-    if _ODD[b].any():
+    by numpy's C text reader (``np.loadtxt``: no Python loop per line), or None when the file
+    needs the per-line parse: anything that reader refuses (a line with fewer than 7 fields,
+    ``2.0`` as an integer, text, an id outside int64, a lone carriage return) and bytes it
+    may split or decode otherwise than Python (:data:`_ODD`). Comments (``#`` to the end of
+    the line) and blank lines are skipped; fields after the seventh ignored, as in the
+    per-line parse."""
+    if _ODD[np.frombuffer(raw, np.uint8)].any():
         return None
-    cr = np.flatnonzero(b == 13)
-    if len(cr) and np.any(b[np.minimum(cr + 1, len(b) - 1)] != 10) | (cr[-1] == len(b) - 1):
-        return None  # a lone carriage return ends a line for Python's text files
-    newline = b == 10
-    line = np.cumsum(newline) - newline  # line number (from 0) of every byte
-    hashes = np.cumsum(b == 35)
-    at_line_start = np.concatenate([[0], hashes[np.flatnonzero(newline)]])
-    comment = hashes > at_line_start[line]  # at or after the line's first '#'
-    solid = ~_BLANKS[b] & ~comment
-    edge = np.diff(np.concatenate([[False], solid, [False]]).view(np.int8))
-    starts, ends = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
-    tok_line = line[starts]
-    counts = np.bincount(tok_line, minlength=int(line[-1]) + 1)
-    if np.any((counts > 0) & (counts < 7)):
-        return None
-    first = np.cumsum(counts) - counts
-    rank = np.arange(len(starts)) - first[tok_line]
-    keep = rank < 7
-    starts, ends = starts[keep], ends[keep]
-    width = int((ends - starts).max()) if len(starts) else 1
-    at = starts[:, None] + np.arange(width)
-    cells = np.where(at < ends[:, None], b[np.minimum(at, len(b) - 1)], 0).astype(np.uint8)
-    fields = np.ascontiguousarray(cells).view(f"S{width}").reshape(-1, 7)
     try:
-        ids = fields[:, 0].astype(np.int64)
-        kind = fields[:, 1].astype(np.int64)
-        parents = fields[:, 6].astype(np.int64)
-        numbers = fields[:, 2:6].astype(np.float64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "input contained no data": no samples
+            table = np.loadtxt(
+                io.BytesIO(raw), dtype=_FIELDS, comments="#", usecols=range(7), ndmin=1, encoding="ascii"
+            )
     except (ValueError, OverflowError):
         return None
-    return ids, kind, numbers, parents
+    numbers = np.stack([table[k] for k in ("x", "y", "z", "radius")], axis=1)
+    return table["id"], table["type"], numbers, table["parent"]
 
 
 def _checked(
