@@ -353,23 +353,8 @@ def test_batches_are_sized_by_the_memory_budget(
 
     monkeypatch.setattr(PrecomputedSource, "read", spy)
     layer = _export(skeletons, tmp_path / "ng", sharding=False)
-    ingest_neuroglancer(layer, "memory://b1", progress=False, batch=3, workers=1)  # in this process
+    ingest_neuroglancer(layer, "memory://b1", progress=False, batch=3)
     assert asked == [3, 1]
-
-
-def test_forked_readers_write_the_same_store(skeletons: Path, tmp_path: Path) -> None:
-    """Two reading processes (a local source) give the store one process gives; a missing
-    segment found in a child is the same InputError."""
-    layer = _export(skeletons, tmp_path / "ng", sharding=True)
-    one = ingest_neuroglancer(layer, tmp_path / "one.zarr", progress=False, batch=2, workers=1)
-    two = ingest_neuroglancer(layer, tmp_path / "two.zarr", progress=False, batch=2, workers=2)
-    ids = one.object_ids()
-    assert ids.tolist() == two.object_ids().tolist() and len(ids) > 2
-    a, b = one.objects(ids.tolist()), two.objects(ids.tolist())
-    assert np.array_equal(a.positions, b.positions) and np.array_equal(a.parents, b.parents)
-    assert np.array_equal(a.object_ids, b.object_ids)
-    with pytest.raises(InputError, match=r"has no skeleton for segment\(s\) \[12345\]"):
-        ingest_neuroglancer(layer, tmp_path / "x.zarr", ids=[*ids.tolist(), 12345], progress=False, workers=2)
 
 
 def test_segment_properties_become_object_attributes(tmp_path: Path) -> None:

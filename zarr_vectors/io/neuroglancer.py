@@ -18,18 +18,13 @@ near ``memory_limit`` whatever the number of objects. Invariants of the store wr
 
 Segments whose skeleton or mesh has no vertices are left out of the store. Objects are
 fetched a batch at a time, the batches sized so that decoded objects waiting for the writer
-stay near an eighth of ``memory_limit`` (:func:`next_batch`); from a local source, up to
-``workers`` batches are read ahead in forked processes, so reading overlaps the writer's
-appends and uses every core.
+stay near an eighth of ``memory_limit`` (:func:`next_batch`).
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import sys
-from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -173,40 +168,36 @@ def _merged(pos: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return p32[keep], new_index[faces]
 
 
-def _prepare(kind: str, merge_vertices: bool, sid: int, d: Decoded) -> Any:
-    """One decoded object as its writer takes it: a skeleton's ``(positions, parents,
-    attributes)``, a mesh's ``(vertices float32, faces)`` (vertices merged when asked)."""
-    if kind == "skeletons":
-        return d[0], edges_to_parents(len(d[0]), d[1], f"skeleton {sid}"), d[2]
-    return _merged(d[0], d[1]) if merge_vertices else (d[0].astype(np.float32), d[1])
-
-
-def _append_prepared(writer: Any, kind: str, items: list[tuple[int, Any]]) -> None:
-    """Append one batch of prepared objects (:func:`_prepare`) with their ids to ``writer``."""
-    if kind != "skeletons":
-        writer.append([p for _, p in items], object_ids=np.array([sid for sid, _ in items], np.uint64))
-        return
-    counts = np.array([len(p[0]) for _, p in items], np.int64)
-    shift = np.repeat(np.cumsum(counts) - counts, counts)
-    par = np.concatenate([p[1] for _, p in items])
-    names = list(items[0][1][2])
-    writer.append(
-        np.concatenate([p[0] for _, p in items]).astype(np.float32),
-        np.where(par >= 0, par + shift, -1),
-        attributes={n: _column([p[2][n] for _, p in items]) for n in names} or None,
-        object_ids=np.repeat(np.array([sid for sid, _ in items], np.uint64), counts),
-    )
-
-
 def _appender(writer: Any, kind: str, merge_vertices: bool) -> Any:
     """A function that appends one batch of decoded objects (with their ids) to ``writer``,
     each object prepared (parents, merged vertices) by up to ``workers`` threads."""
 
-    def append(items: list[tuple[int, Decoded]], workers: int) -> None:
-        prepared = map_cells(lambda k: _prepare(kind, merge_vertices, *items[k]), len(items), workers)
-        _append_prepared(writer, kind, list(zip([sid for sid, _ in items], prepared)))
+    def skeletons(items: list[tuple[int, Decoded]], workers: int) -> None:
+        parents = map_cells(
+            lambda k: edges_to_parents(len(items[k][1][0]), items[k][1][1], f"skeleton {items[k][0]}"),
+            len(items),
+            workers,
+        )
+        counts = np.array([len(d[0]) for _, d in items], np.int64)
+        shift = np.repeat(np.cumsum(counts) - counts, counts)
+        par = np.concatenate(parents)
+        names = list(items[0][1][2])
+        writer.append(
+            np.concatenate([d[0] for _, d in items]).astype(np.float32),
+            np.where(par >= 0, par + shift, -1),
+            attributes={n: _column([d[2][n] for _, d in items]) for n in names} or None,
+            object_ids=np.repeat(np.array([sid for sid, _ in items], np.uint64), counts),
+        )
 
-    return append
+    def meshes(items: list[tuple[int, Decoded]], workers: int) -> None:
+        def prepare(k: int) -> tuple[np.ndarray, np.ndarray]:
+            p, f, _ = items[k][1]
+            return _merged(p, f) if merge_vertices else (p.astype(np.float32), f)
+
+        batch = map_cells(prepare, len(items), workers)
+        writer.append(batch, object_ids=np.array([sid for sid, _ in items], np.uint64))
+
+    return skeletons if kind == "skeletons" else meshes
 
 
 def _column(values: list[np.ndarray]) -> np.ndarray:
@@ -260,10 +251,8 @@ def ingest_neuroglancer(
         Objects fetched and decoded together at most; fewer when the objects are large, so
         that decoded objects waiting for the writer stay near an eighth of ``memory_limit``.
     workers
-        Processes that read, decode (Draco fragments) and prepare objects for the writer
-        while it takes earlier batches (default: every core): forked from this one for a local
-        source where the platform forks, else one thread reads and ``workers`` threads
-        prepare (checkpointed ingests prepare in threads). The store does not depend on it.
+        Threads that decode objects (Draco fragments) and prepare them for the writer
+        (default: every core); the store does not depend on it.
     segment_properties
         Keep the source's segment properties (``label``, ``description``, ``string`` and
         ``number`` ones, and ``tags`` as the tag names joined by spaces) as object attributes
@@ -342,11 +331,11 @@ def ingest_neuroglancer(
     budget = _budget(memory_limit)
     if checkpoint is None and not resume:
         writer = create(dst, source.kind, memory_limit=memory_limit, progress=progress, **options)
-        read = _Reader(source, segments, lod, merge_vertices, props, bar)
+        append = _appender(writer, source.kind, merge_vertices)
         with writer:
-            for items in read.batches(workers, budget, batch):
+            for _, items in _decoded(source, segments, lod, workers, budget, batch, props, bar):
                 if items:
-                    _append_prepared(writer, source.kind, items)
+                    append(items, workers)
     else:
         _checkpointed(
             source,
@@ -405,88 +394,6 @@ def _decoded(
         lo += len(chunk)
         if bar is not None:
             bar.update(len(chunk))
-
-
-#: The reader of the forked processes of :meth:`_Reader.batches` (set before they fork).
-_FORKED: list[Any] = []
-
-
-def _read_forked(lo: int, hi: int) -> tuple[list[int], list[tuple[int, Any]], list[int], int]:
-    return _FORKED[-1].read(lo, hi)
-
-
-class _Reader:
-    """Objects of a source read, decoded and prepared (:func:`_prepare`) a batch of segments
-    at a time, in segment order; see :meth:`batches`."""
-
-    def __init__(
-        self,
-        source: PrecomputedSource,
-        segments: np.ndarray,
-        lod: int,
-        merge_vertices: bool,
-        props: dict[str, dict[int, Any]],
-        bar: Any,
-    ) -> None:
-        self.source, self.segments, self.lod, self.merge = source, segments, lod, merge_vertices
-        self.props, self.bar = props, bar
-
-    def read(self, lo: int, hi: int) -> tuple[list[int], list[tuple[int, Any]], list[int], int]:
-        """``(missing ids, prepared non-empty objects, empty ids, decoded bytes)`` of segments
-        ``lo:hi`` (any process: it reads the source and changes nothing)."""
-        chunk = self.segments[lo:hi]
-        decoded = self.source.read(chunk, self.lod, 1)
-        ids = chunk.tolist()
-        missing = [i for i, d in zip(ids, decoded) if d is None]
-        full = [(i, d) for i, d in zip(ids, decoded) if d is not None and len(d[0])]
-        size = sum(d[0].nbytes + d[1].nbytes + sum(a.nbytes for a in d[2].values()) for _, d in full)
-        empty = sorted(set(ids) - set(missing) - {i for i, _ in full})
-        return missing, [(i, _prepare(self.source.kind, self.merge, i, d)) for i, d in full], empty, size
-
-    def batches(self, workers: int, budget: int, batch: int) -> Iterator[list[tuple[int, Any]]]:
-        """The prepared objects of every segment, a batch at a time, in order: read in
-        ``workers`` forked processes (a local source, where the platform forks; at most
-        ``workers`` batches ahead of the caller, together near ``budget`` bytes decoded),
-        so reading overlaps the caller's appends; else in this thread.
-
-        Raises
-        ------
-        InputError
-            The source has no object for a segment asked for.
-        """
-        forked = workers > 1 and self.source.backend.local_dir is not None and _can_fork()
-        share = budget // (workers + 1) if forked else budget
-        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) if forked else None
-        if pool is not None:
-            _FORKED.append(self)
-        pending: deque[tuple[int, int, Any]] = deque()
-        lo, per_object = 0, 0.0
-        try:
-            while lo < len(self.segments) or pending:
-                while lo < len(self.segments) and len(pending) < (workers if pool is not None else 1):
-                    hi = min(len(self.segments), lo + next_batch(per_object, share, batch))
-                    pending.append((lo, hi, pool.submit(_read_forked, lo, hi) if pool is not None else None))
-                    lo = hi
-                a, b, future = pending.popleft()
-                missing, items, empty, size = future.result() if future is not None else self.read(a, b)
-                if missing:
-                    raise InputError(
-                        f"{self.source.url} has no {_ONE[self.source.kind]} for segment(s) {missing[:5]}"
-                        + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-                    )
-                _drop(self.props, set(empty))  # empty segments are no objects: no properties either
-                per_object = max(per_object, size / (b - a))
-                yield items
-                if self.bar is not None:
-                    self.bar.update(b - a)
-        finally:
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
-                _FORKED.remove(self)
-
-
-def _can_fork() -> bool:
-    return "fork" in mp.get_all_start_methods() and not mp.current_process().daemon
 
 
 def _checkpointed(
