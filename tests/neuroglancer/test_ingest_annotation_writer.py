@@ -1,6 +1,7 @@
-"""LINE annotations written by the neuroglancer package's ``AnnotationWriter`` (properties
-with enum values, a relationship, ids near 2**64) ingested and compared exactly; boxes and
-ellipsoids, which no store kind holds yet, are refused by name."""
+"""LINE and POINT annotations written by the neuroglancer package's ``AnnotationWriter``
+(properties with enum values and labels, a relationship, ids near 2**64) ingested and
+compared exactly, the enum labels kept in the attribute's metadata; several related ids per
+annotation, and boxes and ellipsoids, which no store kind holds yet, are refused by name."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import zarr_vectors as zv
 from zarr_vectors.errors import InputError
 from zarr_vectors.io.neuroglancer import ingest_neuroglancer
+from zarr_vectors.io.neuroglancer_annotations import ENUM_KEY, enum_labels
 
 ng = pytest.importorskip("neuroglancer")
 
@@ -21,7 +24,7 @@ def _writer(kind: str) -> object:
     space = ng.CoordinateSpace(names=["x", "y", "z"], units="nm", scales=[4, 4, 40])
     props = [
         ng.AnnotationPropertySpec(
-            id="kind", type="uint8", enum_values=[0, 1], enum_labels=["axon", "dendrite"]
+            id="kind", type="uint8", enum_values=[1, 0], enum_labels=["dendrite", "axon"]
         ),
         ng.AnnotationPropertySpec(id="score", type="float32"),
     ]
@@ -56,6 +59,43 @@ def test_lines_exactly(tmp_path: Path) -> None:
         )
         assert got.attributes["score"].tolist() == [row["score"]] * 2
         assert got.attributes["cell"].dtype == np.uint64 and got.attributes["cell"].tolist() == [cell] * 2
+    assert enum_labels(tmp_path / "l.zarr", "kind") == {1: "dendrite", 0: "axon"}  # the info's order
+    assert list(enum_labels(tmp_path / "l.zarr", "kind")) == [1, 0]
+    assert enum_labels(tmp_path / "l.zarr", "score") == {}
+    with pytest.raises(InputError, match="no vertex attribute 'nope'"):
+        enum_labels(tmp_path / "l.zarr", "nope")
+    assert zv.validate(tmp_path / "l.zarr").ok
+
+
+@pytest.mark.parametrize("checkpoint", [None, 4])
+def test_points_keep_enum_labels(tmp_path: Path, checkpoint: int | None) -> None:
+    """Points, in one write or in checkpoints (appends): values as stored, labels kept."""
+    writer = _writer("point")
+    ids = [2**64 - 1 - k for k in range(10)]
+    for k, aid in enumerate(ids):
+        writer.add_point([k * 3.0, 1.0, 2.0], id=aid, kind=k % 2, score=0.5, cell=[7])  # type: ignore[attr-defined]
+    writer.write(tmp_path / "points")  # type: ignore[attr-defined]
+    dst = tmp_path / "p.zarr"
+    grid = {"chunk_shape": 50.0, "bounds": ([0.0] * 3, [200.0] * 3)}
+    ds = ingest_neuroglancer(tmp_path / "points", dst, progress=False, checkpoint=checkpoint, **grid)
+    got = ds.objects(ids, attributes=True)
+    assert sorted(zip(got.object_ids.tolist(), got.attributes["kind"].tolist())) == sorted(
+        (aid, k % 2) for k, aid in enumerate(ids)
+    )
+    assert enum_labels(dst, "kind") == {1: "dendrite", 0: "axon"}
+    meta = zv.open(dst)  # the store still opens and answers
+    assert meta.object_ids().tolist() == sorted(ids)
+    assert ENUM_KEY == "zv:enum_labels"
+
+
+def test_several_related_ids_are_refused(tmp_path: Path) -> None:
+    writer = _writer("point")
+    writer.add_point([1.0, 2.0, 3.0], id=5, kind=0, score=1.0, cell=[2**63, 2**64 - 1])  # type: ignore[attr-defined]
+    writer.write(tmp_path / "several")  # type: ignore[attr-defined]
+    with pytest.raises(
+        InputError, match=r"annotation 5 lists 2 ids for relationship 'cell'; one related id per annotation"
+    ):
+        ingest_neuroglancer(tmp_path / "several", tmp_path / "s.zarr", progress=False)
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,14 @@
 * positions are the geometry times the ``dimensions`` scales, in nanometres when every
   dimension is in metres (``units="nanometer"``), else the stored coordinates unscaled;
 * each property is a vertex attribute of its type (``rgb`` and ``rgba``: (n, 3) and (n, 4)
-  uint8), enum values as stored (their labels are not kept);
+  uint8), enum values as stored; a property's ``enum_values``/``enum_labels`` are kept in
+  that attribute array's metadata, key ``zv:enum_labels`` = ``{"values": [...], "labels":
+  [...]}`` in the info's order (:func:`enum_labels` reads them back);
 * each relationship is a uint64 vertex attribute holding the related id (0 when the
-  annotation lists none); an annotation listing several ids for one relationship is refused;
+  annotation lists none); an annotation listing several ids for one relationship is refused
+  (a vertex attribute has one width for the whole store, fixed by the first batch, while the
+  number of related ids varies from annotation to annotation and is known only once every
+  annotation is read);
 * the ids come from the ``by_id`` index and are read a batch at a time, in bounded memory;
 * with ``checkpoint``/``resume`` the store is written as committed checkpoints (a first write,
   then ``Dataset.append``s) on a grid fixed by the info's bounds (unless ``bounds`` is given)
@@ -19,6 +24,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,7 +34,10 @@ from zarr_vectors.errors import InputError
 from zarr_vectors.neuroglancer.annotation_read import AnnotationInfo
 from zarr_vectors.neuroglancer.annotation_source import Annotations, AnnotationSource
 
-__all__ = ["ingest_annotations", "relationship_columns"]
+__all__ = ["ENUM_KEY", "enum_labels", "ingest_annotations", "relationship_columns"]
+
+#: The key of an attribute array's metadata holding a property's enum labels.
+ENUM_KEY = "zv:enum_labels"
 
 
 def _frame(info: AnnotationInfo) -> tuple[np.ndarray, str | None]:
@@ -50,8 +59,10 @@ def relationship_columns(
         if len(several):
             k = int(several[0])
             raise InputError(
-                f"annotation {int(ids[k])} lists {int(counts[k])} ids for relationship {rel!r}; only one "
-                "related id per annotation can be kept yet"
+                f"annotation {int(ids[k])} lists {int(counts[k])} ids for relationship {rel!r}; one related "
+                "id per annotation can be kept (the relationship becomes a uint64 vertex attribute, whose "
+                "width is fixed for the whole store by the first batch). Ingest the annotations that list "
+                "at most one id (ids=), or split the relationship in the source"
             )
         column = np.zeros(len(counts), np.uint64)
         column[counts == 1] = values
@@ -105,11 +116,57 @@ def ingest_annotations(
     if checkpointed:
         create_options = {"memory_limit": memory_limit, "progress": progress, **options}
         _checkpointed(source, dst, segments, kind, step, bar, checkpoint, resume, factor, create_options)
+    else:
+        writer: Any = create(dst, kind, memory_limit=memory_limit, progress=progress, **options)
+        with writer:
+            for ids, geometry, columns in _batches(source, segments, step, factor, bar):
+                _append(writer, kind, ids, geometry, columns)
+    _keep_enum_labels(dst, info, options.get("storage_options"))
+
+
+def _attribute_key(name: str) -> str:
+    return f"0/vertex_attributes/{name}/zarr.json"
+
+
+def _keep_enum_labels(dst: Any, info: AnnotationInfo, storage_options: dict[str, Any] | None) -> None:
+    """Add each enum property's labels to its attribute array's metadata (:data:`ENUM_KEY`),
+    once the store is written (a resumed ingest adds them again: the same bytes)."""
+    if not info.enum_labels:
         return
-    writer: Any = create(dst, kind, memory_limit=memory_limit, progress=progress, **options)
-    with writer:
-        for ids, geometry, columns in _batches(source, segments, step, factor, bar):
-            _append(writer, kind, ids, geometry, columns)
+    from zarr_vectors.storage import dump_json, open_backend
+
+    backend = open_backend(dst, read_only=False, storage_options=storage_options)
+    names = list(info.enum_labels)
+    docs = backend.get_many([_attribute_key(n) for n in names])
+    updates = []
+    for name, body in zip(names, docs):
+        if body is None:
+            raise InputError(f"{dst}: the store has no vertex attribute {name!r} to label")
+        doc = json.loads(body)
+        table = info.enum_labels[name]
+        doc.setdefault("attributes", {})[ENUM_KEY] = {"values": list(table), "labels": list(table.values())}
+        updates.append((_attribute_key(name), dump_json(doc)))
+    backend.set_many(updates)
+
+
+def enum_labels(store: Any, attribute: str, storage_options: dict[str, Any] | None = None) -> dict[Any, str]:
+    """The enum labels kept for a vertex attribute by the annotation ingest, ``{value:
+    label}`` in the source's order; empty when the attribute has none.
+
+    Raises
+    ------
+    InputError
+        The store has no vertex attribute ``attribute``.
+    """
+    from zarr_vectors.storage import open_backend
+
+    (body,) = open_backend(store, read_only=True, storage_options=storage_options).get_many(
+        [_attribute_key(attribute)]
+    )
+    if body is None:
+        raise InputError(f"{store}: no vertex attribute {attribute!r}")
+    kept = json.loads(body).get("attributes", {}).get(ENUM_KEY)
+    return {} if kept is None else dict(zip(kept["values"], kept["labels"]))
 
 
 def _batches(

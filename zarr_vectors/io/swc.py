@@ -6,6 +6,8 @@ starts a comment. Ids need not be contiguous or sorted; parents are resolved by 
 
 from __future__ import annotations
 
+import io
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,15 +59,17 @@ def read_swc(path: str | Path) -> Swc:
     -------
     Swc
         ``positions`` float64 (N, 3), ``parents`` int64 row indices (-1 for roots),
-        ``radius`` float32, ``type`` int16 and the file's sample ``ids`` int64.
+        ``radius`` float32, ``type`` int16 and the file's sample ``ids`` int64. The file is
+        parsed as a whole by numpy's C text reader; one it does not take (a malformed line,
+        ``2.0`` as an integer, non-ASCII bytes) is parsed a line at a time, with the same result.
 
     Raises
     ------
     InputError
         Anything malformed, naming the file and line: a sample without 7 fields, text
-        where a number belongs, a NaN or infinite coordinate or radius, a repeated id, a
-        parent that is not in the file or a sample that is its own parent; or a file with
-        no samples.
+        where a number belongs, a type outside int16, a NaN or infinite coordinate or
+        radius, a repeated id, a parent that is not in the file or a sample that is its own
+        parent; or a file with no samples.
 
     Examples
     --------
@@ -79,6 +83,29 @@ def read_swc(path: str | Path) -> Swc:
     ([1, 7, 9], [-1, 0, 1], [2.0, 0.5, 0.5])
     """
     path = Path(path)
+    raw = path.read_bytes()
+    fast = _fast_fields(raw)
+    if fast is None:  # anything the fast path does not take: the per-line parse and its errors
+        table, linenos = _parse_lines(path)
+        if not len(table):
+            raise InputError(f"{path}: no SWC samples found")
+        ids, kind, numbers, parent_ids = (
+            table[:, 0].astype(np.int64),
+            table[:, 1].astype(np.int64),
+            table[:, 2:6].astype(np.float64),
+            table[:, 6].astype(np.int64),
+        )
+    else:
+        ids, kind, numbers, parent_ids = fast
+        linenos = None
+        if not len(ids):
+            raise InputError(f"{path}: no SWC samples found")
+    return _checked(path, ids, kind, numbers, parent_ids, linenos)
+
+
+def _parse_lines(path: Path) -> tuple[np.ndarray, list[int]]:
+    """The reference parse, a line at a time: ``(table (N, 7) of Python numbers, line
+    numbers)``; raises the per-line errors of :func:`read_swc`."""
     rows = []
     linenos = []
     with open(path, encoding="utf-8", errors="replace") as fh:
@@ -97,20 +124,72 @@ def read_swc(path: str | Path) -> Swc:
                 raise InputError(f"{path}:{lineno}: cannot parse {text[:200]!r} ({exc})") from exc
             if not all(-(2**63) <= v < 2**63 for v in (rows[-1][0], rows[-1][6])):
                 raise InputError(f"{path}:{lineno}: the sample id or parent id does not fit int64")
+            if not -(2**15) <= rows[-1][1] < 2**15:
+                raise InputError(_TYPE_RANGE.format(where=f"{path}:{lineno}", value=rows[-1][1]))
             linenos.append(lineno)
-    if not rows:
-        raise InputError(f"{path}: no SWC samples found")
-    table = np.array(rows, dtype=object)
-    numbers = table[:, 2:6].astype(np.float64)
+    return np.array(rows, dtype=object).reshape(-1, 7), linenos
+
+
+#: Bytes after which the per-line parse takes the file: a NUL, ``\x1c``-``\x1f`` (whitespace
+#: to Python's ``str.split``) and non-ASCII (decoded as UTF-8 there).
+_ODD = np.zeros(256, bool)
+_ODD[0x1C:0x20] = True
+_ODD[0x80:] = True
+_ODD[0] = True
+_TYPE_RANGE = "{where}: the sample type {value} does not fit int16 (SWC types are small integers)"
+_FIELDS = np.dtype(
+    [("id", "i8"), ("type", "i8"), ("x", "f8"), ("y", "f8"), ("z", "f8"), ("radius", "f8"), ("parent", "i8")]
+)
+
+
+def _fast_fields(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(ids, types, x y z radius (N, 4), parent ids)`` of the samples of a whole file, parsed
+    by numpy's C text reader (``np.loadtxt``: no Python loop per line), or None when the file
+    needs the per-line parse: anything that reader refuses (a line with fewer than 7 fields,
+    ``2.0`` as an integer, text, an id outside int64, a lone carriage return) and bytes it
+    may split or decode otherwise than Python (:data:`_ODD`). Comments (``#`` to the end of
+    the line) and blank lines are skipped; fields after the seventh ignored, as in the
+    per-line parse."""
+    if _ODD[np.frombuffer(raw, np.uint8)].any():
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "input contained no data": no samples
+            table = np.loadtxt(
+                io.BytesIO(raw), dtype=_FIELDS, comments="#", usecols=range(7), ndmin=1, encoding="ascii"
+            )
+    except (ValueError, OverflowError):
+        return None
+    numbers = np.stack([table[k] for k in ("x", "y", "z", "radius")], axis=1)
+    return table["id"], table["type"], numbers, table["parent"]
+
+
+def _checked(
+    path: Path,
+    ids: np.ndarray,
+    kind: np.ndarray,
+    numbers: np.ndarray,
+    parent_ids: np.ndarray,
+    linenos: list[int] | None,
+) -> Swc:
+    """The :class:`Swc` of parsed fields, once checked (finite numbers, distinct ids, parents
+    in the file and not the sample itself); ``linenos`` (None: found again by the per-line
+    parse when a message needs them) name the line of each sample in errors."""
+
+    def line(i: int) -> int:
+        return (linenos if linenos is not None else _parse_lines(path)[1])[i]
+
+    odd = np.flatnonzero((kind < -(2**15)) | (kind >= 2**15))
+    if len(odd):
+        i = int(odd[0])
+        raise InputError(_TYPE_RANGE.format(where=f"{path}:{line(i)}", value=int(kind[i])))
     bad = np.flatnonzero(~np.isfinite(numbers).all(axis=1))
     if len(bad):
         i = int(bad[0])
         raise InputError(
-            f"{path}:{linenos[i]}: sample {int(table[i, 0])} has a NaN or infinite coordinate or "
+            f"{path}:{line(i)}: sample {int(ids[i])} has a NaN or infinite coordinate or "
             f"radius ({numbers[i].tolist()}); {len(bad)} such samples in this file: fix them"
         )
-    ids = table[:, 0].astype(np.int64)
-    parent_ids = table[:, 6].astype(np.int64)
     order = np.argsort(ids)
     if np.any(np.diff(ids[order]) == 0):
         dup = ids[order][np.flatnonzero(np.diff(ids[order]) == 0)[0]]
@@ -122,19 +201,19 @@ def read_swc(path: str | Path) -> Swc:
     if len(missing):
         i = int(missing[0])
         raise InputError(
-            f"{path}:{linenos[i]}: sample {int(ids[i])} names parent {int(parent_ids[i])}, "
+            f"{path}:{line(i)}: sample {int(ids[i])} names parent {int(parent_ids[i])}, "
             "which is not in the file"
         )
     own = np.flatnonzero(parent_ids == ids)
     if len(own):
         i = int(own[0])
-        raise InputError(f"{path}:{linenos[i]}: sample {int(ids[i])} is its own parent; a root has parent -1")
+        raise InputError(f"{path}:{line(i)}: sample {int(ids[i])} is its own parent; a root has parent -1")
     parents = np.where(parent_ids < 0, -1, order[where])
     return Swc(
-        positions=table[:, 2:5].astype(np.float64),
+        positions=numbers[:, :3].copy(),
         parents=parents.astype(np.int64),
-        radius=table[:, 5].astype(np.float32),
-        type=table[:, 1].astype(np.int16),
+        radius=numbers[:, 3].astype(np.float32),
+        type=kind.astype(np.int16),
         ids=ids,
     )
 
