@@ -9,6 +9,12 @@ not the same file (inode, size, mtime) as before, as a share of the store's byte
 
     python benchmarks/bench_append_shards.py --n 1e6,1e7 --chunk 100,70
     python benchmarks/bench_append_shards.py --n 1e7 --chunk auto    # the default chunk shape
+    python benchmarks/bench_append_shards.py --n 1e7 --icechunk      # also an Icechunk repository
+
+With ``--icechunk`` a third store per grid is an Icechunk repository on local disk (default
+layout; the write and the append are one commit each, through ``zarr_vectors.icechunk``); its
+"rewrote" is the bytes of the repository's files that are new after the append (Icechunk
+never rewrites a file), its "files" the repository's files.
 
 Prints one table row per store; ``--json`` writes the figures.
 """
@@ -16,6 +22,7 @@ Prints one table row per store; ``--json`` writes the figures.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -42,23 +49,30 @@ def files(root: Path) -> dict[str, tuple[int, int, int]]:
     return out
 
 
+def _write_into(store: object, *, pos: np.ndarray, options: dict) -> None:
+    zv.write_points(store, pos, **options)
+
+
 def one(n: int, chunk: float | str, shards: object, where: np.ndarray, boxes: list, tmp: Path) -> dict:
     rng = np.random.default_rng(1)
     pos = (rng.random((n, 3), np.float32) * EXTENT).astype(np.float32)
     attr = rng.random(n, np.float32)
+    icechunk = shards == "icechunk"
     path = tmp / f"s{n}-{chunk}-{shards}.zarr"
+    options = {"attributes": {"a": attr}, "chunk_shape": chunk, "bounds": ([0] * 3, [EXTENT] * 3)}
     t0 = time.perf_counter()
-    zv.write_points(
-        path,
-        pos,
-        attributes={"a": attr},
-        chunk_shape=chunk,
-        bounds=([0] * 3, [EXTENT] * 3),
-        shards=shards,
-    )
+    if icechunk:
+        import icechunk as ic
+
+        from zarr_vectors import icechunk as zvi
+
+        repo = ic.Repository.create(ic.local_filesystem_storage(str(path)))
+        zvi.commit(repo, functools.partial(_write_into, pos=pos, options=options), message="write")
+    else:
+        zv.write_points(path, pos, shards=shards, **options)
     write_s = time.perf_counter() - t0
-    del pos, attr
-    ds = zv.open(path)
+    del pos, attr, options
+    ds = zv.open(repo.readonly_session(branch="main").store) if icechunk else zv.open(path)
     cold, warm = [], []  # a box's first query (shard indexes not yet cached), then its best of 3
     for lo in boxes:
         reps = []
@@ -72,10 +86,12 @@ def one(n: int, chunk: float | str, shards: object, where: np.ndarray, boxes: li
     before = files(path)
     k = max(1, n // 100)
     add = where + rng.random((k, 3), np.float32) * np.float32(SIDE)
+    new = {"attributes": {"a": rng.random(k, np.float32)}, "progress": False}
     t = time.perf_counter()
-    zv.open(path, "r+").append(
-        add.astype(np.float32), attributes={"a": rng.random(k, np.float32)}, progress=False
-    )
+    if icechunk:
+        zvi.append(repo, add.astype(np.float32), message="append", **new)
+    else:
+        zv.open(path, "r+").append(add.astype(np.float32), **new)
     append_s = time.perf_counter() - t
     after = files(path)
     total = sum(s for _, s, _ in after.values())
@@ -102,6 +118,7 @@ def main() -> None:
     ap.add_argument("--chunk", default="100")
     ap.add_argument("--append-at", default="0,0,0", help="corner of the appended cube")
     ap.add_argument("--boxes", type=int, default=9)
+    ap.add_argument("--icechunk", action="store_true", help="also an Icechunk repository per grid")
     ap.add_argument("--json")
     args = ap.parse_args()
     where = np.array([float(v) for v in args.append_at.split(",")], np.float32)
@@ -115,7 +132,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=os.environ.get("ZV_BENCH_TMP")) as tmp:
         for n in [int(float(v)) for v in args.n.split(",")]:
             for chunk in [v if v == "auto" else float(v) for v in args.chunk.split(",")]:
-                for shards in ("default", None):
+                for shards in ("default", None, *(["icechunk"] if args.icechunk else [])):
                     r = one(n, chunk, shards, where, boxes, Path(tmp))
                     rows.append(r)
                     print(
