@@ -47,8 +47,10 @@ class Partitions:
     def total(self) -> int:
         return int(self.counts.sum())
 
-    def _file(self, part: int, column: int) -> Path:
-        return self.folder / f"{part}.{column}"
+    def _file(self, part: int, column: int) -> str:
+        # a plain string: pathlib interns every new part, and the interpreter's interned
+        # table then grows by a resize proportional to all the strings it holds
+        return os.path.join(self.folder, f"{part}.{column}")
 
     def add(self, rows: Rows) -> None:
         """Append ``rows`` to their partitions' files."""
@@ -65,7 +67,7 @@ class Partitions:
         for p, a, b in zip(present.tolist(), firsts.tolist(), ends.tolist(), strict=True):
             mine = order[a:b]
             for i, c in enumerate(self.columns):
-                with self._file(p, i).open("ab") as f:
+                with open(self._file(p, i), "ab") as f:
                     np.ascontiguousarray(rows.columns[c.name][mine]).tofile(f)
             self.counts[p] += b - a
 
@@ -74,7 +76,7 @@ class Partitions:
         for i, c in enumerate(self.columns):
             path = self._file(part, i)
             cols[c.name] = np.fromfile(path, c.dtype).reshape(-1, *c.row_shape)
-            path.unlink()
+            os.unlink(path)
         return Rows(cols)
 
     def groups(self, bucket_bits: int) -> Iterator[Rows]:
