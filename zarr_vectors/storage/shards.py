@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import suppress
 from typing import Any, NoReturn
 
 import numpy as np
@@ -207,7 +208,8 @@ class ShardReader(Wrapping):
         runs.append((run_key, run_lo, run_hi - run_lo))
         cache = self._indexes
         for skey in {run[0] for run in runs}:
-            cache.move_to_end(skey)  # cached while its cells are remembered (see ``_drop``)
+            with suppress(KeyError):  # another thread may have dropped it (and its cells) meanwhile
+                cache.move_to_end(skey)
         self.range_requests += len(runs)
         raws = self._fetch(list(runs))
         for (skey, _, n), raw, cells in zip(runs, raws, members):
