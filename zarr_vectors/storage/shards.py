@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from contextlib import suppress
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -60,6 +61,10 @@ class ShardReader(Wrapping):
         self.layouts: dict[str, ShardLayout] = {}
         self._indexes: OrderedDict[str, Index | None] = OrderedDict()
         self._index_bytes = 0
+        #: Where each cell read before lies: cell key -> (shard key, offset, size), offset -1
+        #: for an absent cell; only for shards whose index is cached (dropped with it).
+        self._cells: dict[str, tuple[str, int, int]] = {}
+        self._cells_of: dict[str, list[str]] = {}  # shard key -> its cell keys in ``_cells``
         #: Requests of each kind made so far (index fetches, coalesced range reads).
         self.index_requests = 0
         self.range_requests = 0
@@ -125,9 +130,15 @@ class ShardReader(Wrapping):
     def _get_ranges(self, ranges: Sequence[ByteRange], copy: bool) -> list[Any]:
         """:meth:`get_ranges`; ``copy=False`` leaves each cell of a shard a view of its run.
 
-        The cells are planned together, vectorised: keys split per array, shards located and
-        grouped, indexes gathered from the cache (missing ones fetched in the same wave as the
+        A batch of whole cells each read before (while its shard's index stays cached) is
+        served from their remembered locations (:meth:`_get_known`). Otherwise the cells are
+        planned together, vectorised: keys split per array, shards located and grouped,
+        indexes gathered from the cache (missing ones fetched in the same wave as the
         unsharded keys), then one coalesced request per run of wanted cells."""
+        known = self._cells
+        located = [known.get(key) if start == 0 and length is None else None for key, start, length in ranges]
+        if ranges and None not in located:
+            return self._get_known(located, copy)  # type: ignore[arg-type]  # no None in it
         out: list[Any] = [None] * len(ranges)
         plain, arrays = self._split_batch(ranges)
         shard_keys: list[str] = []  # every shard of the batch, numbered in this order
@@ -172,8 +183,54 @@ class ShardReader(Wrapping):
             indexes[g] = None if raw is None else self._parse_index(raw, layout, path, shard_keys[g])
             self._remember(shard_keys[g], indexes[g])
         if planned:
-            self._read_cells(planned, shard_keys, owner, indexes, out, copy)
+            self._read_cells(planned, shard_keys, owner, indexes, out, copy, ranges)
         return out
+
+    def _get_known(self, located: list[tuple[str, int, int]], copy: bool) -> list[Any]:
+        """Cells at remembered ``(shard key, offset, size)`` locations (offset -1: absent), one
+        request per run of cells of one shard at most ``gap`` bytes apart, as
+        :meth:`_read_cells` reads them."""
+        out: list[Any] = [None] * len(located)
+        order = sorted((loc for loc in enumerate(located) if loc[1][1] >= 0), key=lambda x: x[1][:2])
+        if not order:
+            return out
+        runs: list[tuple[str, int, int]] = []
+        members: list[list[tuple[int, int, int]]] = []  # per run: (slot, offset in run, size)
+        run_key, run_lo, run_hi = "", 0, -1
+        for slot, (skey, start, size) in order:
+            if skey != run_key or start > run_hi + self.gap:
+                if members:
+                    runs.append((run_key, run_lo, run_hi - run_lo))
+                run_key, run_lo, run_hi = skey, start, start + size
+                members.append([])
+            run_hi = max(run_hi, start + size)
+            members[-1].append((slot, start - run_lo, size))
+        runs.append((run_key, run_lo, run_hi - run_lo))
+        cache = self._indexes
+        for skey in {run[0] for run in runs}:
+            with suppress(KeyError):  # another thread may have dropped it (and its cells) meanwhile
+                cache.move_to_end(skey)
+        self.range_requests += len(runs)
+        raws = self._fetch(list(runs))
+        for (skey, _, n), raw, cells in zip(runs, raws, members):
+            if raw is None or len(raw) != n:
+                self._short_shard(skey, raw, n)
+            view = memoryview(raw)
+            for slot, a, size in cells:
+                out[slot] = raw if size == n else bytes(view[a : a + size]) if copy else view[a : a + size]
+        return out
+
+    def _short_shard(self, skey: str, raw: bytes | None, n: int) -> NoReturn:
+        """Raise CorruptShardError for a run of shard ``skey`` that read ``raw``, short of ``n``
+        bytes (its index, now doubtful, is dropped)."""
+        path = skey[: skey.rfind("/c/")]
+        self._drop(skey)
+        raise CorruptShardError(
+            path,
+            skey[len(path) + 1 :],
+            f"the shard is shorter than its index says (or was removed while being read): "
+            f"{0 if raw is None else len(raw)} of {n} bytes at one range",
+        )
 
     def _split_batch(
         self, ranges: Sequence[ByteRange]
@@ -240,6 +297,31 @@ class ShardReader(Wrapping):
     def _drop(self, skey: str) -> None:
         if skey in self._indexes:
             self._index_bytes -= _size(self._indexes.pop(skey))
+        for key in self._cells_of.pop(skey, ()):
+            self._cells.pop(key, None)
+
+    def _remember_cells(
+        self,
+        ranges: Sequence[ByteRange],
+        slots: np.ndarray,
+        shard: np.ndarray,
+        off: np.ndarray,
+        size: np.ndarray,
+        used: np.ndarray,
+        shard_keys: list[str],
+    ) -> None:
+        """Remember where the cells ``ranges[slots]`` lie (in shards ``shard_keys[shard]``, at
+        ``off``/``size`` where ``used``, else absent), for the shards whose index is cached."""
+        cells, cells_of, cached = self._cells, self._cells_of, self._indexes
+        rows = zip(slots.tolist(), shard.tolist(), off.tolist(), size.tolist(), used.tolist())
+        for slot, g, a, n, is_used in rows:
+            skey = shard_keys[g]
+            if skey not in cached:
+                continue  # the cache dropped it during this batch: nothing would forget the cell
+            key = ranges[slot][0]
+            if key not in cells:
+                cells_of.setdefault(skey, []).append(key)
+            cells[key] = (skey, a, n) if is_used else (skey, -1, 0)
 
     def _read_cells(
         self,
@@ -249,11 +331,13 @@ class ShardReader(Wrapping):
         indexes: list[Index | None],
         out: list[Any],
         copy: bool = True,
+        ranges: Sequence[ByteRange] = (),
     ) -> None:
         """Fill ``out`` with the inner chunks planned (per array: output slots, shard numbers,
         inner positions), one request per run of cells of one shard at most ``gap`` bytes apart;
         each cell copied out of its run, or with ``copy=False`` a view of it. Absent shards and
-        empty entries stay None."""
+        empty entries stay None. With the batch's ``ranges``, the location of each cell of a
+        cached shard index is remembered for :meth:`_get_known`."""
         slot_parts, starts_parts, sizes_parts, shard_parts = [], [], [], []
         for slots, shard, inner, base, count in planned:
             # The shards of one array are numbered base .. base + count - 1: gather their
@@ -263,10 +347,13 @@ class ShardReader(Wrapping):
             tables = [indexes[g] or blank for g in range(base, base + count)]
             at = (shard - base) * layout.n_inner + inner  # into the tables laid end to end
             off = np.concatenate([t[0] for t in tables])[at]
+            size = np.concatenate([t[1] for t in tables])[at]
             used = off != np.uint64(EMPTY)
+            if ranges:
+                self._remember_cells(ranges, slots, shard, np.where(used, off, 0), size, used, shard_keys)
             slot_parts.append(slots[used])
             starts_parts.append(off[used].astype(np.int64))
-            sizes_parts.append(np.concatenate([t[1] for t in tables])[at][used].astype(np.int64))
+            sizes_parts.append(size[used].astype(np.int64))
             shard_parts.append(shard[used])
         slots, starts = np.concatenate(slot_parts), np.concatenate(starts_parts)
         sizes, shard = np.concatenate(sizes_parts), np.concatenate(shard_parts)
@@ -292,15 +379,7 @@ class ShardReader(Wrapping):
         raws = self._fetch(asks)
         for g, raw, n in zip(run_shards, raws, want):
             if raw is None or len(raw) != n:
-                skey = shard_keys[g]
-                path = owner[g][0]
-                self._drop(skey)
-                raise CorruptShardError(
-                    path,
-                    skey[len(path) + 1 :],
-                    f"the shard is shorter than its index says (or was removed while being read): "
-                    f"{0 if raw is None else len(raw)} of {n} bytes at one range",
-                )
+                self._short_shard(shard_keys[g], raw, n)
         rel = starts - lo[run]
         views = [memoryview(raw) for raw in raws]  # type: ignore[arg-type]
         whole = (sizes == np.asarray(want, np.int64)[run]).tolist()
@@ -370,6 +449,8 @@ class ShardReader(Wrapping):
         """Forget every shard index (not the layouts)."""
         self._indexes.clear()
         self._index_bytes = 0
+        self._cells.clear()
+        self._cells_of.clear()
 
     def refresh(self) -> None:
         self.inner.refresh()

@@ -4,6 +4,7 @@ partly covered ones, and the float32-exact bounds. No I/O: from a level's grid a
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,50 @@ def parse_box(bbox: object, ndim: int, axes: Sequence[str] = ()) -> tuple[np.nda
     return lo, hi
 
 
+#: Cells of the bounding block of a level's listed chunks up to which :func:`plan_box` keeps a
+#: dense table of them (4 bytes a cell), so that a box's chunks are one slice of it.
+DENSE_CELLS = 1 << 20
+
+_listed: dict[int, tuple[weakref.ref[np.ndarray], np.ndarray, np.ndarray]] = {}
+
+
+def _listed_block(chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(first, table)`` for the listed ``chunks`` (K, D): ``table`` spans their bounding block
+    from chunk ``first``, holding each listed chunk's row in ``chunks`` and -1 elsewhere (None
+    when the block has more than :data:`DENSE_CELLS` cells). Cached per array object, dropped
+    with it (chunk listings are replaced, never changed in place)."""
+    key = id(chunks)
+    got = _listed.get(key)
+    if got is not None and got[0]() is chunks:
+        return got[1], got[2]
+    first = chunks.min(axis=0)
+    span = chunks.max(axis=0) - first + 1
+    if float(np.prod(span.astype(np.float64))) > DENSE_CELLS:
+        return None
+    table = np.full(tuple(span.tolist()), -1, np.int32)
+    table[tuple((chunks - first).T)] = np.arange(len(chunks), dtype=np.int32)
+    if int(np.count_nonzero(table >= 0)) != len(chunks):
+        return None  # a chunk listed twice (a corrupt listing): tested row by row instead
+    _listed[key] = (weakref.ref(chunks, lambda _: _listed.pop(key, None)), first, table)
+    return first, table
+
+
+def _chunks_in(chunks: np.ndarray, c_lo: np.ndarray, c_hi: np.ndarray) -> np.ndarray:
+    """The rows of ``chunks`` (in their order) with ``c_lo <= chunk <= c_hi`` on every axis."""
+    block = _listed_block(chunks)
+    if block is None:
+        return chunks[np.all((chunks >= c_lo) & (chunks <= c_hi), axis=1)]
+    first, table = block
+    last = first + np.asarray(table.shape) - 1
+    a = np.maximum(c_lo, first)
+    b = np.minimum(c_hi, last)
+    if np.any(a > b):
+        return chunks[:0]
+    window = tuple(slice(int(x), int(y) + 1) for x, y in zip(a - first, b - first))
+    rows = table[window].ravel()
+    return chunks[np.sort(rows[rows >= 0])]
+
+
 def plan_box(level: Level, lo: np.ndarray, hi: np.ndarray) -> BoxPlan:
     """Which listed chunks intersect ``[lo, hi]``, split into wholly and partly covered."""
     grid = level.grid
@@ -68,8 +113,7 @@ def plan_box(level: Level, lo: np.ndarray, hi: np.ndarray) -> BoxPlan:
         return BoxPlan(lo, hi, empty, empty)
     c_lo = np.floor(lo / grid.chunk_shape)
     c_hi = np.floor(hi / grid.chunk_shape)
-    hit = np.all((chunks >= c_lo) & (chunks <= c_hi), axis=1)
-    chunks = chunks[hit]
+    chunks = _chunks_in(chunks, c_lo, c_hi)
     eps = 1e-9 * grid.chunk_shape
     start = chunks * grid.chunk_shape
     inside = np.all((start - eps >= lo) & (start + grid.chunk_shape + eps <= hi), axis=1)

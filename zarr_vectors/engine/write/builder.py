@@ -352,6 +352,7 @@ class ShardAssembler:
         old_cells: dict[str, np.ndarray] | None = None,
     ) -> None:
         self.builder, self.layout = builder, layout
+        self._per = layout.chunks_per_shard
         self.expected: dict[str, int] = {}
         if cells is not None:
             shard, _ = layout.locate(np.asarray(cells, np.int64))
@@ -362,10 +363,15 @@ class ShardAssembler:
 
     def add(self, key: str, data: bytes) -> None:
         path, _, rest = key.rpartition("/c/")
-        shard, inner = self.layout.locate(np.array([[int(p) for p in rest.split("/")]], np.int64))
-        skey = cell_key(shard[0])
+        # ShardLayout.locate of one cell, in plain integers (called once per cell written)
+        inner = 0
+        shard = []
+        for c, per in zip(map(int, rest.split("/")), self._per):
+            shard.append(c // per)
+            inner = inner * per + c % per
+        skey = cell_key(tuple(shard))
         members = self.pending.setdefault(f"{path}/{skey}", {})
-        members[int(inner[0])] = data
+        members[inner] = data
         if len(members) == self.expected.get(skey, -1):
             self._emit(f"{path}/{skey}")
 
