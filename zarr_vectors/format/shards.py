@@ -192,8 +192,8 @@ def encode_shard(layout: ShardLayout, chunks: Mapping[int, bytes]) -> bytes:
         offsets[order] = base + np.r_[0, np.cumsum(sizes)[:-1]].astype(np.uint64)
     nbytes[order] = sizes
     index = encode_index(offsets, nbytes, layout.checksum)
-    body = b"".join(bytes(chunks[p]) for p in order)
-    return index + body if layout.index_location == "start" else body + index
+    pieces = [chunks[p] for p in order]  # any bytes-like: join copies each once, and only once
+    return b"".join([index, *pieces] if layout.index_location == "start" else [*pieces, index])
 
 
 def decode_index(
