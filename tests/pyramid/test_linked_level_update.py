@@ -63,7 +63,7 @@ def _graph(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return pos, np.concatenate([chain, extra[extra[:, 0] != extra[:, 1]]])
 
 
-def _write(kind: str, url: str, objs: dict[int, Obj]) -> zv.Dataset:
+def _write(kind: str, url: str, objs: dict[int, Obj], cross_level: str = "implicit") -> zv.Dataset:
     ids = sorted(objs)
     if kind == "mesh":
         zv.write_meshes(url, [objs[i] for i in ids], object_ids=ids, **GRID)
@@ -82,7 +82,7 @@ def _write(kind: str, url: str, objs: dict[int, Obj]) -> zv.Dataset:
         oids = np.concatenate([np.full(len(objs[i]), i) for i in ids])
         zv.write_skeleton(url, pos, parents, object_ids=oids, **GRID)
     ds = zv.open(url, mode="r+")
-    ds.build_pyramid([2, 2])
+    ds.build_pyramid([2, 2], cross_level=cross_level)
     return ds
 
 

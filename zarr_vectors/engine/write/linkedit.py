@@ -38,7 +38,7 @@ from zarr_vectors.format.shards import inner_codecs
 from zarr_vectors.format.zarr_json import absent_fill
 from zarr_vectors.storage import check_workers, placeholder_root, rebuild_session, writing
 
-__all__ = ["edit_linked", "object_user_ids"]
+__all__ = ["LevelEdit", "edit_linked", "object_user_ids"]
 
 
 def object_user_ids(level: Level) -> np.ndarray:
@@ -46,14 +46,14 @@ def object_user_ids(level: Level) -> np.ndarray:
     return np.asarray(level.object_id_map.to_user(level.listed_objects))
 
 
-def check_editable(store: VectorStore) -> Level:
-    """Level 0 of a store whose objects :func:`edit_linked` can edit; InputError otherwise."""
+def check_editable(store: VectorStore, index: int = 0) -> Level:
+    """Level ``index`` of a store whose objects :func:`edit_linked` can edit; InputError otherwise."""
     kinds = tuple(store.root.geometry_types)
     if len(kinds) != 1 or family_of(kinds) not in EDITED_LINKED_FAMILIES:
         raise InputError(
             f"object edits work on lines, skeletons, graphs and meshes; this store holds {list(kinds)}"
         )
-    level = store.level(0)
+    level = store.level(index)
     if level.vertices.draco:
         raise InputError(
             "this mesh store is Draco-encoded: edits rebuild raw cells only; write the meshes again "
@@ -139,6 +139,22 @@ def _plan_ids(
     return _Ids(final, dense.count, dense.user, old_to_final, new_to_final, identity, carried)
 
 
+@dataclass(eq=False)
+class LevelEdit:
+    """What :func:`edit_linked` did to one level: the new ``root``, the ``touched`` cells
+    (linear, ascending: every cell rebuilt or emptied), each rebuilt cell's maps from the old
+    rows (source 0) and the new objects' rows (source 1) to its final rows, and each source's
+    OID -> final OID (-1: gone)."""
+
+    root: Any
+    index: int
+    touched: np.ndarray
+    merged: dict[int, MergedCell]
+    old_to_final: np.ndarray
+    new_to_final: np.ndarray
+    count: int
+
+
 @writing
 def edit_linked(
     store: VectorStore,
@@ -148,19 +164,25 @@ def edit_linked(
     added: VectorStore | None = None,
     workers: int | None = None,
     progress: bool | None = None,
-) -> Any:
+    index: int = 0,
+    keep_cross_level: bool = False,
+) -> LevelEdit:
     """Delete the objects ``delete``, give the objects ``replace`` the geometry they have in
-    ``added``, and add the other objects of ``added``; return the new root.
+    ``added``, and add the other objects of ``added``, at level ``index`` (0: the data; a
+    coarse level when a level update edits it with ``added``'s level ``index``); return what
+    was rebuilt (:class:`LevelEdit`, its ``root`` the new root).
 
     ``added`` is a store the kind's writer wrote with this store's grid (chunk shape, bounds),
     vertex dtype and vertex attributes; its object attributes fill the new (or replaced)
     objects' rows, and replaced objects without them keep theirs. Unknown ids, and new ids
-    already in the store, are refused with InputError.
+    already in the store, are refused with InputError. The level's cross-level links are
+    dropped (a rebuild writes them) unless ``keep_cross_level``: then they stay as they are,
+    for a level update of the same commit to remap.
     """
     store.require_writable()
     check_workers(workers)
-    level = check_editable(store)
-    new = added.level(0) if added is not None else None
+    level = check_editable(store, index)
+    new = added.level(index) if added is not None else None
     deleted = _id_list(delete, "delete")
     replaced = _id_list(replace, "replace")
     new_user = object_user_ids(new) if new is not None else np.zeros(0, np.int64)
@@ -201,7 +223,7 @@ def edit_linked(
         for t in touched.tolist()
     }
     cross = cross_cells(level, new, merged, touched)
-    writer = EditWriter(store, level, new, ids.count)
+    writer = EditWriter(store, level, new, ids.count, keep_cross_level=keep_cross_level)
     writer.fit_link_dtype(merged)
     old_rows = sum(len(c.positions) for c in old_cells.values())
     old_intra = sum(len(c.intra) for c in old_cells.values())
@@ -210,7 +232,8 @@ def edit_linked(
     writer.plan_widened()
     writer.plan_owners(ids.old_to_final, ids.identity, touched)
     writer.plan_removals()
-    return _commit(store, level, new, ids, merged, cross, writer)
+    root = _commit(store, level, new, ids, merged, cross, writer)
+    return LevelEdit(root, index, touched, merged, ids.old_to_final, ids.new_to_final, ids.count)
 
 
 def _id_list(ids: Any, what: str) -> np.ndarray:
@@ -269,10 +292,16 @@ def _commit(
     writer: EditWriter,
 ) -> Any:
     """Write the planned cells, the object tables and the metadata in one rebuild session."""
-    hidden: tuple[str, ...] = ("0/object_index/", "0/object_attributes/", *writer.level_link_prefixes())
+    k = level.index
+    hidden: tuple[str, ...] = (
+        f"{k}/object_index/",
+        f"{k}/object_attributes/",
+        *writer.level_link_prefixes(),
+        *writer.dropped_arrays,
+    )
     groups_changed = level.groups is not None and (not ids.identity or _groups_lose(level, ids))
     if groups_changed:
-        hidden += ("0/groups/",)
+        hidden += (f"{k}/groups/",)
     with rebuild_session(
         store.backend,
         hidden=lambda key: key.startswith(hidden) or key in writer.removed_keys,
@@ -283,9 +312,13 @@ def _commit(
         name, clevel = compression_of(inner_codecs(vdoc) or [])
         checksums = any(c.get("name") == "crc32c" for c in inner_codecs(vdoc) or [])
         builder = StoreBuilder(overlay, name, clevel, checksums=checksums, shards=writer.shards)
+        for prefix in writer.dropped_arrays:
+            overlay.delete_prefix(prefix)
         present = writer.write(builder)
         present |= _tables(builder, level, new, ids, merged, groups_changed)
         root = writer.finish_levels(builder, present, cross)
+    for prefix in writer.dropped_arrays:  # its keys are gone; an enclosing overlay forgets the folder too
+        store.backend.delete_prefix(prefix)
     store.replace_root(root)
     return root
 
@@ -349,7 +382,7 @@ def _tables(
         names = level.groups.attrs.get("group_names") if level.groups is not None else None
     present = write_object_tables(
         builder,
-        "0",
+        str(level.index),
         sid_ndim=level.grid.ndim,
         num_objects=ids.count,
         manifests=manifests,
