@@ -75,18 +75,18 @@ def _edit(kind: str, ds: zv.Dataset, objs: dict[int, Any], what: str, rng: np.ra
         del objs[old]
 
 
-def _check(kind: str, seed: int, steps: list[str], cross_level: str) -> None:
+def _check(kind: str, seed: int, steps: list[str], cross_level: str, shards: Any = None) -> None:
     rng = np.random.default_rng(seed)
     make = MAKERS[kind]
     objs = {int(i): make(rng) for i in rng.choice(np.arange(1, 40), 5, replace=False)}
-    base = f"memory://linked-regions-{kind}-{cross_level}-{len(steps)}-{os.getpid()}"
-    ds = _write(kind, f"{base}/edited", objs, cross_level=cross_level)
+    base = f"memory://linked-regions-{kind}-{cross_level}-{len(steps)}-{shards}-{os.getpid()}"
+    ds = _write(kind, f"{base}/edited", objs, cross_level=cross_level, shards=shards)
     before = dict(CROSS_LEVEL_UPDATES)
     for what in steps:
         _edit(kind, ds, objs, what, rng)
     assert CROSS_LEVEL_UPDATES["regional"] - before["regional"] == len(steps)
     assert CROSS_LEVEL_UPDATES["rebuilt"] == before["rebuilt"]
-    want = _write(kind, f"{base}/one", objs, cross_level=cross_level)
+    want = _write(kind, f"{base}/one", objs, cross_level=cross_level, shards=shards)
     _assert_same_levels(ds, want, sorted(objs))
     for k in (0, 1):
         got, exp = _parents(f"{base}/edited", k, "+1"), _parents(f"{base}/one", k, "+1")
@@ -97,15 +97,17 @@ def _check(kind: str, seed: int, steps: list[str], cross_level: str) -> None:
 
 
 def test_skeleton_edits_update_levels_region_by_region() -> None:
-    _check("skeleton", 3, ["replace", "delete"], "implicit")
+    """In the writers' default shards: the edits rewrite the shards holding a rebuilt cell."""
+    _check("skeleton", 3, ["replace", "delete"], "implicit", shards="default")
 
 
 @pytest.mark.slow  # six edits and two full builds per kind: 2-6 s each
-@pytest.mark.parametrize("cross_level", ["implicit", "explicit"])
+@pytest.mark.parametrize("cross_level", ["implicit", "explicit"])  # explicit: sharded too
 @pytest.mark.parametrize("kind", sorted(MAKERS))
 def test_random_edits_match_a_full_build_level_by_level(kind: str, cross_level: str) -> None:
     seed = sorted(MAKERS).index(kind) + (10 if cross_level == "explicit" else 0)
-    _check(kind, seed, ["replace", "append", "delete", "append", "delete", "replace"], cross_level)
+    steps = ["replace", "append", "delete", "append", "delete", "replace"]
+    _check(kind, seed, steps, cross_level, shards="default" if cross_level == "explicit" else None)
 
 
 def _files(root: Path) -> dict[str, bytes]:

@@ -22,9 +22,12 @@ record order (by row, then the other endpoint).
 
 Where the update cannot be exact, :func:`linked_rebuild_reason` names why and the levels are
 rebuilt whole instead: Draco levels (an edit rebuilds raw cells only), object sparsity (the
-objects a level keeps are chosen over the whole level), sharded levels, levels already stale
+objects a level keeps are chosen over the whole level), levels already stale
 before the edit, level 0 without its cross-level links, or (found while updating) an edit
-that changes a cross-level link dtype (sized on the fullest cell of the level pair).
+that changes a cross-level link dtype (sized on the fullest cell of the level pair) or gives a
+sharded cross-level family a new offsets segment. Sharded levels are edited shard by shard: the
+object edits rewrite the shards holding a rebuilt cell, the cross-level cells go through
+:class:`~zarr_vectors.pyramid.update_shards.ShardWriteBack`.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from zarr_vectors.format.shards import inner_codecs, parse_sharding
 from zarr_vectors.pyramid._store import checksums_of, compression_of, read_doc, rows_per_chunk
 from zarr_vectors.pyramid.build import build_pyramid, stored_settings
 from zarr_vectors.pyramid.points import level_ratio
+from zarr_vectors.pyramid.update_shards import ShardWriteBack
 from zarr_vectors.pyramid.xlevel import link_dtype
 from zarr_vectors.storage import placeholder_root, rebuild_session
 
@@ -77,8 +81,6 @@ def linked_rebuild_reason(store: VectorStore, settings: dict[str, Any] | None = 
         level = store.level(k)
         if level.vertices.draco:
             return f"level {k} is Draco-encoded, and edits rebuild raw cells only"
-        if parse_sharding(level.vertices.path, level.vertices.doc) is not None:
-            return f"level {k} is sharded, which the region-wise update of linked kinds does not rewrite yet"
         if k and store.is_stale(k):
             return f"level {k} was stale before the edit"
         if level.grid.n_bins != 1:
@@ -216,20 +218,26 @@ def rewrite_cross_level(
     if explicit:
         families.append((f"{coarse.index}/links/-{coarse.index - fine.index}", c, f))
     plans = [_plan_family(store, path, home, other, scratch) for path, home, other in families]
-    removed = {key for plan in plans for key in plan.removed}
+    sharded = any(plan.sharded for plan in plans)
+    removed = set() if sharded else {key for plan in plans for key in plan.removed}
     name, clevel = compression_of(fine)
     with rebuild_session(
         store.backend,
         hidden=lambda key: key in removed,
         first={"zarr.json": placeholder_root()},
         wait=store.wait,
-    ) as overlay:
+    ) as raw:
+        overlay: Any = ShardWriteBack(raw) if sharded else raw
         builder = StoreBuilder(overlay, name, clevel, checksums=checksums_of(fine), shards=None)
         for plan in plans:
             for prefix in plan.dropped:
                 overlay.delete_prefix(prefix)
-            plan.write(builder)
+            if sharded:  # cells of sharded arrays go through their shards, rewritten at the flush
+                overlay.delete_many(sorted(plan.removed))
+            plan.write(builder, overlay)
         builder.commit(store.root.to_attributes())
+        if sharded:
+            overlay.flush()
     for plan in plans:  # their keys are gone; an enclosing overlay forgets the folders too
         for prefix in plan.dropped:
             store.backend.delete_prefix(prefix)
@@ -265,15 +273,20 @@ class _FamilyPlan:
     cells: dict[str, dict[tuple[int, ...], np.ndarray]]
     removed: set[str]
     dropped: list[str]  # arrays left without a cell
+    sharded: bool
     group: dict[str, Any] | None
     delta: int
     dtype: np.dtype
     grid_origin: np.ndarray
 
-    def write(self, builder: StoreBuilder) -> None:
+    def write(self, builder: StoreBuilder, overlay: Any) -> None:
+        """Queue the cells and documents; a new array of a sharded family has its document
+        staged first, so that its cells find their shards."""
         for seg, cells in sorted(self.cells.items()):
             apath = f"{self.path}/{seg}"
             doc = json.loads(json.dumps(self.docs[seg]))
+            if seg not in self.listed and self.sharded:
+                overlay.set_many([(f"{apath}/zarr.json", json.dumps(doc).encode())])
             pipe = Pipeline.from_codecs(inner_codecs(doc))
             listed = {tuple(int(v) for v in ch) for ch in self.listed.get(seg, np.zeros((0, 0), np.int64))}
             for chunk, rows in cells.items():
@@ -362,6 +375,7 @@ def _plan_family(
         cells,
         removed,
         dropped,
+        any(parse_sharding(a.path, a.doc) is not None for a in arrays.values()),
         read_doc(backend, f"{path}/zarr.json")
         or (read_doc(scratch.backend, f"{path}/zarr.json") if scratch else None),
         delta,
@@ -386,9 +400,9 @@ def _map_rows(
 def _new_doc(
     fresh: dict[str, LinkArray], arrays: dict[str, LinkArray], seg: str, ndim: int
 ) -> dict[str, Any]:
-    """The document of a segment the family did not have: the scratch pyramid's (or a sibling's)
-    with this segment's offsets."""
-    source = fresh.get(seg) or next(iter(arrays.values()), None) or next(iter(fresh.values()))
+    """The document of a segment the family did not have: a sibling's (in the store's codecs and
+    shard layout), else the scratch pyramid's, with this segment's offsets."""
+    source = next(iter(arrays.values()), None) or fresh.get(seg) or next(iter(fresh.values()))
     doc = json.loads(json.dumps(source.doc))
     doc["attributes"]["offsets"] = parse_offsets(seg, 2, ndim).tolist()
     doc["attributes"]["nonempty_chunks"] = []
