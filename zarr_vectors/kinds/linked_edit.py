@@ -33,6 +33,12 @@ After = Callable[[Any, VectorStore | None, Any, Any], None]
 _PER_OBJECT = ("object_ids", "attributes", "channel_names", "object_attributes", "edge_attributes")
 
 
+def _direct(after: After | None) -> bool:
+    """Whether the edit may write straight into an enclosing commit's overlay (its level update
+    says so: ``after.direct``)."""
+    return bool(getattr(after, "direct", False))
+
+
 def _writer(store: VectorStore) -> tuple[Any, dict[str, Any], bool]:
     """The kind's writer, its store-wide keywords, and whether its objects are items."""
     kind = store.root.geometry_types[0]
@@ -85,7 +91,12 @@ def append_objects(
         raise InputError("append needs object_ids for the new objects (ids the store does not hold yet)")
     with _scratch(store, data, keywords) as scratch:
         edit = edit_linked(
-            store, added=scratch, workers=workers, progress=progress, keep_cross_level=after is not None
+            store,
+            added=scratch,
+            workers=workers,
+            progress=progress,
+            keep_cross_level=after is not None,
+            direct=_direct(after),
         )
         if after is not None:
             after(edit, scratch, None, None)
@@ -122,6 +133,7 @@ def replace_objects(
             workers=workers,
             progress=progress,
             keep_cross_level=after is not None,
+            direct=_direct(after),
         )
         if after is not None:
             after(edit, scratch, None, ids)

@@ -32,6 +32,7 @@ object edits rewrite the shards holding a rebuilt cell, the cross-level cells go
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import warnings
@@ -48,6 +49,7 @@ from zarr_vectors.format.shards import inner_codecs, parse_sharding
 from zarr_vectors.pyramid._store import checksums_of, compression_of, read_doc, rows_per_chunk
 from zarr_vectors.pyramid.build import build_pyramid, stored_settings
 from zarr_vectors.pyramid.points import level_ratio
+from zarr_vectors.pyramid.together import committing
 from zarr_vectors.pyramid.update_shards import ShardWriteBack
 from zarr_vectors.pyramid.xlevel import link_dtype
 from zarr_vectors.storage import placeholder_root, rebuild_session
@@ -119,7 +121,13 @@ def update_linked_levels(
         warnings.simplefilter("ignore", StaleLevelWarning)
         for k in store.levels[1:]:
             edit = edit_linked(
-                store, delete=delete, replace=replace, added=scratch, index=k, keep_cross_level=True
+                store,
+                delete=delete,
+                replace=replace,
+                added=scratch,
+                index=k,
+                keep_cross_level=True,
+                direct=committing(store),
             )
             if settings["cross_level"] != "none":
                 rewrite_cross_level(store, below, edit, scratch, explicit)
@@ -141,6 +149,11 @@ class LinkedUpdate:
             self.reason = str(exc)
         else:
             self.reason = linked_rebuild_reason(store, self.settings)
+
+    @property
+    def direct(self) -> bool:
+        """Whether the edits may write straight into the store's backend (inside :func:`one_commit`)."""
+        return committing(self.store)
 
     def __call__(self, edit: Any, scratch: VectorStore | None, delete: Any, replace: Any) -> None:
         """Update the levels after the level-0 ``edit`` (made keeping level 0's cross-level links)."""
@@ -219,20 +232,26 @@ def rewrite_cross_level(
         families.append((f"{coarse.index}/links/-{coarse.index - fine.index}", c, f))
     plans = [_plan_family(store, path, home, other, scratch) for path, home, other in families]
     sharded = any(plan.sharded for plan in plans)
-    removed = set() if sharded else {key for plan in plans for key in plan.removed}
+    direct = committing(store)  # inside one_commit: written straight into its overlay
+    removed = set() if sharded or direct else {key for plan in plans for key in plan.removed}
     name, clevel = compression_of(fine)
-    with rebuild_session(
-        store.backend,
-        hidden=lambda key: key in removed,
-        first={"zarr.json": placeholder_root()},
-        wait=store.wait,
-    ) as raw:
+    session = (
+        contextlib.nullcontext(store.backend)
+        if direct
+        else rebuild_session(
+            store.backend,
+            hidden=lambda key: key in removed,
+            first={"zarr.json": placeholder_root()},
+            wait=store.wait,
+        )
+    )
+    with session as raw:
         overlay: Any = ShardWriteBack(raw) if sharded else raw
         builder = StoreBuilder(overlay, name, clevel, checksums=checksums_of(fine), shards=None)
         for plan in plans:
             for prefix in plan.dropped:
                 overlay.delete_prefix(prefix)
-            if sharded:  # cells of sharded arrays go through their shards, rewritten at the flush
+            if sharded or direct:  # sharded: the cells go through their shards, rewritten at the flush
                 overlay.delete_many(sorted(plan.removed))
             plan.write(builder, overlay)
         builder.commit(store.root.to_attributes())

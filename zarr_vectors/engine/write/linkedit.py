@@ -16,6 +16,7 @@ through :func:`~zarr_vectors.storage.commit.rebuild_session`, as appends of poin
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,6 +167,7 @@ def edit_linked(
     progress: bool | None = None,
     index: int = 0,
     keep_cross_level: bool = False,
+    direct: bool = False,
 ) -> LevelEdit:
     """Delete the objects ``delete``, give the objects ``replace`` the geometry they have in
     ``added``, and add the other objects of ``added``, at level ``index`` (0: the data; a
@@ -177,7 +179,9 @@ def edit_linked(
     objects' rows, and replaced objects without them keep theirs. Unknown ids, and new ids
     already in the store, are refused with InputError. The level's cross-level links are
     dropped (a rebuild writes them) unless ``keep_cross_level``: then they stay as they are,
-    for a level update of the same commit to remap.
+    for a level update of the same commit to remap, and with ``direct`` (the store's backend is
+    the overlay of an enclosing commit, :func:`zarr_vectors.pyramid.one_commit`) the edit is
+    written straight into it, without a commit of its own.
     """
     store.require_writable()
     check_workers(workers)
@@ -232,7 +236,7 @@ def edit_linked(
     writer.plan_widened()
     writer.plan_owners(ids.old_to_final, ids.identity, touched)
     writer.plan_removals()
-    root = _commit(store, level, new, ids, merged, cross, writer)
+    root = _commit(store, level, new, ids, merged, cross, writer, direct and keep_cross_level)
     return LevelEdit(root, index, touched, merged, ids.old_to_final, ids.new_to_final, ids.count)
 
 
@@ -290,8 +294,10 @@ def _commit(
     merged: dict[int, MergedCell],
     cross: CrossCells,
     writer: EditWriter,
+    direct: bool = False,
 ) -> Any:
-    """Write the planned cells, the object tables and the metadata in one rebuild session."""
+    """Write the planned cells, the object tables and the metadata in one rebuild session (or,
+    ``direct``, straight into the store's backend: the overlay of an enclosing commit)."""
     k = level.index
     hidden: tuple[str, ...] = (
         f"{k}/object_index/",
@@ -302,12 +308,22 @@ def _commit(
     groups_changed = level.groups is not None and (not ids.identity or _groups_lose(level, ids))
     if groups_changed:
         hidden += (f"{k}/groups/",)
-    with rebuild_session(
-        store.backend,
-        hidden=lambda key: key.startswith(hidden) or key in writer.removed_keys,
-        first={"zarr.json": placeholder_root()},
-        wait=store.wait,
-    ) as overlay:
+    session = (
+        contextlib.nullcontext(store.backend)
+        if direct
+        else rebuild_session(
+            store.backend,
+            hidden=lambda key: key.startswith(hidden) or key in writer.removed_keys,
+            first={"zarr.json": placeholder_root()},
+            wait=store.wait,
+        )
+    )
+    tables = _tables(level, new, ids, merged, groups_changed)
+    with session as overlay:
+        if direct:  # an enclosing commit's overlay: what a session would hide is deleted in it
+            for prefix in hidden:
+                overlay.delete_prefix(prefix.rstrip("/"))
+            overlay.delete_many(sorted(writer.removed_keys))
         vdoc = level.vertices.doc
         name, clevel = compression_of(inner_codecs(vdoc) or [])
         checksums = any(c.get("name") == "crc32c" for c in inner_codecs(vdoc) or [])
@@ -315,7 +331,7 @@ def _commit(
         for prefix in writer.dropped_arrays:
             overlay.delete_prefix(prefix)
         present = writer.write(builder)
-        present |= _tables(builder, level, new, ids, merged, groups_changed)
+        present |= set(write_object_tables(builder, str(k), **tables))
         root = writer.finish_levels(builder, present, cross)
     for prefix in writer.dropped_arrays:  # its keys are gone; an enclosing overlay forgets the folder too
         store.backend.delete_prefix(prefix)
@@ -363,14 +379,14 @@ def _manifests(level: Level, new: Level | None, ids: _Ids, merged: dict[int, Mer
 
 
 def _tables(
-    builder: StoreBuilder,
     level: Level,
     new: Level | None,
     ids: _Ids,
     merged: dict[int, MergedCell],
     groups_changed: bool,
-) -> set[str]:
-    """Manifests, object attributes and (when members go or move) groups of the final objects."""
+) -> dict[str, Any]:
+    """Manifests, object attributes and (when members go or move) groups of the final objects,
+    as :func:`write_object_tables` takes them (read before the old tables are hidden)."""
     manifests = _manifests(level, new, ids, merged)
     oattrs = _object_attributes(level, new, ids)
     groups: list[np.ndarray] = []
@@ -380,18 +396,15 @@ def _tables(
             moved = ids.members[members] if len(members) else members
             groups.append(np.asarray(moved[moved >= 0] if len(moved) else moved, np.int64))
         names = level.groups.attrs.get("group_names") if level.groups is not None else None
-    present = write_object_tables(
-        builder,
-        str(level.index),
-        sid_ndim=level.grid.ndim,
-        num_objects=ids.count,
-        manifests=manifests,
-        object_attributes=oattrs,
-        groups=groups,
-        group_attributes=[],
-        group_names=names,
-    )
-    return set(present)
+    return {
+        "sid_ndim": level.grid.ndim,
+        "num_objects": ids.count,
+        "manifests": manifests,
+        "object_attributes": oattrs,
+        "groups": groups,
+        "group_attributes": [],
+        "group_names": names,
+    }
 
 
 def _object_attributes(level: Level, new: Level | None, ids: _Ids) -> list[_inputs.NamedArray]:
