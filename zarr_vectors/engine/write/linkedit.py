@@ -12,6 +12,11 @@ Every other chunk file stays as it is (sharded: the touched shards are rewritten
 Result: the store answers every query as a one-shot write of the final objects in
 ascending object id would. Coarser levels are kept but marked stale. The commit goes
 through :func:`~zarr_vectors.storage.commit.rebuild_session`, as appends of points do.
+
+The same edit can be made at a coarse level (``index=k``, the new objects from the scratch
+store's level k): that is how :mod:`zarr_vectors.pyramid.linked_update` updates the levels,
+keeping each level's cross-level links (``keep_cross_level``) and remapping them itself with
+the rebuilt cells' row maps that :class:`LevelEdit` reports.
 """
 
 from __future__ import annotations
