@@ -259,7 +259,9 @@ def rewrite_cross_level(
             overlay.flush()
     for plan in plans:  # their keys are gone; an enclosing overlay forgets the folders too
         for prefix in plan.dropped:
-            store.backend.delete_prefix(prefix)
+            parent, _, name = prefix.rpartition("/")
+            if name in store.backend.list_dir(parent):
+                store.backend.delete_prefix(prefix)
     store.replace_root(store.root)
 
 

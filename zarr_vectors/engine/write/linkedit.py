@@ -44,7 +44,7 @@ from zarr_vectors.format.shards import inner_codecs
 from zarr_vectors.format.zarr_json import absent_fill
 from zarr_vectors.storage import check_workers, placeholder_root, rebuild_session, writing
 
-__all__ = ["LevelEdit", "edit_linked", "object_user_ids"]
+__all__ = ["LevelEdit", "edit_linked", "forget_folder", "object_user_ids"]
 
 
 def object_user_ids(level: Level) -> np.ndarray:
@@ -245,6 +245,14 @@ def edit_linked(
     return LevelEdit(root, index, touched, merged, ids.old_to_final, ids.new_to_final, ids.count)
 
 
+def forget_folder(backend: Any, prefix: str) -> None:
+    """Remove an array folder whose keys a commit removed that ``backend`` still lists (an
+    enclosing commit's overlay lists the folder of removed base keys); nothing otherwise."""
+    parent, _, name = prefix.rstrip("/").rpartition("/")
+    if name in backend.list_dir(parent):
+        backend.delete_prefix(prefix)
+
+
 def _id_list(ids: Any, what: str) -> np.ndarray:
     if ids is None:
         return np.zeros(0, np.int64)
@@ -339,7 +347,7 @@ def _commit(
         present |= set(write_object_tables(builder, str(k), **tables))
         root = writer.finish_levels(builder, present, cross)
     for prefix in writer.dropped_arrays:  # its keys are gone; an enclosing overlay forgets the folder too
-        store.backend.delete_prefix(prefix)
+        forget_folder(store.backend, prefix)
     store.replace_root(root)
     return root
 
