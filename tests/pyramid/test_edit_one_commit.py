@@ -20,6 +20,7 @@ import pytest
 
 import zarr_vectors as zv
 import zarr_vectors.dataset.levels as dataset_levels
+import zarr_vectors.pyramid.linked_update as linked_update
 from zarr_vectors.errors import StoreConflictError
 from zarr_vectors.storage import find_leftovers
 
@@ -69,6 +70,7 @@ def _failing_update(monkeypatch: pytest.MonkeyPatch, check: Any = None) -> None:
 
     monkeypatch.setattr(dataset_levels, "update_levels", fail)
     monkeypatch.setattr(dataset_levels, "build_pyramid", fail)
+    monkeypatch.setattr(linked_update, "update_linked_levels", fail)  # lines, skeletons, meshes
 
 
 @pytest.mark.parametrize("kind", sorted(STORES))
@@ -176,11 +178,12 @@ _KILLED_BETWEEN = """
 import os, signal, sys
 import zarr_vectors as zv
 import zarr_vectors.dataset.levels as dataset_levels
+import zarr_vectors.pyramid.linked_update as linked_update
 
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 
-dataset_levels.update_levels = dataset_levels.build_pyramid = die
+dataset_levels.update_levels = dataset_levels.build_pyramid = linked_update.update_linked_levels = die
 zv.open(sys.argv[1], mode="r+").delete([1])
 """
 

@@ -63,26 +63,30 @@ def _graph(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return pos, np.concatenate([chain, extra[extra[:, 0] != extra[:, 1]]])
 
 
-def _write(kind: str, url: str, objs: dict[int, Obj]) -> zv.Dataset:
+def _write(
+    kind: str, url: str, objs: dict[int, Obj], cross_level: str = "implicit", shards: Any = None
+) -> zv.Dataset:
+    """The objects written by their kind's writer (unsharded unless ``shards``) with a pyramid [2, 2]."""
     ids = sorted(objs)
+    grid = {**GRID, "shards": shards}
     if kind == "mesh":
-        zv.write_meshes(url, [objs[i] for i in ids], object_ids=ids, **GRID)
+        zv.write_meshes(url, [objs[i] for i in ids], object_ids=ids, **grid)
     elif kind == "lines":
-        zv.write_lines(url, [objs[i] for i in ids], object_ids=ids, **GRID)
+        zv.write_lines(url, [objs[i] for i in ids], object_ids=ids, **grid)
     elif kind == "graph":
         pos = np.concatenate([objs[i][0] for i in ids])
         offsets = np.cumsum([0] + [len(objs[i][0]) for i in ids])
         edges = np.concatenate([objs[i][1] + o for i, o in zip(ids, offsets)])
         oids = np.concatenate([np.full(len(objs[i][0]), i) for i in ids])
-        zv.write_graph(url, pos, edges, object_ids=oids, **GRID)
+        zv.write_graph(url, pos, edges, object_ids=oids, **grid)
     else:
         pos = np.concatenate([objs[i] for i in ids])
         offsets = np.cumsum([0] + [len(objs[i]) for i in ids])
         parents = np.concatenate([np.r_[-1, np.arange(len(objs[i]) - 1) + o] for i, o in zip(ids, offsets)])
         oids = np.concatenate([np.full(len(objs[i]), i) for i in ids])
-        zv.write_skeleton(url, pos, parents, object_ids=oids, **GRID)
+        zv.write_skeleton(url, pos, parents, object_ids=oids, **grid)
     ds = zv.open(url, mode="r+")
-    ds.build_pyramid([2, 2])
+    ds.build_pyramid([2, 2], cross_level=cross_level)
     return ds
 
 

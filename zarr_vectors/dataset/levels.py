@@ -10,7 +10,9 @@ from zarr_vectors.engine import append_points
 from zarr_vectors.errors import InputError
 from zarr_vectors.format.kinds import EDITED_LINKED_FAMILIES, family_of
 from zarr_vectors.pyramid import (
+    LinkedUpdate,
     build_pyramid,
+    counted,
     existing_factors,
     level_for,
     one_commit,
@@ -183,6 +185,7 @@ class LevelUpdates:
         5
         """
         mode, footprint = self._pyramid_mode(pyramid)
+        after = self._linked_update(mode, progress)
         with self._edit_commit(mode):
             if self._linked_edit():
                 from zarr_vectors.kinds.linked_edit import append_objects
@@ -203,6 +206,7 @@ class LevelUpdates:
                     *data,
                     workers=workers,
                     progress=progress,
+                    after=after,
                     **{k: v for k, v in given.items() if v is not None},
                     **keywords,
                 )
@@ -223,7 +227,7 @@ class LevelUpdates:
                     progress=progress,
                     footprint=footprint,
                 )
-            self._after_edit(mode, footprint, progress)
+            self._after_edit(mode, footprint, progress, after)
 
     def replace(self, ids: Any, *data: Any, pyramid: bool | str = "update", **keywords: Any) -> None:
         """Give existing objects new geometry (opened with ``mode="r+"``); see ``docs/large-data.md``.
@@ -262,16 +266,17 @@ class LevelUpdates:
         [3.0, 3.0, 3.0]
         """
         mode, footprint = self._pyramid_mode(pyramid)
+        after = self._linked_update(mode, keywords.get("progress"))
         with self._edit_commit(mode):
             if self._linked_edit():
                 from zarr_vectors.kinds.linked_edit import replace_objects
 
-                replace_objects(self._store, ids, *data, **keywords)
+                replace_objects(self._store, ids, *data, after=after, **keywords)
             else:
                 from zarr_vectors.engine import replace_points
 
                 replace_points(self._store, ids, *data, footprint=footprint, **keywords)
-            self._after_edit(mode, footprint, keywords.get("progress"))
+            self._after_edit(mode, footprint, keywords.get("progress"), after)
 
     def delete(
         self,
@@ -314,16 +319,17 @@ class LevelUpdates:
         ([9], 3)
         """
         mode, footprint = self._pyramid_mode(pyramid)
+        after = self._linked_update(mode, progress)
         with self._edit_commit(mode):
             if self._linked_edit():
                 from zarr_vectors.kinds.linked_edit import delete_objects
 
-                delete_objects(self._store, ids, workers=workers, progress=progress)
+                delete_objects(self._store, ids, workers=workers, progress=progress, after=after)
             else:
                 from zarr_vectors.engine import delete_points
 
                 delete_points(self._store, ids, workers=workers, progress=progress, footprint=footprint)
-            self._after_edit(mode, footprint, progress)
+            self._after_edit(mode, footprint, progress, after)
 
     def _linked_edit(self) -> bool:
         """Whether edits of this store go to the linked kinds' editor (lines, skeletons, graphs,
@@ -347,15 +353,29 @@ class LevelUpdates:
         regional = mode == "update" and not self._linked_edit()
         return mode, ([] if regional else None)
 
+    def _linked_update(self, mode: str, progress: Any) -> LinkedUpdate | None:
+        """The region-wise level update a linked edit runs (None: the levels are rebuilt, or
+        marked stale, after the edit; the update's reason says why when it cannot be regional)."""
+        if mode != "update" or not self._linked_edit() or len(self._store.levels) < 2:
+            return None
+        update = LinkedUpdate(self._store, progress=bool(progress))
+        if update.reason is not None:
+            counted(update.reason)
+            return None
+        return update
+
     def _edit_commit(self, mode: str) -> contextlib.AbstractContextManager[Any]:
         """The block an edit and its level update run in: one commit for both (nothing to join
         when the levels are only marked stale)."""
         return contextlib.nullcontext() if mode == "stale" else one_commit(self._store)
 
-    def _after_edit(self, mode: str, footprint: list[Any] | None, progress: Any) -> None:
+    def _after_edit(
+        self, mode: str, footprint: list[Any] | None, progress: Any, linked: LinkedUpdate | None = None
+    ) -> None:
         """Bring the coarse levels up to date as ``mode`` asks, with the settings they were built
-        with (recorded in each level; levels built before the record get the factors alone)."""
-        if mode == "stale":
+        with (recorded in each level; levels built before the record get the factors alone),
+        unless a linked edit's region-wise update did already."""
+        if mode == "stale" or (linked is not None and linked.done):
             return
         try:
             settings = stored_settings(self._store)

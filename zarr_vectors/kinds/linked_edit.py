@@ -5,12 +5,16 @@ New geometry is given as the kind's writer takes it (:func:`write_skeleton`,
 partitions it into a scratch store in memory on the store's own grid, and
 :func:`zarr_vectors.engine.edit_linked` merges the scratch store's cells into the touched
 chunks of the store (see ``docs/large-data.md``, "Editing objects").
+
+With ``after`` (a level update, :class:`zarr_vectors.pyramid.LinkedUpdate`), level 0's
+cross-level links are kept through the edit and ``after(edit, scratch, delete, replace)``
+runs while the scratch store still exists, so it can edit the coarse levels the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -22,8 +26,17 @@ from zarr_vectors.storage import scratch_folder
 
 __all__ = ["append_objects", "delete_objects", "replace_objects"]
 
+#: A level update run after the level-0 edit: ``after(edit, scratch, delete ids, replace ids)``.
+After = Callable[[Any, VectorStore | None, Any, Any], None]
+
 #: Keywords an edit hands on to the kind's writer (the store fixes everything else).
 _PER_OBJECT = ("object_ids", "attributes", "channel_names", "object_attributes", "edge_attributes")
+
+
+def _direct(after: After | None) -> bool:
+    """Whether the edit may write straight into an enclosing commit's overlay (its level update
+    says so: ``after.direct``)."""
+    return bool(getattr(after, "direct", False))
 
 
 def _writer(store: VectorStore) -> tuple[Any, dict[str, Any], bool]:
@@ -60,11 +73,16 @@ def _scratch(store: VectorStore, data: tuple[Any, ...], keywords: dict[str, Any]
             **fixed,
             **keywords,
         )
-        yield VectorStore.open(target)
+        yield VectorStore.open(target, mode="r+")
 
 
 def append_objects(
-    store: VectorStore, *data: Any, workers: int | None = None, progress: bool | None = None, **keywords: Any
+    store: VectorStore,
+    *data: Any,
+    workers: int | None = None,
+    progress: bool | None = None,
+    after: After | None = None,
+    **keywords: Any,
 ) -> Any:
     """Add new objects (``data`` and ``keywords`` as the kind's writer takes them; ``object_ids``
     must be given and new to the store)."""
@@ -72,7 +90,17 @@ def append_objects(
     if keywords.get("object_ids") is None:
         raise InputError("append needs object_ids for the new objects (ids the store does not hold yet)")
     with _scratch(store, data, keywords) as scratch:
-        return edit_linked(store, added=scratch, workers=workers, progress=progress)
+        edit = edit_linked(
+            store,
+            added=scratch,
+            workers=workers,
+            progress=progress,
+            keep_cross_level=after is not None,
+            direct=_direct(after),
+        )
+        if after is not None:
+            after(edit, scratch, None, None)
+        return edit
 
 
 def replace_objects(
@@ -81,6 +109,7 @@ def replace_objects(
     *data: Any,
     workers: int | None = None,
     progress: bool | None = None,
+    after: After | None = None,
     **keywords: Any,
 ) -> Any:
     """Give the objects ``ids`` new geometry (``data`` as the kind's writer takes it). Without
@@ -97,12 +126,33 @@ def replace_objects(
         else:
             raise InputError("replacing several skeletons or graphs needs object_ids (one per vertex)")
     with _scratch(store, data, keywords) as scratch:
-        return edit_linked(store, replace=ids, added=scratch, workers=workers, progress=progress)
+        edit = edit_linked(
+            store,
+            replace=ids,
+            added=scratch,
+            workers=workers,
+            progress=progress,
+            keep_cross_level=after is not None,
+            direct=_direct(after),
+        )
+        if after is not None:
+            after(edit, scratch, None, ids)
+        return edit
 
 
 def delete_objects(
-    store: VectorStore, ids: Any, *, workers: int | None = None, progress: bool | None = None
+    store: VectorStore,
+    ids: Any,
+    *,
+    workers: int | None = None,
+    progress: bool | None = None,
+    after: After | None = None,
 ) -> Any:
     """Remove the objects ``ids`` from level 0."""
     store.require_writable()
-    return edit_linked(store, delete=ids, workers=workers, progress=progress)
+    edit = edit_linked(
+        store, delete=ids, workers=workers, progress=progress, keep_cross_level=after is not None
+    )
+    if after is not None:
+        after(edit, None, ids, None)
+    return edit

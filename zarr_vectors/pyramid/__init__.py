@@ -12,6 +12,12 @@ from __future__ import annotations
 
 from zarr_vectors.pyramid.build import CROSS_LEVEL, build_pyramid, stored_settings
 from zarr_vectors.pyramid.estimate import estimate_counts, existing_factors, level_for
+from zarr_vectors.pyramid.linked_update import (
+    CROSS_LEVEL_UPDATES,
+    LinkedUpdate,
+    counted,
+    linked_rebuild_reason,
+)
 from zarr_vectors.pyramid.plan import LevelPlan, plan_levels
 from zarr_vectors.pyramid.reduce import REDUCTIONS
 from zarr_vectors.pyramid.sparsity import STRATEGIES, Sparsity
@@ -20,17 +26,21 @@ from zarr_vectors.pyramid.update import Footprint, combine_footprints, full_rebu
 
 __all__ = [
     "CROSS_LEVEL",
+    "CROSS_LEVEL_UPDATES",
     "Footprint",
+    "LinkedUpdate",
     "REDUCTIONS",
     "STRATEGIES",
     "LevelPlan",
     "Sparsity",
     "build_pyramid",
     "combine_footprints",
+    "counted",
     "estimate_counts",
     "existing_factors",
     "full_rebuild_reason",
     "level_for",
+    "linked_rebuild_reason",
     "one_commit",
     "plan_levels",
     "stored_settings",

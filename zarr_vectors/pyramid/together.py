@@ -23,12 +23,24 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import Any
 
 from zarr_vectors.engine import VectorStore
 from zarr_vectors.errors import StoreError
 from zarr_vectors.storage import placeholder_root, rebuild_session
 
-__all__ = ["one_commit"]
+__all__ = ["committing", "one_commit"]
+
+#: The overlay of the innermost :func:`one_commit` block running in this context (None: none).
+_ACTIVE: ContextVar[Any] = ContextVar("zarr_vectors_one_commit", default=None)
+
+
+def committing(store: VectorStore) -> bool:
+    """Whether ``store`` reads and writes through the overlay of a :func:`one_commit` block, so
+    that a write inside it may go straight to the overlay (the block commits it, or nothing)."""
+    active = _ACTIVE.get()
+    return active is not None and store.backend is active
 
 
 @contextlib.contextmanager
@@ -52,6 +64,10 @@ def one_commit(store: VectorStore) -> Iterator[None]:
         wait=store.wait,
     ) as overlay:
         overlay.set_many([("zarr.json", current)])
-        with store.staged(overlay, store.root):
-            yield
+        token = _ACTIVE.set(overlay)
+        try:
+            with store.staged(overlay, store.root):
+                yield
+        finally:
+            _ACTIVE.reset(token)
     store.replace_root(store.root)

@@ -23,6 +23,9 @@ written again, each with its other cells kept, in the layout the level has (a re
 ``"auto"`` shards on the first cells it writes, so after an edit that changes those a rebuild
 may pick another layout: the levels then answer every query alike but differ in shard files).
 
+Lines, skeletons, graphs and raw meshes are updated region by region by their edit itself
+(:mod:`zarr_vectors.pyramid.linked_update`: the same object edit at every level).
+
 Region-wise recomputation is exact for point clouds (metavertex and subsample: a coarse cell's
 rows depend on its own source rows only). With object sparsity the objects kept are chosen
 again over the whole level (as a build does), and the cells of every object whose keeping
@@ -55,11 +58,12 @@ from zarr_vectors.engine import (
 )
 from zarr_vectors.errors import InputError, StaleLevelWarning
 from zarr_vectors.format.grid import cell_key, chunk_key
-from zarr_vectors.format.kinds import POINT_CLOUD
+from zarr_vectors.format.kinds import EDITED_LINKED_FAMILIES, POINT_CLOUD, family_of
 from zarr_vectors.format.links import cross_level_anchor
 from zarr_vectors.format.shards import parse_sharding
 from zarr_vectors.pyramid._store import checksums_of, compression_of, copy_tables, read_doc, rows_per_chunk
 from zarr_vectors.pyramid.build import build_pyramid, keep_points, object_sizes, stored_settings
+from zarr_vectors.pyramid.linked_update import linked_rebuild_reason
 from zarr_vectors.pyramid.plan import LevelPlan
 from zarr_vectors.pyramid.points import coarsen_points, level_ratio
 from zarr_vectors.pyramid.sparsity import Sparsity
@@ -112,6 +116,8 @@ def update_levels(store: VectorStore, footprint: Footprint | Sequence[Footprint]
         return
     settings = stored_settings(store)
     reason = full_rebuild_reason(store, footprint, settings)
+    if reason is None and family_of(tuple(store.root.geometry_types)) in EDITED_LINKED_FAMILIES:
+        reason = "the levels of linked kinds are updated region by region inside their edit, which holds the new objects"
     if reason is None:
         try:
             _update_regions(store, footprint, settings)
@@ -124,15 +130,24 @@ def update_levels(store: VectorStore, footprint: Footprint | Sequence[Footprint]
 
 
 def full_rebuild_reason(
-    store: VectorStore, footprint: Footprint, settings: dict[str, Any] | None = None
+    store: VectorStore, footprint: Footprint | None = None, settings: dict[str, Any] | None = None
 ) -> str | None:
-    """Why the levels of ``store`` cannot be updated region by region after ``footprint``
-    (None: they can, unless the edit changes a cross-level link dtype, found while updating)."""
+    """Why the levels of ``store`` cannot be updated region by region after ``footprint`` (None:
+    they can, unless the edit changes a cross-level link dtype, found while updating).
+
+    Lines, skeletons, graphs and raw meshes are updated region by region inside their edit
+    (``Dataset.append/replace/delete``, which hold the new objects); for them this names why
+    that update cannot be exact (:func:`~zarr_vectors.pyramid.linked_update.linked_rebuild_reason`:
+    Draco, object sparsity, sharded or stale levels, level 0 without its cross-level links),
+    and :func:`update_levels`, given no new objects, rebuilds them."""
     settings = stored_settings(store) if settings is None else settings
     level0 = store.level(0)
-    if tuple(store.root.geometry_types) != (POINT_CLOUD,):
-        return f"region-wise updates are for point clouds; this store holds {list(store.root.geometry_types)}"
-    if footprint.renumbered:
+    kinds = tuple(store.root.geometry_types)
+    if family_of(kinds) in EDITED_LINKED_FAMILIES:
+        return linked_rebuild_reason(store, settings)
+    if kinds != (POINT_CLOUD,):
+        return f"region-wise updates are for point clouds and linked kinds; this store holds {list(kinds)}"
+    if footprint is not None and footprint.renumbered:
         return "the edit renumbered object ids, which every coarse owner table names"
     if settings["cross_level"] != "none" and "links" not in level0.meta.arrays_present:
         return "an edit made without a footprint dropped level 0's cross-level links"

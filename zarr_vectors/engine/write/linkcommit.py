@@ -52,8 +52,22 @@ def _kind(path: str) -> str:
 class EditWriter:
     """Collects the edit's cell payloads per array, then writes them through a builder."""
 
-    def __init__(self, store: VectorStore, level: Level, new: Level | None, count: int) -> None:
+    def __init__(
+        self,
+        store: VectorStore,
+        level: Level,
+        new: Level | None,
+        count: int,
+        *,
+        keep_cross_level: bool = False,
+    ) -> None:
         self.store, self.level, self.new = store, level, new
+        #: The level edited (its arrays live below ``<index>/``).
+        self.index = level.index
+        #: Keep the level's cross-level links (``links/+1``, ``links/-1``) as they are: a level
+        #: update in the same commit rewrites the cells that name rebuilt rows.
+        self.keep_cross_level = keep_cross_level
+        self.count = count
         self.grid = level.grid
         self.shape = tuple(int(s) for s in level.grid.shape)
         self.old_arrays = _cell_arrays(level)
@@ -63,6 +77,8 @@ class EditWriter:
         #: path -> {linear cell: raw payload or None (the cell goes)}
         self.payloads: dict[str, dict[int, bytes | None]] = {}
         self.removed_keys: set[str] = set()
+        #: Prefixes of the link arrays the edit leaves without a cell (left out whole).
+        self.dropped_arrays: list[str] = []
         self.link_dtype = _link_dtype(level, new)
         self.widened = False
         self.vertex_delta = 0
@@ -100,9 +116,11 @@ class EditWriter:
                 self._set(path, int(lin), payload)
 
     def level_link_prefixes(self) -> tuple[str, ...]:
-        """Level 0's links to other levels (they name rows of rebuilt chunks; the pyramid rebuild
-        writes them anew)."""
-        return ("0/links/+", "0/links/-")
+        """The level's links to other levels, left out of the edited store (they name rows of
+        rebuilt chunks; the pyramid rebuild writes them anew); none when they are kept."""
+        if self.keep_cross_level:
+            return ()
+        return (f"{self.index}/links/+", f"{self.index}/links/-")
 
     def _set(self, path: str, lin: int, payload: bytes | None) -> None:
         self.payloads.setdefault(path, {})[lin] = payload
@@ -202,6 +220,9 @@ class EditWriter:
             if arr is None:
                 continue
             gone = [lin for lin, p in cells.items() if p is None]
+            if gone and self._dropped(path):  # a link array left without a cell goes (a write has none)
+                self.dropped_arrays.append(f"{arr.path}/")
+                self.removed_keys.add(arr.path)  # the folder itself, as a listing names it
             if not gone:
                 continue
             chunks = self._chunks(np.asarray(gone, np.int64))
@@ -223,7 +244,7 @@ class EditWriter:
             for path in self.old_arrays:
                 listed = self._final_cells(path)
                 keepers = listed[~np.isin(listed, list(self.payloads.get(path, {})))]
-                old_cells[f"0/{path}"] = self._cells(keepers)
+                old_cells[f"{self.index}/{path}"] = self._cells(keepers)
             builder.merge_shards(grid, self.level.backend.get_many, old_cells)
             self._touch_shards(builder)
         present: set[str] = set()
@@ -238,8 +259,10 @@ class EditWriter:
             for lin, payload in sorted(self.payloads.get(path, {}).items()):
                 if payload is not None:
                     chunk = self._chunks(np.asarray([lin], np.int64))[0]
-                    builder.put(f"0/{path}/{cell_key(chunk - grid.origin)}", pipe.encode(payload))
+                    builder.put(f"{self.index}/{path}/{cell_key(chunk - grid.origin)}", pipe.encode(payload))
             final = self._final_cells(path)
+            if doc is not None and self._dropped(path):
+                continue
             if doc is not None:
                 doc = json.loads(json.dumps(doc))
                 if path.startswith("links/"):
@@ -247,10 +270,10 @@ class EditWriter:
                 doc["attributes"]["nonempty_chunks"] = [
                     ".".join(map(str, c)) for c in self._chunks(final).tolist()
                 ]
-                builder.arrays[f"0/{path}"] = doc
+                builder.arrays[f"{self.index}/{path}"] = doc
             elif len(final):
                 builder.register_cells(
-                    f"0/{path}", grid, self._cells(final), self._new_attributes(path), kind
+                    f"{self.index}/{path}", grid, self._cells(final), self._new_attributes(path), kind
                 )
             else:
                 continue
@@ -258,6 +281,13 @@ class EditWriter:
             present.add(_FAMILIES.get(family, family))
             self._parents(builder, path)
         return present
+
+    def _dropped(self, path: str) -> bool:
+        """Whether the level's link array ``path`` (cross-chunk links or their values) is left
+        without a cell (a one-shot write of the final objects has no such array)."""
+        if not path.startswith(("links/", "link_attributes/")) or path not in self.old_arrays:
+            return False
+        return not len(self._final_cells(path))
 
     def _shard_of(self, lins: np.ndarray) -> np.ndarray:
         """Linear shard index of each linear cell."""
@@ -283,7 +313,7 @@ class EditWriter:
             shard = self._shard_of(final)
             at = np.isin(shard, need)
             _, first = np.unique(shard[at], return_index=True)
-            keys = [f"0/{path}/{cell_key(c)}" for c in self._cells(final[at][first])]
+            keys = [f"{self.index}/{path}/{cell_key(c)}" for c in self._cells(final[at][first])]
             for key, raw in zip(keys, self.level.backend.get_many(keys) if keys else []):
                 builder.put(key, raw or b"")
 
@@ -300,7 +330,7 @@ class EditWriter:
         """Group documents of the array's parents that the store lacks (taken from the scratch store)."""
         parts = path.split("/")[:-1]
         for i in range(1, len(parts) + 1):
-            group = "0/" + "/".join(parts[:i])
+            group = f"{self.index}/" + "/".join(parts[:i])
             if group in builder.groups:
                 continue
             raw = self.store.backend.get_many([f"{group}/zarr.json"])[0]
@@ -342,34 +372,31 @@ class EditWriter:
 
     # -- metadata ---------------------------------------------------------------------------
     def finish_levels(self, builder: StoreBuilder, present: set[str], cross: CrossCells) -> RootMeta:
-        """Level 0's metadata and links family counts, coarser levels marked stale, the root last."""
+        """The edited level's metadata and links family counts, the root last. An edit of level 0
+        marks the coarser levels stale; an edit of a coarse level (a level update) clears its own
+        mark and records the new number of objects it inherits."""
         store, level = self.store, self.level
-        order = [
-            "vertices",
-            "vertex_fragments",
-            "vertex_attributes",
-            "fragment_attributes",
-            "links",
-            "link_fragments",
-            "link_attributes",
-            "object_index",
-            "object_attributes",
-            "groups",
-            "group_attributes",
-        ]
         every = set(level.meta.arrays_present) | present
+        order = _ORDER if every != set(level.meta.arrays_present) else list(level.meta.arrays_present)
+        extra = level.meta.extra
+        inherited = level.meta.inherited_num_objects
+        if self.index:
+            extra = {k: v for k, v in extra.items() if k != STALE_KEY}
+            inherited = self.count if inherited is not None else None
         meta = replace(
             level.meta,
             vertex_count=level.meta.vertex_count + self.vertex_delta,
             arrays_present=tuple(sorted(every, key=lambda f: order.index(f) if f in order else len(order))),
+            extra=extra,
+            inherited_num_objects=inherited,
         )
-        raw = store.backend.get_many(["0/zarr.json"])[0]
+        raw = store.backend.get_many([f"{self.index}/zarr.json"])[0]
         assert raw is not None
         doc = json.loads(raw)
         doc.setdefault("attributes", {})["zarr_vectors_level"] = meta.to_json()
-        builder.groups["0"] = doc
+        builder.groups[str(self.index)] = doc
         self._links_family(builder, cross.delta + self.intra_delta)
-        for k in store.levels:
+        for k in store.levels if not self.index else []:
             if k == 0:
                 continue
             kraw = store.backend.get_many([f"{k}/zarr.json"])[0]
@@ -385,10 +412,11 @@ class EditWriter:
     def _links_family(self, builder: StoreBuilder, delta: int) -> None:
         """``links/0``'s record counts moved by ``delta`` (taken from the scratch store when the
         store had no links)."""
-        raw = self.store.backend.get_many(["0/links/0/zarr.json"])[0]
+        path = f"{self.index}/links/0"
+        raw = self.store.backend.get_many([f"{path}/zarr.json"])[0]
         base = None
         if raw is None and self.new is not None:
-            raw, base = self.new.backend.get_many(["0/links/0/zarr.json"])[0], 0
+            raw, base = self.new.backend.get_many([f"{path}/zarr.json"])[0], 0
         if raw is None:
             return
         doc = json.loads(raw)
@@ -396,7 +424,22 @@ class EditWriter:
         for key in ("num_links", "num_physical_records"):
             old = int(attrs.get(key, 0)) if base is None else base
             attrs[key] = old + delta
-        builder.groups["0/links/0"] = doc
+        builder.groups[path] = doc
+
+
+_ORDER = [
+    "vertices",
+    "vertex_fragments",
+    "vertex_attributes",
+    "fragment_attributes",
+    "links",
+    "link_fragments",
+    "link_attributes",
+    "object_index",
+    "object_attributes",
+    "groups",
+    "group_attributes",
+]
 
 
 def _cast(values: np.ndarray, dtype: np.dtype, name: str) -> bytes:

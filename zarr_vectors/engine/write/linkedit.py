@@ -12,10 +12,16 @@ Every other chunk file stays as it is (sharded: the touched shards are rewritten
 Result: the store answers every query as a one-shot write of the final objects in
 ascending object id would. Coarser levels are kept but marked stale. The commit goes
 through :func:`~zarr_vectors.storage.commit.rebuild_session`, as appends of points do.
+
+The same edit can be made at a coarse level (``index=k``, the new objects from the scratch
+store's level k): that is how :mod:`zarr_vectors.pyramid.linked_update` updates the levels,
+keeping each level's cross-level links (``keep_cross_level``) and remapping them itself with
+the rebuilt cells' row maps that :class:`LevelEdit` reports.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +44,7 @@ from zarr_vectors.format.shards import inner_codecs
 from zarr_vectors.format.zarr_json import absent_fill
 from zarr_vectors.storage import check_workers, placeholder_root, rebuild_session, writing
 
-__all__ = ["edit_linked", "object_user_ids"]
+__all__ = ["LevelEdit", "edit_linked", "forget_folder", "object_user_ids"]
 
 
 def object_user_ids(level: Level) -> np.ndarray:
@@ -46,14 +52,14 @@ def object_user_ids(level: Level) -> np.ndarray:
     return np.asarray(level.object_id_map.to_user(level.listed_objects))
 
 
-def check_editable(store: VectorStore) -> Level:
-    """Level 0 of a store whose objects :func:`edit_linked` can edit; InputError otherwise."""
+def check_editable(store: VectorStore, index: int = 0) -> Level:
+    """Level ``index`` of a store whose objects :func:`edit_linked` can edit; InputError otherwise."""
     kinds = tuple(store.root.geometry_types)
     if len(kinds) != 1 or family_of(kinds) not in EDITED_LINKED_FAMILIES:
         raise InputError(
             f"object edits work on lines, skeletons, graphs and meshes; this store holds {list(kinds)}"
         )
-    level = store.level(0)
+    level = store.level(index)
     if level.vertices.draco:
         raise InputError(
             "this mesh store is Draco-encoded: edits rebuild raw cells only; write the meshes again "
@@ -139,6 +145,22 @@ def _plan_ids(
     return _Ids(final, dense.count, dense.user, old_to_final, new_to_final, identity, carried)
 
 
+@dataclass(eq=False)
+class LevelEdit:
+    """What :func:`edit_linked` did to one level: the new ``root``, the ``touched`` cells
+    (linear, ascending: every cell rebuilt or emptied), each rebuilt cell's maps from the old
+    rows (source 0) and the new objects' rows (source 1) to its final rows, and each source's
+    OID -> final OID (-1: gone)."""
+
+    root: Any
+    index: int
+    touched: np.ndarray
+    merged: dict[int, MergedCell]
+    old_to_final: np.ndarray
+    new_to_final: np.ndarray
+    count: int
+
+
 @writing
 def edit_linked(
     store: VectorStore,
@@ -148,19 +170,28 @@ def edit_linked(
     added: VectorStore | None = None,
     workers: int | None = None,
     progress: bool | None = None,
-) -> Any:
+    index: int = 0,
+    keep_cross_level: bool = False,
+    direct: bool = False,
+) -> LevelEdit:
     """Delete the objects ``delete``, give the objects ``replace`` the geometry they have in
-    ``added``, and add the other objects of ``added``; return the new root.
+    ``added``, and add the other objects of ``added``, at level ``index`` (0: the data; a
+    coarse level when a level update edits it with ``added``'s level ``index``); return what
+    was rebuilt (:class:`LevelEdit`, its ``root`` the new root).
 
     ``added`` is a store the kind's writer wrote with this store's grid (chunk shape, bounds),
     vertex dtype and vertex attributes; its object attributes fill the new (or replaced)
     objects' rows, and replaced objects without them keep theirs. Unknown ids, and new ids
-    already in the store, are refused with InputError.
+    already in the store, are refused with InputError. The level's cross-level links are
+    dropped (a rebuild writes them) unless ``keep_cross_level``: then they stay as they are,
+    for a level update of the same commit to remap, and with ``direct`` (the store's backend is
+    the overlay of an enclosing commit, :func:`zarr_vectors.pyramid.one_commit`) the edit is
+    written straight into it, without a commit of its own.
     """
     store.require_writable()
     check_workers(workers)
-    level = check_editable(store)
-    new = added.level(0) if added is not None else None
+    level = check_editable(store, index)
+    new = added.level(index) if added is not None else None
     deleted = _id_list(delete, "delete")
     replaced = _id_list(replace, "replace")
     new_user = object_user_ids(new) if new is not None else np.zeros(0, np.int64)
@@ -201,7 +232,7 @@ def edit_linked(
         for t in touched.tolist()
     }
     cross = cross_cells(level, new, merged, touched)
-    writer = EditWriter(store, level, new, ids.count)
+    writer = EditWriter(store, level, new, ids.count, keep_cross_level=keep_cross_level)
     writer.fit_link_dtype(merged)
     old_rows = sum(len(c.positions) for c in old_cells.values())
     old_intra = sum(len(c.intra) for c in old_cells.values())
@@ -210,7 +241,16 @@ def edit_linked(
     writer.plan_widened()
     writer.plan_owners(ids.old_to_final, ids.identity, touched)
     writer.plan_removals()
-    return _commit(store, level, new, ids, merged, cross, writer)
+    root = _commit(store, level, new, ids, merged, cross, writer, direct and keep_cross_level)
+    return LevelEdit(root, index, touched, merged, ids.old_to_final, ids.new_to_final, ids.count)
+
+
+def forget_folder(backend: Any, prefix: str) -> None:
+    """Remove an array folder whose keys a commit removed that ``backend`` still lists (an
+    enclosing commit's overlay lists the folder of removed base keys); nothing otherwise."""
+    parent, _, name = prefix.rstrip("/").rpartition("/")
+    if name in backend.list_dir(parent):
+        backend.delete_prefix(prefix)
 
 
 def _id_list(ids: Any, what: str) -> np.ndarray:
@@ -267,25 +307,47 @@ def _commit(
     merged: dict[int, MergedCell],
     cross: CrossCells,
     writer: EditWriter,
+    direct: bool = False,
 ) -> Any:
-    """Write the planned cells, the object tables and the metadata in one rebuild session."""
-    hidden: tuple[str, ...] = ("0/object_index/", "0/object_attributes/", *writer.level_link_prefixes())
+    """Write the planned cells, the object tables and the metadata in one rebuild session (or,
+    ``direct``, straight into the store's backend: the overlay of an enclosing commit)."""
+    k = level.index
+    hidden: tuple[str, ...] = (
+        f"{k}/object_index/",
+        f"{k}/object_attributes/",
+        *writer.level_link_prefixes(),
+        *writer.dropped_arrays,
+    )
     groups_changed = level.groups is not None and (not ids.identity or _groups_lose(level, ids))
     if groups_changed:
-        hidden += ("0/groups/",)
-    with rebuild_session(
-        store.backend,
-        hidden=lambda key: key.startswith(hidden) or key in writer.removed_keys,
-        first={"zarr.json": placeholder_root()},
-        wait=store.wait,
-    ) as overlay:
+        hidden += (f"{k}/groups/",)
+    session = (
+        contextlib.nullcontext(store.backend)
+        if direct
+        else rebuild_session(
+            store.backend,
+            hidden=lambda key: key.startswith(hidden) or key in writer.removed_keys,
+            first={"zarr.json": placeholder_root()},
+            wait=store.wait,
+        )
+    )
+    tables = _tables(level, new, ids, merged, groups_changed)
+    with session as overlay:
+        if direct:  # an enclosing commit's overlay: what a session would hide is deleted in it
+            for prefix in hidden:
+                overlay.delete_prefix(prefix.rstrip("/"))
+            overlay.delete_many(sorted(writer.removed_keys))
         vdoc = level.vertices.doc
         name, clevel = compression_of(inner_codecs(vdoc) or [])
         checksums = any(c.get("name") == "crc32c" for c in inner_codecs(vdoc) or [])
         builder = StoreBuilder(overlay, name, clevel, checksums=checksums, shards=writer.shards)
+        for prefix in writer.dropped_arrays:
+            overlay.delete_prefix(prefix)
         present = writer.write(builder)
-        present |= _tables(builder, level, new, ids, merged, groups_changed)
+        present |= set(write_object_tables(builder, str(k), **tables))
         root = writer.finish_levels(builder, present, cross)
+    for prefix in writer.dropped_arrays:  # its keys are gone; an enclosing overlay forgets the folder too
+        forget_folder(store.backend, prefix)
     store.replace_root(root)
     return root
 
@@ -330,14 +392,14 @@ def _manifests(level: Level, new: Level | None, ids: _Ids, merged: dict[int, Mer
 
 
 def _tables(
-    builder: StoreBuilder,
     level: Level,
     new: Level | None,
     ids: _Ids,
     merged: dict[int, MergedCell],
     groups_changed: bool,
-) -> set[str]:
-    """Manifests, object attributes and (when members go or move) groups of the final objects."""
+) -> dict[str, Any]:
+    """Manifests, object attributes and (when members go or move) groups of the final objects,
+    as :func:`write_object_tables` takes them (read before the old tables are hidden)."""
     manifests = _manifests(level, new, ids, merged)
     oattrs = _object_attributes(level, new, ids)
     groups: list[np.ndarray] = []
@@ -347,18 +409,15 @@ def _tables(
             moved = ids.members[members] if len(members) else members
             groups.append(np.asarray(moved[moved >= 0] if len(moved) else moved, np.int64))
         names = level.groups.attrs.get("group_names") if level.groups is not None else None
-    present = write_object_tables(
-        builder,
-        "0",
-        sid_ndim=level.grid.ndim,
-        num_objects=ids.count,
-        manifests=manifests,
-        object_attributes=oattrs,
-        groups=groups,
-        group_attributes=[],
-        group_names=names,
-    )
-    return set(present)
+    return {
+        "sid_ndim": level.grid.ndim,
+        "num_objects": ids.count,
+        "manifests": manifests,
+        "object_attributes": oattrs,
+        "groups": groups,
+        "group_attributes": [],
+        "group_names": names,
+    }
 
 
 def _object_attributes(level: Level, new: Level | None, ids: _Ids) -> list[_inputs.NamedArray]:
