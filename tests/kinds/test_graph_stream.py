@@ -77,6 +77,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_streamed_graphs_are_the_one_shot_store_byte_for_byte(tmp_path: Path, case: str) -> None:
     rng = np.random.default_rng(sorted(CASES).index(case))
@@ -97,6 +98,7 @@ def test_streamed_graphs_are_the_one_shot_store_byte_for_byte(tmp_path: Path, ca
         assert not differ, (other, differ[:5])
 
 
+@pytest.mark.slow
 def test_streamed_graphs_with_auto_shards_answer_like_the_one_shot_writer(tmp_path: Path) -> None:
     """Default ``shards="auto"``: only the shard layout may differ (see the skeleton test)."""
     rng = np.random.default_rng(11)

@@ -89,6 +89,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_streamed_skeletons_are_the_one_shot_store_byte_for_byte(tmp_path: Path, case: str) -> None:
     rng = np.random.default_rng(sorted(CASES).index(case))

@@ -98,6 +98,7 @@ class Boom(RuntimeError):
     pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["points", "lines"])
 def test_annotations_interrupted_then_resumed(
     which: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
