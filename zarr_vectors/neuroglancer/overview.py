@@ -261,4 +261,3 @@ def overview_layers(
     return [
         {"type": "annotation", "source": f"precomputed://{url}/ann", **linked, "name": f"{name} overview"}
     ]
-
