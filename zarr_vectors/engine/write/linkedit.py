@@ -62,8 +62,9 @@ def check_editable(store: VectorStore, index: int = 0) -> Level:
     level = store.level(index)
     if level.vertices.draco:
         raise InputError(
-            "this mesh store is Draco-encoded: edits rebuild raw cells only; write the meshes again "
-            "with zarr_vectors.write_meshes (or keep a raw copy and edit that)"
+            "this mesh store is Draco-encoded: Draco quantizes each chunk over the box of its vertices, "
+            "so an edit cannot give the positions a write of the final meshes would (those are not "
+            "stored); write the meshes again with zarr_vectors.write_meshes, or keep a raw copy and edit that"
         )
     if level.grid.n_bins != 1:
         raise InputError(
