@@ -191,9 +191,35 @@ def _one_frame(data: Any) -> None:
         raise DecodeError(f"zstd: the frame takes {end} bytes but the data has {len(data)}")
 
 
+#: Decoded size (bytes) below which :func:`zstd_read_into` decompresses a frame in one call and
+#: copies it out: a stream reader costs some microseconds per frame, a copy per byte (measured
+#: in benchmarks/RESULTS-peers.txt, run R1).
+ZSTD_ONE_CALL_BYTES = 1 << 18
+
+
+def _zstd_one_call(data: Any, parts: Sequence[memoryview], size: int) -> None:
+    """:func:`zstd_read_into` for small frames: one ``decompress`` call (which refuses data
+    after the frame), then one copy per part; framing errors worded as by :func:`_one_frame`."""
+    try:
+        whole = memoryview(_zstd_context().decompress(data, allow_extra_data=False))
+    except zstandard.ZstdError as exc:
+        _one_frame(data)  # bad framing: says where the frame ends
+        raise DecodeError(f"zstd decompression failed: {exc}") from exc
+    if len(whole) != size:
+        raise DecodeError(f"zstd: the frame holds {len(whole)} bytes, not the {size} its parts take")
+    at = 0
+    for part in parts:
+        part[:] = whole[at : at + len(part)]
+        at += len(part)
+
+
 def zstd_read_into(data: Any, parts: Sequence[memoryview]) -> None:
     """Decompress the zstd frame ``data`` into ``parts``, one after the other; it must fill
     them exactly, and be the whole of ``data``."""
+    size = sum(len(part) for part in parts)
+    if size < ZSTD_ONE_CALL_BYTES:
+        _zstd_one_call(data, parts, size)
+        return
     _one_frame(data)
     try:
         reader = _zstd_context().stream_reader(data, read_across_frames=True)
