@@ -17,6 +17,8 @@ import zarr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zarr_vectors.engine.chunks import compressors
+from zarr_vectors.engine.chunks.compressors import zstd_read_into
 from zarr_vectors.engine.chunks.pipeline import (
     CHECKSUM_CODEC,
     Pipeline,
@@ -419,7 +421,11 @@ def _checksummed(payload: bytes) -> bytes:
         (lambda f: _checksummed(b"twelve bytes")[:-4], "the frame takes"),  # checksum missing
     ],
 )
-def test_a_damaged_zstd_frame_decoded_into_an_arena_or_an_array_is_a_decode_error(damage, message):
+@pytest.mark.parametrize("one_call_bytes", [0, 1 << 18], ids=["stream", "one-call"])
+def test_a_damaged_zstd_frame_decoded_into_an_arena_or_an_array_is_a_decode_error(
+    damage, message, one_call_bytes, monkeypatch
+):
+    monkeypatch.setattr(compressors, "ZSTD_ONE_CALL_BYTES", one_call_bytes)  # both decode_to paths
     pipe = _pipe("zstd", serializer="bytes")
     frame = pipe.encode(b"twelve bytes")
     with arena() as scratch:
@@ -440,6 +446,8 @@ def test_a_damaged_zstd_frame_decoded_into_an_arena_or_an_array_is_a_decode_erro
 @given(payload=st.binary(max_size=400), data=st.data())
 def test_decoding_straight_into_an_array_agrees_with_decoding(compression, payload, data):
     pipe = _pipe(compression).bounded(1000)
+    stream = data.draw(st.booleans())  # zstd frames read by a stream reader or in one call
+    limit = 0 if stream else compressors.ZSTD_ONE_CALL_BYTES
     assert pipe.direct
     raw = _maybe_damaged(pipe.encode(payload), data)
     try:
@@ -451,7 +459,11 @@ def test_decoding_straight_into_an_array_agrees_with_decoding(compression, paylo
         if size is None:
             return  # no declared size: such a cell is decoded the usual way
         out = bytearray(size)
-        pipe.decode_to(bytes(raw), memoryview(out))
+        saved, compressors.ZSTD_ONE_CALL_BYTES = compressors.ZSTD_ONE_CALL_BYTES, limit
+        try:
+            pipe.decode_to(bytes(raw), memoryview(out))
+        finally:
+            compressors.ZSTD_ONE_CALL_BYTES = saved
         got = bytes(out)
     except DecodeError:
         got = None
@@ -462,3 +474,22 @@ def test_only_plain_and_zstd_vlen_pipelines_decode_straight_into_arrays():
     assert _pipe("none").direct and _pipe("zstd").direct
     assert not _pipe("zstd", checksums=True).direct
     assert not _pipe("gzip").direct and not _pipe("zstd", serializer="bytes").direct
+
+
+@pytest.mark.parametrize(
+    ("one_call_bytes", "sizes", "message"),
+    [
+        (0, (4, 4), "the frame ends after 6 bytes, short of the size"),
+        (0, (4, 1), "more bytes come out of the frame than the 5"),
+        (1 << 18, (4, 4), "the frame holds 6 bytes, not the 8 its parts take"),
+        (1 << 18, (4, 1), "the frame holds 6 bytes, not the 5 its parts take"),
+    ],
+)
+def test_a_zstd_frame_must_fill_its_parts_exactly(one_call_bytes, sizes, message, monkeypatch):
+    monkeypatch.setattr(compressors, "ZSTD_ONE_CALL_BYTES", one_call_bytes)  # stream or one call
+    frame = __import__("zstandard").ZstdCompressor().compress(b"abcdef")
+    parts = [memoryview(bytearray(4)), memoryview(bytearray(2))]
+    zstd_read_into(frame, parts)
+    assert [bytes(p) for p in parts] == [b"abcd", b"ef"]
+    with pytest.raises(DecodeError, match=message):
+        zstd_read_into(frame, [memoryview(bytearray(n)) for n in sizes])

@@ -65,6 +65,7 @@ __all__ = [
     "too_big",
     "zstd_read_into",
     "zstd_size",
+    "zstd_small",
 ]
 
 #: Prefix of the numcodecs codecs in zarr's registry (``numcodecs.lz4``).
@@ -191,9 +192,39 @@ def _one_frame(data: Any) -> None:
         raise DecodeError(f"zstd: the frame takes {end} bytes but the data has {len(data)}")
 
 
+#: Decoded size (bytes) below which :func:`zstd_read_into` decompresses a frame in one call and
+#: copies it out: a stream reader costs some microseconds per frame, a copy per byte (measured
+#: in benchmarks/RESULTS-peers.txt, run R1).
+ZSTD_ONE_CALL_BYTES = 1 << 18
+
+
+def zstd_small(data: Any, size: int) -> memoryview | None:
+    """The whole decoded zstd frame ``data``, which must decode to ``size`` bytes, in one
+    ``decompress`` call (which refuses data after the frame); None when ``size`` is not below
+    :data:`ZSTD_ONE_CALL_BYTES` (read it with :func:`zstd_read_into`). Framing errors are
+    worded as by :func:`_one_frame`."""
+    if size >= ZSTD_ONE_CALL_BYTES:
+        return None
+    try:
+        whole = memoryview(_zstd_context().decompress(data, allow_extra_data=False))
+    except zstandard.ZstdError as exc:
+        _one_frame(data)  # bad framing: says where the frame ends
+        raise DecodeError(f"zstd decompression failed: {exc}") from exc
+    if len(whole) != size:
+        raise DecodeError(f"zstd: the frame holds {len(whole)} bytes, not the {size} its parts take")
+    return whole
+
+
 def zstd_read_into(data: Any, parts: Sequence[memoryview]) -> None:
     """Decompress the zstd frame ``data`` into ``parts``, one after the other; it must fill
     them exactly, and be the whole of ``data``."""
+    whole = zstd_small(data, sum(len(part) for part in parts))
+    if whole is not None:
+        at = 0
+        for part in parts:
+            part[:] = whole[at : at + len(part)]
+            at += len(part)
+        return
     _one_frame(data)
     try:
         reader = _zstd_context().stream_reader(data, read_across_frames=True)

@@ -33,6 +33,7 @@ from zarr_vectors.engine.chunks.compressors import (
     too_big,
     zstd_read_into,
     zstd_size,
+    zstd_small,
 )
 from zarr_vectors.errors import DecodeError
 from zarr_vectors.format.codecs import DRACO, geometry_codec
@@ -258,19 +259,27 @@ class Pipeline:
     def decode_to(self, chunk: bytes | memoryview, out: memoryview) -> None:
         """Decode the payload of one stored chunk straight into ``out``, which must be exactly
         its :meth:`payload_size`; raises DecodeError on bad framing."""
-        head = bytearray(8)
+        whole = None  # the decoded frame, when a small zstd frame is decoded in one call
+        head: bytes | bytearray | memoryview
         if self.compressors:
-            zstd_read_into(chunk, [memoryview(head), out])
+            whole = zstd_small(chunk, 8 + len(out))
+            if whole is not None:
+                head = whole
+            else:
+                head = bytearray(8)
+                zstd_read_into(chunk, [memoryview(head), out])
         else:
             if len(chunk) != 8 + len(out):
                 raise DecodeError(f"vlen-bytes chunk is {len(chunk)} bytes, not the 8 + {len(out)} expected")
-            head[:] = chunk[:8]
+            head = chunk
         count, length = _VLEN_HEAD.unpack_from(head, 0)
         if count != 1:
             raise DecodeError(f"vlen-bytes chunk holds {count} items, expected 1")
         if length != len(out):
             raise DecodeError(f"vlen-bytes item claims {length} bytes but {len(out)} follow the header")
-        if not self.compressors:
+        if whole is not None:
+            out[:] = whole[8:]
+        elif not self.compressors:
             out[:] = chunk[8:]
 
     def decode(self, chunk: bytes | memoryview, scratch: Arena | None = None) -> memoryview:
