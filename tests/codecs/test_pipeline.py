@@ -493,3 +493,14 @@ def test_a_zstd_frame_must_fill_its_parts_exactly(one_call_bytes, sizes, message
     assert [bytes(p) for p in parts] == [b"abcd", b"ef"]
     with pytest.raises(DecodeError, match=message):
         zstd_read_into(frame, [memoryview(bytearray(n)) for n in sizes])
+
+
+@pytest.mark.parametrize("one_call_bytes", [0, 1 << 18])
+def test_a_zstd_frame_without_a_content_size_fills_its_parts(one_call_bytes, monkeypatch):
+    monkeypatch.setattr(compressors, "ZSTD_ONE_CALL_BYTES", one_call_bytes)  # stream or one call
+    frame = __import__("zstandard").ZstdCompressor(write_content_size=False).compress(b"abcdef")
+    parts = [memoryview(bytearray(4)), memoryview(bytearray(2))]
+    zstd_read_into(frame, parts)
+    assert [bytes(p) for p in parts] == [b"abcd", b"ef"]
+    with pytest.raises(DecodeError):
+        zstd_read_into(frame, [memoryview(bytearray(4)), memoryview(bytearray(1))])

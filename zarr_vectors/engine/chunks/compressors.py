@@ -206,7 +206,9 @@ def zstd_small(data: Any, size: int) -> memoryview | None:
     if size >= ZSTD_ONE_CALL_BYTES:
         return None
     try:
-        whole = memoryview(_zstd_context().decompress(data, allow_extra_data=False))
+        # max_output_size: a frame without a content size in its header (streamed writers)
+        # decodes into at most ``size`` bytes instead of being refused.
+        whole = memoryview(_zstd_context().decompress(data, max_output_size=size, allow_extra_data=False))
     except zstandard.ZstdError as exc:
         _one_frame(data)  # bad framing: says where the frame ends
         raise DecodeError(f"zstd decompression failed: {exc}") from exc
