@@ -339,11 +339,13 @@ def _direct_box(
                 keep[rows] = passing
     else:
         keep = inside_box(staged[0], *box)
-    kept = int(np.count_nonzero(keep))
-    out = [np.empty((full_rows + kept, w), dt) for w, dt in zip(widths, dtypes)]
+    # One scan of the mask, then each column gathers only the kept rows (cheaper than
+    # ``np.compress``, which scans the whole mask again for every column).
+    kept = np.flatnonzero(keep)
+    out = [np.empty((full_rows + len(kept), w), dt) for w, dt in zip(widths, dtypes)]
     spread(out, 0, n_full)
     for dst, src in zip(out, staged):
-        np.compress(keep, src, axis=0, out=dst[full_rows:])
+        np.take(src, kept, axis=0, out=dst[full_rows:], mode="clip")  # indices are in range
     return out
 
 
